@@ -1,0 +1,108 @@
+//! `tacos bench`: synthesis speed and quality on the topologies the project measures
+//! itself against (All-Gather of 1 GiB, links 50 GB/s and 0.5 us unless the case says).
+
+use crate::bounds::ingress_bound_ps;
+use crate::collective::{Collective, CollectiveKind};
+use crate::synth::{synthesize, SynthOptions};
+use crate::topology::{parse_spec, SpecDefaults};
+use crate::units::ps_to_us;
+use clap::Args;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Only the cases whose topology contains this text (e.g. torus, 32x32)
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Leave out the largest cases (32x32 mesh, 24x24 mesh)
+    #[arg(long)]
+    pub quick: bool,
+    /// Seed for the synthesizer
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON array instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// (topology spec, chunks per NPU, synthesis time of the public C++ TACOS on this machine
+/// class in ms where measured, from the project's reference figures).
+const CASES: &[(&str, usize, Option<f64>)] = &[
+    ("mesh:4x4", 1, Some(0.45)),
+    ("mesh:8x8", 1, Some(11.6)),
+    ("torus:8x8", 1, Some(7.6)),
+    ("torus:8x8", 4, Some(114.0)),
+    ("mesh:4x4x4", 1, Some(8.2)),
+    ("torus:4x4x4", 1, Some(9.1)),
+    ("multi:L8xL8,bw=100:25", 1, Some(60.0)),
+    ("mesh:16x16", 1, Some(940.0)),
+    ("torus:16x16", 1, Some(774.0)),
+    ("mesh:24x24", 1, Some(12_100.0)),
+    ("mesh:32x32", 1, Some(81_800.0)),
+];
+
+const SIZE: u64 = 1 << 30;
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    if !args.json {
+        println!(
+            "{:<24} {:>5} {:>3} {:>12} {:>12} {:>13} {:>10} {:>8}",
+            "topology", "NPUs", "K", "synth (ms)", "C++ (ms)", "time (us)", "bound (us)", "eff."
+        );
+    }
+    for &(spec, k, reference_ms) in CASES {
+        if args.filter.as_deref().is_some_and(|f| !spec.contains(f)) {
+            continue;
+        }
+        if args.quick && (spec.contains("32x32") || spec.contains("24x24")) {
+            continue;
+        }
+        let topo = parse_spec(spec, &SpecDefaults::default())?;
+        let collective = Collective::over_all(&topo, CollectiveKind::AllGather, None, k, SIZE)?;
+        let options = SynthOptions { seed: args.seed };
+        // Best of a few runs for the fast cases, one run for the slow ones.
+        let mut best = Duration::MAX;
+        let mut time_ps = 0;
+        let mut total = Duration::ZERO;
+        while total < Duration::from_millis(300) || best == Duration::MAX {
+            let started = Instant::now();
+            let schedule = synthesize(&topo, &collective, &options)?;
+            let took = started.elapsed();
+            best = best.min(took);
+            total += took;
+            time_ps = schedule.collective_time_ps();
+        }
+        let bound_ps = ingress_bound_ps(&topo, &collective);
+        let synth_ms = best.as_secs_f64() * 1e3;
+        let efficiency = bound_ps as f64 / time_ps as f64;
+        if args.json {
+            rows.push(serde_json::json!({
+                "topology": spec,
+                "npus": topo.npus(),
+                "chunks_per_npu": k,
+                "synth_time_ms": synth_ms,
+                "reference_cpp_ms": reference_ms,
+                "collective_time_us": ps_to_us(time_ps),
+                "ingress_bound_us": ps_to_us(bound_ps),
+                "efficiency": efficiency,
+            }));
+        } else {
+            println!(
+                "{:<24} {:>5} {:>3} {:>12.3} {:>12} {:>13.1} {:>10.1} {:>8.3}",
+                spec,
+                topo.npus(),
+                k,
+                synth_ms,
+                reference_ms.map_or("-".into(), |r| format!("{r:.1}")),
+                ps_to_us(time_ps),
+                ps_to_us(bound_ps),
+                efficiency
+            );
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
+    Ok(())
+}

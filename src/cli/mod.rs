@@ -1,0 +1,96 @@
+//! The `tacos` command line: thin commands over the library's pipeline.
+
+mod bench;
+mod synth;
+mod topo;
+
+use crate::collective::CollectiveKind;
+use crate::topology::{parse_spec, SpecDefaults, Topology};
+use crate::units::parse_size;
+use clap::{Args, Parser, Subcommand};
+
+/// Topology-aware collective algorithm synthesizer (TACOS link-chunk matching).
+#[derive(Debug, Parser)]
+#[command(name = "tacos", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Inspect and export topologies.
+    #[command(subcommand)]
+    Topo(topo::TopoCommand),
+    /// Synthesize a collective algorithm for a topology.
+    Synth(synth::SynthArgs),
+    /// Time synthesis on standard topologies and print a table.
+    Bench(bench::BenchArgs),
+}
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Topo(cmd) => topo::run(cmd),
+        Command::Synth(args) => synth::run(args),
+        Command::Bench(args) => bench::run(args),
+    }
+}
+
+/// A topology as every command takes it.
+#[derive(Debug, Args)]
+pub struct TopologyArgs {
+    /// Topology: a JSON file, or a builder such as ring:8, fc:8, switch:8,d=2, mesh:4x4,
+    /// torus:8x8, mesh:4x4x4, hypercube:4, dragonfly:4x5,bw=400:200, rfs:2x4x8,bw=200:100:50,
+    /// multi:R4xF4xS8, preset:dgx1 (`tacos topo builders` lists them all)
+    #[arg(default_value = "mesh:4x4", value_name = "SPEC")]
+    pub spec: String,
+    /// Bandwidth of links the spec leaves unspecified, GB/s
+    #[arg(long, default_value_t = 50.0, value_name = "GBPS", value_parser = positive)]
+    pub bandwidth: f64,
+    /// Latency (alpha) of links the spec leaves unspecified, microseconds
+    #[arg(long, default_value_t = 0.5, value_name = "US", value_parser = non_negative)]
+    pub latency: f64,
+}
+
+impl TopologyArgs {
+    /// Builds the topology the arguments name.
+    pub fn topology(&self) -> crate::Result<Topology> {
+        parse_spec(
+            &self.spec,
+            &SpecDefaults {
+                bandwidth_gbps: self.bandwidth,
+                latency_us: self.latency,
+            },
+        )
+    }
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("'{s}' must be a positive number")),
+    }
+}
+
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("'{s}' must be zero or a positive number")),
+    }
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    parse_size(s)
+}
+
+fn collective_kind(s: &str) -> Result<CollectiveKind, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => Err(format!("'{s}' must be a whole number, at least 1")),
+    }
+}

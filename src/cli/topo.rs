@@ -1,0 +1,117 @@
+//! `tacos topo`: show, export and list topologies.
+
+use super::TopologyArgs;
+use crate::fsio::write_atomic;
+use crate::topology::{file, spec::BUILDERS, PRESETS};
+use anyhow::Context;
+use clap::Subcommand;
+use std::path::PathBuf;
+
+#[derive(Debug, Subcommand)]
+pub enum TopoCommand {
+    /// Print NPUs, links, degree range, bandwidth classes and diameter.
+    Show {
+        #[command(flatten)]
+        topology: TopologyArgs,
+        /// Print one JSON object instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the topology as a JSON file (reading it back gives the same topology).
+    Export {
+        #[command(flatten)]
+        topology: TopologyArgs,
+        /// Output file
+        #[arg(short, long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// List the topology builders.
+    Builders,
+    /// List the presets of real machines.
+    Presets,
+}
+
+pub fn run(cmd: TopoCommand) -> anyhow::Result<()> {
+    match cmd {
+        TopoCommand::Show { topology, json } => {
+            let topo = topology.topology()?;
+            let stats = topo.stats();
+            if json {
+                let value = serde_json::json!({
+                    "name": topo.name(),
+                    "npus": stats.npus,
+                    "alive_npus": stats.alive_npus,
+                    "failed_npus": topo.failed(),
+                    "links": stats.links,
+                    "out_degree": {"min": stats.out_degree.0, "max": stats.out_degree.1},
+                    "in_degree": {"min": stats.in_degree.0, "max": stats.in_degree.1},
+                    "link_classes": stats.link_classes,
+                    "diameter_hops": stats.diameter_hops,
+                });
+                println!("{}", serde_json::to_string_pretty(&value)?);
+                return Ok(());
+            }
+            println!("topology      {}", topo.name());
+            println!(
+                "NPUs          {}{}",
+                stats.npus,
+                if topo.failed().is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} failed: {})",
+                        topo.failed().len(),
+                        crate::topology::format_npus(topo.failed())
+                    )
+                }
+            );
+            println!("links         {} (directed)", stats.links);
+            println!(
+                "out-degree    {}..{}",
+                stats.out_degree.0, stats.out_degree.1
+            );
+            println!("in-degree     {}..{}", stats.in_degree.0, stats.in_degree.1);
+            println!(
+                "diameter      {}",
+                stats
+                    .diameter_hops
+                    .map_or("unreachable pairs".to_string(), |d| format!("{d} hops"))
+            );
+            println!("link classes  bandwidth       latency    links");
+            for c in &stats.link_classes {
+                println!(
+                    "              {:>9.3} GB/s  {:>7.3} us  {:>5}",
+                    c.bandwidth_gbps, c.latency_us, c.links
+                );
+            }
+            Ok(())
+        }
+        TopoCommand::Export { topology, out } => {
+            let topo = topology.topology()?;
+            write_atomic(&out, file::to_json(&topo).as_bytes())
+                .with_context(|| "cannot write the topology")?;
+            eprintln!(
+                "wrote {} ({} NPUs, {} links)",
+                out.display(),
+                topo.npus(),
+                topo.links().len()
+            );
+            Ok(())
+        }
+        TopoCommand::Builders => {
+            for (spec, what) in BUILDERS {
+                println!("{spec:<34} {what}");
+            }
+            println!(
+                "\noptions: bw=GBPS[:GBPS..] and lat=US[:US..] per dimension; d=D for switches"
+            );
+            Ok(())
+        }
+        TopoCommand::Presets => {
+            for (name, what) in PRESETS {
+                println!("preset:{name:<12} {what}");
+            }
+            Ok(())
+        }
+    }
+}

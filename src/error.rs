@@ -1,0 +1,46 @@
+//! The library's error type: every variant says what was wrong and where, in one line.
+
+use std::path::PathBuf;
+
+/// Errors the library reports instead of panicking on user input.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A topology spec string or JSON file that cannot be understood.
+    #[error("topology spec: {0}")]
+    Spec(String),
+    /// A topology whose contents break a rule (bad link, out-of-range NPU...).
+    #[error("topology: {0}")]
+    Topology(String),
+    /// Some NPUs cannot be reached from others.
+    #[error("disconnected topology: {0}")]
+    Disconnected(String),
+    /// A collective that cannot be built as asked (root, size, chunks, NPU subset).
+    #[error("collective: {0}")]
+    Collective(String),
+    /// A schedule that is not a correct algorithm on its topology.
+    #[error("schedule: {0}")]
+    Schedule(String),
+    /// The synthesizer could not complete the collective.
+    #[error("synthesis: {0}")]
+    Synthesis(String),
+    /// A file that could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Result with the library's error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

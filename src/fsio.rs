@@ -1,0 +1,57 @@
+//! Reading JSON with errors that point at the spot, and writing files atomically.
+
+use crate::error::{Error, Result};
+use serde::de::DeserializeOwned;
+use std::io::Write;
+use std::path::Path;
+
+/// Parses JSON text into `T`. The error reads `origin:line:column: field.path: what`.
+pub fn parse_json<T: DeserializeOwned>(text: &str, origin: &str) -> std::result::Result<T, String> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let inner = e.inner();
+        let message = inner.to_string();
+        // serde_json appends " at line L column C"; the prefix says it already.
+        let message = message
+            .rfind(" at line ")
+            .map_or(message.as_str(), |i| &message[..i]);
+        let path = e.path().to_string();
+        let field = if path == "." {
+            String::new()
+        } else {
+            format!("{path}: ")
+        };
+        format!(
+            "{origin}:{}:{}: {field}{message}",
+            inner.line(),
+            inner.column()
+        )
+    })
+}
+
+/// Writes `contents` to `path` through a temporary file in the same directory and a
+/// rename, so readers never see a half-written file.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::io(path, std::io::Error::other("not a file path")))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(path, e)
+    })
+}

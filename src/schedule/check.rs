@@ -1,0 +1,270 @@
+//! The schedule checker: replays a schedule on a topology, independently of whatever made
+//! it, and rejects it unless it is a correct, contention-free algorithm.
+//!
+//! A chunk's content on an NPU is the set of contributions it holds: for copying
+//! collectives one bit (the whole chunk), for combining collectives one bit per
+//! contributor. A copy overwrites the destination's content with what the source held when
+//! the transfer started; a reduce adds it, and adding a contribution twice is an error.
+
+use super::{Op, Schedule, Transfer};
+use crate::collective::Collective;
+use crate::error::{Error, Result};
+use crate::topology::{format_npus, Topology};
+use crate::units::{ps_to_us, Picos};
+
+/// What a passing check found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckReport {
+    /// When the last transfer ends.
+    pub collective_time_ps: Picos,
+    pub transfers: usize,
+}
+
+/// Checks a timed schedule: every transfer uses an existing link and takes exactly the
+/// link's alpha + size / bandwidth, no link carries two chunks at once, every sender holds
+/// the chunk when it sends, and every postcondition holds at the end.
+pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
+    let collective = Collective::new(topo, schedule.collective.clone())
+        .map_err(|e| Error::Schedule(format!("its collective is not valid here: {e}")))?;
+    let expected = collective.chunk_bytes();
+    if (schedule.chunk_bytes - expected).abs() > 1e-9 * expected.max(1.0) {
+        return Err(Error::Schedule(format!(
+            "chunk_bytes is {} but the collective's chunks are {expected} bytes",
+            schedule.chunk_bytes
+        )));
+    }
+    let mut per_link: Vec<Vec<usize>> = vec![Vec::new(); topo.links().len()];
+    for (i, t) in schedule.transfers.iter().enumerate() {
+        check_static(i, t, &collective, topo)?;
+        let link = topo.link_between(t.src, t.dst).ok_or_else(|| {
+            fail(
+                i,
+                t,
+                format!("there is no link from NPU {} to NPU {}", t.src, t.dst),
+            )
+        })?;
+        let needed = topo.link(link).transfer_ps(schedule.chunk_bytes);
+        if t.end_ps.checked_sub(t.start_ps) != Some(needed) {
+            return Err(fail(
+                i,
+                t,
+                format!(
+                    "takes {:.6} us but the link needs {:.6} us",
+                    ps_to_us(t.end_ps.saturating_sub(t.start_ps)),
+                    ps_to_us(needed)
+                ),
+            ));
+        }
+        per_link[link].push(i);
+    }
+    for ids in &mut per_link {
+        ids.sort_by_key(|&i| schedule.transfers[i].start_ps);
+        for w in ids.windows(2) {
+            let (a, b) = (&schedule.transfers[w[0]], &schedule.transfers[w[1]]);
+            if b.start_ps < a.end_ps {
+                return Err(fail(
+                    w[1],
+                    b,
+                    format!(
+                        "starts while transfer {} (chunk {}) still occupies the link until {:.6} us",
+                        w[0],
+                        a.chunk,
+                        ps_to_us(a.end_ps)
+                    ),
+                ));
+            }
+        }
+    }
+    replay(schedule, &collective, topo.npus())
+}
+
+/// Checks only the data flow of a schedule whose times are an order, not a promise (a
+/// baseline whose sends the simulator routes and times): NPUs and chunks exist, every
+/// sender holds the chunk when it sends in (start, end) order, and every postcondition holds.
+pub fn check_data_flow(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
+    let collective = Collective::new(topo, schedule.collective.clone())
+        .map_err(|e| Error::Schedule(format!("its collective is not valid here: {e}")))?;
+    for (i, t) in schedule.transfers.iter().enumerate() {
+        check_static(i, t, &collective, topo)?;
+        if t.end_ps < t.start_ps {
+            return Err(fail(i, t, "ends before it starts".into()));
+        }
+    }
+    replay(schedule, &collective, topo.npus())
+}
+
+fn fail(i: usize, t: &Transfer, what: String) -> Error {
+    Error::Schedule(format!(
+        "transfer {i} (chunk {}, NPU {} -> {}, {:.6}-{:.6} us): {what}",
+        t.chunk,
+        t.src,
+        t.dst,
+        ps_to_us(t.start_ps),
+        ps_to_us(t.end_ps)
+    ))
+}
+
+fn check_static(i: usize, t: &Transfer, collective: &Collective, topo: &Topology) -> Result<()> {
+    if t.chunk >= collective.chunks().len() {
+        return Err(fail(
+            i,
+            t,
+            format!(
+                "the collective has chunks 0..{}",
+                collective.chunks().len() - 1
+            ),
+        ));
+    }
+    if t.src >= topo.npus() || t.dst >= topo.npus() {
+        return Err(fail(
+            i,
+            t,
+            format!("the topology has NPUs 0..{}", topo.npus() - 1),
+        ));
+    }
+    if t.src == t.dst {
+        return Err(fail(i, t, "source and destination are the same NPU".into()));
+    }
+    if t.op == Op::Reduce && !collective.combining() {
+        return Err(fail(
+            i,
+            t,
+            format!("{} copies chunks; it has no reductions", collective.kind()),
+        ));
+    }
+    Ok(())
+}
+
+/// Per-(NPU, chunk) contribution sets, stored as bit words in one flat array.
+struct Contents {
+    /// First word of each chunk inside an NPU's block.
+    offset: Vec<usize>,
+    words_per_npu: usize,
+    bits: Vec<u64>,
+}
+
+impl Contents {
+    fn new(collective: &Collective, npus: usize) -> Contents {
+        let mut offset = Vec::with_capacity(collective.chunks().len() + 1);
+        let mut words = 0;
+        for c in collective.chunks() {
+            offset.push(words);
+            let contributors = if collective.combining() {
+                c.pre.len()
+            } else {
+                1
+            };
+            words += contributors.div_ceil(64);
+        }
+        offset.push(words);
+        let mut contents = Contents {
+            offset,
+            words_per_npu: words,
+            bits: vec![0; words * npus],
+        };
+        for (id, c) in collective.chunks().iter().enumerate() {
+            for (j, &npu) in c.pre.iter().enumerate() {
+                let bit = if collective.combining() { j } else { 0 };
+                contents.get_mut(npu, id)[bit / 64] |= 1 << (bit % 64);
+            }
+        }
+        contents
+    }
+
+    fn range(&self, npu: usize, chunk: usize) -> std::ops::Range<usize> {
+        let base = npu * self.words_per_npu;
+        base + self.offset[chunk]..base + self.offset[chunk + 1]
+    }
+
+    fn get(&self, npu: usize, chunk: usize) -> &[u64] {
+        &self.bits[self.range(npu, chunk)]
+    }
+
+    fn get_mut(&mut self, npu: usize, chunk: usize) -> &mut [u64] {
+        let r = self.range(npu, chunk);
+        &mut self.bits[r]
+    }
+}
+
+fn replay(schedule: &Schedule, collective: &Collective, npus: usize) -> Result<CheckReport> {
+    let mut contents = Contents::new(collective, npus);
+    // Arrivals at time t land before departures at t, so a chunk can be forwarded the
+    // moment it arrives.
+    let mut events: Vec<(Picos, bool, usize)> = schedule
+        .transfers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| [(t.start_ps, true, i), (t.end_ps, false, i)])
+        .collect();
+    events.sort_unstable();
+    let mut in_flight: Vec<Option<Vec<u64>>> = vec![None; schedule.transfers.len()];
+    for (_, departs, i) in events {
+        let t = &schedule.transfers[i];
+        if departs {
+            let held = contents.get(t.src, t.chunk);
+            if held.iter().all(|&w| w == 0) {
+                return Err(fail(
+                    i,
+                    t,
+                    format!(
+                        "NPU {} does not hold chunk {} when it sends",
+                        t.src, t.chunk
+                    ),
+                ));
+            }
+            in_flight[i] = Some(held.to_vec());
+            continue;
+        }
+        let data = in_flight[i]
+            .take()
+            .expect("a transfer departs before it arrives");
+        let dst = contents.get_mut(t.dst, t.chunk);
+        match t.op {
+            Op::Copy => dst.copy_from_slice(&data),
+            Op::Reduce => {
+                if dst.iter().zip(&data).any(|(a, b)| a & b != 0) {
+                    return Err(fail(
+                        i,
+                        t,
+                        format!(
+                            "NPU {} would count a contribution to chunk {} twice",
+                            t.dst, t.chunk
+                        ),
+                    ));
+                }
+                dst.iter_mut().zip(&data).for_each(|(a, b)| *a |= b);
+            }
+        }
+    }
+    for (id, c) in collective.chunks().iter().enumerate() {
+        let contributors = if collective.combining() {
+            c.pre.len()
+        } else {
+            1
+        };
+        let lacking: Vec<usize> = c
+            .post
+            .iter()
+            .copied()
+            .filter(|&n| {
+                let held = contents.get(n, id);
+                (0..contributors).any(|b| held[b / 64] & (1 << (b % 64)) == 0)
+            })
+            .collect();
+        if !lacking.is_empty() {
+            return Err(Error::Schedule(format!(
+                "at the end, NPUs {} lack chunk {id}{}",
+                format_npus(&lacking),
+                if collective.combining() {
+                    " (or some of its contributions)"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+    Ok(CheckReport {
+        collective_time_ps: schedule.collective_time_ps(),
+        transfers: schedule.transfers.len(),
+    })
+}

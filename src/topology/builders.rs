@@ -1,0 +1,198 @@
+//! Builders for the regular shapes: rings, fully connected, unwound switches, meshes,
+//! tori, hypercubes, dragonflies, and their multi-dimensional compositions.
+
+use super::{Link, NpuId, Topology};
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+
+/// How the NPUs along one dimension are joined.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DimKind {
+    /// A line: i <-> i+1, no wrap-around (one dimension of a mesh).
+    Line,
+    /// A bidirectional ring: i <-> i+1 mod n.
+    Ring,
+    /// A unidirectional ring: i -> i+1 mod n.
+    UniRing,
+    /// Every NPU linked to every other in both directions.
+    FullyConnected,
+    /// A switch unwound with degree d (the TACOS paper's rule): NPU i links to
+    /// i+1 .. i+d mod n, each link carrying the NPU's bandwidth divided by d.
+    Switch { degree: usize },
+}
+
+/// One dimension of a composed topology.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dim {
+    pub kind: DimKind,
+    pub size: usize,
+    /// Bandwidth in GB/s of an NPU in this dimension (split over d links for a switch).
+    pub bandwidth_gbps: f64,
+    pub latency_us: f64,
+}
+
+/// Links keyed by (src, dst); adding an existing pair again keeps the first (so a ring of
+/// two NPUs is one link each way).
+#[derive(Default)]
+pub(crate) struct LinkSet(BTreeMap<(NpuId, NpuId), Link>);
+
+impl LinkSet {
+    pub(crate) fn add(&mut self, src: NpuId, dst: NpuId, bandwidth_gbps: f64, latency_us: f64) {
+        self.0.entry((src, dst)).or_insert(Link {
+            src,
+            dst,
+            bandwidth_gbps,
+            latency_us,
+        });
+    }
+
+    pub(crate) fn add_both(&mut self, a: NpuId, b: NpuId, bandwidth_gbps: f64, latency_us: f64) {
+        self.add(a, b, bandwidth_gbps, latency_us);
+        self.add(b, a, bandwidth_gbps, latency_us);
+    }
+
+    pub(crate) fn into_topology(self, name: impl Into<String>, npus: usize) -> Result<Topology> {
+        Topology::new(name, npus, self.0.into_values().collect())
+    }
+}
+
+/// Adds the links of one dimension among `members` (NPU ids in dimension order).
+fn add_dim(set: &mut LinkSet, dim: &Dim, members: &[NpuId]) {
+    let n = members.len();
+    let (bw, lat) = (dim.bandwidth_gbps, dim.latency_us);
+    match dim.kind {
+        DimKind::Line => {
+            for i in 0..n.saturating_sub(1) {
+                set.add_both(members[i], members[i + 1], bw, lat);
+            }
+        }
+        DimKind::Ring if n > 1 => {
+            for i in 0..n {
+                set.add_both(members[i], members[(i + 1) % n], bw, lat);
+            }
+        }
+        DimKind::UniRing if n > 1 => {
+            for i in 0..n {
+                set.add(members[i], members[(i + 1) % n], bw, lat);
+            }
+        }
+        DimKind::FullyConnected => {
+            for i in 0..n {
+                for j in 0..n {
+                    if i != j {
+                        set.add(members[i], members[j], bw, lat);
+                    }
+                }
+            }
+        }
+        DimKind::Switch { degree } => {
+            let d = degree.min(n.saturating_sub(1));
+            for i in 0..n {
+                for k in 1..=d {
+                    set.add(members[i], members[(i + k) % n], bw / d as f64, lat);
+                }
+            }
+        }
+        DimKind::Ring | DimKind::UniRing => {}
+    }
+}
+
+/// Composes dimensions into one topology: NPU id = sum of coordinate x stride, the first
+/// dimension varying fastest; each line of NPUs along a dimension is joined as that
+/// dimension says. A 2D mesh is Line x Line, a torus Ring x Ring, the paper's 3D-RFS
+/// Ring x FullyConnected x Switch.
+pub fn compose(name: impl Into<String>, dims: &[Dim]) -> Result<Topology> {
+    if dims.is_empty() {
+        return Err(Error::Spec(
+            "a topology needs at least one dimension".into(),
+        ));
+    }
+    for d in dims {
+        if d.size == 0 {
+            return Err(Error::Spec("every dimension needs at least one NPU".into()));
+        }
+        if let DimKind::Switch { degree: 0 } = d.kind {
+            return Err(Error::Spec("a switch's degree d must be at least 1".into()));
+        }
+    }
+    let npus = dims
+        .iter()
+        .try_fold(1usize, |acc, d| acc.checked_mul(d.size))
+        .filter(|&n| n <= 1 << 24)
+        .ok_or_else(|| Error::Spec("too many NPUs (at most 16777216)".into()))?;
+    let mut set = LinkSet::default();
+    let mut stride = 1;
+    for dim in dims {
+        for base in 0..npus {
+            // `base` starts a line when its coordinate in this dimension is 0.
+            if (base / stride) % dim.size != 0 {
+                continue;
+            }
+            let members: Vec<NpuId> = (0..dim.size).map(|k| base + k * stride).collect();
+            add_dim(&mut set, dim, &members);
+        }
+        stride *= dim.size;
+    }
+    set.into_topology(name, npus)
+}
+
+/// A binary hypercube of 2^dims NPUs: i <-> i xor 2^k.
+pub fn hypercube(
+    name: &str,
+    dims: usize,
+    bandwidth_gbps: f64,
+    latency_us: f64,
+) -> Result<Topology> {
+    if dims == 0 || dims > 24 {
+        return Err(Error::Spec(format!(
+            "hypercube dimensions must be 1..24, got {dims}"
+        )));
+    }
+    let n = 1usize << dims;
+    let mut set = LinkSet::default();
+    for i in 0..n {
+        for k in 0..dims {
+            set.add(i, i ^ (1 << k), bandwidth_gbps, latency_us);
+        }
+    }
+    set.into_topology(name, n)
+}
+
+/// A dragonfly of `groups` groups of `per_group` NPUs: fully connected inside a group, one
+/// bidirectional global link per pair of groups. Group g's link to its j-th other group
+/// (other groups in increasing order) leaves from its NPU j mod per_group.
+pub fn dragonfly(
+    name: &str,
+    per_group: usize,
+    groups: usize,
+    local: (f64, f64),
+    global: (f64, f64),
+) -> Result<Topology> {
+    if per_group == 0 || groups == 0 {
+        return Err(Error::Spec(
+            "a dragonfly needs at least one group of one NPU".into(),
+        ));
+    }
+    let n = per_group * groups;
+    let mut set = LinkSet::default();
+    for g in 0..groups {
+        let members: Vec<NpuId> = (0..per_group).map(|i| g * per_group + i).collect();
+        let dim = Dim {
+            kind: DimKind::FullyConnected,
+            size: per_group,
+            bandwidth_gbps: local.0,
+            latency_us: local.1,
+        };
+        add_dim(&mut set, &dim, &members);
+    }
+    // Index of group `h` among the other groups of `g`.
+    let slot = |g: usize, h: usize| if h < g { h } else { h - 1 };
+    for g in 0..groups {
+        for h in g + 1..groups {
+            let a = g * per_group + slot(g, h) % per_group;
+            let b = h * per_group + slot(h, g) % per_group;
+            set.add_both(a, b, global.0, global.1);
+        }
+    }
+    set.into_topology(name, n)
+}

@@ -1,0 +1,149 @@
+//! The topology JSON file: the form users write by hand and `tacos topo export` writes.
+//!
+//! ```json
+//! {
+//!   "name": "two-level",
+//!   "npus": 4,
+//!   "bandwidth_gbps": 50,
+//!   "latency_us": 0.5,
+//!   "links": [
+//!     { "src": 0, "dst": 1, "bidirectional": true },
+//!     { "src": 1, "dst": 2, "bandwidth_gbps": 100, "latency_us": 0.7 }
+//!   ],
+//!   "failed": []
+//! }
+//! ```
+//!
+//! `bandwidth_gbps` (GB/s) and `latency_us` on a link override the file's top-level
+//! defaults, which override the command line's `--bandwidth` and `--latency`.
+//! `bidirectional: true` adds the reverse link with the same figures. Unknown fields
+//! are errors, so a typo never silently falls back to a default.
+
+use super::spec::SpecDefaults;
+use super::{check_link, Link, NpuId, Topology};
+use crate::error::{Error, Result};
+use crate::fsio::parse_json;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Version written by `export`; readers accept files without one.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopologyFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    version: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    npus: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bandwidth_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    latency_us: Option<f64>,
+    links: Vec<FileLink>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    failed: Vec<NpuId>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLink {
+    src: NpuId,
+    dst: NpuId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bandwidth_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    latency_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    bidirectional: bool,
+}
+
+/// Reads a topology JSON file.
+pub fn read(path: &Path, defaults: &SpecDefaults) -> Result<Topology> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse(&text, &path.display().to_string(), defaults)
+}
+
+/// Parses topology JSON text; `origin` names it in errors (a file name).
+pub fn parse(text: &str, origin: &str, defaults: &SpecDefaults) -> Result<Topology> {
+    let file: TopologyFile = parse_json(text, origin).map_err(Error::Spec)?;
+    from_file(file, origin, defaults)
+}
+
+fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Result<Topology> {
+    let in_file = |e: Error| match e {
+        Error::Topology(m) => Error::Spec(format!("{origin}: {m}")),
+        other => other,
+    };
+    if let Some(v) = file.version.filter(|&v| v != FORMAT_VERSION) {
+        return Err(Error::Spec(format!(
+            "{origin}: version {v} is not supported (this tool reads version {FORMAT_VERSION})"
+        )));
+    }
+    let bandwidth = file.bandwidth_gbps.unwrap_or(defaults.bandwidth_gbps);
+    let latency = file.latency_us.unwrap_or(defaults.latency_us);
+    let mut links = Vec::new();
+    let mut seen: HashMap<(NpuId, NpuId), usize> = HashMap::new();
+    for (i, fl) in file.links.iter().enumerate() {
+        let link = Link {
+            src: fl.src,
+            dst: fl.dst,
+            bandwidth_gbps: fl.bandwidth_gbps.unwrap_or(bandwidth),
+            latency_us: fl.latency_us.unwrap_or(latency),
+        };
+        check_link(&format!("links[{i}]"), &link, file.npus).map_err(in_file)?;
+        let mut both = vec![link.clone()];
+        if fl.bidirectional {
+            both.push(Link {
+                src: fl.dst,
+                dst: fl.src,
+                ..link
+            });
+        }
+        for l in both {
+            if let Some(first) = seen.insert((l.src, l.dst), i) {
+                return Err(Error::Spec(format!(
+                    "{origin}: links[{i}] repeats the link {}->{} of links[{first}]; give one link with the summed bandwidth",
+                    l.src, l.dst
+                )));
+            }
+            links.push(l);
+        }
+    }
+    let name = file.name.unwrap_or_else(|| origin.to_string());
+    let topo = Topology::new(name, file.npus, links).map_err(in_file)?;
+    if file.failed.is_empty() {
+        Ok(topo)
+    } else {
+        topo.fail_npus(&file.failed).map_err(in_file)
+    }
+}
+
+/// The JSON form of a topology: every directed link written out, so reading it back
+/// gives the same topology.
+pub fn to_json(topo: &Topology) -> String {
+    let file = TopologyFile {
+        version: Some(FORMAT_VERSION),
+        name: Some(topo.name().to_string()),
+        npus: topo.npus(),
+        bandwidth_gbps: None,
+        latency_us: None,
+        links: topo
+            .links()
+            .iter()
+            .map(|l| FileLink {
+                src: l.src,
+                dst: l.dst,
+                bandwidth_gbps: Some(l.bandwidth_gbps),
+                latency_us: Some(l.latency_us),
+                bidirectional: false,
+            })
+            .collect(),
+        failed: topo.failed().to_vec(),
+    };
+    let mut text = serde_json::to_string_pretty(&file).expect("topology serializes");
+    text.push('\n');
+    text
+}

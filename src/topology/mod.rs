@@ -1,0 +1,437 @@
+//! The network: NPUs and directed links, each with its own latency and bandwidth.
+//!
+//! A `Topology` is immutable once built. Links are kept sorted by (src, dst) and unique,
+//! with compressed adjacency in both directions, so the synthesizer and the simulator
+//! walk a sparse graph: nothing here is an n x n matrix.
+
+mod builders;
+pub mod file;
+mod presets;
+pub mod spec;
+
+pub use builders::{compose, Dim, DimKind};
+pub use presets::PRESETS;
+pub use spec::{parse_spec, SpecDefaults};
+
+use crate::error::{Error, Result};
+use crate::units::{alpha_beta_ps, Picos};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Index of an NPU, 0-based.
+pub type NpuId = usize;
+/// Index of a link in `Topology::links()`.
+pub type LinkId = usize;
+
+/// A directed link from `src` to `dst`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    pub src: NpuId,
+    pub dst: NpuId,
+    /// Bandwidth in GB/s (1e9 bytes per second).
+    pub bandwidth_gbps: f64,
+    /// Latency (alpha) in microseconds.
+    pub latency_us: f64,
+}
+
+impl Link {
+    /// Alpha-beta time to move `bytes` over this link, in picoseconds.
+    pub fn transfer_ps(&self, bytes: f64) -> Picos {
+        alpha_beta_ps(self.latency_us, self.bandwidth_gbps, bytes)
+    }
+}
+
+/// A network of NPUs joined by directed links.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    name: String,
+    npus: usize,
+    links: Vec<Link>,
+    failed: Vec<NpuId>,
+    /// `links[out_start[u]..out_start[u+1]]` are the links leaving `u`.
+    out_start: Vec<usize>,
+    /// `in_index[in_start[v]..in_start[v+1]]` are the ids of the links entering `v`.
+    in_start: Vec<usize>,
+    in_index: Vec<LinkId>,
+}
+
+impl PartialEq for Topology {
+    fn eq(&self, other: &Self) -> bool {
+        self.npus == other.npus && self.links == other.links && self.failed == other.failed
+    }
+}
+
+impl Topology {
+    /// Builds a topology, checking every link: NPUs in range, no self loops, no duplicate
+    /// (src, dst) pair, bandwidth > 0 and latency >= 0, both finite.
+    pub fn new(name: impl Into<String>, npus: usize, links: Vec<Link>) -> Result<Topology> {
+        Self::with_failed(name, npus, links, Vec::new())
+    }
+
+    fn with_failed(
+        name: impl Into<String>,
+        npus: usize,
+        mut links: Vec<Link>,
+        mut failed: Vec<NpuId>,
+    ) -> Result<Topology> {
+        if npus == 0 {
+            return Err(Error::Topology("a topology needs at least one NPU".into()));
+        }
+        for (i, l) in links.iter().enumerate() {
+            check_link(&format!("links[{i}]"), l, npus)?;
+        }
+        failed.sort_unstable();
+        failed.dedup();
+        if let Some(&f) = failed.iter().find(|&&f| f >= npus) {
+            return Err(Error::Topology(format!(
+                "failed NPU {f} does not exist (NPUs are 0..{})",
+                npus - 1
+            )));
+        }
+        let mut order: Vec<usize> = (0..links.len()).collect();
+        order.sort_by_key(|&i| (links[i].src, links[i].dst));
+        for w in order.windows(2) {
+            let (a, b) = (&links[w[0]], &links[w[1]]);
+            if (a.src, a.dst) == (b.src, b.dst) {
+                return Err(Error::Topology(format!(
+                    "links[{}] and links[{}] both connect NPU {} to NPU {}; give one link with the summed bandwidth",
+                    w[0].min(w[1]),
+                    w[0].max(w[1]),
+                    a.src,
+                    a.dst
+                )));
+            }
+        }
+        links.sort_by_key(|l| (l.src, l.dst));
+        let mut out_start = vec![0; npus + 1];
+        let mut in_start = vec![0; npus + 1];
+        for l in &links {
+            out_start[l.src + 1] += 1;
+            in_start[l.dst + 1] += 1;
+        }
+        for v in 0..npus {
+            out_start[v + 1] += out_start[v];
+            in_start[v + 1] += in_start[v];
+        }
+        let mut fill = in_start.clone();
+        let mut in_index = vec![0; links.len()];
+        for (id, l) in links.iter().enumerate() {
+            in_index[fill[l.dst]] = id;
+            fill[l.dst] += 1;
+        }
+        Ok(Topology {
+            name: name.into(),
+            npus,
+            links,
+            failed,
+            out_start,
+            in_start,
+            in_index,
+        })
+    }
+
+    /// A short name saying how the topology was made (the spec, or the file's name field).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Number of NPU ids, failed ones included.
+    pub fn npus(&self) -> usize {
+        self.npus
+    }
+
+    /// All links, sorted by (src, dst).
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// The link with this id.
+    pub fn link(&self, id: LinkId) -> &Link {
+        &self.links[id]
+    }
+
+    /// NPUs removed by `fail_npus`: they keep their ids but have no links and take no part.
+    pub fn failed(&self) -> &[NpuId] {
+        &self.failed
+    }
+
+    /// Whether `npu` was failed.
+    pub fn is_failed(&self, npu: NpuId) -> bool {
+        self.failed.binary_search(&npu).is_ok()
+    }
+
+    /// NPUs that are not failed, in id order.
+    pub fn alive_npus(&self) -> Vec<NpuId> {
+        (0..self.npus).filter(|&n| !self.is_failed(n)).collect()
+    }
+
+    /// Ids of the links leaving `npu`.
+    pub fn out_links(&self, npu: NpuId) -> std::ops::Range<LinkId> {
+        self.out_start[npu]..self.out_start[npu + 1]
+    }
+
+    /// Ids of the links entering `npu`.
+    pub fn in_links(&self, npu: NpuId) -> &[LinkId] {
+        &self.in_index[self.in_start[npu]..self.in_start[npu + 1]]
+    }
+
+    /// The link from `src` to `dst`, if there is one.
+    pub fn link_between(&self, src: NpuId, dst: NpuId) -> Option<LinkId> {
+        if src >= self.npus || dst >= self.npus {
+            return None;
+        }
+        let range = self.out_links(src);
+        let start = range.start;
+        self.links[range]
+            .binary_search_by_key(&dst, |l| l.dst)
+            .ok()
+            .map(|i| start + i)
+    }
+
+    /// The same topology with the given NPUs failed: their links are removed and
+    /// collectives leave them out. NPU ids do not change.
+    pub fn fail_npus(&self, npus: &[NpuId]) -> Result<Topology> {
+        if let Some(&bad) = npus.iter().find(|&&n| n >= self.npus) {
+            return Err(Error::Topology(format!(
+                "cannot fail NPU {bad}: NPUs are 0..{}",
+                self.npus - 1
+            )));
+        }
+        let links = self
+            .links
+            .iter()
+            .filter(|l| !npus.contains(&l.src) && !npus.contains(&l.dst))
+            .cloned()
+            .collect();
+        let mut failed = self.failed.clone();
+        failed.extend_from_slice(npus);
+        Self::with_failed(self.name.clone(), self.npus, links, failed)
+    }
+
+    /// The same topology without the links between each given pair, in both directions.
+    pub fn fail_links(&self, pairs: &[(NpuId, NpuId)]) -> Result<Topology> {
+        for &(a, b) in pairs {
+            if self.link_between(a, b).is_none() && self.link_between(b, a).is_none() {
+                return Err(Error::Topology(format!(
+                    "cannot fail link {a}-{b}: no link joins NPU {a} and NPU {b}"
+                )));
+            }
+        }
+        let joins = |l: &Link| {
+            pairs
+                .iter()
+                .any(|&(a, b)| (l.src, l.dst) == (a, b) || (l.src, l.dst) == (b, a))
+        };
+        let links = self.links.iter().filter(|l| !joins(l)).cloned().collect();
+        Self::with_failed(self.name.clone(), self.npus, links, self.failed.clone())
+    }
+
+    /// The sub-topology induced by `npus`, renumbered 0..k-1 in the order given: what a
+    /// communicator over those NPUs sees when it can only route among its own members.
+    pub fn subset(&self, npus: &[NpuId]) -> Result<Topology> {
+        let mut new_id = vec![usize::MAX; self.npus];
+        for (i, &n) in npus.iter().enumerate() {
+            if n >= self.npus || self.is_failed(n) {
+                return Err(Error::Topology(format!(
+                    "subset names NPU {n}, which does not exist or has failed"
+                )));
+            }
+            if new_id[n] != usize::MAX {
+                return Err(Error::Topology(format!("subset names NPU {n} twice")));
+            }
+            new_id[n] = i;
+        }
+        let links = self
+            .links
+            .iter()
+            .filter(|l| new_id[l.src] != usize::MAX && new_id[l.dst] != usize::MAX)
+            .map(|l| Link {
+                src: new_id[l.src],
+                dst: new_id[l.dst],
+                ..l.clone()
+            })
+            .collect();
+        Topology::new(format!("{} (subset)", self.name), npus.len(), links)
+    }
+
+    /// Hop counts from `src` to every NPU (`usize::MAX` where unreachable).
+    pub fn hops_from(&self, src: NpuId) -> Vec<usize> {
+        let mut dist = vec![usize::MAX; self.npus];
+        let mut queue = VecDeque::from([src]);
+        dist[src] = 0;
+        while let Some(u) = queue.pop_front() {
+            for l in &self.links[self.out_links(u)] {
+                if dist[l.dst] == usize::MAX {
+                    dist[l.dst] = dist[u] + 1;
+                    queue.push_back(l.dst);
+                }
+            }
+        }
+        dist
+    }
+
+    /// The NPUs of `targets` that `src` cannot reach.
+    pub fn unreachable_from(&self, src: NpuId, targets: &[NpuId]) -> Vec<NpuId> {
+        let dist = self.hops_from(src);
+        targets
+            .iter()
+            .copied()
+            .filter(|&t| dist[t] == usize::MAX)
+            .collect()
+    }
+
+    /// Checks that every NPU in `npus` reaches every other one; the error names the NPUs
+    /// the first one cannot reach, or that cannot reach it.
+    pub fn check_strongly_connected(&self, npus: &[NpuId]) -> Result<()> {
+        let Some(&first) = npus.first() else {
+            return Ok(());
+        };
+        let cannot_be_reached = self.unreachable_from(first, npus);
+        if !cannot_be_reached.is_empty() {
+            return Err(Error::Disconnected(format!(
+                "NPU {first} cannot reach NPUs {}",
+                format_npus(&cannot_be_reached)
+            )));
+        }
+        let cannot_reach = self.reversed().unreachable_from(first, npus);
+        if !cannot_reach.is_empty() {
+            return Err(Error::Disconnected(format!(
+                "NPUs {} cannot reach NPU {first}",
+                format_npus(&cannot_reach)
+            )));
+        }
+        Ok(())
+    }
+
+    /// The topology with every link reversed (same bandwidth and latency).
+    pub fn reversed(&self) -> Topology {
+        let links = self
+            .links
+            .iter()
+            .map(|l| Link {
+                src: l.dst,
+                dst: l.src,
+                ..l.clone()
+            })
+            .collect();
+        Self::with_failed(self.name.clone(), self.npus, links, self.failed.clone())
+            .expect("reversing a valid topology keeps it valid")
+    }
+
+    /// Summary figures for `tacos topo show`.
+    pub fn stats(&self) -> TopologyStats {
+        let alive = self.alive_npus();
+        let out_deg = |n: NpuId| self.out_links(n).len();
+        let in_deg = |n: NpuId| self.in_links(n).len();
+        let range = |f: &dyn Fn(NpuId) -> usize| {
+            let v: Vec<usize> = alive.iter().map(|&n| f(n)).collect();
+            (
+                v.iter().copied().min().unwrap_or(0),
+                v.iter().copied().max().unwrap_or(0),
+            )
+        };
+        let mut classes: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+        for l in &self.links {
+            *classes
+                .entry((l.bandwidth_gbps.to_bits(), l.latency_us.to_bits()))
+                .or_default() += 1;
+        }
+        let mut diameter = Some(0);
+        for &s in &alive {
+            let dist = self.hops_from(s);
+            for &d in &alive {
+                diameter = match (diameter, dist[d]) {
+                    (_, usize::MAX) | (None, _) => None,
+                    (Some(a), b) => Some(a.max(b)),
+                };
+            }
+        }
+        TopologyStats {
+            npus: self.npus,
+            alive_npus: alive.len(),
+            links: self.links.len(),
+            out_degree: range(&out_deg),
+            in_degree: range(&in_deg),
+            link_classes: classes
+                .into_iter()
+                .map(|((bw, lat), count)| LinkClass {
+                    bandwidth_gbps: f64::from_bits(bw),
+                    latency_us: f64::from_bits(lat),
+                    links: count,
+                })
+                .collect(),
+            diameter_hops: diameter,
+        }
+    }
+}
+
+/// Links sharing one bandwidth and latency.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LinkClass {
+    pub bandwidth_gbps: f64,
+    pub latency_us: f64,
+    pub links: usize,
+}
+
+/// What `tacos topo show` prints.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TopologyStats {
+    pub npus: usize,
+    pub alive_npus: usize,
+    pub links: usize,
+    /// (min, max) links leaving an alive NPU.
+    pub out_degree: (usize, usize),
+    /// (min, max) links entering an alive NPU.
+    pub in_degree: (usize, usize),
+    pub link_classes: Vec<LinkClass>,
+    /// Longest shortest path in hops between alive NPUs; `None` when some pair is unreachable.
+    pub diameter_hops: Option<usize>,
+}
+
+/// Checks one link on its own; `label` names it in the error (`links[3]`).
+pub(crate) fn check_link(label: &str, l: &Link, npus: usize) -> Result<()> {
+    let bad = |what: String| {
+        Err(Error::Topology(format!(
+            "{label} ({}->{}): {what}",
+            l.src, l.dst
+        )))
+    };
+    if l.src >= npus || l.dst >= npus {
+        return bad(format!("NPU out of range (NPUs are 0..{})", npus - 1));
+    }
+    if l.src == l.dst {
+        return bad("a link cannot join an NPU to itself".into());
+    }
+    if !(l.bandwidth_gbps.is_finite() && l.bandwidth_gbps > 0.0) {
+        return bad(format!(
+            "bandwidth_gbps must be a positive number, got {}",
+            l.bandwidth_gbps
+        ));
+    }
+    if !(l.latency_us.is_finite() && l.latency_us >= 0.0) {
+        return bad(format!(
+            "latency_us must be zero or positive, got {}",
+            l.latency_us
+        ));
+    }
+    Ok(())
+}
+
+/// Formats NPU ids compactly: `0-3,7,9-10`.
+pub fn format_npus(npus: &[NpuId]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < npus.len() {
+        let mut j = i;
+        while j + 1 < npus.len() && npus[j + 1] == npus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            npus[i].to_string()
+        } else {
+            format!("{}-{}", npus[i], npus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}

@@ -1,0 +1,352 @@
+//! Topology specs as the command line takes them: a JSON file path, or a builder string
+//! such as `mesh:4x4`, `switch:8,d=2`, `rfs:2x4x8,bw=200:100:50` or `preset:dgx1`.
+
+use super::builders::{compose, dragonfly, hypercube, Dim, DimKind};
+use super::presets::preset;
+use super::{file, Topology};
+use crate::error::{Error, Result};
+use std::path::Path;
+
+/// Link figures used where a spec gives none (the TACOS paper's: 50 GB/s, 0.5 us).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SpecDefaults {
+    pub bandwidth_gbps: f64,
+    pub latency_us: f64,
+}
+
+impl Default for SpecDefaults {
+    fn default() -> Self {
+        SpecDefaults {
+            bandwidth_gbps: 50.0,
+            latency_us: 0.5,
+        }
+    }
+}
+
+/// One line per builder, for `--help` and error messages.
+pub const BUILDERS: &[(&str, &str)] = &[
+    ("ring:N", "bidirectional ring"),
+    ("uniring:N", "unidirectional ring (i -> i+1)"),
+    ("fc:N", "fully connected"),
+    (
+        "switch:N[,d=D]",
+        "switch unwound with degree D (default N-1), bandwidth split over D links",
+    ),
+    ("mesh:AxB | mesh:AxBxC", "2D or 3D mesh"),
+    ("torus:AxB | torus:AxBxC", "2D or 3D torus"),
+    ("hypercube:D", "binary hypercube of 2^D NPUs"),
+    (
+        "dragonfly:PxG[,bw=L:G,lat=L:G]",
+        "G groups of P NPUs, fully connected inside, one global link per group pair",
+    ),
+    (
+        "rfs:AxBxC",
+        "ring x fully connected x switch (the paper's 3D-RFS)",
+    ),
+    (
+        "multi:R4xF4xS8",
+        "composition: R ring, U unidirectional ring, L line, F fully connected, S switch",
+    ),
+    (
+        "preset:NAME[,nodes=N]",
+        "a real machine (see `tacos topo presets`)",
+    ),
+];
+
+/// Options every builder takes: `bw=` and `lat=`, one value or one per dimension
+/// (colon-separated), and `d=` for switches.
+struct Options {
+    bw: Option<Vec<f64>>,
+    lat: Option<Vec<f64>>,
+    degree: Option<usize>,
+    nodes: Option<usize>,
+}
+
+/// Turns a spec into a topology. A spec naming an existing file, or ending in `.json`, is
+/// read as a topology file.
+pub fn parse_spec(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
+    let spec = spec.trim();
+    if spec.ends_with(".json") || Path::new(spec).is_file() {
+        return file::read(Path::new(spec), defaults);
+    }
+    let Some((kind, rest)) = spec.split_once(':') else {
+        return Err(unknown(spec));
+    };
+    let mut parts = rest.split(',');
+    let shape = parts.next().unwrap_or("").trim();
+    let opts = parse_options(spec, parts)?;
+    let allow = |allowed: &[&str]| check_allowed(spec, &opts, allowed);
+    let dims_of = |shape: &str, kinds: &[DimKind]| dims(spec, shape, kinds, &opts, defaults);
+    let name = spec.to_string();
+    match kind {
+        "ring" | "uniring" | "fc" | "fully-connected" | "switch" => {
+            let n = count(spec, shape)?;
+            let kind = match kind {
+                "ring" => DimKind::Ring,
+                "uniring" => DimKind::UniRing,
+                "switch" => DimKind::Switch {
+                    degree: opts.degree.unwrap_or(n.saturating_sub(1).max(1)),
+                },
+                _ => DimKind::FullyConnected,
+            };
+            allow(if matches!(kind, DimKind::Switch { .. }) {
+                &["bw", "lat", "d"]
+            } else {
+                &["bw", "lat"]
+            })?;
+            compose(name, &dims_of(shape, &[kind])?)
+        }
+        "mesh" | "torus" => {
+            allow(&["bw", "lat"])?;
+            let kind = if kind == "mesh" {
+                DimKind::Line
+            } else {
+                DimKind::Ring
+            };
+            let sizes = sizes(spec, shape)?;
+            if !(2..=3).contains(&sizes.len()) {
+                return Err(Error::Spec(format!(
+                    "'{spec}': a {} is 2D (AxB) or 3D (AxBxC)",
+                    if kind == DimKind::Line {
+                        "mesh"
+                    } else {
+                        "torus"
+                    }
+                )));
+            }
+            compose(name, &dims_of(shape, &vec![kind; sizes.len()])?)
+        }
+        "rfs" => {
+            allow(&["bw", "lat", "d"])?;
+            let n = sizes(spec, shape)?;
+            if n.len() != 3 {
+                return Err(Error::Spec(format!(
+                    "'{spec}': rfs takes three sizes, AxBxC"
+                )));
+            }
+            let switch = DimKind::Switch {
+                degree: opts.degree.unwrap_or(n[2].saturating_sub(1).max(1)),
+            };
+            compose(
+                name,
+                &dims_of(shape, &[DimKind::Ring, DimKind::FullyConnected, switch])?,
+            )
+        }
+        "multi" => {
+            allow(&["bw", "lat", "d"])?;
+            let (kinds, plain) = multi_kinds(spec, shape, &opts)?;
+            compose(name, &dims_of(&plain, &kinds)?)
+        }
+        "hypercube" => {
+            allow(&["bw", "lat"])?;
+            let d = count(spec, shape)?;
+            let bw = single(spec, "bw", &opts.bw, defaults.bandwidth_gbps)?;
+            let lat = single(spec, "lat", &opts.lat, defaults.latency_us)?;
+            hypercube(&name, d, bw, lat)
+        }
+        "dragonfly" => {
+            allow(&["bw", "lat"])?;
+            let n = sizes(spec, shape)?;
+            if n.len() != 2 {
+                return Err(Error::Spec(format!(
+                    "'{spec}': dragonfly takes PxG (NPUs per group x groups)"
+                )));
+            }
+            let d = dims_of(shape, &[DimKind::FullyConnected, DimKind::FullyConnected])?;
+            dragonfly(
+                &name,
+                n[0],
+                n[1],
+                (d[0].bandwidth_gbps, d[0].latency_us),
+                (d[1].bandwidth_gbps, d[1].latency_us),
+            )
+        }
+        "preset" => {
+            allow(&["nodes"])?;
+            preset(shape, opts.nodes)
+        }
+        _ => Err(unknown(spec)),
+    }
+}
+
+fn unknown(spec: &str) -> Error {
+    let names: Vec<&str> = BUILDERS.iter().map(|b| b.0).collect();
+    Error::Spec(format!(
+        "'{spec}' is neither a topology file nor a known builder (builders: {})",
+        names.join(", ")
+    ))
+}
+
+fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result<Options> {
+    let mut opts = Options {
+        bw: None,
+        lat: None,
+        degree: None,
+        nodes: None,
+    };
+    for part in parts.map(str::trim) {
+        let Some((key, value)) = part.split_once('=') else {
+            return Err(Error::Spec(format!(
+                "'{spec}': option '{part}' must be key=value (bw=, lat=, d=, nodes=)"
+            )));
+        };
+        let numbers = |positive: bool| -> Result<Vec<f64>> {
+            value
+                .split(':')
+                .map(|v| {
+                    v.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|x| x.is_finite() && (*x > 0.0 || (!positive && *x == 0.0)))
+                        .ok_or_else(|| {
+                            Error::Spec(format!(
+                                "'{spec}': {key}= takes {} numbers separated by ':', got '{value}'",
+                                if positive { "positive" } else { "non-negative" }
+                            ))
+                        })
+                })
+                .collect()
+        };
+        let whole = || -> Result<usize> {
+            value
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&v| v > 0)
+                .ok_or_else(|| {
+                    Error::Spec(format!(
+                        "'{spec}': {key}= takes a whole number >= 1, got '{value}'"
+                    ))
+                })
+        };
+        match key.trim() {
+            "bw" => opts.bw = Some(numbers(true)?),
+            "lat" => opts.lat = Some(numbers(false)?),
+            "d" => opts.degree = Some(whole()?),
+            "nodes" => opts.nodes = Some(whole()?),
+            other => {
+                return Err(Error::Spec(format!(
+                    "'{spec}': unknown option '{other}' (options: bw=, lat=, d=, nodes=)"
+                )))
+            }
+        }
+    }
+    Ok(opts)
+}
+
+fn check_allowed(spec: &str, opts: &Options, allowed: &[&str]) -> Result<()> {
+    let given = [
+        ("bw", opts.bw.is_some()),
+        ("lat", opts.lat.is_some()),
+        ("d", opts.degree.is_some()),
+        ("nodes", opts.nodes.is_some()),
+    ];
+    for (key, present) in given {
+        if present && !allowed.contains(&key) {
+            return Err(Error::Spec(format!(
+                "'{spec}': option {key}= does not apply here (allowed: {})",
+                allowed
+                    .iter()
+                    .map(|k| format!("{k}="))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn count(spec: &str, text: &str) -> Result<usize> {
+    text.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Error::Spec(format!("'{spec}': '{text}' must be a whole number >= 1")))
+}
+
+fn sizes(spec: &str, shape: &str) -> Result<Vec<usize>> {
+    shape.split('x').map(|s| count(spec, s)).collect()
+}
+
+fn single(spec: &str, key: &str, values: &Option<Vec<f64>>, default: f64) -> Result<f64> {
+    match values.as_deref() {
+        None => Ok(default),
+        Some([v]) => Ok(*v),
+        Some(_) => Err(Error::Spec(format!(
+            "'{spec}': {key}= takes one value here"
+        ))),
+    }
+}
+
+/// Per-dimension values: none (default everywhere), one (everywhere) or one per dimension.
+fn per_dim(
+    spec: &str,
+    key: &str,
+    values: &Option<Vec<f64>>,
+    default: f64,
+    n: usize,
+) -> Result<Vec<f64>> {
+    match values.as_deref() {
+        None => Ok(vec![default; n]),
+        Some([v]) => Ok(vec![*v; n]),
+        Some(v) if v.len() == n => Ok(v.to_vec()),
+        Some(v) => Err(Error::Spec(format!(
+            "'{spec}': {key}= gives {} values for {n} dimensions",
+            v.len()
+        ))),
+    }
+}
+
+fn dims(
+    spec: &str,
+    shape: &str,
+    kinds: &[DimKind],
+    opts: &Options,
+    defaults: &SpecDefaults,
+) -> Result<Vec<Dim>> {
+    let n = sizes(spec, shape)?;
+    if n.len() != kinds.len() {
+        return Err(Error::Spec(format!(
+            "'{spec}': expected {} sizes, got '{shape}'",
+            kinds.len()
+        )));
+    }
+    let bw = per_dim(spec, "bw", &opts.bw, defaults.bandwidth_gbps, n.len())?;
+    let lat = per_dim(spec, "lat", &opts.lat, defaults.latency_us, n.len())?;
+    Ok((0..n.len())
+        .map(|i| Dim {
+            kind: kinds[i],
+            size: n[i],
+            bandwidth_gbps: bw[i],
+            latency_us: lat[i],
+        })
+        .collect())
+}
+
+/// Splits `R4xF4xS8` into dimension kinds and the plain shape `4x4x8`.
+fn multi_kinds(spec: &str, shape: &str, opts: &Options) -> Result<(Vec<DimKind>, String)> {
+    let mut kinds = Vec::new();
+    let mut plain = Vec::new();
+    for token in shape.split('x') {
+        let mut chars = token.trim().chars();
+        let letter = chars.next().map(|c| c.to_ascii_uppercase());
+        let size = chars.as_str();
+        let n = count(spec, size)?;
+        kinds.push(match letter {
+            Some('R') => DimKind::Ring,
+            Some('U') => DimKind::UniRing,
+            Some('L') => DimKind::Line,
+            Some('F') => DimKind::FullyConnected,
+            Some('S') => DimKind::Switch {
+                degree: opts.degree.unwrap_or(n.saturating_sub(1).max(1)),
+            },
+            _ => {
+                return Err(Error::Spec(format!(
+                    "'{spec}': dimension '{token}' must be a letter (R ring, U unidirectional ring, L line, F fully connected, S switch) and a size, e.g. R4"
+                )))
+            }
+        });
+        plain.push(size.to_string());
+    }
+    Ok((kinds, plain.join("x")))
+}

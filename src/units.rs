@@ -1,0 +1,164 @@
+//! Units used across the project.
+//!
+//! Time is an integer number of picoseconds inside the synthesizer, the checker and the
+//! simulator, so event order is exact and runs are reproducible. Users see microseconds,
+//! GB/s (1e9 bytes per second) and byte sizes such as `1GiB` or `4MB`.
+
+/// Integer time in picoseconds.
+pub type Picos = u64;
+
+/// Picoseconds in one microsecond.
+pub const PICOS_PER_US: f64 = 1e6;
+
+/// Converts microseconds to integer picoseconds, rounding to the nearest.
+pub fn us_to_ps(us: f64) -> Picos {
+    (us * PICOS_PER_US).round() as Picos
+}
+
+/// Converts integer picoseconds to microseconds.
+pub fn ps_to_us(ps: Picos) -> f64 {
+    ps as f64 / PICOS_PER_US
+}
+
+/// Time to move `bytes` over a link of `alpha_us` latency and `bandwidth_gbps` GB/s:
+/// alpha + bytes / bandwidth, rounded to the nearest picosecond.
+pub fn alpha_beta_ps(alpha_us: f64, bandwidth_gbps: f64, bytes: f64) -> Picos {
+    // 1 GB/s moves one byte per nanosecond: bytes * 1000 / GBps picoseconds.
+    (alpha_us * PICOS_PER_US + bytes * 1000.0 / bandwidth_gbps).round() as Picos
+}
+
+/// Algorithm bandwidth in GB/s: the collective's size over its time (nccl-tests' convention).
+pub fn algbw_gbps(size_bytes: u64, time_ps: Picos) -> f64 {
+    if time_ps == 0 {
+        return f64::INFINITY;
+    }
+    // bytes per picosecond * 1e12 = bytes/s; / 1e9 = GB/s.
+    size_bytes as f64 * 1000.0 / time_ps as f64
+}
+
+/// Parses a byte size: a plain integer, or a number with one of the suffixes
+/// B, K/KB (1e3), M/MB, G/GB, T/TB, KiB, MiB, GiB, TiB (case-insensitive).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().map_err(|_| {
+        format!("size '{text}' must be a number with an optional unit such as 1GiB, 4MB or 65536")
+    })?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "t" | "tb" => 1e12,
+        "ki" | "kib" => 1024.0,
+        "mi" | "mib" => 1024.0 * 1024.0,
+        "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "ti" | "tib" => 1024.0f64.powi(4),
+        other => {
+            return Err(format!(
+                "size '{text}' has unknown unit '{other}' (allowed: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+            ))
+        }
+    };
+    let bytes = value * mult;
+    if bytes.is_nan() || bytes < 1.0 || bytes.fract() != 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!(
+            "size '{text}' must be a whole number of bytes, at least 1"
+        ));
+    }
+    Ok(bytes as u64)
+}
+
+/// Formats a byte count the way people read it: `1 GiB`, `64 MiB`, `1000 B`.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
+    for (name, unit) in UNITS {
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{} {name}", bytes / unit);
+        }
+    }
+    for (name, unit) in UNITS {
+        if bytes >= unit {
+            return format!("{:.2} {name}", bytes as f64 / unit as f64);
+        }
+    }
+    format!("{bytes} B")
+}
+
+/// Parses a list of NPU ids such as `0-7,16-23` or `3,5,9`.
+pub fn parse_npu_list(text: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let parse = |s: &str| {
+            s.trim().parse::<usize>().map_err(|_| {
+                format!("'{part}' in NPU list '{text}' is not an NPU id or range like 0-7")
+            })
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (parse(a)?, parse(b)?);
+                if a > b {
+                    return Err(format!(
+                        "range '{part}' in NPU list '{text}' runs backwards"
+                    ));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(parse(part)?),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("NPU list '{text}' names no NPU"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_both_unit_families() {
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("4MB").unwrap(), 4_000_000);
+        assert_eq!(parse_size("1kib").unwrap(), 1024);
+        assert_eq!(parse_size("65536").unwrap(), 65536);
+        assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("-1MB").is_err());
+        assert!(parse_size("1.5B").is_err());
+        assert!(parse_size("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn alpha_beta_matches_hand_computation() {
+        // 64 MiB at 50 GB/s: 67108864 / 50e9 s = 1342.17728 us, plus 0.5 us.
+        assert_eq!(
+            alpha_beta_ps(0.5, 50.0, (64u64 << 20) as f64),
+            1_342_677_280
+        );
+    }
+
+    #[test]
+    fn npu_lists_expand_ranges() {
+        assert_eq!(parse_npu_list("0-2,7").unwrap(), vec![0, 1, 2, 7]);
+        assert!(parse_npu_list("3-1").is_err());
+        assert!(parse_npu_list("a").is_err());
+        assert!(parse_npu_list("").is_err());
+    }
+
+    #[test]
+    fn sizes_format_readably() {
+        assert_eq!(format_size(1 << 30), "1 GiB");
+        assert_eq!(format_size(1000), "1000 B");
+        assert_eq!(format_size(1536), "1.50 KiB");
+    }
+}
