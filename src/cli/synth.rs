@@ -16,7 +16,7 @@ use std::time::Instant;
 pub struct SynthArgs {
     #[command(flatten)]
     pub topology: TopologyArgs,
-    /// Collective: allgather or broadcast
+    /// Collective: allgather, reducescatter, allreduce, broadcast, reduce, gather, scatter, alltoall
     #[arg(short, long, default_value = "allgather", value_parser = collective_kind)]
     pub collective: CollectiveKind,
     /// Buffer every NPU ends with (nccl-tests' convention), e.g. 1GiB, 4MB, 65536

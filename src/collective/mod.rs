@@ -1,9 +1,10 @@
 //! Collectives as chunk movements: for every chunk, who holds it at the start
 //! (precondition) and who must hold it at the end (postcondition).
 //!
-//! Sizes follow nccl-tests: `size_bytes` is the buffer every NPU ends with. An All-Gather
-//! of S over P NPUs with K chunks per NPU moves chunks of S / (P K) bytes; a Broadcast of
-//! S with K chunks moves chunks of S / K bytes.
+//! Sizes follow nccl-tests: `size_bytes` is the buffer every NPU ends with (All-Gather: the
+//! output; Reduce-Scatter: the input; All-Reduce, Broadcast, Reduce: the buffer; Gather and
+//! Scatter: the root's; All-to-All: each NPU's). With P NPUs and K chunks per NPU, chunks are
+//! S / (P K) bytes, except Broadcast and Reduce, whose K chunks are S / K bytes.
 
 use crate::error::{Error, Result};
 use crate::topology::{format_npus, NpuId, Topology};
@@ -20,30 +21,66 @@ pub type ChunkId = usize;
 pub enum CollectiveKind {
     /// Every NPU ends with every NPU's contribution.
     AllGather,
+    /// Every NPU's input is summed; NPU r ends with the r-th share of the sum.
+    ReduceScatter,
+    /// Every NPU ends with the sum of every NPU's buffer.
+    AllReduce,
     /// Every NPU ends with the root's buffer.
     Broadcast,
+    /// The root ends with the sum of every NPU's buffer.
+    Reduce,
+    /// The root ends with every NPU's contribution.
+    Gather,
+    /// NPU r ends with the r-th share of the root's buffer.
+    Scatter,
+    /// NPU j ends with the j-th share of every NPU's buffer.
+    AllToAll,
 }
 
 impl CollectiveKind {
     /// All kinds, in the order help texts list them.
-    pub const ALL: [CollectiveKind; 2] = [CollectiveKind::AllGather, CollectiveKind::Broadcast];
+    pub const ALL: [CollectiveKind; 8] = [
+        CollectiveKind::AllGather,
+        CollectiveKind::ReduceScatter,
+        CollectiveKind::AllReduce,
+        CollectiveKind::Broadcast,
+        CollectiveKind::Reduce,
+        CollectiveKind::Gather,
+        CollectiveKind::Scatter,
+        CollectiveKind::AllToAll,
+    ];
 
     /// The name used on the command line and in files.
     pub fn name(self) -> &'static str {
         match self {
             CollectiveKind::AllGather => "allgather",
+            CollectiveKind::ReduceScatter => "reducescatter",
+            CollectiveKind::AllReduce => "allreduce",
             CollectiveKind::Broadcast => "broadcast",
+            CollectiveKind::Reduce => "reduce",
+            CollectiveKind::Gather => "gather",
+            CollectiveKind::Scatter => "scatter",
+            CollectiveKind::AllToAll => "alltoall",
         }
     }
 
     /// Whether the collective has a root NPU.
     pub fn has_root(self) -> bool {
-        matches!(self, CollectiveKind::Broadcast)
+        matches!(
+            self,
+            CollectiveKind::Broadcast
+                | CollectiveKind::Reduce
+                | CollectiveKind::Gather
+                | CollectiveKind::Scatter
+        )
     }
 
     /// Whether chunks are combined (summed) on the way rather than copied.
     pub fn combining(self) -> bool {
-        false
+        matches!(
+            self,
+            CollectiveKind::ReduceScatter | CollectiveKind::AllReduce | CollectiveKind::Reduce
+        )
     }
 }
 
@@ -153,8 +190,9 @@ impl Collective {
         let p = spec.npus.len();
         let k = spec.chunks_per_npu;
         let count = match spec.kind {
-            CollectiveKind::AllGather => p.checked_mul(k),
-            CollectiveKind::Broadcast => Some(k),
+            CollectiveKind::Broadcast | CollectiveKind::Reduce => Some(k),
+            CollectiveKind::AllToAll => p.checked_mul(p).and_then(|pp| pp.checked_mul(k)),
+            _ => p.checked_mul(k),
         };
         let count = count
             .filter(|&c| {
@@ -166,32 +204,12 @@ impl Collective {
                     "{k} chunks per NPU on {p} NPUs is too many chunks to track"
                 ))
             })?;
+        let all = &spec.npus;
         let chunks: Vec<Chunk> = (0..count)
-            .map(|c| Chunk {
-                pre: vec![match spec.kind {
-                    CollectiveKind::AllGather => spec.npus[c / k],
-                    CollectiveKind::Broadcast => root.expect("checked above"),
-                }],
-                post: spec.npus.clone(),
-            })
+            .map(|c| chunk_conditions(spec.kind, all, root, k, c))
             .collect();
-        match spec.kind {
-            CollectiveKind::AllGather => topo.check_strongly_connected(&spec.npus)?,
-            CollectiveKind::Broadcast => {
-                let r = root.expect("checked above");
-                let missing = topo.unreachable_from(r, &spec.npus);
-                if !missing.is_empty() {
-                    return Err(Error::Disconnected(format!(
-                        "root {r} cannot reach NPUs {}",
-                        format_npus(&missing)
-                    )));
-                }
-            }
-        }
-        let chunk_bytes = match spec.kind {
-            CollectiveKind::AllGather => spec.size_bytes as f64 / count as f64,
-            CollectiveKind::Broadcast => spec.size_bytes as f64 / k as f64,
-        };
+        check_reachable(topo, spec.kind, all, root)?;
+        let chunk_bytes = spec.size_bytes as f64 / chunk_divisor(spec.kind, p, k) as f64;
         Ok(Collective {
             spec,
             chunks,
@@ -244,6 +262,78 @@ impl Collective {
     /// Whether chunks are summed rather than copied.
     pub fn combining(&self) -> bool {
         self.spec.kind.combining()
+    }
+}
+
+/// Chunk `c`'s conditions. Chunks are numbered so that chunk `rank * K + piece` is the
+/// piece-th share of rank's part of the buffer (All-to-All: `(src_rank * P + dst_rank) * K + piece`).
+fn chunk_conditions(
+    kind: CollectiveKind,
+    all: &[NpuId],
+    root: Option<NpuId>,
+    k: usize,
+    c: usize,
+) -> Chunk {
+    let owner = || all[c / k];
+    let root = || root.expect("rooted collectives have a root");
+    let (pre, post) = match kind {
+        CollectiveKind::AllGather => (vec![owner()], all.to_vec()),
+        CollectiveKind::ReduceScatter => (all.to_vec(), vec![owner()]),
+        CollectiveKind::AllReduce => (all.to_vec(), all.to_vec()),
+        CollectiveKind::Broadcast => (vec![root()], all.to_vec()),
+        CollectiveKind::Reduce => (all.to_vec(), vec![root()]),
+        CollectiveKind::Gather => (vec![owner()], vec![root()]),
+        CollectiveKind::Scatter => (vec![root()], vec![owner()]),
+        CollectiveKind::AllToAll => {
+            let p = all.len();
+            (vec![all[c / k / p]], vec![all[c / k % p]])
+        }
+    };
+    Chunk { pre, post }
+}
+
+/// How many chunks `size_bytes` is split into: the buffer every NPU ends with (the input
+/// for Reduce-Scatter, the root's for Scatter) is P x K chunks, or K for Broadcast and Reduce.
+fn chunk_divisor(kind: CollectiveKind, p: usize, k: usize) -> usize {
+    match kind {
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => k,
+        _ => p * k,
+    }
+}
+
+/// Every chunk must be able to reach every NPU that needs it.
+fn check_reachable(
+    topo: &Topology,
+    kind: CollectiveKind,
+    all: &[NpuId],
+    root: Option<NpuId>,
+) -> Result<()> {
+    let root_reaches = |r: NpuId| {
+        let missing = topo.unreachable_from(r, all);
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Disconnected(format!(
+                "root {r} cannot reach NPUs {}",
+                format_npus(&missing)
+            )))
+        }
+    };
+    let reach_root = |r: NpuId| {
+        let missing = topo.reversed().unreachable_from(r, all);
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Disconnected(format!(
+                "NPUs {} cannot reach root {r}",
+                format_npus(&missing)
+            )))
+        }
+    };
+    match (kind, root) {
+        (CollectiveKind::Broadcast | CollectiveKind::Scatter, Some(r)) => root_reaches(r),
+        (CollectiveKind::Reduce | CollectiveKind::Gather, Some(r)) => reach_root(r),
+        _ => topo.check_strongly_connected(all),
     }
 }
 

@@ -9,8 +9,8 @@
 
 mod greedy;
 
-use crate::collective::Collective;
-use crate::error::Result;
+use crate::collective::{Collective, CollectiveKind};
+use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::topology::Topology;
 
@@ -27,6 +27,15 @@ pub fn synthesize(
     collective: &Collective,
     options: &SynthOptions,
 ) -> Result<Schedule> {
+    if !matches!(
+        collective.kind(),
+        CollectiveKind::AllGather | CollectiveKind::Broadcast
+    ) {
+        return Err(Error::Synthesis(format!(
+            "{} is not synthesized yet (allgather and broadcast are)",
+            collective.kind()
+        )));
+    }
     let transfers = greedy::Matcher::new(topo, collective, options.seed).run()?;
     Ok(Schedule::new(
         topo.name(),
