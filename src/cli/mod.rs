@@ -46,10 +46,10 @@ pub struct TopologyArgs {
     #[arg(default_value = "mesh:4x4", value_name = "SPEC")]
     pub spec: String,
     /// Bandwidth of links the spec leaves unspecified, GB/s
-    #[arg(long, default_value_t = 50.0, value_name = "GBPS", value_parser = positive)]
+    #[arg(long, default_value_t = 50.0, value_name = "GBPS", value_parser = positive, allow_hyphen_values = true)]
     pub bandwidth: f64,
     /// Latency (alpha) of links the spec leaves unspecified, microseconds
-    #[arg(long, default_value_t = 0.5, value_name = "US", value_parser = non_negative)]
+    #[arg(long, default_value_t = 0.5, value_name = "US", value_parser = non_negative, allow_hyphen_values = true)]
     pub latency: f64,
 }
 

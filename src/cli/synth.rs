@@ -20,7 +20,7 @@ pub struct SynthArgs {
     #[arg(short, long, default_value = "allgather", value_parser = collective_kind)]
     pub collective: CollectiveKind,
     /// Buffer every NPU ends with (nccl-tests' convention), e.g. 1GiB, 4MB, 65536
-    #[arg(short, long, default_value = "1GiB", value_parser = size)]
+    #[arg(short, long, default_value = "1GiB", value_parser = size, allow_hyphen_values = true)]
     pub size: u64,
     /// Chunks per NPU (K): each NPU's share is split into K chunks
     #[arg(short = 'k', long, default_value_t = 1, value_parser = at_least_one)]

@@ -252,9 +252,12 @@ fn replay(schedule: &Schedule, collective: &Collective, npus: usize) -> Result<C
             })
             .collect();
         if !lacking.is_empty() {
+            let who = match lacking.as_slice() {
+                [one] => format!("NPU {one} lacks"),
+                many => format!("NPUs {} lack", format_npus(many)),
+            };
             return Err(Error::Schedule(format!(
-                "at the end, NPUs {} lack chunk {id}{}",
-                format_npus(&lacking),
+                "at the end, {who} chunk {id}{}",
                 if collective.combining() {
                     " (or some of its contributions)"
                 } else {
