@@ -16,6 +16,7 @@ pub mod sim;
 pub mod synth;
 pub mod topology;
 pub mod units;
+pub mod xmltree;
 
 pub use error::{Error, Result};
 

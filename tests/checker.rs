@@ -53,7 +53,10 @@ fn find(s: &Schedule, chunk: usize, src: usize) -> usize {
 fn the_hand_written_ring_passes() {
     let s = ring_all_gather();
     let report = check(&s, &ring()).unwrap();
-    assert_eq!(report.collective_time_ps, 3 * alpha_beta_ps(0.5, 50.0, CHUNK));
+    assert_eq!(
+        report.collective_time_ps,
+        3 * alpha_beta_ps(0.5, 50.0, CHUNK)
+    );
 }
 
 #[test]

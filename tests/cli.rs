@@ -34,7 +34,15 @@ fn fails(args: &[&str]) -> String {
 
 #[test]
 fn synth_json_reports_consistent_figures() {
-    let (ok, out, err) = tacos(&["synth", "mesh:4x4", "--collective", "allgather", "--size", "1GiB", "--json"]);
+    let (ok, out, err) = tacos(&[
+        "synth",
+        "mesh:4x4",
+        "--collective",
+        "allgather",
+        "--size",
+        "1GiB",
+        "--json",
+    ]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["npus"], 16);
@@ -53,7 +61,20 @@ fn synth_json_reports_consistent_figures() {
 fn synth_writes_a_schedule_that_reads_back() {
     let path = scratch("schedule.json");
     let p = path.to_str().unwrap();
-    let (ok, _, err) = tacos(&["synth", "ring:4", "--collective", "broadcast", "--root", "2", "--size", "4MB", "-k", "2", "--out", p]);
+    let (ok, _, err) = tacos(&[
+        "synth",
+        "ring:4",
+        "--collective",
+        "broadcast",
+        "--root",
+        "2",
+        "--size",
+        "4MB",
+        "-k",
+        "2",
+        "--out",
+        p,
+    ]);
     assert!(ok, "{err}");
     let s = tacos::schedule::Schedule::read(&path).unwrap();
     assert_eq!(s.collective.root, Some(2));
@@ -70,8 +91,10 @@ fn topo_export_reads_back_the_same_topology() {
     assert!(ok);
     let (ok, from_file, _) = tacos(&["topo", "show", p, "--json"]);
     assert!(ok);
-    let (a, b): (serde_json::Value, serde_json::Value) =
-        (serde_json::from_str(&direct).unwrap(), serde_json::from_str(&from_file).unwrap());
+    let (a, b): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_str(&direct).unwrap(),
+        serde_json::from_str(&from_file).unwrap(),
+    );
     assert_eq!(a["links"], 80);
     assert_eq!(a["link_classes"], b["link_classes"]);
     assert_eq!(a["diameter_hops"], b["diameter_hops"]);
@@ -81,30 +104,59 @@ fn topo_export_reads_back_the_same_topology() {
 #[test]
 fn bad_input_gets_a_clear_error() {
     let cases: &[(&[&str], &str)] = &[
-        (&["synth", "blob:4"], "'blob:4' is neither a topology file nor a known builder"),
+        (
+            &["synth", "blob:4"],
+            "'blob:4' is neither a topology file nor a known builder",
+        ),
         (&["synth", "ring:0"], "'0' must be a whole number >= 1"),
         (&["synth", "--size", "0"], "at least 1"),
         (&["synth", "--size", "-5MB"], "size '-5MB' must be a number"),
         (&["synth", "--bandwidth", "-1"], "must be a positive number"),
-        (&["synth", "--latency", "-0.5"], "must be zero or a positive number"),
-        (&["synth", "--collective", "allshuffle"], "unknown collective 'allshuffle'"),
-        (&["synth", "ring:4", "--collective", "broadcast", "--root", "9"], "root 9 is not one of"),
+        (
+            &["synth", "--latency", "-0.5"],
+            "must be zero or a positive number",
+        ),
+        (
+            &["synth", "--collective", "allshuffle"],
+            "unknown collective 'allshuffle'",
+        ),
+        (
+            &[
+                "synth",
+                "ring:4",
+                "--collective",
+                "broadcast",
+                "--root",
+                "9",
+            ],
+            "root 9 is not one of",
+        ),
         (&["synth", "-k", "0"], "at least 1"),
         (&["topo", "show", "no-such-file.json"], "no-such-file.json"),
     ];
     for (args, expected) in cases {
         let line = fails(args);
         assert!(line.starts_with("error"), "{args:?}: {line}");
-        assert!(line.contains(expected), "{args:?}: '{line}' lacks '{expected}'");
+        assert!(
+            line.contains(expected),
+            "{args:?}: '{line}' lacks '{expected}'"
+        );
     }
 }
 
 #[test]
 fn malformed_and_disconnected_files_are_named() {
     let bad = scratch("bad.json");
-    std::fs::write(&bad, "{\n  \"npus\": 2,\n  \"links\": [\n    {\"src\": 0, \"dst\": \"one\"}\n  ]\n}\n").unwrap();
+    std::fs::write(
+        &bad,
+        "{\n  \"npus\": 2,\n  \"links\": [\n    {\"src\": 0, \"dst\": \"one\"}\n  ]\n}\n",
+    )
+    .unwrap();
     let line = fails(&["synth", bad.to_str().unwrap()]);
-    assert!(line.contains("bad.json:4:") && line.contains("links[0].dst"), "{line}");
+    assert!(
+        line.contains("bad.json:4:") && line.contains("links[0].dst"),
+        "{line}"
+    );
 
     let split = scratch("split.json");
     std::fs::write(

@@ -30,7 +30,13 @@ fn step(chunk_bytes: f64) -> u64 {
 fn unidirectional_ring_all_gather_takes_n_minus_1_steps() {
     // 4 MB over 4 NPUs: 1 MB chunks, 20 us + 0.5 us each; every link forwards the one
     // chunk its destination lacks, 3 times.
-    let (time, transfers) = run(&topo("uniring:4"), CollectiveKind::AllGather, 1, 4_000_000, 0);
+    let (time, transfers) = run(
+        &topo("uniring:4"),
+        CollectiveKind::AllGather,
+        1,
+        4_000_000,
+        0,
+    );
     assert_eq!(time, 3 * us_to_ps(20.5));
     assert_eq!(transfers, 4 * 3);
 }
@@ -40,9 +46,19 @@ fn bidirectional_ring_all_gather_takes_half_the_steps() {
     // Chunks spread both ways: ceil((n-1)/2) steps.
     for (n, steps) in [(4u64, 2u64), (5, 2), (8, 4)] {
         let size = n * 1_000_000;
-        let (time, transfers) = run(&topo(&format!("ring:{n}")), CollectiveKind::AllGather, 1, size, 3);
+        let (time, transfers) = run(
+            &topo(&format!("ring:{n}")),
+            CollectiveKind::AllGather,
+            1,
+            size,
+            3,
+        );
         assert_eq!(time, steps * step(1e6), "ring:{n}");
-        assert_eq!(transfers as u64, n * (n - 1), "every NPU receives each chunk once");
+        assert_eq!(
+            transfers as u64,
+            n * (n - 1),
+            "every NPU receives each chunk once"
+        );
     }
 }
 
@@ -59,7 +75,13 @@ fn fully_connected_all_gather_is_direct_in_one_step() {
 fn unidirectional_ring_broadcast_pipelines_chunks() {
     // Root 0 sends K=4 chunks down a 4-NPU ring: the last chunk leaves at step 4 and
     // needs 3 hops, (3 + 4 - 1) steps.
-    let (time, transfers) = run(&topo("uniring:4"), CollectiveKind::Broadcast, 4, 4_000_000, 0);
+    let (time, transfers) = run(
+        &topo("uniring:4"),
+        CollectiveKind::Broadcast,
+        4,
+        4_000_000,
+        0,
+    );
     assert_eq!(time, 6 * step(1e6));
     assert_eq!(transfers, 4 * 3);
 }
@@ -102,7 +124,11 @@ fn mesh_all_gather_passes_the_checker_for_every_seed() {
     for seed in 0..20 {
         for k in [1, 2, 3] {
             let (time, transfers) = run(&t, CollectiveKind::AllGather, k, 1 << 30, seed);
-            assert_eq!(transfers, 16 * 15 * k, "each NPU receives each chunk exactly once");
+            assert_eq!(
+                transfers,
+                16 * 15 * k,
+                "each NPU receives each chunk exactly once"
+            );
             let c = Collective::over_all(&t, CollectiveKind::AllGather, None, k, 1 << 30).unwrap();
             assert!(time >= ingress_bound_ps(&t, &c));
         }
@@ -147,7 +173,11 @@ fn failed_npus_are_left_out_and_routed_around() {
 fn all_gather_reaches_the_ingress_bound() {
     // Each NPU must take in (n-1)K chunks over its incoming links; the public C++ TACOS
     // reaches 0.925 of this on the 8x8 torus at 1 GiB.
-    for (spec, seeds) in [("torus:8x8", 0..4), ("mesh:16x16", 0..2), ("mesh:4x4x4", 0..4)] {
+    for (spec, seeds) in [
+        ("torus:8x8", 0..4),
+        ("mesh:16x16", 0..2),
+        ("mesh:4x4x4", 0..4),
+    ] {
         let t = topo(spec);
         let c = Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 30).unwrap();
         let bound = ingress_bound_ps(&t, &c) as f64;
@@ -163,8 +193,12 @@ fn all_gather_reaches_the_ingress_bound() {
 fn same_seed_gives_the_same_bytes() {
     let t = topo("torus:4x4");
     let c = Collective::over_all(&t, CollectiveKind::AllGather, None, 2, 1 << 20).unwrap();
-    let a = synthesize(&t, &c, &SynthOptions { seed: 11 }).unwrap().to_json();
-    let b = synthesize(&t, &c, &SynthOptions { seed: 11 }).unwrap().to_json();
+    let a = synthesize(&t, &c, &SynthOptions { seed: 11 })
+        .unwrap()
+        .to_json();
+    let b = synthesize(&t, &c, &SynthOptions { seed: 11 })
+        .unwrap()
+        .to_json();
     assert_eq!(a, b);
 }
 
@@ -176,13 +210,24 @@ fn disconnected_topologies_name_the_unreachable_npus() {
         bandwidth_gbps: 50.0,
         latency_us: 0.5,
     };
-    let islands = Topology::new("islands", 4, vec![link(0, 1), link(1, 0), link(2, 3), link(3, 2)]).unwrap();
+    let islands = Topology::new(
+        "islands",
+        4,
+        vec![link(0, 1), link(1, 0), link(2, 3), link(3, 2)],
+    )
+    .unwrap();
     let e = Collective::over_all(&islands, CollectiveKind::AllGather, None, 1, 1024).unwrap_err();
-    assert_eq!(e.to_string(), "disconnected topology: NPU 0 cannot reach NPUs 2-3");
+    assert_eq!(
+        e.to_string(),
+        "disconnected topology: NPU 0 cannot reach NPUs 2-3"
+    );
     // One-way: everyone reaches 0 but 0 reaches nobody.
     let star = Topology::new("in-star", 3, vec![link(1, 0), link(2, 0)]).unwrap();
     let e = Collective::over_all(&star, CollectiveKind::Broadcast, Some(0), 1, 1024).unwrap_err();
-    assert!(e.to_string().contains("root 0 cannot reach NPUs 1-2"), "{e}");
+    assert!(
+        e.to_string().contains("root 0 cannot reach NPUs 1-2"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@ mod synth;
 mod topo;
 
 use crate::collective::CollectiveKind;
-use crate::topology::{parse_spec, SpecDefaults, Topology};
+use crate::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
 use crate::units::parse_size;
 use clap::{Args, Parser, Subcommand};
 
@@ -54,15 +54,17 @@ pub struct TopologyArgs {
 }
 
 impl TopologyArgs {
-    /// Builds the topology the arguments name.
+    /// Builds the topology the arguments name, printing on stderr what had to be assumed.
     pub fn topology(&self) -> crate::Result<Topology> {
-        parse_spec(
-            &self.spec,
-            &SpecDefaults {
-                bandwidth_gbps: self.bandwidth,
-                latency_us: self.latency,
-            },
-        )
+        let defaults = SpecDefaults {
+            bandwidth_gbps: self.bandwidth,
+            latency_us: self.latency,
+        };
+        let (topo, warnings) = parse_spec_with_warnings(&self.spec, &defaults)?;
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        Ok(topo)
     }
 }
 

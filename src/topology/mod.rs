@@ -6,12 +6,13 @@
 
 mod builders;
 pub mod file;
+pub mod nccl_xml;
 mod presets;
 pub mod spec;
 
 pub use builders::{compose, Dim, DimKind};
 pub use presets::PRESETS;
-pub use spec::{parse_spec, SpecDefaults};
+pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
 
 use crate::error::{Error, Result};
 use crate::units::{alpha_beta_ps, Picos};

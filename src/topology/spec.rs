@@ -2,6 +2,7 @@
 //! such as `mesh:4x4`, `switch:8,d=2`, `rfs:2x4x8,bw=200:100:50` or `preset:dgx1`.
 
 use super::builders::{compose, dragonfly, hypercube, Dim, DimKind};
+use super::nccl_xml::{self, NcclImportOptions};
 use super::presets::preset;
 use super::{file, Topology};
 use crate::error::{Error, Result};
@@ -60,15 +61,55 @@ struct Options {
     lat: Option<Vec<f64>>,
     degree: Option<usize>,
     nodes: Option<usize>,
+    /// NCCL topology import: GB/s per NIC, per NVLink, per GPU into an NVSwitch.
+    nic: Option<f64>,
+    nvlink: Option<f64>,
+    nvswitch: Option<f64>,
 }
 
 /// Turns a spec into a topology. A spec naming an existing file, or ending in `.json`, is
-/// read as a topology file.
+/// read as a topology file; one ending in `.xml` as an NCCL topology file.
 pub fn parse_spec(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
+    parse_spec_with_warnings(spec, defaults).map(|(topo, _)| topo)
+}
+
+/// As `parse_spec`, also returning what had to be assumed (NCCL topology files often lack
+/// NVLink or NIC figures, which are then taken from options or defaults).
+pub fn parse_spec_with_warnings(
+    spec: &str,
+    defaults: &SpecDefaults,
+) -> Result<(Topology, Vec<String>)> {
     let spec = spec.trim();
-    if spec.ends_with(".json") || Path::new(spec).is_file() {
-        return file::read(Path::new(spec), defaults);
+    if spec.ends_with(".xml") {
+        return nccl(spec, &NcclImportOptions::default());
     }
+    if spec.ends_with(".json") || Path::new(spec).is_file() {
+        return Ok((file::read(Path::new(spec), defaults)?, Vec::new()));
+    }
+    if let Some(rest) = spec.strip_prefix("nccl:") {
+        let mut parts = rest.split(',');
+        let path = parts.next().unwrap_or("").trim();
+        let opts = parse_options(spec, parts)?;
+        check_allowed(spec, &opts, &["nodes", "nic", "nvlink", "nvswitch"])?;
+        let defaults = NcclImportOptions::default();
+        let options = NcclImportOptions {
+            nodes: opts.nodes.unwrap_or(1),
+            nvlink_gbps: opts.nvlink,
+            nvswitch_gbps: opts.nvswitch,
+            nic_gbps: opts.nic,
+            ..defaults
+        };
+        return nccl(path, &options);
+    }
+    parse_builder(spec, defaults).map(|topo| (topo, Vec::new()))
+}
+
+fn nccl(path: &str, options: &NcclImportOptions) -> Result<(Topology, Vec<String>)> {
+    let imported = nccl_xml::read(Path::new(path), options)?;
+    Ok((imported.topology, imported.warnings))
+}
+
+fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
     let Some((kind, rest)) = spec.split_once(':') else {
         return Err(unknown(spec));
     };
@@ -183,6 +224,9 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
         lat: None,
         degree: None,
         nodes: None,
+        nic: None,
+        nvlink: None,
+        nvswitch: None,
     };
     for part in parts.map(str::trim) {
         let Some((key, value)) = part.split_once('=') else {
@@ -224,9 +268,12 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
             "lat" => opts.lat = Some(numbers(false)?),
             "d" => opts.degree = Some(whole()?),
             "nodes" => opts.nodes = Some(whole()?),
+            "nic" => opts.nic = Some(numbers(true)?[0]),
+            "nvlink" => opts.nvlink = Some(numbers(true)?[0]),
+            "nvswitch" => opts.nvswitch = Some(numbers(true)?[0]),
             other => {
                 return Err(Error::Spec(format!(
-                    "'{spec}': unknown option '{other}' (options: bw=, lat=, d=, nodes=)"
+                    "'{spec}': unknown option '{other}' (options: bw=, lat=, d=, nodes=, nic=, nvlink=, nvswitch=)"
                 )))
             }
         }
@@ -240,6 +287,9 @@ fn check_allowed(spec: &str, opts: &Options, allowed: &[&str]) -> Result<()> {
         ("lat", opts.lat.is_some()),
         ("d", opts.degree.is_some()),
         ("nodes", opts.nodes.is_some()),
+        ("nic", opts.nic.is_some()),
+        ("nvlink", opts.nvlink.is_some()),
+        ("nvswitch", opts.nvswitch.is_some()),
     ];
     for (key, present) in given {
         if present && !allowed.contains(&key) {
