@@ -13,6 +13,9 @@
 )]
 #[rustfmt::skip]
 pub mod abi;
+mod guard;
+
+pub use guard::{c_str, give_string, guard, set_last_error, tacos_free_string, tacos_last_error};
 
 use std::ffi::c_char;
 

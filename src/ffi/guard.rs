@@ -1,0 +1,103 @@
+//! What keeps the host process safe: every exported function runs inside `guard`, which
+//! turns errors and panics into a return code and a message readable with
+//! `tacos_last_error` on the same thread.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Remembers `message` as this thread's last error.
+pub fn set_last_error(message: &str) {
+    let text = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = text);
+}
+
+/// Runs `f`; on an error or a panic records the message and returns `on_failure`.
+pub fn guard<T>(on_failure: T, f: impl FnOnce() -> Result<T, String>) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(value)) => value,
+        Ok(Err(message)) => {
+            set_last_error(&message);
+            on_failure
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_last_error(&format!("internal error (please report): {what}"));
+            on_failure
+        }
+    }
+}
+
+/// Reads a C string argument, naming it in the error when it is null or not UTF-8.
+///
+/// # Safety
+/// `ptr` must be null or point to a NUL-terminated string that outlives the call.
+pub unsafe fn c_str<'a>(ptr: *const c_char, name: &str) -> Result<&'a str, String> {
+    if ptr.is_null() {
+        return Err(format!("{name} is NULL"));
+    }
+    CStr::from_ptr(ptr)
+        .to_str()
+        .map_err(|_| format!("{name} is not valid UTF-8"))
+}
+
+/// This thread's last error message; empty when none. Valid until the next call into the
+/// library on this thread.
+#[no_mangle]
+pub extern "C" fn tacos_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// Hands a string to the caller, who frees it with `tacos_free_string`.
+pub fn give_string(text: String) -> *mut c_char {
+    CString::new(text.replace('\0', " "))
+        .unwrap_or_default()
+        .into_raw()
+}
+
+/// Frees a string the library returned. NULL is ignored.
+///
+/// # Safety
+/// `text` must be NULL or a pointer the library returned and that was not freed yet.
+#[no_mangle]
+pub unsafe extern "C" fn tacos_free_string(text: *mut c_char) {
+    if !text.is_null() {
+        drop(CString::from_raw(text));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panics_and_errors_become_messages() {
+        assert_eq!(guard(-1, || -> Result<i32, String> { panic!("boom") }), -1);
+        let msg = unsafe { CStr::from_ptr(tacos_last_error()) }
+            .to_str()
+            .unwrap();
+        assert!(msg.contains("boom"), "{msg}");
+        assert_eq!(guard(-1, || Err("bad topology".into())), -1);
+        let msg = unsafe { CStr::from_ptr(tacos_last_error()) }
+            .to_str()
+            .unwrap();
+        assert_eq!(msg, "bad topology");
+        assert_eq!(guard(-1, || Ok(7)), 7);
+    }
+
+    #[test]
+    fn null_arguments_are_named() {
+        assert_eq!(
+            unsafe { c_str(std::ptr::null(), "topology") }.unwrap_err(),
+            "topology is NULL"
+        );
+    }
+}
