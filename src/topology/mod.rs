@@ -11,7 +11,7 @@ pub mod spec;
 
 pub use builders::{compose, Dim, DimKind};
 pub use presets::PRESETS;
-pub use spec::{parse_spec, SpecDefaults};
+pub use spec::{dimension_sizes, parse_spec, SpecDefaults};
 
 use crate::error::{Error, Result};
 use crate::units::{alpha_beta_ps, Picos};
