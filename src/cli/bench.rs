@@ -23,6 +23,9 @@ pub struct BenchArgs {
     /// Print one JSON array instead of a table
     #[arg(long)]
     pub json: bool,
+    /// Time the simulator instead of the synthesizer
+    #[arg(long)]
+    pub sim: bool,
 }
 
 /// (topology spec, chunks per NPU, synthesis time of the public C++ TACOS on this machine
@@ -44,6 +47,9 @@ const CASES: &[(&str, usize, Option<f64>)] = &[
 const SIZE: u64 = 1 << 30;
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if args.sim {
+        return super::bench_sim::run(&args);
+    }
     let mut rows = Vec::new();
     if !args.json {
         println!(

@@ -12,10 +12,12 @@
 //! transfers simulates in a fraction of a second (`tacos bench --sim` measures it).
 
 mod engine;
+mod heatmap;
 mod report;
 pub(crate) mod route;
 mod workload;
 
+pub use heatmap::heatmap_svg;
 pub use report::{bus_factor, LinkLoad, SimReport};
 
 use crate::error::Result;
