@@ -1,12 +1,12 @@
 //! Lower bounds against hand-worked figures, and the max-flow cut bound against a
 //! brute-force enumeration of every cut.
 
+mod common;
+
 use proptest::prelude::*;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use tacos::bounds::{cut_bound, Bounds};
 use tacos::collective::{Collective, CollectiveKind};
-use tacos::topology::{parse_spec, Link, SpecDefaults, Topology};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
 
 const GB: u64 = 1_000_000_000;
 
@@ -129,34 +129,13 @@ fn brute_force_cut_ms(topo: &Topology, kind: CollectiveKind, size: u64) -> Optio
     best
 }
 
-fn random_topology(seed: u64, npus: usize, extra: usize) -> Topology {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut pairs: Vec<(usize, usize)> = (0..npus).map(|i| (i, (i + 1) % npus)).collect();
-    for _ in 0..extra {
-        let (a, b) = (rng.random_range(0..npus), rng.random_range(0..npus));
-        if a != b && !pairs.contains(&(a, b)) {
-            pairs.push((a, b));
-        }
-    }
-    let links = pairs
-        .into_iter()
-        .map(|(src, dst)| Link {
-            src,
-            dst,
-            bandwidth_gbps: [10.0, 25.0, 40.0, 100.0][rng.random_range(0..4)],
-            latency_us: 0.5,
-        })
-        .collect();
-    Topology::new("random", npus, links).unwrap()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
     fn max_flow_cut_bound_equals_brute_force(seed in any::<u64>(), npus in 2usize..8, extra in 0usize..14, kind in 0usize..4) {
         let kind = [CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::Broadcast, CollectiveKind::Gather][kind];
-        let topo = random_topology(seed, npus, extra);
+        let topo = common::random_topology(seed, npus, extra, &[10.0, 25.0, 40.0, 100.0], &[0.5]);
         let c = Collective::over_all(&topo, kind, kind.has_root().then_some(0), 1, GB).unwrap();
         let fast = cut_bound(&topo, &c).map(|b| b.time_ps as f64 / 1e9);
         let slow = brute_force_cut_ms(&topo, kind, GB);

@@ -1,15 +1,15 @@
 //! The simulator against hand-worked figures, its own second path (explicit message
 //! lists), and the synthesizer's clock.
 
+mod common;
+
 use proptest::prelude::*;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use tacos::baselines::Baseline;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::schedule::{Op, Schedule, Transfer};
 use tacos::sim::{schedule_messages, simulate_messages, simulate_schedule, Message, SimReport};
 use tacos::synth::{synthesize, SynthOptions};
-use tacos::topology::{parse_spec, Link, SpecDefaults, Topology};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::Error;
 
 fn topology(spec: &str) -> Topology {
@@ -156,43 +156,19 @@ fn report_uses_nccl_tests_bus_bandwidth() {
     assert_eq!((full, idle), (8, 8));
 }
 
-/// A random strongly connected topology: a ring through a random permutation plus random
-/// extra links, each with its own bandwidth and latency unless `homogeneous`.
+/// A random strongly connected topology, with one link class or several.
 fn random_topology(seed: u64, npus: usize, extra: usize, homogeneous: bool) -> Topology {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut order: Vec<usize> = (0..npus).collect();
-    for i in (1..npus).rev() {
-        order.swap(i, rng.random_range(0..=i));
+    if homogeneous {
+        common::random_topology(seed, npus, extra, &[50.0], &[0.5])
+    } else {
+        common::random_topology(
+            seed,
+            npus,
+            extra,
+            &[12.5, 25.0, 50.0, 100.0],
+            &[0.0, 0.3, 0.5, 2.0],
+        )
     }
-    let mut pairs: Vec<(usize, usize)> = (0..npus)
-        .map(|i| (order[i], order[(i + 1) % npus]))
-        .collect();
-    for _ in 0..extra {
-        let (a, b) = (rng.random_range(0..npus), rng.random_range(0..npus));
-        if a != b && !pairs.contains(&(a, b)) {
-            pairs.push((a, b));
-        }
-    }
-    let links = pairs
-        .into_iter()
-        .map(|(src, dst)| {
-            let (bandwidth_gbps, latency_us) = if homogeneous {
-                (50.0, 0.5)
-            } else {
-                (
-                    [12.5, 25.0, 50.0, 100.0][rng.random_range(0..4)],
-                    [0.0, 0.3, 0.5, 2.0][rng.random_range(0..4)],
-                )
-            };
-            Link {
-                src,
-                dst,
-                bandwidth_gbps,
-                latency_us,
-            }
-        })
-        .collect();
-    Topology::new(format!("random {seed}"), npus, links).unwrap()
 }
 
 const HOMOGENEOUS_BUILDERS: &[&str] = &[

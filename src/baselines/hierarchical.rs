@@ -7,6 +7,7 @@
 use super::{span, Plan};
 use crate::collective::{ChunkId, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
+use crate::schedule::Op;
 use crate::topology::{NpuId, Topology};
 
 pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec, dims: Option<&[usize]>) -> Result<Plan> {
@@ -34,7 +35,7 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec, dims: Option<&[usize]
         for (j, &size) in dims.iter().enumerate() {
             for line in grid.lines(j) {
                 let segment = |q: usize| grid.segment(j, line[0], q);
-                plan.ring_reduce_scatter(step, &line, &segment, true);
+                plan.ring_pass(step, &line, &segment, true, Op::Reduce);
             }
             step += size - 1;
         }
@@ -46,7 +47,7 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec, dims: Option<&[usize]
         for (j, &size) in dims.iter().enumerate().rev() {
             for line in grid.lines(j) {
                 let segment = |q: usize| grid.segment(j, line[0], q);
-                plan.ring_allgather(step, &line, &segment, true);
+                plan.ring_pass(step, &line, &segment, true, Op::Copy);
             }
             step += size - 1;
         }

@@ -178,61 +178,29 @@ impl Plan {
         }
     }
 
-    /// A unidirectional ring All-Gather over `members` (ring order) starting at `step`:
-    /// `segment(i)` is what member i starts with; `forward` picks the direction. Returns
-    /// the step after it.
-    fn ring_allgather(
+    /// One pass round a unidirectional ring over `members` (ring order) from `step`; returns
+    /// the step after it. At step s member i passes on segment(i - s) going forward
+    /// (i + s backward): with `Op::Copy` an All-Gather, each member's segment reaching all.
+    /// With `Op::Reduce` the pass lags one member, so segment j starts at the member after
+    /// j and ends, summed, at member j: a Reduce-Scatter.
+    fn ring_pass(
         &mut self,
         step: usize,
         members: &[NpuId],
         segment: &dyn Fn(usize) -> Vec<ChunkId>,
         forward: bool,
+        op: Op,
     ) -> usize {
         let p = members.len();
+        let lag = usize::from(op == Op::Reduce);
         for s in 0..p.saturating_sub(1) {
             for i in 0..p {
-                // Member i forwards what it got s steps ago: member i -/+ s's segment.
                 let (origin, next) = if forward {
-                    ((i + p - s) % p, (i + 1) % p)
+                    ((i + 2 * p - s - lag) % p, (i + 1) % p)
                 } else {
-                    ((i + s) % p, (i + p - 1) % p)
+                    ((i + s + lag) % p, (i + p - 1) % p)
                 };
-                self.send(
-                    step + s,
-                    &segment(origin),
-                    members[i],
-                    members[next],
-                    Op::Copy,
-                );
-            }
-        }
-        step + p.saturating_sub(1)
-    }
-
-    /// A unidirectional ring Reduce-Scatter: member i ends with the sum of `segment(i)`.
-    fn ring_reduce_scatter(
-        &mut self,
-        step: usize,
-        members: &[NpuId],
-        segment: &dyn Fn(usize) -> Vec<ChunkId>,
-        forward: bool,
-    ) -> usize {
-        let p = members.len();
-        for s in 0..p.saturating_sub(1) {
-            for i in 0..p {
-                // Segment j starts at member j + 1 (going forward) and ends at member j.
-                let (target, next) = if forward {
-                    ((i + 2 * p - 1 - s) % p, (i + 1) % p)
-                } else {
-                    ((i + 1 + s) % p, (i + p - 1) % p)
-                };
-                self.send(
-                    step + s,
-                    &segment(target),
-                    members[i],
-                    members[next],
-                    Op::Reduce,
-                );
+                self.send(step + s, &segment(origin), members[i], members[next], op);
             }
         }
         step + p.saturating_sub(1)

@@ -34,14 +34,14 @@ pub(super) fn plan(
         let segment = |pos: usize| own(rank_at[pos]);
         match spec.kind {
             CollectiveKind::AllGather => {
-                plan.ring_allgather(0, &order, &segment, forward);
+                plan.ring_pass(0, &order, &segment, forward, Op::Copy);
             }
             CollectiveKind::ReduceScatter => {
-                plan.ring_reduce_scatter(0, &order, &segment, forward);
+                plan.ring_pass(0, &order, &segment, forward, Op::Reduce);
             }
             CollectiveKind::AllReduce => {
-                let next = plan.ring_reduce_scatter(0, &order, &segment, forward);
-                plan.ring_allgather(next, &order, &segment, forward);
+                let next = plan.ring_pass(0, &order, &segment, forward, Op::Reduce);
+                plan.ring_pass(next, &order, &segment, forward, Op::Copy);
             }
             CollectiveKind::Broadcast | CollectiveKind::Reduce => {
                 // A chain round the ring in its direction: from the root (Broadcast), or

@@ -67,18 +67,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let topo = parse_spec(spec, &SpecDefaults::default())?;
         let collective = Collective::over_all(&topo, CollectiveKind::AllGather, None, k, SIZE)?;
         let options = SynthOptions { seed: args.seed };
-        // Best of a few runs for the fast cases, one run for the slow ones.
-        let mut best = Duration::MAX;
-        let mut time_ps = 0;
-        let mut total = Duration::ZERO;
-        while total < Duration::from_millis(300) || best == Duration::MAX {
-            let started = Instant::now();
-            let schedule = synthesize(&topo, &collective, &options)?;
-            let took = started.elapsed();
-            best = best.min(took);
-            total += took;
-            time_ps = schedule.collective_time_ps();
-        }
+        let (best, schedule) = best_of(Duration::from_millis(300), || {
+            Ok(synthesize(&topo, &collective, &options)?)
+        })?;
+        let time_ps = schedule.collective_time_ps();
         let bound_ps = ingress_bound_ps(&topo, &collective);
         let synth_ms = best.as_secs_f64() * 1e3;
         let efficiency = bound_ps as f64 / time_ps as f64;
@@ -111,4 +103,23 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     }
     Ok(())
+}
+
+/// Runs `run` until `min_total` has passed, at least once: the fastest run's time and the
+/// last run's result (best of a few for fast cases, one run for slow ones).
+pub(super) fn best_of<T>(
+    min_total: Duration,
+    mut run: impl FnMut() -> anyhow::Result<T>,
+) -> anyhow::Result<(Duration, T)> {
+    let (mut best, mut total) = (Duration::MAX, Duration::ZERO);
+    loop {
+        let started = Instant::now();
+        let result = run()?;
+        let took = started.elapsed();
+        best = best.min(took);
+        total += took;
+        if total >= min_total {
+            return Ok((best, result));
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! `tacos bench --sim`: simulator speed on schedules of up to a million transfers, both
 //! synthesized (one hop each) and baselines (routed sends, reductions with many inputs).
 
-use super::bench::BenchArgs;
+use super::bench::{best_of, BenchArgs};
 use crate::baselines::Baseline;
 use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::Schedule;
@@ -9,7 +9,7 @@ use crate::sim::simulate_schedule;
 use crate::synth::{synthesize, SynthOptions};
 use crate::topology::{parse_spec, SpecDefaults};
 use crate::units::ps_to_us;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// (topology spec, collective, algorithm: None for the synthesized one).
 const CASES: &[(&str, CollectiveKind, Option<Baseline>)] = &[
@@ -60,15 +60,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             None => synthesize(&topo, &collective, &SynthOptions { seed: args.seed })?,
             Some(b) => b.schedule(&topo, collective.spec(), None)?,
         };
-        // Best of a few runs, at least one.
-        let (mut best, mut total, mut time_ps) = (Duration::MAX, Duration::ZERO, 0);
-        while total < Duration::from_millis(500) || best == Duration::MAX {
-            let started = Instant::now();
-            time_ps = simulate_schedule(&topo, &schedule)?.time_ps;
-            let took = started.elapsed();
-            best = best.min(took);
-            total += took;
-        }
+        let (best, result) = best_of(Duration::from_millis(500), || {
+            Ok(simulate_schedule(&topo, &schedule)?)
+        })?;
+        let time_ps = result.time_ps;
         let synth_ps = baseline.is_none().then(|| schedule.collective_time_ps());
         let algo = baseline.map_or("tacos", |b| b.name());
         let transfers = schedule.transfers.len();
