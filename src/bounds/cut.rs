@@ -8,15 +8,19 @@
 //! other than t)`. Starting from the best single-NPU cut, each failed check yields a cut
 //! with a smaller ratio (Dinkelbach's method), so few rounds are needed. Every ratio used
 //! is that of a real cut, so the bound is valid whatever the max-flow's rounding; checking
-//! only some sinks (on huge topologies) can only make it weaker, never wrong.
+//! only some sinks (on large topologies, to keep to a work budget) can only make it
+//! weaker, never wrong.
 
 use crate::topology::{NpuId, Topology};
 use pathfinding::directed::edmonds_karp::{EdmondsKarp, SparseCapacity};
 use std::collections::VecDeque;
 
-/// Sinks checked with max-flow at most; beyond that the bound is computed over a sample
-/// and marked approximate (still a valid lower bound).
-pub(super) const MAX_EXACT_SINKS: usize = 256;
+/// Max-flow work allowed, in NPUs x links per sink checked (about a second): every sink
+/// of a topology of a few hundred NPUs, a sample on larger ones (16 on a 32x32 mesh),
+/// marked approximate.
+const WORK_BUDGET: usize = 50_000_000;
+/// Sinks checked however large the topology.
+const MIN_SINKS: usize = 16;
 
 /// The smallest `B+(S) / |S ∩ sources|` over vertex sets S that contain a source and leave
 /// out one of `sinks`, in GB/s per source.
@@ -69,10 +73,13 @@ pub(super) fn min_cut_ratio(
     })
 }
 
-/// The sinks to check: all of them, or on huge topologies the ones with the least
-/// incoming bandwidth (where tight cuts are most likely) plus an even spread of the rest.
+/// The sinks to check: all of them within the work budget, otherwise the half of the
+/// allowance with the least incoming bandwidth (where tight cuts are most likely) plus an
+/// even spread of the rest.
 fn sample(topo: &Topology, sinks: &[NpuId]) -> Vec<NpuId> {
-    if sinks.len() <= MAX_EXACT_SINKS {
+    let per_sink = (topo.npus() * topo.links().len()).max(1);
+    let allowed = (WORK_BUDGET / per_sink).max(MIN_SINKS);
+    if sinks.len() <= allowed {
         return sinks.to_vec();
     }
     let inbound = |t: NpuId| -> f64 {
@@ -83,8 +90,8 @@ fn sample(topo: &Topology, sinks: &[NpuId]) -> Vec<NpuId> {
     };
     let mut by_inbound = sinks.to_vec();
     by_inbound.sort_by(|&a, &b| inbound(a).total_cmp(&inbound(b)).then(a.cmp(&b)));
-    let mut chosen: Vec<NpuId> = by_inbound[..MAX_EXACT_SINKS / 2].to_vec();
-    let step = sinks.len() / (MAX_EXACT_SINKS / 2);
+    let mut chosen: Vec<NpuId> = by_inbound[..allowed / 2].to_vec();
+    let step = sinks.len().div_ceil(allowed / 2);
     chosen.extend(sinks.iter().step_by(step.max(1)).copied());
     chosen.sort_unstable();
     chosen.dedup();

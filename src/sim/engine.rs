@@ -9,8 +9,7 @@ use super::{MessageTiming, SimResult};
 use crate::error::{Error, Result};
 use crate::topology::Topology;
 use crate::units::Picos;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub(super) fn run(topo: &Topology, work: &Workload) -> Result<SimResult> {
     Engine::new(topo, work)?.run()
@@ -39,8 +38,10 @@ struct Engine<'a> {
     flow_next: Vec<u32>,
     flow_blocked: Vec<bool>,
     issued: Vec<bool>,
-    /// Per link: queued messages by (time they reached the link, index).
-    queues: Vec<BinaryHeap<Reverse<(Picos, u32)>>>,
+    /// Per link: queued messages as (time they reached the link, index), in that order.
+    /// Time only grows, so a message joins at the back; those that join together are put
+    /// in index order before the link next picks one.
+    queues: Vec<VecDeque<(Picos, u32)>>,
     link_busy: Vec<bool>,
     /// Links whose state changed at the current timestamp.
     touched: Vec<u32>,
@@ -102,7 +103,7 @@ impl<'a> Engine<'a> {
             flow_next,
             flow_blocked,
             issued: vec![false; n],
-            queues: vec![BinaryHeap::new(); links],
+            queues: vec![VecDeque::new(); links],
             link_busy: vec![false; links],
             touched: Vec::new(),
             events: BTreeMap::new(),
@@ -206,7 +207,7 @@ impl<'a> Engine<'a> {
 
     fn enqueue(&mut self, m: usize, now: Picos) {
         let link = self.link_of(m);
-        self.queues[link].push(Reverse((now, m as u32)));
+        self.queues[link].push_back((now, m as u32));
         self.touched.push(link as u32);
     }
 
@@ -265,6 +266,7 @@ impl<'a> Engine<'a> {
     fn serve_touched(&mut self, now: Picos) {
         let mut touched = std::mem::take(&mut self.touched);
         for &link in &touched {
+            order_arrivals(&mut self.queues[link as usize], now);
             self.serve(link as usize, now);
         }
         touched.clear();
@@ -276,7 +278,7 @@ impl<'a> Engine<'a> {
         if self.link_busy[link] {
             return;
         }
-        let Some(Reverse((_, m))) = self.queues[link].pop() else {
+        let Some((_, m)) = self.queues[link].pop_front() else {
             return;
         };
         let bytes = self.work.bytes.of(m as usize);
@@ -289,5 +291,26 @@ impl<'a> Engine<'a> {
             .entry(now + took)
             .or_insert_with(|| spare.pop().unwrap_or_default())
             .push(m);
+    }
+}
+
+/// Puts the messages that reached a queue at `now` (its back) in index order.
+fn order_arrivals(queue: &mut VecDeque<(Picos, u32)>, now: Picos) {
+    let joined = queue.iter().rev().take_while(|e| e.0 == now).count();
+    if joined < 2 {
+        return;
+    }
+    let from = queue.len() - joined;
+    if queue
+        .range(from..)
+        .zip(queue.range(from + 1..))
+        .all(|(a, b)| a <= b)
+    {
+        return;
+    }
+    let mut tail: Vec<(Picos, u32)> = queue.range(from..).copied().collect();
+    tail.sort_unstable();
+    for (slot, e) in queue.range_mut(from..).zip(tail) {
+        *slot = e;
     }
 }
