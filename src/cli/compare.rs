@@ -76,8 +76,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let bounds = Bounds::new(&topo, &collective);
     let tacos_ps = rows[0].outcome.as_ref().ok().map(|m| m.report.time_ps);
     let title = format!(
-        "{} of {} on {} ({} NPUs)",
+        "{}{} of {} on {} ({} NPUs)",
         spec.kind,
+        spec.root.map_or(String::new(), |r| format!(" (root {r})")),
         format_size(spec.size_bytes),
         topo.name(),
         spec.npus.len()
