@@ -127,10 +127,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
-    println!(
-        "{title}, {} chunk(s) per NPU, seed {}",
-        spec.chunks_per_npu, args.seed
-    );
+    println!("{title}, K = {}, seed {}", spec.chunks_per_npu, args.seed);
     println!(
         "{:<14} {:>14} {:>10} {:>10} {:>14} {:>7} {:>8} {:>10}",
         "algorithm",
