@@ -55,8 +55,9 @@ pub(crate) struct ShortestPaths {
     pub via: Vec<Option<LinkId>>,
 }
 
-/// Dijkstra from `src` with the given link weights; ties go to the first link found (links
-/// are walked in id order), so routes are reproducible.
+/// Dijkstra from `src` with the given link weights. NPUs at equal distance are settled in
+/// id order and a route is only replaced by a strictly shorter one, so where paths tie the
+/// one through the lowest-numbered NPU wins and routes are reproducible.
 pub(crate) fn shortest_paths(
     topo: &Topology,
     src: NpuId,
