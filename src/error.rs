@@ -20,6 +20,9 @@ pub enum Error {
     /// A schedule that is not a correct algorithm on its topology.
     #[error("schedule: {0}")]
     Schedule(String),
+    /// A baseline algorithm that does not apply to this collective or topology.
+    #[error("baseline: {0}")]
+    Baseline(String),
     /// The synthesizer could not complete the collective.
     #[error("synthesis: {0}")]
     Synthesis(String),

@@ -5,6 +5,7 @@
 //! checked by [`schedule::check`] independently of the synthesizer. The command line tool
 //! (`src/bin/tacos.rs`, commands in [`cli`]) is a thin shell over this pipeline.
 
+pub mod baselines;
 pub mod bounds;
 pub mod cli;
 pub mod collective;

@@ -1,6 +1,9 @@
 //! The `tacos` command line: thin commands over the library's pipeline.
 
 mod bench;
+mod bench_sim;
+mod compare;
+mod simulate;
 mod synth;
 mod topo;
 
@@ -24,8 +27,12 @@ pub enum Command {
     Topo(topo::TopoCommand),
     /// Synthesize a collective algorithm for a topology.
     Synth(synth::SynthArgs),
-    /// Time synthesis on standard topologies and print a table.
+    /// Time synthesis (or with --sim the simulator) on standard topologies and print a table.
     Bench(bench::BenchArgs),
+    /// Simulate a schedule file or a baseline with link contention.
+    Simulate(simulate::SimulateArgs),
+    /// Compare the synthesized algorithm with every baseline and the lower bounds.
+    Compare(compare::CompareArgs),
 }
 
 /// Runs one parsed command line.
@@ -34,6 +41,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Topo(cmd) => topo::run(cmd),
         Command::Synth(args) => synth::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Simulate(args) => simulate::run(args),
+        Command::Compare(args) => compare::run(args),
     }
 }
 

@@ -12,7 +12,7 @@ pub mod spec;
 
 pub use builders::{compose, Dim, DimKind};
 pub use presets::PRESETS;
-pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
+pub use spec::{dimension_sizes, parse_spec, parse_spec_with_warnings, SpecDefaults};
 
 use crate::error::{Error, Result};
 use crate::units::{alpha_beta_ps, Picos};

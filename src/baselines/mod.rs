@@ -1,0 +1,213 @@
+//! Baseline algorithms as `Schedule`s: what users run today, to measure synthesized
+//! algorithms against. Each is topology-unaware or only dimension-aware; the simulator
+//! gives them the link contention they really meet.
+//!
+//! A baseline's transfer times are an order, not a promise: transfer k of a step-by-step
+//! algorithm runs during [step, step + 1) "picoseconds", so `schedule::check_data_flow`
+//! verifies it and the simulator derives its dependencies, while every real time comes
+//! from the simulator. Sends between NPUs that share no link are routed by the simulator.
+//!
+//! | baseline | collectives | chunks per NPU |
+//! | --- | --- | --- |
+//! | ring | allgather, reducescatter, allreduce, broadcast, reduce | 2K, half each way round |
+//! | ring-uni | the same | K |
+//! | direct | all | K |
+//! | rhd | allgather, reducescatter, allreduce; broadcast, reduce (scatter/reduce-scatter + allgather/gather) | K, P x K for broadcast/reduce |
+//! | dbt | allreduce, broadcast, reduce | 2K, half per tree |
+//! | hierarchical | allgather, reducescatter, allreduce on composed topologies | K |
+
+mod dbt;
+mod direct;
+mod hierarchical;
+mod rhd;
+mod ring;
+
+pub use ring::ring_order;
+
+use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
+use crate::error::{Error, Result};
+use crate::schedule::{Op, Schedule, Transfer};
+use crate::topology::{NpuId, Topology};
+use std::fmt;
+use std::str::FromStr;
+
+/// A baseline algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Baseline {
+    /// Bidirectional ring: half the data goes each way round a ring that follows links.
+    Ring,
+    /// Unidirectional ring.
+    RingUni,
+    /// Every NPU sends straight to every NPU that needs its data.
+    Direct,
+    /// Recursive halving-doubling (power-of-two NPU counts).
+    Rhd,
+    /// Double binary tree, NCCL's: two trees, each carrying half the data.
+    Dbt,
+    /// Per-dimension rings: Reduce-Scatter dimension by dimension, then All-Gather back
+    /// (BlueConnect).
+    Hierarchical,
+}
+
+impl Baseline {
+    pub const ALL: [Baseline; 6] = [
+        Baseline::Ring,
+        Baseline::RingUni,
+        Baseline::Direct,
+        Baseline::Rhd,
+        Baseline::Dbt,
+        Baseline::Hierarchical,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Baseline::Ring => "ring",
+            Baseline::RingUni => "ring-uni",
+            Baseline::Direct => "direct",
+            Baseline::Rhd => "rhd",
+            Baseline::Dbt => "dbt",
+            Baseline::Hierarchical => "hierarchical",
+        }
+    }
+
+    /// The collectives the algorithm defines.
+    pub fn kinds(self) -> &'static [CollectiveKind] {
+        use CollectiveKind::*;
+        match self {
+            Baseline::Ring | Baseline::RingUni | Baseline::Rhd => {
+                &[AllGather, ReduceScatter, AllReduce, Broadcast, Reduce]
+            }
+            Baseline::Direct => &CollectiveKind::ALL,
+            Baseline::Dbt => &[AllReduce, Broadcast, Reduce],
+            Baseline::Hierarchical => &[AllGather, ReduceScatter, AllReduce],
+        }
+    }
+
+    /// The baseline's schedule for `spec` on `topo`. `dims` are the sizes of the
+    /// topology's dimensions (first varying fastest), which only Hierarchical needs.
+    pub fn schedule(
+        self,
+        topo: &Topology,
+        spec: &CollectiveSpec,
+        dims: Option<&[usize]>,
+    ) -> Result<Schedule> {
+        if !self.kinds().contains(&spec.kind) {
+            return Err(Error::Baseline(format!(
+                "{} does not define {} (it defines {})",
+                self.name(),
+                spec.kind,
+                self.kinds()
+                    .iter()
+                    .map(|k| k.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let (plan, spec) = match self {
+            Baseline::Ring => ring::plan(topo, spec, true)?,
+            Baseline::RingUni => ring::plan(topo, spec, false)?,
+            Baseline::Direct => (direct::plan(spec), spec.clone()),
+            Baseline::Rhd => rhd::plan(spec)?,
+            Baseline::Dbt => dbt::plan(spec),
+            Baseline::Hierarchical => (hierarchical::plan(topo, spec, dims)?, spec.clone()),
+        };
+        let collective = Collective::new(topo, spec)?;
+        Ok(Schedule::new(
+            format!("{} ({})", topo.name(), self.name()),
+            collective.spec().clone(),
+            collective.chunk_bytes(),
+            plan.transfers,
+        ))
+    }
+}
+
+impl fmt::Display for Baseline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Baseline {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Baseline::ALL
+            .into_iter()
+            .find(|b| b.name() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| {
+                Error::Baseline(format!(
+                    "unknown baseline '{s}' (known: {})",
+                    Baseline::ALL.map(|b| b.name()).join(", ")
+                ))
+            })
+    }
+}
+
+/// The same collective with a different number of chunks per NPU.
+fn rechunked(spec: &CollectiveSpec, chunks_per_npu: usize) -> CollectiveSpec {
+    CollectiveSpec {
+        chunks_per_npu,
+        ..spec.clone()
+    }
+}
+
+/// The rank of the root among the collective's NPUs.
+fn root_rank(spec: &CollectiveSpec) -> usize {
+    spec.root
+        .and_then(|r| spec.npus.iter().position(|&n| n == r))
+        .unwrap_or(0)
+}
+
+/// Transfers in step order; step s runs during [s, s + 1).
+#[derive(Default)]
+struct Plan {
+    transfers: Vec<Transfer>,
+}
+
+impl Plan {
+    fn send(&mut self, step: usize, chunks: &[ChunkId], src: NpuId, dst: NpuId, op: Op) {
+        for &chunk in chunks {
+            self.transfers.push(Transfer {
+                chunk,
+                src,
+                dst,
+                start_ps: step as u64,
+                end_ps: step as u64 + 1,
+                op,
+            });
+        }
+    }
+
+    /// One pass round a unidirectional ring over `members` (ring order) from `step`; returns
+    /// the step after it. At step s member i passes on segment(i - s) going forward
+    /// (i + s backward): with `Op::Copy` an All-Gather, each member's segment reaching all.
+    /// With `Op::Reduce` the pass lags one member, so segment j starts at the member after
+    /// j and ends, summed, at member j: a Reduce-Scatter.
+    fn ring_pass(
+        &mut self,
+        step: usize,
+        members: &[NpuId],
+        segment: &dyn Fn(usize) -> Vec<ChunkId>,
+        forward: bool,
+        op: Op,
+    ) -> usize {
+        let p = members.len();
+        let lag = usize::from(op == Op::Reduce);
+        for s in 0..p.saturating_sub(1) {
+            for i in 0..p {
+                let (origin, next) = if forward {
+                    ((i + 2 * p - s - lag) % p, (i + 1) % p)
+                } else {
+                    ((i + s + lag) % p, (i + p - 1) % p)
+                };
+                self.send(step + s, &segment(origin), members[i], members[next], op);
+            }
+        }
+        step + p.saturating_sub(1)
+    }
+}
+
+/// Chunks `from..from + count`.
+fn span(from: usize, count: usize) -> Vec<ChunkId> {
+    (from..from + count).collect()
+}

@@ -1,0 +1,171 @@
+//! The cut bound (ForestColl's): an All-Gather cannot beat, for any set S of vertices that
+//! leaves out some NPU t, the time to push the data of the NPUs in S out of S:
+//! `unit x |S ∩ sources| / B+(S)`, B+(S) being the bandwidth of the links leaving S.
+//!
+//! The largest such ratio is found exactly with max-flow: for a rate x per source, every
+//! cut leaving out t has capacity at least `x x |sources|` iff the max flow from a super
+//! source (an edge of capacity x to each source other than t) to t reaches `x x (sources
+//! other than t)`. Starting from the best single-NPU cut, each failed check yields a cut
+//! with a smaller ratio (Dinkelbach's method), so few rounds are needed. Every ratio used
+//! is that of a real cut, so the bound is valid whatever the max-flow's rounding; checking
+//! only some sinks (on large topologies, to keep to a work budget) can only make it
+//! weaker, never wrong.
+
+use crate::topology::{NpuId, Topology};
+use pathfinding::directed::edmonds_karp::{EdmondsKarp, SparseCapacity};
+use std::collections::VecDeque;
+
+/// Max-flow work allowed, in NPUs x links per sink checked (about a second): every sink
+/// of a topology of a few hundred NPUs, a sample on larger ones (16 on a 32x32 mesh),
+/// marked approximate.
+const WORK_BUDGET: usize = 50_000_000;
+/// Sinks checked however large the topology.
+const MIN_SINKS: usize = 16;
+
+/// The smallest `B+(S) / |S ∩ sources|` over vertex sets S that contain a source and leave
+/// out one of `sinks`, in GB/s per source.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct CutRatio {
+    pub gbps_per_source: f64,
+    /// Whether every sink was checked (otherwise the ratio may be higher than the true
+    /// minimum, which makes the time bound lower: weaker, still valid).
+    pub exact: bool,
+}
+
+/// Finds the tightest cut ratio; `None` when no sink misses a source (nothing to move).
+pub(super) fn min_cut_ratio(
+    topo: &Topology,
+    sources: &[NpuId],
+    sinks: &[NpuId],
+) -> Option<CutRatio> {
+    let is_source = membership(topo.npus(), sources);
+    let others = |t: NpuId| sources.len() - usize::from(is_source[t]);
+    // Start from the cuts that leave out only one sink: its incoming bandwidth.
+    let mut ratio = f64::INFINITY;
+    for &t in sinks {
+        if others(t) > 0 {
+            let inbound: f64 = topo
+                .in_links(t)
+                .iter()
+                .map(|&l| topo.link(l).bandwidth_gbps)
+                .sum();
+            ratio = ratio.min(inbound / others(t) as f64);
+        }
+    }
+    if !ratio.is_finite() {
+        return None;
+    }
+    let checked = sample(topo, sinks);
+    let exact = checked.len() == sinks.len();
+    let scale = capacity_scale(topo);
+    for t in checked {
+        if others(t) == 0 {
+            continue;
+        }
+        // Dinkelbach: while some cut leaving out t beats the current ratio, take it.
+        while let Some(better) = violated_cut(topo, sources, t, ratio, scale) {
+            ratio = better;
+        }
+    }
+    Some(CutRatio {
+        gbps_per_source: ratio,
+        exact,
+    })
+}
+
+/// The sinks to check: all of them within the work budget, otherwise the half of the
+/// allowance with the least incoming bandwidth (where tight cuts are most likely) plus an
+/// even spread of the rest.
+fn sample(topo: &Topology, sinks: &[NpuId]) -> Vec<NpuId> {
+    let per_sink = (topo.npus() * topo.links().len()).max(1);
+    let allowed = (WORK_BUDGET / per_sink).max(MIN_SINKS);
+    if sinks.len() <= allowed {
+        return sinks.to_vec();
+    }
+    let inbound = |t: NpuId| -> f64 {
+        topo.in_links(t)
+            .iter()
+            .map(|&l| topo.link(l).bandwidth_gbps)
+            .sum()
+    };
+    let mut by_inbound = sinks.to_vec();
+    by_inbound.sort_by(|&a, &b| inbound(a).total_cmp(&inbound(b)).then(a.cmp(&b)));
+    let mut chosen: Vec<NpuId> = by_inbound[..allowed / 2].to_vec();
+    let step = sinks.len().div_ceil(allowed / 2);
+    chosen.extend(sinks.iter().step_by(step.max(1)).copied());
+    chosen.sort_unstable();
+    chosen.dedup();
+    chosen
+}
+
+/// Integer capacities for the max-flow: bandwidths scaled so the largest is 2^30.
+fn capacity_scale(topo: &Topology) -> f64 {
+    let max = topo
+        .links()
+        .iter()
+        .map(|l| l.bandwidth_gbps)
+        .fold(0.0, f64::max);
+    if max > 0.0 {
+        (1u64 << 30) as f64 / max
+    } else {
+        1.0
+    }
+}
+
+/// A cut leaving out `t` whose ratio is below `ratio`, if the max-flow finds one.
+fn violated_cut(
+    topo: &Topology,
+    sources: &[NpuId],
+    t: NpuId,
+    ratio: f64,
+    scale: f64,
+) -> Option<f64> {
+    let n = topo.npus();
+    let super_source = n;
+    let mut net = SparseCapacity::<i64>::new(n + 1, super_source, t);
+    for l in topo.links() {
+        net.set_capacity(l.src, l.dst, (l.bandwidth_gbps * scale).round() as i64);
+    }
+    let per_source = (ratio * scale).round() as i64;
+    let mut demand = 0;
+    for &u in sources.iter().filter(|&&u| u != t) {
+        net.set_capacity(super_source, u, per_source);
+        demand += per_source;
+    }
+    net.omit_details();
+    let (_, flow, _) = net.augment();
+    // Rounding costs at most one unit per edge; a shortfall within that is no cut.
+    let slack = (topo.links().len() + sources.len()) as i64;
+    if flow + slack >= demand {
+        return None;
+    }
+    // The source side of a minimum cut: what the super source still reaches.
+    let mut in_s = vec![false; n + 1];
+    let mut queue = VecDeque::from([super_source]);
+    in_s[super_source] = true;
+    while let Some(u) = queue.pop_front() {
+        for (v, _) in net.residual_successors(u) {
+            if !in_s[v] {
+                in_s[v] = true;
+                queue.push_back(v);
+            }
+        }
+    }
+    let members = sources.iter().filter(|&&u| in_s[u]).count();
+    let leaving: f64 = topo
+        .links()
+        .iter()
+        .filter(|l| in_s[l.src] && !in_s[l.dst])
+        .map(|l| l.bandwidth_gbps)
+        .sum();
+    let found = leaving / members.max(1) as f64;
+    (members > 0 && found < ratio * (1.0 - 1e-12)).then_some(found)
+}
+
+fn membership(n: usize, npus: &[NpuId]) -> Vec<bool> {
+    let mut v = vec![false; n];
+    for &u in npus {
+        v[u] = true;
+    }
+    v
+}

@@ -1,0 +1,100 @@
+//! `tacos bench --sim`: simulator speed on schedules of up to a million transfers, both
+//! synthesized (one hop each) and baselines (routed sends, reductions with many inputs).
+
+use super::bench::{best_of, BenchArgs};
+use crate::baselines::Baseline;
+use crate::collective::{Collective, CollectiveKind};
+use crate::schedule::Schedule;
+use crate::sim::simulate_schedule;
+use crate::synth::{synthesize, SynthOptions};
+use crate::topology::{parse_spec, SpecDefaults};
+use crate::units::ps_to_us;
+use std::time::Duration;
+
+/// (topology spec, collective, algorithm: None for the synthesized one).
+const CASES: &[(&str, CollectiveKind, Option<Baseline>)] = &[
+    ("mesh:16x16", CollectiveKind::AllGather, None),
+    ("torus:16x16", CollectiveKind::AllGather, None),
+    ("mesh:32x32", CollectiveKind::AllGather, None),
+    (
+        "mesh:16x16",
+        CollectiveKind::AllGather,
+        Some(Baseline::Direct),
+    ),
+    ("fc:128", CollectiveKind::AllReduce, Some(Baseline::Direct)),
+    (
+        "mesh:32x32",
+        CollectiveKind::AllReduce,
+        Some(Baseline::Ring),
+    ),
+];
+
+const SIZE: u64 = 1 << 30;
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    if !args.json {
+        println!(
+            "{:<14} {:<14} {:<6} {:>10} {:>10} {:>10} {:>12} {:>13} {:>8}",
+            "topology",
+            "collective",
+            "algo",
+            "transfers",
+            "sim (ms)",
+            "Mtr/s",
+            "time (us)",
+            "synth (us)",
+            "equal"
+        );
+    }
+    for &(spec, kind, baseline) in CASES {
+        if args.filter.as_deref().is_some_and(|f| !spec.contains(f)) {
+            continue;
+        }
+        if args.quick && spec.contains("32x32") {
+            continue;
+        }
+        let topo = parse_spec(spec, &SpecDefaults::default())?;
+        let collective = Collective::over_all(&topo, kind, None, 1, SIZE)?;
+        let schedule: Schedule = match baseline {
+            None => synthesize(&topo, &collective, &SynthOptions { seed: args.seed })?,
+            Some(b) => b.schedule(&topo, collective.spec(), None)?,
+        };
+        let (best, result) = best_of(Duration::from_millis(500), || {
+            Ok(simulate_schedule(&topo, &schedule)?)
+        })?;
+        let time_ps = result.time_ps;
+        let synth_ps = baseline.is_none().then(|| schedule.collective_time_ps());
+        let algo = baseline.map_or("tacos", |b| b.name());
+        let transfers = schedule.transfers.len();
+        let ms = best.as_secs_f64() * 1e3;
+        if args.json {
+            rows.push(serde_json::json!({
+                "topology": spec,
+                "collective": kind.name(),
+                "algorithm": algo,
+                "transfers": transfers,
+                "sim_time_ms": ms,
+                "collective_time_us": ps_to_us(time_ps),
+                "synthesized_time_us": synth_ps.map(ps_to_us),
+            }));
+        } else {
+            println!(
+                "{:<14} {:<14} {:<6} {:>10} {:>10.1} {:>10.2} {:>12.1} {:>13} {:>8}",
+                spec,
+                kind.name(),
+                algo,
+                transfers,
+                ms,
+                transfers as f64 / ms / 1e3,
+                ps_to_us(time_ps),
+                synth_ps.map_or("-".into(), |s| format!("{:.1}", ps_to_us(s))),
+                synth_ps.map_or("-", |s| if s == time_ps { "yes" } else { "NO" })
+            );
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
+    Ok(())
+}

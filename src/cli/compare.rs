@@ -1,0 +1,227 @@
+//! `tacos compare`: the synthesized algorithm and every baseline on one topology, each
+//! timed by the congestion-aware simulator, next to the lower bounds.
+
+use super::simulate::{bounds_json, print_bounds, CollectiveArgs};
+use super::TopologyArgs;
+use crate::baselines::Baseline;
+use crate::bounds::Bounds;
+use crate::collective::Collective;
+use crate::fsio::write_atomic;
+use crate::schedule::{check, Schedule};
+use crate::sim::{heatmap_svg, simulate_schedule, SimReport};
+use crate::synth::{synthesize, SynthOptions};
+use crate::topology::{dimension_sizes, Topology};
+use crate::units::{format_size, ps_to_us};
+use crate::Error;
+use anyhow::{bail, Context};
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+    #[command(flatten)]
+    pub collective: CollectiveArgs,
+    /// Seed for the synthesizer's random choices
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON object instead of a table
+    #[arg(long)]
+    pub json: bool,
+    /// Also draw each algorithm's per-link utilization as an SVG heat map
+    #[arg(long, value_name = "FILE")]
+    pub heatmap: Option<PathBuf>,
+}
+
+/// One algorithm's row.
+struct Row {
+    name: String,
+    outcome: Result<Measured, String>,
+}
+
+struct Measured {
+    report: SimReport,
+    transfers: usize,
+    /// The synthesized schedule's own (contention-free) clock.
+    synthesized_ps: Option<u64>,
+}
+
+pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.heatmap {
+        check_writable_dir(path)?;
+    }
+    let topo = args.topology.topology()?;
+    let spec = args.collective.spec(&topo);
+    let collective = Collective::new(&topo, spec.clone())?;
+    let dims = dimension_sizes(&args.topology.spec);
+    let mut rows = vec![Row {
+        name: "tacos".into(),
+        outcome: synthesized(&topo, &collective, args.seed)?,
+    }];
+    for b in Baseline::ALL {
+        if !b.kinds().contains(&spec.kind) {
+            continue;
+        }
+        let outcome = match b.schedule(&topo, &spec, dims.as_deref()) {
+            Ok(schedule) => Ok(measure(&topo, &collective, &schedule, None)?),
+            Err(Error::Baseline(why)) => Err(why),
+            Err(e) => return Err(e.into()),
+        };
+        rows.push(Row {
+            name: b.name().into(),
+            outcome,
+        });
+    }
+    let bounds = Bounds::new(&topo, &collective);
+    let tacos_ps = rows[0].outcome.as_ref().ok().map(|m| m.report.time_ps);
+    let title = format!(
+        "{}{} of {} on {} ({} NPUs)",
+        spec.kind,
+        spec.root.map_or(String::new(), |r| format!(" (root {r})")),
+        format_size(spec.size_bytes),
+        topo.name(),
+        spec.npus.len()
+    );
+    if let Some(path) = &args.heatmap {
+        let panels: Vec<(String, &SimReport)> = rows
+            .iter()
+            .filter_map(|r| {
+                let m = r.outcome.as_ref().ok()?;
+                Some((
+                    format!("{}: {:.1} us", r.name, ps_to_us(m.report.time_ps)),
+                    &m.report,
+                ))
+            })
+            .collect();
+        let svg = heatmap_svg(&format!("Link utilization, {title}"), topo.npus(), &panels);
+        write_atomic(path, svg.as_bytes()).context("cannot write the heat map")?;
+    }
+    if args.json {
+        let algorithms: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| match &r.outcome {
+                Ok(m) => serde_json::json!({
+                    "name": r.name,
+                    "time_us": ps_to_us(m.report.time_ps),
+                    "synthesized_time_us": m.synthesized_ps.map(ps_to_us),
+                    "algbw_gbps": m.report.algbw_gbps,
+                    "busbw_gbps": m.report.busbw_gbps,
+                    "tacos_speedup": tacos_ps.map(|t| m.report.time_ps as f64 / t as f64),
+                    "efficiency": bounds.efficiency(m.report.time_ps),
+                    "of_ideal": bounds.of_ideal(m.report.time_ps),
+                    "transfers": m.transfers,
+                }),
+                Err(why) => serde_json::json!({ "name": r.name, "skipped": why }),
+            })
+            .collect();
+        let value = serde_json::json!({
+            "topology": topo.name(),
+            "npus": spec.npus.len(),
+            "collective": spec,
+            "seed": args.seed,
+            "bounds": bounds_json(&bounds),
+            "algorithms": algorithms,
+            "heatmap": args.heatmap.as_ref().map(|p| p.display().to_string()),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!("{title}, K = {}, seed {}", spec.chunks_per_npu, args.seed);
+    println!(
+        "{:<14} {:>14} {:>10} {:>10} {:>14} {:>7} {:>8} {:>10}",
+        "algorithm",
+        "time (us)",
+        "algbw",
+        "busbw",
+        "tacos speedup",
+        "eff.",
+        "of ideal",
+        "transfers"
+    );
+    for row in &rows {
+        match &row.outcome {
+            Ok(m) => println!(
+                "{:<14} {:>14.3} {:>10.2} {:>10.2} {:>14} {:>7.3} {:>8.3} {:>10}",
+                row.name,
+                ps_to_us(m.report.time_ps),
+                m.report.algbw_gbps,
+                m.report.busbw_gbps,
+                tacos_ps.map_or("-".into(), |t| format!(
+                    "{:.2}x",
+                    m.report.time_ps as f64 / t as f64
+                )),
+                bounds.efficiency(m.report.time_ps),
+                bounds.of_ideal(m.report.time_ps),
+                m.transfers
+            ),
+            Err(why) => println!("{:<14} skipped: {why}", row.name),
+        }
+    }
+    if let Ok(m) = &rows[0].outcome {
+        let own = m.synthesized_ps.unwrap_or(0);
+        println!(
+            "tacos's synthesized clock {:.3} us; simulated {:.3} us{}",
+            ps_to_us(own),
+            ps_to_us(m.report.time_ps),
+            if own == m.report.time_ps {
+                " (equal: contention-free)"
+            } else {
+                ""
+            }
+        );
+    }
+    print_bounds(&bounds, None);
+    if let Some(path) = &args.heatmap {
+        println!("heat map      {}", path.display());
+    }
+    Ok(())
+}
+
+/// The synthesized algorithm, checked and simulated; Err(reason) where the synthesizer
+/// does not make this collective yet.
+fn synthesized(
+    topo: &Topology,
+    collective: &Collective,
+    seed: u64,
+) -> anyhow::Result<Result<Measured, String>> {
+    let schedule = match synthesize(topo, collective, &SynthOptions { seed }) {
+        Ok(s) => s,
+        Err(Error::Synthesis(why)) if why.contains("not synthesized yet") => return Ok(Err(why)),
+        Err(e) => return Err(e.into()),
+    };
+    let own = check(&schedule, topo)
+        .context("the synthesized schedule failed the checker")?
+        .collective_time_ps;
+    Ok(Ok(measure(topo, collective, &schedule, Some(own))?))
+}
+
+fn measure(
+    topo: &Topology,
+    collective: &Collective,
+    schedule: &Schedule,
+    synthesized_ps: Option<u64>,
+) -> anyhow::Result<Measured> {
+    let result = simulate_schedule(topo, schedule)?;
+    Ok(Measured {
+        report: SimReport::new(topo, collective.spec(), &result),
+        transfers: schedule.transfers.len(),
+        synthesized_ps,
+    })
+}
+
+/// Fails early, before a long comparison, when the heat map's folder is missing.
+fn check_writable_dir(path: &Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "cannot write the heat map {}: folder {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,316 @@
+//! The event loop. Events are hop completions, processed one timestamp at a time: every
+//! completion at `now` frees its link, moves its message to the next hop or lands it (which
+//! may make dependent messages ready), and only then do the touched links pick their next
+//! message, so a link's queue order is (time reached the link, message index) exactly.
+
+use super::route::Router;
+use super::workload::{ArrivalGroups, Dependencies, Workload, NONE};
+use super::{MessageTiming, SimResult};
+use crate::error::{Error, Result};
+use crate::topology::Topology;
+use crate::units::Picos;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+pub(super) fn run(topo: &Topology, work: &Workload) -> Result<SimResult> {
+    Engine::new(topo, work)?.run()
+}
+
+struct Engine<'a> {
+    topo: &'a Topology,
+    work: &'a Workload,
+    /// `route_links[route_start[m]..route_start[m + 1]]` are the links message m crosses.
+    route_start: Vec<u32>,
+    route_links: Vec<u32>,
+    /// Index of the hop each message is on.
+    hop: Vec<u32>,
+    /// Dependencies not yet met (for arrival groups: 1 while the prefix is incomplete).
+    pending: Vec<u32>,
+    /// Explicit dependencies only: `dependents[dependent_start[m]..]` wait for m.
+    dependent_start: Vec<u32>,
+    dependents: Vec<u32>,
+    /// Arrival groups only: which arrivals landed, and per group the first slot that has
+    /// not and the next waiter to release.
+    arrived: Vec<bool>,
+    prefix: Vec<u32>,
+    next_waiter: Vec<u32>,
+    /// The next message of the same flow (NONE at the end), and whether each message still
+    /// waits for its flow predecessor to be issued.
+    flow_next: Vec<u32>,
+    flow_blocked: Vec<bool>,
+    issued: Vec<bool>,
+    /// Per link: queued messages as (time they reached the link, index), in that order.
+    /// Time only grows, so a message joins at the back; those that join together are put
+    /// in index order before the link next picks one.
+    queues: Vec<VecDeque<(Picos, u32)>>,
+    link_busy: Vec<bool>,
+    /// Links whose state changed at the current timestamp.
+    touched: Vec<u32>,
+    /// Messages whose current hop ends at each future time. Hops of equal cost end
+    /// together, so a time holds many completions and is taken out in one piece.
+    events: BTreeMap<Picos, Vec<u32>>,
+    /// Emptied event lists, kept for reuse.
+    spare: Vec<Vec<u32>>,
+    timing: Vec<MessageTiming>,
+    link_busy_ps: Vec<Picos>,
+    link_bytes: Vec<f64>,
+}
+
+impl<'a> Engine<'a> {
+    fn new(topo: &'a Topology, work: &'a Workload) -> Result<Engine<'a>> {
+        let n = work.len();
+        let links = topo.links().len();
+        let mut router = Router::new(topo);
+        let mut route_start = Vec::with_capacity(n + 1);
+        let mut route_links = Vec::with_capacity(n);
+        route_start.push(0);
+        // Flows: keyed by link for neighbour messages, by (src, dst) otherwise.
+        let mut last_on_link = vec![NONE; links];
+        let mut last_routed: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut flow_next = vec![NONE; n];
+        let mut flow_blocked = vec![false; n];
+        for (m, (&src, &dst)) in work.src.iter().zip(&work.dst).enumerate() {
+            router.route(
+                src as usize,
+                dst as usize,
+                work.bytes.of(m),
+                &mut route_links,
+            )?;
+            let first_hop = *route_start.last().expect("starts with 0") as usize;
+            route_start.push(route_links.len() as u32);
+            let last = if route_links.len() - first_hop == 1 {
+                let link = *route_links.last().expect("one hop") as usize;
+                std::mem::replace(&mut last_on_link[link], m as u32)
+            } else {
+                last_routed.insert((src, dst), m as u32).unwrap_or(NONE)
+            };
+            if last != NONE {
+                flow_next[last as usize] = m as u32;
+                flow_blocked[m] = true;
+            }
+        }
+        let mut engine = Engine {
+            topo,
+            work,
+            route_start,
+            route_links,
+            hop: vec![0; n],
+            pending: vec![0; n],
+            dependent_start: Vec::new(),
+            dependents: Vec::new(),
+            arrived: Vec::new(),
+            prefix: Vec::new(),
+            next_waiter: Vec::new(),
+            flow_next,
+            flow_blocked,
+            issued: vec![false; n],
+            queues: vec![VecDeque::new(); links],
+            link_busy: vec![false; links],
+            touched: Vec::new(),
+            events: BTreeMap::new(),
+            spare: Vec::new(),
+            timing: vec![MessageTiming::default(); n],
+            link_busy_ps: vec![0; links],
+            link_bytes: vec![0.0; links],
+        };
+        match &work.deps {
+            Dependencies::Explicit { start, list } => engine.index_dependents(start, list),
+            Dependencies::Arrivals(groups) => {
+                for (m, &g) in groups.wait_group.iter().enumerate() {
+                    engine.pending[m] = u32::from(g != NONE);
+                }
+                engine.arrived = vec![false; n];
+                engine.prefix = groups.group_start[..groups.group_start.len() - 1].to_vec();
+                engine.next_waiter = groups.waiter_start[..groups.waiter_start.len() - 1].to_vec();
+            }
+        }
+        Ok(engine)
+    }
+
+    /// Inverts explicit dependency lists so an arrival finds who waits for it.
+    fn index_dependents(&mut self, start: &[u32], list: &[u32]) {
+        let n = self.pending.len();
+        let mut dependent_start = vec![0u32; n + 1];
+        for &d in list {
+            dependent_start[d as usize + 1] += 1;
+        }
+        for m in 0..n {
+            dependent_start[m + 1] += dependent_start[m];
+            self.pending[m] = start[m + 1] - start[m];
+        }
+        let mut fill = dependent_start.clone();
+        let mut dependents = vec![0u32; list.len()];
+        for m in 0..n {
+            for &d in &list[start[m] as usize..start[m + 1] as usize] {
+                dependents[fill[d as usize] as usize] = m as u32;
+                fill[d as usize] += 1;
+            }
+        }
+        self.dependent_start = dependent_start;
+        self.dependents = dependents;
+    }
+
+    fn run(mut self) -> Result<SimResult> {
+        for m in 0..self.pending.len() {
+            if self.pending[m] == 0 && !self.flow_blocked[m] && !self.issued[m] {
+                self.issue(m, 0);
+            }
+        }
+        self.serve_touched(0);
+        while let Some((now, mut done)) = self.events.pop_first() {
+            // The order within `done` does not matter: links pick their next message only
+            // once every completion at `now` is in.
+            for &m in &done {
+                self.hop_done(m as usize, now);
+            }
+            done.clear();
+            self.spare.push(done);
+            self.serve_touched(now);
+        }
+        let stuck = self.issued.iter().filter(|&&i| !i).count();
+        if stuck > 0 {
+            let first = self.issued.iter().position(|&i| !i).unwrap_or(0);
+            return Err(Error::Schedule(format!(
+                "{stuck} messages never became ready (a dependency cycle), message {first} among them"
+            )));
+        }
+        Ok(SimResult {
+            time_ps: self.timing.iter().map(|t| t.end_ps).max().unwrap_or(0),
+            messages: self.timing,
+            link_busy_ps: self.link_busy_ps,
+            link_bytes: self.link_bytes,
+        })
+    }
+
+    /// Issues ready message `m` at `now`, then the following messages of its flow that
+    /// were only waiting for it.
+    fn issue(&mut self, mut m: usize, now: Picos) {
+        loop {
+            self.issued[m] = true;
+            self.timing[m].start_ps = now;
+            self.enqueue(m, now);
+            let next = self.flow_next[m];
+            if next == NONE {
+                return;
+            }
+            let next = next as usize;
+            self.flow_blocked[next] = false;
+            if self.pending[next] > 0 {
+                return;
+            }
+            m = next;
+        }
+    }
+
+    fn link_of(&self, m: usize) -> usize {
+        self.route_links[(self.route_start[m] + self.hop[m]) as usize] as usize
+    }
+
+    fn enqueue(&mut self, m: usize, now: Picos) {
+        let link = self.link_of(m);
+        self.queues[link].push_back((now, m as u32));
+        self.touched.push(link as u32);
+    }
+
+    fn hop_done(&mut self, m: usize, now: Picos) {
+        let link = self.link_of(m);
+        self.link_busy[link] = false;
+        self.touched.push(link as u32);
+        self.hop[m] += 1;
+        if self.route_start[m] + self.hop[m] < self.route_start[m + 1] {
+            self.enqueue(m, now);
+        } else {
+            self.timing[m].end_ps = now;
+            self.land(m, now);
+        }
+    }
+
+    /// Message `m` arrived: release what waited for it.
+    fn land(&mut self, m: usize, now: Picos) {
+        let work = self.work;
+        match &work.deps {
+            Dependencies::Explicit { .. } => {
+                for k in self.dependent_start[m]..self.dependent_start[m + 1] {
+                    let d = self.dependents[k as usize] as usize;
+                    self.satisfy(d, now);
+                }
+            }
+            Dependencies::Arrivals(groups) => self.land_in_group(groups, m, now),
+        }
+    }
+
+    fn land_in_group(&mut self, groups: &ArrivalGroups, m: usize, now: Picos) {
+        let g = groups.arrival_group[m] as usize;
+        self.arrived[groups.slot[m] as usize] = true;
+        let end = groups.group_start[g + 1];
+        while self.prefix[g] < end && self.arrived[self.prefix[g] as usize] {
+            self.prefix[g] += 1;
+        }
+        let landed = self.prefix[g] - groups.group_start[g];
+        while self.next_waiter[g] < groups.waiter_start[g + 1] {
+            let w = groups.waiters[self.next_waiter[g] as usize] as usize;
+            if groups.wait_count[w] > landed {
+                break;
+            }
+            self.next_waiter[g] += 1;
+            self.satisfy(w, now);
+        }
+    }
+
+    fn satisfy(&mut self, m: usize, now: Picos) {
+        self.pending[m] -= 1;
+        if self.pending[m] == 0 && !self.flow_blocked[m] {
+            self.issue(m, now);
+        }
+    }
+
+    fn serve_touched(&mut self, now: Picos) {
+        let mut touched = std::mem::take(&mut self.touched);
+        for &link in &touched {
+            order_arrivals(&mut self.queues[link as usize], now);
+            self.serve(link as usize, now);
+        }
+        touched.clear();
+        self.touched = touched;
+    }
+
+    /// A free link starts carrying the first message of its queue.
+    fn serve(&mut self, link: usize, now: Picos) {
+        if self.link_busy[link] {
+            return;
+        }
+        let Some((_, m)) = self.queues[link].pop_front() else {
+            return;
+        };
+        let bytes = self.work.bytes.of(m as usize);
+        let took = self.topo.link(link).transfer_ps(bytes);
+        self.link_busy[link] = true;
+        self.link_busy_ps[link] += took;
+        self.link_bytes[link] += bytes;
+        let spare = &mut self.spare;
+        self.events
+            .entry(now + took)
+            .or_insert_with(|| spare.pop().unwrap_or_default())
+            .push(m);
+    }
+}
+
+/// Puts the messages that reached a queue at `now` (its back) in index order.
+fn order_arrivals(queue: &mut VecDeque<(Picos, u32)>, now: Picos) {
+    let joined = queue.iter().rev().take_while(|e| e.0 == now).count();
+    if joined < 2 {
+        return;
+    }
+    let from = queue.len() - joined;
+    if queue
+        .range(from..)
+        .zip(queue.range(from + 1..))
+        .all(|(a, b)| a <= b)
+    {
+        return;
+    }
+    let mut tail: Vec<(Picos, u32)> = queue.range(from..).copied().collect();
+    tail.sort_unstable();
+    for (slot, e) in queue.range_mut(from..).zip(tail) {
+        *slot = e;
+    }
+}

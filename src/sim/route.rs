@@ -1,0 +1,85 @@
+//! Routes for messages between non-neighbours: shortest paths by alpha-beta cost.
+
+use crate::error::{Error, Result};
+use crate::topology::{Link, LinkId, NpuId, Topology};
+use crate::units::Picos;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+/// Shortest-path trees computed per (source, message size) on demand and kept.
+pub(super) struct Router<'a> {
+    topo: &'a Topology,
+    /// (src, bytes bits) -> the link that reaches each NPU on a shortest path.
+    trees: HashMap<(NpuId, u64), Vec<Option<LinkId>>>,
+}
+
+impl<'a> Router<'a> {
+    pub fn new(topo: &'a Topology) -> Router<'a> {
+        Router {
+            topo,
+            trees: HashMap::new(),
+        }
+    }
+
+    /// Appends the links from `src` to `dst` to `path`, in order.
+    pub fn route(&mut self, src: NpuId, dst: NpuId, bytes: f64, path: &mut Vec<u32>) -> Result<()> {
+        if let Some(l) = self.topo.link_between(src, dst) {
+            path.push(l as u32);
+            return Ok(());
+        }
+        let topo = self.topo;
+        let tree = self
+            .trees
+            .entry((src, bytes.to_bits()))
+            .or_insert_with(|| shortest_paths(topo, src, |l| l.transfer_ps(bytes)).via);
+        let first = path.len();
+        let mut at = dst;
+        while at != src {
+            let Some(l) = tree[at] else {
+                return Err(Error::Disconnected(format!(
+                    "no route from NPU {src} to NPU {dst}"
+                )));
+            };
+            path.push(l as u32);
+            at = topo.link(l).src;
+        }
+        path[first..].reverse();
+        Ok(())
+    }
+}
+
+/// Shortest paths from one NPU: the cost to reach each NPU and the last link on the way.
+pub(crate) struct ShortestPaths {
+    /// `Picos::MAX` where unreachable.
+    pub dist: Vec<Picos>,
+    pub via: Vec<Option<LinkId>>,
+}
+
+/// Dijkstra from `src` with the given link weights. NPUs at equal distance are settled in
+/// id order and a route is only replaced by a strictly shorter one, so where paths tie the
+/// one through the lowest-numbered NPU wins and routes are reproducible.
+pub(crate) fn shortest_paths(
+    topo: &Topology,
+    src: NpuId,
+    weight: impl Fn(&Link) -> Picos,
+) -> ShortestPaths {
+    let mut dist = vec![Picos::MAX; topo.npus()];
+    let mut via = vec![None; topo.npus()];
+    let mut heap = BinaryHeap::from([Reverse((0, src))]);
+    dist[src] = 0;
+    while let Some(Reverse((d, u))) = heap.pop() {
+        if d > dist[u] {
+            continue;
+        }
+        for l in topo.out_links(u) {
+            let link = topo.link(l);
+            let nd = d.saturating_add(weight(link));
+            if nd < dist[link.dst] {
+                dist[link.dst] = nd;
+                via[link.dst] = Some(l);
+                heap.push(Reverse((nd, link.dst)));
+            }
+        }
+    }
+    ShortestPaths { dist, via }
+}

@@ -1,0 +1,86 @@
+//! Every baseline on every builder topology it applies to: a correct algorithm by the
+//! schedule checker's data-flow replay, simulated without deadlock, and never faster than
+//! the lower bounds.
+
+use tacos::baselines::Baseline;
+use tacos::bounds::Bounds;
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::schedule::check_data_flow;
+use tacos::sim::simulate_schedule;
+use tacos::topology::{dimension_sizes, parse_spec, SpecDefaults, Topology};
+
+const SPECS: &[&str] = &[
+    "ring:5",
+    "ring:8",
+    "uniring:6",
+    "fc:5",
+    "switch:8,d=2",
+    "mesh:3x4",
+    "mesh:4x4",
+    "torus:4x4",
+    "mesh:2x2x2",
+    "torus:3x2x2",
+    "hypercube:3",
+    "dragonfly:3x4,bw=400:200",
+    "rfs:2x2x4,bw=200:100:50",
+    "multi:R2xF2xS4",
+    "multi:U3xL2",
+    "preset:dgx1",
+];
+
+fn topology(spec: &str) -> Topology {
+    parse_spec(spec, &SpecDefaults::default()).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+fn spec_for(topo: &Topology, kind: CollectiveKind, k: usize) -> CollectiveSpec {
+    let npus = topo.alive_npus();
+    CollectiveSpec {
+        kind,
+        root: kind.has_root().then_some(npus[npus.len() / 2]),
+        npus,
+        chunks_per_npu: k,
+        size_bytes: 1 << 20,
+    }
+}
+
+#[test]
+fn every_baseline_is_correct_and_respects_the_bounds_on_every_builder() {
+    let mut ran = 0;
+    for spec in SPECS {
+        let topo = topology(spec);
+        let dims = dimension_sizes(spec);
+        for baseline in Baseline::ALL {
+            for &kind in baseline.kinds() {
+                for k in [1, 2] {
+                    let cspec = spec_for(&topo, kind, k);
+                    let schedule = match baseline.schedule(&topo, &cspec, dims.as_deref()) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            let p = cspec.npus.len();
+                            let expected = (baseline == Baseline::Rhd && !p.is_power_of_two())
+                                || (baseline == Baseline::Hierarchical && dims.is_none());
+                            assert!(expected, "{spec} {baseline} {kind} K={k}: {e}");
+                            continue;
+                        }
+                    };
+                    let what = format!("{spec} {baseline} {kind} K={k}");
+                    assert_eq!(schedule.collective.kind, kind, "{what}");
+                    assert_eq!(schedule.collective.size_bytes, cspec.size_bytes, "{what}");
+                    check_data_flow(&schedule, &topo).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let sim = simulate_schedule(&topo, &schedule)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let collective = Collective::new(&topo, cspec).unwrap();
+                    let bounds = Bounds::new(&topo, &collective);
+                    assert!(
+                        sim.time_ps >= bounds.best_ps(),
+                        "{what}: simulated {} ps beats the lower bound {:?}",
+                        sim.time_ps,
+                        bounds
+                    );
+                    ran += 1;
+                }
+            }
+        }
+    }
+    assert!(ran > 300, "only {ran} cases ran");
+}

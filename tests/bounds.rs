@@ -1,0 +1,147 @@
+//! Lower bounds against hand-worked figures, and the max-flow cut bound against a
+//! brute-force enumeration of every cut.
+
+mod common;
+
+use proptest::prelude::*;
+use tacos::bounds::{cut_bound, Bounds};
+use tacos::collective::{Collective, CollectiveKind};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
+
+const GB: u64 = 1_000_000_000;
+
+fn bounds(spec: &str, kind: CollectiveKind, size: u64) -> Bounds {
+    let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+    let root = kind.has_root().then_some(0);
+    let c = Collective::over_all(&topo, kind, root, 1, size).unwrap();
+    Bounds::new(&topo, &c)
+}
+
+fn ms(ps: u64) -> f64 {
+    ps as f64 / 1e9
+}
+
+fn assert_ms(ps: u64, expected_ms: f64) {
+    assert!(
+        (ms(ps) - expected_ms).abs() < 1e-6,
+        "{} ms, expected {expected_ms} ms",
+        ms(ps)
+    );
+}
+
+#[test]
+fn ring_allgather_bounds_by_hand() {
+    // ring:8, 1 GB: each NPU takes in 7/8 GB over 2 x 50 GB/s = 8.75 ms; the cut bound
+    // (an arc leaves by two links) is the same; the farthest NPU is 4 hops of 0.5 us.
+    let b = bounds("ring:8", CollectiveKind::AllGather, 8 * GB / 8);
+    assert_ms(b.ingress_ps, 8.75);
+    assert_ms(b.cut.unwrap().time_ps, 8.75);
+    assert!(b.cut.unwrap().exact);
+    assert_eq!(b.latency_ps, 2_000_000);
+    // Egress: each NPU sends its 1/8 GB at least once over 100 GB/s.
+    assert_ms(b.egress_ps, 1.25);
+    assert_eq!(b.best_ps(), b.ingress_ps.max(b.cut.unwrap().time_ps));
+    // Ideal: 7/8 GB over 100 GB/s plus the 2 us diameter.
+    assert_eq!(b.ideal_ps, 8_750_000_000 + 2_000_000);
+}
+
+#[test]
+fn dragonfly_group_cut_beats_ingress() {
+    // 5 groups of 4 NPUs, 400 GB/s inside a group, one 200 GB/s link per group pair. Leaving
+    // one group out, the other 16 NPUs' data (16/20 GB) enters it over its 4 global links:
+    // 0.8 GB / 800 GB/s = 1 ms, more than any NPU's ingress (19/20 GB over 1400 GB/s).
+    let b = bounds("dragonfly:4x5,bw=400:200", CollectiveKind::AllGather, GB);
+    assert_ms(b.cut.unwrap().time_ps, 1.0);
+    assert_ms(b.ingress_ps, 0.95 / 1400.0 * 1000.0);
+    assert_eq!(b.best_ps(), b.cut.unwrap().time_ps);
+}
+
+#[test]
+fn combining_and_rooted_bounds_by_hand() {
+    // Reduce-Scatter on ring:4: each NPU needs its quarter summed from 3 others; its
+    // incoming links carry at least one quarter: 0.25 GB / 100 GB/s.
+    let b = bounds("ring:4", CollectiveKind::ReduceScatter, GB);
+    assert_ms(b.ingress_ps, 2.5);
+    // The cut bound is All-Gather's on the reversed ring: the other three quarters reach an
+    // NPU over 2 x 50 GB/s.
+    assert_ms(b.cut.unwrap().time_ps, 7.5);
+    // Broadcast from 0 on uniring:4: everything leaves the root over one 50 GB/s link.
+    let b = bounds("uniring:4", CollectiveKind::Broadcast, GB);
+    assert_ms(b.egress_ps, 20.0);
+    assert_ms(b.cut.unwrap().time_ps, 20.0);
+    // NPU 3 is three 0.5 us hops away.
+    assert_eq!(b.latency_ps, 1_500_000);
+    // Gather to 0 on fc:4: three quarters enter the root over 3 x 50 GB/s.
+    let b = bounds("fc:4", CollectiveKind::Gather, GB);
+    assert_ms(b.cut.unwrap().time_ps, 5.0);
+    assert_ms(b.ingress_ps, 5.0);
+    // All-to-All has no cut bound; each NPU takes in its quarter of every other NPU's
+    // buffer: 3/4 GB over 150 GB/s.
+    let b = bounds("fc:4", CollectiveKind::AllToAll, GB);
+    assert!(b.cut.is_none());
+    assert_ms(b.ingress_ps, 5.0);
+    // All-Reduce's Ideal is twice All-Gather's bandwidth term.
+    let b = bounds("fc:4", CollectiveKind::AllReduce, GB);
+    assert_eq!(b.ideal_ps, 10_000_000_000 + 500_000);
+}
+
+/// The cut bound by enumerating every vertex set.
+fn brute_force_cut_ms(topo: &Topology, kind: CollectiveKind, size: u64) -> Option<f64> {
+    let n = topo.npus();
+    let (net, sources, sinks, unit): (Topology, Vec<usize>, Vec<usize>, f64) = match kind {
+        CollectiveKind::AllGather => (
+            topo.clone(),
+            (0..n).collect(),
+            (0..n).collect(),
+            size as f64 / n as f64,
+        ),
+        CollectiveKind::ReduceScatter => (
+            topo.reversed(),
+            (0..n).collect(),
+            (0..n).collect(),
+            size as f64 / n as f64,
+        ),
+        CollectiveKind::Broadcast => (topo.clone(), vec![0], (1..n).collect(), size as f64),
+        CollectiveKind::Gather => (
+            topo.clone(),
+            (1..n).collect(),
+            vec![0],
+            size as f64 / n as f64,
+        ),
+        _ => unreachable!(),
+    };
+    let mut best: Option<f64> = None;
+    for set in 1u32..(1 << n) - 1 {
+        let inside = |u: usize| set & (1 << u) != 0;
+        let members = sources.iter().filter(|&&u| inside(u)).count();
+        if members == 0 || sinks.iter().all(|&t| inside(t)) {
+            continue;
+        }
+        let leaving: f64 = net
+            .links()
+            .iter()
+            .filter(|l| inside(l.src) && !inside(l.dst))
+            .map(|l| l.bandwidth_gbps)
+            .sum();
+        let ms = members as f64 * unit / leaving / 1e6;
+        best = Some(best.map_or(ms, |b: f64| b.max(ms)));
+    }
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn max_flow_cut_bound_equals_brute_force(seed in any::<u64>(), npus in 2usize..8, extra in 0usize..14, kind in 0usize..4) {
+        let kind = [CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::Broadcast, CollectiveKind::Gather][kind];
+        let topo = common::random_topology(seed, npus, extra, &[10.0, 25.0, 40.0, 100.0], &[0.5]);
+        let c = Collective::over_all(&topo, kind, kind.has_root().then_some(0), 1, GB).unwrap();
+        let fast = cut_bound(&topo, &c).map(|b| b.time_ps as f64 / 1e9);
+        let slow = brute_force_cut_ms(&topo, kind, GB);
+        match (fast, slow) {
+            (Some(f), Some(s)) => prop_assert!((f - s).abs() <= 1e-6 * s, "{kind}: max-flow {f} ms, enumeration {s} ms"),
+            (f, s) => prop_assert!(f.is_none() && s.is_none(), "{kind}: {f:?} vs {s:?}"),
+        }
+    }
+}
