@@ -26,12 +26,12 @@ pub enum Error {
     /// The synthesizer could not complete the collective.
     #[error("synthesis: {0}")]
     Synthesis(String),
-    /// A file that could not be read or written.
-    #[error("{path}: {source}")]
+    /// A file that could not be read or written. The OS error is part of the message, not
+    /// a separate cause, so it is printed once.
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -40,7 +40,7 @@ impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 }

@@ -7,7 +7,7 @@ use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::schedule::check_data_flow;
 use tacos::sim::simulate_schedule;
-use tacos::topology::{dimension_sizes, parse_spec, SpecDefaults, Topology};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
 
 const SPECS: &[&str] = &[
     "ring:5",
@@ -48,17 +48,17 @@ fn every_baseline_is_correct_and_respects_the_bounds_on_every_builder() {
     let mut ran = 0;
     for spec in SPECS {
         let topo = topology(spec);
-        let dims = dimension_sizes(spec);
         for baseline in Baseline::ALL {
             for &kind in baseline.kinds() {
                 for k in [1, 2] {
                     let cspec = spec_for(&topo, kind, k);
-                    let schedule = match baseline.schedule(&topo, &cspec, dims.as_deref()) {
+                    let schedule = match baseline.schedule(&topo, &cspec) {
                         Ok(s) => s,
                         Err(e) => {
                             let p = cspec.npus.len();
                             let expected = (baseline == Baseline::Rhd && !p.is_power_of_two())
-                                || (baseline == Baseline::Hierarchical && dims.is_none());
+                                || (baseline == Baseline::Hierarchical
+                                    && topo.dimensions().is_none());
                             assert!(expected, "{spec} {baseline} {kind} K={k}: {e}");
                             continue;
                         }

@@ -21,7 +21,7 @@ fn allgather_time(spec: &str, baseline: Baseline) -> (u64, u64) {
     let topo = topology(spec);
     let n = topo.npus() as u64;
     let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, n * 1_000_000).unwrap();
-    let s = baseline.schedule(&topo, c.spec(), None).unwrap();
+    let s = baseline.schedule(&topo, c.spec()).unwrap();
     let r = simulate_schedule(&topo, &s).unwrap();
     (r.time_ps, *r.link_busy_ps.iter().max().unwrap())
 }
@@ -111,7 +111,7 @@ fn bad_messages_are_rejected_with_their_index() {
 fn a_schedule_naming_a_missing_npu_is_rejected() {
     let topo = topology("ring:4");
     let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 4096).unwrap();
-    let mut s = Baseline::RingUni.schedule(&topo, c.spec(), None).unwrap();
+    let mut s = Baseline::RingUni.schedule(&topo, c.spec()).unwrap();
     s.transfers[3].dst = 7;
     let err = simulate_schedule(&topo, &s).unwrap_err();
     assert!(matches!(err, Error::Schedule(_)));
@@ -133,7 +133,7 @@ fn explicit_message_lists_give_the_same_simulation() {
     ] {
         let topo = topology(spec);
         let c = Collective::over_all(&topo, CollectiveKind::AllReduce, None, 2, 1 << 20).unwrap();
-        let s = baseline.schedule(&topo, c.spec(), None).unwrap();
+        let s = baseline.schedule(&topo, c.spec()).unwrap();
         let grouped = simulate_schedule(&topo, &s).unwrap();
         let listed = simulate_messages(&topo, &schedule_messages(&s)).unwrap();
         assert_eq!(grouped, listed, "{spec} {baseline}");
@@ -144,7 +144,7 @@ fn explicit_message_lists_give_the_same_simulation() {
 fn report_uses_nccl_tests_bus_bandwidth() {
     let topo = topology("ring:8");
     let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 8_000_000).unwrap();
-    let s = Baseline::RingUni.schedule(&topo, c.spec(), None).unwrap();
+    let s = Baseline::RingUni.schedule(&topo, c.spec()).unwrap();
     let report = SimReport::new(&topo, c.spec(), &simulate_schedule(&topo, &s).unwrap());
     // 8 MB in 143.5 us.
     let algbw = 8e6 / 143.5e-6 / 1e9;

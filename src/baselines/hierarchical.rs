@@ -10,10 +10,10 @@ use crate::error::{Error, Result};
 use crate::schedule::Op;
 use crate::topology::{NpuId, Topology};
 
-pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec, dims: Option<&[usize]>) -> Result<Plan> {
-    let Some(dims) = dims else {
+pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
+    let Some(dims) = topo.dimensions() else {
         return Err(Error::Baseline(
-            "hierarchical needs the topology's dimensions; give a composed builder spec such as mesh:4x4, torus:4x4x4, rfs:2x4x8 or multi:R4xF4".into(),
+            "hierarchical needs a topology composed of dimensions (a builder such as mesh:4x4, torus:4x4x4, rfs:2x4x8, multi:R4xF4 or a preset)".into(),
         ));
     };
     let n: usize = dims.iter().product();

@@ -83,14 +83,8 @@ impl Baseline {
         }
     }
 
-    /// The baseline's schedule for `spec` on `topo`. `dims` are the sizes of the
-    /// topology's dimensions (first varying fastest), which only Hierarchical needs.
-    pub fn schedule(
-        self,
-        topo: &Topology,
-        spec: &CollectiveSpec,
-        dims: Option<&[usize]>,
-    ) -> Result<Schedule> {
+    /// The baseline's schedule for `spec` on `topo`.
+    pub fn schedule(self, topo: &Topology, spec: &CollectiveSpec) -> Result<Schedule> {
         if !self.kinds().contains(&spec.kind) {
             return Err(Error::Baseline(format!(
                 "{} does not define {} (it defines {})",
@@ -109,7 +103,7 @@ impl Baseline {
             Baseline::Direct => (direct::plan(spec), spec.clone()),
             Baseline::Rhd => rhd::plan(spec)?,
             Baseline::Dbt => dbt::plan(spec),
-            Baseline::Hierarchical => (hierarchical::plan(topo, spec, dims)?, spec.clone()),
+            Baseline::Hierarchical => (hierarchical::plan(topo, spec)?, spec.clone()),
         };
         let collective = Collective::new(topo, spec)?;
         Ok(Schedule::new(

@@ -58,7 +58,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         let collective = Collective::over_all(&topo, kind, None, 1, SIZE)?;
         let schedule: Schedule = match baseline {
             None => synthesize(&topo, &collective, &SynthOptions { seed: args.seed })?,
-            Some(b) => b.schedule(&topo, collective.spec(), None)?,
+            Some(b) => b.schedule(&topo, collective.spec())?,
         };
         let (best, result) = best_of(Duration::from_millis(500), || {
             Ok(simulate_schedule(&topo, &schedule)?)

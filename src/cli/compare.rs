@@ -10,7 +10,7 @@ use crate::fsio::write_atomic;
 use crate::schedule::{check, Schedule};
 use crate::sim::{heatmap_svg, simulate_schedule, SimReport};
 use crate::synth::{synthesize, SynthOptions};
-use crate::topology::{dimension_sizes, Topology};
+use crate::topology::Topology;
 use crate::units::{format_size, ps_to_us};
 use crate::Error;
 use anyhow::{bail, Context};
@@ -54,7 +54,6 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let topo = args.topology.topology()?;
     let spec = args.collective.spec(&topo);
     let collective = Collective::new(&topo, spec.clone())?;
-    let dims = dimension_sizes(&args.topology.spec);
     let mut rows = vec![Row {
         name: "tacos".into(),
         outcome: synthesized(&topo, &collective, args.seed)?,
@@ -63,7 +62,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         if !b.kinds().contains(&spec.kind) {
             continue;
         }
-        let outcome = match b.schedule(&topo, &spec, dims.as_deref()) {
+        let outcome = match b.schedule(&topo, &spec) {
             Ok(schedule) => Ok(measure(&topo, &collective, &schedule, None)?),
             Err(Error::Baseline(why)) => Err(why),
             Err(e) => return Err(e.into()),

@@ -7,7 +7,7 @@ use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::schedule::{check, check_data_flow, Schedule};
 use crate::sim::{simulate_schedule, SimReport};
-use crate::topology::{dimension_sizes, Topology};
+use crate::topology::Topology;
 use crate::units::{format_size, ps_to_us};
 use anyhow::{bail, Context};
 use clap::Args;
@@ -122,11 +122,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         }
         (None, Some(b)) => {
             let spec = args.collective.spec(&topo);
-            let schedule = b.schedule(
-                &topo,
-                &spec,
-                dimension_sizes(&args.topology.spec).as_deref(),
-            )?;
+            let schedule = b.schedule(&topo, &spec)?;
             (schedule, format!("baseline {b}"), None)
         }
         (None, None) => bail!("give --schedule FILE or --baseline NAME"),

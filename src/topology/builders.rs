@@ -133,7 +133,8 @@ pub fn compose(name: impl Into<String>, dims: &[Dim]) -> Result<Topology> {
         }
         stride *= dim.size;
     }
-    set.into_topology(name, npus)
+    let sizes = dims.iter().map(|d| d.size).collect();
+    Ok(set.into_topology(name, npus)?.with_dimensions(sizes))
 }
 
 /// A binary hypercube of 2^dims NPUs: i <-> i xor 2^k.
@@ -155,7 +156,7 @@ pub fn hypercube(
             set.add(i, i ^ (1 << k), bandwidth_gbps, latency_us);
         }
     }
-    set.into_topology(name, n)
+    Ok(set.into_topology(name, n)?.with_dimensions(vec![2; dims]))
 }
 
 /// A dragonfly of `groups` groups of `per_group` NPUs: fully connected inside a group, one
@@ -194,5 +195,7 @@ pub fn dragonfly(
             set.add_both(a, b, global.0, global.1);
         }
     }
-    set.into_topology(name, n)
+    Ok(set
+        .into_topology(name, n)?
+        .with_dimensions(vec![per_group, groups]))
 }

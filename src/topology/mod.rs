@@ -12,7 +12,7 @@ pub mod spec;
 
 pub use builders::{compose, Dim, DimKind};
 pub use presets::PRESETS;
-pub use spec::{dimension_sizes, parse_spec, parse_spec_with_warnings, SpecDefaults};
+pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
 
 use crate::error::{Error, Result};
 use crate::units::{alpha_beta_ps, Picos};
@@ -49,6 +49,9 @@ pub struct Topology {
     npus: usize,
     links: Vec<Link>,
     failed: Vec<NpuId>,
+    /// Sizes of the dimensions the topology was composed of (first varying fastest in NPU
+    /// ids), when it was built that way; what hierarchical algorithms follow.
+    dims: Option<Vec<usize>>,
     /// `links[out_start[u]..out_start[u+1]]` are the links leaving `u`.
     out_start: Vec<usize>,
     /// `in_index[in_start[v]..in_start[v+1]]` are the ids of the links entering `v`.
@@ -125,6 +128,7 @@ impl Topology {
             npus,
             links,
             failed,
+            dims: None,
             out_start,
             in_start,
             in_index,
@@ -139,6 +143,19 @@ impl Topology {
     /// Number of NPU ids, failed ones included.
     pub fn npus(&self) -> usize {
         self.npus
+    }
+
+    /// The same topology, recorded as composed of dimensions of these sizes.
+    pub(crate) fn with_dimensions(mut self, dims: Vec<usize>) -> Topology {
+        debug_assert_eq!(dims.iter().product::<usize>(), self.npus);
+        self.dims = Some(dims);
+        self
+    }
+
+    /// Sizes of the dimensions the topology was composed of (first varying fastest), if
+    /// it was built from dimensions; failed NPUs keep them, subsets and files do not.
+    pub fn dimensions(&self) -> Option<&[usize]> {
+        self.dims.as_deref()
     }
 
     /// All links, sorted by (src, dst).
@@ -206,7 +223,7 @@ impl Topology {
             .collect();
         let mut failed = self.failed.clone();
         failed.extend_from_slice(npus);
-        Self::with_failed(self.name.clone(), self.npus, links, failed)
+        Ok(Self::with_failed(self.name.clone(), self.npus, links, failed)?.keep_dims(self))
     }
 
     /// The same topology without the links between each given pair, in both directions.
@@ -224,7 +241,10 @@ impl Topology {
                 .any(|&(a, b)| (l.src, l.dst) == (a, b) || (l.src, l.dst) == (b, a))
         };
         let links = self.links.iter().filter(|l| !joins(l)).cloned().collect();
-        Self::with_failed(self.name.clone(), self.npus, links, self.failed.clone())
+        Ok(
+            Self::with_failed(self.name.clone(), self.npus, links, self.failed.clone())?
+                .keep_dims(self),
+        )
     }
 
     /// The sub-topology induced by `npus`, renumbered 0..k-1 in the order given: what a
@@ -317,6 +337,12 @@ impl Topology {
             .collect();
         Self::with_failed(self.name.clone(), self.npus, links, self.failed.clone())
             .expect("reversing a valid topology keeps it valid")
+            .keep_dims(self)
+    }
+
+    fn keep_dims(mut self, from: &Topology) -> Topology {
+        self.dims = from.dims.clone();
+        self
     }
 
     /// Summary figures for `tacos topo show`.

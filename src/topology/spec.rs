@@ -210,33 +210,6 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
     }
 }
 
-/// The sizes of a builder spec's dimensions, first varying fastest (`mesh:4x8` -> [4, 8],
-/// `hypercube:3` -> [2, 2, 2], `dragonfly:4x5` -> [4, 5]), for algorithms that work
-/// dimension by dimension. None for files, presets and specs that do not parse.
-pub fn dimension_sizes(spec: &str) -> Option<Vec<usize>> {
-    let (kind, rest) = spec.trim().split_once(':')?;
-    let shape = rest.split(',').next()?.trim();
-    let numbers = |shape: &str| -> Option<Vec<usize>> {
-        shape
-            .split('x')
-            .map(|s| s.trim().parse().ok().filter(|&n: &usize| n > 0))
-            .collect()
-    };
-    match kind {
-        "ring" | "uniring" | "fc" | "fully-connected" | "switch" | "mesh" | "torus" | "rfs"
-        | "dragonfly" => numbers(shape),
-        "multi" => numbers(
-            &shape
-                .split('x')
-                .map(|t| t.trim().get(1..).unwrap_or(""))
-                .collect::<Vec<_>>()
-                .join("x"),
-        ),
-        "hypercube" => Some(vec![2; shape.parse().ok()?]),
-        _ => None,
-    }
-}
-
 fn unknown(spec: &str) -> Error {
     let names: Vec<&str> = BUILDERS.iter().map(|b| b.0).collect();
     Error::Spec(format!(
