@@ -441,6 +441,23 @@ fn random_topology() -> impl Strategy<Value = Topology> {
         })
 }
 
+/// A random collective on `topo`: kind, K, NPU subset and root from the given draws.
+fn random_collective(
+    topo: &Topology,
+    kind: CollectiveKind,
+    k: usize,
+    subset_bits: u16,
+    root_pick: prop::sample::Index,
+) -> Collective {
+    let n = topo.npus();
+    let mut npus: Vec<NpuId> = (0..n).filter(|i| subset_bits & (1 << i) != 0).collect();
+    if npus.is_empty() {
+        npus.push(n - 1);
+    }
+    let root = npus[root_pick.index(npus.len())];
+    collective(topo, kind, npus, root, k, 1 << 16)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1000))]
 
@@ -453,13 +470,29 @@ proptest! {
         subset_bits in any::<u16>(),
         root_pick in any::<prop::sample::Index>(),
     ) {
-        let n = topo.npus();
-        let mut npus: Vec<NpuId> = (0..n).filter(|i| subset_bits & (1 << i) != 0).collect();
-        if npus.is_empty() {
-            npus.push(n - 1);
-        }
-        let root = npus[root_pick.index(npus.len())];
-        let c = collective(&topo, kind, npus, root, k, 1 << 16);
+        let c = random_collective(&topo, kind, k, subset_bits, root_pick);
         synth_checked(&topo, &c, seed);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Two collectives of different kinds, subsets and chunk sizes matched together.
+    #[test]
+    fn random_concurrent_pairs_share_links_without_contention(
+        topo in random_topology(),
+        kinds in prop::collection::vec(prop::sample::select(CollectiveKind::ALL.to_vec()), 2),
+        ks in prop::collection::vec(1usize..4, 2),
+        subsets in prop::collection::vec(any::<u16>(), 2),
+        roots in prop::collection::vec(any::<prop::sample::Index>(), 2),
+        seed in 0u64..1000,
+    ) {
+        let collectives: Vec<Collective> = (0..2)
+            .map(|i| random_collective(&topo, kinds[i], ks[i], subsets[i], roots[i]))
+            .collect();
+        let synthesis = synthesize_concurrent(&topo, &collectives, &SynthOptions { seed })
+            .unwrap_or_else(|e| panic!("{kinds:?}: {e}"));
+        check_concurrent(&synthesis.schedules, &topo).unwrap_or_else(|e| panic!("{kinds:?}: {e}"));
     }
 }

@@ -10,6 +10,7 @@
 //! NPUs that do not need them (a sub-collective, Gather, Scatter, All-to-All), to a relay
 //! that is strictly closer to a target than every copy so far (see `relay`).
 
+use super::fast::FastPaths;
 use super::relay::Relays;
 use crate::collective::ChunkId;
 use crate::error::{Error, Result};
@@ -94,6 +95,8 @@ struct Matcher<'a> {
     unsatisfied: usize,
     /// Set when some chunk must cross NPUs that do not want it.
     relays: Option<Relays>,
+    /// Set when some links are much slower than others.
+    fast: Option<FastPaths>,
     /// Per link: chunks its source holds that were useful to its destination when offered.
     pools: Vec<Vec<u32>>,
     transfers: Vec<Transfer>,
@@ -135,6 +138,13 @@ impl<'a> Matcher<'a> {
             .iter()
             .any(|c| c.post.len() < alive)
             .then(|| Relays::new(topo, problem, &cost));
+        // The fast-path estimate assumes every NPU on a fast route will take the chunk
+        // on, which holds when every NPU wants every chunk (no relays).
+        let fast = if problem.class_bytes.len() == 1 && relays.is_none() {
+            FastPaths::new(topo, &cost, chunks)
+        } else {
+            None
+        };
         let mut m = Matcher {
             topo,
             problem,
@@ -149,6 +159,7 @@ impl<'a> Matcher<'a> {
             wants: vec![0; (n * chunks).div_ceil(64)],
             unsatisfied: 0,
             relays,
+            fast,
             pools: vec![Vec::new(); links],
             transfers: Vec::new(),
             dropped: Vec::new(),
@@ -267,6 +278,9 @@ impl<'a> Matcher<'a> {
         let class = self.class(chunk);
         if let Some(r) = &mut self.relays {
             r.reach(chunk, class, npu);
+        }
+        if let Some(f) = &mut self.fast {
+            f.reach(npu, chunk, now);
         }
         for link in self.topo.out_links(npu) {
             let dst = self.topo.link(link).dst;
@@ -406,8 +420,18 @@ impl<'a> Matcher<'a> {
                 continue;
             }
             let best = self.cheapest_holder(&free, chunk);
-            if self.in_flight_arrival(dst, chunk) <= now + self.cost(best, chunk) {
+            let arrival = now + self.cost(best, chunk);
+            if self.in_flight_arrival(dst, chunk) <= arrival {
                 // Already on its way and arriving no later: a second copy is useless.
+                self.pools[link].swap_remove(j);
+                continue;
+            }
+            if self.fast.as_ref().is_some_and(|f| {
+                f.is_slow(best) && f.arrives_by(dst, chunk, arrival + (arrival - now))
+            }) {
+                // Coming over fast links at most one slow transfer later: keep the slow
+                // link for a chunk that gains more from it (`link` is free and holds the
+                // chunk, so it is no faster than `best`).
                 self.pools[link].swap_remove(j);
                 continue;
             }
@@ -448,6 +472,9 @@ impl<'a> Matcher<'a> {
         let class = self.class(chunk);
         if let Some(r) = &mut self.relays {
             r.reach(chunk, class, l.dst);
+        }
+        if let Some(f) = &mut self.fast {
+            f.reach(l.dst, chunk, end);
         }
         self.busy[link] = self.transfers.len();
         self.transfers.push(Transfer {

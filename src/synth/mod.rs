@@ -14,6 +14,7 @@
 
 mod chunking;
 mod compose;
+mod fast;
 mod greedy;
 mod relay;
 mod retime;
