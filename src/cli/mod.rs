@@ -1,6 +1,7 @@
 //! The `tacos` command line: thin commands over the library's pipeline.
 
 mod bench;
+mod concurrent;
 mod synth;
 mod topo;
 

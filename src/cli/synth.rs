@@ -28,9 +28,10 @@ pub struct SynthArgs {
     #[arg(short = 'k', long, default_value = "1", value_parser = chunks_per_npu)]
     pub chunks_per_npu: ChunksPerNpu,
     /// NPUs taking part, in rank order (default: every alive NPU); the others may relay
-    /// chunks, e.g. 0-7,16-23
-    #[arg(long, value_name = "LIST", value_parser = npu_list)]
-    pub npus: Option<NpuList>,
+    /// chunks, e.g. 0-7,16-23. Given several times: one collective per list, all
+    /// synthesized together so they share links without contention
+    #[arg(long, value_name = "LIST", value_parser = npu_list, action = clap::ArgAction::Append)]
+    pub npus: Vec<NpuList>,
     /// Root NPU of a rooted collective (default: the first NPU taking part)
     #[arg(long)]
     pub root: Option<usize>,
@@ -63,7 +64,14 @@ fn chunks_per_npu(s: &str) -> Result<ChunksPerNpu, String> {
 
 pub fn run(args: SynthArgs) -> anyhow::Result<()> {
     let topo = args.topology.topology()?;
-    let npus = args.npus.clone().unwrap_or_else(|| topo.alive_npus());
+    if args.npus.len() > 1 {
+        return super::concurrent::run(&args, &topo);
+    }
+    let npus = args
+        .npus
+        .first()
+        .cloned()
+        .unwrap_or_else(|| topo.alive_npus());
     let root = match (args.collective.has_root(), args.root) {
         (true, None) => npus.first().copied(),
         (_, root) => root,
@@ -147,8 +155,9 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "topology             {} ({npus} NPUs, {} links)",
+        "topology             {} ({} NPUs, {} links)",
         topo.name(),
+        topo.alive_npus().len(),
         topo.links().len()
     );
     println!(
