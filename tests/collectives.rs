@@ -135,43 +135,19 @@ fn reduce_scatter_takes_as_long_as_all_gather_on_the_reversed_topology() {
         let reversed = topo.reversed();
         let all = topo.alive_npus();
         for (seed, k) in [(0, 1), (7, 3)] {
-            let rs = collective(
-                &topo,
-                CollectiveKind::ReduceScatter,
-                all.clone(),
-                0,
-                k,
-                1 << 24,
-            );
-            let ag = collective(
-                &reversed,
-                CollectiveKind::AllGather,
-                all.clone(),
-                0,
-                k,
-                1 << 24,
-            );
-            assert_eq!(
-                synth_checked(&topo, &rs, seed),
-                synth_checked(&reversed, &ag, seed),
-                "{}",
-                topo.name()
-            );
-            let reduce = collective(&topo, CollectiveKind::Reduce, all.clone(), 1, k, 1 << 24);
-            let bcast = collective(
-                &reversed,
-                CollectiveKind::Broadcast,
-                all.clone(),
-                1,
-                k,
-                1 << 24,
-            );
-            assert_eq!(
-                synth_checked(&topo, &reduce, seed),
-                synth_checked(&reversed, &bcast, seed),
-                "{}",
-                topo.name()
-            );
+            for (kind, dual, root) in [
+                (CollectiveKind::ReduceScatter, CollectiveKind::AllGather, 0),
+                (CollectiveKind::Reduce, CollectiveKind::Broadcast, 1),
+            ] {
+                let combining = collective(&topo, kind, all.clone(), root, k, 1 << 24);
+                let copying = collective(&reversed, dual, all.clone(), root, k, 1 << 24);
+                assert_eq!(
+                    synth_checked(&topo, &combining, seed),
+                    synth_checked(&reversed, &copying, seed),
+                    "{} {kind}",
+                    topo.name()
+                );
+            }
         }
     }
     // Symmetric topologies are their own reversal, so there Reduce-Scatter and All-Gather

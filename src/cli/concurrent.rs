@@ -2,7 +2,7 @@
 //! together as one matching so they share links without contention (tensor-parallel
 //! groups running their collectives at the same time, say).
 
-use super::synth::{ChunksPerNpu, SynthArgs};
+use super::synth::{topology_line, ChunksPerNpu, SynthArgs};
 use crate::collective::{Collective, CollectiveSpec};
 use crate::schedule::check_concurrent;
 use crate::synth::{synthesize, synthesize_concurrent, SynthOptions};
@@ -85,12 +85,7 @@ pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
-    println!(
-        "topology             {} ({} NPUs, {} links)",
-        topo.name(),
-        topo.alive_npus().len(),
-        topo.links().len()
-    );
+    println!("{}", topology_line(topo));
     println!(
         "collective           {} of {} in each of {} groups, {k} chunk{} per NPU, synthesized together",
         args.collective,

@@ -6,7 +6,7 @@ use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::fsio::write_atomic;
 use crate::schedule::check;
 use crate::synth::{synthesize_best_chunking, synthesize_concurrent, SynthOptions, AUTO_CHUNKS};
-use crate::topology::format_npus;
+use crate::topology::{format_npus, Topology};
 use crate::units::{algbw_gbps, format_size, ps_to_us};
 use anyhow::Context;
 use clap::Args;
@@ -154,12 +154,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
-    println!(
-        "topology             {} ({} NPUs, {} links)",
-        topo.name(),
-        topo.alive_npus().len(),
-        topo.links().len()
-    );
+    println!("{}", topology_line(&topo));
     println!(
         "collective           {}{} of {} ({} bytes), {} chunk{} per NPU of {}",
         collective.kind(),
@@ -217,4 +212,14 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         println!("schedule             {}", path.display());
     }
     Ok(())
+}
+
+/// The first line of the text report: the topology and its size.
+pub(super) fn topology_line(topo: &Topology) -> String {
+    format!(
+        "topology             {} ({} NPUs, {} links)",
+        topo.name(),
+        topo.alive_npus().len(),
+        topo.links().len()
+    )
 }
