@@ -240,8 +240,12 @@ fn reduced_at(
     ready
 }
 
-/// Per link of `topo`: the intervals the given transfers occupy, sorted.
+/// Per link of `topo`: the intervals the given transfers occupy, sorted (nothing at all
+/// when there are no transfers).
 fn reservations(topo: &Topology, transfers: &[Transfer]) -> Vec<Vec<(Picos, Picos)>> {
+    if transfers.is_empty() {
+        return Vec::new();
+    }
     let mut reserved = vec![Vec::new(); topo.links().len()];
     for t in transfers {
         let link = topo

@@ -51,11 +51,9 @@ pub(super) struct Problem<'a> {
     pub reserved: Vec<Vec<(Picos, Picos)>>,
 }
 
-/// What happens at an event time, in the order it is handled.
+/// What happens at an event time besides arrivals (handled after them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    /// A chunk lands at the end of this link.
-    Arrival(LinkId),
     /// A chunk becomes available at its `pre` NPUs.
     Release(ChunkId),
     /// A reservation on this link ends.
@@ -102,6 +100,9 @@ struct Matcher<'a> {
     transfers: Vec<Transfer>,
     /// Transfers made useless by another path and not replaced (left out of the result).
     dropped: Vec<bool>,
+    /// (arrival time, link) of every chunk in flight.
+    arrivals: BinaryHeap<Reverse<(Picos, LinkId)>>,
+    /// Releases and wake-ups, kept apart so the common case stays a heap of plain pairs.
     events: BinaryHeap<Reverse<(Picos, Event)>>,
     /// NPUs whose incoming links may have something to match at the current event.
     dirty: Vec<NpuId>,
@@ -163,6 +164,7 @@ impl<'a> Matcher<'a> {
             pools: vec![Vec::new(); links],
             transfers: Vec::new(),
             dropped: Vec::new(),
+            arrivals: BinaryHeap::new(),
             events: BinaryHeap::new(),
             dirty: Vec::new(),
             is_dirty: vec![false; n],
@@ -190,14 +192,25 @@ impl<'a> Matcher<'a> {
     /// Runs to completion and returns the transfers that carried a useful chunk.
     fn run(mut self) -> Result<Vec<Transfer>> {
         self.match_dirty(0);
-        while let Some(&Reverse((now, _))) = self.events.peek() {
+        loop {
+            let next_arrival = self.arrivals.peek().map(|&Reverse((t, _))| t);
+            let next_event = self.events.peek().map(|&Reverse((t, _))| t);
+            let Some(now) = next_arrival.into_iter().chain(next_event).min() else {
+                break;
+            };
+            while let Some(&Reverse((t, link))) = self.arrivals.peek() {
+                if t != now {
+                    break;
+                }
+                self.arrivals.pop();
+                self.arrive(link, now);
+            }
             while let Some(&Reverse((t, event))) = self.events.peek() {
                 if t != now {
                     break;
                 }
                 self.events.pop();
                 match event {
-                    Event::Arrival(link) => self.arrive(link, now),
                     Event::Release(c) => {
                         for &npu in self.problem.chunks[c].pre {
                             self.receive(npu, c, now);
@@ -415,7 +428,12 @@ impl<'a> Matcher<'a> {
             }
             let j = self.rng.random_range(0..self.pools[link].len());
             let chunk = self.pools[link][j] as usize;
-            if !self.useful(dst, chunk) {
+            // Without relays every pooled chunk is wanted, so only holding it matters.
+            let stale = match self.relays {
+                None => self.held(dst, chunk),
+                Some(_) => !self.useful(dst, chunk),
+            };
+            if stale {
                 self.pools[link].swap_remove(j);
                 continue;
             }
@@ -446,16 +464,19 @@ impl<'a> Matcher<'a> {
 
     /// The cheapest link in `links` whose source holds `chunk`, ties broken at random.
     fn cheapest_holder(&mut self, links: &[LinkId], chunk: usize) -> LinkId {
+        let costs = &self.cost[self.class(chunk) * self.busy.len()..];
         let mut best = IDLE;
+        let mut best_cost = Picos::MAX;
         let mut ties = 0;
         for &l in links {
             if !self.held(self.topo.link(l).src, chunk) {
                 continue;
             }
-            if best == IDLE || self.cost(l, chunk) < self.cost(best, chunk) {
+            if costs[l] < best_cost {
                 best = l;
+                best_cost = costs[l];
                 ties = 1;
-            } else if self.cost(l, chunk) == self.cost(best, chunk) {
+            } else if costs[l] == best_cost {
                 ties += 1;
                 if self.rng.random_range(0..ties) == 0 {
                     best = l;
@@ -486,7 +507,7 @@ impl<'a> Matcher<'a> {
             op: Op::Copy,
         });
         self.dropped.push(false);
-        self.events.push(Reverse((end, Event::Arrival(link))));
+        self.arrivals.push(Reverse((end, link)));
     }
 
     /// Removes transfers into relays whose copy is forwarded to nobody who needed it (a
