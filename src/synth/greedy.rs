@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::schedule::{Op, Transfer};
 use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::{ps_to_us, Picos};
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -26,6 +27,8 @@ const NEVER: Picos = Picos::MAX;
 const IDLE: usize = usize::MAX;
 /// Most (NPU, chunk) pairs one matching tracks (chunk ids must also fit pools' u32).
 const MAX_STATES: usize = 1 << 31;
+/// Pool entries compared when picking a relayed chunk.
+const URGENCY_SAMPLES: usize = 4;
 
 /// One chunk as the matcher sees it.
 #[derive(Clone, Debug)]
@@ -370,6 +373,11 @@ impl<'a> Matcher<'a> {
     fn match_dirty(&mut self, now: Picos) {
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
+        if self.relays.is_some() {
+            // A relayed chunk goes to whichever closer NPU takes it first; in id order
+            // low ids would always win and draw every route the same way.
+            dirty.shuffle(&mut self.rng);
+        }
         for &npu in &dirty {
             self.is_dirty[npu] = false;
             self.match_destination(npu, now);
@@ -426,7 +434,7 @@ impl<'a> Matcher<'a> {
                 sampling.swap_remove(i);
                 continue;
             }
-            let j = self.rng.random_range(0..self.pools[link].len());
+            let j = self.pick(link);
             let chunk = self.pools[link][j] as usize;
             // Without relays every pooled chunk is wanted, so only holding it matters.
             let stale = match self.relays {
@@ -460,6 +468,27 @@ impl<'a> Matcher<'a> {
             free.retain(|&l| l != best);
             sampling.retain(|&l| l != best);
         }
+    }
+
+    /// A random entry of `link`'s pool; with relays, the most urgent of a few random ones
+    /// (the chunk whose farthest target is farthest from its nearest copy), since a
+    /// relayed chunk sent late finishes late.
+    fn pick(&mut self, link: LinkId) -> usize {
+        let len = self.pools[link].len();
+        let first = self.rng.random_range(0..len);
+        let Some(relays) = &self.relays else {
+            return first;
+        };
+        let urgency = |j: usize| {
+            let c = self.pools[link][j] as usize;
+            relays.remaining(c)
+        };
+        let mut best = (urgency(first), first);
+        for _ in 1..URGENCY_SAMPLES.min(len) {
+            let j = self.rng.random_range(0..len);
+            best = best.max((urgency(j), j));
+        }
+        best.1
     }
 
     /// The cheapest link in `links` whose source holds `chunk`, ties broken at random.

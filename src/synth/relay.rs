@@ -83,6 +83,15 @@ impl Relays {
         }
     }
 
+    /// How far the chunk's farthest target still is from its nearest copy.
+    pub(super) fn remaining(&self, chunk: usize) -> Picos {
+        self.best[self.start[chunk]..self.start[chunk + 1]]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Whether a copy of `chunk` at `npu` would be closer to some target than every copy so far.
     pub(super) fn improves(&self, chunk: usize, class: usize, npu: NpuId) -> bool {
         (self.start[chunk]..self.start[chunk + 1]).any(|e| self.dist(class, e, npu) < self.best[e])

@@ -12,7 +12,7 @@ use crate::schedule::Transfer;
 use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::Picos;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 /// Moves every transfer as early as its inputs and its link allow, keeping each link's
 /// order: nothing starts later than before.
@@ -41,7 +41,7 @@ pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) {
     let tree = Tree::new(topo, transfers);
     let mut waiting: Vec<usize> = transfers
         .iter()
-        .map(|t| tree.inputs.get(&(t.src, t.chunk)).copied().unwrap_or(0))
+        .map(|t| tree.inputs(t.src, t.chunk))
         .collect();
     let mut ready = vec![0; transfers.len()];
     let mut queues: Vec<BinaryHeap<Reverse<(Picos, Picos, usize)>>> =
@@ -95,39 +95,63 @@ pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) {
     }
 }
 
-/// The dependency structure of reduction trees.
+/// The dependency structure of reduction trees, in flat arrays indexed by
+/// `npu * chunks + chunk`.
 struct Tree {
     /// The link each transfer uses.
     link: Vec<LinkId>,
-    /// (NPU, chunk) -> the transfers leaving it.
-    sends: HashMap<(NpuId, ChunkId), Vec<usize>>,
-    /// (NPU, chunk) -> how many transfers arrive there.
-    inputs: HashMap<(NpuId, ChunkId), usize>,
+    chunks: usize,
+    /// Transfers leaving each (NPU, chunk): `sends[send_start[i]..send_start[i + 1]]`.
+    send_start: Vec<usize>,
+    sends: Vec<usize>,
+    /// How many transfers arrive at each (NPU, chunk).
+    inputs: Vec<u32>,
 }
 
 impl Tree {
     fn new(topo: &Topology, transfers: &[Transfer]) -> Tree {
-        let mut sends: HashMap<(NpuId, ChunkId), Vec<usize>> = HashMap::new();
-        let mut inputs: HashMap<(NpuId, ChunkId), usize> = HashMap::new();
+        let chunks = transfers.iter().map(|t| t.chunk + 1).max().unwrap_or(0);
+        let slots = topo.npus() * chunks;
+        let mut send_start = vec![0; slots + 1];
+        let mut inputs = vec![0; slots];
+        for t in transfers {
+            send_start[t.src * chunks + t.chunk + 1] += 1;
+            inputs[t.dst * chunks + t.chunk] += 1;
+        }
+        for i in 0..slots {
+            send_start[i + 1] += send_start[i];
+        }
+        let mut fill = send_start.clone();
+        let mut sends = vec![0; transfers.len()];
+        for (i, t) in transfers.iter().enumerate() {
+            let slot = t.src * chunks + t.chunk;
+            sends[fill[slot]] = i;
+            fill[slot] += 1;
+        }
         let link = transfers
             .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                sends.entry((t.src, t.chunk)).or_default().push(i);
-                *inputs.entry((t.dst, t.chunk)).or_default() += 1;
+            .map(|t| {
                 topo.link_between(t.src, t.dst)
                     .expect("transfers use links of the topology")
             })
             .collect();
         Tree {
             link,
+            chunks,
+            send_start,
             sends,
             inputs,
         }
     }
 
+    /// How many transfers arrive at (`npu`, `chunk`).
+    fn inputs(&self, npu: NpuId, chunk: ChunkId) -> usize {
+        self.inputs[npu * self.chunks + chunk] as usize
+    }
+
     /// Transfers that wait for everything arriving at (`npu`, `chunk`).
     fn dependents(&self, npu: NpuId, chunk: ChunkId) -> &[usize] {
-        self.sends.get(&(npu, chunk)).map_or(&[], Vec::as_slice)
+        let slot = npu * self.chunks + chunk;
+        &self.sends[self.send_start[slot]..self.send_start[slot + 1]]
     }
 }
