@@ -31,39 +31,59 @@ pub struct BestChunking {
 }
 
 /// Synthesizes `spec` with each K in `candidates` (its own `chunks_per_npu` is ignored)
-/// and keeps the one with the lowest simulated time, ties going to fewer chunks. Candidates
-/// after the first that give too many chunks to track are skipped.
+/// and keeps the one with the lowest simulated time, ties going to the earlier candidate.
+/// Candidates after the first that give too many chunks to track are skipped.
 pub fn synthesize_best_chunking(
     topo: &Topology,
     spec: &CollectiveSpec,
     candidates: &[usize],
     options: &SynthOptions,
 ) -> Result<BestChunking> {
-    let mut best: Option<(Picos, Collective, Synthesis)> = None;
-    let mut trials = Vec::new();
-    for &k in candidates {
-        let spec = CollectiveSpec {
-            chunks_per_npu: k,
-            ..spec.clone()
-        };
-        let collective = match Collective::new(topo, spec) {
+    let attempt = |k: usize| -> Result<Option<(Collective, Synthesis, ChunkTrial)>> {
+        let collective = match Collective::new(
+            topo,
+            CollectiveSpec {
+                chunks_per_npu: k,
+                ..spec.clone()
+            },
+        ) {
             Ok(c) => c,
-            Err(_) if best.is_some() => continue,
+            Err(_) if Some(&k) != candidates.first() => return Ok(None),
             Err(e) => return Err(e),
         };
         let synthesis = synthesize_concurrent(topo, std::slice::from_ref(&collective), options)?;
         let schedule = &synthesis.schedules[0];
-        let simulated_ps = simulate_schedule(topo, schedule)?.time_ps;
-        trials.push(ChunkTrial {
+        let trial = ChunkTrial {
             chunks_per_npu: k,
             synthesized_ps: schedule.collective_time_ps(),
-            simulated_ps,
-        });
-        if best.as_ref().map_or(true, |b| simulated_ps < b.0) {
-            best = Some((simulated_ps, collective, synthesis));
+            simulated_ps: simulate_schedule(topo, schedule)?.time_ps,
+        };
+        Ok(Some((collective, synthesis, trial)))
+    };
+    // The candidates are independent: synthesize them side by side.
+    let attempts: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = candidates
+            .iter()
+            .map(|&k| s.spawn(move || attempt(k)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut best: Option<(Collective, Synthesis)> = None;
+    let mut trials: Vec<ChunkTrial> = Vec::new();
+    for attempt in attempts {
+        let Some((collective, synthesis, trial)) = attempt? else {
+            continue;
+        };
+        let lowest = trials.iter().map(|t| t.simulated_ps).min();
+        if lowest.map_or(true, |l| trial.simulated_ps < l) {
+            best = Some((collective, synthesis));
         }
+        trials.push(trial);
     }
-    let (_, collective, synthesis) =
+    let (collective, synthesis) =
         best.ok_or_else(|| Error::Synthesis("no number of chunks per NPU to try".into()))?;
     Ok(BestChunking {
         collective,

@@ -86,53 +86,59 @@ pub fn synthesize_concurrent(
     let copying = Joint::new(present(&copied));
 
     let reductions = reduce(topo, &reversed, &reducing, seed)?;
-    let copy = |reductions: &[Transfer], release: &dyn Fn(usize, ChunkId) -> Picos| {
-        if copying.is_empty() {
-            return Ok(Vec::new());
-        }
-        let reserved = reservations(topo, reductions);
-        match_chunks(topo, &copying.problem(release, reserved), seed)
+    // Phase 2 on top of some re-timing of the reductions, with chunks released as `release`
+    // says; returns (end, reductions, copies).
+    let copy = |reductions: Vec<Transfer>, release: &Release| -> Result<Variant> {
+        let copies = if copying.is_empty() {
+            Vec::new()
+        } else {
+            let reserved = reservations(topo, &reductions);
+            match_chunks(topo, &copying.problem(release, reserved), seed)?
+        };
+        Ok((end_of(&reductions, &copies), reductions, copies))
     };
     let (reductions, copies, all_reduce) = if halves.iter().any(Option::is_some) {
         let reduced_by = end_of(&reductions, &[]);
-        let phased = copy(&reductions, &|i, _| {
-            if halves[i].is_some() {
-                reduced_by
-            } else {
-                0
-            }
-        })?;
-        // Pipelined, on the compacted reductions and on the list-scheduled ones (each
-        // wins somewhere); keep the faster.
-        let mut early = reductions.clone();
-        ready_first(topo, &mut early);
-        let mut pipelined = None;
-        for reduced in [reductions.clone(), early] {
+        let pipelined = |reduced: Vec<Transfer>| {
             let ready = reduced_at(collectives, &reducing, &reduced);
-            let copies = copy(&reduced, &|i, c| ready[i].get(c).copied().unwrap_or(0))?;
-            let end = end_of(&reduced, &copies);
-            if pipelined
-                .as_ref()
-                .map_or(true, |p: &(Picos, _, _)| end < p.0)
-            {
-                pipelined = Some((end, reduced, copies));
-            }
-        }
-        let (pipelined_ps, early, pipelined) = pipelined.expect("two variants were tried");
-        let phased_ps = end_of(&reductions, &phased);
+            copy(reduced, &|i, c| ready[i].get(c).copied().unwrap_or(0))
+        };
+        // Phased, and pipelined on the compacted reductions and on the list-scheduled
+        // ones (each wins somewhere): independent matchings, run side by side.
+        let (phased, compacted, listed) = std::thread::scope(|s| {
+            let phased = s.spawn(|| {
+                copy(reductions.clone(), &|i, _| {
+                    if halves[i].is_some() {
+                        reduced_by
+                    } else {
+                        0
+                    }
+                })
+            });
+            let listed = s.spawn(|| {
+                let mut early = reductions.clone();
+                ready_first(topo, &mut early);
+                pipelined(early)
+            });
+            let compacted = pipelined(reductions.clone());
+            (join(phased), compacted, join(listed))
+        });
+        let (phased, compacted, listed) = (phased?, compacted?, listed?);
+        let pipelined = if listed.0 < compacted.0 {
+            listed
+        } else {
+            compacted
+        };
         let times = AllReduceTimes {
             reduce_scatter_ps: reduced_by,
-            pipelined_ps,
-            phased_ps,
-            pipelined: pipelined_ps < phased_ps,
+            pipelined_ps: pipelined.0,
+            phased_ps: phased.0,
+            pipelined: pipelined.0 < phased.0,
         };
-        if times.pipelined {
-            (early, pipelined, Some(times))
-        } else {
-            (reductions, phased, Some(times))
-        }
+        let (_, reductions, copies) = if times.pipelined { pipelined } else { phased };
+        (reductions, copies, Some(times))
     } else {
-        let copies = copy(&reductions, &|_, _| 0)?;
+        let (_, reductions, copies) = copy(reductions, &|_, _| 0)?;
         (reductions, copies, None)
     };
 
@@ -152,6 +158,19 @@ pub fn synthesize_concurrent(
         schedules,
         all_reduce,
     })
+}
+
+/// When chunk `c` of the caller's collective `i` becomes available for copying.
+type Release<'a> = dyn Fn(usize, ChunkId) -> Picos + Sync + 'a;
+
+/// One way of finishing phase 2: (when everything ends, reductions, copies).
+type Variant = (Picos, Vec<Transfer>, Vec<Transfer>);
+
+/// The result of a scoped thread; a panic there is a bug, passed on as one.
+fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// The copying collective whose time reversal on the reversed topology performs a
@@ -294,11 +313,7 @@ impl<'a> Joint<'a> {
 
     /// The matching problem; `release(i, c)` says when chunk `c` of the caller's
     /// collective `i` becomes available.
-    fn problem(
-        &self,
-        release: &dyn Fn(usize, ChunkId) -> Picos,
-        reserved: Vec<Vec<(Picos, Picos)>>,
-    ) -> Problem<'a> {
+    fn problem(&self, release: &Release, reserved: Vec<Vec<(Picos, Picos)>>) -> Problem<'a> {
         let chunks = self
             .parts
             .iter()
