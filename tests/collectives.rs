@@ -58,6 +58,7 @@ const BUILDERS: &[&str] = &[
     "mesh:3x3",
     "torus:3x3",
     "mesh:2x2x2",
+    "torus:3x2x2",
     "hypercube:3",
     "dragonfly:2x3",
     "rfs:2x2x2,bw=200:100:50",

@@ -2,7 +2,7 @@
 //! every chunk pays each link's latency. The best K depends on the size, so it is chosen by
 //! synthesizing each candidate and simulating the result.
 
-use super::{synthesize_concurrent, SynthOptions, Synthesis};
+use super::{join, synthesize_concurrent, SynthOptions, Synthesis};
 use crate::collective::{Collective, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::sim::simulate_schedule;
@@ -66,10 +66,7 @@ pub fn synthesize_best_chunking(
             .iter()
             .map(|&k| s.spawn(move || attempt(k)))
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+        handles.into_iter().map(join).collect()
     });
     let mut best: Option<(Collective, Synthesis)> = None;
     let mut trials: Vec<ChunkTrial> = Vec::new();

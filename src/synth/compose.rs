@@ -20,7 +20,7 @@
 
 use super::greedy::{match_chunks, ChunkTask, Problem};
 use super::retime::{compact, ready_first};
-use super::SynthOptions;
+use super::{join, SynthOptions};
 use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, Transfer};
@@ -61,23 +61,9 @@ pub fn synthesize_concurrent(
     }
     let seed = options.seed;
     let reversed = topo.reversed();
-    let duals = collectives
-        .iter()
-        .map(|c| match dual_kind(c.kind()) {
-            Some(kind) => Collective::new(&reversed, with_kind(c.spec(), kind)).map(Some),
-            None => Ok(None),
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let duals = duals(&reversed, collectives)?;
     let reducing = Joint::new(present(&duals));
-    let halves = collectives
-        .iter()
-        .map(|c| match c.kind() {
-            CollectiveKind::AllReduce => {
-                Collective::new(topo, with_kind(c.spec(), CollectiveKind::AllGather)).map(Some)
-            }
-            _ => Ok(None),
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let halves = all_gather_halves(topo, collectives)?;
     let copied: Vec<Option<&Collective>> = collectives
         .iter()
         .zip(&halves)
@@ -166,11 +152,32 @@ type Release<'a> = dyn Fn(usize, ChunkId) -> Picos + Sync + 'a;
 /// One way of finishing phase 2: (when everything ends, reductions, copies).
 type Variant = (Picos, Vec<Transfer>, Vec<Transfer>);
 
-/// The result of a scoped thread; a panic there is a bug, passed on as one.
-fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    handle
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+/// Per collective, on the reversed topology: the copying dual whose time reversal does
+/// its reductions (None for copying collectives).
+fn duals(reversed: &Topology, collectives: &[Collective]) -> Result<Vec<Option<Collective>>> {
+    collectives
+        .iter()
+        .map(|c| match dual_kind(c.kind()) {
+            Some(kind) => Collective::new(reversed, with_kind(c.spec(), kind)).map(Some),
+            None => Ok(None),
+        })
+        .collect()
+}
+
+/// Per collective: for an All-Reduce, the All-Gather that spreads its reduced chunks.
+fn all_gather_halves(
+    topo: &Topology,
+    collectives: &[Collective],
+) -> Result<Vec<Option<Collective>>> {
+    collectives
+        .iter()
+        .map(|c| match c.kind() {
+            CollectiveKind::AllReduce => {
+                Collective::new(topo, with_kind(c.spec(), CollectiveKind::AllGather)).map(Some)
+            }
+            _ => Ok(None),
+        })
+        .collect()
 }
 
 /// The copying collective whose time reversal on the reversed topology performs a
