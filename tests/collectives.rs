@@ -450,6 +450,48 @@ proptest! {
         let c = random_collective(&topo, kind, k, subset_bits, root_pick);
         synth_checked(&topo, &c, seed);
     }
+
+    /// With a failed NPU or link, whenever the collective can still be completed.
+    #[test]
+    fn random_failures_never_fail_a_completable_collective(
+        topo in random_topology(),
+        kind in prop::sample::select(CollectiveKind::ALL.to_vec()),
+        seed in 0u64..1000,
+        failed in any::<prop::sample::Index>(),
+        fail_link in any::<bool>(),
+        subset_bits in any::<u16>(),
+        root_pick in any::<prop::sample::Index>(),
+    ) {
+        let topo = if fail_link {
+            let l = topo.link(failed.index(topo.links().len())).clone();
+            topo.fail_links(&[(l.src, l.dst)]).unwrap()
+        } else {
+            topo.fail_npus(&[failed.index(topo.npus())]).unwrap()
+        };
+        let alive = topo.alive_npus();
+        let mut npus: Vec<NpuId> = alive
+            .iter()
+            .copied()
+            .filter(|&i| subset_bits & (1 << i) != 0)
+            .collect();
+        if npus.is_empty() {
+            npus.push(alive[0]);
+        }
+        let root = npus[root_pick.index(npus.len())];
+        let spec = CollectiveSpec {
+            kind,
+            root: kind.has_root().then_some(root),
+            npus,
+            chunks_per_npu: 2,
+            size_bytes: 1 << 16,
+        };
+        match Collective::new(&topo, spec) {
+            Ok(c) => {
+                synth_checked(&topo, &c, seed);
+            }
+            Err(e) => prop_assert!(matches!(e, Error::Disconnected(_)), "{e}"),
+        }
+    }
 }
 
 proptest! {
