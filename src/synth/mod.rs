@@ -19,7 +19,7 @@ mod greedy;
 mod relay;
 mod retime;
 
-pub use chunking::{synthesize_best_chunking, ChunkTrial, AUTO_CHUNKS};
+pub use chunking::{synthesize_best_chunking, BestChunking, ChunkTrial, AUTO_CHUNKS};
 pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
 
 use crate::collective::Collective;
