@@ -7,8 +7,9 @@
 //! v->u of the reversed topology during [s, e] into a reduction over u->v during [T-e, T-s];
 //! both links have the same cost. A chunk's broadcast tree becomes its reduction tree, in
 //! which every NPU sends its partial sum once, after its subtree's have arrived, and links
-//! stay contention-free; so a Reduce-Scatter takes exactly as long as the All-Gather on the
-//! reversed topology.
+//! stay contention-free; so a Reduce-Scatter takes as long as the All-Gather on the
+//! reversed topology. The reductions are then compacted (`retime`), which never delays
+//! any of them and now and then (where the All-Gather had idle gaps) ends sooner.
 //!
 //! Phase 2 (copies): copying collectives and All-Reduce's All-Gather half are matched on
 //! the topology around the link time phase 1 occupies. An All-Gather chunk is released at
