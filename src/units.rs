@@ -72,6 +72,31 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// Parses pairs of NPU ids such as `3-4,8-12` (links between NPUs).
+pub fn parse_link_pairs(text: &str) -> Result<Vec<(usize, usize)>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let pair = part.split_once('-').and_then(|(a, b)| {
+            Some((
+                a.trim().parse::<usize>().ok()?,
+                b.trim().parse::<usize>().ok()?,
+            ))
+        });
+        match pair {
+            Some((a, b)) if a != b => out.push((a, b)),
+            _ => {
+                return Err(format!(
+                    "'{part}' in link list '{text}' is not a pair of distinct NPU ids like 3-4"
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("link list '{text}' names no link"));
+    }
+    Ok(out)
+}
+
 /// Formats a byte count the way people read it: `1 GiB`, `64 MiB`, `1000 B`.
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [
@@ -153,6 +178,18 @@ mod tests {
         assert!(parse_npu_list("3-1").is_err());
         assert!(parse_npu_list("a").is_err());
         assert!(parse_npu_list("").is_err());
+    }
+
+    #[test]
+    fn link_pairs_parse_and_reject_non_pairs() {
+        assert_eq!(
+            parse_link_pairs("3-4, 8-12").unwrap(),
+            vec![(3, 4), (8, 12)]
+        );
+        assert!(parse_link_pairs("3").is_err());
+        assert!(parse_link_pairs("3-3").is_err());
+        assert!(parse_link_pairs("3-4-5").is_err());
+        assert!(parse_link_pairs("").is_err());
     }
 
     #[test]

@@ -129,7 +129,7 @@ fn bad_input_gets_a_clear_error() {
                 "--root",
                 "9",
             ],
-            "root 9 is not one of",
+            "root 9 does not exist",
         ),
         (&["synth", "-k", "0"], "at least 1"),
         (&["topo", "show", "no-such-file.json"], "no-such-file.json"),

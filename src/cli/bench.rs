@@ -1,6 +1,8 @@
 //! `tacos bench`: synthesis speed and quality on the topologies the project measures
-//! itself against (All-Gather of 1 GiB, links 50 GB/s and 0.5 us unless the case says).
+//! itself against (All-Gather of 1 GiB unless `--collective` says otherwise, links 50 GB/s
+//! and 0.5 us unless the case says).
 
+use super::collective_kind;
 use crate::bounds::ingress_bound_ps;
 use crate::collective::{Collective, CollectiveKind};
 use crate::synth::{synthesize, SynthOptions};
@@ -20,6 +22,10 @@ pub struct BenchArgs {
     /// Seed for the synthesizer
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Collective to synthesize (rooted ones from NPU 0); the C++ reference times are
+    /// for allgather only
+    #[arg(short, long, default_value = "allgather", value_parser = collective_kind)]
+    pub collective: CollectiveKind,
     /// Print one JSON array instead of a table
     #[arg(long)]
     pub json: bool,
@@ -42,6 +48,7 @@ const CASES: &[(&str, usize, Option<f64>)] = &[
     ("torus:16x16", 1, Some(774.0)),
     ("mesh:24x24", 1, Some(12_100.0)),
     ("mesh:32x32", 1, Some(81_800.0)),
+    ("rfs:2x4x8,bw=200:100:50", 8, None),
 ];
 
 const SIZE: u64 = 1 << 30;
@@ -65,7 +72,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             continue;
         }
         let topo = parse_spec(spec, &SpecDefaults::default())?;
-        let collective = Collective::over_all(&topo, CollectiveKind::AllGather, None, k, SIZE)?;
+        let root = args.collective.has_root().then_some(0);
+        let collective = Collective::over_all(&topo, args.collective, root, k, SIZE)?;
+        let reference_ms = reference_ms.filter(|_| args.collective == CollectiveKind::AllGather);
         let options = SynthOptions { seed: args.seed };
         let (best, schedule) = best_of(Duration::from_millis(300), || {
             Ok(synthesize(&topo, &collective, &options)?)

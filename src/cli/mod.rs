@@ -3,13 +3,14 @@
 mod bench;
 mod bench_sim;
 mod compare;
+mod concurrent;
 mod simulate;
 mod synth;
 mod topo;
 
 use crate::collective::CollectiveKind;
 use crate::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
-use crate::units::parse_size;
+use crate::units::{parse_link_pairs, parse_npu_list, parse_size};
 use clap::{Args, Parser, Subcommand};
 
 /// Topology-aware collective algorithm synthesizer (TACOS link-chunk matching).
@@ -46,6 +47,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// NPU ids from the command line (an alias, so clap takes the list as one value).
+pub type NpuList = Vec<usize>;
+/// NPU pairs from the command line (an alias, so clap takes the list as one value).
+pub type LinkPairs = Vec<(usize, usize)>;
+
 /// A topology as every command takes it.
 #[derive(Debug, Args)]
 pub struct TopologyArgs {
@@ -60,18 +66,31 @@ pub struct TopologyArgs {
     /// Latency (alpha) of links the spec leaves unspecified, microseconds
     #[arg(long, default_value_t = 0.5, value_name = "US", value_parser = non_negative, allow_hyphen_values = true)]
     pub latency: f64,
+    /// NPUs that have failed: their links are removed and they take no part, e.g. 7,9
+    #[arg(long, value_name = "LIST", value_parser = npu_list)]
+    pub fail_npus: Option<NpuList>,
+    /// Links that have failed, both directions of each pair, e.g. 3-4,8-12
+    #[arg(long, value_name = "PAIRS", value_parser = link_pairs)]
+    pub fail_links: Option<LinkPairs>,
 }
 
 impl TopologyArgs {
-    /// Builds the topology the arguments name, printing on stderr what had to be assumed.
+    /// Builds the topology the arguments name, with the failures they give, printing on
+    /// stderr what had to be assumed.
     pub fn topology(&self) -> crate::Result<Topology> {
         let defaults = SpecDefaults {
             bandwidth_gbps: self.bandwidth,
             latency_us: self.latency,
         };
-        let (topo, warnings) = parse_spec_with_warnings(&self.spec, &defaults)?;
+        let (mut topo, warnings) = parse_spec_with_warnings(&self.spec, &defaults)?;
         for w in warnings {
             eprintln!("warning: {w}");
+        }
+        if let Some(pairs) = &self.fail_links {
+            topo = topo.fail_links(pairs)?;
+        }
+        if let Some(npus) = &self.fail_npus {
+            topo = topo.fail_npus(npus)?;
         }
         Ok(topo)
     }
@@ -93,6 +112,14 @@ fn non_negative(s: &str) -> Result<f64, String> {
 
 fn size(s: &str) -> Result<u64, String> {
     parse_size(s)
+}
+
+fn npu_list(s: &str) -> Result<Vec<usize>, String> {
+    parse_npu_list(s)
+}
+
+fn link_pairs(s: &str) -> Result<Vec<(usize, usize)>, String> {
+    parse_link_pairs(s)
 }
 
 fn collective_kind(s: &str) -> Result<CollectiveKind, String> {

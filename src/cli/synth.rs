@@ -1,11 +1,12 @@
 //! `tacos synth`: synthesize, check and report one algorithm.
 
-use super::{at_least_one, collective_kind, size, TopologyArgs};
+use super::{at_least_one, collective_kind, npu_list, size, NpuList, TopologyArgs};
 use crate::bounds::ingress_bound_ps;
-use crate::collective::{Collective, CollectiveKind};
+use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::fsio::write_atomic;
 use crate::schedule::check;
-use crate::synth::{synthesize, SynthOptions};
+use crate::synth::{synthesize_best_chunking, synthesize_concurrent, SynthOptions, AUTO_CHUNKS};
+use crate::topology::{format_npus, Topology};
 use crate::units::{algbw_gbps, format_size, ps_to_us};
 use anyhow::Context;
 use clap::Args;
@@ -22,10 +23,16 @@ pub struct SynthArgs {
     /// Buffer every NPU ends with (nccl-tests' convention), e.g. 1GiB, 4MB, 65536
     #[arg(short, long, default_value = "1GiB", value_parser = size, allow_hyphen_values = true)]
     pub size: u64,
-    /// Chunks per NPU (K): each NPU's share is split into K chunks
-    #[arg(short = 'k', long, default_value_t = 1, value_parser = at_least_one)]
-    pub chunks_per_npu: usize,
-    /// Root NPU of a rooted collective (default: the first NPU)
+    /// Chunks per NPU (K): each NPU's share is split into K chunks; `auto` tries 1, 2, 4
+    /// and 8 and keeps the fastest in simulation
+    #[arg(short = 'k', long, default_value = "1", value_parser = chunks_per_npu)]
+    pub chunks_per_npu: ChunksPerNpu,
+    /// NPUs taking part, in rank order (default: every alive NPU); the others may relay
+    /// chunks, e.g. 0-7,16-23. Given several times: one collective per list, all
+    /// synthesized together so they share links without contention
+    #[arg(long, value_name = "LIST", value_parser = npu_list, action = clap::ArgAction::Append)]
+    pub npus: Vec<NpuList>,
+    /// Root NPU of a rooted collective (default: the first NPU taking part)
     #[arg(long)]
     pub root: Option<usize>,
     /// Seed for the synthesizer's random choices
@@ -39,18 +46,67 @@ pub struct SynthArgs {
     pub json: bool,
 }
 
+/// K, or a choice by simulated time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ChunksPerNpu {
+    Fixed(usize),
+    Auto,
+}
+
+fn chunks_per_npu(s: &str) -> Result<ChunksPerNpu, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(ChunksPerNpu::Auto);
+    }
+    at_least_one(s)
+        .map(ChunksPerNpu::Fixed)
+        .map_err(|e| format!("{e}, or auto"))
+}
+
 pub fn run(args: SynthArgs) -> anyhow::Result<()> {
     let topo = args.topology.topology()?;
+    if args.npus.len() > 1 {
+        return super::concurrent::run(&args, &topo);
+    }
+    let npus = args
+        .npus
+        .first()
+        .cloned()
+        .unwrap_or_else(|| topo.alive_npus());
     let root = match (args.collective.has_root(), args.root) {
-        (true, None) => topo.alive_npus().first().copied(),
+        (true, None) => npus.first().copied(),
         (_, root) => root,
     };
-    let collective =
-        Collective::over_all(&topo, args.collective, root, args.chunks_per_npu, args.size)?;
+    let spec = CollectiveSpec {
+        kind: args.collective,
+        root,
+        npus,
+        chunks_per_npu: 1,
+        size_bytes: args.size,
+    };
+    let options = SynthOptions { seed: args.seed };
     let started = Instant::now();
-    let schedule = synthesize(&topo, &collective, &SynthOptions { seed: args.seed })?;
+    let (collective, synthesis, trials) = match args.chunks_per_npu {
+        ChunksPerNpu::Fixed(k) => {
+            let collective = Collective::new(
+                &topo,
+                CollectiveSpec {
+                    chunks_per_npu: k,
+                    ..spec
+                },
+            )?;
+            let synthesis =
+                synthesize_concurrent(&topo, std::slice::from_ref(&collective), &options)?;
+            (collective, synthesis, None)
+        }
+        ChunksPerNpu::Auto => {
+            let best = synthesize_best_chunking(&topo, &spec, &AUTO_CHUNKS, &options)?;
+            (best.collective, best.synthesis, Some(best.trials))
+        }
+    };
     let synth_ms = started.elapsed().as_secs_f64() * 1e3;
-    let report = check(&schedule, &topo).context("the synthesized schedule failed the checker")?;
+    let k = collective.spec().chunks_per_npu;
+    let schedule = &synthesis.schedules[0];
+    let report = check(schedule, &topo).context("the synthesized schedule failed the checker")?;
     if let Some(path) = &args.out {
         write_atomic(path, schedule.to_json().as_bytes()).context("cannot write the schedule")?;
     }
@@ -62,6 +118,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         1.0
     };
     let npus = collective.npus().len();
+    let all_reduce = synthesis.all_reduce.as_ref();
     if args.json {
         let value = serde_json::json!({
             "topology": topo.name(),
@@ -70,7 +127,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
             "collective": collective.kind().name(),
             "root": root.filter(|_| collective.kind().has_root()),
             "size_bytes": args.size,
-            "chunks_per_npu": args.chunks_per_npu,
+            "chunks_per_npu": k,
             "chunk_bytes": collective.chunk_bytes(),
             "collective_time_us": ps_to_us(time_ps),
             "algbw_gbps": algbw_gbps(args.size, time_ps),
@@ -80,15 +137,24 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
             "transfers": report.transfers,
             "seed": args.seed,
             "schedule_file": args.out.as_ref().map(|p| p.display().to_string()),
+            "participants": format_npus(collective.npus()),
+            "failed_npus": topo.failed(),
+            "allreduce": all_reduce.map(|a| serde_json::json!({
+                "reduce_scatter_us": ps_to_us(a.reduce_scatter_ps),
+                "pipelined_us": ps_to_us(a.pipelined_ps),
+                "phased_us": ps_to_us(a.phased_ps),
+                "kept": if a.pipelined { "pipelined" } else { "phased" },
+            })),
+            "chunk_trials": trials.as_ref().map(|ts| ts.iter().map(|t| serde_json::json!({
+                "chunks_per_npu": t.chunks_per_npu,
+                "collective_time_us": ps_to_us(t.synthesized_ps),
+                "simulated_time_us": ps_to_us(t.simulated_ps),
+            })).collect::<Vec<_>>()),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
-    println!(
-        "topology             {} ({npus} NPUs, {} links)",
-        topo.name(),
-        topo.links().len()
-    );
+    println!("{}", topology_line(&topo));
     println!(
         "collective           {}{} of {} ({} bytes), {} chunk{} per NPU of {}",
         collective.kind(),
@@ -96,11 +162,38 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
             .map_or(String::new(), |r| format!(" from NPU {r}")),
         format_size(args.size),
         args.size,
-        args.chunks_per_npu,
-        if args.chunks_per_npu == 1 { "" } else { "s" },
+        k,
+        if k == 1 { "" } else { "s" },
         format_size(collective.chunk_bytes().round() as u64)
     );
+    if npus != topo.alive_npus().len() || !topo.failed().is_empty() {
+        println!(
+            "NPUs                 {} take part{}",
+            format_npus(collective.npus()),
+            if topo.failed().is_empty() {
+                String::new()
+            } else {
+                format!(", {} failed", format_npus(topo.failed()))
+            }
+        );
+    }
+    if let Some(trials) = &trials {
+        let tried: Vec<String> = trials
+            .iter()
+            .map(|t| format!("K={} {:.3} us", t.chunks_per_npu, ps_to_us(t.simulated_ps)))
+            .collect();
+        println!("chunks per NPU       auto, simulated: {}", tried.join(", "));
+    }
     println!("collective time      {:.3} us", ps_to_us(time_ps));
+    if let Some(a) = all_reduce {
+        println!(
+            "all-reduce           pipelined {:.3} us, phased {:.3} us (reduce-scatter ends {:.3} us); kept {}",
+            ps_to_us(a.pipelined_ps),
+            ps_to_us(a.phased_ps),
+            ps_to_us(a.reduce_scatter_ps),
+            if a.pipelined { "pipelined" } else { "phased" }
+        );
+    }
     println!(
         "algorithm bandwidth  {:.2} GB/s",
         algbw_gbps(args.size, time_ps)
@@ -119,4 +212,14 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         println!("schedule             {}", path.display());
     }
     Ok(())
+}
+
+/// The first line of the text report: the topology and its size.
+pub(super) fn topology_line(topo: &Topology) -> String {
+    format!(
+        "topology             {} ({} NPUs, {} links)",
+        topo.name(),
+        topo.alive_npus().len(),
+        topo.links().len()
+    )
 }

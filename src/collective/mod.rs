@@ -179,6 +179,15 @@ impl Collective {
         let root = match (spec.kind.has_root(), spec.root) {
             (true, None) => return bad(format!("{} needs a root NPU", spec.kind)),
             (false, Some(_)) => return bad(format!("{} takes no root", spec.kind)),
+            (true, Some(r)) if r >= topo.npus() => {
+                return bad(format!(
+                    "root {r} does not exist (the topology has NPUs 0..{})",
+                    topo.npus() - 1
+                ))
+            }
+            (true, Some(r)) if topo.is_failed(r) => {
+                return bad(format!("root {r} has failed and cannot take part"))
+            }
             (true, Some(r)) if !spec.npus.contains(&r) => {
                 return bad(format!(
                     "root {r} is not one of the collective's NPUs ({})",

@@ -33,7 +33,7 @@ pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
             schedule.chunk_bytes
         )));
     }
-    let mut per_link: Vec<Vec<usize>> = vec![Vec::new(); topo.links().len()];
+    let mut per_link: Vec<Vec<Occupancy<usize>>> = vec![Vec::new(); topo.links().len()];
     for (i, t) in schedule.transfers.iter().enumerate() {
         check_static(i, t, &collective, topo)?;
         let link = topo.link_between(t.src, t.dst).ok_or_else(|| {
@@ -55,27 +55,64 @@ pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
                 ),
             ));
         }
-        per_link[link].push(i);
+        per_link[link].push((t.start_ps, t.end_ps, i));
     }
-    for ids in &mut per_link {
-        ids.sort_by_key(|&i| schedule.transfers[i].start_ps);
-        for w in ids.windows(2) {
-            let (a, b) = (&schedule.transfers[w[0]], &schedule.transfers[w[1]]);
-            if b.start_ps < a.end_ps {
-                return Err(fail(
-                    w[1],
-                    b,
-                    format!(
-                        "starts while transfer {} (chunk {}) still occupies the link until {:.6} us",
-                        w[0],
-                        a.chunk,
-                        ps_to_us(a.end_ps)
-                    ),
-                ));
-            }
-        }
+    if let Some((a, b)) = first_overlap(per_link) {
+        let (ta, tb) = (&schedule.transfers[a], &schedule.transfers[b]);
+        return Err(fail(
+            b,
+            tb,
+            format!(
+                "starts while transfer {a} (chunk {}) still occupies the link until {:.6} us",
+                ta.chunk,
+                ps_to_us(ta.end_ps)
+            ),
+        ));
     }
     replay(schedule, &collective, topo.npus())
+}
+
+/// Checks schedules meant to run at the same time on `topo` (as
+/// `synth::synthesize_concurrent` makes them): each must pass `check`, and no link may
+/// carry two chunks at once across all of them.
+pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<CheckReport>> {
+    let reports = schedules
+        .iter()
+        .enumerate()
+        .map(|(i, s)| check(s, topo).map_err(|e| Error::Schedule(format!("schedule {i}: {e}"))))
+        .collect::<Result<Vec<_>>>()?;
+    let mut per_link: Vec<Vec<Occupancy<(usize, usize)>>> = vec![Vec::new(); topo.links().len()];
+    for (s, schedule) in schedules.iter().enumerate() {
+        for (i, t) in schedule.transfers.iter().enumerate() {
+            let link = topo
+                .link_between(t.src, t.dst)
+                .expect("check found every transfer's link");
+            per_link[link].push((t.start_ps, t.end_ps, (s, i)));
+        }
+    }
+    if let Some(((sa, a), (sb, b))) = first_overlap(per_link) {
+        let (ta, tb) = (&schedules[sa].transfers[a], &schedules[sb].transfers[b]);
+        return Err(Error::Schedule(format!(
+            "schedule {sb}, {}: starts while transfer {a} of schedule {sa} (chunk {}) still occupies the link until {:.6} us",
+            describe(b, tb),
+            ta.chunk,
+            ps_to_us(ta.end_ps)
+        )));
+    }
+    Ok(reports)
+}
+
+/// (start, end, transfer) of one transfer on a link.
+type Occupancy<Id> = (Picos, Picos, Id);
+
+/// The first pair of intervals (earlier, later) that overlap on some link, if any.
+fn first_overlap<Id: Copy + Ord>(per_link: Vec<Vec<Occupancy<Id>>>) -> Option<(Id, Id)> {
+    per_link.into_iter().find_map(|mut list| {
+        list.sort_unstable();
+        list.windows(2)
+            .find(|w| w[1].0 < w[0].1)
+            .map(|w| (w[0].2, w[1].2))
+    })
 }
 
 /// Checks only the data flow of a schedule whose times are an order, not a promise (a
@@ -94,14 +131,18 @@ pub fn check_data_flow(schedule: &Schedule, topo: &Topology) -> Result<CheckRepo
 }
 
 fn fail(i: usize, t: &Transfer, what: String) -> Error {
-    Error::Schedule(format!(
-        "transfer {i} (chunk {}, NPU {} -> {}, {:.6}-{:.6} us): {what}",
+    Error::Schedule(format!("{}: {what}", describe(i, t)))
+}
+
+fn describe(i: usize, t: &Transfer) -> String {
+    format!(
+        "transfer {i} (chunk {}, NPU {} -> {}, {:.6}-{:.6} us)",
         t.chunk,
         t.src,
         t.dst,
         ps_to_us(t.start_ps),
         ps_to_us(t.end_ps)
-    ))
+    )
 }
 
 fn check_static(i: usize, t: &Transfer, collective: &Collective, topo: &Topology) -> Result<()> {

@@ -4,7 +4,7 @@
 
 mod check;
 
-pub use check::{check, check_data_flow, CheckReport};
+pub use check::{check, check_concurrent, check_data_flow, CheckReport};
 
 use crate::collective::{ChunkId, CollectiveSpec};
 use crate::error::{Error, Result};
@@ -53,14 +53,15 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// A schedule with its transfers sorted by (start, src, dst, chunk).
+    /// A schedule with its transfers sorted by (start, src, dst, chunk) (unique in a
+    /// contention-free schedule; the unstable sort is deterministic all the same).
     pub fn new(
         topology: impl Into<String>,
         collective: CollectiveSpec,
         chunk_bytes: f64,
         mut transfers: Vec<Transfer>,
     ) -> Schedule {
-        transfers.sort_by_key(|t| (t.start_ps, t.src, t.dst, t.chunk));
+        transfers.sort_unstable_by_key(|t| (t.start_ps, t.src, t.dst, t.chunk));
         Schedule {
             format: SCHEDULE_FORMAT.to_string(),
             topology: topology.into(),

@@ -1,16 +1,23 @@
 //! The event-driven link-chunk matcher.
 //!
 //! State is kept sparse where the topology is sparse: per link, a pool of chunks its source
-//! holds that its destination may still need (filled when the source receives a chunk,
+//! holds that are useful to its destination (filled when the source receives a chunk,
 //! cleaned lazily), so a matching step costs the destination's in-degree plus the few pool
 //! entries it samples, never a scan of every (NPU, chunk) pair. Per (NPU, chunk) the matcher
 //! keeps only when the NPU got the chunk and whether it wants it.
+//!
+//! A chunk is useful to an NPU that wants it and lacks it, or, when some chunks must cross
+//! NPUs that do not need them (a sub-collective, Gather, Scatter, All-to-All), to a relay
+//! that is strictly closer to a target than every copy so far (see `relay`).
 
-use crate::collective::Collective;
+use super::fast::FastPaths;
+use super::relay::Relays;
+use crate::collective::ChunkId;
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Transfer};
 use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::{ps_to_us, Picos};
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -18,27 +25,88 @@ use std::collections::BinaryHeap;
 
 const NEVER: Picos = Picos::MAX;
 const IDLE: usize = usize::MAX;
+/// Most (NPU, chunk) pairs one matching tracks (chunk ids must also fit pools' u32).
+const MAX_STATES: usize = 1 << 31;
+/// Pool entries compared when picking a relayed chunk.
+const URGENCY_SAMPLES: usize = 4;
 
-pub(super) struct Matcher<'a> {
+/// One chunk as the matcher sees it.
+#[derive(Clone, Debug)]
+pub(super) struct ChunkTask<'a> {
+    /// NPUs that get the chunk at `release`.
+    pub pre: &'a [NpuId],
+    /// NPUs that must end with it.
+    pub post: &'a [NpuId],
+    /// Index into `Problem::class_bytes`: the chunk's size.
+    pub class: usize,
+    /// When the chunk becomes available at its `pre` NPUs.
+    pub release: Picos,
+}
+
+/// Everything the matcher must achieve, and what it must work around.
+#[derive(Clone, Debug)]
+pub(super) struct Problem<'a> {
+    pub chunks: Vec<ChunkTask<'a>>,
+    /// Bytes of a chunk of each class (concurrent collectives may differ).
+    pub class_bytes: Vec<f64>,
+    /// Per link, sorted disjoint [start, end) intervals already taken by other transfers;
+    /// empty when nothing is reserved.
+    pub reserved: Vec<Vec<(Picos, Picos)>>,
+}
+
+/// What happens at an event time besides arrivals (handled after them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// A chunk becomes available at its `pre` NPUs.
+    Release(ChunkId),
+    /// A reservation on this link ends.
+    Wake(LinkId),
+}
+
+/// Matches `problem` on `topo` and returns the transfers that carried a useful chunk.
+pub(super) fn match_chunks(
+    topo: &Topology,
+    problem: &Problem<'_>,
+    seed: u64,
+) -> Result<Vec<Transfer>> {
+    Matcher::new(topo, problem, seed)?.run()
+}
+
+struct Matcher<'a> {
     topo: &'a Topology,
+    problem: &'a Problem<'a>,
     chunks: usize,
-    /// Alpha-beta time of one chunk on each link.
+    /// Whether every chunk has the same size (the usual case: no per-chunk class lookups).
+    one_class: bool,
+    /// Alpha-beta time of one chunk of each class on each link (`class * links + link`).
     cost: Vec<Picos>,
+    /// Per link, the time of its most expensive chunk class (used to fit between reservations).
+    max_cost: Vec<Picos>,
     /// Index into `transfers` of the chunk each link carries, or IDLE.
     busy: Vec<usize>,
+    /// Per link, the first reservation that has not ended yet.
+    next_reserved: Vec<usize>,
+    /// Per link, when a wake-up is already scheduled (NEVER if none).
+    wake_at: Vec<Picos>,
     /// When each NPU got each chunk (`npu * chunks + chunk`), NEVER if it has not.
     held_since: Vec<Picos>,
     /// Whether each NPU must end with each chunk, one bit per (NPU, chunk).
     wants: Vec<u64>,
     /// Postconditions not yet met.
     unsatisfied: usize,
-    /// Per link: chunks its source holds that its destination may still need.
+    /// Set when some chunk must cross NPUs that do not want it.
+    relays: Option<Relays>,
+    /// Set when some links are much slower than others.
+    fast: Option<FastPaths>,
+    /// Per link: chunks its source holds that were useful to its destination when offered.
     pools: Vec<Vec<u32>>,
     transfers: Vec<Transfer>,
     /// Transfers made useless by another path and not replaced (left out of the result).
     dropped: Vec<bool>,
     /// (arrival time, link) of every chunk in flight.
     arrivals: BinaryHeap<Reverse<(Picos, LinkId)>>,
+    /// Releases and wake-ups, kept apart so the common case stays a heap of plain pairs.
+    events: BinaryHeap<Reverse<(Picos, Event)>>,
     /// NPUs whose incoming links may have something to match at the current event.
     dirty: Vec<NpuId>,
     is_dirty: Vec<bool>,
@@ -46,49 +114,93 @@ pub(super) struct Matcher<'a> {
 }
 
 impl<'a> Matcher<'a> {
-    pub(super) fn new(topo: &'a Topology, collective: &'a Collective, seed: u64) -> Matcher<'a> {
-        let chunks = collective.chunks().len();
+    fn new(topo: &'a Topology, problem: &'a Problem<'a>, seed: u64) -> Result<Matcher<'a>> {
+        let chunks = problem.chunks.len();
         let n = topo.npus();
-        let cost = topo
-            .links()
+        let links = topo.links().len();
+        if !matches!(chunks.checked_mul(n), Some(states) if states <= MAX_STATES) {
+            return Err(Error::Synthesis(format!(
+                "{chunks} chunks on {n} NPUs are too many to track"
+            )));
+        }
+        let cost: Vec<Picos> = problem
+            .class_bytes
             .iter()
-            .map(|l| l.transfer_ps(collective.chunk_bytes()))
+            .flat_map(|&bytes| topo.links().iter().map(move |l| l.transfer_ps(bytes)))
             .collect();
+        let max_cost = (0..links)
+            .map(|l| {
+                (0..problem.class_bytes.len())
+                    .map(|c| cost[c * links + l])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let alive = topo.alive_npus().len();
+        let relays = problem
+            .chunks
+            .iter()
+            .any(|c| c.post.len() < alive)
+            .then(|| Relays::new(topo, problem, &cost));
+        // The fast-path estimate assumes every NPU on a fast route will take the chunk
+        // on, which holds when every NPU wants every chunk (no relays).
+        let fast = if problem.class_bytes.len() == 1 && relays.is_none() {
+            FastPaths::new(topo, &cost, chunks)
+        } else {
+            None
+        };
         let mut m = Matcher {
             topo,
+            problem,
             chunks,
+            one_class: problem.class_bytes.len() == 1,
             cost,
-            busy: vec![IDLE; topo.links().len()],
+            max_cost,
+            busy: vec![IDLE; links],
+            next_reserved: vec![0; links],
+            wake_at: vec![NEVER; links],
             held_since: vec![NEVER; n * chunks],
             wants: vec![0; (n * chunks).div_ceil(64)],
             unsatisfied: 0,
-            pools: vec![Vec::new(); topo.links().len()],
+            relays,
+            fast,
+            pools: vec![Vec::new(); links],
             transfers: Vec::new(),
             dropped: Vec::new(),
             arrivals: BinaryHeap::new(),
+            events: BinaryHeap::new(),
             dirty: Vec::new(),
             is_dirty: vec![false; n],
             rng: ChaCha8Rng::seed_from_u64(seed),
         };
-        for (c, chunk) in collective.chunks().iter().enumerate() {
-            for &npu in &chunk.post {
+        for (c, chunk) in problem.chunks.iter().enumerate() {
+            for &npu in chunk.post {
                 let i = npu * chunks + c;
                 m.wants[i / 64] |= 1 << (i % 64);
                 m.unsatisfied += 1;
             }
         }
-        for (c, chunk) in collective.chunks().iter().enumerate() {
-            for &npu in &chunk.pre {
-                m.receive(npu, c, 0);
+        for (c, chunk) in problem.chunks.iter().enumerate() {
+            if chunk.release == 0 {
+                for &npu in chunk.pre {
+                    m.receive(npu, c, 0);
+                }
+            } else {
+                m.events.push(Reverse((chunk.release, Event::Release(c))));
             }
         }
-        m
+        Ok(m)
     }
 
-    /// Runs to completion and returns the transfers that carried a needed chunk.
-    pub(super) fn run(mut self) -> Result<Vec<Transfer>> {
+    /// Runs to completion and returns the transfers that carried a useful chunk.
+    fn run(mut self) -> Result<Vec<Transfer>> {
         self.match_dirty(0);
-        while let Some(&Reverse((now, _))) = self.arrivals.peek() {
+        loop {
+            let next_arrival = self.arrivals.peek().map(|&Reverse((t, _))| t);
+            let next_event = self.events.peek().map(|&Reverse((t, _))| t);
+            let Some(now) = next_arrival.into_iter().chain(next_event).min() else {
+                break;
+            };
             while let Some(&Reverse((t, link))) = self.arrivals.peek() {
                 if t != now {
                     break;
@@ -96,18 +208,35 @@ impl<'a> Matcher<'a> {
                 self.arrivals.pop();
                 self.arrive(link, now);
             }
+            while let Some(&Reverse((t, event))) = self.events.peek() {
+                if t != now {
+                    break;
+                }
+                self.events.pop();
+                match event {
+                    Event::Release(c) => {
+                        for &npu in self.problem.chunks[c].pre {
+                            self.receive(npu, c, now);
+                        }
+                    }
+                    Event::Wake(link) => self.mark_dirty(self.topo.link(link).dst),
+                }
+            }
             self.match_dirty(now);
         }
         if self.unsatisfied > 0 {
             return Err(self.stuck());
         }
-        let dropped = self.dropped;
-        Ok(self
-            .transfers
+        let mut kept: Vec<Transfer> = std::mem::take(&mut self.transfers)
             .into_iter()
-            .zip(dropped)
-            .filter_map(|(t, d)| (!d).then_some(t))
-            .collect())
+            .zip(&self.dropped)
+            .filter(|&(_, &dropped)| !dropped)
+            .map(|(t, _)| t)
+            .collect();
+        if self.relays.is_some() {
+            self.prune_dead_ends(&mut kept);
+        }
+        Ok(kept)
     }
 
     fn held(&self, npu: NpuId, chunk: usize) -> bool {
@@ -119,13 +248,41 @@ impl<'a> Matcher<'a> {
         self.wants[i / 64] & (1 << (i % 64)) != 0
     }
 
+    fn class(&self, chunk: usize) -> usize {
+        if self.one_class {
+            0
+        } else {
+            self.problem.chunks[chunk].class
+        }
+    }
+
+    #[inline]
+    fn cost(&self, link: LinkId, chunk: usize) -> Picos {
+        self.cost[self.class(chunk) * self.busy.len() + link]
+    }
+
+    /// Whether sending `chunk` to `npu` brings it closer to where it is needed.
+    #[inline]
+    fn useful(&self, npu: NpuId, chunk: usize) -> bool {
+        if self.held(npu, chunk) {
+            return false;
+        }
+        if self.wants(npu, chunk) {
+            return true;
+        }
+        match &self.relays {
+            Some(r) => r.improves(chunk, self.class(chunk), npu),
+            None => false,
+        }
+    }
+
     fn mark_dirty(&mut self, npu: NpuId) {
         if !std::mem::replace(&mut self.is_dirty[npu], true) {
             self.dirty.push(npu);
         }
     }
 
-    /// `npu` now holds `chunk`: offer it to every out-neighbour that still needs it.
+    /// `npu` now holds `chunk`: offer it over every outgoing link where it is useful.
     fn receive(&mut self, npu: NpuId, chunk: usize, now: Picos) {
         if self.held(npu, chunk) {
             return;
@@ -134,9 +291,16 @@ impl<'a> Matcher<'a> {
         if self.wants(npu, chunk) {
             self.unsatisfied -= 1;
         }
+        let class = self.class(chunk);
+        if let Some(r) = &mut self.relays {
+            r.reach(chunk, class, npu);
+        }
+        if let Some(f) = &mut self.fast {
+            f.reach(npu, chunk, now);
+        }
         for link in self.topo.out_links(npu) {
             let dst = self.topo.link(link).dst;
-            if self.wants(dst, chunk) && !self.held(dst, chunk) {
+            if self.useful(dst, chunk) {
                 self.pools[link].push(chunk as u32);
                 self.mark_dirty(dst);
             }
@@ -157,15 +321,16 @@ impl<'a> Matcher<'a> {
     }
 
     /// A transfer ends: the chunk lands, unless it already arrived by a faster path; then
-    /// the transfer is relabelled with another chunk its source held when it started and
-    /// the destination still needs (the paper's chunk replacement), or dropped.
+    /// the transfer is relabelled with another chunk of the same size its source held when
+    /// it started and that is still useful to the destination (the paper's chunk
+    /// replacement), or dropped.
     fn arrive(&mut self, link: LinkId, now: Picos) {
         let idx = std::mem::replace(&mut self.busy[link], IDLE);
         let (src, dst) = (self.transfers[idx].src, self.transfers[idx].dst);
         self.mark_dirty(dst);
         let mut chunk = self.transfers[idx].chunk;
         if self.held(dst, chunk) {
-            match self.replacement(link, self.transfers[idx].start_ps, now) {
+            match self.replacement(link, chunk, self.transfers[idx].start_ps, now) {
                 Some(other) => {
                     chunk = other;
                     self.transfers[idx].chunk = other;
@@ -180,14 +345,21 @@ impl<'a> Matcher<'a> {
         self.receive(dst, chunk, now);
     }
 
-    fn replacement(&mut self, link: LinkId, started: Picos, now: Picos) -> Option<usize> {
+    fn replacement(
+        &mut self,
+        link: LinkId,
+        carried: usize,
+        started: Picos,
+        now: Picos,
+    ) -> Option<usize> {
         let (src, dst) = (self.topo.link(link).src, self.topo.link(link).dst);
         let mut pool = std::mem::take(&mut self.pools[link]);
-        pool.retain(|&c| !self.held(dst, c as usize));
+        pool.retain(|&c| self.useful(dst, c as usize));
         let candidates: Vec<usize> = (0..pool.len())
             .filter(|&i| {
                 let c = pool[i] as usize;
-                self.held_since[src * self.chunks + c] <= started
+                self.class(c) == self.class(carried)
+                    && self.held_since[src * self.chunks + c] <= started
                     && self.in_flight_arrival(dst, c) > now
             })
             .collect();
@@ -201,6 +373,11 @@ impl<'a> Matcher<'a> {
     fn match_dirty(&mut self, now: Picos) {
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
+        if self.relays.is_some() {
+            // A relayed chunk goes to whichever closer NPU takes it first; in id order
+            // low ids would always win and draw every route the same way.
+            dirty.shuffle(&mut self.rng);
+        }
         for &npu in &dirty {
             self.is_dirty[npu] = false;
             self.match_destination(npu, now);
@@ -209,16 +386,45 @@ impl<'a> Matcher<'a> {
         self.dirty = dirty;
     }
 
-    /// Matches the free incoming links of `dst` with chunks it needs: pick a random chunk
-    /// from a random free link's pool, send it over the cheapest free link whose source
-    /// holds it (ties broken at random), until every free link is busy or nothing is left.
+    /// Whether `link` can start a chunk at `now`: it carries nothing and no reservation
+    /// falls within the time its largest chunk would take. If a reservation is in the
+    /// way, a wake-up is scheduled for when it ends.
+    #[inline]
+    fn available(&mut self, link: LinkId, now: Picos) -> bool {
+        self.busy[link] == IDLE
+            && (self.problem.reserved.is_empty() || self.clear_of_reservations(link, now))
+    }
+
+    fn clear_of_reservations(&mut self, link: LinkId, now: Picos) -> bool {
+        let reserved = &self.problem.reserved[link];
+        let mut next = self.next_reserved[link];
+        while next < reserved.len() && reserved[next].1 <= now {
+            next += 1;
+        }
+        self.next_reserved[link] = next;
+        match reserved.get(next) {
+            Some(&(start, end)) if start < now + self.max_cost[link] => {
+                if self.wake_at[link] != end {
+                    self.wake_at[link] = end;
+                    self.events.push(Reverse((end, Event::Wake(link))));
+                }
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// Matches the free incoming links of `dst` with chunks useful to it: pick a random
+    /// chunk from a random free link's pool, send it over the cheapest free link whose
+    /// source holds it (ties broken at random), until every free link is busy or nothing
+    /// is left.
     fn match_destination(&mut self, dst: NpuId, now: Picos) {
-        let mut free: Vec<LinkId> = self
-            .topo
+        let topo = self.topo;
+        let mut free: Vec<LinkId> = topo
             .in_links(dst)
             .iter()
             .copied()
-            .filter(|&l| self.busy[l] == IDLE)
+            .filter(|&l| self.available(l, now))
             .collect();
         let mut sampling = free.clone();
         while !sampling.is_empty() {
@@ -228,15 +434,30 @@ impl<'a> Matcher<'a> {
                 sampling.swap_remove(i);
                 continue;
             }
-            let j = self.rng.random_range(0..self.pools[link].len());
+            let j = self.pick(link);
             let chunk = self.pools[link][j] as usize;
-            if self.held(dst, chunk) {
+            // Without relays every pooled chunk is wanted, so only holding it matters.
+            let stale = match self.relays {
+                None => self.held(dst, chunk),
+                Some(_) => !self.useful(dst, chunk),
+            };
+            if stale {
                 self.pools[link].swap_remove(j);
                 continue;
             }
             let best = self.cheapest_holder(&free, chunk);
-            if self.in_flight_arrival(dst, chunk) <= now + self.cost[best] {
+            let arrival = now + self.cost(best, chunk);
+            if self.in_flight_arrival(dst, chunk) <= arrival {
                 // Already on its way and arriving no later: a second copy is useless.
+                self.pools[link].swap_remove(j);
+                continue;
+            }
+            if self.fast.as_ref().is_some_and(|f| {
+                f.is_slow(best) && f.arrives_by(dst, chunk, arrival + (arrival - now))
+            }) {
+                // Coming over fast links at most one slow transfer later: keep the slow
+                // link for a chunk that gains more from it (`link` is free and holds the
+                // chunk, so it is no faster than `best`).
                 self.pools[link].swap_remove(j);
                 continue;
             }
@@ -249,18 +470,42 @@ impl<'a> Matcher<'a> {
         }
     }
 
+    /// A random entry of `link`'s pool; with relays, the most urgent of a few random ones
+    /// (the chunk whose farthest target is farthest from its nearest copy), since a
+    /// relayed chunk sent late finishes late.
+    fn pick(&mut self, link: LinkId) -> usize {
+        let len = self.pools[link].len();
+        let first = self.rng.random_range(0..len);
+        let Some(relays) = &self.relays else {
+            return first;
+        };
+        let urgency = |j: usize| {
+            let c = self.pools[link][j] as usize;
+            relays.remaining(c)
+        };
+        let mut best = (urgency(first), first);
+        for _ in 1..URGENCY_SAMPLES.min(len) {
+            let j = self.rng.random_range(0..len);
+            best = best.max((urgency(j), j));
+        }
+        best.1
+    }
+
     /// The cheapest link in `links` whose source holds `chunk`, ties broken at random.
     fn cheapest_holder(&mut self, links: &[LinkId], chunk: usize) -> LinkId {
+        let costs = &self.cost[self.class(chunk) * self.busy.len()..];
         let mut best = IDLE;
+        let mut best_cost = Picos::MAX;
         let mut ties = 0;
         for &l in links {
             if !self.held(self.topo.link(l).src, chunk) {
                 continue;
             }
-            if best == IDLE || self.cost[l] < self.cost[best] {
+            if costs[l] < best_cost {
                 best = l;
+                best_cost = costs[l];
                 ties = 1;
-            } else if self.cost[l] == self.cost[best] {
+            } else if costs[l] == best_cost {
                 ties += 1;
                 if self.rng.random_range(0..ties) == 0 {
                     best = l;
@@ -273,7 +518,14 @@ impl<'a> Matcher<'a> {
 
     fn start(&mut self, link: LinkId, chunk: usize, now: Picos) {
         let l = self.topo.link(link);
-        let end = now + self.cost[link];
+        let end = now + self.cost(link, chunk);
+        let class = self.class(chunk);
+        if let Some(r) = &mut self.relays {
+            r.reach(chunk, class, l.dst);
+        }
+        if let Some(f) = &mut self.fast {
+            f.reach(l.dst, chunk, end);
+        }
         self.busy[link] = self.transfers.len();
         self.transfers.push(Transfer {
             chunk,
@@ -287,21 +539,39 @@ impl<'a> Matcher<'a> {
         self.arrivals.push(Reverse((end, link)));
     }
 
+    /// Removes transfers into relays whose copy is forwarded to nobody who needed it (a
+    /// target may have been reached by another path meanwhile). Later transfers are seen
+    /// first, so a relay's onward transfers are judged before the one that fed it.
+    fn prune_dead_ends(&self, transfers: &mut Vec<Transfer>) {
+        let mut order: Vec<usize> = (0..transfers.len()).collect();
+        order.sort_by_key(|&i| Reverse(transfers[i].start_ps));
+        let mut forwards = vec![0u64; (self.topo.npus() * self.chunks).div_ceil(64)];
+        let mut keep = vec![false; transfers.len()];
+        for i in order {
+            let t = &transfers[i];
+            let at = t.dst * self.chunks + t.chunk;
+            if self.wants(t.dst, t.chunk) || forwards[at / 64] & (1 << (at % 64)) != 0 {
+                keep[i] = true;
+                let from = t.src * self.chunks + t.chunk;
+                forwards[from / 64] |= 1 << (from % 64);
+            }
+        }
+        let mut k = keep.into_iter();
+        transfers.retain(|_| k.next().unwrap_or(false));
+    }
+
     /// The error when nothing is in flight and some NPU still lacks a chunk.
     fn stuck(&self) -> Error {
         let n = self.topo.npus();
-        let missing: Vec<(NpuId, usize)> = (0..n)
+        let examples: Vec<String> = (0..n)
             .flat_map(|npu| (0..self.chunks).map(move |c| (npu, c)))
             .filter(|&(npu, c)| self.wants(npu, c) && !self.held(npu, c))
             .take(4)
-            .collect();
-        let examples: Vec<String> = missing
-            .iter()
             .map(|(npu, c)| format!("NPU {npu} lacks chunk {c}"))
             .collect();
         let last = self.transfers.iter().map(|t| t.end_ps).max().unwrap_or(0);
         Error::Synthesis(format!(
-            "{} postconditions cannot be met by forwarding through NPUs that need the chunk ({}; stalled at {:.3} us)",
+            "{} postconditions cannot be met: no path carries the chunks there ({}; stalled at {:.3} us)",
             self.unsatisfied,
             examples.join(", "),
             ps_to_us(last)

@@ -2,15 +2,28 @@
 //!
 //! Time advances from event to event (a chunk arriving somewhere). At each event the
 //! network is expanded by one step: arrivals settle, and every NPU whose incoming links are
-//! free is matched with chunks it still needs, chosen at random among those its in-neighbours
+//! free is matched with chunks useful to it, chosen at random among those its in-neighbours
 //! hold, each sent over the cheapest free link that can carry it. A link carries one chunk
 //! at a time, so the result is contention-free by construction; the schedule checker
 //! verifies it independently.
+//!
+//! Copying collectives are matched directly (`greedy`, with `relay` for chunks that must
+//! cross NPUs that do not need them). Combining ones are the time reversal of their copying
+//! dual on the reversed topology, and All-Reduce is Reduce-Scatter then All-Gather
+//! (`compose`). `chunking` picks the number of chunks per NPU by simulated time.
 
+mod chunking;
+mod compose;
+mod fast;
 mod greedy;
+mod relay;
+mod retime;
 
-use crate::collective::{Collective, CollectiveKind};
-use crate::error::{Error, Result};
+pub use chunking::{synthesize_best_chunking, BestChunking, ChunkTrial, AUTO_CHUNKS};
+pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
+
+use crate::collective::Collective;
+use crate::error::Result;
 use crate::schedule::Schedule;
 use crate::topology::Topology;
 
@@ -27,20 +40,13 @@ pub fn synthesize(
     collective: &Collective,
     options: &SynthOptions,
 ) -> Result<Schedule> {
-    if !matches!(
-        collective.kind(),
-        CollectiveKind::AllGather | CollectiveKind::Broadcast
-    ) {
-        return Err(Error::Synthesis(format!(
-            "{} is not synthesized yet (allgather and broadcast are)",
-            collective.kind()
-        )));
-    }
-    let transfers = greedy::Matcher::new(topo, collective, options.seed).run()?;
-    Ok(Schedule::new(
-        topo.name(),
-        collective.spec().clone(),
-        collective.chunk_bytes(),
-        transfers,
-    ))
+    let mut synthesis = synthesize_concurrent(topo, std::slice::from_ref(collective), options)?;
+    Ok(synthesis.schedules.remove(0))
+}
+
+/// The result of a scoped thread; a panic there is a bug, passed on as one.
+fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }

@@ -1,0 +1,111 @@
+//! `tacos synth --npus A --npus B ...`: several collectives over NPU groups, synthesized
+//! together as one matching so they share links without contention (tensor-parallel
+//! groups running their collectives at the same time, say).
+
+use super::synth::{topology_line, ChunksPerNpu, SynthArgs};
+use crate::collective::{Collective, CollectiveSpec};
+use crate::schedule::check_concurrent;
+use crate::synth::{synthesize, synthesize_concurrent, SynthOptions};
+use crate::topology::{format_npus, Topology};
+use crate::units::{format_size, ps_to_us};
+use anyhow::{bail, Context};
+use std::time::Instant;
+
+pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
+    let ChunksPerNpu::Fixed(k) = args.chunks_per_npu else {
+        bail!(
+            "--chunks-per-npu auto chooses K for one collective; give a number with several --npus"
+        );
+    };
+    if args.root.is_some() {
+        bail!("--root names one root; with several --npus each group's root is its first NPU");
+    }
+    if args.out.is_some() {
+        bail!("--out writes one schedule; give a single --npus to write it");
+    }
+    let collectives = args
+        .npus
+        .iter()
+        .enumerate()
+        .map(|(i, npus)| {
+            Collective::new(
+                topo,
+                CollectiveSpec {
+                    kind: args.collective,
+                    root: args.collective.has_root().then(|| npus[0]),
+                    npus: npus.clone(),
+                    chunks_per_npu: k,
+                    size_bytes: args.size,
+                },
+            )
+            .with_context(|| format!("group {i} (--npus {})", format_npus(npus)))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let options = SynthOptions { seed: args.seed };
+    let started = Instant::now();
+    let synthesis = synthesize_concurrent(topo, &collectives, &options)?;
+    let synth_ms = started.elapsed().as_secs_f64() * 1e3;
+    let reports = check_concurrent(&synthesis.schedules, topo)
+        .context("the synthesized schedules failed the checker")?;
+    // Each group on its own, to show what sharing the links costs.
+    let alone = collectives
+        .iter()
+        .map(|c| Ok(synthesize(topo, c, &options)?.collective_time_ps()))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let together = reports
+        .iter()
+        .map(|r| r.collective_time_ps)
+        .max()
+        .unwrap_or(0);
+    if args.json {
+        let groups: Vec<_> = collectives
+            .iter()
+            .zip(&reports)
+            .zip(&alone)
+            .map(|((c, r), &a)| {
+                serde_json::json!({
+                    "npus": format_npus(c.npus()),
+                    "root": c.spec().root,
+                    "collective_time_us": ps_to_us(r.collective_time_ps),
+                    "alone_time_us": ps_to_us(a),
+                    "transfers": r.transfers,
+                })
+            })
+            .collect();
+        let value = serde_json::json!({
+            "topology": topo.name(),
+            "collective": args.collective.name(),
+            "size_bytes": args.size,
+            "chunks_per_npu": k,
+            "groups": groups,
+            "collective_time_us": ps_to_us(together),
+            "synth_time_ms": synth_ms,
+            "seed": args.seed,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!("{}", topology_line(topo));
+    println!(
+        "collective           {} of {} in each of {} groups, {k} chunk{} per NPU, synthesized together",
+        args.collective,
+        format_size(args.size),
+        collectives.len(),
+        if k == 1 { "" } else { "s" }
+    );
+    for (i, ((c, r), &a)) in collectives.iter().zip(&reports).zip(&alone).enumerate() {
+        println!(
+            "group {i:<14} {:.3} us (alone {:.3} us), NPUs {}",
+            ps_to_us(r.collective_time_ps),
+            ps_to_us(a),
+            format_npus(c.npus())
+        );
+    }
+    println!("all done             {:.3} us", ps_to_us(together));
+    println!("synthesis time       {synth_ms:.2} ms (seed {})", args.seed);
+    println!(
+        "transfers            {} (checked: correct, and contention-free together)",
+        reports.iter().map(|r| r.transfers).sum::<usize>()
+    );
+    Ok(())
+}

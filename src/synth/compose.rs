@@ -1,0 +1,357 @@
+//! Composition: one or more collectives matched together as one problem, combining
+//! collectives by reversal, All-Reduce as Reduce-Scatter then All-Gather.
+//!
+//! Phase 1 (reductions): each combining collective's copying dual (All-Gather for
+//! Reduce-Scatter and for All-Reduce's first half, Broadcast for Reduce) is matched on the
+//! reversed topology. Reversing that schedule in time and direction turns a copy over link
+//! v->u of the reversed topology during [s, e] into a reduction over u->v during [T-e, T-s];
+//! both links have the same cost. A chunk's broadcast tree becomes its reduction tree, in
+//! which every NPU sends its partial sum once, after its subtree's have arrived, and links
+//! stay contention-free; so a Reduce-Scatter takes as long as the All-Gather on the
+//! reversed topology. The reductions are then compacted (`retime`), which never delays
+//! any of them and now and then (where the All-Gather had idle gaps) ends sooner.
+//!
+//! Phase 2 (copies): copying collectives and All-Reduce's All-Gather half are matched on
+//! the topology around the link time phase 1 occupies. An All-Gather chunk is released at
+//! its owner either when its own reduction completes (pipelined) or when every reduction
+//! has (phased, the paper's composition); both are matched and the faster is kept.
+//!
+//! Collectives synthesized together share links without contention: "concurrent" means
+//! one matching problem, not separate schedules that would collide on shared links.
+
+use super::greedy::{match_chunks, ChunkTask, Problem};
+use super::retime::{compact, ready_first};
+use super::{join, SynthOptions};
+use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
+use crate::error::{Error, Result};
+use crate::schedule::{Op, Schedule, Transfer};
+use crate::topology::Topology;
+use crate::units::Picos;
+
+/// How the All-Reduces of a synthesis were composed, and what the alternative took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllReduceTimes {
+    /// When the last reduction ends (the Reduce-Scatter phase).
+    pub reduce_scatter_ps: Picos,
+    /// All-Gather trees start as soon as their chunk is reduced.
+    pub pipelined_ps: Picos,
+    /// All-Gather starts once every chunk is reduced.
+    pub phased_ps: Picos,
+    /// Whether the pipelined composition was kept (it was strictly faster).
+    pub pipelined: bool,
+}
+
+/// What `synthesize_concurrent` produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Synthesis {
+    /// One schedule per collective, in the order given; together they are contention-free.
+    pub schedules: Vec<Schedule>,
+    /// Present when some collective is an All-Reduce.
+    pub all_reduce: Option<AllReduceTimes>,
+}
+
+/// Synthesizes `collectives` (built on `topo`) together: each gets its own schedule, and
+/// no link carries two chunks at once across all of them.
+pub fn synthesize_concurrent(
+    topo: &Topology,
+    collectives: &[Collective],
+    options: &SynthOptions,
+) -> Result<Synthesis> {
+    if collectives.is_empty() {
+        return Err(Error::Synthesis("no collective to synthesize".into()));
+    }
+    let seed = options.seed;
+    let reversed = topo.reversed();
+    let duals = duals(&reversed, collectives)?;
+    let reducing = Joint::new(present(&duals));
+    let halves = all_gather_halves(topo, collectives)?;
+    let copied: Vec<Option<&Collective>> = collectives
+        .iter()
+        .zip(&halves)
+        .map(|(c, half)| half.as_ref().or((!c.combining()).then_some(c)))
+        .collect();
+    let copying = Joint::new(present(&copied));
+
+    let reductions = reduce(topo, &reversed, &reducing, seed)?;
+    // Phase 2 on top of some re-timing of the reductions, with chunks released as `release`
+    // says; returns (end, reductions, copies).
+    let copy = |reductions: Vec<Transfer>, release: &Release| -> Result<Variant> {
+        let copies = if copying.is_empty() {
+            Vec::new()
+        } else {
+            let reserved = reservations(topo, &reductions);
+            match_chunks(topo, &copying.problem(release, reserved), seed)?
+        };
+        Ok((end_of(&reductions, &copies), reductions, copies))
+    };
+    let (reductions, copies, all_reduce) = if halves.iter().any(Option::is_some) {
+        let reduced_by = end_of(&reductions, &[]);
+        let pipelined = |reduced: Vec<Transfer>| {
+            let ready = reduced_at(collectives, &reducing, &reduced);
+            copy(reduced, &|i, c| ready[i].get(c).copied().unwrap_or(0))
+        };
+        // Phased, and pipelined on the compacted reductions and on the list-scheduled
+        // ones (each wins somewhere): independent matchings, run side by side.
+        let (phased, compacted, listed) = std::thread::scope(|s| {
+            let phased = s.spawn(|| {
+                copy(reductions.clone(), &|i, _| {
+                    if halves[i].is_some() {
+                        reduced_by
+                    } else {
+                        0
+                    }
+                })
+            });
+            let listed = s.spawn(|| {
+                let mut early = reductions.clone();
+                ready_first(topo, &mut early);
+                pipelined(early)
+            });
+            let compacted = pipelined(reductions.clone());
+            (join(phased), compacted, join(listed))
+        });
+        let (phased, compacted, listed) = (phased?, compacted?, listed?);
+        let pipelined = if listed.0 < compacted.0 {
+            listed
+        } else {
+            compacted
+        };
+        let times = AllReduceTimes {
+            reduce_scatter_ps: reduced_by,
+            pipelined_ps: pipelined.0,
+            phased_ps: phased.0,
+            pipelined: pipelined.0 < phased.0,
+        };
+        let (_, reductions, copies) = if times.pipelined { pipelined } else { phased };
+        (reductions, copies, Some(times))
+    } else {
+        let (_, reductions, copies) = copy(reductions, &|_, _| 0)?;
+        (reductions, copies, None)
+    };
+
+    let mut transfers: Vec<Vec<Transfer>> = vec![Vec::new(); collectives.len()];
+    for (joint, list) in [(&reducing, reductions), (&copying, copies)] {
+        for t in list {
+            let (i, chunk) = joint.locate(t.chunk);
+            transfers[i].push(Transfer { chunk, ..t });
+        }
+    }
+    let schedules = collectives
+        .iter()
+        .zip(transfers)
+        .map(|(c, ts)| Schedule::new(topo.name(), c.spec().clone(), c.chunk_bytes(), ts))
+        .collect();
+    Ok(Synthesis {
+        schedules,
+        all_reduce,
+    })
+}
+
+/// When chunk `c` of the caller's collective `i` becomes available for copying.
+type Release<'a> = dyn Fn(usize, ChunkId) -> Picos + Sync + 'a;
+
+/// One way of finishing phase 2: (when everything ends, reductions, copies).
+type Variant = (Picos, Vec<Transfer>, Vec<Transfer>);
+
+/// Per collective, on the reversed topology: the copying dual whose time reversal does
+/// its reductions (None for copying collectives).
+fn duals(reversed: &Topology, collectives: &[Collective]) -> Result<Vec<Option<Collective>>> {
+    collectives
+        .iter()
+        .map(|c| match dual_kind(c.kind()) {
+            Some(kind) => Collective::new(reversed, with_kind(c.spec(), kind)).map(Some),
+            None => Ok(None),
+        })
+        .collect()
+}
+
+/// Per collective: for an All-Reduce, the All-Gather that spreads its reduced chunks.
+fn all_gather_halves(
+    topo: &Topology,
+    collectives: &[Collective],
+) -> Result<Vec<Option<Collective>>> {
+    collectives
+        .iter()
+        .map(|c| match c.kind() {
+            CollectiveKind::AllReduce => {
+                Collective::new(topo, with_kind(c.spec(), CollectiveKind::AllGather)).map(Some)
+            }
+            _ => Ok(None),
+        })
+        .collect()
+}
+
+/// The copying collective whose time reversal on the reversed topology performs a
+/// combining one's reductions.
+fn dual_kind(kind: CollectiveKind) -> Option<CollectiveKind> {
+    match kind {
+        CollectiveKind::ReduceScatter | CollectiveKind::AllReduce => {
+            Some(CollectiveKind::AllGather)
+        }
+        CollectiveKind::Reduce => Some(CollectiveKind::Broadcast),
+        _ => None,
+    }
+}
+
+fn with_kind(spec: &CollectiveSpec, kind: CollectiveKind) -> CollectiveSpec {
+    CollectiveSpec {
+        kind,
+        ..spec.clone()
+    }
+}
+
+/// (index, collective) of the entries that are present.
+fn present<'a, C: std::borrow::Borrow<Collective> + 'a>(
+    list: &'a [Option<C>],
+) -> Vec<(usize, &'a Collective)> {
+    list.iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.as_ref().map(|c| (i, c.borrow())))
+        .collect()
+}
+
+/// Phase 1: matches the copying duals on the reversed topology and returns their time
+/// reversal as reductions (joint chunk ids), compacted.
+fn reduce(
+    topo: &Topology,
+    reversed: &Topology,
+    duals: &Joint<'_>,
+    seed: u64,
+) -> Result<Vec<Transfer>> {
+    if duals.is_empty() {
+        return Ok(Vec::new());
+    }
+    let copies = match_chunks(reversed, &duals.problem(&|_, _| 0, Vec::new()), seed)?;
+    let end = end_of(&copies, &[]);
+    let mut reductions: Vec<Transfer> = copies
+        .into_iter()
+        .map(|t| Transfer {
+            src: t.dst,
+            dst: t.src,
+            start_ps: end - t.end_ps,
+            end_ps: end - t.start_ps,
+            op: Op::Reduce,
+            ..t
+        })
+        .collect();
+    compact(topo, &mut reductions);
+    Ok(reductions)
+}
+
+/// When the last of these transfers ends.
+fn end_of(a: &[Transfer], b: &[Transfer]) -> Picos {
+    a.iter().chain(b).map(|t| t.end_ps).max().unwrap_or(0)
+}
+
+/// Per collective, per chunk: when its owner holds the whole sum (All-Reduces only; other
+/// collectives get an empty list). `reductions` use `reducing`'s joint chunk ids.
+fn reduced_at(
+    collectives: &[Collective],
+    reducing: &Joint<'_>,
+    reductions: &[Transfer],
+) -> Vec<Vec<Picos>> {
+    let mut ready: Vec<Vec<Picos>> = collectives
+        .iter()
+        .map(|c| match c.kind() {
+            CollectiveKind::AllReduce => vec![0; c.chunks().len()],
+            _ => Vec::new(),
+        })
+        .collect();
+    for t in reductions {
+        let (i, chunk) = reducing.locate(t.chunk);
+        let c = &collectives[i];
+        if !ready[i].is_empty() && t.dst == c.npus()[chunk / c.spec().chunks_per_npu] {
+            ready[i][chunk] = ready[i][chunk].max(t.end_ps);
+        }
+    }
+    ready
+}
+
+/// Per link of `topo`: the intervals the given transfers occupy, sorted (nothing at all
+/// when there are no transfers).
+fn reservations(topo: &Topology, transfers: &[Transfer]) -> Vec<Vec<(Picos, Picos)>> {
+    if transfers.is_empty() {
+        return Vec::new();
+    }
+    let mut reserved = vec![Vec::new(); topo.links().len()];
+    for t in transfers {
+        let link = topo
+            .link_between(t.src, t.dst)
+            .expect("reductions use links of the topology");
+        reserved[link].push((t.start_ps, t.end_ps));
+    }
+    reserved.iter_mut().for_each(|r| r.sort_unstable());
+    reserved
+}
+
+/// Several collectives' chunks numbered one after another, for one matching.
+struct Joint<'a> {
+    /// (index among the caller's collectives, the collective whose chunks are matched).
+    parts: Vec<(usize, &'a Collective)>,
+    /// First joint chunk id of each part, and the total at the end.
+    offsets: Vec<usize>,
+    /// Distinct chunk sizes, and each part's index among them.
+    class_bytes: Vec<f64>,
+    class: Vec<usize>,
+}
+
+impl<'a> Joint<'a> {
+    fn new(parts: Vec<(usize, &'a Collective)>) -> Joint<'a> {
+        let mut offsets = vec![0];
+        let mut class_bytes: Vec<f64> = Vec::new();
+        let mut class = Vec::new();
+        for (_, c) in &parts {
+            offsets.push(offsets.last().copied().unwrap_or(0) + c.chunks().len());
+            let bytes = c.chunk_bytes();
+            class.push(match class_bytes.iter().position(|&b| b == bytes) {
+                Some(k) => k,
+                None => {
+                    class_bytes.push(bytes);
+                    class_bytes.len() - 1
+                }
+            });
+        }
+        Joint {
+            parts,
+            offsets,
+            class_bytes,
+            class,
+        }
+    }
+
+    /// The matching problem; `release(i, c)` says when chunk `c` of the caller's
+    /// collective `i` becomes available.
+    fn problem(&self, release: &Release, reserved: Vec<Vec<(Picos, Picos)>>) -> Problem<'a> {
+        let chunks = self
+            .parts
+            .iter()
+            .zip(&self.class)
+            .flat_map(|(&(i, c), &class)| {
+                c.chunks()
+                    .iter()
+                    .enumerate()
+                    .map(move |(id, chunk)| ChunkTask {
+                        pre: &chunk.pre,
+                        post: &chunk.post,
+                        class,
+                        release: release(i, id),
+                    })
+            })
+            .collect();
+        Problem {
+            chunks,
+            class_bytes: self.class_bytes.clone(),
+            reserved,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// (caller's collective index, its chunk id) of a joint chunk id.
+    fn locate(&self, chunk: ChunkId) -> (usize, ChunkId) {
+        let part = self.offsets.partition_point(|&o| o <= chunk) - 1;
+        (self.parts[part].0, chunk - self.offsets[part])
+    }
+}

@@ -1,0 +1,121 @@
+//! Relays: letting chunks cross NPUs that do not need them (sub-collectives, Gather,
+//! Scatter, All-to-All).
+//!
+//! For each chunk and each NPU that must end with it (a target), `best` is the cheapest
+//! alpha-beta time from any NPU that holds the chunk, or is about to, to that target.
+//! Sending the chunk to an NPU that does not want it is useful only when that NPU is
+//! strictly closer to some target than `best`. So every relay hop moves a copy strictly
+//! closer (no cycles), a second copy chasing the same target is never sent, and the copy
+//! closest to a target that still lacks the chunk always has a useful next hop on a
+//! shortest path, so every reachable target is reached.
+
+use super::greedy::Problem;
+use crate::topology::{NpuId, Topology};
+use crate::units::Picos;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+const FAR: Picos = Picos::MAX;
+
+pub(super) struct Relays {
+    npus: usize,
+    /// Per chunk, its range in `rows` and `best` (`start[c]..start[c + 1]`).
+    start: Vec<usize>,
+    /// Per (chunk, target): the target's row in `dist`.
+    rows: Vec<u32>,
+    /// Per (chunk, target): the cheapest time from a copy to the target.
+    best: Vec<Picos>,
+    /// Distinct targets.
+    targets: usize,
+    /// `dist[(class * targets + row) * npus + x]`: cheapest time from x to the row's target
+    /// for a chunk of that class.
+    dist: Vec<Picos>,
+}
+
+impl Relays {
+    /// `cost[class * links + link]` is the time of one chunk of the class on the link.
+    pub(super) fn new(topo: &Topology, problem: &Problem<'_>, cost: &[Picos]) -> Relays {
+        let n = topo.npus();
+        let mut row_of = vec![u32::MAX; n];
+        let mut target_npus = Vec::new();
+        let mut start = Vec::with_capacity(problem.chunks.len() + 1);
+        let mut rows = Vec::new();
+        for chunk in &problem.chunks {
+            start.push(rows.len());
+            for &w in chunk.post {
+                if row_of[w] == u32::MAX {
+                    row_of[w] = target_npus.len() as u32;
+                    target_npus.push(w);
+                }
+                rows.push(row_of[w]);
+            }
+        }
+        start.push(rows.len());
+        let links = topo.links().len();
+        let mut dist = Vec::with_capacity(problem.class_bytes.len() * target_npus.len() * n);
+        for class in 0..problem.class_bytes.len() {
+            let class_cost = &cost[class * links..(class + 1) * links];
+            for &w in &target_npus {
+                dist.extend(times_to(topo, w, class_cost));
+            }
+        }
+        Relays {
+            npus: n,
+            best: vec![FAR; rows.len()],
+            start,
+            rows,
+            targets: target_npus.len(),
+            dist,
+        }
+    }
+
+    fn dist(&self, class: usize, entry: usize, npu: NpuId) -> Picos {
+        self.dist[(class * self.targets + self.rows[entry] as usize) * self.npus + npu]
+    }
+
+    /// `npu` holds `chunk` or will: targets it is closer to than any copy so far get closer.
+    pub(super) fn reach(&mut self, chunk: usize, class: usize, npu: NpuId) {
+        for e in self.start[chunk]..self.start[chunk + 1] {
+            let d = self.dist(class, e, npu);
+            if d < self.best[e] {
+                self.best[e] = d;
+            }
+        }
+    }
+
+    /// How far the chunk's farthest target still is from its nearest copy.
+    pub(super) fn remaining(&self, chunk: usize) -> Picos {
+        self.best[self.start[chunk]..self.start[chunk + 1]]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether a copy of `chunk` at `npu` would be closer to some target than every copy so far.
+    pub(super) fn improves(&self, chunk: usize, class: usize, npu: NpuId) -> bool {
+        (self.start[chunk]..self.start[chunk + 1]).any(|e| self.dist(class, e, npu) < self.best[e])
+    }
+}
+
+/// Cheapest time from every NPU to `target` (Dijkstra over incoming links), FAR where
+/// the target cannot be reached.
+fn times_to(topo: &Topology, target: NpuId, cost: &[Picos]) -> Vec<Picos> {
+    let mut dist = vec![FAR; topo.npus()];
+    dist[target] = 0;
+    let mut heap = BinaryHeap::from([Reverse((0, target))]);
+    while let Some(Reverse((d, v))) = heap.pop() {
+        if d > dist[v] {
+            continue;
+        }
+        for &l in topo.in_links(v) {
+            let u = topo.link(l).src;
+            let nd = d + cost[l];
+            if nd < dist[u] {
+                dist[u] = nd;
+                heap.push(Reverse((nd, u)));
+            }
+        }
+    }
+    dist
+}
