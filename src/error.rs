@@ -26,6 +26,9 @@ pub enum Error {
     /// The synthesizer could not complete the collective.
     #[error("synthesis: {0}")]
     Synthesis(String),
+    /// An MSCCL program that cannot be built, read or run as asked.
+    #[error("msccl: {0}")]
+    Msccl(String),
     /// A file that could not be read or written. The OS error is part of the message, not
     /// a separate cause, so it is printed once.
     #[error("{path}: {cause}")]

@@ -12,6 +12,7 @@ pub mod collective;
 pub mod error;
 pub mod ffi;
 pub mod fsio;
+pub mod msccl;
 pub mod schedule;
 pub mod sim;
 pub mod synth;

@@ -40,28 +40,38 @@ impl Element {
     }
 }
 
-/// Converts a byte offset into a 1-based (line, column).
-fn position(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text.as_bytes()[..offset.min(text.len())];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let column = offset
-        - before
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1)
-        + 1;
-    (line, column)
+/// Byte offsets where lines start, to turn offsets into positions without rescanning the
+/// text for every element.
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn new(text: &str) -> Lines {
+        let starts = std::iter::once(0).chain(
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        Lines(starts.collect())
+    }
+
+    /// The 1-based (line, column) of a byte offset.
+    fn position(&self, offset: usize) -> (usize, usize) {
+        let line = self.0.partition_point(|&start| start <= offset);
+        (line, offset - self.0[line - 1] + 1)
+    }
 }
 
 /// Parses `text` into its root element. Errors read `origin:line:column: what`.
 pub fn parse(text: &str, origin: &str) -> Result<Element, String> {
     let mut reader = Reader::from_str(text);
+    let lines = Lines::new(text);
     let at = |offset: u64, what: String| {
-        let (line, column) = position(text, offset as usize);
+        let (line, column) = lines.position(offset.min(text.len() as u64) as usize);
         format!("{origin}:{line}:{column}: {what}")
     };
     let element = |start: &BytesStart, offset: u64| -> Result<Element, String> {
-        let (line, column) = position(text, offset as usize);
+        let (line, column) = lines.position(offset as usize);
         let mut attrs = Vec::new();
         for a in start.attributes() {
             let a = a.map_err(|e| at(offset, format!("bad attribute: {e}")))?;

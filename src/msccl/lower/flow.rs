@@ -1,0 +1,253 @@
+//! The data flow of a schedule, rank by rank: which value of a chunk each transfer sends,
+//! which it creates, and who reads each value.
+//!
+//! Transfers are replayed in time order, arrivals before departures at equal times (as
+//! the schedule checker does). Every (rank, chunk) goes through versions: its initial
+//! contribution, then one per arrival (a copy replaces the value, a reduction adds to the
+//! previous one, which it reads). A departure reads the current version. For copying
+//! collectives a chunk arriving where it already is carries nothing new and is dropped.
+
+use crate::collective::CollectiveSpec;
+use crate::error::{Error, Result};
+use crate::msccl::Layout;
+use crate::schedule::{Op, Schedule};
+use crate::topology::NpuId;
+use crate::units::{ps_to_us, Picos};
+
+pub(super) type VersionId = usize;
+const NONE: usize = usize::MAX;
+
+/// Who reads a version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reader {
+    /// A transfer sends it.
+    Departure(usize),
+    /// A reducing arrival adds to it.
+    Base(usize),
+    /// It is the rank's result.
+    Final,
+}
+
+pub(super) struct Version {
+    pub rank: usize,
+    pub chunk: usize,
+    /// The arrival that made it; None for a rank's initial contribution.
+    pub producer: Option<usize>,
+    /// The version a reducing arrival added to.
+    pub base: Option<VersionId>,
+    pub readers: Vec<Reader>,
+}
+
+/// A transfer in ranks, with its place in the replay.
+pub(super) struct Move {
+    pub chunk: usize,
+    pub src: usize,
+    pub dst: usize,
+    pub op: Op,
+    pub start_ps: Picos,
+    pub end_ps: Picos,
+    /// Positions of its departure and arrival in the replay order.
+    pub depart_seq: usize,
+    pub arrive_seq: usize,
+    pub dropped: bool,
+    /// The version it sends and the one it creates.
+    pub sends: VersionId,
+    pub creates: VersionId,
+}
+
+pub(super) struct Flow {
+    pub moves: Vec<Move>,
+    pub versions: Vec<Version>,
+    /// (rank, chunk, version) that each output slot must end with.
+    pub finals: Vec<(usize, usize, VersionId)>,
+    /// Per arrival: the departure it can fuse with (the chunk passes straight through).
+    pub straight_through: Vec<Option<usize>>,
+    /// Events in replay order: (move, is departure).
+    pub events: Vec<(usize, bool)>,
+}
+
+impl Flow {
+    pub fn new(schedule: &Schedule, layout: &Layout) -> Result<Flow> {
+        let spec = &schedule.collective;
+        let rank_of = rank_map(spec);
+        let ranks = spec.npus.len();
+        let chunks = layout.chunks();
+        let mut moves = Vec::with_capacity(schedule.transfers.len());
+        for (i, t) in schedule.transfers.iter().enumerate() {
+            let rank = |npu: NpuId| {
+                rank_of.get(npu).copied().flatten().ok_or_else(|| {
+                    Error::Msccl(format!(
+                        "transfer {i} (chunk {}, NPU {} -> {}) goes through NPU {npu}, which is not one of the collective's NPUs; an MSCCL program has GPUs only for the collective's ranks",
+                        t.chunk, t.src, t.dst
+                    ))
+                })
+            };
+            if t.chunk >= chunks {
+                return Err(Error::Msccl(format!(
+                    "transfer {i} moves chunk {}, but the collective has chunks 0..{}",
+                    t.chunk,
+                    chunks - 1
+                )));
+            }
+            let (src, dst) = (rank(t.src)?, rank(t.dst)?);
+            if src == dst {
+                return Err(Error::Msccl(format!(
+                    "transfer {i} goes from NPU {} to itself",
+                    t.src
+                )));
+            }
+            moves.push(Move {
+                chunk: t.chunk,
+                src,
+                dst,
+                op: t.op,
+                start_ps: t.start_ps,
+                end_ps: t.end_ps,
+                depart_seq: 0,
+                arrive_seq: 0,
+                dropped: false,
+                sends: NONE,
+                creates: NONE,
+            });
+        }
+        let mut events: Vec<(Picos, bool, usize)> = moves
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| [(m.start_ps, true, i), (m.end_ps, false, i)])
+            .collect();
+        events.sort_unstable();
+        let events: Vec<(usize, bool)> = events.into_iter().map(|(_, d, i)| (i, d)).collect();
+        for (seq, &(i, departs)) in events.iter().enumerate() {
+            if departs {
+                moves[i].depart_seq = seq;
+            } else {
+                moves[i].arrive_seq = seq;
+            }
+        }
+        let mut flow = Flow {
+            moves,
+            versions: Vec::new(),
+            finals: Vec::new(),
+            straight_through: Vec::new(),
+            events,
+        };
+        flow.replay(layout, ranks)?;
+        flow.find_straight_through();
+        Ok(flow)
+    }
+
+    fn replay(&mut self, layout: &Layout, ranks: usize) -> Result<()> {
+        let chunks = layout.chunks();
+        let mut current = vec![NONE; ranks * chunks];
+        for rank in 0..ranks {
+            for chunk in 0..chunks {
+                if layout.input_slot(rank, chunk).is_some() {
+                    current[rank * chunks + chunk] = self.versions.len();
+                    self.versions.push(Version {
+                        rank,
+                        chunk,
+                        producer: None,
+                        base: None,
+                        readers: Vec::new(),
+                    });
+                }
+            }
+        }
+        for e in 0..self.events.len() {
+            let (i, departs) = self.events[e];
+            let m = &self.moves[i];
+            let (chunk, src, dst) = (m.chunk, m.src, m.dst);
+            if departs {
+                let v = current[src * chunks + chunk];
+                if v == NONE {
+                    return Err(Error::Msccl(format!(
+                        "transfer {i} sends chunk {chunk} from rank {src} at {:.6} us, before the rank holds it",
+                        ps_to_us(m.start_ps)
+                    )));
+                }
+                self.versions[v].readers.push(Reader::Departure(i));
+                self.moves[i].sends = v;
+                continue;
+            }
+            let here = current[dst * chunks + chunk];
+            if m.op == Op::Copy && !layout.combining() && here != NONE {
+                self.moves[i].dropped = true;
+                continue;
+            }
+            let base = (m.op == Op::Reduce && here != NONE).then_some(here);
+            let v = self.versions.len();
+            if let Some(b) = base {
+                self.versions[b].readers.push(Reader::Base(i));
+            }
+            self.versions.push(Version {
+                rank: dst,
+                chunk,
+                producer: Some(i),
+                base,
+                readers: Vec::new(),
+            });
+            self.moves[i].creates = v;
+            current[dst * chunks + chunk] = v;
+        }
+        // A dropped arrival's departure read nothing that matters.
+        for v in &mut self.versions {
+            let moves = &self.moves;
+            v.readers
+                .retain(|r| !matches!(r, Reader::Departure(i) if moves[*i].dropped));
+        }
+        for rank in 0..ranks {
+            for chunk in 0..chunks {
+                if layout.output_slot(rank, chunk).is_none() {
+                    continue;
+                }
+                let v = current[rank * chunks + chunk];
+                if v == NONE {
+                    return Err(Error::Msccl(format!(
+                        "the schedule leaves rank {rank} without chunk {chunk}, which it must hold at the end"
+                    )));
+                }
+                self.versions[v].readers.push(Reader::Final);
+                self.finals.push((rank, chunk, v));
+            }
+        }
+        Ok(())
+    }
+
+    /// An arrival fuses with the first departure of the value it created that leaves the
+    /// moment it arrives.
+    fn find_straight_through(&mut self) {
+        self.straight_through = vec![None; self.moves.len()];
+        for (a, m) in self.moves.iter().enumerate() {
+            if m.dropped {
+                continue;
+            }
+            self.straight_through[a] =
+                self.versions[m.creates]
+                    .readers
+                    .iter()
+                    .find_map(|r| match *r {
+                        Reader::Departure(d) if self.moves[d].start_ps == m.end_ps => Some(d),
+                        _ => None,
+                    });
+        }
+    }
+
+    /// Whether version `v` must be stored, given the departure (if any) fused with the
+    /// arrival that creates it: it must unless that departure is its only reader.
+    pub fn must_store(&self, v: VersionId, fused: Option<usize>) -> bool {
+        match (fused, self.versions[v].readers.as_slice()) {
+            (Some(d), [Reader::Departure(only)]) => *only != d,
+            _ => true,
+        }
+    }
+}
+
+/// Rank of each NPU id, None for NPUs outside the collective.
+pub(super) fn rank_map(spec: &CollectiveSpec) -> Vec<Option<usize>> {
+    let n = spec.npus.iter().max().map_or(0, |&m| m + 1);
+    let mut map = vec![None; n];
+    for (r, &npu) in spec.npus.iter().enumerate() {
+        map[npu] = Some(r);
+    }
+    map
+}

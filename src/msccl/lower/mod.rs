@@ -1,0 +1,237 @@
+//! Lowering: a `Schedule` becomes an MSCCL `Program`.
+//!
+//! Each transfer becomes a send at its source and a receive at its destination (a copy,
+//! or a reduction for combining collectives), fused into `rcs`, `rrs` or `rrcs` where a
+//! chunk passes straight through; threadblocks are formed per peer and channel; steps keep
+//! the schedule's order, so every connection is FIFO-consistent and nothing waits longer
+//! than the schedule says; dependencies carry the data flow and protect overwritten slots.
+//! Partial sums that are not a rank's result go to scratch, never into its output.
+//!
+//! The lowering tries one channel first and spreads transfers over more channels (by
+//! chunk, then by peer) while a threadblock has too many steps or a channel too many
+//! threadblocks; any other broken limit, or one more channels cannot cure, is an error
+//! naming the limit and the figure.
+
+mod build;
+mod emit;
+mod flow;
+
+use super::limits::{self, Limits};
+use super::{Buf, Layout, Program, Proto};
+use crate::collective::{Collective, CollectiveKind};
+use crate::error::{Error, Result};
+use crate::schedule::Schedule;
+use crate::topology::Topology;
+use emit::Policy;
+use flow::Flow;
+
+/// Choices for the lowering.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LowerOptions {
+    /// In place (input and output one buffer) or out of place; by default in place for
+    /// All-Reduce, Broadcast and Reduce, as frameworks call them.
+    pub in_place: Option<bool>,
+    /// Copies of the algorithm on separate channels, each moving 1/instances of every chunk.
+    pub instances: usize,
+    /// By default chosen from the schedule's size (`Proto::for_size`).
+    pub proto: Option<Proto>,
+    /// The message sizes the executor picks the algorithm for; by default [S, 2S - 1]
+    /// around the schedule's size S (in the executor's measure).
+    pub min_bytes: Option<u64>,
+    pub max_bytes: Option<u64>,
+    /// The algorithm's name; by default from the collective and the topology.
+    pub name: Option<String>,
+    pub limits: Limits,
+}
+
+impl Default for LowerOptions {
+    fn default() -> Self {
+        LowerOptions {
+            in_place: None,
+            instances: 1,
+            proto: None,
+            min_bytes: None,
+            max_bytes: None,
+            name: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Whether a collective runs in place unless told otherwise.
+pub fn default_in_place(kind: CollectiveKind) -> bool {
+    matches!(
+        kind,
+        CollectiveKind::AllReduce | CollectiveKind::Broadcast | CollectiveKind::Reduce
+    )
+}
+
+/// Lowers `schedule` (made for `topo`) to a program; rank r is the collective's r-th NPU.
+pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<Program> {
+    let spec = &schedule.collective;
+    Collective::new(topo, spec.clone())
+        .map_err(|e| Error::Msccl(format!("the schedule's collective is not valid here: {e}")))?;
+    let kind = spec.kind;
+    let in_place = options.in_place.unwrap_or_else(|| default_in_place(kind));
+    if in_place && kind == CollectiveKind::AllToAll {
+        return Err(Error::Msccl(
+            "in-place all-to-all overwrites chunks before they leave; lower it out of place".into(),
+        ));
+    }
+    if options.instances == 0 {
+        return Err(Error::Msccl("instances must be at least 1".into()));
+    }
+    let layout = Layout::for_spec(spec, in_place)?;
+    let flow = Flow::new(schedule, &layout)?;
+    let size = layout.executor_bytes(spec.size_bytes);
+    let head = Head {
+        name: sanitize(
+            options
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("tacos-{kind}-{}", schedule.topology)),
+        ),
+        proto: options.proto.unwrap_or(Proto::for_size(spec.size_bytes)),
+        min_bytes: options.min_bytes.unwrap_or(size),
+        max_bytes: options
+            .max_bytes
+            .unwrap_or(size.saturating_mul(2).saturating_sub(1).max(size)),
+    };
+    let base = lower_base(&flow, &layout, options, &head)?;
+    let program = replicate(base, options.instances);
+    let broken = limits::check(&program, &options.limits);
+    if let Some(v) = broken.first() {
+        return Err(Error::Msccl(format!(
+            "with {} instances the program breaks an executor limit: {}",
+            options.instances, v.message
+        )));
+    }
+    Ok(program)
+}
+
+/// One instance, on as few channels as the limits allow.
+/// The algo attributes the lowering does not derive from the plan.
+struct Head {
+    name: String,
+    proto: Proto,
+    min_bytes: u64,
+    max_bytes: u64,
+}
+
+/// Keeps names to characters the executor's plain XML reader takes as they are.
+fn sanitize(name: String) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.:,=+".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(200)
+        .collect()
+}
+
+fn lower_base(
+    flow: &Flow,
+    layout: &Layout,
+    options: &LowerOptions,
+    head: &Head,
+) -> Result<Program> {
+    let max_channels = options.limits.max_channels / options.instances;
+    let mut policies = vec![Policy::ByChunk(1)];
+    let mut n = 2;
+    while n <= max_channels {
+        policies.extend([Policy::ByChunk(n), Policy::ByPeer(n)]);
+        n *= 2;
+    }
+    let mut last = None;
+    for policy in policies {
+        let plan = emit::plan(flow, layout, policy);
+        let gpus = build::build_gpus(&plan, layout)
+            .map_err(|e| Error::Msccl(format!("cannot order the program's steps: {e}")))?;
+        let program = header(layout, head, policy.channels(), gpus);
+        let broken = limits::check(&program, &options.limits);
+        match broken.iter().find(|v| !v.kind.more_channels_help()) {
+            Some(v) => {
+                return Err(Error::Msccl(format!(
+                    "the program would break an executor limit: {}",
+                    v.message
+                )))
+            }
+            None if broken.is_empty() => return Ok(program),
+            None => last = Some((policy.channels(), broken[0].message.clone())),
+        }
+    }
+    let (channels, message) = last.expect("at least one policy is tried");
+    Err(Error::Msccl(format!(
+        "the program breaks an executor limit even spread over {channels} channels: {message}; use fewer chunks per NPU or fewer instances"
+    )))
+}
+
+fn header(layout: &Layout, head: &Head, channels: usize, gpus: Vec<super::Gpu>) -> Program {
+    Program {
+        name: head.name.clone(),
+        collective: layout.kind().name().to_string(),
+        proto: head.proto,
+        nchannels: channels,
+        nchunksperloop: layout.chunks_per_loop(),
+        inplace: layout.in_place(),
+        outofplace: !layout.in_place(),
+        min_bytes: Some(head.min_bytes),
+        max_bytes: Some(head.max_bytes),
+        gpus,
+        extra: Vec::new(),
+    }
+}
+
+/// `instances` copies of a one-instance program: chunk j of a buffer becomes chunks
+/// j * instances + i, scratch is stacked per copy, channels and threadblock ids are
+/// interleaved the same way so dependency targets keep the lowest ids.
+fn replicate(base: Program, instances: usize) -> Program {
+    if instances == 1 {
+        return base;
+    }
+    let n = instances as i64;
+    let channels = base.nchannels;
+    let gpus = base
+        .gpus
+        .into_iter()
+        .map(|gpu| {
+            let scratch = gpu.scratch_chunks as i64;
+            let mut tbs = Vec::with_capacity(gpu.threadblocks.len() * instances);
+            for tb in &gpu.threadblocks {
+                for i in 0..instances {
+                    let mut copy = tb.clone();
+                    copy.channel = channels * i + tb.channel;
+                    for step in &mut copy.steps {
+                        let map = |buf: Buf, off: i64| match (buf, off) {
+                            (_, -1) => -1,
+                            (Buf::Scratch, o) => scratch * i as i64 + o,
+                            (_, o) => o * n + i as i64,
+                        };
+                        step.src_off = map(step.src_buf, step.src_off);
+                        step.dst_off = map(step.dst_buf, step.dst_off);
+                        if let Some(d) = &mut step.dep {
+                            d.tb = d.tb * instances + i;
+                        }
+                    }
+                    tbs.push(copy);
+                }
+            }
+            super::Gpu {
+                input_chunks: gpu.input_chunks * instances,
+                output_chunks: gpu.output_chunks * instances,
+                scratch_chunks: gpu.scratch_chunks * instances,
+                threadblocks: tbs,
+                extra: gpu.extra,
+            }
+        })
+        .collect();
+    Program {
+        nchannels: channels * instances,
+        nchunksperloop: base.nchunksperloop * instances,
+        gpus,
+        ..base
+    }
+}
