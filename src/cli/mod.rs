@@ -5,8 +5,11 @@ mod bench_sim;
 mod compare;
 mod concurrent;
 mod simulate;
+mod bench_lowering;
+mod lowering;
 mod synth;
 mod topo;
+mod verify;
 
 use crate::collective::CollectiveKind;
 use crate::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
@@ -34,6 +37,8 @@ pub enum Command {
     Simulate(simulate::SimulateArgs),
     /// Compare the synthesized algorithm with every baseline and the lower bounds.
     Compare(compare::CompareArgs),
+    /// Check an MSCCL algorithm XML file (deadlock, races, result) and optionally time it.
+    Verify(verify::VerifyArgs),
 }
 
 /// Runs one parsed command line.
@@ -44,6 +49,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Verify(args) => verify::run(args),
     }
 }
 

@@ -1,5 +1,6 @@
 //! `tacos synth`: synthesize, check and report one algorithm.
 
+use super::lowering::{describe, LowerArgs};
 use super::{at_least_one, collective_kind, npu_list, size, NpuList, TopologyArgs};
 use crate::bounds::ingress_bound_ps;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
@@ -44,6 +45,8 @@ pub struct SynthArgs {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub msccl: LowerArgs,
 }
 
 /// K, or a choice by simulated time.
@@ -110,6 +113,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.out {
         write_atomic(path, schedule.to_json().as_bytes()).context("cannot write the schedule")?;
     }
+    let xml = args.msccl.write(schedule, &topo)?;
     let time_ps = report.collective_time_ps;
     let bound_ps = ingress_bound_ps(&topo, &collective);
     let efficiency = if time_ps > 0 {
@@ -150,6 +154,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
                 "collective_time_us": ps_to_us(t.synthesized_ps),
                 "simulated_time_us": ps_to_us(t.simulated_ps),
             })).collect::<Vec<_>>()),
+            "xml_file": xml.as_ref().map(|(_, p)| p.display().to_string()),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -210,6 +215,13 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
     );
     if let Some(path) = &args.out {
         println!("schedule             {}", path.display());
+    }
+    if let Some((program, path)) = &xml {
+        println!(
+            "msccl xml            {} ({})",
+            path.display(),
+            describe(program)
+        );
     }
     Ok(())
 }

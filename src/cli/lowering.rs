@@ -1,0 +1,90 @@
+//! `--xml` and its options: lower a synthesized schedule to MSCCL algorithm XML.
+
+use super::at_least_one;
+use crate::fsio::write_atomic;
+use crate::msccl::{lower, write_program, LowerOptions, Program, Proto};
+use crate::schedule::Schedule;
+use crate::topology::Topology;
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+/// Where input and output live, as the program expects them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Placement {
+    /// Input and output are one buffer
+    InPlace,
+    /// Separate input and output buffers
+    OutOfPlace,
+}
+
+#[derive(Debug, Args)]
+pub struct LowerArgs {
+    /// Also lower the algorithm to MSCCL algorithm XML and write it to this file
+    #[arg(long, value_name = "FILE")]
+    pub xml: Option<PathBuf>,
+    /// MSCCL protocol: Simple, LL or LL128 (default: LL up to 512 KiB, else Simple)
+    #[arg(long, value_parser = proto, requires = "xml")]
+    pub proto: Option<Proto>,
+    /// Copies of the algorithm on separate channels, each moving part of every chunk
+    #[arg(long, default_value_t = 1, value_parser = at_least_one, requires = "xml")]
+    pub instances: usize,
+    /// Buffer placement the program is for (default: in place for allreduce, broadcast
+    /// and reduce, out of place otherwise)
+    #[arg(long, value_enum, requires = "xml")]
+    pub placement: Option<Placement>,
+    /// Smallest message in bytes the executor picks the algorithm for (default: the size)
+    #[arg(long, value_parser = super::size, requires = "xml")]
+    pub min_bytes: Option<u64>,
+    /// Largest message in bytes the executor picks the algorithm for (default: twice the
+    /// size, less one byte)
+    #[arg(long, value_parser = super::size, requires = "xml")]
+    pub max_bytes: Option<u64>,
+}
+
+fn proto(s: &str) -> Result<Proto, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
+impl LowerArgs {
+    /// Lowers and writes the XML if asked; returns the program written and its path.
+    pub fn write(
+        &self,
+        schedule: &Schedule,
+        topo: &Topology,
+    ) -> anyhow::Result<Option<(Program, &PathBuf)>> {
+        let Some(path) = &self.xml else {
+            return Ok(None);
+        };
+        let options = LowerOptions {
+            in_place: self.placement.map(|p| p == Placement::InPlace),
+            instances: self.instances,
+            proto: self.proto,
+            min_bytes: self.min_bytes,
+            max_bytes: self.max_bytes,
+            ..LowerOptions::default()
+        };
+        let program = lower(schedule, topo, &options).context("cannot lower to MSCCL XML")?;
+        write_atomic(path, write_program(&program).as_bytes())
+            .context("cannot write the MSCCL XML")?;
+        Ok(Some((program, path)))
+    }
+}
+
+/// One line describing a written program.
+pub fn describe(program: &Program) -> String {
+    let tbs: usize = program.gpus.iter().map(|g| g.threadblocks.len()).sum();
+    format!(
+        "{} GPUs, {} channel{}, {tbs} threadblocks, {} steps, {}, {}",
+        program.gpus.len(),
+        program.nchannels,
+        if program.nchannels == 1 { "" } else { "s" },
+        program.steps(),
+        program.proto,
+        if program.inplace {
+            "in place"
+        } else {
+            "out of place"
+        }
+    )
+}

@@ -1,0 +1,481 @@
+//! Lowering schedules to MSCCL programs: every lowered program must verify (correct,
+//! deadlock-free, race-free) and take at most 1.05x the schedule's time when the program
+//! is simulated. Combining collectives are checked on hand-built schedules (rings and
+//! chains whose instruction mix is worked out by hand) as well as on whatever the
+//! synthesizer supports.
+
+use std::collections::HashMap;
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::msccl::{lower, simulate_program_on, verify, LowerOptions, Program, VerifyOptions};
+use tacos::msccl::{Limits, Proto};
+use tacos::schedule::{check, Op, Schedule, Transfer};
+use tacos::synth::{synthesize, SynthOptions};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
+use tacos::Error;
+
+fn topo(spec: &str) -> Topology {
+    parse_spec(spec, &SpecDefaults::default()).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+/// One hop of a hand-made plan: it starts `delay_ps` after hop `after` has arrived, once
+/// its link is free.
+struct Hop {
+    chunk: usize,
+    src: usize,
+    dst: usize,
+    op: Op,
+    after: Option<usize>,
+    delay_ps: u64,
+}
+
+fn hop(chunk: usize, src: usize, dst: usize, op: Op, after: Option<usize>) -> Hop {
+    Hop {
+        chunk,
+        src,
+        dst,
+        op,
+        after,
+        delay_ps: 0,
+    }
+}
+
+/// Times hops in the order given (each link carries one chunk at a time) into a schedule,
+/// and checks it with the schedule checker.
+fn timed(topo: &Topology, spec: CollectiveSpec, hops: &[Hop]) -> Schedule {
+    let collective = Collective::new(topo, spec.clone()).expect("a valid collective");
+    let bytes = collective.chunk_bytes();
+    let mut free: HashMap<(usize, usize), u64> = HashMap::new();
+    let mut ends = Vec::new();
+    let mut transfers = Vec::new();
+    for h in hops {
+        let link = topo.link_between(h.src, h.dst).expect("hops follow links");
+        let ready = h.after.map_or(0, |a| ends[a]) + h.delay_ps;
+        let start = ready.max(free.get(&(h.src, h.dst)).copied().unwrap_or(0));
+        let end = start + topo.link(link).transfer_ps(bytes);
+        free.insert((h.src, h.dst), end);
+        ends.push(end);
+        transfers.push(Transfer {
+            chunk: h.chunk,
+            src: h.src,
+            dst: h.dst,
+            start_ps: start,
+            end_ps: end,
+            op: h.op,
+        });
+    }
+    let schedule = Schedule::new(topo.name(), spec, bytes, transfers);
+    check(&schedule, topo).unwrap_or_else(|e| panic!("hand-built schedule: {e}"));
+    schedule
+}
+
+fn spec(kind: CollectiveKind, root: Option<usize>, p: usize, k: usize) -> CollectiveSpec {
+    CollectiveSpec {
+        kind,
+        root,
+        npus: (0..p).collect(),
+        chunks_per_npu: k,
+        size_bytes: 1 << 20,
+    }
+}
+
+/// Rounds of a ring plan in the +1 direction: in round s chunk c moves from rank
+/// `from(c) + s` to the next, after its previous hop (`last`). Hops are listed round by
+/// round, so each link serves its chunks in round order.
+fn ring_rounds(
+    hops: &mut Vec<Hop>,
+    p: usize,
+    rounds: usize,
+    from: impl Fn(usize) -> usize,
+    op: Op,
+    last: &mut [Option<usize>],
+) {
+    for s in 0..rounds {
+        for (c, prev) in last.iter_mut().enumerate() {
+            let src = (from(c) + s) % p;
+            hops.push(hop(c, src, (src + 1) % p, op, *prev));
+            *prev = Some(hops.len() - 1);
+        }
+    }
+}
+
+/// Ring Reduce-Scatter hops (and All-Reduce: then the ring All-Gather): chunk c is summed
+/// on its way from rank c+1 round to rank c, then copied on from c.
+fn ring_all_reduce_hops(p: usize, all_reduce: bool) -> Vec<Hop> {
+    let mut hops = Vec::new();
+    let mut last = vec![None; p];
+    ring_rounds(&mut hops, p, p - 1, |c| c + 1, Op::Reduce, &mut last);
+    if all_reduce {
+        ring_rounds(&mut hops, p, p - 1, |c| c, Op::Copy, &mut last);
+    }
+    hops
+}
+
+fn ring_all_reduce(p: usize, all_reduce: bool) -> Schedule {
+    let kind = if all_reduce {
+        CollectiveKind::AllReduce
+    } else {
+        CollectiveKind::ReduceScatter
+    };
+    let hops = ring_all_reduce_hops(p, all_reduce);
+    timed(&topo(&format!("ring:{p}")), spec(kind, None, p, 1), &hops)
+}
+
+fn instr_counts(program: &Program) -> HashMap<&'static str, usize> {
+    let mut counts = HashMap::new();
+    for step in program
+        .gpus
+        .iter()
+        .flat_map(|g| &g.threadblocks)
+        .flat_map(|t| &t.steps)
+    {
+        *counts.entry(step.instr.code()).or_default() += 1;
+    }
+    counts
+}
+
+/// Lowers, verifies and times; returns the program and simulated / scheduled time.
+fn lower_and_check(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> (Program, f64) {
+    let program = lower(schedule, topo, options).unwrap_or_else(|e| panic!("{}: {e}", topo.name()));
+    let report = verify(&program, &VerifyOptions::default());
+    assert!(
+        report.is_correct(),
+        "{} {}: {:#?}",
+        topo.name(),
+        schedule.collective.kind,
+        report.problems
+    );
+    let sim = simulate_program_on(
+        topo,
+        &program,
+        schedule.collective.size_bytes,
+        &schedule.collective.npus,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let ratio = sim.time_ps as f64 / schedule.collective_time_ps() as f64;
+    (program, ratio)
+}
+
+fn both_layouts() -> [LowerOptions; 2] {
+    [true, false].map(|in_place| LowerOptions {
+        in_place: Some(in_place),
+        ..LowerOptions::default()
+    })
+}
+
+#[test]
+fn ring_all_reduce_uses_fused_steps_counted_by_hand() {
+    // 4 ranks, 4 chunks: every chunk makes 3 reducing hops then 3 copying hops.
+    // Reduce-Scatter part: the first hop of each chunk is a plain send (4); the 2 middle
+    // ranks of each chunk receive, add and send on without keeping the partial sum (8 rrs);
+    // the owner adds the last contribution, keeps it and starts the All-Gather at once
+    // (4 rrcs). All-Gather part: 2 middle ranks copy and forward (8 rcs), the last receives
+    // (4 r).
+    let schedule = ring_all_reduce(4, true);
+    for options in both_layouts() {
+        let (program, ratio) = lower_and_check(&schedule, &topo("ring:4"), &options);
+        let counts = instr_counts(&program);
+        let want: HashMap<&str, usize> = [("s", 4), ("rrs", 8), ("rrcs", 4), ("rcs", 8), ("r", 4)]
+            .into_iter()
+            .collect();
+        assert_eq!(counts, want, "in place: {:?}", options.in_place);
+        assert!(ratio <= 1.0 + 1e-9, "ratio {ratio}");
+        // In place, the input is the output; out of place, the input is only read.
+        assert_eq!(program.inplace, options.in_place == Some(true));
+    }
+}
+
+#[test]
+fn ring_reduce_scatter_keeps_partial_sums_out_of_other_ranks_outputs() {
+    // Each chunk: a send, two pass-through reductions (rrs, nothing stored) and the owner's
+    // final reduction into its output (rrc): 4 + 8 + 4 steps, no scratch needed.
+    let schedule = ring_all_reduce(4, false);
+    for options in both_layouts() {
+        let (program, ratio) = lower_and_check(&schedule, &topo("ring:4"), &options);
+        let counts = instr_counts(&program);
+        let want: HashMap<&str, usize> = [("s", 4), ("rrs", 8), ("rrc", 4)].into_iter().collect();
+        assert_eq!(counts, want);
+        assert!(program.gpus.iter().all(|g| g.scratch_chunks == 0));
+        assert!(ratio <= 1.0 + 1e-9, "ratio {ratio}");
+    }
+}
+
+#[test]
+fn partial_sums_that_wait_on_the_way_go_to_scratch() {
+    // Ring Reduce-Scatter where rank 3 holds chunk 0's partial sum for a while before
+    // passing it on to chunk 0's owner: rank 3 must keep the sum, and not in its output
+    // (it does not own chunk 0), so it goes to scratch, out of place and in place.
+    let p = 4;
+    let t = topo("ring:4");
+    let mut hops = ring_all_reduce_hops(p, false);
+    let late = hops
+        .iter()
+        .position(|h| h.chunk == 0 && h.src == 3)
+        .unwrap();
+    hops[late].delay_ps = 1_000_000;
+    let schedule = timed(&t, spec(CollectiveKind::ReduceScatter, None, p, 1), &hops);
+    for options in both_layouts() {
+        let (program, ratio) = lower_and_check(&schedule, &t, &options);
+        let scratch: Vec<usize> = program.gpus.iter().map(|g| g.scratch_chunks).collect();
+        assert_eq!(scratch, [0, 0, 0, 1]);
+        assert!(ratio <= 1.0 + 1e-9);
+    }
+}
+
+#[test]
+fn rooted_and_all_to_all_collectives_lower_from_hand_built_schedules() {
+    let p = 4;
+    let ring = topo("ring:4");
+    // Reduce to rank 0 along 3 -> 2 -> 1 -> 0, two chunks pipelined.
+    let mut hops = Vec::new();
+    for c in 0..2 {
+        let mut prev = None;
+        for s in 0..p - 1 {
+            hops.push(hop(c, p - 1 - s, p - 2 - s, Op::Reduce, prev));
+            prev = Some(hops.len() - 1);
+        }
+    }
+    let reduce = timed(&ring, spec(CollectiveKind::Reduce, Some(0), p, 2), &hops);
+    // Gather to rank 0: rank r's chunk walks r -> r-1 -> ... -> 0.
+    let mut hops = Vec::new();
+    for r in 1..p {
+        let mut prev = None;
+        for s in 0..r {
+            hops.push(hop(r, r - s, r - s - 1, Op::Copy, prev));
+            prev = Some(hops.len() - 1);
+        }
+    }
+    let gather = timed(&ring, spec(CollectiveKind::Gather, Some(0), p, 1), &hops);
+    // Scatter from rank 0: chunk r walks 0 -> 1 -> ... -> r.
+    let mut hops = Vec::new();
+    let mut last = vec![None; p];
+    for s in 0..p - 1 {
+        for (r, prev) in last.iter_mut().enumerate().skip(s + 1) {
+            hops.push(hop(r, s, s + 1, Op::Copy, *prev));
+            *prev = Some(hops.len() - 1);
+        }
+    }
+    let scatter = timed(&ring, spec(CollectiveKind::Scatter, Some(0), p, 1), &hops);
+    for schedule in [&reduce, &gather, &scatter] {
+        for options in both_layouts() {
+            let (_, ratio) = lower_and_check(schedule, &ring, &options);
+            assert!(
+                ratio <= 1.0 + 1e-9,
+                "{} ratio {ratio}",
+                schedule.collective.kind
+            );
+        }
+    }
+    // All-to-All on fc:4: every (src, dst) chunk goes straight there.
+    let fc = topo("fc:4");
+    let mut hops = Vec::new();
+    for s in 0..p {
+        for d in (0..p).filter(|&d| d != s) {
+            hops.push(hop(s * p + d, s, d, Op::Copy, None));
+        }
+    }
+    let a2a = timed(&fc, spec(CollectiveKind::AllToAll, None, p, 1), &hops);
+    let (program, ratio) = lower_and_check(&a2a, &fc, &LowerOptions::default());
+    assert!(ratio <= 1.0 + 1e-9);
+    assert!(!program.inplace);
+    let in_place = LowerOptions {
+        in_place: Some(true),
+        ..LowerOptions::default()
+    };
+    let err = lower(&a2a, &fc, &in_place).unwrap_err().to_string();
+    assert!(err.contains("out of place"), "{err}");
+}
+
+/// Builder topologies and presets up to 64 NPUs.
+const SWEEP: &[&str] = &[
+    "ring:8",
+    "uniring:6",
+    "fc:8",
+    "switch:8,d=2",
+    "mesh:4x4",
+    "torus:4x4",
+    "mesh:2x2x2",
+    "torus:4x4x4",
+    "mesh:8x8",
+    "hypercube:6",
+    "dragonfly:4x5,bw=400:200",
+    "rfs:2x4x8,bw=200:100:50",
+    "multi:R4xF4",
+    "preset:dgx1",
+    "preset:dgx2",
+    "preset:hgx-a100",
+    "preset:hgx-h100",
+    "preset:dgx-a100",
+    "preset:dgx-h100,nodes=4",
+    "preset:ndv4,nodes=8",
+];
+
+#[test]
+fn synthesized_schedules_lower_to_correct_programs_as_fast_as_the_schedule() {
+    let mut worst: (f64, String) = (0.0, String::new());
+    let mut cases = 0;
+    for &spec_text in SWEEP {
+        let t = topo(spec_text);
+        let p = t.alive_npus().len();
+        for kind in CollectiveKind::ALL {
+            for seed in 0..3u64 {
+                for k in [1, 2] {
+                    if p * k > 64 && seed > 0 {
+                        continue;
+                    }
+                    let root = kind.has_root().then(|| (seed as usize * 5) % p);
+                    let collective = Collective::over_all(&t, kind, root, k, 1 << 26).unwrap();
+                    let schedule = match synthesize(&t, &collective, &SynthOptions { seed }) {
+                        Ok(s) => s,
+                        Err(Error::Synthesis(m)) if m.contains("not synthesized yet") => break,
+                        Err(e) => panic!("{spec_text} {kind}: {e}"),
+                    };
+                    let (_, ratio) = lower_and_check(&schedule, &t, &LowerOptions::default());
+                    cases += 1;
+                    if ratio > worst.0 {
+                        worst = (ratio, format!("{spec_text} {kind} K={k} seed {seed}"));
+                    }
+                    assert!(
+                        ratio <= 1.05,
+                        "{spec_text} {kind} K={k} seed {seed}: ratio {ratio}"
+                    );
+                }
+            }
+        }
+    }
+    println!(
+        "{cases} lowered programs; worst simulated/synthesized time {:.4} ({})",
+        worst.0, worst.1
+    );
+    assert!(cases >= 100, "only {cases} cases ran");
+}
+
+#[test]
+fn too_many_steps_spread_over_channels_or_fail_naming_the_limit() {
+    let t = topo("ring:8");
+    let collective = Collective::over_all(&t, CollectiveKind::AllGather, None, 4, 1 << 20).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    let base = lower(&schedule, &t, &LowerOptions::default()).unwrap();
+    let most = |p: &Program| {
+        p.gpus
+            .iter()
+            .flat_map(|g| &g.threadblocks)
+            .map(|t| t.steps.len())
+            .max()
+            .unwrap()
+    };
+    assert_eq!(base.nchannels, 1);
+    let cap = most(&base) / 3;
+    let tight = LowerOptions {
+        limits: Limits {
+            max_steps_per_tb: cap,
+            ..Limits::default()
+        },
+        ..LowerOptions::default()
+    };
+    let spread = lower(&schedule, &t, &tight).unwrap();
+    assert!(spread.nchannels > 1);
+    assert!(most(&spread) <= cap, "{} > {cap}", most(&spread));
+    let report = verify(
+        &spread,
+        &VerifyOptions {
+            limits: tight.limits.clone(),
+            ..VerifyOptions::default()
+        },
+    );
+    assert!(report.is_correct(), "{:#?}", report.problems);
+    let impossible = LowerOptions {
+        limits: Limits {
+            max_steps_per_tb: 1,
+            ..Limits::default()
+        },
+        ..LowerOptions::default()
+    };
+    let err = lower(&schedule, &t, &impossible).unwrap_err().to_string();
+    assert!(
+        err.contains("steps") && err.contains("takes 1 per threadblock"),
+        "{err}"
+    );
+}
+
+#[test]
+fn instances_replicate_the_algorithm_on_more_channels() {
+    let t = topo("mesh:2x2");
+    let collective = Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    let one = lower(&schedule, &t, &LowerOptions::default()).unwrap();
+    let options = LowerOptions {
+        instances: 3,
+        proto: Some(Proto::LL128),
+        ..LowerOptions::default()
+    };
+    let three = lower(&schedule, &t, &options).unwrap();
+    assert_eq!(three.nchannels, 3 * one.nchannels);
+    assert_eq!(three.nchunksperloop, 3 * one.nchunksperloop);
+    assert_eq!(three.proto, Proto::LL128);
+    for (a, b) in one.gpus.iter().zip(&three.gpus) {
+        assert_eq!(b.threadblocks.len(), 3 * a.threadblocks.len());
+        assert_eq!(b.output_chunks, 3 * a.output_chunks);
+    }
+    let report = verify(&three, &VerifyOptions::default());
+    assert!(report.is_correct(), "{:#?}", report.problems);
+    // Three instances move the same bytes in three times as many messages.
+    assert_eq!(
+        report.messages,
+        3 * verify(&one, &VerifyOptions::default()).messages
+    );
+    let zero = LowerOptions {
+        instances: 0,
+        ..LowerOptions::default()
+    };
+    assert!(lower(&schedule, &t, &zero).is_err());
+    // Instances past the executor's channels are refused, naming the limit.
+    let many = LowerOptions {
+        instances: 64,
+        ..LowerOptions::default()
+    };
+    let err = lower(&schedule, &t, &many).unwrap_err().to_string();
+    assert!(err.contains("channels"), "{err}");
+}
+
+#[test]
+fn schedules_through_npus_outside_the_collective_are_refused() {
+    // A Broadcast over NPUs 0 and 2 of a line 0-1-2 has to pass through NPU 1.
+    let t = topo("multi:L3");
+    let spec = CollectiveSpec {
+        kind: CollectiveKind::Broadcast,
+        root: Some(0),
+        npus: vec![0, 2],
+        chunks_per_npu: 1,
+        size_bytes: 1 << 20,
+    };
+    let hops = [
+        hop(0, 0, 1, Op::Copy, None),
+        hop(0, 1, 2, Op::Copy, Some(0)),
+    ];
+    let schedule = timed(&t, spec, &hops);
+    let err = lower(&schedule, &t, &LowerOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("NPU 1") && err.contains("not one of the collective's NPUs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn program_attributes_follow_the_schedule() {
+    let t = topo("ring:4");
+    let schedule = ring_all_reduce(4, true);
+    let program = lower(&schedule, &t, &LowerOptions::default()).unwrap();
+    assert_eq!(program.collective, "allreduce");
+    assert_eq!(program.nchunksperloop, 4);
+    // 1 MiB: above LL's range; sizes [1 MiB, 2 MiB - 1].
+    assert_eq!(program.proto, Proto::Simple);
+    assert_eq!(
+        (program.min_bytes, program.max_bytes),
+        (Some(1 << 20), Some((2 << 20) - 1))
+    );
+    // All-Reduce runs in place by default, as frameworks call it.
+    assert!(program.inplace && !program.outofplace);
+    assert!(program.name.starts_with("tacos-allreduce-ring"));
+}
