@@ -545,7 +545,7 @@ fn arb_program() -> impl Strategy<Value = Program> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn random_programs_never_panic_and_round_trip_when_they_parse(p in arb_program()) {

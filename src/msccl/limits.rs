@@ -60,8 +60,8 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
-    /// Whether spreading work over more channels can cure it.
-    pub fn more_channels_help(self) -> bool {
+    /// Whether spreading work over more threadblocks or channels can cure it.
+    pub fn spreading_helps(self) -> bool {
         matches!(self, LimitKind::StepsPerTb | LimitKind::TbsPerChannel)
     }
 }

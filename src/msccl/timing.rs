@@ -6,14 +6,14 @@
 //! earlier receives of its threadblock and, through dependencies, those of the steps it
 //! waited on (the latest per threadblock stands for the earlier ones, since a connection
 //! is FIFO). Sending and local steps take no time of their own. Messages are numbered in
-//! the order a run could issue them (by the length of the chain of steps before them), which
-//! orders each simulator flow the way the program orders its connections.
+//! an order a run could issue them (see `program_messages`).
 
 use super::exec::{self, Trace};
 use super::{Layout, Program};
 use crate::error::{Error, Result};
 use crate::sim::{simulate_messages, Message, SimResult};
 use crate::topology::{NpuId, Topology};
+use crate::units::Picos;
 use std::collections::HashMap;
 
 /// Times `program` on `topo`, rank r on the r-th alive NPU, for a collective of
@@ -54,7 +54,10 @@ pub fn simulate_program_on(
         return Err(Error::Msccl(format!("the program does not finish: {d}")));
     }
     let chunk_bytes = size_bytes as f64 / size_divisor(program)? as f64;
-    simulate_messages(topo, &program_messages(program, &trace, ranks, chunk_bytes))
+    simulate_messages(
+        topo,
+        &program_messages(topo, program, &trace, ranks, chunk_bytes),
+    )
 }
 
 /// Chunks in the buffer a collective's size measures.
@@ -88,7 +91,15 @@ fn merge(into: &mut Frontier, other: &Frontier) {
 }
 
 /// The program's messages as simulator messages, in issue order.
+///
+/// The order is that of an idealized run in which every connection is a link of its own
+/// (messages of one connection one after another, at the alpha-beta cost of their link,
+/// without sharing it with other connections): it keeps each connection's order, and where
+/// channels share a link it interleaves them by when their data is ready, as the executor
+/// does, instead of letting one channel's late message hold up another's in the
+/// simulator's single queue per link. Ties go to the shorter chain of steps.
 pub(crate) fn program_messages(
+    topo: &Topology,
     program: &Program,
     trace: &Trace,
     ranks: &[NpuId],
@@ -101,7 +112,18 @@ pub(crate) fn program_messages(
     }
     let mut frontier: Vec<Frontier> = vec![Vec::new(); index.tbs.len()];
     let mut at_signal: HashMap<usize, Frontier> = HashMap::new();
-    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); trace.messages.len()];
+    let mut messages: Vec<Message> = Vec::with_capacity(trace.messages.len());
+    messages.resize_with(trace.messages.len(), || Message {
+        src: 0,
+        dst: 0,
+        bytes: 0.0,
+        deps: Vec::new(),
+    });
+    // Idealized start and arrival of each message, and when each sending threadblock's
+    // connection is free again.
+    let mut start: Vec<Picos> = vec![0; trace.messages.len()];
+    let mut arrival: Vec<Picos> = vec![0; trace.messages.len()];
+    let mut free: Vec<Picos> = vec![0; index.tbs.len()];
     for &gid in &trace.order {
         let (t, s) = index.locate(gid);
         if let Some(src) = trace.released_by[gid] {
@@ -113,14 +135,34 @@ pub(crate) fn program_messages(
             merge(&mut frontier[t], &vec![(t, s, m)]);
         }
         if let Some(m) = trace.sent[gid] {
-            deps[m] = frontier[t].iter().map(|e| e.2).collect();
+            let (g, tb) = index.tbs[t];
+            let peer = program.gpus[g].threadblocks[tb]
+                .send
+                .expect("a sending step's threadblock has a send peer");
+            let (src, dst) = (ranks[g], ranks[peer]);
+            let bytes = trace.messages[m].count as f64 * chunk_bytes;
+            let deps: Vec<usize> = frontier[t].iter().map(|e| e.2).collect();
+            let ready = deps.iter().map(|&d| arrival[d]).max().unwrap_or(0);
+            let cost = topo
+                .link_between(src, dst)
+                .map_or(0, |l| topo.link(l).transfer_ps(bytes));
+            start[m] = ready.max(free[t]);
+            arrival[m] = start[m] + cost;
+            free[t] = arrival[m];
+            messages[m] = Message {
+                src,
+                dst,
+                bytes,
+                deps,
+            };
         }
         if is_source[gid] {
             at_signal.insert(gid, frontier[t].clone());
         }
     }
-    let mut order: Vec<usize> = (0..trace.messages.len()).collect();
-    order.sort_by_key(|&m| (trace.depth[trace.messages[m].from], trace.messages[m].from));
+    let mut order: Vec<usize> = (0..messages.len()).collect();
+    let from = |m: usize| trace.messages[m].from;
+    order.sort_by_key(|&m| (start[m], trace.depth[from(m)], from(m)));
     let mut position = vec![0; order.len()];
     for (i, &m) in order.iter().enumerate() {
         position[m] = i;
@@ -128,19 +170,11 @@ pub(crate) fn program_messages(
     order
         .iter()
         .map(|&m| {
-            let msg = &trace.messages[m];
-            let (t, _) = index.locate(msg.from);
-            let (g, tb) = index.tbs[t];
-            let peer = program.gpus[g].threadblocks[tb]
-                .send
-                .expect("a sending step's threadblock has a send peer");
-            let mut d: Vec<usize> = deps[m].iter().map(|&x| position[x]).collect();
-            d.sort_unstable();
+            let mut deps: Vec<usize> = messages[m].deps.iter().map(|&x| position[x]).collect();
+            deps.sort_unstable();
             Message {
-                src: ranks[g],
-                dst: ranks[peer],
-                bytes: msg.count as f64 * chunk_bytes,
-                deps: d,
+                deps,
+                ..messages[m].clone()
             }
         })
         .collect()

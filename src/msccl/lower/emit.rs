@@ -16,22 +16,26 @@ use crate::msccl::layout::Slot;
 use crate::msccl::{Buf, Instr, Layout};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// How transfers are spread over channels.
+/// How transfers are spread over channels and threadblocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Policy {
-    /// Channel = chunk mod n: a chunk keeps its channel along its path, so it can still
-    /// pass straight through.
-    ByChunk(usize),
-    /// Channel = (receiver - sender) mod ranks mod n: spreads a rank's peers.
-    ByPeer(usize),
+pub(super) struct Spread {
+    pub channels: usize,
+    pub split: Split,
+    /// Receive and send connections share threadblocks (as fused steps need); unpaired,
+    /// each connection has a threadblock of its own, half as many steps each.
+    pub paired: bool,
 }
 
-impl Policy {
-    pub fn channels(self) -> usize {
-        match self {
-            Policy::ByChunk(n) | Policy::ByPeer(n) => n,
-        }
-    }
+/// Which channel a transfer takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Split {
+    /// Chunk mod channels: a chunk keeps its channel along its path, so it can still pass
+    /// straight through.
+    Chunk,
+    /// Its turn on its link mod channels: a link's transfers alternate between channels.
+    Turn,
+    /// (receiver - sender) mod ranks mod channels: a rank's peers spread over channels.
+    Peer,
 }
 
 /// (sender rank, receiver rank, channel).
@@ -89,14 +93,26 @@ struct Emitter<'a> {
     scratch_of: HashMap<(usize, usize), usize>,
 }
 
-pub(super) fn plan(flow: &Flow, layout: &Layout, policy: Policy) -> Plan {
+pub(super) fn plan(flow: &Flow, layout: &Layout, spread: Spread) -> Plan {
     let ranks = layout.ranks();
+    let mut turns: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut turn = vec![0; flow.moves.len()];
+    for &(i, departs) in &flow.events {
+        if departs {
+            let m = &flow.moves[i];
+            let next = turns.entry((m.src, m.dst)).or_default();
+            turn[i] = *next;
+            *next += 1;
+        }
+    }
     let channel: Vec<usize> = flow
         .moves
         .iter()
-        .map(|m| match policy {
-            Policy::ByChunk(n) => m.chunk % n,
-            Policy::ByPeer(n) => (m.dst + ranks - m.src) % ranks % n,
+        .enumerate()
+        .map(|(i, m)| match spread.split {
+            Split::Chunk => m.chunk % spread.channels,
+            Split::Turn => turn[i] % spread.channels,
+            Split::Peer => (m.dst + ranks - m.src) % ranks % spread.channels,
         })
         .collect();
     let conn = |i: usize| -> Conn { (flow.moves[i].src, flow.moves[i].dst, channel[i]) };
@@ -124,7 +140,13 @@ pub(super) fn plan(flow: &Flow, layout: &Layout, policy: Policy) -> Plan {
     let mut tb_of_recv = HashMap::new();
     let mut local_tb = Vec::with_capacity(ranks);
     for rank in 0..ranks {
-        let pairs = pair_connections(&recvs[rank], &sends[rank], &through[rank]);
+        let pairs = if spread.paired {
+            pair_connections(&recvs[rank], &sends[rank], &through[rank])
+        } else {
+            let recv = recvs[rank].iter().map(|&r| (Some(r), None));
+            let send = sends[rank].iter().map(|&s| (None, Some(s)));
+            recv.chain(send).collect()
+        };
         let first = tbs.len();
         for (recv, send) in pairs {
             let id = tbs.len();

@@ -7,8 +7,9 @@
 //! than the schedule says; dependencies carry the data flow and protect overwritten slots.
 //! Partial sums that are not a rank's result go to scratch, never into its output.
 //!
-//! The lowering tries one channel first and spreads transfers over more channels (by
-//! chunk, then by peer) while a threadblock has too many steps or a channel too many
+//! The lowering tries one channel first, with receive and send connections sharing
+//! threadblocks, then one threadblock per connection, then more channels (transfers spread
+//! by chunk, then by peer) while a threadblock has too many steps or a channel too many
 //! threadblocks; any other broken limit, or one more channels cannot cure, is an error
 //! naming the limit and the figure.
 
@@ -22,7 +23,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::topology::Topology;
-use emit::Policy;
+use emit::{Split, Spread};
 use flow::Flow;
 
 /// Choices for the lowering.
@@ -139,20 +140,33 @@ fn lower_base(
     head: &Head,
 ) -> Result<Program> {
     let max_channels = options.limits.max_channels / options.instances;
-    let mut policies = vec![Policy::ByChunk(1)];
-    let mut n = 2;
-    while n <= max_channels {
-        policies.extend([Policy::ByChunk(n), Policy::ByPeer(n)]);
-        n *= 2;
+    let mut spreads = Vec::new();
+    let mut channels = 1;
+    while channels <= max_channels.max(1) {
+        let splits = if channels == 1 {
+            &[Split::Chunk][..]
+        } else {
+            &[Split::Turn, Split::Chunk, Split::Peer][..]
+        };
+        for &split in splits {
+            for paired in [true, false] {
+                spreads.push(Spread {
+                    channels,
+                    split,
+                    paired,
+                });
+            }
+        }
+        channels *= 2;
     }
     let mut last = None;
-    for policy in policies {
-        let plan = emit::plan(flow, layout, policy);
+    for spread in spreads {
+        let plan = emit::plan(flow, layout, spread);
         let gpus = build::build_gpus(&plan, layout)
             .map_err(|e| Error::Msccl(format!("cannot order the program's steps: {e}")))?;
-        let program = header(layout, head, policy.channels(), gpus);
+        let program = header(layout, head, spread.channels, gpus);
         let broken = limits::check(&program, &options.limits);
-        match broken.iter().find(|v| !v.kind.more_channels_help()) {
+        match broken.iter().find(|v| !v.kind.spreading_helps()) {
             Some(v) => {
                 return Err(Error::Msccl(format!(
                     "the program would break an executor limit: {}",
@@ -160,7 +174,7 @@ fn lower_base(
                 )))
             }
             None if broken.is_empty() => return Ok(program),
-            None => last = Some((policy.channels(), broken[0].message.clone())),
+            None => last = Some((spread.channels, broken[0].message.clone())),
         }
     }
     let (channels, message) = last.expect("at least one policy is tried");
