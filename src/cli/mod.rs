@@ -1,12 +1,12 @@
 //! The `tacos` command line: thin commands over the library's pipeline.
 
 mod bench;
+mod bench_lowering;
 mod bench_sim;
 mod compare;
 mod concurrent;
-mod simulate;
-mod bench_lowering;
 mod lowering;
+mod simulate;
 mod synth;
 mod topo;
 mod verify;
