@@ -479,3 +479,53 @@ fn program_attributes_follow_the_schedule() {
     assert!(program.inplace && !program.outofplace);
     assert!(program.name.starts_with("tacos-allreduce-ring"));
 }
+
+#[test]
+fn baseline_schedules_lower_to_correct_programs_that_time_like_them() {
+    use tacos::baselines::Baseline;
+    use tacos::sim::simulate_schedule;
+    let mut worst: (f64, String) = (0.0, String::new());
+    let mut cases = 0;
+    for spec_text in [
+        "ring:8",
+        "mesh:4x4",
+        "torus:4x4",
+        "fc:8",
+        "hypercube:4",
+        "preset:dgx1",
+    ] {
+        let t = topo(spec_text);
+        for baseline in Baseline::ALL {
+            for &kind in baseline.kinds() {
+                for k in [1, 2] {
+                    let root = kind.has_root().then_some(1);
+                    let c = Collective::over_all(&t, kind, root, k, 1 << 24).unwrap();
+                    let Ok(schedule) = baseline.schedule(&t, c.spec()) else {
+                        continue;
+                    };
+                    let program = lower(&schedule, &t, &LowerOptions::default())
+                        .unwrap_or_else(|e| panic!("{spec_text} {baseline} {kind}: {e}"));
+                    let report = verify(&program, &VerifyOptions::default());
+                    assert!(
+                        report.is_correct(),
+                        "{spec_text} {baseline} {kind}: {:#?}",
+                        report.problems
+                    );
+                    let sim =
+                        simulate_program_on(&t, &program, c.spec().size_bytes, c.npus()).unwrap();
+                    let base = simulate_schedule(&t, &schedule).unwrap();
+                    let ratio = sim.time_ps as f64 / base.time_ps as f64;
+                    cases += 1;
+                    if ratio > worst.0 {
+                        worst = (ratio, format!("{spec_text} {baseline} {kind} K={k}"));
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "{cases} baselines lowered; worst simulated XML / simulated schedule {:.4} ({})",
+        worst.0, worst.1
+    );
+    assert!(cases >= 100, "only {cases} cases");
+}

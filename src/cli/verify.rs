@@ -30,7 +30,8 @@ pub struct VerifyArgs {
     #[arg(short, long, value_parser = collective_kind)]
     pub collective: Option<CollectiveKind>,
     /// Root rank of a rooted collective (default: the one GPU that only sends, for
-    /// broadcast and scatter, or only receives, for reduce and gather)
+    /// broadcast and scatter, or only receives, for reduce and gather, else the first
+    /// rank for which the program is correct)
     #[arg(long)]
     pub root: Option<usize>,
     /// Print one JSON object instead of text

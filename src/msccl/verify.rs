@@ -26,7 +26,7 @@ pub struct VerifyOptions {
     /// The collective to check; by default the one the program declares.
     pub collective: Option<CollectiveKind>,
     /// The root rank of a rooted collective; by default the one GPU that only sends
-    /// (Broadcast, Scatter) or only receives (Reduce, Gather).
+    /// (Broadcast, Scatter) or only receives (Reduce, Gather), else the first that works.
     pub root: Option<usize>,
     /// Unreceived chunks a connection holds before its sender waits; by default what the
     /// executor's buffers hold for the program's protocol (`exec::buffered_chunks`).
@@ -107,6 +107,7 @@ impl VerifyReport {
 /// Problems listed per kind; the rest are only counted.
 const LISTED: usize = 20;
 
+#[derive(Default)]
 struct Problems {
     list: Vec<Problem>,
     per_kind: HashMap<ProblemKind, usize>,
@@ -132,12 +133,7 @@ impl Problems {
 
 /// Verifies `program`; never panics on a parsed program.
 pub fn verify(program: &Program, options: &VerifyOptions) -> VerifyReport {
-    let mut problems = Problems {
-        list: Vec::new(),
-        per_kind: HashMap::new(),
-        unlisted: 0,
-        context: "",
-    };
+    let mut problems = Problems::default();
     let kind = options.collective.or_else(|| program.collective_kind());
     let mut report = VerifyReport {
         collective: kind,
@@ -251,32 +247,45 @@ fn check_data(
     report: &mut VerifyReport,
     problems: &mut Problems,
 ) {
-    let ranks = program.gpus.len();
     let root = match (kind.has_root(), options.root) {
         (false, _) => None,
         (true, Some(r)) => Some(r),
-        (true, None) => match infer_root(program, kind) {
+        (true, None) => match infer_root(program, kind, trace) {
             Some(r) => Some(r),
             None => {
                 problems.add(
-                    ProblemKind::Structure,
-                    format!("cannot tell which GPU is the {kind} root; name it"),
+                    ProblemKind::Result,
+                    format!("no GPU works as the {kind} root (tried every one)"),
                 );
                 return;
             }
         },
     };
     report.root = root;
+    report.in_place_checked = check_layouts(program, kind, root, trace, problems);
+}
+
+/// Replays data for every layout the program declares, and checks races and results;
+/// returns the layouts checked (true: in place).
+fn check_layouts(
+    program: &Program,
+    kind: CollectiveKind,
+    root: Option<usize>,
+    trace: &Trace,
+    problems: &mut Problems,
+) -> Vec<bool> {
     let modes: Vec<bool> = [(program.inplace, true), (program.outofplace, false)]
         .into_iter()
         .filter_map(|(declared, in_place)| declared.then_some(in_place))
         .collect();
+    let mut checked = Vec::new();
     for &in_place in &modes {
         problems.context = match (modes.len(), in_place) {
             (1, _) => "",
             (_, true) => "in place: ",
             (_, false) => "out of place: ",
         };
+        let ranks = program.gpus.len();
         let layout = match Layout::new(kind, ranks, program.nchunksperloop, in_place, root) {
             Ok(l) => l,
             Err(e) => {
@@ -284,17 +293,20 @@ fn check_data(
                 continue;
             }
         };
-        report.in_place_checked.push(in_place);
+        checked.push(in_place);
         let accesses = Accesses::new(program, &layout, trace, problems);
         Replay::new(program, &layout, trace, &accesses, problems).run();
         find_races(program, trace, &accesses, problems);
     }
     problems.context = "";
+    checked
 }
 
-/// The only GPU that sends but never receives (Broadcast, Scatter) or receives but never
-/// sends (Reduce, Gather).
-fn infer_root(program: &Program, kind: CollectiveKind) -> Option<usize> {
+/// The root of a rooted collective: the only GPU that sends but never receives
+/// (Broadcast, Scatter) or receives but never sends (Reduce, Gather); failing that, the
+/// first GPU for which the program checks out (as when a Reduce is a Reduce-Scatter then a
+/// Gather, and the root sends too).
+fn infer_root(program: &Program, kind: CollectiveKind, trace: &Trace) -> Option<usize> {
     if program.gpus.len() == 1 {
         return Some(0);
     }
@@ -316,7 +328,14 @@ fn infer_root(program: &Program, kind: CollectiveKind) -> Option<usize> {
         })
         .map(|(r, _)| r)
         .collect();
-    (roots.len() == 1).then(|| roots[0])
+    if let [root] = roots[..] {
+        return Some(root);
+    }
+    (0..program.gpus.len()).find(|&root| {
+        let mut trial = Problems::default();
+        check_layouts(program, kind, Some(root), trace, &mut trial);
+        trial.list.is_empty() && trial.unlisted == 0
+    })
 }
 
 /// The slots each executed step reads and writes, resolved through the layout; steps

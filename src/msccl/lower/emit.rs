@@ -382,6 +382,8 @@ impl Emitter<'_> {
             (true, true, true) => Instr::RecvReduceCopySend,
             (true, true, false) => Instr::RecvReduceSend,
         };
+        // A fused step runs with its departure, after every arrival of that moment.
+        let key = fused.map_or(seq, |d| self.flow.moves[d].depart_seq);
         let op = self.push(OpPlan {
             rank: m.dst,
             tb: self.tb_of_recv[&a],
@@ -391,7 +393,7 @@ impl Emitter<'_> {
             recv: Some(a),
             send: fused,
             deps: Vec::new(),
-            key: (seq, 0),
+            key: (key, 0),
         });
         if let Some(b) = base {
             self.ops[op].src = self.read(op, b);

@@ -13,6 +13,7 @@ use crate::msccl::Layout;
 use crate::schedule::{Op, Schedule};
 use crate::topology::NpuId;
 use crate::units::{ps_to_us, Picos};
+use std::collections::HashMap;
 
 pub(super) type VersionId = usize;
 const NONE: usize = usize::MAX;
@@ -214,11 +215,18 @@ impl Flow {
     }
 
     /// An arrival fuses with the first departure of the value it created that leaves the
-    /// moment it arrives.
+    /// moment it arrives, if it is the last arrival of that moment on its link (a fused
+    /// step runs with the departures, after every arrival of its moment, and must not
+    /// overtake a message behind it on its connection).
     fn find_straight_through(&mut self) {
+        let mut last_arrival: HashMap<(usize, usize, Picos), usize> = HashMap::new();
+        for m in self.moves.iter().filter(|m| !m.dropped) {
+            let e = last_arrival.entry((m.src, m.dst, m.end_ps)).or_default();
+            *e = (*e).max(m.arrive_seq);
+        }
         self.straight_through = vec![None; self.moves.len()];
         for (a, m) in self.moves.iter().enumerate() {
-            if m.dropped {
+            if m.dropped || last_arrival[&(m.src, m.dst, m.end_ps)] != m.arrive_seq {
                 continue;
             }
             self.straight_through[a] =

@@ -17,6 +17,7 @@ mod build;
 mod emit;
 mod flow;
 
+use super::exec;
 use super::limits::{self, Limits};
 use super::{Buf, Layout, Program, Proto};
 use crate::collective::{Collective, CollectiveKind};
@@ -166,20 +167,36 @@ fn lower_base(
             .map_err(|e| Error::Msccl(format!("cannot order the program's steps: {e}")))?;
         let program = header(layout, head, spread.channels, gpus);
         let broken = limits::check(&program, &options.limits);
-        match broken.iter().find(|v| !v.kind.spreading_helps()) {
-            Some(v) => {
-                return Err(Error::Msccl(format!(
-                    "the program would break an executor limit: {}",
-                    v.message
-                )))
+        if let Some(v) = broken.iter().find(|v| !v.kind.spreading_helps()) {
+            return Err(Error::Msccl(format!(
+                "the program would break an executor limit: {}",
+                v.message
+            )));
+        }
+        if let Some(v) = broken.first() {
+            last = Some(format!(
+                "it breaks an executor limit even spread over {} channels: {}; use fewer chunks per NPU or fewer instances",
+                spread.channels, v.message
+            ));
+            continue;
+        }
+        // Threadblocks that both receive and send can wait on each other round a cycle
+        // when connections buffer less than the schedule keeps in flight; then the next
+        // arrangement (one threadblock per connection) is tried.
+        let trace = exec::run(&program, exec::buffered_chunks(program.proto));
+        match trace.deadlock {
+            None => return Ok(program),
+            Some(d) => {
+                last = Some(format!(
+                    "it would deadlock with the executor's {} buffers: {d}",
+                    program.proto
+                ))
             }
-            None if broken.is_empty() => return Ok(program),
-            None => last = Some((spread.channels, broken[0].message.clone())),
         }
     }
-    let (channels, message) = last.expect("at least one policy is tried");
     Err(Error::Msccl(format!(
-        "the program breaks an executor limit even spread over {channels} channels: {message}; use fewer chunks per NPU or fewer instances"
+        "cannot lower the schedule: {}",
+        last.expect("at least one arrangement is tried")
     )))
 }
 
