@@ -127,10 +127,6 @@ impl Layout {
         self.in_place
     }
 
-    pub fn root(&self) -> Option<usize> {
-        self.root
-    }
-
     /// Number of distinct chunks of the collective (chunk ids are 0..this).
     pub fn chunks(&self) -> usize {
         let (p, k) = (self.ranks, self.share);

@@ -18,7 +18,7 @@ mod emit;
 mod flow;
 
 use super::exec;
-use super::limits::{self, Limits};
+use super::limits::{self, LimitKind, Limits};
 use super::{Buf, Layout, Program, Proto};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
@@ -61,7 +61,7 @@ impl Default for LowerOptions {
 }
 
 /// Whether a collective runs in place unless told otherwise.
-pub fn default_in_place(kind: CollectiveKind) -> bool {
+fn default_in_place(kind: CollectiveKind) -> bool {
     matches!(
         kind,
         CollectiveKind::AllReduce | CollectiveKind::Broadcast | CollectiveKind::Reduce
@@ -140,64 +140,85 @@ fn lower_base(
     options: &LowerOptions,
     head: &Head,
 ) -> Result<Program> {
-    let max_channels = options.limits.max_channels / options.instances;
-    let mut spreads = Vec::new();
+    let max_channels = (options.limits.max_channels / options.instances).max(1);
+    let mut last = None;
+    // Whether some channel had too many threadblocks: then spreading by peer goes first.
+    let mut crowded = false;
     let mut channels = 1;
-    while channels <= max_channels.max(1) {
-        let splits = if channels == 1 {
-            &[Split::Chunk][..]
-        } else {
-            &[Split::Turn, Split::Chunk, Split::Peer][..]
+    while channels <= max_channels {
+        let splits = match (channels, crowded) {
+            (1, _) => &[Split::Chunk][..],
+            (_, true) => &[Split::Peer, Split::Turn, Split::Chunk][..],
+            (_, false) => &[Split::Turn, Split::Chunk, Split::Peer][..],
         };
         for &split in splits {
             for paired in [true, false] {
-                spreads.push(Spread {
+                let spread = Spread {
                     channels,
                     split,
                     paired,
-                });
+                };
+                match arrange(flow, layout, options, head, spread)? {
+                    Ok(program) => return Ok(program),
+                    Err((why, too_many_tbs)) => {
+                        crowded |= too_many_tbs;
+                        last = Some(why);
+                    }
+                }
             }
         }
         channels *= 2;
-    }
-    let mut last = None;
-    for spread in spreads {
-        let plan = emit::plan(flow, layout, spread);
-        let gpus = build::build_gpus(&plan, layout)
-            .map_err(|e| Error::Msccl(format!("cannot order the program's steps: {e}")))?;
-        let program = header(layout, head, spread.channels, gpus);
-        let broken = limits::check(&program, &options.limits);
-        if let Some(v) = broken.iter().find(|v| !v.kind.spreading_helps()) {
-            return Err(Error::Msccl(format!(
-                "the program would break an executor limit: {}",
-                v.message
-            )));
-        }
-        if let Some(v) = broken.first() {
-            last = Some(format!(
-                "it breaks an executor limit even spread over {} channels: {}; use fewer chunks per NPU or fewer instances",
-                spread.channels, v.message
-            ));
-            continue;
-        }
-        // Threadblocks that both receive and send can wait on each other round a cycle
-        // when connections buffer less than the schedule keeps in flight; then the next
-        // arrangement (one threadblock per connection) is tried.
-        let trace = exec::run(&program, exec::buffered_chunks(program.proto));
-        match trace.deadlock {
-            None => return Ok(program),
-            Some(d) => {
-                last = Some(format!(
-                    "it would deadlock with the executor's {} buffers: {d}",
-                    program.proto
-                ))
-            }
-        }
     }
     Err(Error::Msccl(format!(
         "cannot lower the schedule: {}",
         last.expect("at least one arrangement is tried")
     )))
+}
+
+/// One arrangement: the program, or why it does not do (and whether a channel had too
+/// many threadblocks); an error for a limit no arrangement can cure.
+fn arrange(
+    flow: &Flow,
+    layout: &Layout,
+    options: &LowerOptions,
+    head: &Head,
+    spread: Spread,
+) -> Result<Result<Program, (String, bool)>> {
+    let plan = emit::plan(flow, layout, spread);
+    let gpus = build::build_gpus(&plan, layout)
+        .map_err(|e| Error::Msccl(format!("cannot order the program's steps: {e}")))?;
+    let program = header(layout, head, spread.channels, gpus);
+    let broken = limits::check(&program, &options.limits);
+    if let Some(v) = broken.iter().find(|v| !v.kind.spreading_helps()) {
+        return Err(Error::Msccl(format!(
+            "the program would break an executor limit: {}",
+            v.message
+        )));
+    }
+    if let Some(v) = broken.first() {
+        let crowded = broken.iter().any(|v| v.kind == LimitKind::TbsPerChannel);
+        return Ok(Err((
+            format!(
+                "it breaks an executor limit even spread over {} channels: {}; use fewer chunks per NPU or fewer instances",
+                spread.channels, v.message
+            ),
+            crowded,
+        )));
+    }
+    // Threadblocks that both receive and send can wait on each other round a cycle when
+    // connections buffer less than the schedule keeps in flight; then the next
+    // arrangement (one threadblock per connection) is tried.
+    let trace = exec::run(&program, exec::buffered_chunks(program.proto));
+    Ok(match trace.deadlock {
+        None => Ok(program),
+        Some(d) => Err((
+            format!(
+                "it would deadlock with the executor's {} buffers: {d}",
+                program.proto
+            ),
+            false,
+        )),
+    })
 }
 
 fn header(layout: &Layout, head: &Head, channels: usize, gpus: Vec<super::Gpu>) -> Program {
