@@ -1,14 +1,14 @@
 //! `tacos bench --lowering`: how long turning a synthesized schedule into MSCCL XML takes
 //! (lowering, writing), and reading it back, verifying and simulating it, on 64-NPU cases.
 
-use super::bench::BenchArgs;
+use super::bench::{best_of, BenchArgs};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::Error;
 use crate::msccl::{lower, parse_program, simulate_program, verify, write_program};
 use crate::msccl::{LowerOptions, VerifyOptions};
 use crate::synth::{synthesize, SynthOptions};
 use crate::topology::{parse_spec, SpecDefaults};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// (topology, collective, chunks per NPU).
 const CASES: &[(&str, CollectiveKind, usize)] = &[
@@ -23,23 +23,8 @@ const CASES: &[(&str, CollectiveKind, usize)] = &[
 
 const SIZE: u64 = 1 << 30;
 
-/// Best time of `f` over repeated runs (at least 3, about 200 ms in all).
-fn best<T>(mut f: impl FnMut() -> T) -> (Duration, T) {
-    let mut best = Duration::MAX;
-    let mut total = Duration::ZERO;
-    let mut runs = 0;
-    loop {
-        let started = Instant::now();
-        let out = f();
-        let took = started.elapsed();
-        best = best.min(took);
-        total += took;
-        runs += 1;
-        if runs >= 3 && total > Duration::from_millis(200) {
-            return (best, out);
-        }
-    }
-}
+/// Time each measurement is repeated for, keeping the fastest run.
+const BUDGET: Duration = Duration::from_millis(200);
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -82,20 +67,19 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             Err(e) => return Err(e.into()),
         };
         let options = LowerOptions::default();
-        let (lower_t, program) = best(|| lower(&schedule, &topo, &options));
-        let program = program?;
-        let (write_t, text) = best(|| write_program(&program));
-        let (parse_t, parsed) = best(|| parse_program(&text, spec));
-        parsed?;
-        let (verify_t, report) = best(|| verify(&program, &VerifyOptions::default()));
+        let (lower_t, program) = best_of(BUDGET, || Ok(lower(&schedule, &topo, &options)?))?;
+        let (write_t, text) = best_of(BUDGET, || Ok(write_program(&program)))?;
+        let (parse_t, _) = best_of(BUDGET, || Ok(parse_program(&text, spec)?))?;
+        let (verify_t, report) =
+            best_of(BUDGET, || Ok(verify(&program, &VerifyOptions::default())))?;
         if !report.is_correct() {
             anyhow::bail!(
                 "{spec} {kind}: the lowered program fails verification: {}",
                 report.problems[0]
             );
         }
-        let (sim_t, sim) = best(|| simulate_program(&topo, &program, SIZE));
-        let ratio = sim?.time_ps as f64 / schedule.collective_time_ps() as f64;
+        let (sim_t, sim) = best_of(BUDGET, || Ok(simulate_program(&topo, &program, SIZE)?))?;
+        let ratio = sim.time_ps as f64 / schedule.collective_time_ps() as f64;
         let tbs: usize = program.gpus.iter().map(|g| g.threadblocks.len()).sum();
         if args.json {
             rows.push(serde_json::json!({
