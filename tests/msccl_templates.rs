@@ -7,17 +7,14 @@ use std::process::Command;
 use tacos::msccl::{read_program, verify, VerifyOptions};
 
 /// (file, `tacos synth` arguments). One line per template.
+#[rustfmt::skip]
 const TEMPLATES: &[(&str, &str)] = &[
     ("allgather-ring4.xml", "ring:4 -c allgather --size 1MiB"),
     ("allgather-mesh2x2.xml", "mesh:2x2 -c allgather --size 1MiB"),
-    (
-        "allgather-ring4-k2-inplace.xml",
-        "ring:4 -c allgather -k 2 --size 64KiB --placement in-place",
-    ),
-    (
-        "broadcast-ring4.xml",
-        "ring:4 -c broadcast -k 2 --size 1MiB",
-    ),
+    ("allgather-ring4-k2-inplace.xml", "ring:4 -c allgather -k 2 --size 64KiB --placement in-place"),
+    ("broadcast-ring4.xml", "ring:4 -c broadcast -k 2 --size 1MiB"),
+    ("allreduce-ring4.xml", "ring:4 -c allreduce --size 1MiB"),
+    ("allreduce-mesh2x2.xml", "mesh:2x2 -c allreduce --size 1MiB --placement out-of-place"),
 ];
 
 #[test]

@@ -3,7 +3,6 @@
 
 use super::bench::{best_of, BenchArgs};
 use crate::collective::{Collective, CollectiveKind};
-use crate::error::Error;
 use crate::msccl::{lower, parse_program, simulate_program, verify, write_program};
 use crate::msccl::{LowerOptions, VerifyOptions};
 use crate::synth::{synthesize, SynthOptions};
@@ -56,16 +55,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
         let topo = parse_spec(spec, &SpecDefaults::default())?;
         let collective = Collective::over_all(&topo, kind, None, k, SIZE)?;
-        let schedule = match synthesize(&topo, &collective, &SynthOptions { seed: args.seed }) {
-            Ok(s) => s,
-            Err(Error::Synthesis(m)) if m.contains("not synthesized yet") => {
-                if !args.json {
-                    println!("{spec:<12} {:<10} {m}", kind.name());
-                }
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let schedule = synthesize(&topo, &collective, &SynthOptions { seed: args.seed })?;
         let options = LowerOptions::default();
         let (lower_t, program) = best_of(BUDGET, || Ok(lower(&schedule, &topo, &options)?))?;
         let (write_t, text) = best_of(BUDGET, || Ok(write_program(&program)))?;
