@@ -64,7 +64,7 @@ impl LowerArgs {
             max_bytes: self.max_bytes,
             ..LowerOptions::default()
         };
-        let program = lower(schedule, topo, &options).context("cannot lower to MSCCL XML")?;
+        let program = lower(schedule, topo, &options)?;
         write_atomic(path, write_program(&program).as_bytes())
             .context("cannot write the MSCCL XML")?;
         Ok(Some((program, path)))

@@ -68,6 +68,9 @@ fn chunks_per_npu(s: &str) -> Result<ChunksPerNpu, String> {
 pub fn run(args: SynthArgs) -> anyhow::Result<()> {
     let topo = args.topology.topology()?;
     if args.npus.len() > 1 {
+        if args.msccl.xml.is_some() {
+            anyhow::bail!("--xml writes one collective; give --npus once");
+        }
         return super::concurrent::run(&args, &topo);
     }
     let npus = args
