@@ -183,3 +183,48 @@ fn an_unwritable_heat_map_path_fails_cleanly() {
     );
     assert_eq!(leftovers(&dir), vec!["taken.svg".to_string()]);
 }
+
+#[test]
+fn simulate_times_msccl_xml_like_the_schedule_it_was_lowered_from() {
+    let dir = scratch("xml");
+    let xml = dir.join("ar.xml");
+    let synth = ok_json(&[
+        "synth",
+        "torus:2x4",
+        "-c",
+        "allreduce",
+        "-s",
+        "8MiB",
+        "-k",
+        "2",
+        "--json",
+        "--xml",
+        xml.to_str().unwrap(),
+    ]);
+    let sim = ok_json(&[
+        "simulate",
+        "torus:2x4",
+        "--xml",
+        xml.to_str().unwrap(),
+        "-s",
+        "8MiB",
+        "--json",
+    ]);
+    assert_eq!(sim["collective"]["kind"], "allreduce");
+    let (synth_us, xml_us) = (
+        synth["collective_time_us"].as_f64().unwrap(),
+        sim["time_us"].as_f64().unwrap(),
+    );
+    // The lowering keeps the synthesized order on every link: the program can be no
+    // faster than the contention-free schedule and should lose at most 5% to it.
+    assert!(
+        xml_us >= synth_us * 0.999 && xml_us <= synth_us * 1.05,
+        "{xml_us} vs {synth_us}"
+    );
+
+    let broken = dir.join("broken.xml");
+    let text = std::fs::read_to_string(&xml).unwrap();
+    std::fs::write(&broken, text.replacen("type=\"rrcs\"", "type=\"rcs\"", 1)).unwrap();
+    let err = error_of(&["simulate", "torus:2x4", "--xml", broken.to_str().unwrap()]);
+    assert!(err.contains("is not a correct program"), "{err}");
+}

@@ -5,13 +5,14 @@ use super::{at_least_one, collective_kind, size, TopologyArgs};
 use crate::baselines::Baseline;
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
+use crate::msccl::{read_program, simulate_program, verify, VerifyOptions};
 use crate::schedule::{check, check_data_flow, Schedule};
-use crate::sim::{simulate_schedule, SimReport};
+use crate::sim::{simulate_schedule, SimReport, SimResult};
 use crate::topology::Topology;
 use crate::units::{format_size, ps_to_us};
 use anyhow::{bail, Context};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The collective every comparing command takes.
 #[derive(Debug, Args)]
@@ -90,13 +91,17 @@ pub struct SimulateArgs {
     pub json: bool,
 }
 
-/// What to simulate: exactly one of a schedule file and a baseline.
+/// What to simulate: exactly one of a schedule file, an MSCCL XML file and a baseline.
 #[derive(Debug, Args)]
 #[group(required = true, multiple = false)]
 pub struct AlgorithmArgs {
     /// A schedule file (from `tacos synth --out`) to simulate
     #[arg(long, value_name = "FILE")]
     pub schedule: Option<PathBuf>,
+    /// An MSCCL algorithm XML file (ours, msccl-tools' or hand-written) to verify and time,
+    /// rank r on the r-th NPU
+    #[arg(long, value_name = "FILE")]
+    pub xml: Option<PathBuf>,
     /// A baseline algorithm: ring, ring-uni, direct, rhd, dbt, hierarchical
     #[arg(long, value_name = "NAME", value_parser = baseline)]
     pub baseline: Option<Baseline>,
@@ -108,9 +113,18 @@ fn baseline(s: &str) -> Result<Baseline, String> {
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let topo = args.topology.topology()?;
-    let (schedule, algorithm, own_clock) = match (&args.algorithm.schedule, args.algorithm.baseline)
-    {
-        (Some(path), _) => {
+    let Simulated {
+        label: algorithm,
+        spec,
+        messages,
+        result,
+        own_clock,
+    } = match (
+        &args.algorithm.schedule,
+        &args.algorithm.xml,
+        args.algorithm.baseline,
+    ) {
+        (Some(path), ..) => {
             let schedule = Schedule::read(path)?;
             let file = path.display().to_string();
             args.collective.check_matches(&file, &schedule.collective)?;
@@ -118,17 +132,17 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("{file} does not fit {}", topo.name()))?;
             // A contention-free schedule has a clock worth showing next to the simulation.
             let own = check(&schedule, &topo).ok().map(|r| r.collective_time_ps);
-            (schedule, format!("schedule {file}"), own)
+            Simulated::schedule(&topo, schedule, format!("schedule {file}"), own)?
         }
-        (None, Some(b)) => {
+        (None, Some(path), _) => simulate_xml(&topo, path, &args.collective)?,
+        (None, None, Some(b)) => {
             let spec = args.collective.spec(&topo);
             let schedule = b.schedule(&topo, &spec)?;
-            (schedule, format!("baseline {b}"), None)
+            Simulated::schedule(&topo, schedule, format!("baseline {b}"), None)?
         }
-        (None, None) => bail!("give --schedule FILE or --baseline NAME"),
+        (None, None, None) => bail!("give --schedule FILE, --xml FILE or --baseline NAME"),
     };
-    let collective = Collective::new(&topo, schedule.collective.clone())?;
-    let result = simulate_schedule(&topo, &schedule)?;
+    let collective = Collective::new(&topo, spec)?;
     let report = SimReport::new(&topo, collective.spec(), &result);
     let bounds = Bounds::new(&topo, &collective);
     if args.json {
@@ -137,7 +151,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             "npus": collective.npus().len(),
             "algorithm": algorithm,
             "collective": collective.spec(),
-            "transfers": schedule.transfers.len(),
+            "transfers": messages,
             "time_us": ps_to_us(report.time_ps),
             "schedule_time_us": own_clock.map(ps_to_us),
             "algbw_gbps": report.algbw_gbps,
@@ -157,10 +171,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         topo.npus(),
         topo.links().len()
     );
-    println!(
-        "algorithm     {algorithm} ({} transfers)",
-        schedule.transfers.len()
-    );
+    println!("algorithm     {algorithm} ({messages} transfers)");
     println!(
         "collective    {} of {}, {} chunk{} per NPU",
         spec.kind,
@@ -197,6 +208,83 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// One algorithm's simulation, whatever it came from.
+struct Simulated {
+    label: String,
+    spec: CollectiveSpec,
+    /// Messages (schedule transfers, or the program's sends).
+    messages: usize,
+    result: SimResult,
+    /// The algorithm's own clock, where it has one worth showing.
+    own_clock: Option<u64>,
+}
+
+impl Simulated {
+    fn schedule(
+        topo: &Topology,
+        schedule: Schedule,
+        label: String,
+        own_clock: Option<u64>,
+    ) -> anyhow::Result<Simulated> {
+        Ok(Simulated {
+            label,
+            messages: schedule.transfers.len(),
+            result: simulate_schedule(topo, &schedule)?,
+            spec: schedule.collective,
+            own_clock,
+        })
+    }
+}
+
+/// An MSCCL program is verified first (timing a wrong program says nothing), then timed
+/// with the same alpha-beta rules as schedules.
+fn simulate_xml(
+    topo: &Topology,
+    path: &Path,
+    collective: &CollectiveArgs,
+) -> anyhow::Result<Simulated> {
+    let file = path.display().to_string();
+    let program = read_program(path)?;
+    let report = verify(
+        &program,
+        &VerifyOptions {
+            collective: collective.collective,
+            root: collective.root,
+            ..VerifyOptions::default()
+        },
+    );
+    if !report.is_correct() {
+        let first = report.problems.first().map_or(String::new(), |p| {
+            format!(": {} ({})", p.message, p.kind.name())
+        });
+        bail!("{file} is not a correct program{first}; `tacos verify {file}` lists every problem");
+    }
+    let kind = report
+        .collective
+        .or_else(|| program.collective_kind())
+        .with_context(|| format!("{file}: unknown collective '{}'", program.collective))?;
+    let size = collective.size.unwrap_or(1 << 30);
+    let result = simulate_program(topo, &program, size)?;
+    let npus = topo.alive_npus();
+    let spec = CollectiveSpec {
+        kind,
+        root: kind
+            .has_root()
+            .then(|| report.root.unwrap_or(0))
+            .map(|r| npus[r]),
+        npus,
+        chunks_per_npu: 1,
+        size_bytes: size,
+    };
+    Ok(Simulated {
+        label: format!("MSCCL program {file}"),
+        messages: result.messages.len(),
+        result,
+        spec,
+        own_clock: None,
+    })
 }
 
 /// A schedule file must be correct on the topology and send only over its links.
