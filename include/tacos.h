@@ -1,17 +1,72 @@
 /*
  * tacos.h: the C API of libtacos, the topology-aware collective algorithm synthesizer.
  *
- * Every function is safe to call from any thread and never aborts the host process.
+ * A topology is given as text: a builder spec ("mesh:4x4", "preset:dgx-a100,nodes=2",
+ * "rfs:2x4x8,bw=200:100:50"), the path of a topology JSON file, the path of an NCCL
+ * topology XML file ("nccl:/path/topo.xml,nodes=2"), or JSON text itself (starting with '{').
+ * A collective is named as on the command line: "allgather", "reducescatter", "allreduce",
+ * "broadcast", "reduce", "gather", "scatter", "alltoall". Sizes follow nccl-tests: the buffer
+ * every GPU ends with (the input for reducescatter).
+ *
+ * Functions returning int give 0 on success and -1 on failure; tacos_last_error() then says
+ * why. Every function is safe to call from any thread, never aborts the host process and
+ * never lets an error escape as anything but a return code.
  */
 #ifndef TACOS_H
 #define TACOS_H
+
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The library's version, e.g. "0.1.0". The string is owned by the library; do not free it. */
+/* The library's version, e.g. "0.1.0". Owned by the library; do not free it. */
 const char* tacos_version(void);
+
+/*
+ * Why the last failing call on this thread failed; "" when none has. Owned by the library
+ * and valid until the next call into it on this thread.
+ */
+const char* tacos_last_error(void);
+
+/* Frees a string the library returned (NULL is ignored). */
+void tacos_free_string(char* text);
+
+/* Choices for synthesis. Initialize with tacos_synth_options_init, then change fields. */
+typedef struct tacos_synth_options {
+  uint32_t struct_size;    /* set by tacos_synth_options_init; lets the struct grow */
+  uint32_t chunks_per_npu; /* K; 0 = try 1, 2, 4, 8 and keep the fastest */
+  uint64_t seed;           /* fixes every random choice */
+  int32_t root;            /* root NPU of rooted collectives; -1 = NPU 0 */
+  int32_t in_place;        /* 1 in place, 0 out of place, -1 the collective's usual */
+  const char* proto;       /* "Simple", "LL", "LL128"; NULL = LL up to 512 KiB, else Simple */
+  double bandwidth_gbps;   /* for links the topology leaves unspecified; 0 = 50 GB/s */
+  double latency_us;       /* likewise; negative = 0.5 us */
+} tacos_synth_options;
+
+/* Fills *options with the defaults described above. */
+void tacos_synth_options_init(tacos_synth_options* options);
+
+/*
+ * Synthesizes the collective on the topology, lowers it to MSCCL algorithm XML, verifies the
+ * program, and returns the XML in *xml_out (free it with tacos_free_string). options may be
+ * NULL for the defaults.
+ */
+int tacos_synthesize_xml(const char* topology, const char* collective, uint64_t size_bytes,
+                         const tacos_synth_options* options, char** xml_out);
+
+/* As tacos_synthesize_xml, writing the XML to path (through a temporary file and a rename). */
+int tacos_synthesize_xml_file(const char* topology, const char* collective, uint64_t size_bytes,
+                              const tacos_synth_options* options, const char* path);
+
+/*
+ * Verifies the MSCCL XML file at xml_path and times it on the topology (rank r on NPU r) for
+ * a collective of size_bytes with the congestion-aware alpha-beta model; *time_us gets the
+ * time in microseconds.
+ */
+int tacos_simulate_xml(const char* topology, const char* xml_path, uint64_t size_bytes,
+                       double* time_us);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,243 @@
+//! The project's own C API (`include/tacos.h`): synthesize an algorithm as MSCCL XML, and
+//! time an XML file on a topology. Every function returns 0 on success and -1 on failure,
+//! with the reason readable through `tacos_last_error`.
+
+use super::guard::{c_str, give_string, guard};
+use crate::collective::{CollectiveKind, CollectiveSpec};
+use crate::fsio::write_atomic;
+use crate::msccl::{
+    lower, read_program, simulate_program, verify, write_program, LowerOptions, Proto,
+    VerifyOptions,
+};
+use crate::synth::{synthesize_best_chunking, SynthOptions, AUTO_CHUNKS};
+use crate::topology::{file, parse_spec, SpecDefaults, Topology};
+use crate::units::ps_to_us;
+use std::ffi::{c_char, c_int};
+use std::path::Path;
+
+/// Mirrors `tacos_synth_options` in include/tacos.h.
+#[repr(C)]
+pub struct TacosSynthOptions {
+    pub struct_size: u32,
+    pub chunks_per_npu: u32,
+    pub seed: u64,
+    pub root: i32,
+    pub in_place: i32,
+    pub proto: *const c_char,
+    pub bandwidth_gbps: f64,
+    pub latency_us: f64,
+}
+
+/// What the options say once defaults are filled in.
+struct Options {
+    chunks: Vec<usize>,
+    seed: u64,
+    root: Option<usize>,
+    in_place: Option<bool>,
+    proto: Option<Proto>,
+    defaults: SpecDefaults,
+}
+
+impl Options {
+    /// # Safety
+    /// `raw` must be NULL or point to an initialized `tacos_synth_options` whose
+    /// `struct_size` says how much of it is valid.
+    unsafe fn read(raw: *const TacosSynthOptions) -> Result<Options, String> {
+        let mut o = Options {
+            chunks: AUTO_CHUNKS.to_vec(),
+            seed: 0,
+            root: None,
+            in_place: None,
+            proto: None,
+            defaults: SpecDefaults::default(),
+        };
+        if raw.is_null() {
+            return Ok(o);
+        }
+        let r = &*raw;
+        if (r.struct_size as usize) < std::mem::size_of::<TacosSynthOptions>() {
+            return Err(format!(
+                "options.struct_size is {}; call tacos_synth_options_init first (this library's struct is {} bytes)",
+                r.struct_size,
+                std::mem::size_of::<TacosSynthOptions>()
+            ));
+        }
+        if r.chunks_per_npu > 0 {
+            o.chunks = vec![r.chunks_per_npu as usize];
+        }
+        o.seed = r.seed;
+        o.root = usize::try_from(r.root).ok();
+        o.in_place = match r.in_place {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        };
+        if !r.proto.is_null() {
+            let name = c_str(r.proto, "options.proto")?;
+            o.proto = Some(name.parse().map_err(|e: crate::Error| e.to_string())?);
+        }
+        if r.bandwidth_gbps > 0.0 {
+            o.defaults.bandwidth_gbps = r.bandwidth_gbps;
+        }
+        if r.latency_us >= 0.0 && r.latency_us.is_finite() {
+            o.defaults.latency_us = r.latency_us;
+        }
+        Ok(o)
+    }
+}
+
+/// A topology given as JSON text, a JSON file, or a builder spec.
+fn topology(text: &str, defaults: &SpecDefaults) -> Result<Topology, String> {
+    let result = if text.trim_start().starts_with('{') {
+        file::parse(text, "topology JSON", defaults)
+    } else {
+        parse_spec(text, defaults)
+    };
+    result.map_err(|e| e.to_string())
+}
+
+/// Synthesizes, lowers and verifies; returns the XML text.
+fn synthesize_xml(
+    topology_text: &str,
+    collective: &str,
+    size_bytes: u64,
+    o: &Options,
+) -> Result<String, String> {
+    let topo = topology(topology_text, &o.defaults)?;
+    let kind: CollectiveKind = collective
+        .parse()
+        .map_err(|e: crate::Error| e.to_string())?;
+    let npus = topo.alive_npus();
+    let spec = CollectiveSpec {
+        kind,
+        root: kind.has_root().then(|| o.root.unwrap_or(0)),
+        npus,
+        chunks_per_npu: o.chunks[0],
+        size_bytes,
+    };
+    let best = synthesize_best_chunking(&topo, &spec, &o.chunks, &SynthOptions { seed: o.seed })
+        .map_err(|e| e.to_string())?;
+    let schedule = &best.synthesis.schedules[0];
+    let options = LowerOptions {
+        in_place: o.in_place,
+        proto: o.proto,
+        ..LowerOptions::default()
+    };
+    let program = lower(schedule, &topo, &options).map_err(|e| e.to_string())?;
+    let report = verify(&program, &VerifyOptions::default());
+    if let Some(problem) = report.problems.first() {
+        return Err(format!(
+            "the lowered program failed verification (please report): {}",
+            problem.message
+        ));
+    }
+    Ok(write_program(&program))
+}
+
+/// Fills `options` with the defaults: automatic chunks per NPU, seed 0, root 0, the
+/// collective's usual placement, protocol by size, 50 GB/s and 0.5 us links.
+///
+/// # Safety
+/// `options` must be NULL or point to writable memory for a `tacos_synth_options`.
+#[no_mangle]
+pub unsafe extern "C" fn tacos_synth_options_init(options: *mut TacosSynthOptions) {
+    if options.is_null() {
+        return;
+    }
+    options.write(TacosSynthOptions {
+        struct_size: std::mem::size_of::<TacosSynthOptions>() as u32,
+        chunks_per_npu: 0,
+        seed: 0,
+        root: -1,
+        in_place: -1,
+        proto: std::ptr::null(),
+        bandwidth_gbps: 0.0,
+        latency_us: -1.0,
+    });
+}
+
+/// Synthesizes `collective` of `size_bytes` on `topology` and returns verified MSCCL XML
+/// in `*xml_out` (free it with `tacos_free_string`).
+///
+/// # Safety
+/// Pointers must be NULL or valid as include/tacos.h describes.
+#[no_mangle]
+pub unsafe extern "C" fn tacos_synthesize_xml(
+    topology: *const c_char,
+    collective: *const c_char,
+    size_bytes: u64,
+    options: *const TacosSynthOptions,
+    xml_out: *mut *mut c_char,
+) -> c_int {
+    guard(-1, || {
+        if xml_out.is_null() {
+            return Err("xml_out is NULL".into());
+        }
+        let xml = synthesize_xml(
+            c_str(topology, "topology")?,
+            c_str(collective, "collective")?,
+            size_bytes,
+            &Options::read(options)?,
+        )?;
+        *xml_out = give_string(xml);
+        Ok(0)
+    })
+}
+
+/// As `tacos_synthesize_xml`, writing the XML to `path` (atomically).
+///
+/// # Safety
+/// Pointers must be NULL or valid as include/tacos.h describes.
+#[no_mangle]
+pub unsafe extern "C" fn tacos_synthesize_xml_file(
+    topology: *const c_char,
+    collective: *const c_char,
+    size_bytes: u64,
+    options: *const TacosSynthOptions,
+    path: *const c_char,
+) -> c_int {
+    guard(-1, || {
+        let path = c_str(path, "path")?;
+        let xml = synthesize_xml(
+            c_str(topology, "topology")?,
+            c_str(collective, "collective")?,
+            size_bytes,
+            &Options::read(options)?,
+        )?;
+        write_atomic(Path::new(path), xml.as_bytes()).map_err(|e| e.to_string())?;
+        Ok(0)
+    })
+}
+
+/// Verifies the MSCCL XML file at `xml_path` and times it on `topology` for a collective of
+/// `size_bytes`; the time in microseconds goes to `*time_us`.
+///
+/// # Safety
+/// Pointers must be NULL or valid as include/tacos.h describes.
+#[no_mangle]
+pub unsafe extern "C" fn tacos_simulate_xml(
+    topology_text: *const c_char,
+    xml_path: *const c_char,
+    size_bytes: u64,
+    time_us: *mut f64,
+) -> c_int {
+    guard(-1, || {
+        if time_us.is_null() {
+            return Err("time_us is NULL".into());
+        }
+        let topo = topology(c_str(topology_text, "topology")?, &SpecDefaults::default())?;
+        let program =
+            read_program(Path::new(c_str(xml_path, "xml_path")?)).map_err(|e| e.to_string())?;
+        let report = verify(&program, &VerifyOptions::default());
+        if let Some(problem) = report.problems.first() {
+            return Err(format!(
+                "{}: not a correct program: {}",
+                c_str(xml_path, "xml_path")?,
+                problem.message
+            ));
+        }
+        let sim = simulate_program(&topo, &program, size_bytes).map_err(|e| e.to_string())?;
+        *time_us = ps_to_us(sim.time_ps);
+        Ok(0)
+    })
+}
