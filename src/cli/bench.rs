@@ -32,6 +32,9 @@ pub struct BenchArgs {
     /// Time the simulator instead of the synthesizer
     #[arg(long)]
     pub sim: bool,
+    /// Time the NCCL tuner plugin's init and its per-collective lookup instead
+    #[arg(long, conflicts_with = "sim")]
+    pub tuner: bool,
 }
 
 /// (topology spec, chunks per NPU, synthesis time of the public C++ TACOS on this machine
@@ -56,6 +59,9 @@ const SIZE: u64 = 1 << 30;
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.sim {
         return super::bench_sim::run(&args);
+    }
+    if args.tuner {
+        return super::bench_tuner::run(&args);
     }
     let mut rows = Vec::new();
     if !args.json {

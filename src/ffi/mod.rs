@@ -14,6 +14,7 @@
 #[rustfmt::skip]
 pub mod abi;
 mod guard;
+pub mod tuner;
 
 pub use guard::{c_str, give_string, guard, set_last_error, tacos_free_string, tacos_last_error};
 
