@@ -17,6 +17,7 @@ pub mod schedule;
 pub mod sim;
 pub mod synth;
 pub mod topology;
+pub mod tuner;
 pub mod units;
 pub mod xmltree;
 

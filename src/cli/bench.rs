@@ -33,8 +33,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub sim: bool,
     /// Time lowering to MSCCL XML (and parsing, verifying, simulating it) instead of synthesis
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sim")]
     pub lowering: bool,
+    /// Time the NCCL tuner plugin's init and its per-collective lookup instead
+    #[arg(long, conflicts_with_all = ["sim", "lowering"])]
+    pub tuner: bool,
 }
 
 /// (topology spec, chunks per NPU, synthesis time of the public C++ TACOS on this machine
@@ -62,6 +65,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.lowering {
         return super::bench_lowering::run(&args);
+    }
+    if args.tuner {
+        return super::bench_tuner::run(&args);
     }
     let mut rows = Vec::new();
     if !args.json {

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_lowering;
 mod bench_sim;
+mod bench_tuner;
 mod compare;
 mod concurrent;
 mod lowering;
@@ -31,7 +32,8 @@ pub enum Command {
     Topo(topo::TopoCommand),
     /// Synthesize a collective algorithm for a topology.
     Synth(synth::SynthArgs),
-    /// Time synthesis (or with --sim the simulator) on standard topologies and print a table.
+    /// Time synthesis (or with --sim the simulator, --tuner the NCCL tuner plugin) on
+    /// standard topologies and print a table.
     Bench(bench::BenchArgs),
     /// Simulate a schedule file or a baseline with link contention.
     Simulate(simulate::SimulateArgs),

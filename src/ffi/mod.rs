@@ -15,6 +15,7 @@
 pub mod abi;
 mod api;
 mod guard;
+pub mod tuner;
 
 pub use api::{
     tacos_simulate_xml, tacos_synth_options_init, tacos_synthesize_xml, tacos_synthesize_xml_file,

@@ -1,0 +1,820 @@
+//! The NCCL tuner plugin: `ncclTunerPlugin_v2` to `ncclTunerPlugin_v6`, thin glue over the
+//! cost model in [`crate::tuner`]. NCCL loads `NCCL_TUNER_PLUGIN` and takes the newest
+//! symbol it knows.
+//!
+//! What keeps the host safe:
+//! - init always returns success, because NCCL fails the communicator when it does not.
+//!   When the plugin cannot help (no topology, a rank count that does not match it, bad
+//!   settings) it logs a warning and hands back a context that changes nothing;
+//! - getCollInfo always returns success (NCCL fails the collective otherwise), only reads
+//!   the precomputed decisions, and leaves NCCL's choice alone for null pointers, unknown
+//!   collectives, tables of implausible shape, or when NCCL prefers an algorithm the model
+//!   does not cover (CollNet, NVLS, PAT);
+//! - the cost table is one block of `numAlgo x numProto` floats passed as `float**`: it is
+//!   read as such, never as row pointers. The plugin lowers one entry to 0.0 (NCCL takes
+//!   the cheapest) and never touches a disabled (negative) entry: when its choice is
+//!   disabled it takes its next best that is enabled;
+//! - v2 sets the algorithm and protocol itself and cannot see what NCCL disabled, so it
+//!   only picks what NCCL runs everywhere (Ring, Tree for All-Reduce; LL or Simple), and
+//!   picks nothing when `NCCL_ALGO`/`NCCL_PROTO` is set or CollNet/NVLS is available;
+//! - `*nChannels` is written only when the model asks for fewer channels than fill the
+//!   GPU's links (mostly latency-bound sizes); NCCL starts it at 0, "NCCL decides";
+//! - every rank must see the same settings (the same `TACOS_TOPOLOGY` file on every node):
+//!   ranks that decide differently would run different algorithms for one collective;
+//! - every entry point runs inside [`guard`], so no panic crosses into NCCL; messages go
+//!   through NCCL's logger (format "%s", flags INIT|TUNING) when it is not null.
+
+use super::abi::{
+    ncclDebugLogLevel, ncclDebugLogger_t, ncclFunc_t, ncclNvlDomainInfo_v5_t, ncclResult_t,
+    ncclSuccess, ncclTunerConstants_v5_t, ncclTuner_v2_t, ncclTuner_v3_t, ncclTuner_v4_t,
+    ncclTuner_v5_t, ncclTuner_v6_t, NCCL_INIT, NCCL_LOG_INFO, NCCL_LOG_WARN, NCCL_TUNING,
+};
+use super::guard::{guard, tacos_last_error};
+use crate::tuner::{
+    Choice, Communicator, NcclConstants, NvlDomains, PluginEnv, Protocol, Tuner, TUNED,
+};
+use std::ffi::{c_int, c_ulong, c_void, CStr, CString};
+use std::time::Instant;
+
+const NAME: &CStr = c"TACOS";
+/// Tables larger than this are taken for garbage and left alone (NCCL's is 7 x 3).
+const MAX_TABLE_ALGORITHMS: usize = 64;
+const MAX_TABLE_PROTOCOLS: usize = 16;
+
+/// A plugin's table of entry points as NCCL reads it, shared with every thread.
+#[repr(transparent)]
+pub struct PluginTable<T>(pub T);
+
+// SAFETY: the tables hold a pointer to a static string and function pointers, and are never
+// written after they are built.
+unsafe impl<T> Sync for PluginTable<T> {}
+
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static ncclTunerPlugin_v2: PluginTable<ncclTuner_v2_t> = PluginTable(ncclTuner_v2_t {
+    name: NAME.as_ptr(),
+    init: Some(init_v2),
+    getCollInfo: Some(get_coll_info_v2),
+    destroy: Some(finalize),
+});
+
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static ncclTunerPlugin_v3: PluginTable<ncclTuner_v3_t> = PluginTable(ncclTuner_v3_t {
+    name: NAME.as_ptr(),
+    init: Some(init_v2),
+    getCollInfo: Some(get_coll_info_v3),
+    destroy: Some(finalize),
+});
+
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static ncclTunerPlugin_v4: PluginTable<ncclTuner_v4_t> = PluginTable(ncclTuner_v4_t {
+    name: NAME.as_ptr(),
+    init: Some(init_v2),
+    getCollInfo: Some(get_coll_info_v4),
+    destroy: Some(finalize),
+});
+
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static ncclTunerPlugin_v5: PluginTable<ncclTuner_v5_t> = PluginTable(ncclTuner_v5_t {
+    name: NAME.as_ptr(),
+    init: Some(init_v5),
+    getCollInfo: Some(get_coll_info_v4),
+    finalize: Some(finalize),
+});
+
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static ncclTunerPlugin_v6: PluginTable<ncclTuner_v6_t> = PluginTable(ncclTuner_v6_t {
+    name: NAME.as_ptr(),
+    init: Some(init_v5),
+    getCollInfo: Some(get_coll_info_v4),
+    finalize: Some(finalize),
+    getChunkSize: None,
+});
+
+/// One communicator's tuner: its decisions, or none when it cannot help.
+struct Context {
+    tuner: Option<Tuner>,
+    /// `NCCL_ALGO` or `NCCL_PROTO` is set: v2 leaves the choice to NCCL.
+    user_chose_algorithms: bool,
+}
+
+/// NCCL's logger, which may be null.
+#[derive(Clone, Copy)]
+struct Logger(ncclDebugLogger_t);
+
+impl Logger {
+    fn info(self, message: &str) {
+        self.log(NCCL_LOG_INFO, message);
+    }
+
+    fn warn(self, message: &str) {
+        self.log(NCCL_LOG_WARN, message);
+    }
+
+    fn log(self, level: ncclDebugLogLevel, message: &str) {
+        let Some(log) = self.0 else { return };
+        let text =
+            CString::new(format!("TACOS/Tuner: {message}").replace('\0', " ")).unwrap_or_default();
+        let flags = (NCCL_INIT | NCCL_TUNING) as c_ulong;
+        // SAFETY: NCCL's logger is printf-like; "%s" takes exactly the one C string given.
+        unsafe {
+            log(
+                level,
+                flags,
+                c"tacos/tuner".as_ptr(),
+                0,
+                c"%s".as_ptr(),
+                text.as_ptr(),
+            )
+        };
+    }
+}
+
+/// Builds a communicator's context; never fails (a context that changes nothing instead).
+fn start(
+    comm: Communicator,
+    nvl: Option<NvlDomains>,
+    env: crate::Result<PluginEnv>,
+    log: Logger,
+) -> Context {
+    let user_chose_algorithms = env.as_ref().is_ok_and(|e| e.user_chose_algorithms);
+    if comm.ranks < 2 {
+        log.info("a communicator of one rank has nothing to tune");
+        return Context {
+            tuner: None,
+            user_chose_algorithms,
+        };
+    }
+    let started = Instant::now();
+    let tuner = env.and_then(|env| Tuner::for_communicator(&env, &comm, nvl));
+    let tuner = match tuner {
+        Ok(tuner) => {
+            for w in tuner.warnings() {
+                log.warn(w);
+            }
+            log.info(&format!(
+                "{}; decisions in {:.1} ms",
+                tuner.description(),
+                started.elapsed().as_secs_f64() * 1e3
+            ));
+            for line in tuner.summary() {
+                log.info(&line);
+            }
+            Some(tuner)
+        }
+        Err(e) => {
+            log.warn(&format!("{e}; NCCL keeps its own choices"));
+            None
+        }
+    };
+    Context {
+        tuner,
+        user_chose_algorithms,
+    }
+}
+
+/// A context holding `tuner`, as init would make it (for benchmarks of the hot path); free
+/// it with the plugin's finalize.
+pub(crate) fn context_for(tuner: Tuner) -> *mut c_void {
+    let ctx = Context {
+        tuner: Some(tuner),
+        user_chose_algorithms: false,
+    };
+    Box::into_raw(Box::new(ctx)).cast()
+}
+
+/// Runs `start` for `context`, which is set to the new context, or to null if even that
+/// failed (every entry point takes null for "change nothing").
+unsafe fn init(context: *mut *mut c_void, log: Logger, start: impl FnOnce() -> Context) {
+    if context.is_null() {
+        log.warn("init was given no place for its context; NCCL keeps its own choices");
+        return;
+    }
+    *context = std::ptr::null_mut();
+    let built = guard(None, || Ok(Some(start())));
+    match built {
+        Some(ctx) => *context = Box::into_raw(Box::new(ctx)).cast(),
+        None => {
+            let why = CStr::from_ptr(tacos_last_error()).to_string_lossy();
+            log.warn(&format!("{why}; NCCL keeps its own choices"));
+        }
+    }
+}
+
+/// init of v2, v3 and v4.
+unsafe extern "C" fn init_v2(
+    n_ranks: usize,
+    n_nodes: usize,
+    log_function: ncclDebugLogger_t,
+    context: *mut *mut c_void,
+) -> ncclResult_t {
+    guard(ncclSuccess, || {
+        let log = Logger(log_function);
+        let comm = Communicator {
+            ranks: n_ranks,
+            nodes: n_nodes,
+            constants: None,
+        };
+        init(context, log, || {
+            start(comm, None, PluginEnv::from_process(), log)
+        });
+        Ok(ncclSuccess)
+    })
+}
+
+/// init of v5 and v6: also NVLink domains and NCCL's tuning constants.
+unsafe extern "C" fn init_v5(
+    context: *mut *mut c_void,
+    _comm_id: u64,
+    n_ranks: usize,
+    n_nodes: usize,
+    log_function: ncclDebugLogger_t,
+    nvl_domain_info: *mut ncclNvlDomainInfo_v5_t,
+    constants: *mut ncclTunerConstants_v5_t,
+) -> ncclResult_t {
+    guard(ncclSuccess, || {
+        let log = Logger(log_function);
+        let nvl = nvl_domain_info.as_ref().and_then(|d| {
+            Some(NvlDomains {
+                domains: usize::try_from(d.nNvlDomains).ok()?,
+                min_ranks: usize::try_from(d.minRanksPerNvlDomain).ok()?,
+                max_ranks: usize::try_from(d.maxRanksPerNvlDomain).ok()?,
+            })
+        });
+        let comm = Communicator {
+            ranks: n_ranks,
+            nodes: n_nodes,
+            constants: constants.as_ref().map(from_nccl),
+        };
+        init(context, log, || {
+            start(comm, nvl, PluginEnv::from_process(), log)
+        });
+        Ok(ncclSuccess)
+    })
+}
+
+fn from_nccl(c: &ncclTunerConstants_v5_t) -> NcclConstants {
+    NcclConstants {
+        base_latency_us: c.baseLatencies,
+        hw_latency_us: c.hwLatencies,
+        ll_max_gbps: c.llMaxBws,
+        per_channel_ring_ll128_gbps: c.perChMaxRingLL128Bws,
+        per_channel_tree_ll128_gbps: c.perChMaxTreeLL128Bws,
+        per_channel_tree_gbps: c.perChMaxTreeBws,
+    }
+}
+
+/// destroy (v2-v4) and finalize (v5, v6).
+unsafe extern "C" fn finalize(context: *mut c_void) -> ncclResult_t {
+    guard(ncclSuccess, || {
+        if !context.is_null() {
+            drop(Box::from_raw(context.cast::<Context>()));
+        }
+        Ok(ncclSuccess)
+    })
+}
+
+/// The context behind NCCL's pointer, if any.
+unsafe fn context<'a>(context: *mut c_void) -> Option<&'a Context> {
+    context.cast::<Context>().as_ref()
+}
+
+/// The model's choices for an NCCL collective and size, fastest first; none for
+/// collectives it does not tune or when it cannot help.
+fn choices(ctx: &Context, coll_type: ncclFunc_t, n_bytes: usize) -> &[Choice] {
+    let (Some(tuner), Some(&kind)) = (&ctx.tuner, TUNED.get(coll_type as usize)) else {
+        return &[];
+    };
+    tuner.choices(kind, n_bytes as u64)
+}
+
+/// Writes the choice's channel count where it has one.
+unsafe fn set_channels(choice: &Choice, n_channels: *mut c_int) {
+    if let (Some(n), Some(out)) = (choice.channels, n_channels.as_mut()) {
+        *out = n as c_int;
+    }
+}
+
+unsafe extern "C" fn get_coll_info_v2(
+    context: *mut c_void,
+    coll_type: ncclFunc_t,
+    n_bytes: usize,
+    coll_net_support: c_int,
+    nvls_support: c_int,
+    _num_pipe_ops: c_int,
+    algorithm: *mut c_int,
+    protocol: *mut c_int,
+    n_channels: *mut c_int,
+) -> ncclResult_t {
+    guard(ncclSuccess, || {
+        let Some(ctx) = self::context(context) else {
+            return Ok(ncclSuccess);
+        };
+        if ctx.user_chose_algorithms || coll_net_support != 0 || nvls_support != 0 {
+            return Ok(ncclSuccess);
+        }
+        let (Some(algorithm), Some(protocol)) = (algorithm.as_mut(), protocol.as_mut()) else {
+            return Ok(ncclSuccess);
+        };
+        let everywhere = choices(ctx, coll_type, n_bytes)
+            .iter()
+            .find(|c| c.protocol != Protocol::Ll128);
+        if let Some(choice) = everywhere {
+            *algorithm = choice.algorithm.index() as c_int;
+            *protocol = choice.protocol.index() as c_int;
+            set_channels(choice, n_channels);
+        }
+        Ok(ncclSuccess)
+    })
+}
+
+unsafe extern "C" fn get_coll_info_v3(
+    context: *mut c_void,
+    coll_type: ncclFunc_t,
+    n_bytes: usize,
+    _num_pipe_ops: c_int,
+    coll_cost_table: *mut *mut f32,
+    num_algo: c_int,
+    num_proto: c_int,
+    n_channels: *mut c_int,
+) -> ncclResult_t {
+    steer(
+        context,
+        coll_type,
+        n_bytes,
+        coll_cost_table,
+        num_algo,
+        num_proto,
+        n_channels,
+    )
+}
+
+/// getCollInfo of v4, v5 and v6 (v3's with `regBuff`).
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn get_coll_info_v4(
+    context: *mut c_void,
+    coll_type: ncclFunc_t,
+    n_bytes: usize,
+    _num_pipe_ops: c_int,
+    coll_cost_table: *mut *mut f32,
+    num_algo: c_int,
+    num_proto: c_int,
+    _reg_buff: c_int,
+    n_channels: *mut c_int,
+) -> ncclResult_t {
+    steer(
+        context,
+        coll_type,
+        n_bytes,
+        coll_cost_table,
+        num_algo,
+        num_proto,
+        n_channels,
+    )
+}
+
+/// Lowers the cost of the model's choice in NCCL's table.
+unsafe fn steer(
+    context: *mut c_void,
+    coll_type: ncclFunc_t,
+    n_bytes: usize,
+    table: *mut *mut f32,
+    num_algo: c_int,
+    num_proto: c_int,
+    n_channels: *mut c_int,
+) -> ncclResult_t {
+    guard(ncclSuccess, || {
+        let Some(ctx) = self::context(context) else {
+            return Ok(ncclSuccess);
+        };
+        let choices = choices(ctx, coll_type, n_bytes);
+        if choices.is_empty() {
+            return Ok(ncclSuccess);
+        }
+        if let Some(mut table) = CostTable::from_raw(table, num_algo, num_proto) {
+            if let Some(choice) = table.steer(choices) {
+                set_channels(choice, n_channels);
+            }
+        }
+        Ok(ncclSuccess)
+    })
+}
+
+/// NCCL's cost table: one block of `algorithms x protocols` floats, microseconds; entries
+/// below zero (NCCL writes -1.0) are disabled.
+struct CostTable<'a> {
+    costs: &'a mut [f32],
+    protocols: usize,
+}
+
+impl CostTable<'_> {
+    /// The table behind NCCL's `float**`, if its shape is plausible and it is aligned.
+    unsafe fn from_raw<'a>(
+        table: *mut *mut f32,
+        algorithms: c_int,
+        protocols: c_int,
+    ) -> Option<CostTable<'a>> {
+        let algorithms = usize::try_from(algorithms)
+            .ok()
+            .filter(|a| (1..=MAX_TABLE_ALGORITHMS).contains(a))?;
+        let protocols = usize::try_from(protocols)
+            .ok()
+            .filter(|p| (1..=MAX_TABLE_PROTOCOLS).contains(p))?;
+        let first = table.cast::<f32>();
+        if first.is_null() || !first.is_aligned() {
+            return None;
+        }
+        Some(CostTable {
+            costs: std::slice::from_raw_parts_mut(first, algorithms * protocols),
+            protocols,
+        })
+    }
+
+    /// Index of entry (algorithm, protocol) when it exists and is enabled.
+    fn enabled(&self, algorithm: usize, protocol: usize) -> Option<usize> {
+        let i = algorithm * self.protocols + protocol;
+        (protocol < self.protocols && self.costs.get(i).is_some_and(|&c| c >= 0.0)).then_some(i)
+    }
+
+    /// The algorithm NCCL would take: its cheapest enabled entry, the first on ties.
+    fn nccl_algorithm(&self) -> Option<usize> {
+        let mut best: Option<(usize, f32)> = None;
+        for (i, &c) in self.costs.iter().enumerate() {
+            if c >= 0.0 && best.map_or(true, |(_, b)| c < b) {
+                best = Some((i, c));
+            }
+        }
+        best.map(|(i, _)| i / self.protocols)
+    }
+
+    /// Lowers the first enabled one of `choices` to 0.0 and returns it, unless NCCL would
+    /// take an algorithm the model does not cover.
+    fn steer<'c>(&mut self, choices: &'c [Choice]) -> Option<&'c Choice> {
+        let nccl = self.nccl_algorithm()?;
+        if !choices.iter().any(|c| c.algorithm.index() == nccl) {
+            return None;
+        }
+        let (choice, i) = choices.iter().find_map(|c| {
+            self.enabled(c.algorithm.index(), c.protocol.index())
+                .map(|i| (c, i))
+        })?;
+        self.costs[i] = 0.0;
+        Some(choice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::abi::{ncclFuncAllGather, ncclFuncAllReduce, ncclFuncRecv};
+    use std::ptr::null_mut;
+
+    const DISABLED: f32 = -1.0;
+    const MAX_CHANNELS_ASKED: c_int = crate::tuner::MAX_CHANNELS as c_int;
+
+    /// A context for a 2-node DGX A100 communicator (16 ranks), or one for a communicator
+    /// the topology does not fit.
+    fn context(ranks: usize, nodes: usize) -> Box<Context> {
+        let env = PluginEnv {
+            topology: Some("preset:dgx-a100,nodes=2".into()),
+            ..PluginEnv::default()
+        };
+        let comm = Communicator {
+            ranks,
+            nodes,
+            constants: None,
+        };
+        Box::new(start(comm, None, Ok(env), Logger(None)))
+    }
+
+    /// A table as NCCL builds it for `coll` (7 x 3): Tree/Ring entries 100 us, Tree
+    /// disabled except for All-Reduce, CollNet/NVLS/PAT disabled.
+    fn table(coll: ncclFunc_t) -> Vec<f32> {
+        let mut t = vec![100.0; 21];
+        t[6..].fill(DISABLED);
+        if coll != ncclFuncAllReduce {
+            t[..3].fill(DISABLED);
+        }
+        t
+    }
+
+    unsafe fn call_v4(
+        ctx: *mut c_void,
+        coll: ncclFunc_t,
+        bytes: usize,
+        t: &mut [f32],
+        algos: c_int,
+        protos: c_int,
+        channels: &mut c_int,
+    ) -> ncclResult_t {
+        let get = ncclTunerPlugin_v4.0.getCollInfo.unwrap();
+        get(
+            ctx,
+            coll,
+            bytes,
+            1,
+            t.as_mut_ptr().cast(),
+            algos,
+            protos,
+            0,
+            channels,
+        )
+    }
+
+    fn lowered(before: &[f32], after: &[f32]) -> Vec<usize> {
+        (0..before.len())
+            .filter(|&i| before[i] != after[i])
+            .collect()
+    }
+
+    #[test]
+    fn one_entry_is_lowered_and_disabled_ones_stay() {
+        let mut ctx = context(16, 2);
+        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        for coll in 0..5 {
+            for bytes in [0, 8, 1 << 20, 1 << 30, usize::MAX] {
+                let mut t = table(coll);
+                // As NCCL_PROTO=^LL would: LL disabled for Tree and Ring.
+                t[0] = DISABLED;
+                t[3] = DISABLED;
+                let before = t.clone();
+                let mut channels = 0;
+                assert_eq!(
+                    unsafe { call_v4(ptr, coll, bytes, &mut t, 7, 3, &mut channels) },
+                    ncclSuccess
+                );
+                let changed = lowered(&before, &t);
+                assert_eq!(changed.len(), 1, "coll {coll}, {bytes} B: {t:?}");
+                let i = changed[0];
+                assert!(before[i] >= 0.0 && t[i] == 0.0, "entry {i}");
+                assert!(i < 6 && i % 3 != 0, "entry {i} is Tree/Ring and not LL");
+                assert!((0..=MAX_CHANNELS_ASKED).contains(&channels));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_arguments_change_nothing() {
+        let mut ctx = context(16, 2);
+        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let get = ncclTunerPlugin_v4.0.getCollInfo.unwrap();
+        let mut channels = 0;
+        for (coll, algos, protos) in [
+            (ncclFuncRecv, 7, 3),
+            (99, 7, 3),
+            (u32::MAX, 7, 3),
+            (ncclFuncAllReduce, 0, 3),
+            (ncclFuncAllReduce, -1, 3),
+            (ncclFuncAllReduce, 7, 0),
+            (ncclFuncAllReduce, 7, -5),
+            (ncclFuncAllReduce, 1000, 3),
+            (ncclFuncAllReduce, 7, 1000),
+        ] {
+            let mut t = table(ncclFuncAllReduce);
+            let before = t.clone();
+            assert_eq!(
+                unsafe { call_v4(ptr, coll, 8, &mut t, algos, protos, &mut channels) },
+                ncclSuccess
+            );
+            assert_eq!(t, before, "coll {coll}, {algos} x {protos}");
+        }
+        assert_eq!(channels, 0);
+        let mut t = table(ncclFuncAllReduce);
+        let before = t.clone();
+        unsafe {
+            assert_eq!(
+                get(
+                    null_mut(),
+                    ncclFuncAllReduce,
+                    8,
+                    1,
+                    t.as_mut_ptr().cast(),
+                    7,
+                    3,
+                    0,
+                    &mut channels
+                ),
+                ncclSuccess
+            );
+            assert_eq!(
+                get(
+                    ptr,
+                    ncclFuncAllReduce,
+                    8,
+                    1,
+                    null_mut(),
+                    7,
+                    3,
+                    0,
+                    &mut channels
+                ),
+                ncclSuccess
+            );
+            // A null channel count still lets the table be steered.
+            assert_eq!(
+                get(
+                    ptr,
+                    ncclFuncAllReduce,
+                    8,
+                    1,
+                    t.as_mut_ptr().cast(),
+                    7,
+                    3,
+                    0,
+                    null_mut()
+                ),
+                ncclSuccess
+            );
+        }
+        assert_eq!(lowered(&before, &t).len(), 1);
+        // A misaligned table is left alone.
+        let mut raw = vec![0u8; 4 * 22];
+        let misaligned = unsafe { raw.as_mut_ptr().add(1) };
+        let r = unsafe {
+            get(
+                ptr,
+                ncclFuncAllReduce,
+                8,
+                1,
+                misaligned.cast(),
+                7,
+                3,
+                0,
+                &mut channels,
+            )
+        };
+        assert_eq!(r, ncclSuccess);
+        assert!(raw.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn odd_table_shapes_are_read_as_one_block() {
+        let mut ctx = context(16, 2);
+        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let mut channels = 0;
+        // 2 x 3 (Tree and Ring only), guards after it.
+        let d = DISABLED;
+        let mut t = vec![d, d, d, 100.0, 100.0, 100.0, 7.0, 7.0];
+        unsafe { call_v4(ptr, ncclFuncAllGather, 8, &mut t, 2, 3, &mut channels) };
+        assert_eq!(t, [d, d, d, 0.0, 100.0, 100.0, 7.0, 7.0], "Ring/LL at 8 B");
+        // 7 x 2 (no Simple column): at 4 GiB the fastest entry there is, Ring/LL128 (the
+        // protocol with the larger share of link speed), is (1, 1).
+        let mut t = vec![d, d, 100.0, 100.0];
+        t.extend([d; 10]);
+        t.extend([7.0, 7.0]);
+        let before = t.clone();
+        unsafe { call_v4(ptr, ncclFuncAllGather, 4 << 30, &mut t, 7, 2, &mut channels) };
+        assert_eq!(lowered(&before, &t), vec![3]);
+        // 1 x 1: NCCL's only entry is Tree/LL, which All-Gather cannot take.
+        let mut t = vec![100.0, 7.0];
+        unsafe { call_v4(ptr, ncclFuncAllGather, 8, &mut t, 1, 1, &mut channels) };
+        assert_eq!(t, [100.0, 7.0]);
+    }
+
+    #[test]
+    fn algorithms_the_model_does_not_cover_keep_their_place() {
+        let mut ctx = context(16, 2);
+        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let mut t = table(ncclFuncAllReduce);
+        t[4 * 3 + 2] = 5.0; // NVLS/Simple enabled and NCCL's cheapest
+        let before = t.clone();
+        let mut channels = 0;
+        unsafe { call_v4(ptr, ncclFuncAllReduce, 1 << 30, &mut t, 7, 3, &mut channels) };
+        assert_eq!(t, before);
+        // Everything Tree/Ring disabled: nothing to steer to.
+        let mut t = table(ncclFuncAllReduce);
+        t[..6].fill(DISABLED);
+        t[6 * 3 + 2] = 50.0; // PAT
+        let before = t.clone();
+        unsafe { call_v4(ptr, ncclFuncAllGather, 1 << 30, &mut t, 7, 3, &mut channels) };
+        assert_eq!(t, before);
+    }
+
+    #[test]
+    fn v2_picks_only_what_nccl_runs_everywhere() {
+        let mut ctx = context(16, 2);
+        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let get = ncclTunerPlugin_v2.0.getCollInfo.unwrap();
+        for coll in 0..5 {
+            for bytes in [0, 8, 1 << 16, 1 << 20, 1 << 24, 1 << 30] {
+                let (mut algo, mut proto, mut channels) = (-1, -1, 0);
+                unsafe {
+                    get(
+                        ptr,
+                        coll,
+                        bytes,
+                        0,
+                        0,
+                        1,
+                        &mut algo,
+                        &mut proto,
+                        &mut channels,
+                    )
+                };
+                assert!(
+                    algo == 1 || (algo == 0 && coll == ncclFuncAllReduce),
+                    "{coll} {bytes}: {algo}"
+                );
+                assert!(proto == 0 || proto == 2, "{coll} {bytes}: protocol {proto}");
+                assert!((0..=MAX_CHANNELS_ASKED).contains(&channels));
+            }
+        }
+        // NVLS or CollNet available, unknown collectives, null outputs: nothing set.
+        for (coll, collnet, nvls) in [
+            (ncclFuncAllReduce, 1, 0),
+            (ncclFuncAllReduce, 0, 1),
+            (ncclFuncRecv, 0, 0),
+            (1234, 0, 0),
+        ] {
+            let (mut algo, mut proto, mut channels) = (-1, -1, 0);
+            unsafe {
+                get(
+                    ptr,
+                    coll,
+                    8,
+                    collnet,
+                    nvls,
+                    1,
+                    &mut algo,
+                    &mut proto,
+                    &mut channels,
+                )
+            };
+            assert_eq!((algo, proto, channels), (-1, -1, 0));
+        }
+        let mut algo = -1;
+        unsafe {
+            get(
+                ptr,
+                ncclFuncAllReduce,
+                8,
+                0,
+                0,
+                1,
+                &mut algo,
+                null_mut(),
+                null_mut(),
+            )
+        };
+        assert_eq!(algo, -1);
+        ctx.user_chose_algorithms = true;
+        let (mut algo, mut proto) = (-1, -1);
+        unsafe {
+            get(
+                ptr,
+                ncclFuncAllReduce,
+                8,
+                0,
+                0,
+                1,
+                &mut algo,
+                &mut proto,
+                null_mut(),
+            )
+        };
+        assert_eq!((algo, proto), (-1, -1));
+    }
+
+    #[test]
+    fn contexts_that_cannot_help_change_nothing() {
+        // 8 ranks on a 16-NPU topology.
+        let mut ctx = context(8, 1);
+        assert!(ctx.tuner.is_none());
+        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let mut t = table(ncclFuncAllReduce);
+        let before = t.clone();
+        let mut channels = 0;
+        unsafe { call_v4(ptr, ncclFuncAllReduce, 8, &mut t, 7, 3, &mut channels) };
+        assert_eq!((t, channels), (before, 0));
+        assert!(context(1, 1).tuner.is_none());
+        // Settings that do not parse: a context all the same.
+        let comm = Communicator {
+            ranks: 16,
+            nodes: 2,
+            constants: None,
+        };
+        let bad = Err(crate::Error::Spec("TACOS_NIC_GBPS='x'".into()));
+        assert!(start(comm, None, bad, Logger(None)).tuner.is_none());
+    }
+
+    #[test]
+    fn init_and_finalize_take_null_pointers() {
+        unsafe {
+            let init = ncclTunerPlugin_v5.0.init.unwrap();
+            assert_eq!(
+                init(null_mut(), 0, 16, 2, None, null_mut(), null_mut()),
+                ncclSuccess
+            );
+            let init = ncclTunerPlugin_v2.0.init.unwrap();
+            assert_eq!(init(16, 2, None, null_mut()), ncclSuccess);
+            assert_eq!(finalize(null_mut()), ncclSuccess);
+        }
+        assert!(ncclTunerPlugin_v6.0.getChunkSize.is_none());
+        let name = unsafe { CStr::from_ptr(ncclTunerPlugin_v3.0.name) };
+        assert_eq!(name, NAME);
+    }
+}

@@ -1,0 +1,281 @@
+//! The topology a plugin works on, from what the environment and the host say:
+//!
+//! 1. `TACOS_TOPOLOGY`: a topology spec or file, as the command line takes it;
+//! 2. else `NCCL_TOPO_FILE`: NCCL's topology XML for one node, repeated over the
+//!    communicator's nodes, with `TACOS_NIC_GBPS`, `TACOS_NVSWITCH_GBPS` and
+//!    `TACOS_NVLINK_GBPS` filling in what the file lacks;
+//! 3. else a generic cluster: an NVSwitch per NVLink domain (the host's NVLink domain
+//!    information where it is uniform, else ranks / nodes), one NIC per GPU on rails across
+//!    domains, link speeds from `TACOS_NVSWITCH_GBPS` and `TACOS_NIC_GBPS` or the GPU
+//!    generation's usual figures (`TACOS_GPU_ARCH`, default hopper).
+//!
+//! Rank r is NPU r: clusters are numbered node by node, as NCCL numbers ranks when
+//! launchers place them node by node.
+
+use super::constants::GpuArch;
+use crate::error::{Error, Result};
+use crate::topology::nccl_xml::{self, NcclImportOptions};
+use crate::topology::{compose, parse_spec_with_warnings, Dim, DimKind, SpecDefaults, Topology};
+use std::path::Path;
+
+/// GPU generation assumed when `TACOS_GPU_ARCH` is not set.
+pub const DEFAULT_GPU: GpuArch = GpuArch::Hopper;
+
+/// Latencies of the generic cluster's links, microseconds (as the presets).
+const NVLINK_US: f64 = 0.7;
+const NIC_US: f64 = 2.0;
+
+/// The environment variables the plugins read, parsed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PluginEnv {
+    /// `TACOS_TOPOLOGY`.
+    pub topology: Option<String>,
+    /// `NCCL_TOPO_FILE`.
+    pub nccl_topo_file: Option<String>,
+    /// `TACOS_NIC_GBPS`: GB/s per NIC.
+    pub nic_gbps: Option<f64>,
+    /// `TACOS_NVSWITCH_GBPS`: GB/s per GPU into its NVSwitch.
+    pub nvswitch_gbps: Option<f64>,
+    /// `TACOS_NVLINK_GBPS`: GB/s per NVLink (NCCL topology files only).
+    pub nvlink_gbps: Option<f64>,
+    /// `TACOS_GPU_ARCH`.
+    pub gpu: Option<GpuArch>,
+    /// `NCCL_ALGO` or `NCCL_PROTO` is set: the user chose NCCL's algorithms.
+    pub user_chose_algorithms: bool,
+}
+
+impl PluginEnv {
+    /// Reads the variables through `lookup` (the process environment in the plugins); an
+    /// empty value counts as unset. A value that does not parse is an error naming it.
+    pub fn read(lookup: impl Fn(&str) -> Option<String>) -> Result<PluginEnv> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let gbps = |name: &str| -> Result<Option<f64>> {
+            get(name)
+                .map(|v| match v.trim().parse::<f64>() {
+                    Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+                    _ => Err(Error::Spec(format!(
+                        "{name}='{v}' must be a positive number of GB/s"
+                    ))),
+                })
+                .transpose()
+        };
+        let gpu = get("TACOS_GPU_ARCH")
+            .map(|v| {
+                v.parse::<GpuArch>()
+                    .map_err(|e| Error::Spec(format!("TACOS_GPU_ARCH: {e}")))
+            })
+            .transpose()?;
+        Ok(PluginEnv {
+            topology: get("TACOS_TOPOLOGY"),
+            nccl_topo_file: get("NCCL_TOPO_FILE"),
+            nic_gbps: gbps("TACOS_NIC_GBPS")?,
+            nvswitch_gbps: gbps("TACOS_NVSWITCH_GBPS")?,
+            nvlink_gbps: gbps("TACOS_NVLINK_GBPS")?,
+            gpu,
+            user_chose_algorithms: get("NCCL_ALGO").is_some() || get("NCCL_PROTO").is_some(),
+        })
+    }
+
+    /// The process environment.
+    pub fn from_process() -> Result<PluginEnv> {
+        PluginEnv::read(|name| std::env::var(name).ok())
+    }
+
+    pub fn gpu(&self) -> GpuArch {
+        self.gpu.unwrap_or(DEFAULT_GPU)
+    }
+}
+
+/// The host's NVLink domain information (NCCL tuner v5+): domains and ranks per domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NvlDomains {
+    pub domains: usize,
+    pub min_ranks: usize,
+    pub max_ranks: usize,
+}
+
+/// A topology, where it came from, what had to be assumed, and the size of its NVLink
+/// domains (NPUs `domain_size` apart in id share one).
+#[derive(Clone, Debug)]
+pub struct Discovered {
+    pub topology: Topology,
+    pub source: String,
+    pub warnings: Vec<String>,
+    pub domain_size: usize,
+}
+
+/// Finds the topology for a communicator of `ranks` ranks on `nodes` nodes.
+pub fn discover(
+    env: &PluginEnv,
+    ranks: usize,
+    nodes: usize,
+    nvl: Option<NvlDomains>,
+) -> Result<Discovered> {
+    let nodes = nodes.max(1);
+    let mut warnings = Vec::new();
+    let uniform_domain = nvl.and_then(|d| {
+        let uniform = d.domains >= 1
+            && d.min_ranks >= 1
+            && d.min_ranks == d.max_ranks
+            && d.domains.checked_mul(d.min_ranks) == Some(ranks);
+        if !uniform {
+            warnings.push(format!(
+                "NVLink domains ({} domains of {} to {} ranks) do not split {ranks} ranks evenly; taking ranks per node",
+                d.domains, d.min_ranks, d.max_ranks
+            ));
+        }
+        uniform.then_some(d.min_ranks)
+    });
+    let domain_size = uniform_domain
+        .unwrap_or_else(|| ranks.div_ceil(nodes))
+        .max(1);
+    let (topology, source, more) = if let Some(spec) = &env.topology {
+        let (topo, w) = parse_spec_with_warnings(spec, &SpecDefaults::default())?;
+        (topo, format!("TACOS_TOPOLOGY={spec}"), w)
+    } else if let Some(path) = &env.nccl_topo_file {
+        let options = NcclImportOptions {
+            nodes,
+            nvlink_gbps: env.nvlink_gbps,
+            nvswitch_gbps: env.nvswitch_gbps,
+            nic_gbps: env.nic_gbps,
+            ..NcclImportOptions::default()
+        };
+        let mut imported = nccl_xml::read(Path::new(path), &options)?;
+        if !imported.warnings.is_empty() {
+            imported.warnings.push(
+                "the plugins take nvswitch=, nic= and nvlink= from TACOS_NVSWITCH_GBPS, TACOS_NIC_GBPS and TACOS_NVLINK_GBPS".into(),
+            );
+        }
+        let source = format!("NCCL_TOPO_FILE={path} on {nodes} node(s)");
+        (imported.topology, source, imported.warnings)
+    } else {
+        if ranks % domain_size != 0 {
+            return Err(Error::Topology(format!(
+                "{ranks} ranks do not split evenly over {nodes} nodes; set TACOS_TOPOLOGY"
+            )));
+        }
+        let topo = generic(env, domain_size, ranks / domain_size)?;
+        (topo, "generic cluster".to_string(), Vec::new())
+    };
+    warnings.extend(more);
+    Ok(Discovered {
+        topology,
+        source,
+        warnings,
+        domain_size,
+    })
+}
+
+/// `domains` NVSwitch domains of `size` GPUs joined by rails: GPU i of every domain shares
+/// a rail switch. Both switches are unwound as everywhere in the project.
+fn generic(env: &PluginEnv, size: usize, domains: usize) -> Result<Topology> {
+    let gpu = env.gpu();
+    let nvswitch = env.nvswitch_gbps.unwrap_or(gpu.nvswitch_gbps());
+    let nic = env.nic_gbps.unwrap_or(gpu.nic_gbps());
+    let switch = |size: usize, bandwidth_gbps, latency_us| Dim {
+        kind: DimKind::Switch {
+            degree: size.saturating_sub(1).max(1),
+        },
+        size,
+        bandwidth_gbps,
+        latency_us,
+    };
+    compose(
+        format!("generic: {domains} x {size} GPUs, NVSwitch {nvswitch} GB/s, NIC {nic} GB/s"),
+        &[
+            switch(size, nvswitch, NVLINK_US),
+            switch(domains, nic, NIC_US),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(vars: &[(&str, &str)]) -> Result<PluginEnv> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        PluginEnv::read(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = env(&[("TACOS_NIC_GBPS", "fast")]).unwrap_err().to_string();
+        assert!(e.contains("TACOS_NIC_GBPS='fast'"), "{e}");
+        let e = env(&[("TACOS_GPU_ARCH", "kepler")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("TACOS_GPU_ARCH"), "{e}");
+        assert_eq!(
+            env(&[("TACOS_TOPOLOGY", " ")]).unwrap(),
+            PluginEnv::default()
+        );
+        assert!(
+            env(&[("NCCL_PROTO", "^LL128")])
+                .unwrap()
+                .user_chose_algorithms
+        );
+    }
+
+    #[test]
+    fn generic_cluster_has_nvswitch_inside_and_rails_across() {
+        let e = env(&[("TACOS_NIC_GBPS", "40")]).unwrap();
+        let d = discover(&e, 16, 2, None).unwrap();
+        assert_eq!(d.domain_size, 8);
+        let t = &d.topology;
+        assert_eq!(t.npus(), 16);
+        // Inside a node: 7 peers at 450/7 GB/s (Hopper); across: GPU i to GPU i + 8 only.
+        let l = t.link(t.link_between(0, 7).unwrap());
+        assert!((l.bandwidth_gbps - 450.0 / 7.0).abs() < 1e-9);
+        assert_eq!(t.link(t.link_between(3, 11).unwrap()).bandwidth_gbps, 40.0);
+        assert_eq!(t.link_between(3, 12), None);
+    }
+
+    #[test]
+    fn uniform_nvlink_domains_replace_nodes() {
+        let e = PluginEnv::default();
+        let nvl = NvlDomains {
+            domains: 2,
+            min_ranks: 4,
+            max_ranks: 4,
+        };
+        // One node as NCCL sees it, two NVLink domains of 4.
+        let d = discover(&e, 8, 1, Some(nvl)).unwrap();
+        assert_eq!(d.domain_size, 4);
+        assert_eq!(d.topology.link_between(0, 4).map(|_| ()), Some(()));
+        assert_eq!(d.topology.link_between(0, 5), None);
+        let uneven = NvlDomains {
+            max_ranks: 5,
+            ..nvl
+        };
+        let d = discover(&e, 8, 1, Some(uneven)).unwrap();
+        assert_eq!(d.domain_size, 8);
+        assert!(d.warnings[0].contains("do not split 8 ranks evenly"));
+    }
+
+    #[test]
+    fn named_topologies_win_and_bad_ones_are_errors() {
+        let e = env(&[
+            ("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=2"),
+            ("NCCL_TOPO_FILE", "/nonexistent.xml"),
+        ])
+        .unwrap();
+        let d = discover(&e, 16, 2, None).unwrap();
+        assert_eq!(d.topology.npus(), 16);
+        assert_eq!(d.source, "TACOS_TOPOLOGY=preset:dgx-a100,nodes=2");
+        let e = env(&[("NCCL_TOPO_FILE", "/nonexistent.xml")]).unwrap();
+        let err = discover(&e, 16, 2, None).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent.xml"), "{err}");
+        let err = discover(&PluginEnv::default(), 10, 4, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("10 ranks do not split evenly over 4 nodes"),
+            "{err}"
+        );
+    }
+}
