@@ -1,6 +1,7 @@
-//! `compile`: a compiled set tiles the requested sizes, every file verifies and runs as
-//! the manifest predicts, no candidate beats the chosen program, and the directory is
-//! written whole (races, refusals, interrupted writes) and re-checked against its manifest.
+//! `compile` and `tacos compile`: a compiled set tiles the requested sizes, every file
+//! verifies and runs as the manifest predicts, no candidate beats the chosen program, and
+//! the directory is written whole (races, refusals, interrupted writes) and re-checked
+//! against its manifest; the command reports it and refuses bad input in one line.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier, OnceLock};
@@ -15,7 +16,7 @@ use tacos::msccl::{
     lower, parse_program, simulate_program, verify, Layout, LowerOptions, Proto, VerifyOptions,
 };
 use tacos::synth::{synthesize, SynthOptions};
-use tacos::topology::{parse_spec, Link, SpecDefaults, Topology};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::units::ps_to_us;
 
 const SPEC: &str = "torus:2x4";
@@ -424,6 +425,26 @@ fn open_or_compile_reuses_a_sound_directory_and_rebuilds_a_corrupted_one() {
         (Opened::Compiled(Written::Replaced), &first)
     );
     assert!(check_dir(&dir).unwrap().is_ok());
+    // Ranks of one node opening a cold cache at once: one compiles, the others wait for
+    // it and open its directory.
+    let dir = scratch("cache-race").join("entry");
+    let barrier = Barrier::new(4);
+    let outcomes: Vec<Opened> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    open_or_compile(&dir, &topo, &options, false, &|_| {})
+                        .unwrap()
+                        .1
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let compiled = outcomes.iter().filter(|o| **o != Opened::Existing).count();
+    assert_eq!(compiled, 1, "{outcomes:?}");
+    assert!(check_dir(&dir).unwrap().is_ok());
     // Other options compile anew.
     let wider = CompileOptions {
         sizes: SizeRange::new(MIN, 16 * MIN).unwrap(),
@@ -456,22 +477,17 @@ fn bad_requests_are_refused_with_the_reason() {
     });
     assert!(e.contains("chunk candidates"), "{e}");
     // Two islands: no collective over every NPU can complete.
-    let link = |src, dst| Link {
-        src,
-        dst,
-        bandwidth_gbps: 50.0,
-        latency_us: 0.5,
-    };
-    let split = Topology::new(
-        "islands",
-        4,
-        vec![link(0, 1), link(1, 0), link(2, 3), link(3, 2)],
-    )
-    .unwrap();
+    let split = parse_spec("ring:4", &SpecDefaults::default())
+        .unwrap()
+        .fail_links(&[(1, 2), (3, 0)])
+        .unwrap();
     let e = compile(&split, &options(), &|_| {})
         .unwrap_err()
         .to_string();
-    assert!(e.contains("cannot run on topology islands"), "{e}");
+    assert!(
+        e.contains("cannot run on topology ring:4") && e.contains("cannot reach"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -509,4 +525,167 @@ fn the_same_inputs_give_the_same_bytes() {
     let set = compiled();
     assert_eq!(again.manifest.to_json(), set.manifest.to_json());
     assert_eq!(again.files, set.files);
+}
+
+/// Runs the tacos binary: (success, stdout, stderr).
+fn tacos(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tacos"))
+        .args(args)
+        .output()
+        .expect("the tacos binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs a command that must fail; returns the first line of its error.
+fn fails(args: &[&str]) -> String {
+    let (ok, _, err) = tacos(args);
+    assert!(!ok, "{args:?} should fail");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    err.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn racing_processes_leave_one_complete_directory() {
+    let root = scratch("race-processes");
+    let out = root.join("algos");
+    let args = [
+        "compile",
+        "torus:2x4",
+        "--out",
+        out.to_str().unwrap(),
+        "--sizes",
+        "1KiB..16KiB",
+        "--seeds",
+        "1",
+        "-k",
+        "1,2",
+        "--json",
+    ];
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_tacos"))
+                .args(args)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut written = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        written.push(v["written"].as_str().unwrap().to_string());
+    }
+    // The first rename creates it; a later writer finds it complete and keeps it (or,
+    // starting after it, finds it unchanged).
+    assert_eq!(
+        written.iter().filter(|w| *w == "created").count(),
+        1,
+        "{written:?}"
+    );
+    assert!(written.iter().all(|w| w == "created" || w == "unchanged"));
+    assert!(check_dir(&out).unwrap().is_ok());
+    assert_eq!(listing(&root), ["algos"]);
+}
+
+#[test]
+fn compile_writes_a_directory_that_checks_and_reports_it() {
+    let root = scratch("ok");
+    let out = root.join("algos");
+    let out_s = out.to_str().unwrap();
+    let args = [
+        "compile",
+        "torus:2x4",
+        "--out",
+        out_s,
+        "--sizes",
+        "1KiB..64KiB",
+        "--collectives",
+        "allreduce,allgather",
+        "-k",
+        "1,2",
+        "--seeds",
+        "1",
+        "--json",
+    ];
+    let (ok, stdout, err) = tacos(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["written"], "created");
+    let entries = v["manifest"]["entries"].as_array().unwrap();
+    // Every entry's file exists, and nothing else but the manifest.
+    let mut files: Vec<String> = entries
+        .iter()
+        .map(|e| e["file"].as_str().unwrap().to_string())
+        .collect();
+    files.push("manifest.json".into());
+    files.sort();
+    let mut present: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    present.sort();
+    assert_eq!(present, files);
+    // The same command again leaves the directory as it was.
+    let (ok, stdout, _) = tacos(&args);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["written"], "unchanged");
+    // The table names every band once per (collective, placement): 6 bands x 4.
+    let (ok, table, err) = tacos(&args[..args.len() - 1]);
+    assert!(ok, "{err}");
+    let rows = table.lines().filter(|l| l.contains(".xml")).count();
+    assert_eq!(rows, 6 * 4, "{table}");
+    assert!(table.contains("allreduce, in place") && table.contains("vs best baseline"));
+
+    let (ok, report, err) = tacos(&["compile", "--check", out_s]);
+    assert!(ok, "{err}");
+    assert!(report.contains("ok:"), "{report}");
+    let first = out.join(entries[0]["file"].as_str().unwrap());
+    let text = std::fs::read_to_string(&first).unwrap();
+    std::fs::write(&first, text.replace("</algo>", "</algo>\n<!-- edited -->")).unwrap();
+    let e = fails(&["compile", "--check", out_s]);
+    assert!(e.contains("edited"), "{e}");
+}
+
+#[test]
+fn bad_input_gets_one_line_and_leaves_nothing() {
+    let root = scratch("bad");
+    let out = root.join("algos");
+    let out_s = out.to_str().unwrap();
+    let base = ["compile", "torus:2x4", "--out", out_s];
+    let with = |extra: &[&'static str]| -> Vec<&str> { [&base[..], extra].concat() };
+    let refusals: [(&[&str], &str); 7] = [
+        (&["--sizes", "64KiB..1KiB"], "backwards"),
+        (&["--sizes", "1KiB-64KiB"], "MIN..MAX"),
+        (&["--sizes", "1000..64KiB"], "power of two"),
+        (&["--collectives", "broadcast"], "root"),
+        (&["--collectives", "allscatter"], "allscatter"),
+        (&["--proto", "fast"], "auto, Simple, LL, LL128"),
+        (
+            &["--collectives", "alltoall", "--inplace", "inplace"],
+            "cannot run in place",
+        ),
+    ];
+    for (extra, why) in refusals {
+        let e = fails(&with(extra));
+        assert!(e.contains(why), "{extra:?}: {e}");
+    }
+    assert!(std::fs::read_dir(&root).unwrap().next().is_none());
+    // A directory that is not ours is refused before any work, and kept.
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("keep.txt"), "mine").unwrap();
+    let e = fails(&with(&["--sizes", "1KiB..2KiB"]));
+    assert!(e.contains("--force"), "{e}");
+    assert!(out.join("keep.txt").exists());
+    let (ok, _, err) = tacos(&with(&["--sizes", "1KiB..2KiB", "--force", "--quiet"]));
+    assert!(ok, "{err}");
+    assert!(!out.join("keep.txt").exists());
+    let e = fails(&["compile", "--check", root.to_str().unwrap()]);
+    assert!(e.contains("not a tacos algorithm directory"), "{e}");
 }

@@ -44,7 +44,8 @@ pub struct CompileArgs {
     /// Seeds tried for every K [default: 2]
     #[arg(long, value_parser = seeds)]
     pub seeds: Option<u64>,
-    /// Chunks per NPU (K) tried, comma-separated [default: 1,2,4,8,16,32]
+    /// Chunks per NPU (K) tried, comma-separated; a K above the smallest is skipped where
+    /// its chunks would be under 4 KiB [default: 1,2,4,8,16,32]
     #[arg(short = 'k', long, value_delimiter = ',', value_parser = at_least_one)]
     pub chunks: Option<Vec<usize>>,
     /// Leave the baselines out (no speedup against them is reported)
@@ -208,7 +209,7 @@ fn print_json(
 fn print_table(set: &AlgorithmSet, out: &Path, written: Written, seconds: f64) {
     let m = &set.manifest;
     println!(
-        "{} {} for {} ({} NPUs): {} files in {seconds:.1} s",
+        "{} {} for {} ({} NPUs): {} files in {seconds:.1} s; figures at each band's smallest size",
         written_word(written),
         out.display(),
         m.topology.name,

@@ -119,16 +119,7 @@ pub fn write_dir(set: &AlgorithmSet, dir: &Path, force: bool) -> Result<Written>
             return Ok(Written::AlreadyThere);
         }
     }
-    let name = dir
-        .file_name()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| Error::Compile(format!("{} names no directory", dir.display())))?
-        .to_string_lossy()
-        .into_owned();
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let (parent, name) = parent_and_name(dir)?;
     std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
     let staged = Staged::create(&parent, &name, "tmp")?;
     for file in &set.files {
@@ -592,6 +583,11 @@ pub enum Opened {
 /// tool version, topology hash, options, every file's hash; the XML is not re-parsed),
 /// else compiles and writes it with `write_dir` (a stale or corrupted directory of ours is
 /// replaced; any other is replaced only with `force`).
+///
+/// Processes opening the same directory at once (the ranks of one node) compile one at a
+/// time: each waits on an advisory lock on `.NAME.lock` beside the directory, then looks
+/// again, so one compiles and the others find its result. Where the lock file cannot be
+/// made they compile side by side, which `write_dir` tolerates.
 pub fn open_or_compile(
     dir: &Path,
     topo: &Topology,
@@ -603,14 +599,63 @@ pub fn open_or_compile(
         jobs: 0,
         ..options.clone()
     };
-    if let Ok(report) = check_dir_with(dir, &CheckOptions::hashes_only(Some(topo))) {
-        if let Some(manifest) = report.manifest.filter(|m| m.options == wanted) {
-            if report.problems.is_empty() {
-                return Ok((manifest, Opened::Existing));
-            }
-        }
+    let sound = || {
+        let report = check_dir_with(dir, &CheckOptions::hashes_only(Some(topo))).ok()?;
+        let manifest = report.manifest.filter(|m| m.options == wanted)?;
+        report.problems.is_empty().then_some(manifest)
+    };
+    if let Some(manifest) = sound() {
+        return Ok((manifest, Opened::Existing));
+    }
+    let _lock = DirLock::acquire(dir);
+    if let Some(manifest) = sound() {
+        return Ok((manifest, Opened::Existing));
     }
     let set = compile(topo, options, progress)?;
     let written = write_dir(&set, dir, force)?;
     Ok((set.manifest, Opened::Compiled(written)))
+}
+
+/// The folder a directory lives in and its name.
+fn parent_and_name(dir: &Path) -> Result<(PathBuf, String)> {
+    let name = dir
+        .file_name()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| Error::Compile(format!("{} names no directory", dir.display())))?
+        .to_string_lossy()
+        .into_owned();
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((parent, name))
+}
+
+/// An exclusive advisory lock (`flock`) on `.NAME.lock` beside a directory, released when
+/// dropped (or when its process dies).
+struct DirLock {
+    _held: std::fs::File,
+}
+
+impl DirLock {
+    fn acquire(dir: &Path) -> Option<DirLock> {
+        use std::os::fd::AsRawFd;
+        let (parent, name) = parent_and_name(dir).ok()?;
+        std::fs::create_dir_all(&parent).ok()?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(parent.join(format!(".{name}.lock")))
+            .ok()?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; it does not touch memory.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Some(DirLock { _held: file });
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                return None;
+            }
+        }
+    }
 }

@@ -69,7 +69,8 @@ struct Ranked {
     /// The program of `ranked[0]`; the others are rebuilt only if it fails verification.
     fastest: Option<Program>,
     best_baseline: Option<(Candidate, Picos)>,
-    /// Candidates that could not be built here.
+    /// Candidates that could not be built here (those whose schedule failed are listed
+    /// with the first placement only).
     rejected: Vec<Rejection>,
 }
 
@@ -77,8 +78,7 @@ struct Ranked {
 struct Sequence<'a> {
     kind: CollectiveKind,
     in_place: bool,
-    /// Index of the placement among the collective's (the first also reports the
-    /// candidates whose schedule failed, for every placement).
+    /// Index of the placement among the collective's (`Placements::flags`).
     slot: usize,
     candidates: &'a [Candidate],
     bands: Vec<Ranked>,
