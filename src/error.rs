@@ -29,6 +29,10 @@ pub enum Error {
     /// An MSCCL program that cannot be built, read or run as asked.
     #[error("msccl: {0}")]
     Msccl(String),
+    /// A compilation that cannot be done as asked, or a compiled directory that is not
+    /// what its manifest says.
+    #[error("compile: {0}")]
+    Compile(String),
     /// A file that could not be read or written. The OS error is part of the message, not
     /// a separate cause, so it is printed once.
     #[error("{path}: {cause}")]

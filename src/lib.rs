@@ -9,6 +9,7 @@ pub mod baselines;
 pub mod bounds;
 pub mod cli;
 pub mod collective;
+pub mod compile;
 pub mod error;
 pub mod ffi;
 pub mod fsio;

@@ -5,6 +5,7 @@ mod bench_lowering;
 mod bench_sim;
 mod bench_tuner;
 mod compare;
+mod compile;
 mod concurrent;
 mod lowering;
 mod simulate;
@@ -41,6 +42,9 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Check an MSCCL algorithm XML file (deadlock, races, result) and optionally time it.
     Verify(verify::VerifyArgs),
+    /// Compile a topology's MSCCL algorithm directory (every collective and size band), or
+    /// re-check one with --check.
+    Compile(compile::CompileArgs),
 }
 
 /// Runs one parsed command line.
@@ -52,6 +56,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(args) => simulate::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Compile(args) => compile::run(args),
     }
 }
 

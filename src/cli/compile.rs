@@ -1,0 +1,336 @@
+//! `tacos compile`: a topology's MSCCL algorithm directory, and `--check` of one.
+
+use super::{at_least_one, collective_kind, TopologyArgs};
+use crate::collective::CollectiveKind;
+use crate::compile::{
+    check_dir, check_target, compile, short_size, write_dir, AlgorithmSet, CompileOptions,
+    Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
+};
+use crate::units::format_size;
+use anyhow::bail;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+    /// Directory to write: created whole or not at all (replaces an earlier compiled
+    /// directory; any other directory only with --force)
+    #[arg(long, value_name = "DIR", required_unless_present = "check")]
+    pub out: Option<PathBuf>,
+    /// Instead of compiling, re-check a compiled directory against its manifest: edited,
+    /// missing, extra or stale files, and every program re-verified
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub check: Option<PathBuf>,
+    /// Collectives, comma-separated: allreduce, allgather, reducescatter, alltoall
+    /// [default: allreduce,allgather,reducescatter]
+    #[arg(long, value_delimiter = ',', value_parser = collective_kind)]
+    pub collectives: Option<Vec<CollectiveKind>>,
+    /// Message sizes MIN..MAX, powers of two, in the executor's measure (the whole buffer
+    /// for allgather, reducescatter and alltoall); one band per doubling
+    /// [default: 1KiB..4GiB]
+    #[arg(long, value_parser = size_range)]
+    pub sizes: Option<SizeRange>,
+    /// Protocol: auto (LL up to 512 KiB, Simple above), Simple, LL or LL128 [default: auto]
+    #[arg(long, value_parser = proto)]
+    pub proto: Option<ProtoChoice>,
+    /// Buffer placements: both, inplace or outofplace [default: both]
+    #[arg(long, value_parser = placements)]
+    pub inplace: Option<Placements>,
+    /// Seeds tried for every K [default: 2]
+    #[arg(long, value_parser = seeds)]
+    pub seeds: Option<u64>,
+    /// Chunks per NPU (K) tried, comma-separated; a K above the smallest is skipped where
+    /// its chunks would be under 4 KiB [default: 1,2,4,8,16,32]
+    #[arg(short = 'k', long, value_delimiter = ',', value_parser = at_least_one)]
+    pub chunks: Option<Vec<usize>>,
+    /// Leave the baselines out (no speedup against them is reported)
+    #[arg(long)]
+    pub no_baselines: bool,
+    /// Start from the plugin's fast preset (bands of three doublings, one seed, K in
+    /// 1,4,16, no baselines); other options still apply
+    #[arg(long)]
+    pub fast: bool,
+    /// Worker threads (0: one per core)
+    #[arg(long, default_value_t = 0)]
+    pub jobs: usize,
+    /// Replace an existing directory even if it is not a compiled one
+    #[arg(long)]
+    pub force: bool,
+    /// No progress bar
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print one JSON object instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The message alone: clap already names the argument.
+fn message(e: crate::Error) -> String {
+    match e {
+        crate::Error::Compile(m) => m,
+        other => other.to_string(),
+    }
+}
+
+fn size_range(s: &str) -> Result<SizeRange, String> {
+    s.parse().map_err(message)
+}
+
+fn proto(s: &str) -> Result<ProtoChoice, String> {
+    s.parse().map_err(message)
+}
+
+fn placements(s: &str) -> Result<Placements, String> {
+    s.parse().map_err(message)
+}
+
+fn seeds(s: &str) -> Result<u64, String> {
+    at_least_one(s).map(|n| n as u64)
+}
+
+impl CompileArgs {
+    /// The options the flags ask for, on top of the defaults or the fast preset.
+    fn options(&self) -> CompileOptions {
+        let base = if self.fast {
+            CompileOptions::fast()
+        } else {
+            CompileOptions::default()
+        };
+        CompileOptions {
+            collectives: self.collectives.clone().unwrap_or(base.collectives),
+            sizes: self.sizes.unwrap_or(base.sizes),
+            proto: self.proto.unwrap_or(base.proto),
+            placements: self.inplace.unwrap_or(base.placements),
+            seeds: self.seeds.unwrap_or(base.seeds),
+            chunk_candidates: self.chunks.clone().unwrap_or(base.chunk_candidates),
+            baselines: base.baselines && !self.no_baselines,
+            jobs: self.jobs,
+            ..base
+        }
+    }
+}
+
+pub fn run(args: CompileArgs) -> anyhow::Result<()> {
+    if let Some(dir) = &args.check {
+        return check(dir, args.json);
+    }
+    let out = args
+        .out
+        .as_ref()
+        .expect("clap requires --out without --check");
+    let options = args.options();
+    options.validate()?;
+    let topo = args.topology.topology()?;
+    // Refuse before a long compilation what the write would refuse after it.
+    check_target(out, args.force)?;
+    let bar = progress_bar(args.quiet);
+    let report = |p: Progress| {
+        if p.done == 0 {
+            bar.set_length(p.total as u64);
+            bar.set_position(0);
+            bar.set_message(match p.stage {
+                Stage::Candidates => "candidates",
+                Stage::Selecting => "selecting",
+            });
+        }
+        bar.set_position(p.done as u64);
+    };
+    let started = Instant::now();
+    let set = compile(&topo, &options, &report);
+    bar.finish_and_clear();
+    let set = set?;
+    let written = write_dir(&set, out, args.force)?;
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        print_json(&set, out, written, seconds)
+    } else {
+        print_table(&set, out, written, seconds);
+        Ok(())
+    }
+}
+
+fn progress_bar(quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} {elapsed}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+fn written_word(w: Written) -> &'static str {
+    match w {
+        Written::Created => "created",
+        Written::Replaced => "replaced",
+        Written::AlreadyThere => "unchanged",
+    }
+}
+
+fn print_json(
+    set: &AlgorithmSet,
+    out: &Path,
+    written: Written,
+    seconds: f64,
+) -> anyhow::Result<()> {
+    let rejected: Vec<_> = set
+        .rejected
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "collective": r.collective,
+                "in_place": r.in_place,
+                "band_min_bytes": r.band.min_bytes,
+                "candidate": r.candidate,
+                "failed_verification": r.failed_verification,
+                "reason": r.reason,
+            })
+        })
+        .collect();
+    let value = serde_json::json!({
+        "dir": out.display().to_string(),
+        "written": written_word(written),
+        "compile_seconds": seconds,
+        "manifest": set.manifest,
+        "rejected": rejected,
+    });
+    println!("{}", serde_json::to_string_pretty(&value)?);
+    Ok(())
+}
+
+fn print_table(set: &AlgorithmSet, out: &Path, written: Written, seconds: f64) {
+    let m = &set.manifest;
+    println!(
+        "{} {} for {} ({} NPUs): {} files in {seconds:.1} s; figures at each band's smallest size",
+        written_word(written),
+        out.display(),
+        m.topology.name,
+        m.topology.npus,
+        m.entries.len()
+    );
+    let mut group = None;
+    for e in &m.entries {
+        if group != Some((e.collective, e.in_place)) {
+            group = Some((e.collective, e.in_place));
+            let placement = if e.in_place {
+                "in place"
+            } else {
+                "out of place"
+            };
+            println!("\n{}, {placement}", e.collective);
+            println!(
+                "  {:<12} {:<36} {:<20} {:<6} {:>11} {:>8} {:>6}  vs best baseline",
+                "band", "file", "algorithm", "proto", "time (us)", "algbw", "eff."
+            );
+        }
+        for (i, b) in e.bands.iter().enumerate() {
+            let band_end = match e.bands.get(i + 1) {
+                Some(next) => next.size_bytes - 1,
+                None => e.max_bytes,
+            };
+            let baseline = match (b.speedup_vs_baseline, b.best_baseline) {
+                (Some(s), Some(base)) => format!("{s:.2}x {}", base_name(&base)),
+                _ => "-".into(),
+            };
+            println!(
+                "  {:<12} {:<36} {:<20} {:<6} {:>11.3} {:>8.2} {:>6.3}  {}",
+                band_label(b.size_bytes, band_end),
+                e.file,
+                e.algorithm.to_string(),
+                e.proto,
+                b.time_us,
+                b.algbw_gbps,
+                b.efficiency,
+                baseline
+            );
+        }
+    }
+    let failed: Vec<_> = set
+        .rejected
+        .iter()
+        .filter(|r| r.failed_verification)
+        .collect();
+    let skipped = set.rejected.len() - failed.len();
+    if skipped > 0 {
+        println!("{skipped} candidate programs skipped (synthesis or executor limits; --json lists them)");
+    }
+    for r in failed {
+        println!(
+            "dropped {} for {} at {}: {}",
+            r.candidate,
+            r.collective,
+            format_size(r.band.min_bytes),
+            r.reason
+        );
+    }
+}
+
+/// `1K..2K` for a band ending just before a power of two, `512M..1G` for the last.
+fn band_label(min: u64, max: u64) -> String {
+    let end = max
+        .checked_add(1)
+        .filter(|n| n.is_power_of_two())
+        .unwrap_or(max);
+    format!("{}..{}", short_size(min), short_size(end))
+}
+
+fn base_name(c: &crate::compile::Candidate) -> String {
+    match c {
+        crate::compile::Candidate::Baseline { name } => name.to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn check(dir: &Path, json: bool) -> anyhow::Result<()> {
+    let report = check_dir(dir)?;
+    if json {
+        let problems: Vec<_> = report
+            .problems
+            .iter()
+            .map(|p| serde_json::json!({"kind": p.kind.name(), "file": p.file, "message": p.message}))
+            .collect();
+        let value = serde_json::json!({
+            "dir": dir.display().to_string(),
+            "ok": report.is_ok(),
+            "files_checked": report.files_checked,
+            "topology": report.manifest.as_ref().map(|m| &m.topology),
+            "tool_version": report.manifest.as_ref().map(|m| &m.tool_version),
+            "problems": problems,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        if let Some(m) = &report.manifest {
+            println!(
+                "{}: {} of {} files checked, compiled by tacos {} for {} ({} NPUs)",
+                dir.display(),
+                report.files_checked,
+                m.entries.len(),
+                m.tool_version,
+                m.topology.name,
+                m.topology.npus
+            );
+        }
+        for p in &report.problems {
+            println!("  {p}");
+        }
+        if report.is_ok() {
+            println!("ok: every file matches the manifest and verifies");
+        }
+    }
+    if let Some(first) = report.problems.first() {
+        bail!(
+            "{}: {} problem(s), first: {first}",
+            dir.display(),
+            report.problems.len()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! Candidates for one band: synthesized schedules (a K and a seed each) and baselines,
+//! each lowered to the MSCCL program that would actually run.
+
+use super::CompileOptions;
+use crate::baselines::Baseline;
+use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
+use crate::error::Result;
+use crate::msccl::{lower, LowerOptions, Program, Proto};
+use crate::schedule::Schedule;
+use crate::synth::{synthesize, SynthOptions};
+use crate::topology::Topology;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Where a program came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "lowercase")]
+pub enum Candidate {
+    /// The synthesizer, with `chunks_per_npu` chunks per NPU and seed `seed`.
+    Tacos { chunks_per_npu: usize, seed: u64 },
+    Baseline {
+        #[serde(with = "baseline_name")]
+        name: Baseline,
+    },
+}
+
+impl Candidate {
+    /// Every candidate the options ask for, in the order ties are broken: synthesized
+    /// ones by K then seed, then the baselines that define `kind`.
+    pub(crate) fn all(
+        kind: CollectiveKind,
+        chunk_candidates: &[usize],
+        seeds: u64,
+        baselines: bool,
+    ) -> Vec<Candidate> {
+        let mut out: Vec<Candidate> = chunk_candidates
+            .iter()
+            .flat_map(|&k| {
+                (0..seeds).map(move |seed| Candidate::Tacos {
+                    chunks_per_npu: k,
+                    seed,
+                })
+            })
+            .collect();
+        if baselines {
+            out.extend(
+                Baseline::ALL
+                    .into_iter()
+                    .filter(|b| b.kinds().contains(&kind))
+                    .map(|name| Candidate::Baseline { name }),
+            );
+        }
+        out
+    }
+
+    /// Whether the options skip this candidate at `size_bytes` on `ranks` ranks: a K
+    /// above the smallest whose chunks would be under `min_chunk_bytes`.
+    pub(crate) fn too_fine(&self, ranks: usize, size_bytes: u64, options: &CompileOptions) -> bool {
+        let smallest = options.chunk_candidates.iter().min().copied().unwrap_or(1);
+        match *self {
+            Candidate::Tacos { chunks_per_npu, .. } => {
+                chunks_per_npu > smallest
+                    && size_bytes / ((ranks * chunks_per_npu) as u64) < options.min_chunk_bytes
+            }
+            Candidate::Baseline { .. } => false,
+        }
+    }
+
+    pub fn is_baseline(&self) -> bool {
+        matches!(self, Candidate::Baseline { .. })
+    }
+
+    /// The candidate's schedule for `kind` of `size_bytes` over every alive NPU.
+    pub(crate) fn schedule(
+        &self,
+        topo: &Topology,
+        kind: CollectiveKind,
+        size_bytes: u64,
+    ) -> Result<Schedule> {
+        match *self {
+            Candidate::Tacos {
+                chunks_per_npu,
+                seed,
+            } => {
+                let collective =
+                    Collective::over_all(topo, kind, None, chunks_per_npu, size_bytes)?;
+                synthesize(topo, &collective, &SynthOptions { seed })
+            }
+            Candidate::Baseline { name } => {
+                let spec = CollectiveSpec {
+                    kind,
+                    root: None,
+                    npus: topo.alive_npus(),
+                    chunks_per_npu: 1,
+                    size_bytes,
+                };
+                name.schedule(topo, &spec)
+            }
+        }
+    }
+
+    /// The candidate's program name: the collective and the candidate, e.g.
+    /// `tacos-allreduce-k8-s0` or `tacos-allgather-ring`.
+    fn program_name(&self, kind: CollectiveKind) -> String {
+        match self {
+            Candidate::Tacos {
+                chunks_per_npu,
+                seed,
+            } => format!("tacos-{kind}-k{chunks_per_npu}-s{seed}"),
+            Candidate::Baseline { name } => format!("tacos-{kind}-{name}"),
+        }
+    }
+}
+
+impl fmt::Display for Candidate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Candidate::Tacos {
+                chunks_per_npu,
+                seed,
+            } => write!(f, "tacos K={chunks_per_npu} seed={seed}"),
+            Candidate::Baseline { name } => write!(f, "{name} (baseline)"),
+        }
+    }
+}
+
+/// Lowers `schedule` for one placement and protocol, naming it after `candidate`; the
+/// size range is set when the bands are merged.
+pub(crate) fn lower_for(
+    schedule: &Schedule,
+    topo: &Topology,
+    candidate: &Candidate,
+    in_place: bool,
+    proto: Proto,
+) -> Result<Program> {
+    let options = LowerOptions {
+        in_place: Some(in_place),
+        proto: Some(proto),
+        name: Some(candidate.program_name(schedule.collective.kind)),
+        ..LowerOptions::default()
+    };
+    lower(schedule, topo, &options)
+}
+
+/// Whether two programs run the same steps (their size ranges aside).
+pub(crate) fn same_program(a: &Program, b: &Program) -> bool {
+    a.name == b.name
+        && a.collective == b.collective
+        && a.proto == b.proto
+        && a.nchannels == b.nchannels
+        && a.nchunksperloop == b.nchunksperloop
+        && a.inplace == b.inplace
+        && a.outofplace == b.outofplace
+        && a.extra == b.extra
+        && a.gpus == b.gpus
+}
+
+/// A baseline as its name in files.
+mod baseline_name {
+    use crate::baselines::Baseline;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &Baseline, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(b.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Baseline, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}

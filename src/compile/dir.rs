@@ -1,0 +1,661 @@
+//! A compiled directory on disk: written whole or not at all, checked against its
+//! manifest, and opened-or-compiled as the plugin's cache does.
+//!
+//! A directory is "ours" when it holds a `manifest.json` whose `format` is
+//! `MANIFEST_FORMAT`. Writing builds the whole directory under a hidden temporary name
+//! beside the target and renames it into place, so readers see the old directory, no
+//! directory, or the complete new one, never part of one. Several processes may write the
+//! same target at once: one rename wins, and a writer that finds a complete identical
+//! directory in place keeps it.
+
+use super::manifest::{sha256_hex, topology_hash, Manifest, MANIFEST_FILE, MANIFEST_FORMAT};
+use super::{compile, AlgorithmSet, CompileOptions, Progress, MANIFEST_VERSION};
+use crate::collective::CollectiveKind;
+use crate::error::{Error, Result};
+use crate::msccl::{parse_program, simulate_program, verify, VerifyOptions};
+use crate::topology::Topology;
+use crate::units::ps_to_us;
+use serde::Deserialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What `write_dir` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// There was no directory (or an empty one).
+    Created,
+    /// A directory of ours with other contents, or with `force` any directory, was replaced.
+    Replaced,
+    /// The same set was already there, complete (another writer won a race, or a rerun);
+    /// it was kept untouched.
+    AlreadyThere,
+}
+
+/// What is at a target directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    Missing,
+    /// An empty directory: `rename` replaces it as it stands.
+    Empty,
+    Ours,
+    Foreign,
+    NotADirectory,
+}
+
+/// The manifest's first fields, readable whatever the format version.
+#[derive(Deserialize)]
+struct Header {
+    format: String,
+    format_version: u32,
+    tool_version: String,
+}
+
+fn read_header(dir: &Path) -> Option<Header> {
+    let text = std::fs::read_to_string(dir.join(MANIFEST_FILE)).ok()?;
+    serde_json::from_str::<Header>(&text)
+        .ok()
+        .filter(|h| h.format == MANIFEST_FORMAT)
+}
+
+fn inspect(dir: &Path) -> Result<Found> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
+        Err(e) => return Err(Error::io(dir, e)),
+        Ok(m) if !m.is_dir() => return Ok(Found::NotADirectory),
+        Ok(_) => {}
+    }
+    let mut listing = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    if listing.next().is_none() {
+        return Ok(Found::Empty);
+    }
+    Ok(if read_header(dir).is_some() {
+        Found::Ours
+    } else {
+        Found::Foreign
+    })
+}
+
+/// Fails as `write_dir` would on what is at `dir`: a file, or a directory not of ours
+/// without `force`. Lets a command refuse before a long compilation.
+pub fn check_target(dir: &Path, force: bool) -> Result<Found> {
+    let refuse = |why: &str| Err(Error::Compile(format!("{} {why}", dir.display())));
+    match inspect(dir)? {
+        Found::NotADirectory => refuse("exists and is not a directory"),
+        Found::Foreign if !force => refuse(
+            "exists and is not a tacos algorithm directory (no manifest.json of ours); use --force to replace it",
+        ),
+        found => Ok(found),
+    }
+}
+
+/// A name that stays inside the directory and is not hidden.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0'])
+}
+
+/// Whether `dir` holds exactly `set`: the same manifest and every file intact.
+fn holds(dir: &Path, set: &AlgorithmSet) -> bool {
+    let same_manifest = std::fs::read(dir.join(MANIFEST_FILE))
+        .is_ok_and(|m| m == set.manifest.to_json().as_bytes());
+    same_manifest && check_dir_with(dir, &CheckOptions::hashes_only(None)).is_ok_and(|r| r.is_ok())
+}
+
+/// Writes `set` as directory `dir` (its parent is created if needed), atomically. An
+/// existing directory of ours is replaced unless it already holds the same set; any other
+/// existing directory is refused unless `force`; a file in the way is always refused.
+pub fn write_dir(set: &AlgorithmSet, dir: &Path, force: bool) -> Result<Written> {
+    for (i, file) in set.files.iter().enumerate() {
+        let taken = set.files[..i].iter().any(|f| f.name == file.name);
+        if !plain_name(&file.name) || file.name == MANIFEST_FILE || taken {
+            return Err(Error::Compile(format!(
+                "cannot write '{}': a file name must be a plain name, not manifest.json, used once",
+                file.name
+            )));
+        }
+    }
+    if let Found::Ours = check_target(dir, force)? {
+        if holds(dir, set) {
+            return Ok(Written::AlreadyThere);
+        }
+    }
+    let (parent, name) = parent_and_name(dir)?;
+    std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+    let staged = Staged::create(&parent, &name, "tmp")?;
+    for file in &set.files {
+        staged.write(&file.name, file.xml.as_bytes())?;
+    }
+    // The manifest last: a directory with a manifest has every file.
+    staged.write(MANIFEST_FILE, set.manifest.to_json().as_bytes())?;
+    sync_dir(&staged.path);
+    install(set, staged, dir, &parent, &name, force)
+}
+
+/// Renames the staged directory into place, moving aside what is in the way when that
+/// may be replaced; a bounded number of tries against racing writers.
+fn install(
+    set: &AlgorithmSet,
+    staged: Staged,
+    dir: &Path,
+    parent: &Path,
+    name: &str,
+    force: bool,
+) -> Result<Written> {
+    let mut moved_aside: Vec<Staged> = Vec::new();
+    for _ in 0..4 {
+        let error = match std::fs::rename(&staged.path, dir) {
+            Ok(()) => {
+                sync_dir(parent);
+                let replaced = !moved_aside.is_empty();
+                // Dropping what was moved aside removes it.
+                drop(moved_aside);
+                return Ok(if replaced {
+                    Written::Replaced
+                } else {
+                    Written::Created
+                });
+            }
+            Err(e) => e,
+        };
+        let in_the_way = matches!(
+            error.raw_os_error(),
+            Some(libc::ENOTEMPTY) | Some(libc::EEXIST)
+        );
+        if !in_the_way {
+            return Err(Error::io(dir, error));
+        }
+        match inspect(dir)? {
+            Found::Ours if holds(dir, set) => return Ok(Written::AlreadyThere),
+            // Emptied or removed by another writer meanwhile: try again.
+            Found::Missing | Found::Empty => continue,
+            Found::Ours => {}
+            Found::Foreign if force => {}
+            Found::Foreign | Found::NotADirectory => {
+                return Err(Error::Compile(format!(
+                    "{} was created by something else while compiling; not replacing it",
+                    dir.display()
+                )))
+            }
+        }
+        let aside = Staged::reserve(parent, name, "old");
+        match std::fs::rename(dir, &aside.path) {
+            Ok(()) => moved_aside.push(aside),
+            // Another writer moved it first; try again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(dir, e)),
+        }
+    }
+    Err(Error::Compile(format!(
+        "{}: other writers kept replacing the directory; try again",
+        dir.display()
+    )))
+}
+
+/// A hidden directory beside the target, removed when dropped unless renamed away.
+struct Staged {
+    path: PathBuf,
+}
+
+impl Staged {
+    /// A fresh name `.NAME.KIND-PID-N` beside the target, unique in this process.
+    fn reserve(parent: &Path, name: &str, kind: &str) -> Staged {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Staged {
+            path: parent.join(format!(".{name}.{kind}-{}-{n}", std::process::id())),
+        }
+    }
+
+    fn create(parent: &Path, name: &str, kind: &str) -> Result<Staged> {
+        let staged = Staged::reserve(parent, name, kind);
+        std::fs::create_dir(&staged.path).map_err(|e| Error::io(&staged.path, e))?;
+        Ok(staged)
+    }
+
+    fn write(&self, file: &str, bytes: &[u8]) -> Result<()> {
+        let path = self.path.join(file);
+        let result = std::fs::File::create(&path).and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        });
+        result.map_err(|e| Error::io(&path, e))
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Flushes a directory's entries to disk where the filesystem allows it.
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// What `check_dir_with` looks at.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckOptions<'a> {
+    /// Parse and verify every file (and, with a topology, re-time it against the
+    /// manifest's predictions); without it only hashes, names and ranges are checked,
+    /// which is what a warm cache needs.
+    pub verify_xml: bool,
+    /// The topology the directory must be for.
+    pub topology: Option<&'a Topology>,
+}
+
+impl Default for CheckOptions<'_> {
+    fn default() -> Self {
+        CheckOptions {
+            verify_xml: true,
+            topology: None,
+        }
+    }
+}
+
+impl<'a> CheckOptions<'a> {
+    /// Hashes, names and ranges, and the topology if given: no XML is parsed.
+    pub fn hashes_only(topology: Option<&'a Topology>) -> CheckOptions<'a> {
+        CheckOptions {
+            verify_xml: false,
+            topology,
+        }
+    }
+}
+
+/// Kinds of problems a check finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CheckKind {
+    /// Written by another tool version or manifest format.
+    Stale,
+    Missing,
+    /// The file's bytes do not match the manifest's hash.
+    Edited,
+    /// A file the manifest does not list.
+    Extra,
+    /// A manifest entry or file that does not hold what the manifest says, or a program
+    /// that fails verification.
+    Invalid,
+    /// Ranges of one collective and placement that leave a gap, overlap, or miss the
+    /// compiled range.
+    Ranges,
+    /// Compiled for another topology.
+    Topology,
+    /// A file's simulated time differs from the manifest's prediction.
+    Prediction,
+}
+
+impl CheckKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckKind::Stale => "stale",
+            CheckKind::Missing => "missing",
+            CheckKind::Edited => "edited",
+            CheckKind::Extra => "extra",
+            CheckKind::Invalid => "invalid",
+            CheckKind::Ranges => "ranges",
+            CheckKind::Topology => "topology",
+            CheckKind::Prediction => "prediction",
+        }
+    }
+}
+
+/// One problem, with the file it concerns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckProblem {
+    pub kind: CheckKind,
+    pub file: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for CheckProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.file {
+            Some(file) => write!(f, "{}: {file}: {}", self.kind.name(), self.message),
+            None => write!(f, "{}: {}", self.kind.name(), self.message),
+        }
+    }
+}
+
+/// What a check found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckReport {
+    /// The manifest, when its format could be read.
+    pub manifest: Option<Manifest>,
+    /// Files listed in the manifest and present.
+    pub files_checked: usize,
+    pub problems: Vec<CheckProblem>,
+}
+
+impl CheckReport {
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Re-checks every file of a compiled directory against its manifest and re-verifies the
+/// XML (`check_dir_with` and `CheckOptions::default()`).
+pub fn check_dir(dir: &Path) -> Result<CheckReport> {
+    check_dir_with(dir, &CheckOptions::default())
+}
+
+/// Checks a compiled directory. An error means it is not one of ours at all (no readable
+/// manifest with our format tag); everything else is a problem in the report.
+pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport> {
+    let header = read_header(dir).ok_or_else(|| {
+        Error::Compile(format!(
+            "{} is not a tacos algorithm directory (no readable {MANIFEST_FILE} of ours)",
+            dir.display()
+        ))
+    })?;
+    let mut report = CheckReport {
+        manifest: None,
+        files_checked: 0,
+        problems: Vec::new(),
+    };
+    let mut problem = |kind, file: Option<&str>, message: String| {
+        report.problems.push(CheckProblem {
+            kind,
+            file: file.map(str::to_string),
+            message,
+        })
+    };
+    if header.format_version != MANIFEST_VERSION {
+        problem(
+            CheckKind::Stale,
+            Some(MANIFEST_FILE),
+            format!(
+                "manifest format {} (this tool reads {MANIFEST_VERSION}); compile again",
+                header.format_version
+            ),
+        );
+        return Ok(report);
+    }
+    let manifest = match Manifest::read(dir) {
+        Ok(m) => m,
+        Err(e) => {
+            problem(CheckKind::Invalid, Some(MANIFEST_FILE), e.to_string());
+            return Ok(report);
+        }
+    };
+    if header.tool_version != crate::VERSION {
+        problem(
+            CheckKind::Stale,
+            Some(MANIFEST_FILE),
+            format!(
+                "compiled by tacos {} (this is {}); compile again",
+                header.tool_version,
+                crate::VERSION
+            ),
+        );
+    }
+    if let Some(topo) = options.topology {
+        let (hash, npus) = (topology_hash(topo), topo.alive_npus().len());
+        if manifest.topology.hash != hash || manifest.topology.npus != npus {
+            problem(
+                CheckKind::Topology,
+                Some(MANIFEST_FILE),
+                format!(
+                    "compiled for {} ({} NPUs, hash {}), not {} ({npus} NPUs, hash {hash})",
+                    manifest.topology.name,
+                    manifest.topology.npus,
+                    &manifest.topology.hash,
+                    topo.name()
+                ),
+            );
+        }
+    }
+    let listed: Vec<&str> = manifest.entries.iter().map(|e| e.file.as_str()).collect();
+    let mut present = Vec::new();
+    for item in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let item = item.map_err(|e| Error::io(dir, e))?;
+        let name = item.file_name().to_string_lossy().into_owned();
+        if name != MANIFEST_FILE && !listed.contains(&name.as_str()) {
+            problem(
+                CheckKind::Extra,
+                Some(&name),
+                "not listed in the manifest".into(),
+            );
+        }
+        present.push(name);
+    }
+    for entry in &manifest.entries {
+        let file = entry.file.as_str();
+        if !plain_name(file) {
+            problem(
+                CheckKind::Invalid,
+                Some(file),
+                "a file name must be a plain name inside the directory".into(),
+            );
+            continue;
+        }
+        if !present.iter().any(|p| p == file) {
+            problem(CheckKind::Missing, Some(file), "listed but absent".into());
+            continue;
+        }
+        let path = dir.join(file);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        if sha256_hex(&bytes) != entry.sha256 {
+            problem(
+                CheckKind::Edited,
+                Some(file),
+                "its contents differ from what was compiled (SHA-256 mismatch)".into(),
+            );
+            continue;
+        }
+        if !options.verify_xml {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let program = match parse_program(&text, &path.display().to_string()) {
+            Ok(p) => p,
+            Err(e) => {
+                problem(CheckKind::Invalid, Some(file), e.to_string());
+                continue;
+            }
+        };
+        let declared = (
+            program.collective_kind(),
+            program.inplace,
+            program.min_bytes,
+            program.max_bytes,
+            program.gpus.len(),
+        );
+        let expected = (
+            Some(entry.collective),
+            entry.in_place,
+            Some(entry.min_bytes),
+            Some(entry.max_bytes),
+            manifest.topology.npus,
+        );
+        if declared != expected {
+            problem(
+                CheckKind::Invalid,
+                Some(file),
+                format!("the file declares (collective, in place, minBytes, maxBytes, GPUs) = {declared:?}, the manifest {expected:?}"),
+            );
+            continue;
+        }
+        let verified = verify(&program, &VerifyOptions::default());
+        if let Some(p) = verified.problems.first() {
+            problem(
+                CheckKind::Invalid,
+                Some(file),
+                format!("fails verification: {p}"),
+            );
+            continue;
+        }
+        if let Some(topo) = options.topology {
+            for band in &entry.bands {
+                let timed =
+                    simulate_program(topo, &program, band.size_bytes).map(|r| ps_to_us(r.time_ps));
+                if timed.as_ref().ok() != Some(&band.time_us) {
+                    problem(
+                        CheckKind::Prediction,
+                        Some(file),
+                        format!(
+                            "at {} bytes the manifest predicts {} us, the simulator gives {timed:?}",
+                            band.size_bytes, band.time_us
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    for message in range_problems(&manifest) {
+        problem(CheckKind::Ranges, Some(MANIFEST_FILE), message);
+    }
+    report.files_checked = manifest
+        .entries
+        .iter()
+        .filter(|e| present.contains(&e.file))
+        .count();
+    report.manifest = Some(manifest);
+    Ok(report)
+}
+
+/// Gaps, overlaps and missing coverage among the ranges of each collective and placement.
+fn range_problems(manifest: &Manifest) -> Vec<String> {
+    let mut out = Vec::new();
+    let sizes = manifest.options.sizes;
+    let mut groups: Vec<(CollectiveKind, bool)> = manifest
+        .entries
+        .iter()
+        .map(|e| (e.collective, e.in_place))
+        .collect();
+    groups.sort_by_key(|&(k, p)| (k.name(), !p));
+    groups.dedup();
+    for (kind, in_place) in groups {
+        let mut ranges: Vec<(u64, u64)> = manifest
+            .entries
+            .iter()
+            .filter(|e| (e.collective, e.in_place) == (kind, in_place))
+            .map(|e| (e.min_bytes, e.max_bytes))
+            .collect();
+        ranges.sort_unstable();
+        let placement = if in_place { "in place" } else { "out of place" };
+        let (first, last) = (ranges[0].0, ranges[ranges.len() - 1].1);
+        if (first, last) != (sizes.min_bytes, sizes.max_bytes) {
+            out.push(format!(
+                "{kind} {placement} covers {first}..{last} bytes, not the compiled {}..{}",
+                sizes.min_bytes, sizes.max_bytes
+            ));
+        }
+        for w in ranges.windows(2) {
+            if w[1].0 != w[0].1.saturating_add(1) {
+                out.push(format!(
+                    "{kind} {placement}: {}..{} and {}..{} {}",
+                    w[0].0,
+                    w[0].1,
+                    w[1].0,
+                    w[1].1,
+                    if w[1].0 <= w[0].1 {
+                        "overlap"
+                    } else {
+                        "leave a gap"
+                    }
+                ));
+            }
+        }
+        if let Some(r) = ranges.iter().find(|r| r.0 > r.1) {
+            out.push(format!(
+                "{kind} {placement}: range {}..{} runs backwards",
+                r.0, r.1
+            ));
+        }
+    }
+    out
+}
+
+/// How `open_or_compile` got its directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// A complete, current directory for this topology and these options was there.
+    Existing,
+    /// It was compiled now and written (or, racing, found written by another process).
+    Compiled(Written),
+}
+
+/// The plugin cache's entry point, and the same path as `tacos compile`: uses `dir` if
+/// it holds, intact, what `options` compile on `topo` with this tool (manifest format and
+/// tool version, topology hash, options, every file's hash; the XML is not re-parsed),
+/// else compiles and writes it with `write_dir` (a stale or corrupted directory of ours is
+/// replaced; any other is replaced only with `force`).
+///
+/// Processes opening the same directory at once (the ranks of one node) compile one at a
+/// time: each waits on an advisory lock on `.NAME.lock` beside the directory, then looks
+/// again, so one compiles and the others find its result. Where the lock file cannot be
+/// made they compile side by side, which `write_dir` tolerates.
+pub fn open_or_compile(
+    dir: &Path,
+    topo: &Topology,
+    options: &CompileOptions,
+    force: bool,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<(Manifest, Opened)> {
+    let wanted = CompileOptions {
+        jobs: 0,
+        ..options.clone()
+    };
+    let sound = || {
+        let report = check_dir_with(dir, &CheckOptions::hashes_only(Some(topo))).ok()?;
+        let manifest = report.manifest.filter(|m| m.options == wanted)?;
+        report.problems.is_empty().then_some(manifest)
+    };
+    if let Some(manifest) = sound() {
+        return Ok((manifest, Opened::Existing));
+    }
+    let _lock = DirLock::acquire(dir);
+    if let Some(manifest) = sound() {
+        return Ok((manifest, Opened::Existing));
+    }
+    let set = compile(topo, options, progress)?;
+    let written = write_dir(&set, dir, force)?;
+    Ok((set.manifest, Opened::Compiled(written)))
+}
+
+/// The folder a directory lives in and its name.
+fn parent_and_name(dir: &Path) -> Result<(PathBuf, String)> {
+    let name = dir
+        .file_name()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| Error::Compile(format!("{} names no directory", dir.display())))?
+        .to_string_lossy()
+        .into_owned();
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((parent, name))
+}
+
+/// An exclusive advisory lock (`flock`) on `.NAME.lock` beside a directory, released when
+/// dropped (or when its process dies).
+struct DirLock {
+    _held: std::fs::File,
+}
+
+impl DirLock {
+    fn acquire(dir: &Path) -> Option<DirLock> {
+        use std::os::fd::AsRawFd;
+        let (parent, name) = parent_and_name(dir).ok()?;
+        std::fs::create_dir_all(&parent).ok()?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(parent.join(format!(".{name}.lock")))
+            .ok()?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; it does not touch memory.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Some(DirLock { _held: file });
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                return None;
+            }
+        }
+    }
+}

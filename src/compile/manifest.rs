@@ -1,0 +1,216 @@
+//! `manifest.json`: what a compiled directory holds and why, and the lookup a scheduler
+//! makes in it.
+
+use super::{Candidate, CompileOptions};
+use crate::collective::CollectiveKind;
+use crate::error::{Error, Result};
+use crate::fsio::parse_json;
+use crate::topology::Topology;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// The manifest's file name in a compiled directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// The manifest's `format` tag: a directory whose manifest carries it is ours.
+pub const MANIFEST_FORMAT: &str = "tacos-msccl-algorithms";
+/// Bumped whenever the manifest or the directory's layout changes meaning.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// A compiled directory's table of contents.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub format: String,
+    pub format_version: u32,
+    /// `tacos::VERSION` of the tool that compiled the directory.
+    pub tool_version: String,
+    pub topology: TopologyInfo,
+    /// The options compiled with (all but the number of threads).
+    pub options: CompileOptions,
+    /// One per file, by collective (in the options' order), in place first, then by size.
+    pub entries: Vec<Entry>,
+}
+
+/// The topology a directory was compiled for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyInfo {
+    pub name: String,
+    /// `topology_hash`.
+    pub hash: String,
+    /// Ranks: the alive NPUs, rank r on the r-th.
+    pub npus: usize,
+    pub links: usize,
+}
+
+/// One algorithm file and the message sizes it serves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub collective: CollectiveKind,
+    pub in_place: bool,
+    /// Smallest and largest message served, in the executor's measure (the file's
+    /// minBytes and maxBytes).
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    /// File name inside the directory.
+    pub file: String,
+    /// SHA-256 of the file's bytes, in hex.
+    pub sha256: String,
+    pub proto: String,
+    pub channels: usize,
+    pub chunks_per_loop: usize,
+    /// The candidate whose program the file holds.
+    pub algorithm: Candidate,
+    /// Predictions for every band the file serves, smallest first.
+    pub bands: Vec<BandPrediction>,
+}
+
+/// The program's simulated figures at one band's smallest size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BandPrediction {
+    /// The size the band was judged at (its smallest).
+    pub size_bytes: u64,
+    /// `msccl::simulate_program` of the written program at `size_bytes`.
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    /// The best lower bound (`bounds::Bounds::best_ps`) and the bound over the time.
+    pub bound_us: f64,
+    pub efficiency: f64,
+    /// The fastest baseline's program at this size, when baselines competed.
+    pub best_baseline: Option<Candidate>,
+    pub best_baseline_us: Option<f64>,
+    /// Best baseline's time over this program's.
+    pub speedup_vs_baseline: Option<f64>,
+}
+
+impl Manifest {
+    /// The file a scheduler should load for a call of `kind` on `nranks` ranks, in place or
+    /// not, whose message is `executor_bytes` (as the executor measures it: the whole
+    /// buffer for allgather, reducescatter and alltoall); None where the directory has no
+    /// algorithm for it and the executor should fall back.
+    pub fn select(
+        &self,
+        kind: CollectiveKind,
+        nranks: usize,
+        in_place: bool,
+        executor_bytes: u64,
+    ) -> Option<&Entry> {
+        if nranks != self.topology.npus {
+            return None;
+        }
+        self.entries.iter().find(|e| {
+            e.collective == kind
+                && e.in_place == in_place
+                && (e.min_bytes..=e.max_bytes).contains(&executor_bytes)
+        })
+    }
+
+    /// Reads `dir/manifest.json`.
+    pub fn read(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        parse_json(&text, &path.display().to_string()).map_err(Error::Compile)
+    }
+
+    /// The manifest as written: pretty JSON ending in a newline.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("a manifest serializes");
+        text.push('\n');
+        text
+    }
+}
+
+/// SHA-256 of `bytes` in lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A stable fingerprint of the network a program runs on, in hex: SHA-256 over a fixed
+/// binary encoding of the NPU count, the failed NPUs (sorted) and every link in (src, dst)
+/// order with its bandwidth and latency as IEEE-754 bit patterns (-0 taken as 0), all
+/// integers little-endian. It depends on nothing else (not the name, not how the topology
+/// was written, not map order): two specs giving the same links hash alike, and a link
+/// whose figures differ in the last bit hashes differently, which only costs a recompile.
+pub fn topology_hash(topo: &Topology) -> String {
+    let mut h = Sha256::new();
+    let word = |h: &mut Sha256, v: u64| h.update(v.to_le_bytes());
+    let float = |x: f64| if x == 0.0 { 0 } else { x.to_bits() };
+    h.update(b"tacos-topology/1\0");
+    word(&mut h, topo.npus() as u64);
+    word(&mut h, topo.failed().len() as u64);
+    for &f in topo.failed() {
+        word(&mut h, f as u64);
+    }
+    word(&mut h, topo.links().len() as u64);
+    for l in topo.links() {
+        word(&mut h, l.src as u64);
+        word(&mut h, l.dst as u64);
+        word(&mut h, float(l.bandwidth_gbps));
+        word(&mut h, float(l.latency_us));
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A directory name for the cache of what `options` compile on `topo` with this tool:
+/// `tacos-VERSION-TOPOLOGY-OPTIONS` with the first 16 hex digits of the topology hash and
+/// 12 of the options' hash, so a new tool, topology or option set gets a directory of its
+/// own and never reads another's.
+pub fn cache_dir_name(topo: &Topology, options: &CompileOptions) -> String {
+    let options = serde_json::to_string(options).expect("options serialize");
+    format!(
+        "tacos-{}-{}-{}",
+        crate::VERSION,
+        &topology_hash(topo)[..16],
+        &sha256_hex(options.as_bytes())[..12]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{parse_spec, Link, SpecDefaults};
+
+    fn link(src: usize, dst: usize, bw: f64) -> Link {
+        Link {
+            src,
+            dst,
+            bandwidth_gbps: bw,
+            latency_us: 0.5,
+        }
+    }
+
+    #[test]
+    fn topology_hash_sees_links_not_names_or_order() {
+        let a = Topology::new("a", 3, vec![link(0, 1, 50.0), link(1, 2, 50.0)]).unwrap();
+        let b = Topology::new("b", 3, vec![link(1, 2, 50.0), link(0, 1, 50.0)]).unwrap();
+        assert_eq!(topology_hash(&a), topology_hash(&b));
+        let c = Topology::new("a", 3, vec![link(0, 1, 50.0), link(1, 2, 25.0)]).unwrap();
+        assert_ne!(topology_hash(&a), topology_hash(&c));
+        let d = Topology::new("a", 3, vec![link(0, 1, 50.0), link(2, 1, 50.0)]).unwrap();
+        assert_ne!(topology_hash(&a), topology_hash(&d));
+        assert_ne!(
+            topology_hash(&a),
+            topology_hash(&a.fail_npus(&[2]).unwrap())
+        );
+        // A builder and the same ring written another way agree.
+        let ring = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+        let by_hand = Topology::new("by hand", 4, ring.links().to_vec()).unwrap();
+        assert_eq!(topology_hash(&ring), topology_hash(&by_hand));
+        assert_eq!(topology_hash(&a).len(), 64);
+    }
+
+    #[test]
+    fn sha256_of_a_known_text() {
+        // FIPS 180-2's example "abc".
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

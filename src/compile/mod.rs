@@ -1,0 +1,414 @@
+//! Per-cluster compilation: every algorithm a topology needs, as a directory of MSCCL
+//! algorithm XML files and a `manifest.json`, ready for the MSCCL executor
+//! (`MSCCL_ALGO_DIR`), a scheduler, or the project's own plugin cache.
+//!
+//! For each collective, buffer placement and size band, [`compile`] synthesizes
+//! candidates (several chunk counts K and seeds), lowers each to an MSCCL program and
+//! times the program itself with `msccl::simulate_program`, next to the baselines lowered
+//! the same way; the fastest program that passes `msccl::verify` wins the band. Adjacent
+//! bands merge where one band's program is also the fastest at the next, so each file
+//! covers a contiguous range of message sizes and the ranges of one collective and
+//! placement tile the requested range with no gap and no overlap, in the executor's own
+//! measure of a message (`msccl::Layout::executor_bytes`; for every collective compiled
+//! here that is the nccl-tests size). [`write_dir`] writes the set atomically,
+//! [`check_dir`] re-checks a directory against its manifest, and [`open_or_compile`] is
+//! the cache's entry point: an offline-compiled directory and an online cache are the same
+//! thing, made by the same code.
+
+mod candidate;
+mod dir;
+mod manifest;
+mod select;
+
+pub use candidate::Candidate;
+pub use dir::{
+    check_dir, check_dir_with, check_target, open_or_compile, write_dir, CheckKind, CheckOptions,
+    CheckProblem, CheckReport, Found, Opened, Written,
+};
+pub use manifest::{
+    cache_dir_name, sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo,
+    MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,
+};
+pub use select::{compile, AlgorithmSet, CompiledFile, Progress, Rejection, Stage};
+
+use crate::collective::CollectiveKind;
+use crate::error::{Error, Result};
+use crate::msccl::Proto;
+use crate::units::{format_size, parse_size};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The message sizes to compile for: `min_bytes..=max_bytes`, both powers of two, in the
+/// executor's measure of a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeRange {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+}
+
+impl SizeRange {
+    /// Checks the range: powers of two, smallest first.
+    pub fn new(min_bytes: u64, max_bytes: u64) -> Result<SizeRange> {
+        for (what, v) in [("smallest", min_bytes), ("largest", max_bytes)] {
+            if !v.is_power_of_two() {
+                return Err(Error::Compile(format!(
+                    "sizes: the {what} size, {}, is not a power of two (bands run from one power of two to the next, e.g. 1KiB..4GiB)",
+                    format_size(v)
+                )));
+            }
+        }
+        if min_bytes > max_bytes {
+            return Err(Error::Compile(format!(
+                "sizes: {}..{} runs backwards; give the smallest size first",
+                format_size(min_bytes),
+                format_size(max_bytes)
+            )));
+        }
+        Ok(SizeRange {
+            min_bytes,
+            max_bytes,
+        })
+    }
+
+    /// The bands covering the range, smallest first: each spans `octaves` doublings
+    /// ([S, S * 2^octaves - 1]) and is judged at its smallest size S; the last is cut at
+    /// and includes `max_bytes`, so together they cover `min_bytes..=max_bytes` exactly.
+    pub fn bands(&self, octaves: u32) -> Vec<Band> {
+        let octaves = octaves.clamp(1, 63);
+        let mut bands = Vec::new();
+        let mut start = self.min_bytes;
+        loop {
+            let next = start.saturating_mul(1 << octaves).min(self.max_bytes);
+            if next >= self.max_bytes {
+                bands.push(Band {
+                    min_bytes: start,
+                    max_bytes: self.max_bytes,
+                });
+                return bands;
+            }
+            bands.push(Band {
+                min_bytes: start,
+                max_bytes: next - 1,
+            });
+            start = next;
+        }
+    }
+}
+
+impl FromStr for SizeRange {
+    type Err = Error;
+
+    /// `MIN..MAX`, each a size such as `1KiB` or `4GiB`.
+    fn from_str(s: &str) -> Result<SizeRange> {
+        let (lo, hi) = s.split_once("..").ok_or_else(|| {
+            Error::Compile(format!(
+                "sizes: '{s}' is not a range MIN..MAX such as 1KiB..4GiB"
+            ))
+        })?;
+        let parse = |v: &str| parse_size(v).map_err(|e| Error::Compile(format!("sizes: {e}")));
+        SizeRange::new(parse(lo)?, parse(hi)?)
+    }
+}
+
+impl fmt::Display for SizeRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}..{}",
+            short_size(self.min_bytes),
+            short_size(self.max_bytes)
+        )
+    }
+}
+
+/// A range of message sizes one program serves, in the executor's measure; an algorithm
+/// is chosen for it at its smallest size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Band {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+}
+
+/// The transfer protocol written into each file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ProtoChoice {
+    /// Per band, by size (`Proto::for_size`): LL up to 512 KiB, Simple above.
+    #[default]
+    Auto,
+    Fixed(Proto),
+}
+
+impl ProtoChoice {
+    pub fn for_size(self, size_bytes: u64) -> Proto {
+        match self {
+            ProtoChoice::Auto => Proto::for_size(size_bytes),
+            ProtoChoice::Fixed(p) => p,
+        }
+    }
+}
+
+impl FromStr for ProtoChoice {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<ProtoChoice> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(ProtoChoice::Auto),
+            "simple" => Ok(ProtoChoice::Fixed(Proto::Simple)),
+            "ll" => Ok(ProtoChoice::Fixed(Proto::LL)),
+            "ll128" => Ok(ProtoChoice::Fixed(Proto::LL128)),
+            _ => Err(Error::Compile(format!(
+                "proto: '{s}' is not one of auto, Simple, LL, LL128"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for ProtoChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtoChoice::Auto => f.write_str("auto"),
+            ProtoChoice::Fixed(p) => f.write_str(p.name()),
+        }
+    }
+}
+
+impl Serialize for ProtoChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ProtoChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Which buffer placements to compile programs for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placements {
+    /// In place and out of place (All-to-All: out of place only, as it cannot run in place).
+    #[default]
+    Both,
+    InPlace,
+    OutOfPlace,
+}
+
+impl Placements {
+    /// The in-place flags to compile `kind` for.
+    pub fn flags(self, kind: CollectiveKind) -> Vec<bool> {
+        let in_place_possible = kind != CollectiveKind::AllToAll;
+        match self {
+            Placements::Both if in_place_possible => vec![true, false],
+            Placements::InPlace if in_place_possible => vec![true],
+            Placements::InPlace => Vec::new(),
+            Placements::Both | Placements::OutOfPlace => vec![false],
+        }
+    }
+}
+
+impl FromStr for Placements {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Placements> {
+        match s.to_ascii_lowercase().as_str() {
+            "both" => Ok(Placements::Both),
+            "inplace" => Ok(Placements::InPlace),
+            "outofplace" => Ok(Placements::OutOfPlace),
+            _ => Err(Error::Compile(format!(
+                "inplace: '{s}' is not one of both, inplace, outofplace"
+            ))),
+        }
+    }
+}
+
+/// What to compile and how hard to search. Everything but `jobs` is recorded in the
+/// manifest: the same options on the same topology give the same bytes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompileOptions {
+    /// Collectives without a root (the executor's files do not name one).
+    pub collectives: Vec<CollectiveKind>,
+    pub sizes: SizeRange,
+    /// Doublings of the message size one band spans.
+    pub band_octaves: u32,
+    pub proto: ProtoChoice,
+    pub placements: Placements,
+    /// Seeds 0..seeds are tried for every K.
+    pub seeds: u64,
+    /// Chunks per NPU (K) to synthesize with. Candidates whose programs break the
+    /// executor's limits are skipped.
+    pub chunk_candidates: Vec<usize>,
+    /// A K other than the smallest is not tried where it would cut chunks smaller than
+    /// this: such chunks cost a step's latency for little data, and their programs are
+    /// the slowest to lower and time.
+    pub min_chunk_bytes: u64,
+    /// Whether the baselines compete (and speedups against them are reported).
+    pub baselines: bool,
+    /// Worker threads (0: one per core), on a pool of the compilation's own.
+    #[serde(skip)]
+    pub jobs: usize,
+}
+
+impl Default for CompileOptions {
+    /// The command line's defaults.
+    fn default() -> Self {
+        CompileOptions {
+            collectives: vec![
+                CollectiveKind::AllReduce,
+                CollectiveKind::AllGather,
+                CollectiveKind::ReduceScatter,
+            ],
+            sizes: SizeRange {
+                min_bytes: 1 << 10,
+                max_bytes: 4 << 30,
+            },
+            band_octaves: 1,
+            proto: ProtoChoice::Auto,
+            placements: Placements::Both,
+            seeds: 2,
+            chunk_candidates: vec![1, 2, 4, 8, 16, 32],
+            min_chunk_bytes: 4 << 10,
+            baselines: true,
+            jobs: 0,
+        }
+    }
+}
+
+impl CompileOptions {
+    /// For a plugin compiling when a communicator starts: the same collectives, sizes and
+    /// placements, and every file still verified, but a quarter of the work or less. It
+    /// drops the baselines (the executor's own algorithms are the fallback anyway, and no
+    /// speedup against them is reported), tries one seed instead of two and K in {1, 4, 16}
+    /// instead of {1, 2, 4, 8, 16, 32}, and uses bands of three doublings (1-8 KiB,
+    /// 8-64 KiB, ...), each judged at its smallest size, instead of one per doubling.
+    pub fn fast() -> CompileOptions {
+        CompileOptions {
+            band_octaves: 3,
+            seeds: 1,
+            chunk_candidates: vec![1, 4, 16],
+            baselines: false,
+            ..CompileOptions::default()
+        }
+    }
+
+    /// Checks what does not depend on the topology.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Compile(m));
+        if self.collectives.is_empty() {
+            return bad("no collective to compile".into());
+        }
+        if let Some(k) = self.collectives.iter().find(|k| k.has_root()) {
+            return bad(format!(
+                "{k} has a root, and an algorithm file does not say which rank it is for; compile takes collectives without a root (allreduce, allgather, reducescatter, alltoall)"
+            ));
+        }
+        if let Some(k) = self
+            .collectives
+            .iter()
+            .find(|&&k| self.placements.flags(k).is_empty())
+        {
+            return bad(format!(
+                "{k} cannot run in place; ask for --inplace outofplace or both"
+            ));
+        }
+        SizeRange::new(self.sizes.min_bytes, self.sizes.max_bytes)?;
+        if !(1..=63).contains(&self.band_octaves) {
+            return bad(format!(
+                "a band spans 1 to 63 doublings, not {}",
+                self.band_octaves
+            ));
+        }
+        if self.seeds == 0 {
+            return bad("seeds must be at least 1".into());
+        }
+        if self.chunk_candidates.is_empty() || self.chunk_candidates.contains(&0) {
+            return bad("chunk candidates (K) must be whole numbers, at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// A power-of-two size as file names show it: 1K, 64M, 4G; other sizes in bytes.
+pub fn short_size(bytes: u64) -> String {
+    const UNITS: [(&str, u32); 4] = [("T", 40), ("G", 30), ("M", 20), ("K", 10)];
+    for (name, shift) in UNITS {
+        let unit = 1u64 << shift;
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{}{name}", bytes / unit);
+        }
+    }
+    bytes.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bands_tile_the_range() {
+        let r: SizeRange = "1KiB..16KiB".parse().unwrap();
+        let b = r.bands(1);
+        let want = [(1024, 2047), (2048, 4095), (4096, 8191), (8192, 16384)];
+        assert_eq!(
+            b.iter()
+                .map(|b| (b.min_bytes, b.max_bytes))
+                .collect::<Vec<_>>(),
+            want
+        );
+        // Three doublings: 1K-8K-1, then the rest up to and including 16K.
+        let b = r.bands(3);
+        assert_eq!(
+            b.iter()
+                .map(|b| (b.min_bytes, b.max_bytes))
+                .collect::<Vec<_>>(),
+            [(1024, 8191), (8192, 16384)]
+        );
+        let one = SizeRange::new(4096, 4096).unwrap().bands(1);
+        assert_eq!(
+            one,
+            [Band {
+                min_bytes: 4096,
+                max_bytes: 4096
+            }]
+        );
+    }
+
+    #[test]
+    fn bad_ranges_are_named() {
+        let e = "4GiB..1KiB".parse::<SizeRange>().unwrap_err().to_string();
+        assert!(e.contains("backwards"), "{e}");
+        let e = "3KB..1GiB".parse::<SizeRange>().unwrap_err().to_string();
+        assert!(e.contains("not a power of two"), "{e}");
+        let e = "1KiB".parse::<SizeRange>().unwrap_err().to_string();
+        assert!(e.contains("MIN..MAX"), "{e}");
+        let e = "1KiB..lots".parse::<SizeRange>().unwrap_err().to_string();
+        assert!(e.contains("lots"), "{e}");
+    }
+
+    #[test]
+    fn options_reject_what_no_topology_could_serve() {
+        let o = CompileOptions {
+            collectives: vec![CollectiveKind::Broadcast],
+            ..CompileOptions::default()
+        };
+        assert!(o.validate().unwrap_err().to_string().contains("root"));
+        let o = CompileOptions {
+            collectives: vec![CollectiveKind::AllToAll],
+            placements: Placements::InPlace,
+            ..CompileOptions::default()
+        };
+        assert!(o.validate().unwrap_err().to_string().contains("in place"));
+        assert!(CompileOptions::fast().validate().is_ok());
+    }
+
+    #[test]
+    fn short_sizes() {
+        assert_eq!(short_size(1024), "1K");
+        assert_eq!(short_size(4 << 30), "4G");
+        assert_eq!(short_size(512), "512");
+        assert_eq!(short_size(1536), "1536");
+    }
+}

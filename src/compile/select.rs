@@ -1,0 +1,548 @@
+//! Choosing a program per band and merging bands: the heart of `compile`.
+
+use super::candidate::{lower_for, same_program};
+use super::manifest::{sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo};
+use super::{short_size, Band, Candidate, CompileOptions, MANIFEST_FORMAT, MANIFEST_VERSION};
+use crate::bounds::Bounds;
+use crate::collective::{Collective, CollectiveKind};
+use crate::error::{Error, Result};
+use crate::msccl::{simulate_program, verify, write_program, Program, VerifyOptions};
+use crate::topology::Topology;
+use crate::units::{algbw_gbps, format_size, ps_to_us, Picos};
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What `compile` is doing, for a progress display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Synthesizing, lowering and timing candidates: `done` of `total` (band, candidate)
+    /// pairs.
+    Candidates,
+    /// Verifying the fastest programs and merging bands (timing programs at neighbouring
+    /// bands): `done` of `total` (collective, placement) pairs.
+    Selecting,
+}
+
+/// A progress report; `done` counts up to `total` within a stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub stage: Stage,
+    pub done: usize,
+    pub total: usize,
+}
+
+/// A candidate that did not make it into a band: it could not be built (synthesis or the
+/// executor's limits) or, worse, its program failed verification.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejection {
+    pub collective: CollectiveKind,
+    /// None when no placement was tried (the schedule itself failed).
+    pub in_place: Option<bool>,
+    pub band: Band,
+    pub candidate: Candidate,
+    /// The program was built and timed but `msccl::verify` found it wrong.
+    pub failed_verification: bool,
+    pub reason: String,
+}
+
+/// One file of a compiled set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompiledFile {
+    pub name: String,
+    pub xml: String,
+}
+
+/// A compiled set, in memory: the manifest and its files (in the manifest's entry order).
+#[derive(Clone, Debug)]
+pub struct AlgorithmSet {
+    pub manifest: Manifest,
+    pub files: Vec<CompiledFile>,
+    pub rejected: Vec<Rejection>,
+}
+
+/// One band of one collective and placement, every candidate timed.
+struct Ranked {
+    band: Band,
+    bound_ps: Picos,
+    /// (candidate index, time), fastest first, ties to the earlier candidate.
+    ranked: Vec<(usize, Picos)>,
+    /// The program of `ranked[0]`; the others are rebuilt only if it fails verification.
+    fastest: Option<Program>,
+    best_baseline: Option<(Candidate, Picos)>,
+    /// Candidates that could not be built here (those whose schedule failed are listed
+    /// with the first placement only).
+    rejected: Vec<Rejection>,
+}
+
+/// The bands of one collective and placement, smallest first.
+struct Sequence<'a> {
+    kind: CollectiveKind,
+    in_place: bool,
+    /// Index of the placement among the collective's (`Placements::flags`).
+    slot: usize,
+    candidates: &'a [Candidate],
+    bands: Vec<Ranked>,
+}
+
+/// Compiles the algorithms `options` ask for on `topo` (rank r on the r-th alive NPU).
+/// `progress` is called from worker threads as work completes. Work runs on a thread pool
+/// of its own with `options.jobs` threads, never on rayon's global pool, so a host process
+/// embedding the library keeps its own.
+pub fn compile(
+    topo: &Topology,
+    options: &CompileOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<AlgorithmSet> {
+    options.validate()?;
+    let bands = options.sizes.bands(options.band_octaves);
+    for &kind in &options.collectives {
+        Collective::over_all(topo, kind, None, 1, bands[0].min_bytes).map_err(|e| {
+            Error::Compile(format!(
+                "{kind} cannot run on topology {}: {e}",
+                topo.name()
+            ))
+        })?;
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.jobs)
+        .thread_name(|i| format!("tacos-compile-{i}"))
+        .build()
+        .map_err(|e| Error::Compile(format!("cannot start worker threads: {e}")))?;
+    pool.install(|| compile_on_pool(topo, options, &bands, progress))
+}
+
+fn compile_on_pool(
+    topo: &Topology,
+    options: &CompileOptions,
+    bands: &[Band],
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<AlgorithmSet> {
+    let groups: Vec<(CollectiveKind, Vec<Candidate>)> = options
+        .collectives
+        .iter()
+        .map(|&kind| {
+            let candidates = Candidate::all(
+                kind,
+                &options.chunk_candidates,
+                options.seeds,
+                options.baselines,
+            );
+            (kind, candidates)
+        })
+        .collect();
+    let total = groups.iter().map(|g| g.1.len()).sum::<usize>() * bands.len();
+    let done = AtomicUsize::new(0);
+    let tick = || {
+        let done = done.fetch_add(1, Ordering::Relaxed) + 1;
+        progress(Progress {
+            stage: Stage::Candidates,
+            done,
+            total,
+        })
+    };
+    progress(Progress {
+        stage: Stage::Candidates,
+        done: 0,
+        total,
+    });
+    let work: Vec<(usize, Band)> = (0..groups.len())
+        .flat_map(|g| bands.iter().map(move |&b| (g, b)))
+        .collect();
+    let judged: Vec<Vec<Ranked>> = work
+        .par_iter()
+        .map(|&(g, band)| {
+            let (kind, candidates) = (groups[g].0, &groups[g].1);
+            judge(topo, options, kind, band, candidates, &tick)
+        })
+        .collect::<Result<_>>()?;
+
+    // Regroup by (collective, placement): each sequence is merged on its own.
+    let mut sequences: Vec<Sequence> = Vec::new();
+    for (&(g, _), per_slot) in work.iter().zip(judged) {
+        let (kind, candidates) = (groups[g].0, &groups[g].1);
+        let flags = options.placements.flags(kind);
+        for (slot, ranked) in per_slot.into_iter().enumerate() {
+            let found = sequences
+                .iter_mut()
+                .find(|s| s.kind == kind && s.slot == slot);
+            match found {
+                Some(s) => s.bands.push(ranked),
+                None => sequences.push(Sequence {
+                    kind,
+                    in_place: flags[slot],
+                    slot,
+                    candidates,
+                    bands: vec![ranked],
+                }),
+            }
+        }
+    }
+    let count = sequences.len();
+    let merged = AtomicUsize::new(0);
+    progress(Progress {
+        stage: Stage::Selecting,
+        done: 0,
+        total: count,
+    });
+    let results: Vec<(CollectiveKind, bool, Vec<Run>, Vec<Rejection>)> = sequences
+        .into_par_iter()
+        .map(|seq| {
+            let (kind, in_place) = (seq.kind, seq.in_place);
+            let merged_runs = merge(topo, options, seq);
+            progress(Progress {
+                stage: Stage::Selecting,
+                done: merged.fetch_add(1, Ordering::Relaxed) + 1,
+                total: count,
+            });
+            let (runs, rejected) = merged_runs?;
+            Ok((kind, in_place, runs, rejected))
+        })
+        .collect::<Result<_>>()?;
+
+    let mut entries = Vec::new();
+    let mut files = Vec::new();
+    let mut rejected = Vec::new();
+    for (kind, in_place, runs, rejections) in results {
+        for run in runs {
+            let (entry, file) = run.into_file(kind, in_place);
+            entries.push(entry);
+            files.push(file);
+        }
+        rejected.extend(rejections);
+    }
+    let manifest = Manifest {
+        format: MANIFEST_FORMAT.to_string(),
+        format_version: MANIFEST_VERSION,
+        tool_version: crate::VERSION.to_string(),
+        topology: TopologyInfo {
+            name: topo.name().to_string(),
+            hash: topology_hash(topo),
+            npus: topo.alive_npus().len(),
+            links: topo.links().len(),
+        },
+        options: CompileOptions {
+            jobs: 0,
+            ..options.clone()
+        },
+        entries,
+    };
+    Ok(AlgorithmSet {
+        manifest,
+        files,
+        rejected,
+    })
+}
+
+/// Every candidate's time per placement; the fastest program per placement is kept.
+#[derive(Default)]
+struct Trials {
+    times: Vec<(usize, usize, Picos)>,
+    best: Vec<Option<(Picos, usize, Program)>>,
+    rejected: Vec<Rejection>,
+}
+
+impl Trials {
+    /// Records a built program's time and keeps it if it is the fastest so far.
+    fn keep(&mut self, slot: usize, index: usize, time_ps: Picos, program: Program) {
+        self.times.push((slot, index, time_ps));
+        self.offer(slot, index, time_ps, program);
+    }
+
+    /// Keeps `program` if it beats the slot's best (ties to the earlier candidate).
+    fn offer(&mut self, slot: usize, index: usize, time_ps: Picos, program: Program) {
+        if self.best.len() <= slot {
+            self.best.resize_with(slot + 1, || None);
+        }
+        let better = self.best[slot]
+            .as_ref()
+            .map_or(true, |b| (time_ps, index) < (b.0, b.1));
+        if better {
+            self.best[slot] = Some((time_ps, index, program));
+        }
+    }
+
+    fn join(mut self, other: Trials) -> Trials {
+        for (slot, best) in other.best.into_iter().enumerate() {
+            if let Some((t, i, p)) = best {
+                self.offer(slot, i, t, p);
+            }
+        }
+        self.times.extend(other.times);
+        self.rejected.extend(other.rejected);
+        self
+    }
+}
+
+/// Times every candidate of one band of `kind` for every placement.
+fn judge(
+    topo: &Topology,
+    options: &CompileOptions,
+    kind: CollectiveKind,
+    band: Band,
+    candidates: &[Candidate],
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<Ranked>> {
+    let size = band.min_bytes;
+    let proto = options.proto.for_size(size);
+    let flags = options.placements.flags(kind);
+    let ranks = topo.alive_npus().len();
+    let rejection = |candidate: Candidate, in_place, reason: String| Rejection {
+        collective: kind,
+        in_place,
+        band,
+        candidate,
+        failed_verification: false,
+        reason,
+    };
+    let trials = candidates
+        .par_iter()
+        .enumerate()
+        .map(|(index, candidate)| {
+            let mut trials = Trials::default();
+            if candidate.too_fine(ranks, size, options) {
+                tick();
+                return trials;
+            }
+            match candidate.schedule(topo, kind, size) {
+                Ok(schedule) => {
+                    for (slot, &in_place) in flags.iter().enumerate() {
+                        match timed_program(topo, &schedule, candidate, in_place, proto) {
+                            Ok((time, program)) => trials.keep(slot, index, time, program),
+                            Err(e) => trials.rejected.push(rejection(
+                                *candidate,
+                                Some(in_place),
+                                e.to_string(),
+                            )),
+                        }
+                    }
+                }
+                Err(e) => trials
+                    .rejected
+                    .push(rejection(*candidate, None, e.to_string())),
+            }
+            tick();
+            trials
+        })
+        .reduce(Trials::default, Trials::join);
+    let collective = Collective::over_all(topo, kind, None, 1, size)?;
+    let bound_ps = Bounds::new(topo, &collective).best_ps();
+    let Trials {
+        mut times,
+        mut best,
+        rejected,
+    } = trials;
+    times.sort_unstable_by_key(|&(slot, index, time)| (slot, time, index));
+    best.resize_with(flags.len(), || None);
+    Ok(flags
+        .iter()
+        .enumerate()
+        .map(|(slot, &in_place)| {
+            let ranked: Vec<(usize, Picos)> = times
+                .iter()
+                .filter(|t| t.0 == slot)
+                .map(|t| (t.1, t.2))
+                .collect();
+            let best_baseline = ranked
+                .iter()
+                .find(|(i, _)| candidates[*i].is_baseline())
+                .map(|&(i, t)| (candidates[i], t));
+            let rejected = rejected
+                .iter()
+                .filter(|r| r.in_place.map_or(slot == 0, |p| p == in_place))
+                .cloned()
+                .collect();
+            Ranked {
+                band,
+                bound_ps,
+                ranked,
+                fastest: best[slot].take().map(|b| b.2),
+                best_baseline,
+                rejected,
+            }
+        })
+        .collect())
+}
+
+/// `candidate`'s program for one placement and protocol, and its time at the size the
+/// schedule was made for.
+fn timed_program(
+    topo: &Topology,
+    schedule: &crate::schedule::Schedule,
+    candidate: &Candidate,
+    in_place: bool,
+    proto: crate::msccl::Proto,
+) -> Result<(Picos, Program)> {
+    let program = lower_for(schedule, topo, candidate, in_place, proto)?;
+    let time = simulate_program(topo, &program, schedule.collective.size_bytes)?.time_ps;
+    Ok((time, program))
+}
+
+/// Bands served by one program: one file.
+struct Run {
+    candidate: Candidate,
+    program: Program,
+    bands: Vec<Served>,
+}
+
+/// A band a file serves, with the file's program's time there.
+#[derive(Clone, Copy)]
+struct Served {
+    band: Band,
+    time_ps: Picos,
+    bound_ps: Picos,
+    best_baseline: Option<(Candidate, Picos)>,
+}
+
+/// Picks the programs of one collective and placement, smallest band first: a band
+/// joins the file before it when that file's program has the same protocol and is no
+/// slower at the band's size than the band's fastest candidate; otherwise the band starts
+/// a file with its fastest candidate whose program passes `msccl::verify` (so only
+/// programs that are written are verified, each once).
+fn merge(
+    topo: &Topology,
+    options: &CompileOptions,
+    seq: Sequence,
+) -> Result<(Vec<Run>, Vec<Rejection>)> {
+    let mut runs: Vec<Run> = Vec::new();
+    let mut rejected = Vec::new();
+    let placement = if seq.in_place {
+        "in place"
+    } else {
+        "out of place"
+    };
+    for mut r in seq.bands {
+        let size = r.band.min_bytes;
+        let entry = |time_ps| Served {
+            band: r.band,
+            time_ps,
+            bound_ps: r.bound_ps,
+            best_baseline: r.best_baseline,
+        };
+        if let (Some(run), Some(fastest), Some(&(_, best_ps))) =
+            (runs.last_mut(), &r.fastest, r.ranked.first())
+        {
+            if run.program.proto == fastest.proto {
+                let time_ps = if same_program(&run.program, fastest) {
+                    best_ps
+                } else {
+                    simulate_program(topo, &run.program, size)?.time_ps
+                };
+                if time_ps <= best_ps {
+                    run.bands.push(entry(time_ps));
+                    rejected.append(&mut r.rejected);
+                    continue;
+                }
+            }
+        }
+        let mut started = None;
+        for (rank, &(index, time_ps)) in r.ranked.iter().enumerate() {
+            let candidate = seq.candidates[index];
+            let program = match r.fastest.take().filter(|_| rank == 0) {
+                Some(p) => p,
+                None => {
+                    let schedule = candidate.schedule(topo, seq.kind, size)?;
+                    let proto = options.proto.for_size(size);
+                    timed_program(topo, &schedule, &candidate, seq.in_place, proto)?.1
+                }
+            };
+            let report = verify(&program, &VerifyOptions::default());
+            if report.is_correct() {
+                started = Some(Run {
+                    candidate,
+                    program,
+                    bands: vec![entry(time_ps)],
+                });
+                break;
+            }
+            let first = report
+                .problems
+                .first()
+                .map_or(String::new(), |p| p.to_string());
+            r.rejected.push(Rejection {
+                collective: seq.kind,
+                in_place: Some(seq.in_place),
+                band: r.band,
+                candidate,
+                failed_verification: true,
+                reason: format!("the program failed verification: {first}"),
+            });
+        }
+        let Some(run) = started else {
+            let why = r.rejected.last().map_or("no candidate".to_string(), |x| {
+                format!("the last, {}: {}", x.candidate, x.reason)
+            });
+            return Err(Error::Compile(format!(
+                "no candidate for {} {placement} at {} gives a correct program within the executor's limits ({why})",
+                seq.kind,
+                format_size(size)
+            )));
+        };
+        runs.push(run);
+        rejected.append(&mut r.rejected);
+    }
+    Ok((runs, rejected))
+}
+
+impl Run {
+    /// The run's manifest entry and file.
+    fn into_file(mut self, kind: CollectiveKind, in_place: bool) -> (Entry, CompiledFile) {
+        let min_bytes = self.bands.first().expect("a run has a band").band.min_bytes;
+        let max_bytes = self.bands.last().expect("a run has a band").band.max_bytes;
+        self.program.min_bytes = Some(min_bytes);
+        self.program.max_bytes = Some(max_bytes);
+        let xml = write_program(&self.program);
+        let placement = if in_place { "inplace" } else { "outofplace" };
+        // The top band includes its power-of-two end; the others end just before one.
+        let end = max_bytes
+            .checked_add(1)
+            .filter(|n| n.is_power_of_two())
+            .unwrap_or(max_bytes);
+        let name = format!(
+            "{kind}-{placement}-{}-{}.xml",
+            short_size(min_bytes),
+            short_size(end)
+        );
+        let bands = self
+            .bands
+            .iter()
+            .map(|served| {
+                let (size, time_ps, bound_ps) =
+                    (served.band.min_bytes, served.time_ps, served.bound_ps);
+                let baseline = served.best_baseline;
+                BandPrediction {
+                    size_bytes: size,
+                    time_us: ps_to_us(time_ps),
+                    algbw_gbps: algbw_gbps(size, time_ps),
+                    bound_us: ps_to_us(bound_ps),
+                    efficiency: ratio(bound_ps, time_ps),
+                    best_baseline: baseline.map(|b| b.0),
+                    best_baseline_us: baseline.map(|b| ps_to_us(b.1)),
+                    speedup_vs_baseline: baseline.map(|b| ratio(b.1, time_ps)),
+                }
+            })
+            .collect();
+        let entry = Entry {
+            collective: kind,
+            in_place,
+            min_bytes,
+            max_bytes,
+            file: name.clone(),
+            sha256: sha256_hex(xml.as_bytes()),
+            proto: self.program.proto.name().to_string(),
+            channels: self.program.nchannels,
+            chunks_per_loop: self.program.nchunksperloop,
+            algorithm: self.candidate,
+            bands,
+        };
+        (entry, CompiledFile { name, xml })
+    }
+}
+
+/// a / b, 1 when b is 0.
+fn ratio(a: Picos, b: Picos) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}

@@ -1,0 +1,691 @@
+//! `compile` and `tacos compile`: a compiled set tiles the requested sizes, every file
+//! verifies and runs as the manifest predicts, no candidate beats the chosen program, and
+//! the directory is written whole (races, refusals, interrupted writes) and re-checked
+//! against its manifest; the command reports it and refuses bad input in one line.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier, OnceLock};
+use tacos::baselines::Baseline;
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::compile::{
+    check_dir, check_dir_with, compile, open_or_compile, sha256_hex, write_dir, AlgorithmSet,
+    CheckKind, CheckOptions, CompileOptions, Manifest, Opened, Placements, SizeRange, Written,
+    MANIFEST_FILE,
+};
+use tacos::msccl::{
+    lower, parse_program, simulate_program, verify, Layout, LowerOptions, Proto, VerifyOptions,
+};
+use tacos::synth::{synthesize, SynthOptions};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
+use tacos::units::ps_to_us;
+
+const SPEC: &str = "torus:2x4";
+const MIN: u64 = 1 << 10;
+const MAX: u64 = 16 << 20;
+
+fn topo() -> Topology {
+    parse_spec(SPEC, &SpecDefaults::default()).unwrap()
+}
+
+fn options() -> CompileOptions {
+    CompileOptions {
+        sizes: SizeRange::new(MIN, MAX).unwrap(),
+        seeds: 1,
+        chunk_candidates: vec![1, 2, 4],
+        ..CompileOptions::default()
+    }
+}
+
+/// The set every test reads, compiled once.
+fn compiled() -> &'static AlgorithmSet {
+    static SET: OnceLock<AlgorithmSet> = OnceLock::new();
+    SET.get_or_init(|| compile(&topo(), &options(), &|_| {}).unwrap())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir()
+        .join(format!("tacos-compile-{}", std::process::id()))
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Names in `dir` (hidden ones too).
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn ranges_tile_the_requested_sizes_in_the_executors_measure() {
+    let set = compiled();
+    let m = &set.manifest;
+    for kind in [
+        CollectiveKind::AllReduce,
+        CollectiveKind::AllGather,
+        CollectiveKind::ReduceScatter,
+    ] {
+        for in_place in [true, false] {
+            let mut ranges: Vec<(u64, u64)> = m
+                .entries
+                .iter()
+                .filter(|e| e.collective == kind && e.in_place == in_place)
+                .map(|e| (e.min_bytes, e.max_bytes))
+                .collect();
+            ranges.sort_unstable();
+            assert!(!ranges.is_empty(), "{kind} {in_place}: no file");
+            assert_eq!(ranges[0].0, MIN);
+            assert_eq!(ranges.last().unwrap().1, MAX);
+            for w in ranges.windows(2) {
+                assert_eq!(w[1].0, w[0].1 + 1, "{kind} {in_place}: {ranges:?}");
+            }
+            // Every size the executor could ask for maps to exactly one file.
+            for size in [MIN, MIN + 1, 3 << 10, 1 << 20, (1 << 20) - 1, MAX - 1, MAX] {
+                let hits = m
+                    .entries
+                    .iter()
+                    .filter(|e| e.collective == kind && e.in_place == in_place)
+                    .filter(|e| (e.min_bytes..=e.max_bytes).contains(&size))
+                    .count();
+                assert_eq!(hits, 1, "{kind} {in_place} {size}");
+                let e = m.select(kind, 8, in_place, size).unwrap();
+                assert!((e.min_bytes..=e.max_bytes).contains(&size));
+            }
+            assert!(m.select(kind, 8, in_place, MIN - 1).is_none());
+            assert!(m.select(kind, 8, in_place, MAX + 1).is_none());
+            assert!(m.select(kind, 16, in_place, MIN).is_none());
+        }
+    }
+    // 14 bands per (collective, placement); merging makes fewer files, and the table
+    // still lists every band once.
+    let bands: usize = m.entries.iter().map(|e| e.bands.len()).sum();
+    assert_eq!(bands, 14 * 6);
+    assert!(m.entries.len() < bands);
+    assert_eq!(set.files.len(), m.entries.len());
+}
+
+#[test]
+fn every_file_verifies_and_runs_as_predicted() {
+    let topo = topo();
+    let set = compiled();
+    for (entry, file) in set.manifest.entries.iter().zip(&set.files) {
+        assert_eq!(entry.file, file.name);
+        assert_eq!(entry.sha256, sha256_hex(file.xml.as_bytes()));
+        let program = parse_program(&file.xml, &file.name).unwrap();
+        let report = verify(&program, &VerifyOptions::default());
+        assert!(report.is_correct(), "{}: {:?}", file.name, report.problems);
+        assert_eq!(program.collective_kind(), Some(entry.collective));
+        assert_eq!(program.inplace, entry.in_place);
+        assert_eq!(program.outofplace, !entry.in_place);
+        assert_eq!(program.min_bytes, Some(entry.min_bytes));
+        assert_eq!(program.max_bytes, Some(entry.max_bytes));
+        assert_eq!(program.proto.name(), entry.proto);
+        let layout = Layout::new(
+            entry.collective,
+            program.gpus.len(),
+            program.nchunksperloop,
+            entry.in_place,
+            None,
+        )
+        .unwrap();
+        for band in &entry.bands {
+            let executor = layout.executor_bytes(band.size_bytes);
+            assert!((entry.min_bytes..=entry.max_bytes).contains(&executor));
+            let sim = simulate_program(&topo, &program, band.size_bytes).unwrap();
+            assert_eq!(ps_to_us(sim.time_ps), band.time_us, "{}", file.name);
+            // algbw = size / time; the baseline figures agree with the speedup.
+            let algbw = band.size_bytes as f64 / (band.time_us * 1e-6) / 1e9;
+            assert!((band.algbw_gbps - algbw).abs() < 1e-6 * algbw);
+            assert!(band.efficiency > 0.0 && band.efficiency <= 1.0);
+            let base = band.best_baseline_us.unwrap();
+            assert!(
+                base >= band.time_us,
+                "{}: slower than a baseline",
+                file.name
+            );
+            let speedup = band.speedup_vs_baseline.unwrap();
+            assert!((speedup - base / band.time_us).abs() < 1e-9);
+        }
+    }
+}
+
+/// Times every candidate independently (synthesis or baseline, lowered with the band's
+/// protocol) and checks none beats the file the manifest picks for that band.
+#[test]
+fn no_candidate_beats_the_chosen_program() {
+    let topo = topo();
+    let set = compiled();
+    let kind = CollectiveKind::AllReduce;
+    for size in [MIN, 1 << 20, MAX >> 1] {
+        for in_place in [true, false] {
+            let chosen = set.manifest.select(kind, 8, in_place, size).unwrap();
+            let band = chosen.bands.iter().find(|b| b.size_bytes == size).unwrap();
+            let mut schedules = Vec::new();
+            for k in [1, 2, 4] {
+                if k > 1 && size / (8 * k as u64) < 4096 {
+                    continue; // The options' smallest chunk.
+                }
+                let c = Collective::over_all(&topo, kind, None, k, size).unwrap();
+                schedules.push(synthesize(&topo, &c, &SynthOptions { seed: 0 }).unwrap());
+            }
+            for b in Baseline::ALL
+                .into_iter()
+                .filter(|b| b.kinds().contains(&kind))
+            {
+                let spec = CollectiveSpec {
+                    kind,
+                    root: None,
+                    npus: topo.alive_npus(),
+                    chunks_per_npu: 1,
+                    size_bytes: size,
+                };
+                schedules.push(b.schedule(&topo, &spec).unwrap());
+            }
+            for s in &schedules {
+                let options = LowerOptions {
+                    in_place: Some(in_place),
+                    proto: Some(Proto::for_size(size)),
+                    ..LowerOptions::default()
+                };
+                let Ok(program) = lower(s, &topo, &options) else {
+                    continue;
+                };
+                let t = ps_to_us(simulate_program(&topo, &program, size).unwrap().time_ps);
+                assert!(
+                    band.time_us <= t,
+                    "{} at {size}: {} us, but {} takes {t} us",
+                    chosen.file,
+                    band.time_us,
+                    s.topology
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn choices_change_with_size() {
+    let m = &compiled().manifest;
+    let ks: Vec<usize> = m
+        .entries
+        .iter()
+        .filter(|e| e.collective == CollectiveKind::AllReduce && e.in_place)
+        .map(|e| e.chunks_per_loop)
+        .collect();
+    // More chunks for larger messages on a torus, where pipelining pays.
+    assert!(ks.first() < ks.last(), "{ks:?}");
+    let protos: Vec<&str> = m.entries.iter().map(|e| e.proto.as_str()).collect();
+    assert!(protos.contains(&"LL") && protos.contains(&"Simple"));
+}
+
+#[test]
+fn check_dir_passes_then_finds_edits_deletions_extras_and_staleness() {
+    let set = compiled();
+    let root = scratch("check");
+    let fresh = |name: &str| {
+        let dir = root.join(name);
+        assert_eq!(write_dir(set, &dir, false).unwrap(), Written::Created);
+        dir
+    };
+    let dir = fresh("ok");
+    let report = check_dir(&dir).unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.files_checked, set.files.len());
+    // With the topology, predictions are re-timed too.
+    let topo = topo();
+    let full = CheckOptions {
+        verify_xml: true,
+        topology: Some(&topo),
+    };
+    assert!(check_dir_with(&dir, &full).unwrap().is_ok());
+    let other = parse_spec("ring:8", &SpecDefaults::default()).unwrap();
+    let wrong = check_dir_with(&dir, &CheckOptions::hashes_only(Some(&other))).unwrap();
+    assert_eq!(kinds(&wrong.problems), [CheckKind::Topology]);
+
+    let first = &set.files[0].name;
+    let dir = fresh("edited");
+    let path = dir.join(first);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text} ")).unwrap();
+    let report = check_dir(&dir).unwrap();
+    assert_eq!(kinds(&report.problems), [CheckKind::Edited]);
+    assert_eq!(report.problems[0].file.as_deref(), Some(first.as_str()));
+
+    let dir = fresh("missing");
+    std::fs::remove_file(dir.join(first)).unwrap();
+    assert_eq!(
+        kinds(&check_dir(&dir).unwrap().problems),
+        [CheckKind::Missing]
+    );
+
+    let dir = fresh("extra");
+    std::fs::write(dir.join("stray.xml"), "<algo/>").unwrap();
+    assert_eq!(
+        kinds(&check_dir(&dir).unwrap().problems),
+        [CheckKind::Extra]
+    );
+
+    let dir = fresh("stale");
+    let path = dir.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let version = format!("\"tool_version\": \"{}\"", tacos::VERSION);
+    assert!(text.contains(&version));
+    std::fs::write(&path, text.replace(&version, "\"tool_version\": \"0.0.1\"")).unwrap();
+    assert_eq!(
+        kinds(&check_dir(&dir).unwrap().problems),
+        [CheckKind::Stale]
+    );
+    std::fs::write(
+        &path,
+        text.replace("\"format_version\": 1", "\"format_version\": 99"),
+    )
+    .unwrap();
+    assert_eq!(
+        kinds(&check_dir(&dir).unwrap().problems),
+        [CheckKind::Stale]
+    );
+
+    // A file whose hash was updated to match an edit is still caught by verification.
+    let dir = fresh("forged");
+    let name = &set.files[0].name;
+    let text = std::fs::read_to_string(dir.join(name)).unwrap();
+    let broken = text.replacen("type=\"s\"", "type=\"nop\"", 1);
+    assert_ne!(broken, text);
+    std::fs::write(dir.join(name), &broken).unwrap();
+    let mut manifest = Manifest::read(&dir).unwrap();
+    manifest.entries[0].sha256 = sha256_hex(broken.as_bytes());
+    std::fs::write(dir.join(MANIFEST_FILE), manifest.to_json()).unwrap();
+    assert_eq!(
+        kinds(&check_dir(&dir).unwrap().problems),
+        [CheckKind::Invalid]
+    );
+
+    // Not ours at all: an error, not a report.
+    let foreign = root.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    assert!(check_dir(&foreign)
+        .unwrap_err()
+        .to_string()
+        .contains("not a tacos"));
+}
+
+fn kinds(problems: &[tacos::compile::CheckProblem]) -> Vec<CheckKind> {
+    let mut k: Vec<CheckKind> = problems.iter().map(|p| p.kind).collect();
+    k.dedup();
+    k
+}
+
+#[test]
+fn racing_writers_leave_one_complete_directory() {
+    let set = compiled();
+    let root = scratch("race");
+    let dir = root.join("algorithms");
+    let writers = 6;
+    let barrier = Arc::new(Barrier::new(writers));
+    let outcomes: Vec<Written> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..writers)
+            .map(|_| {
+                let (barrier, dir) = (barrier.clone(), dir.clone());
+                s.spawn(move || {
+                    barrier.wait();
+                    write_dir(set, &dir, false).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let created = outcomes.iter().filter(|&&w| w == Written::Created).count();
+    assert_eq!(created, 1, "{outcomes:?}");
+    assert!(outcomes
+        .iter()
+        .all(|&w| matches!(w, Written::Created | Written::AlreadyThere)));
+    assert!(check_dir(&dir).unwrap().is_ok());
+    // Nothing staged is left beside it.
+    assert_eq!(listing(&root), ["algorithms"]);
+}
+
+#[test]
+fn foreign_directories_are_refused_unless_forced_and_ours_are_replaced() {
+    let set = compiled();
+    let root = scratch("refuse");
+    let dir = root.join("out");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let e = write_dir(set, &dir, false).unwrap_err().to_string();
+    assert!(
+        e.contains("not a tacos algorithm directory") && e.contains("--force"),
+        "{e}"
+    );
+    assert_eq!(listing(&dir), ["notes.txt"]);
+    assert_eq!(write_dir(set, &dir, true).unwrap(), Written::Replaced);
+    assert!(check_dir(&dir).unwrap().is_ok());
+    assert_eq!(listing(&root), ["out"]);
+    // The same set again changes nothing; another set of ours replaces it.
+    assert_eq!(write_dir(set, &dir, false).unwrap(), Written::AlreadyThere);
+    let small = compile(
+        &topo(),
+        &CompileOptions {
+            collectives: vec![CollectiveKind::AllGather],
+            sizes: SizeRange::new(MIN, 4 * MIN).unwrap(),
+            placements: Placements::OutOfPlace,
+            ..options()
+        },
+        &|_| {},
+    )
+    .unwrap();
+    assert_eq!(write_dir(&small, &dir, false).unwrap(), Written::Replaced);
+    assert_eq!(Manifest::read(&dir).unwrap(), small.manifest);
+    assert!(check_dir(&dir).unwrap().is_ok());
+    // A file in the way is never replaced.
+    let file = root.join("file");
+    std::fs::write(&file, "x").unwrap();
+    let e = write_dir(set, &file, true).unwrap_err().to_string();
+    assert!(e.contains("not a directory"), "{e}");
+}
+
+#[test]
+fn a_failed_write_leaves_nothing_behind() {
+    let mut set = compiled().clone();
+    // A name the filesystem refuses (too long), met after other files were written.
+    set.files[1].name = format!("{}.xml", "x".repeat(300));
+    let root = scratch("interrupted");
+    let dir = root.join("out");
+    assert!(write_dir(&set, &dir, false).is_err());
+    assert!(listing(&root).is_empty(), "{:?}", listing(&root));
+    // A name that would leave the directory is refused before anything is written.
+    set.files[1].name = "../escape.xml".into();
+    let e = write_dir(&set, &dir, false).unwrap_err().to_string();
+    assert!(e.contains("plain name"), "{e}");
+    assert!(listing(&root).is_empty());
+}
+
+#[test]
+fn open_or_compile_reuses_a_sound_directory_and_rebuilds_a_corrupted_one() {
+    let topo = topo();
+    let options = CompileOptions {
+        collectives: vec![CollectiveKind::AllReduce],
+        sizes: SizeRange::new(MIN, 8 * MIN).unwrap(),
+        ..options()
+    };
+    let dir = scratch("cache").join("entry");
+    let (first, how) = open_or_compile(&dir, &topo, &options, false, &|_| {}).unwrap();
+    assert_eq!(how, Opened::Compiled(Written::Created));
+    let (again, how) = open_or_compile(&dir, &topo, &options, false, &|_| {}).unwrap();
+    assert_eq!((how, &again), (Opened::Existing, &first));
+    let file = dir.join(&first.entries[0].file);
+    std::fs::write(&file, "<algo/>").unwrap();
+    let (rebuilt, how) = open_or_compile(&dir, &topo, &options, false, &|_| {}).unwrap();
+    assert_eq!(
+        (how, &rebuilt),
+        (Opened::Compiled(Written::Replaced), &first)
+    );
+    assert!(check_dir(&dir).unwrap().is_ok());
+    // Ranks of one node opening a cold cache at once: one compiles, the others wait for
+    // it and open its directory.
+    let dir = scratch("cache-race").join("entry");
+    let barrier = Barrier::new(4);
+    let outcomes: Vec<Opened> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    open_or_compile(&dir, &topo, &options, false, &|_| {})
+                        .unwrap()
+                        .1
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let compiled = outcomes.iter().filter(|o| **o != Opened::Existing).count();
+    assert_eq!(compiled, 1, "{outcomes:?}");
+    assert!(check_dir(&dir).unwrap().is_ok());
+    // Other options compile anew.
+    let wider = CompileOptions {
+        sizes: SizeRange::new(MIN, 16 * MIN).unwrap(),
+        ..options
+    };
+    let (_, how) = open_or_compile(&dir, &topo, &wider, false, &|_| {}).unwrap();
+    assert_eq!(how, Opened::Compiled(Written::Replaced));
+}
+
+#[test]
+fn bad_requests_are_refused_with_the_reason() {
+    let topo = topo();
+    let err = |o: CompileOptions| compile(&topo, &o, &|_| {}).unwrap_err().to_string();
+    let e = err(CompileOptions {
+        collectives: vec![CollectiveKind::Reduce],
+        ..options()
+    });
+    assert!(e.contains("root"), "{e}");
+    let e = err(CompileOptions {
+        sizes: SizeRange {
+            min_bytes: MAX,
+            max_bytes: MIN,
+        },
+        ..options()
+    });
+    assert!(e.contains("backwards"), "{e}");
+    let e = err(CompileOptions {
+        chunk_candidates: vec![],
+        ..options()
+    });
+    assert!(e.contains("chunk candidates"), "{e}");
+    // Two islands: no collective over every NPU can complete.
+    let split = parse_spec("ring:4", &SpecDefaults::default())
+        .unwrap()
+        .fail_links(&[(1, 2), (3, 0)])
+        .unwrap();
+    let e = compile(&split, &options(), &|_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cannot run on topology ring:4") && e.contains("cannot reach"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_fast_preset_still_tiles_and_verifies() {
+    let topo = topo();
+    let options = CompileOptions {
+        sizes: SizeRange::new(MIN, MAX).unwrap(),
+        ..CompileOptions::fast()
+    };
+    let set = compile(&topo, &options, &|_| {}).unwrap();
+    let bands: usize = set.manifest.entries.iter().map(|e| e.bands.len()).sum();
+    // 1K..16M in bands of three doublings: 1K, 8K, 64K, 512K, 4M (the last to 16M).
+    assert_eq!(bands, 5 * 6);
+    for (entry, file) in set.manifest.entries.iter().zip(&set.files) {
+        assert!(entry.bands.iter().all(|b| b.best_baseline.is_none()));
+        let program = parse_program(&file.xml, &file.name).unwrap();
+        assert!(verify(&program, &VerifyOptions::default()).is_correct());
+    }
+    let dir = scratch("fast").join("out");
+    write_dir(&set, &dir, false).unwrap();
+    assert!(check_dir(&dir).unwrap().is_ok());
+}
+
+#[test]
+fn the_same_inputs_give_the_same_bytes() {
+    let again = compile(
+        &topo(),
+        &CompileOptions {
+            jobs: 1,
+            ..options()
+        },
+        &|_| {},
+    )
+    .unwrap();
+    let set = compiled();
+    assert_eq!(again.manifest.to_json(), set.manifest.to_json());
+    assert_eq!(again.files, set.files);
+}
+
+/// Runs the tacos binary: (success, stdout, stderr).
+fn tacos(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tacos"))
+        .args(args)
+        .output()
+        .expect("the tacos binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs a command that must fail; returns the first line of its error.
+fn fails(args: &[&str]) -> String {
+    let (ok, _, err) = tacos(args);
+    assert!(!ok, "{args:?} should fail");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    err.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn racing_processes_leave_one_complete_directory() {
+    let root = scratch("race-processes");
+    let out = root.join("algos");
+    let args = [
+        "compile",
+        "torus:2x4",
+        "--out",
+        out.to_str().unwrap(),
+        "--sizes",
+        "1KiB..16KiB",
+        "--seeds",
+        "1",
+        "-k",
+        "1,2",
+        "--json",
+    ];
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_tacos"))
+                .args(args)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut written = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        written.push(v["written"].as_str().unwrap().to_string());
+    }
+    // The first rename creates it; a later writer finds it complete and keeps it (or,
+    // starting after it, finds it unchanged).
+    assert_eq!(
+        written.iter().filter(|w| *w == "created").count(),
+        1,
+        "{written:?}"
+    );
+    assert!(written.iter().all(|w| w == "created" || w == "unchanged"));
+    assert!(check_dir(&out).unwrap().is_ok());
+    assert_eq!(listing(&root), ["algos"]);
+}
+
+#[test]
+fn compile_writes_a_directory_that_checks_and_reports_it() {
+    let root = scratch("ok");
+    let out = root.join("algos");
+    let out_s = out.to_str().unwrap();
+    let args = [
+        "compile",
+        "torus:2x4",
+        "--out",
+        out_s,
+        "--sizes",
+        "1KiB..64KiB",
+        "--collectives",
+        "allreduce,allgather",
+        "-k",
+        "1,2",
+        "--seeds",
+        "1",
+        "--json",
+    ];
+    let (ok, stdout, err) = tacos(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["written"], "created");
+    let entries = v["manifest"]["entries"].as_array().unwrap();
+    // Every entry's file exists, and nothing else but the manifest.
+    let mut files: Vec<String> = entries
+        .iter()
+        .map(|e| e["file"].as_str().unwrap().to_string())
+        .collect();
+    files.push("manifest.json".into());
+    files.sort();
+    let mut present: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    present.sort();
+    assert_eq!(present, files);
+    // The same command again leaves the directory as it was.
+    let (ok, stdout, _) = tacos(&args);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["written"], "unchanged");
+    // The table names every band once per (collective, placement): 6 bands x 4.
+    let (ok, table, err) = tacos(&args[..args.len() - 1]);
+    assert!(ok, "{err}");
+    let rows = table.lines().filter(|l| l.contains(".xml")).count();
+    assert_eq!(rows, 6 * 4, "{table}");
+    assert!(table.contains("allreduce, in place") && table.contains("vs best baseline"));
+
+    let (ok, report, err) = tacos(&["compile", "--check", out_s]);
+    assert!(ok, "{err}");
+    assert!(report.contains("ok:"), "{report}");
+    let first = out.join(entries[0]["file"].as_str().unwrap());
+    let text = std::fs::read_to_string(&first).unwrap();
+    std::fs::write(&first, text.replace("</algo>", "</algo>\n<!-- edited -->")).unwrap();
+    let e = fails(&["compile", "--check", out_s]);
+    assert!(e.contains("edited"), "{e}");
+}
+
+#[test]
+fn bad_input_gets_one_line_and_leaves_nothing() {
+    let root = scratch("bad");
+    let out = root.join("algos");
+    let out_s = out.to_str().unwrap();
+    let base = ["compile", "torus:2x4", "--out", out_s];
+    let with = |extra: &[&'static str]| -> Vec<&str> { [&base[..], extra].concat() };
+    let refusals: [(&[&str], &str); 7] = [
+        (&["--sizes", "64KiB..1KiB"], "backwards"),
+        (&["--sizes", "1KiB-64KiB"], "MIN..MAX"),
+        (&["--sizes", "1000..64KiB"], "power of two"),
+        (&["--collectives", "broadcast"], "root"),
+        (&["--collectives", "allscatter"], "allscatter"),
+        (&["--proto", "fast"], "auto, Simple, LL, LL128"),
+        (
+            &["--collectives", "alltoall", "--inplace", "inplace"],
+            "cannot run in place",
+        ),
+    ];
+    for (extra, why) in refusals {
+        let e = fails(&with(extra));
+        assert!(e.contains(why), "{extra:?}: {e}");
+    }
+    assert!(std::fs::read_dir(&root).unwrap().next().is_none());
+    // A directory that is not ours is refused before any work, and kept.
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("keep.txt"), "mine").unwrap();
+    let e = fails(&with(&["--sizes", "1KiB..2KiB"]));
+    assert!(e.contains("--force"), "{e}");
+    assert!(out.join("keep.txt").exists());
+    let (ok, _, err) = tacos(&with(&["--sizes", "1KiB..2KiB", "--force", "--quiet"]));
+    assert!(ok, "{err}");
+    assert!(!out.join("keep.txt").exists());
+    let e = fails(&["compile", "--check", root.to_str().unwrap()]);
+    assert!(e.contains("not a tacos algorithm directory"), "{e}");
+}
