@@ -2,6 +2,9 @@
 //! the system C compiler, dlopens the cdylib, looks up `ncclTunerPlugin_v2` .. `_v6` and
 //! drives every version. The harness prints each failed check and exits non-zero.
 
+mod common;
+
+use common::cdylib;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -18,51 +21,10 @@ const PLUGIN_VARIABLES: &[&str] = &[
     "NCCL_PROTO",
 ];
 
-/// The cdylib cargo built with this test: in `deps/` next to the test binary, and copied to
-/// the profile directory above it; the newest of them.
-fn cdylib() -> PathBuf {
-    let name = format!(
-        "{}tacos{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    );
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let deps = exe.parent().expect("the test binary is in a directory");
-    [deps.join(&name), deps.parent().unwrap_or(deps).join(&name)]
-        .into_iter()
-        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
-        .max()
-        .map(|(_, p)| p)
-        .unwrap_or_else(|| panic!("{name} not found in {} or above it", deps.display()))
-}
-
-/// The harness, compiled once per test run with `$CC` (default `cc`).
+/// The harness, compiled once per test run.
 fn harness() -> &'static Path {
     static HARNESS: OnceLock<PathBuf> = OnceLock::new();
-    HARNESS.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tuner_harness");
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        let status = Command::new(&cc)
-            .args([
-                "-std=c11",
-                "-D_GNU_SOURCE",
-                "-Wall",
-                "-Wextra",
-                "-Werror",
-                "-O1",
-                "-I",
-            ])
-            .arg(root.join("include"))
-            .arg(root.join("tests/c/tuner_harness.c"))
-            .arg("-o")
-            .arg(&out)
-            .arg("-ldl")
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run the C compiler '{cc}': {e}"));
-        assert!(status.success(), "{cc} could not build the harness");
-        out
-    })
+    HARNESS.get_or_init(|| common::build_harness("tuner_harness", &["-ldl"]))
 }
 
 /// Runs the harness in `mode` for a communicator of `ranks` on `nodes` with `env` set.

@@ -8,11 +8,29 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::synth::{synthesize, SynthOptions};
 use crate::topology::{parse_spec, SpecDefaults};
 use crate::units::ps_to_us;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use std::time::{Duration, Instant};
+
+/// What `tacos bench` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BenchSubject {
+    /// The synthesizer's time and quality against the reference figures
+    Synth,
+    /// The congestion-aware simulator on large schedules
+    Sim,
+    /// Lowering to MSCCL XML, writing, parsing, verifying and timing it
+    Lowering,
+    /// The NCCL tuner plugin's init and its per-collective lookup
+    Tuner,
+    /// The MSCCL scheduler plugin's init, with a cold and a warm cache
+    Scheduler,
+}
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// What to measure
+    #[arg(value_enum, default_value = "synth")]
+    pub subject: BenchSubject,
     /// Only the cases whose topology contains this text (e.g. torus, 32x32)
     #[arg(long)]
     pub filter: Option<String>,
@@ -29,15 +47,6 @@ pub struct BenchArgs {
     /// Print one JSON array instead of a table
     #[arg(long)]
     pub json: bool,
-    /// Time the simulator instead of the synthesizer
-    #[arg(long)]
-    pub sim: bool,
-    /// Time lowering to MSCCL XML (and parsing, verifying, simulating it) instead of synthesis
-    #[arg(long, conflicts_with = "sim")]
-    pub lowering: bool,
-    /// Time the NCCL tuner plugin's init and its per-collective lookup instead
-    #[arg(long, conflicts_with_all = ["sim", "lowering"])]
-    pub tuner: bool,
 }
 
 /// (topology spec, chunks per NPU, synthesis time of the public C++ TACOS on this machine
@@ -60,14 +69,12 @@ const CASES: &[(&str, usize, Option<f64>)] = &[
 const SIZE: u64 = 1 << 30;
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if args.sim {
-        return super::bench_sim::run(&args);
-    }
-    if args.lowering {
-        return super::bench_lowering::run(&args);
-    }
-    if args.tuner {
-        return super::bench_tuner::run(&args);
+    match args.subject {
+        BenchSubject::Synth => {}
+        BenchSubject::Sim => return super::bench_sim::run(&args),
+        BenchSubject::Lowering => return super::bench_lowering::run(&args),
+        BenchSubject::Tuner => return super::bench_tuner::run(&args),
+        BenchSubject::Scheduler => return super::bench_scheduler::run(&args),
     }
     let mut rows = Vec::new();
     if !args.json {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_lowering;
+mod bench_scheduler;
 mod bench_sim;
 mod bench_tuner;
 mod compare;
@@ -33,8 +34,8 @@ pub enum Command {
     Topo(topo::TopoCommand),
     /// Synthesize a collective algorithm for a topology.
     Synth(synth::SynthArgs),
-    /// Time synthesis (or with --sim the simulator, --tuner the NCCL tuner plugin) on
-    /// standard topologies and print a table.
+    /// Time synthesis (or the simulator, the MSCCL lowering, the plugins) on standard
+    /// topologies and print a table.
     Bench(bench::BenchArgs),
     /// Simulate a schedule file or a baseline with link contention.
     Simulate(simulate::SimulateArgs),

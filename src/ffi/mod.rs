@@ -15,6 +15,7 @@
 pub mod abi;
 mod api;
 mod guard;
+pub mod scheduler;
 pub mod tuner;
 
 pub use api::{
@@ -24,6 +25,15 @@ pub use api::{
 pub use guard::{c_str, give_string, guard, set_last_error, tacos_free_string, tacos_last_error};
 
 use std::ffi::c_char;
+
+/// A plugin's table of entry points as its host reads it (a `#[no_mangle]` static with the
+/// C struct's layout), shared with every thread.
+#[repr(transparent)]
+pub struct PluginTable<T>(pub T);
+
+// SAFETY: the tables hold a pointer to a static string and function pointers, and are never
+// written after they are built.
+unsafe impl<T> Sync for PluginTable<T> {}
 
 /// The library's version as a NUL-terminated string owned by the library.
 #[no_mangle]

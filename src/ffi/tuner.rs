@@ -30,6 +30,7 @@ use super::abi::{
     ncclTuner_v5_t, ncclTuner_v6_t, NCCL_INIT, NCCL_LOG_INFO, NCCL_LOG_WARN, NCCL_TUNING,
 };
 use super::guard::{guard, tacos_last_error};
+use super::PluginTable;
 use crate::tuner::{
     Choice, Communicator, NcclConstants, NvlDomains, PluginEnv, Protocol, Tuner, TUNED,
 };
@@ -40,14 +41,6 @@ const NAME: &CStr = c"TACOS";
 /// Tables larger than this are taken for garbage and left alone (NCCL's is 7 x 3).
 const MAX_TABLE_ALGORITHMS: usize = 64;
 const MAX_TABLE_PROTOCOLS: usize = 16;
-
-/// A plugin's table of entry points as NCCL reads it, shared with every thread.
-#[repr(transparent)]
-pub struct PluginTable<T>(pub T);
-
-// SAFETY: the tables hold a pointer to a static string and function pointers, and are never
-// written after they are built.
-unsafe impl<T> Sync for PluginTable<T> {}
 
 #[no_mangle]
 #[allow(non_upper_case_globals)]

@@ -1,41 +1,50 @@
-//! Helpers shared by the integration tests.
+//! Helpers for tests that load the cdylib from C, the way NCCL and the MSCCL executor do.
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use tacos::topology::{Link, Topology};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
-/// A random strongly connected topology: a ring through a random permutation of the NPUs
-/// plus up to `extra` random links, each link's bandwidth and latency drawn from the
-/// given choices.
-pub fn random_topology(
-    seed: u64,
-    npus: usize,
-    extra: usize,
-    bandwidths: &[f64],
-    latencies: &[f64],
-) -> Topology {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut order: Vec<usize> = (0..npus).collect();
-    for i in (1..npus).rev() {
-        order.swap(i, rng.random_range(0..=i));
-    }
-    let mut pairs: Vec<(usize, usize)> = (0..npus)
-        .map(|i| (order[i], order[(i + 1) % npus]))
-        .collect();
-    for _ in 0..extra {
-        let (a, b) = (rng.random_range(0..npus), rng.random_range(0..npus));
-        if a != b && !pairs.contains(&(a, b)) {
-            pairs.push((a, b));
-        }
-    }
-    let links = pairs
+/// The cdylib cargo built with this test: in `deps/` next to the test binary, and copied to
+/// the profile directory above it; the newest of them.
+pub fn cdylib() -> PathBuf {
+    let name = format!(
+        "{}tacos{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    );
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe.parent().expect("the test binary is in a directory");
+    [deps.join(&name), deps.parent().unwrap_or(deps).join(&name)]
         .into_iter()
-        .map(|(src, dst)| Link {
-            src,
-            dst,
-            bandwidth_gbps: bandwidths[rng.random_range(0..bandwidths.len())],
-            latency_us: latencies[rng.random_range(0..latencies.len())],
-        })
-        .collect();
-    Topology::new(format!("random {seed}"), npus, links).unwrap()
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| panic!("{name} not found in {} or above it", deps.display()))
+}
+
+/// Compiles `tests/c/NAME.c` with `$CC` (default `cc`), warnings as errors, against the
+/// project's headers, into the test's scratch directory; `extra` goes last (libraries,
+/// linker flags).
+pub fn build_harness(name: &str, extra: &[&str]) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args([
+            "-std=c11",
+            "-D_GNU_SOURCE",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-O1",
+            "-I",
+        ])
+        .arg(root.join("include"))
+        .arg(root.join("tests/c").join(format!("{name}.c")))
+        .arg("-o")
+        .arg(&out)
+        .args(extra)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler '{cc}': {e}"));
+    assert!(status.success(), "{cc} could not build {name}");
+    out
 }

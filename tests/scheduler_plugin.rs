@@ -1,0 +1,203 @@
+//! The MSCCL scheduler plugin as the executor sees it: a C stand-in for the executor
+//! (tests/c/scheduler_harness.c) exports mscclLoadAlgo/mscclUnloadAlgo, dlopens the cdylib
+//! and drives init/selectAlgo/teardown. Every file the plugin hands over must verify as the
+//! collective and placement it was chosen for.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use tacos::collective::CollectiveKind;
+use tacos::msccl::{read_program, verify, VerifyOptions};
+
+fn harness() -> &'static Path {
+    static HARNESS: OnceLock<PathBuf> = OnceLock::new();
+    HARNESS.get_or_init(|| common::build_harness("scheduler_harness", &["-ldl", "-rdynamic"]))
+}
+
+/// A scratch directory of this test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tacos-scheduler-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs the harness; returns the files it loaded and everything it printed.
+fn run(ranks: usize, expect_scheduled: bool, env: &[(&str, &str)]) -> (BTreeSet<PathBuf>, String) {
+    let mut cmd = Command::new(harness());
+    cmd.arg(common::cdylib())
+        .arg(ranks.to_string())
+        .arg(if expect_scheduled {
+            "expect-scheduled"
+        } else {
+            "expect-fallback"
+        });
+    for var in [
+        "TACOS_TOPOLOGY",
+        "NCCL_TOPO_FILE",
+        "TACOS_NODES",
+        "TACOS_CACHE_DIR",
+        "TACOS_NIC_GBPS",
+        "TACOS_NVSWITCH_GBPS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied());
+    let out = cmd.output().expect("the harness runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("\n0 failures"),
+        "{env:?}:\n{text}"
+    );
+    let loaded = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("LOAD "))
+        .map(|l| PathBuf::from(l.splitn(3, ' ').nth(2).unwrap()))
+        .collect();
+    (loaded, text)
+}
+
+/// Every loaded file is a correct program for `ranks` GPUs of one of the three collectives.
+fn all_verify(files: &BTreeSet<PathBuf>, ranks: usize) {
+    let mut kinds = BTreeSet::new();
+    for f in files {
+        let program = read_program(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert_eq!(program.gpus.len(), ranks, "{}", f.display());
+        let report = verify(&program, &VerifyOptions::default());
+        assert!(
+            report.is_correct(),
+            "{}: {:?}",
+            f.display(),
+            report.problems.first()
+        );
+        kinds.insert(format!(
+            "{:?} {}",
+            program.collective_kind(),
+            program.inplace
+        ));
+    }
+    for kind in [
+        CollectiveKind::AllReduce,
+        CollectiveKind::AllGather,
+        CollectiveKind::ReduceScatter,
+    ] {
+        for in_place in [true, false] {
+            assert!(
+                kinds.contains(&format!("{:?} {in_place}", Some(kind))),
+                "no {kind} in_place={in_place} among {kinds:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn verified_algorithms_for_every_call_cold_and_warm() {
+    let cache = scratch("cache");
+    let env = [
+        ("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=2"),
+        ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+    ];
+    let (cold, _) = run(16, true, &env);
+    all_verify(&cold, 16);
+    assert!(cold.iter().all(|f| f.starts_with(&cache)), "{cold:?}");
+    // Warm: the same directory serves the same files.
+    let (warm, _) = run(16, true, &env);
+    assert_eq!(warm, cold);
+}
+
+#[test]
+fn a_corrupted_cache_entry_is_rebuilt() {
+    let cache = scratch("corrupt");
+    let env = [
+        ("TACOS_TOPOLOGY", "ring:4"),
+        ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+    ];
+    let (files, _) = run(4, true, &env);
+    let victim = files.iter().next().unwrap();
+    std::fs::write(victim, "<algo broken").unwrap();
+    let (again, _) = run(4, true, &env);
+    all_verify(&again, 4);
+}
+
+#[test]
+fn an_unwritable_cache_falls_back_to_a_private_directory() {
+    let dir = scratch("unwritable");
+    let blocker = dir.join("a-file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let inside = blocker.join("cache");
+    let (files, text) = run(
+        4,
+        true,
+        &[
+            ("TACOS_TOPOLOGY", "ring:4"),
+            ("TACOS_CACHE_DIR", inside.to_str().unwrap()),
+        ],
+    );
+    all_verify(&files, 4);
+    assert!(!files.iter().any(|f| f.starts_with(&blocker)));
+    assert!(text.contains("tacos: WARN"), "{text}");
+}
+
+#[test]
+fn without_a_usable_topology_every_call_falls_back() {
+    let cache = scratch("fallback");
+    let c = cache.to_str().unwrap();
+    let (_, text) = run(4, false, &[("TACOS_CACHE_DIR", c)]);
+    assert!(
+        text.contains("neither TACOS_TOPOLOGY nor NCCL_TOPO_FILE"),
+        "{text}"
+    );
+    let (_, text) = run(
+        4,
+        false,
+        &[("TACOS_TOPOLOGY", "mesh:4xZ"), ("TACOS_CACHE_DIR", c)],
+    );
+    assert!(text.contains("tacos: WARN"), "{text}");
+    // 8 ranks on a 16-GPU cluster: its collectives fall back.
+    let (_, text) = run(
+        8,
+        false,
+        &[
+            ("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=2"),
+            ("TACOS_CACHE_DIR", c),
+        ],
+    );
+    assert!(
+        text.contains("has 16 NPUs but the communicator has 8 ranks"),
+        "{text}"
+    );
+    let (_, text) = run(
+        4,
+        false,
+        &[
+            ("NCCL_TOPO_FILE", "/no/such/topo.xml"),
+            ("TACOS_CACHE_DIR", c),
+        ],
+    );
+    assert!(text.contains("tacos: WARN"), "{text}");
+}
+
+#[test]
+fn an_nccl_topology_file_serves_as_many_nodes_as_the_ranks_need() {
+    let cache = scratch("nccl");
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/corpus/nccl-topo/ndv4-topo.xml"
+    );
+    let (files, _) = run(
+        16,
+        true,
+        &[
+            ("NCCL_TOPO_FILE", file),
+            ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+        ],
+    );
+    all_verify(&files, 16);
+}
