@@ -13,7 +13,6 @@ use crate::msccl::Layout;
 use crate::schedule::{Op, Schedule};
 use crate::topology::NpuId;
 use crate::units::{ps_to_us, Picos};
-use std::collections::HashMap;
 
 pub(super) type VersionId = usize;
 const NONE: usize = usize::MAX;
@@ -133,7 +132,7 @@ impl Flow {
             events,
         };
         flow.replay(layout, ranks)?;
-        flow.find_straight_through();
+        flow.find_straight_through(ranks);
         Ok(flow)
     }
 
@@ -218,15 +217,25 @@ impl Flow {
     /// moment it arrives, if it is the last arrival of that moment on its link (a fused
     /// step runs with the departures, after every arrival of its moment, and must not
     /// overtake a message behind it on its connection).
-    fn find_straight_through(&mut self) {
-        let mut last_arrival: HashMap<(usize, usize, Picos), usize> = HashMap::new();
-        for m in self.moves.iter().filter(|m| !m.dropped) {
-            let e = last_arrival.entry((m.src, m.dst, m.end_ps)).or_default();
-            *e = (*e).max(m.arrive_seq);
+    fn find_straight_through(&mut self, ranks: usize) {
+        // Whether each arrival is the last of its moment on its link: walking the replay
+        // backwards, the first arrival met per (link, moment).
+        let mut last_of_moment = vec![false; self.moves.len()];
+        let mut moment_seen: Vec<Option<Picos>> = vec![None; ranks * ranks];
+        for &(i, departs) in self.events.iter().rev() {
+            let m = &self.moves[i];
+            if departs || m.dropped {
+                continue;
+            }
+            let seen = &mut moment_seen[m.src * ranks + m.dst];
+            if *seen != Some(m.end_ps) {
+                *seen = Some(m.end_ps);
+                last_of_moment[i] = true;
+            }
         }
         self.straight_through = vec![None; self.moves.len()];
         for (a, m) in self.moves.iter().enumerate() {
-            if m.dropped || last_arrival[&(m.src, m.dst, m.end_ps)] != m.arrive_seq {
+            if m.dropped || !last_of_moment[a] {
                 continue;
             }
             self.straight_through[a] =
