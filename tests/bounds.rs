@@ -145,3 +145,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn bounds_for_several_sizes_are_those_of_each_size() {
+    // The size-independent work is shared, so each size must still get exactly what
+    // `Bounds::new` gives on the collective of that size.
+    let sizes = [1 << 10, 3 << 20, 1 << 30];
+    for spec in ["preset:dgx-a100,nodes=2", "mesh:3x3", "ring:5"] {
+        let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+        for kind in CollectiveKind::ALL {
+            let root = kind.has_root().then_some(1);
+            let first = Collective::over_all(&topo, kind, root, 2, sizes[0]).unwrap();
+            let all = Bounds::for_sizes(&topo, &first, &sizes).unwrap();
+            for (&size, got) in sizes.iter().zip(&all) {
+                let c = Collective::over_all(&topo, kind, root, 2, size).unwrap();
+                assert_eq!(*got, Bounds::new(&topo, &c), "{spec} {kind} {size}");
+            }
+        }
+    }
+}

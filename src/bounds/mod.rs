@@ -22,7 +22,8 @@
 
 mod cut;
 
-use crate::collective::{Collective, CollectiveKind};
+use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
+use crate::error::Result;
 use crate::sim::bus_factor;
 use crate::sim::route::shortest_paths;
 use crate::topology::{NpuId, Topology};
@@ -53,11 +54,50 @@ impl Bounds {
     /// Computes every bound.
     pub fn new(topo: &Topology, collective: &Collective) -> Bounds {
         let (latency_ps, diameter_ps) = latency_bounds(topo, collective);
+        let cut = CutParts::new(topo, collective);
+        Bounds::assemble(topo, collective, latency_ps, diameter_ps, cut.as_ref())
+    }
+
+    /// `Bounds::new` for `collective` resized to each of `sizes` (bytes), with the work
+    /// that does not depend on the size (the cut's max-flows, shortest paths) done once.
+    pub fn for_sizes(
+        topo: &Topology,
+        collective: &Collective,
+        sizes: &[u64],
+    ) -> Result<Vec<Bounds>> {
+        let (latency_ps, diameter_ps) = latency_bounds(topo, collective);
+        let cut = CutParts::new(topo, collective);
+        sizes
+            .iter()
+            .map(|&size_bytes| {
+                let spec = CollectiveSpec {
+                    size_bytes,
+                    ..collective.spec().clone()
+                };
+                let resized = Collective::new(topo, spec)?;
+                Ok(Bounds::assemble(
+                    topo,
+                    &resized,
+                    latency_ps,
+                    diameter_ps,
+                    cut.as_ref(),
+                ))
+            })
+            .collect()
+    }
+
+    fn assemble(
+        topo: &Topology,
+        collective: &Collective,
+        latency_ps: Picos,
+        diameter_ps: Picos,
+        cut: Option<&CutParts>,
+    ) -> Bounds {
         Bounds {
             ingress_ps: ingress_bound_ps(topo, collective),
             egress_ps: egress_bound_ps(topo, collective),
             latency_ps,
-            cut: cut_bound(topo, collective),
+            cut: cut.and_then(|c| c.bound(collective)),
             ideal_ps: ideal_ps(topo, collective, diameter_ps),
         }
     }
@@ -211,38 +251,63 @@ fn latency_bounds(topo: &Topology, collective: &Collective) -> (Picos, Picos) {
 
 /// The cut bound for the collective's kind, as documented above.
 pub fn cut_bound(topo: &Topology, collective: &Collective) -> Option<CutBound> {
-    let npus = collective.npus();
-    let p = npus.len();
-    let size = collective.spec().size_bytes as f64;
-    let root = collective.spec().root;
-    let all: Vec<NpuId> = npus.to_vec();
-    let others: Vec<NpuId> = npus.iter().copied().filter(|&u| Some(u) != root).collect();
-    let share = size / p as f64;
-    // (on the topology, on its reverse, sources, sinks, bytes per source).
-    let (forward, backward, sources, sinks, unit) = match collective.kind() {
-        CollectiveKind::AllGather => (true, false, all.clone(), all, share),
-        CollectiveKind::ReduceScatter => (false, true, all.clone(), all, share),
-        CollectiveKind::AllReduce => (true, true, all.clone(), all, share),
-        CollectiveKind::Broadcast => (true, false, vec![root?], others, size),
-        CollectiveKind::Reduce => (false, true, vec![root?], others, size),
-        CollectiveKind::Gather => (true, false, others, vec![root?], share),
-        CollectiveKind::Scatter => (false, true, others, vec![root?], share),
-        CollectiveKind::AllToAll => return None,
-    };
-    let reversed = backward.then(|| topo.reversed());
-    let nets = forward.then_some(topo).into_iter().chain(reversed.as_ref());
-    let found: Vec<CutBound> = nets
-        .filter_map(|net| cut::min_cut_ratio(net, &sources, &sinks))
-        .map(|c| CutBound {
-            time_ps: bytes_over_gbps_ps(unit, c.gbps_per_source).floor() as Picos,
-            exact: c.exact,
+    CutParts::new(topo, collective)?.bound(collective)
+}
+
+/// What the cut bound takes from the topology alone: the tightest cut ratio of each
+/// network checked, and whether each source's data is one rank's share or the buffer.
+struct CutParts {
+    ratios: Vec<cut::CutRatio>,
+    per_share: bool,
+}
+
+impl CutParts {
+    fn new(topo: &Topology, collective: &Collective) -> Option<CutParts> {
+        let npus = collective.npus();
+        let root = collective.spec().root;
+        let all: Vec<NpuId> = npus.to_vec();
+        let others: Vec<NpuId> = npus.iter().copied().filter(|&u| Some(u) != root).collect();
+        // (on the topology, on its reverse, sources, sinks, data per source is a share).
+        let (forward, backward, sources, sinks, per_share) = match collective.kind() {
+            CollectiveKind::AllGather => (true, false, all.clone(), all, true),
+            CollectiveKind::ReduceScatter => (false, true, all.clone(), all, true),
+            CollectiveKind::AllReduce => (true, true, all.clone(), all, true),
+            CollectiveKind::Broadcast => (true, false, vec![root?], others, false),
+            CollectiveKind::Reduce => (false, true, vec![root?], others, false),
+            CollectiveKind::Gather => (true, false, others, vec![root?], true),
+            CollectiveKind::Scatter => (false, true, others, vec![root?], true),
+            CollectiveKind::AllToAll => return None,
+        };
+        let reversed = backward.then(|| topo.reversed());
+        let nets = forward.then_some(topo).into_iter().chain(reversed.as_ref());
+        let ratios = nets
+            .filter_map(|net| cut::min_cut_ratio(net, &sources, &sinks))
+            .collect();
+        Some(CutParts { ratios, per_share })
+    }
+
+    /// The bound at the collective's size.
+    fn bound(&self, collective: &Collective) -> Option<CutBound> {
+        let size = collective.spec().size_bytes as f64;
+        let unit = if self.per_share {
+            size / collective.npus().len() as f64
+        } else {
+            size
+        };
+        let found: Vec<CutBound> = self
+            .ratios
+            .iter()
+            .map(|c| CutBound {
+                time_ps: bytes_over_gbps_ps(unit, c.gbps_per_source).floor() as Picos,
+                exact: c.exact,
+            })
+            .collect();
+        let best = found.iter().map(|c| c.time_ps).max()?;
+        Some(CutBound {
+            time_ps: best,
+            exact: found.iter().all(|c| c.exact),
         })
-        .collect();
-    let best = found.iter().map(|c| c.time_ps).max()?;
-    Some(CutBound {
-        time_ps: best,
-        exact: found.iter().all(|c| c.exact),
-    })
+    }
 }
 
 /// The paper's Ideal: size x (nccl-tests bus factor) over the smallest NPU bandwidth

@@ -145,14 +145,24 @@ fn compile_on_pool(
         done: 0,
         total,
     });
-    let work: Vec<(usize, Band)> = (0..groups.len())
-        .flat_map(|g| bands.iter().map(move |&b| (g, b)))
+    // Each collective's lower bound at each band, the max-flows done once per collective.
+    let sizes: Vec<u64> = bands.iter().map(|b| b.min_bytes).collect();
+    let bounds: Vec<Vec<Bounds>> = groups
+        .par_iter()
+        .map(|&(kind, _)| {
+            let collective = Collective::over_all(topo, kind, None, 1, sizes[0])?;
+            Bounds::for_sizes(topo, &collective, &sizes)
+        })
+        .collect::<Result<_>>()?;
+    let work: Vec<(usize, usize)> = (0..groups.len())
+        .flat_map(|g| (0..bands.len()).map(move |b| (g, b)))
         .collect();
     let judged: Vec<Vec<Ranked>> = work
         .par_iter()
-        .map(|&(g, band)| {
+        .map(|&(g, b)| {
             let (kind, candidates) = (groups[g].0, &groups[g].1);
-            judge(topo, options, kind, band, candidates, &tick)
+            let bound_ps = bounds[g][b].best_ps();
+            judge(topo, options, kind, bands[b], bound_ps, candidates, &tick)
         })
         .collect::<Result<_>>()?;
 
@@ -279,6 +289,7 @@ fn judge(
     options: &CompileOptions,
     kind: CollectiveKind,
     band: Band,
+    bound_ps: Picos,
     candidates: &[Candidate],
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<Ranked>> {
@@ -324,8 +335,6 @@ fn judge(
             trials
         })
         .reduce(Trials::default, Trials::join);
-    let collective = Collective::over_all(topo, kind, None, 1, size)?;
-    let bound_ps = Bounds::new(topo, &collective).best_ps();
     let Trials {
         mut times,
         mut best,

@@ -14,7 +14,6 @@ use crate::error::{Error, Result};
 use crate::sim::{simulate_messages, Message, SimResult};
 use crate::topology::{NpuId, Topology};
 use crate::units::Picos;
-use std::collections::HashMap;
 
 /// Times `program` on `topo`, rank r on the r-th alive NPU, for a collective of
 /// `size_bytes` (nccl-tests' convention, as `tacos synth --size`).
@@ -76,16 +75,15 @@ fn size_divisor(program: &Program) -> Result<usize> {
     Ok(layout.size_divisor())
 }
 
-/// Latest receive (message id) per threadblock of one GPU that a step has waited for.
-type Frontier = Vec<(usize, usize, usize)>;
+/// Per threadblock of one GPU, the latest receive a step has waited for: (1 + the
+/// receiving step's index, message id), or (0, _) for none yet.
+type Seen = (u32, u32);
 
-/// Keeps, per threadblock, the later of two entries.
-fn merge(into: &mut Frontier, other: &Frontier) {
-    for &(tb, step, msg) in other {
-        match into.iter_mut().find(|e| e.0 == tb) {
-            Some(e) if e.1 < step => *e = (tb, step, msg),
-            Some(_) => {}
-            None => into.push((tb, step, msg)),
+/// Keeps, per threadblock, the later of two receives.
+fn merge(into: &mut [Seen], other: &[Seen]) {
+    for (a, b) in into.iter_mut().zip(other) {
+        if b.0 > a.0 {
+            *a = *b;
         }
     }
 }
@@ -106,12 +104,25 @@ pub(crate) fn program_messages(
     chunk_bytes: f64,
 ) -> Vec<Message> {
     let index = &trace.index;
-    let mut is_source = vec![false; index.steps()];
-    for src in trace.released_by.iter().flatten() {
-        is_source[*src] = true;
+    // Per global threadblock, where its receive frontier (one entry per threadblock of
+    // its GPU) starts in `frontier`; per signalling step, where its snapshot starts.
+    let width = |t: usize| index.tb_id[index.tbs[t].0].len();
+    let mut frontier_at = Vec::with_capacity(index.tbs.len() + 1);
+    frontier_at.push(0);
+    for t in 0..index.tbs.len() {
+        frontier_at.push(frontier_at[t] + width(t));
     }
-    let mut frontier: Vec<Frontier> = vec![Vec::new(); index.tbs.len()];
-    let mut at_signal: HashMap<usize, Frontier> = HashMap::new();
+    let mut frontier: Vec<Seen> = vec![(0, 0); frontier_at[index.tbs.len()]];
+    const NO_SNAPSHOT: usize = usize::MAX;
+    let mut snapshot_at = vec![NO_SNAPSHOT; index.steps()];
+    let mut snapshots = 0;
+    for &src in trace.released_by.iter().flatten() {
+        if snapshot_at[src] == NO_SNAPSHOT {
+            snapshot_at[src] = snapshots;
+            snapshots += width(index.locate(src).0);
+        }
+    }
+    let mut at_signal: Vec<Seen> = vec![(0, 0); snapshots];
     let mut messages: Vec<Message> = Vec::with_capacity(trace.messages.len());
     messages.resize_with(trace.messages.len(), || Message {
         src: 0,
@@ -126,22 +137,26 @@ pub(crate) fn program_messages(
     let mut free: Vec<Picos> = vec![0; index.tbs.len()];
     for &gid in &trace.order {
         let (t, s) = index.locate(gid);
+        let (g, tb) = index.tbs[t];
+        let mine = frontier_at[t]..frontier_at[t + 1];
         if let Some(src) = trace.released_by[gid] {
-            if let Some(f) = at_signal.get(&src) {
-                merge(&mut frontier[t], f);
-            }
+            let at = snapshot_at[src];
+            merge(&mut frontier[mine.clone()], &at_signal[at..at + mine.len()]);
         }
         if let Some(m) = trace.received[gid] {
-            merge(&mut frontier[t], &vec![(t, s, m)]);
+            frontier[mine.start + tb] = (s as u32 + 1, m as u32);
         }
         if let Some(m) = trace.sent[gid] {
-            let (g, tb) = index.tbs[t];
             let peer = program.gpus[g].threadblocks[tb]
                 .send
                 .expect("a sending step's threadblock has a send peer");
             let (src, dst) = (ranks[g], ranks[peer]);
             let bytes = trace.messages[m].count as f64 * chunk_bytes;
-            let deps: Vec<usize> = frontier[t].iter().map(|e| e.2).collect();
+            let deps: Vec<usize> = frontier[mine.clone()]
+                .iter()
+                .filter(|e| e.0 > 0)
+                .map(|e| e.1 as usize)
+                .collect();
             let ready = deps.iter().map(|&d| arrival[d]).max().unwrap_or(0);
             let cost = topo
                 .link_between(src, dst)
@@ -156,8 +171,9 @@ pub(crate) fn program_messages(
                 deps,
             };
         }
-        if is_source[gid] {
-            at_signal.insert(gid, frontier[t].clone());
+        let at = snapshot_at[gid];
+        if at != NO_SNAPSHOT {
+            at_signal[at..at + mine.len()].copy_from_slice(&frontier[mine]);
         }
     }
     let mut order: Vec<usize> = (0..messages.len()).collect();
