@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::msccl::lower::check_shape;
 use tacos::msccl::{lower, simulate_program_on, verify, LowerOptions, Program, VerifyOptions};
 use tacos::msccl::{Limits, Proto};
 use tacos::schedule::{check, Op, Schedule, Transfer};
@@ -523,5 +524,72 @@ fn baseline_schedules_lower_to_correct_programs_that_time_like_them() {
         "{cases} baselines lowered; worst simulated XML / simulated schedule {:.4} ({})",
         worst.0, worst.1
     );
+    assert!(cases >= 100, "only {cases} cases");
+}
+
+/// The largest count of XML elements one rank's part of a program has, as the executor's
+/// parser counts them: the algo, every gpu, its threadblocks and steps.
+fn most_elements(p: &Program) -> usize {
+    p.gpus
+        .iter()
+        .map(|g| {
+            let steps: usize = g.threadblocks.iter().map(|t| t.steps.len()).sum();
+            1 + p.gpus.len() + g.threadblocks.len() + steps
+        })
+        .max()
+        .unwrap()
+}
+
+fn with_elements(options: &LowerOptions, max_elements_per_rank: usize) -> LowerOptions {
+    LowerOptions {
+        limits: Limits {
+            max_elements_per_rank,
+            ..options.limits.clone()
+        },
+        ..options.clone()
+    }
+}
+
+#[test]
+fn the_shape_check_refuses_only_what_no_lowering_fits() {
+    // The up-front check is a lower bound on every rank's elements: with the limit set to
+    // what the lowered program really has it must pass; below its bound it fails, and
+    // the lowering fails with the same message.
+    let mut cases = 0;
+    for spec_text in ["ring:8", "mesh:3x3", "preset:dgx1", "fc:6", "hypercube:3"] {
+        let t = topo(spec_text);
+        for kind in CollectiveKind::ALL {
+            for (k, instances) in [(1, 1), (3, 1), (2, 2)] {
+                let root = kind.has_root().then_some(1);
+                let collective = Collective::over_all(&t, kind, root, k, 1 << 22).unwrap();
+                let schedule = synthesize(&t, &collective, &SynthOptions { seed: 1 }).unwrap();
+                let options = LowerOptions {
+                    instances,
+                    ..LowerOptions::default()
+                };
+                let program = lower(&schedule, &t, &options).unwrap();
+                let most = most_elements(&program);
+                let case = format!("{spec_text} {kind} K={k} x{instances}");
+                check_shape(&schedule, &t, &with_elements(&options, most))
+                    .unwrap_or_else(|e| panic!("{case}: refused at its own count {most}: {e}"));
+                let bound = (0..=most)
+                    .find(|&n| check_shape(&schedule, &t, &with_elements(&options, n)).is_ok())
+                    .unwrap();
+                assert!(bound > most / 2, "{case}: bound {bound} for {most}");
+                let under = with_elements(&options, bound - 1);
+                let refused = check_shape(&schedule, &t, &under).unwrap_err().to_string();
+                assert!(
+                    refused.contains(&format!("at least {bound} elements")),
+                    "{case}: {refused}"
+                );
+                assert_eq!(
+                    lower(&schedule, &t, &under).unwrap_err().to_string(),
+                    refused,
+                    "{case}"
+                );
+                cases += 1;
+            }
+        }
+    }
     assert!(cases >= 100, "only {cases} cases");
 }

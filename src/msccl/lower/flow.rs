@@ -56,6 +56,7 @@ pub(super) struct Move {
 }
 
 pub(super) struct Flow {
+    pub ranks: usize,
     pub moves: Vec<Move>,
     pub versions: Vec<Version>,
     /// (rank, chunk, version) that each output slot must end with.
@@ -125,6 +126,7 @@ impl Flow {
             }
         }
         let mut flow = Flow {
+            ranks,
             moves,
             versions: Vec::new(),
             finals: Vec::new(),
@@ -256,6 +258,51 @@ impl Flow {
             (Some(d), [Reader::Departure(only)]) => *only != d,
             _ => true,
         }
+    }
+}
+
+/// A lower bound on one rank's share of a program's XML, whatever the arrangement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct LeastElements {
+    pub tbs: usize,
+    pub steps: usize,
+    /// The algo, every GPU, the threadblocks and the steps.
+    pub elements: usize,
+}
+
+impl Flow {
+    /// Per rank, the fewest threadblocks, steps and XML elements any lowering of this
+    /// flow with `instances` copies has: a threadblock talks to one receive peer and one
+    /// send peer, so there are at least as many as either kind of peer; every transfer
+    /// that is not dropped is a step at each end, except that an arrival fused with the
+    /// departure it passes straight through shares its step. Copies multiply both.
+    pub fn least_elements(&self, instances: usize) -> Vec<LeastElements> {
+        let ranks = self.ranks;
+        let mut ends = vec![0usize; ranks];
+        // Whether rank u sends to rank v, at [u * ranks + v].
+        let mut talks = vec![false; ranks * ranks];
+        for (a, m) in self.moves.iter().enumerate().filter(|(_, m)| !m.dropped) {
+            ends[m.src] += 1;
+            ends[m.dst] += 1;
+            if self.straight_through[a].is_some() {
+                ends[m.dst] -= 1;
+            }
+            talks[m.src * ranks + m.dst] = true;
+        }
+        (0..ranks)
+            .zip(ends)
+            .map(|(r, steps)| {
+                let sends_to = (0..ranks).filter(|&v| talks[r * ranks + v]).count();
+                let hears_from = (0..ranks).filter(|&u| talks[u * ranks + r]).count();
+                let tbs = sends_to.max(hears_from).max(1) * instances;
+                let steps = steps * instances;
+                LeastElements {
+                    tbs,
+                    steps,
+                    elements: 1 + ranks + tbs + steps,
+                }
+            })
+            .collect()
     }
 }
 

@@ -70,21 +70,9 @@ fn default_in_place(kind: CollectiveKind) -> bool {
 
 /// Lowers `schedule` (made for `topo`) to a program; rank r is the collective's r-th NPU.
 pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<Program> {
+    let (layout, flow) = prepare(schedule, topo, options)?;
     let spec = &schedule.collective;
-    Collective::new(topo, spec.clone())
-        .map_err(|e| Error::Msccl(format!("the schedule's collective is not valid here: {e}")))?;
     let kind = spec.kind;
-    let in_place = options.in_place.unwrap_or_else(|| default_in_place(kind));
-    if in_place && kind == CollectiveKind::AllToAll {
-        return Err(Error::Msccl(
-            "in-place all-to-all overwrites chunks before they leave; lower it out of place".into(),
-        ));
-    }
-    if options.instances == 0 {
-        return Err(Error::Msccl("instances must be at least 1".into()));
-    }
-    let layout = Layout::for_spec(spec, in_place)?;
-    let flow = Flow::new(schedule, &layout)?;
     let size = layout.executor_bytes(spec.size_bytes);
     let head = Head {
         name: sanitize(
@@ -109,6 +97,46 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
         )));
     }
     Ok(program)
+}
+
+/// Checks what the schedule's shape alone says about the executor's limits, without
+/// lowering it: an error names a limit that every lowering of it with these options
+/// breaks (as `lower` would report, at a small fraction of the cost).
+pub fn check_shape(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<()> {
+    prepare(schedule, topo, options).map(|_| ())
+}
+
+/// The layout and data flow of a lowering, once the options and the schedule's shape
+/// have been checked.
+fn prepare(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<(Layout, Flow)> {
+    let spec = &schedule.collective;
+    Collective::new(topo, spec.clone())
+        .map_err(|e| Error::Msccl(format!("the schedule's collective is not valid here: {e}")))?;
+    let kind = spec.kind;
+    let in_place = options.in_place.unwrap_or_else(|| default_in_place(kind));
+    if in_place && kind == CollectiveKind::AllToAll {
+        return Err(Error::Msccl(
+            "in-place all-to-all overwrites chunks before they leave; lower it out of place".into(),
+        ));
+    }
+    if options.instances == 0 {
+        return Err(Error::Msccl("instances must be at least 1".into()));
+    }
+    let layout = Layout::for_spec(spec, in_place)?;
+    let flow = Flow::new(schedule, &layout)?;
+    let max = options.limits.max_elements_per_rank;
+    if let Some((rank, least)) = flow
+        .least_elements(options.instances)
+        .into_iter()
+        .enumerate()
+        .find(|&(_, least)| least.elements > max)
+    {
+        return Err(Error::Msccl(format!(
+            "the program would break an executor limit: GPU {rank}'s part of the file would have at least {} elements (algo, gpus, at least {} threadblocks and {} steps, one per transfer it sends or receives, fused or not); the executor's XML parser keeps {max}; use fewer chunks per NPU",
+            least.elements, least.tbs, least.steps
+        )));
+    }
+    Ok((layout, flow))
 }
 
 /// One instance, on as few channels as the limits allow.
