@@ -133,6 +133,19 @@ fn ratio(bound: Picos, time: Picos) -> f64 {
 /// Ingress bound: every NPU must take in what it needs from others, at most at the sum of
 /// its incoming links' bandwidths. The largest such time over NPUs, bandwidth term only.
 pub fn ingress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
+    let needed = needed_chunks(topo, collective);
+    volume_bound_ps(topo, collective, &needed, |npu| topo.in_links(npu).to_vec())
+}
+
+/// Egress bound: every NPU must send out, at least once, the data only it can provide
+/// (for combining collectives: its contribution to every chunk others must end with).
+pub fn egress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
+    let owed = owed_chunks(topo, collective);
+    volume_bound_ps(topo, collective, &owed, |npu| topo.out_links(npu).collect())
+}
+
+/// Per NPU, the chunks it must take in from others (see `ingress_bound_ps`).
+fn needed_chunks(topo: &Topology, collective: &Collective) -> Vec<usize> {
     let combining = collective.combining();
     let mut needed = vec![0usize; topo.npus()];
     for chunk in collective.chunks() {
@@ -145,12 +158,11 @@ pub fn ingress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
             needed[npu] += usize::from(from_others);
         }
     }
-    volume_bound_ps(topo, collective, &needed, |npu| topo.in_links(npu).to_vec())
+    needed
 }
 
-/// Egress bound: every NPU must send out, at least once, the data only it can provide
-/// (for combining collectives: its contribution to every chunk others must end with).
-pub fn egress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
+/// Per NPU, the chunks only it can send out (see `egress_bound_ps`).
+fn owed_chunks(topo: &Topology, collective: &Collective) -> Vec<usize> {
     let combining = collective.combining();
     let mut owed = vec![0usize; topo.npus()];
     for chunk in collective.chunks() {
@@ -163,7 +175,37 @@ pub fn egress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
             owed[npu] += usize::from(chunk.post.iter().any(|&v| v != npu));
         }
     }
-    volume_bound_ps(topo, collective, &owed, |npu| topo.out_links(npu).collect())
+    owed
+}
+
+/// A bound for algorithms that move whole chunks, each link carrying one at a time for
+/// its alpha-beta time (every synthesized schedule; not every algorithm, since a message
+/// may carry several chunks for one alpha): in time T a link with chunk time d delivers
+/// at most T / d chunks, so an NPU that must take in N chunks needs T >= N / sum(1 / d)
+/// over its incoming links, and likewise for what it must send out. Unlike the bounds
+/// above it grows with the number of chunks, which makes it a quick test of whether more
+/// chunks per NPU could beat a time already found.
+pub fn chunked_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
+    let bytes = collective.chunk_bytes();
+    let rate = |links: &mut dyn Iterator<Item = usize>| -> f64 {
+        links
+            .map(|l| 1.0 / topo.link(l).transfer_ps(bytes).max(1) as f64)
+            .sum()
+    };
+    let needed = needed_chunks(topo, collective);
+    let owed = owed_chunks(topo, collective);
+    let mut worst = 0.0f64;
+    for npu in 0..topo.npus() {
+        for (count, per_ps) in [
+            (needed[npu], rate(&mut topo.in_links(npu).iter().copied())),
+            (owed[npu], rate(&mut topo.out_links(npu))),
+        ] {
+            if count > 0 && per_ps > 0.0 {
+                worst = worst.max(count as f64 / per_ps);
+            }
+        }
+    }
+    worst.floor() as Picos
 }
 
 /// The largest `chunks x chunk size / bandwidth of the given links` over NPUs.

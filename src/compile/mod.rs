@@ -18,6 +18,7 @@
 mod candidate;
 mod dir;
 mod manifest;
+mod quick;
 mod select;
 
 pub use candidate::Candidate;
@@ -225,6 +226,24 @@ impl FromStr for Placements {
     }
 }
 
+/// How the candidates of a band are compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ranking {
+    /// Every candidate is lowered for every placement and timed as the program that
+    /// would run (`msccl::simulate_program`): the most faithful comparison.
+    #[default]
+    Programs,
+    /// Candidates are ranked by their schedule's own time, which the lowering keeps
+    /// (simulated programs of synthesized schedules take their schedule's time or less),
+    /// and only the winner of each band is lowered, verified and timed as a program,
+    /// where it does not extend the file before it. More chunks per NPU are not tried
+    /// where `bounds::chunked_bound_ps` shows they cannot beat the band's best so far,
+    /// nor, after a K broke the executor's limits, at larger sizes. Bands are taken in
+    /// order, one collective per thread.
+    Schedules,
+}
+
 /// What to compile and how hard to search. Everything but `jobs` is recorded in the
 /// manifest: the same options on the same topology give the same bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -247,6 +266,10 @@ pub struct CompileOptions {
     pub min_chunk_bytes: u64,
     /// Whether the baselines compete (and speedups against them are reported).
     pub baselines: bool,
+    /// How candidates are compared (manifests from before the choice existed compared
+    /// programs).
+    #[serde(default)]
+    pub ranking: Ranking,
     /// Worker threads (0: one per core), on a pool of the compilation's own.
     #[serde(skip)]
     pub jobs: usize,
@@ -272,6 +295,7 @@ impl Default for CompileOptions {
             chunk_candidates: vec![1, 2, 4, 8, 16, 32],
             min_chunk_bytes: 4 << 10,
             baselines: true,
+            ranking: Ranking::Programs,
             jobs: 0,
         }
     }
@@ -290,6 +314,7 @@ impl CompileOptions {
             seeds: 1,
             chunk_candidates: vec![1, 4, 16],
             baselines: false,
+            ranking: Ranking::Schedules,
             ..CompileOptions::default()
         }
     }

@@ -2,7 +2,10 @@
 
 use super::candidate::{lower_for, same_program};
 use super::manifest::{sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo};
-use super::{short_size, Band, Candidate, CompileOptions, MANIFEST_FORMAT, MANIFEST_VERSION};
+use super::quick::by_schedules;
+use super::{
+    short_size, Band, Candidate, CompileOptions, Ranking, MANIFEST_FORMAT, MANIFEST_VERSION,
+};
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
@@ -154,61 +157,18 @@ fn compile_on_pool(
             Bounds::for_sizes(topo, &collective, &sizes)
         })
         .collect::<Result<_>>()?;
-    let work: Vec<(usize, usize)> = (0..groups.len())
-        .flat_map(|g| (0..bands.len()).map(move |b| (g, b)))
-        .collect();
-    let judged: Vec<Vec<Ranked>> = work
-        .par_iter()
-        .map(|&(g, b)| {
-            let (kind, candidates) = (groups[g].0, &groups[g].1);
-            let bound_ps = bounds[g][b].best_ps();
-            judge(topo, options, kind, bands[b], bound_ps, candidates, &tick)
-        })
-        .collect::<Result<_>>()?;
-
-    // Regroup by (collective, placement): each sequence is merged on its own.
-    let mut sequences: Vec<Sequence> = Vec::new();
-    for (&(g, _), per_slot) in work.iter().zip(judged) {
-        let (kind, candidates) = (groups[g].0, &groups[g].1);
-        let flags = options.placements.flags(kind);
-        for (slot, ranked) in per_slot.into_iter().enumerate() {
-            let found = sequences
-                .iter_mut()
-                .find(|s| s.kind == kind && s.slot == slot);
-            match found {
-                Some(s) => s.bands.push(ranked),
-                None => sequences.push(Sequence {
-                    kind,
-                    in_place: flags[slot],
-                    slot,
-                    candidates,
-                    bands: vec![ranked],
-                }),
-            }
-        }
-    }
-    let count = sequences.len();
-    let merged = AtomicUsize::new(0);
-    progress(Progress {
-        stage: Stage::Selecting,
-        done: 0,
-        total: count,
-    });
-    let results: Vec<(CollectiveKind, bool, Vec<Run>, Vec<Rejection>)> = sequences
-        .into_par_iter()
-        .map(|seq| {
-            let (kind, in_place) = (seq.kind, seq.in_place);
-            let merged_runs = merge(topo, options, seq);
+    let results = match options.ranking {
+        Ranking::Programs => by_programs(topo, options, bands, &groups, &bounds, &tick, progress)?,
+        Ranking::Schedules => {
+            let results = by_schedules(topo, options, bands, &groups, &bounds, &tick)?;
             progress(Progress {
                 stage: Stage::Selecting,
-                done: merged.fetch_add(1, Ordering::Relaxed) + 1,
-                total: count,
+                done: results.len(),
+                total: results.len(),
             });
-            let (runs, rejected) = merged_runs?;
-            Ok((kind, in_place, runs, rejected))
-        })
-        .collect::<Result<_>>()?;
-
+            results
+        }
+    };
     let mut entries = Vec::new();
     let mut files = Vec::new();
     let mut rejected = Vec::new();
@@ -241,6 +201,76 @@ fn compile_on_pool(
         files,
         rejected,
     })
+}
+
+/// The programs of one collective and placement, and the candidates rejected on the way.
+pub(super) type Selected = (CollectiveKind, bool, Vec<Run>, Vec<Rejection>);
+
+/// `Ranking::Programs`: every candidate of every band lowered and timed as a program,
+/// bands judged side by side, then each (collective, placement) merged.
+fn by_programs(
+    topo: &Topology,
+    options: &CompileOptions,
+    bands: &[Band],
+    groups: &[(CollectiveKind, Vec<Candidate>)],
+    bounds: &[Vec<Bounds>],
+    tick: &(dyn Fn() + Sync),
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Vec<Selected>> {
+    let work: Vec<(usize, usize)> = (0..groups.len())
+        .flat_map(|g| (0..bands.len()).map(move |b| (g, b)))
+        .collect();
+    let judged: Vec<Vec<Ranked>> = work
+        .par_iter()
+        .map(|&(g, b)| {
+            let (kind, candidates) = (groups[g].0, &groups[g].1);
+            let bound_ps = bounds[g][b].best_ps();
+            judge(topo, options, kind, bands[b], bound_ps, candidates, tick)
+        })
+        .collect::<Result<_>>()?;
+
+    // Regroup by (collective, placement): each sequence is merged on its own.
+    let mut sequences: Vec<Sequence> = Vec::new();
+    for (&(g, _), per_slot) in work.iter().zip(judged) {
+        let (kind, candidates) = (groups[g].0, &groups[g].1);
+        let flags = options.placements.flags(kind);
+        for (slot, ranked) in per_slot.into_iter().enumerate() {
+            let found = sequences
+                .iter_mut()
+                .find(|s| s.kind == kind && s.slot == slot);
+            match found {
+                Some(s) => s.bands.push(ranked),
+                None => sequences.push(Sequence {
+                    kind,
+                    in_place: flags[slot],
+                    slot,
+                    candidates,
+                    bands: vec![ranked],
+                }),
+            }
+        }
+    }
+    let count = sequences.len();
+    let merged = AtomicUsize::new(0);
+    progress(Progress {
+        stage: Stage::Selecting,
+        done: 0,
+        total: count,
+    });
+    sequences
+        .into_par_iter()
+        .map(|seq| {
+            let (kind, in_place) = (seq.kind, seq.in_place);
+            let merged_runs = merge(topo, options, seq);
+            progress(Progress {
+                stage: Stage::Selecting,
+                done: merged.fetch_add(1, Ordering::Relaxed) + 1,
+                total: count,
+            });
+            let (runs, rejected) = merged_runs?;
+            Ok((kind, in_place, runs, rejected))
+        })
+        .collect()
 }
 
 /// Every candidate's time per placement; the fastest program per placement is kept.
@@ -374,7 +404,7 @@ fn judge(
 
 /// `candidate`'s program for one placement and protocol, and its time at the size the
 /// schedule was made for.
-fn timed_program(
+pub(super) fn timed_program(
     topo: &Topology,
     schedule: &crate::schedule::Schedule,
     candidate: &Candidate,
@@ -387,19 +417,19 @@ fn timed_program(
 }
 
 /// Bands served by one program: one file.
-struct Run {
-    candidate: Candidate,
-    program: Program,
-    bands: Vec<Served>,
+pub(super) struct Run {
+    pub candidate: Candidate,
+    pub program: Program,
+    pub bands: Vec<Served>,
 }
 
 /// A band a file serves, with the file's program's time there.
 #[derive(Clone, Copy)]
-struct Served {
-    band: Band,
-    time_ps: Picos,
-    bound_ps: Picos,
-    best_baseline: Option<(Candidate, Picos)>,
+pub(super) struct Served {
+    pub band: Band,
+    pub time_ps: Picos,
+    pub bound_ps: Picos,
+    pub best_baseline: Option<(Candidate, Picos)>,
 }
 
 /// Picks the programs of one collective and placement, smallest band first: a band
@@ -414,11 +444,6 @@ fn merge(
 ) -> Result<(Vec<Run>, Vec<Rejection>)> {
     let mut runs: Vec<Run> = Vec::new();
     let mut rejected = Vec::new();
-    let placement = if seq.in_place {
-        "in place"
-    } else {
-        "out of place"
-    };
     for mut r in seq.bands {
         let size = r.band.min_bytes;
         let entry = |time_ps| Served {
@@ -454,42 +479,68 @@ fn merge(
                     timed_program(topo, &schedule, &candidate, seq.in_place, proto)?.1
                 }
             };
-            let report = verify(&program, &VerifyOptions::default());
-            if report.is_correct() {
-                started = Some(Run {
-                    candidate,
-                    program,
-                    bands: vec![entry(time_ps)],
-                });
-                break;
+            match verified(program, seq.kind, seq.in_place, r.band, candidate) {
+                Ok(program) => {
+                    started = Some(Run {
+                        candidate,
+                        program,
+                        bands: vec![entry(time_ps)],
+                    });
+                    break;
+                }
+                Err(rejection) => r.rejected.push(rejection),
             }
-            let first = report
-                .problems
-                .first()
-                .map_or(String::new(), |p| p.to_string());
-            r.rejected.push(Rejection {
-                collective: seq.kind,
-                in_place: Some(seq.in_place),
-                band: r.band,
-                candidate,
-                failed_verification: true,
-                reason: format!("the program failed verification: {first}"),
-            });
         }
         let Some(run) = started else {
-            let why = r.rejected.last().map_or("no candidate".to_string(), |x| {
-                format!("the last, {}: {}", x.candidate, x.reason)
-            });
-            return Err(Error::Compile(format!(
-                "no candidate for {} {placement} at {} gives a correct program within the executor's limits ({why})",
-                seq.kind,
-                format_size(size)
-            )));
+            return Err(no_program(seq.kind, seq.in_place, size, &r.rejected));
         };
         runs.push(run);
         rejected.append(&mut r.rejected);
     }
     Ok((runs, rejected))
+}
+
+/// `program` if it passes `msccl::verify`, else why `candidate` is rejected.
+pub(super) fn verified(
+    program: Program,
+    collective: CollectiveKind,
+    in_place: bool,
+    band: Band,
+    candidate: Candidate,
+) -> std::result::Result<Program, Rejection> {
+    let report = verify(&program, &VerifyOptions::default());
+    if report.is_correct() {
+        return Ok(program);
+    }
+    let first = report
+        .problems
+        .first()
+        .map_or(String::new(), |p| p.to_string());
+    Err(Rejection {
+        collective,
+        in_place: Some(in_place),
+        band,
+        candidate,
+        failed_verification: true,
+        reason: format!("the program failed verification: {first}"),
+    })
+}
+
+/// The error when no candidate of a band gives a program that can be written.
+pub(super) fn no_program(
+    collective: CollectiveKind,
+    in_place: bool,
+    size: u64,
+    rejected: &[Rejection],
+) -> Error {
+    let placement = if in_place { "in place" } else { "out of place" };
+    let why = rejected.last().map_or("no candidate".to_string(), |x| {
+        format!("the last, {}: {}", x.candidate, x.reason)
+    });
+    Error::Compile(format!(
+        "no candidate for {collective} {placement} at {} gives a correct program within the executor's limits ({why})",
+        format_size(size)
+    ))
 }
 
 impl Run {

@@ -1,0 +1,278 @@
+//! `Ranking::Schedules`: candidates ranked by their schedule's own time, and only the
+//! winners lowered, for a plugin compiling while a communicator starts.
+//!
+//! Each collective's bands are taken smallest first, on a thread per collective. In a
+//! band the smallest K is synthesized first; a larger K is synthesized only if its
+//! chunked bound (`bounds::chunked_bound_ps`) is below the best schedule time so far, and
+//! not once a K at least as large broke the executor's limits at a smaller size (a
+//! program's steps grow with K, hardly with the size). Then, per placement, the band
+//! joins the file before it if that file's program, timed at the band's size, is no
+//! slower than the band's best schedule; otherwise the best candidate whose program can
+//! be built and passes `msccl::verify` starts a file, its program timed for the manifest.
+
+use super::select::{no_program, timed_program, verified, Rejection, Run, Selected, Served};
+use super::{Band, Candidate, CompileOptions};
+use crate::bounds::{chunked_bound_ps, Bounds};
+use crate::collective::{Collective, CollectiveKind};
+use crate::error::Result;
+use crate::msccl::{simulate_program, Program};
+use crate::schedule::Schedule;
+use crate::sim::simulate_schedule;
+use crate::topology::Topology;
+use crate::units::Picos;
+use rayon::prelude::*;
+
+/// A candidate built for a band: its index in the candidate list, its schedule's time.
+struct Trial {
+    index: usize,
+    time_ps: Picos,
+    schedule: Schedule,
+}
+
+/// The runs of every collective and placement, in the options' order.
+pub(super) fn by_schedules(
+    topo: &Topology,
+    options: &CompileOptions,
+    bands: &[Band],
+    groups: &[(CollectiveKind, Vec<Candidate>)],
+    bounds: &[Vec<Bounds>],
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<Selected>> {
+    let per_collective: Vec<Vec<Selected>> = groups
+        .par_iter()
+        .zip(bounds)
+        .map(|((kind, candidates), bounds)| {
+            Selection {
+                topo,
+                options,
+                kind: *kind,
+                candidates,
+                doomed_from: None,
+            }
+            .select(bands, bounds, tick)
+        })
+        .collect::<Result<_>>()?;
+    Ok(per_collective.into_iter().flatten().collect())
+}
+
+/// One collective's selection.
+struct Selection<'a> {
+    topo: &'a Topology,
+    options: &'a CompileOptions,
+    kind: CollectiveKind,
+    candidates: &'a [Candidate],
+    /// The smallest K whose program broke the executor's limits so far.
+    doomed_from: Option<usize>,
+}
+
+impl Selection<'_> {
+    fn select(
+        mut self,
+        bands: &[Band],
+        bounds: &[Bounds],
+        tick: &(dyn Fn() + Sync),
+    ) -> Result<Vec<Selected>> {
+        let flags = self.options.placements.flags(self.kind);
+        let mut selected: Vec<Selected> = flags
+            .iter()
+            .map(|&in_place| (self.kind, in_place, Vec::new(), Vec::new()))
+            .collect();
+        let candidates = self.candidates;
+        for (&band, bound) in bands.iter().zip(bounds) {
+            let (trials, mut rejected) = self.rank(band, tick);
+            let baseline = trials.iter().find(|t| candidates[t.index].is_baseline());
+            for (_, in_place, runs, rejections) in &mut selected {
+                rejections.append(&mut rejected);
+                // The best baseline's time is its program's, as in the full ranking.
+                let best_baseline = match baseline {
+                    Some(t) => {
+                        let candidate = candidates[t.index];
+                        let proto = self.options.proto.for_size(band.min_bytes);
+                        timed_program(self.topo, &t.schedule, &candidate, *in_place, proto)
+                            .ok()
+                            .map(|(time_ps, _)| (candidate, time_ps))
+                    }
+                    None => None,
+                };
+                let served = |time_ps| Served {
+                    band,
+                    time_ps,
+                    bound_ps: bound.best_ps(),
+                    best_baseline,
+                };
+                match self.place(*in_place, band, &trials, runs.last(), rejections)? {
+                    Placed::Joins(time_ps) => runs
+                        .last_mut()
+                        .expect("joins the last file")
+                        .bands
+                        .push(served(time_ps)),
+                    Placed::Starts(candidate, program, time_ps) => runs.push(Run {
+                        candidate,
+                        program,
+                        bands: vec![served(time_ps)],
+                    }),
+                }
+            }
+        }
+        Ok(selected)
+    }
+
+    /// The band's candidates that could be built, fastest schedule first (ties to the
+    /// earlier candidate), and those that could not.
+    fn rank(&self, band: Band, tick: &(dyn Fn() + Sync)) -> (Vec<Trial>, Vec<Rejection>) {
+        let size = band.min_bytes;
+        let ranks = self.topo.alive_npus().len();
+        let smallest = self.options.chunk_candidates.iter().min().copied();
+        // First the baselines and the smallest K, then what can still win.
+        let (first, rest): (Vec<usize>, Vec<usize>) = (0..self.candidates.len()).partition(|&i| {
+            self.candidates[i]
+                .chunks_per_npu()
+                .map_or(true, |k| Some(k) == smallest)
+        });
+        let (mut trials, mut rejected) = self.build(&first, band, tick);
+        let best = trials.iter().map(|t| t.time_ps).min();
+        let mut hopeful = Vec::new();
+        for i in rest {
+            let candidate = &self.candidates[i];
+            let k = candidate
+                .chunks_per_npu()
+                .expect("only synthesized candidates are left");
+            let doomed = self.doomed_from.is_some_and(|d| k >= d);
+            let skip = candidate.too_fine(ranks, size, self.options)
+                || doomed
+                || best.is_some_and(|best| {
+                    Collective::over_all(self.topo, self.kind, None, k, size)
+                        .is_ok_and(|c| chunked_bound_ps(self.topo, &c) >= best)
+                });
+            if skip {
+                tick();
+            } else {
+                hopeful.push(i);
+            }
+        }
+        let (more, refused) = self.build(&hopeful, band, tick);
+        trials.extend(more);
+        rejected.extend(refused);
+        trials.sort_by_key(|t| (t.time_ps, t.index));
+        (trials, rejected)
+    }
+
+    /// Synthesizes the candidates `indices` at the band's size, side by side.
+    fn build(
+        &self,
+        indices: &[usize],
+        band: Band,
+        tick: &(dyn Fn() + Sync),
+    ) -> (Vec<Trial>, Vec<Rejection>) {
+        let built: Vec<std::result::Result<Trial, Rejection>> = indices
+            .par_iter()
+            .map(|&index| {
+                let candidate = self.candidates[index];
+                let result = candidate
+                    .schedule(self.topo, self.kind, band.min_bytes)
+                    .and_then(|schedule| {
+                        // A baseline's times give only an order: simulate it.
+                        let time_ps = if candidate.is_baseline() {
+                            simulate_schedule(self.topo, &schedule)?.time_ps
+                        } else {
+                            schedule.collective_time_ps()
+                        };
+                        Ok(Trial {
+                            index,
+                            time_ps,
+                            schedule,
+                        })
+                    })
+                    .map_err(|e| Rejection {
+                        collective: self.kind,
+                        in_place: None,
+                        band,
+                        candidate,
+                        failed_verification: false,
+                        reason: e.to_string(),
+                    });
+                tick();
+                result
+            })
+            .collect();
+        let mut trials = Vec::new();
+        let mut rejected = Vec::new();
+        for b in built {
+            match b {
+                Ok(t) => trials.push(t),
+                Err(r) => rejected.push(r),
+            }
+        }
+        (trials, rejected)
+    }
+
+    /// Places the band in a file of one placement: the file before it (`last`) if its
+    /// program has the band's protocol and, timed at the band's size, is no slower than
+    /// the fastest schedule that can still be built; otherwise a new file with that
+    /// schedule's program if it passes verification, else with the next's. Where no
+    /// program can be built at all the file before serves, if it can.
+    fn place(
+        &mut self,
+        in_place: bool,
+        band: Band,
+        trials: &[Trial],
+        last: Option<&Run>,
+        rejected: &mut Vec<Rejection>,
+    ) -> Result<Placed> {
+        let size = band.min_bytes;
+        let proto = self.options.proto.for_size(size);
+        let joinable = match last.filter(|r| r.program.proto == proto) {
+            Some(run) => Some(simulate_program(self.topo, &run.program, size)?.time_ps),
+            None => None,
+        };
+        for trial in trials {
+            let candidate = self.candidates[trial.index];
+            let k = candidate.chunks_per_npu();
+            if k.zip(self.doomed_from).is_some_and(|(k, d)| k >= d) {
+                continue;
+            }
+            if let Some(time_ps) = joinable.filter(|&t| t <= trial.time_ps) {
+                return Ok(Placed::Joins(time_ps));
+            }
+            let built = timed_program(self.topo, &trial.schedule, &candidate, in_place, proto);
+            let (time_ps, program) = match built {
+                Ok(b) => b,
+                Err(e) => {
+                    if let Some(k) = k {
+                        self.doomed_from = Some(self.doomed_from.map_or(k, |d| d.min(k)));
+                    }
+                    rejected.push(Rejection {
+                        collective: self.kind,
+                        in_place: Some(in_place),
+                        band,
+                        candidate,
+                        failed_verification: false,
+                        reason: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            // A program can take longer than its schedule said: then the file before
+            // may still be the better choice.
+            if let Some(time_ps) = joinable.filter(|&t| t <= time_ps) {
+                return Ok(Placed::Joins(time_ps));
+            }
+            match verified(program, self.kind, in_place, band, candidate) {
+                Ok(program) => return Ok(Placed::Starts(candidate, program, time_ps)),
+                Err(rejection) => rejected.push(rejection),
+            }
+        }
+        match joinable {
+            Some(time_ps) => Ok(Placed::Joins(time_ps)),
+            None => Err(no_program(self.kind, in_place, size, rejected)),
+        }
+    }
+}
+
+/// Where a band goes.
+enum Placed {
+    /// Into the file before it, whose program takes this long at the band's size.
+    Joins(Picos),
+    /// Into a new file: its candidate, program, and the program's time.
+    Starts(Candidate, Program, Picos),
+}
