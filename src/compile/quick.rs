@@ -77,30 +77,28 @@ impl Selection<'_> {
             .iter()
             .map(|&in_place| (self.kind, in_place, Vec::new(), Vec::new()))
             .collect();
-        let candidates = self.candidates;
         for (&band, bound) in bands.iter().zip(bounds) {
-            let (trials, mut rejected) = self.rank(band, tick);
-            let baseline = trials.iter().find(|t| candidates[t.index].is_baseline());
-            for (_, in_place, runs, rejections) in &mut selected {
-                rejections.append(&mut rejected);
-                // The best baseline's time is its program's, as in the full ranking.
-                let best_baseline = match baseline {
-                    Some(t) => {
-                        let candidate = candidates[t.index];
-                        let proto = self.options.proto.for_size(band.min_bytes);
-                        timed_program(self.topo, &t.schedule, &candidate, *in_place, proto)
-                            .ok()
-                            .map(|(time_ps, _)| (candidate, time_ps))
-                    }
-                    None => None,
-                };
+            let (trials, rejected) = self.rank(band, tick);
+            selected[0].3.extend(rejected);
+            // The placements side by side; what one learns about K counts from the next
+            // band on, so the outcome does not depend on which finishes first.
+            let placed: Vec<Result<Placement>> = selected
+                .par_iter()
+                .map(|(_, in_place, runs, _)| self.place(*in_place, band, &trials, runs.last()))
+                .collect();
+            for ((_, _, runs, rejections), placed) in selected.iter_mut().zip(placed) {
+                let placed = placed?;
+                rejections.extend(placed.rejected);
+                if let Some(k) = placed.doomed_from {
+                    self.doomed_from = Some(self.doomed_from.map_or(k, |d| d.min(k)));
+                }
                 let served = |time_ps| Served {
                     band,
                     time_ps,
                     bound_ps: bound.best_ps(),
-                    best_baseline,
+                    best_baseline: placed.best_baseline,
                 };
-                match self.place(*in_place, band, &trials, runs.last(), rejections)? {
+                match placed.placed {
                     Placed::Joins(time_ps) => runs
                         .last_mut()
                         .expect("joins the last file")
@@ -212,34 +210,37 @@ impl Selection<'_> {
     /// schedule's program if it passes verification, else with the next's. Where no
     /// program can be built at all the file before serves, if it can.
     fn place(
-        &mut self,
+        &self,
         in_place: bool,
         band: Band,
         trials: &[Trial],
         last: Option<&Run>,
-        rejected: &mut Vec<Rejection>,
-    ) -> Result<Placed> {
+    ) -> Result<Placement> {
         let size = band.min_bytes;
         let proto = self.options.proto.for_size(size);
+        let mut rejected = Vec::new();
+        let mut doomed_from = self.doomed_from;
         let joinable = match last.filter(|r| r.program.proto == proto) {
             Some(run) => Some(simulate_program(self.topo, &run.program, size)?.time_ps),
             None => None,
         };
+        let mut placed = None;
         for trial in trials {
             let candidate = self.candidates[trial.index];
             let k = candidate.chunks_per_npu();
-            if k.zip(self.doomed_from).is_some_and(|(k, d)| k >= d) {
+            if k.zip(doomed_from).is_some_and(|(k, d)| k >= d) {
                 continue;
             }
             if let Some(time_ps) = joinable.filter(|&t| t <= trial.time_ps) {
-                return Ok(Placed::Joins(time_ps));
+                placed = Some(Placed::Joins(time_ps));
+                break;
             }
             let built = timed_program(self.topo, &trial.schedule, &candidate, in_place, proto);
             let (time_ps, program) = match built {
                 Ok(b) => b,
                 Err(e) => {
                     if let Some(k) = k {
-                        self.doomed_from = Some(self.doomed_from.map_or(k, |d| d.min(k)));
+                        doomed_from = Some(doomed_from.map_or(k, |d| d.min(k)));
                     }
                     rejected.push(Rejection {
                         collective: self.kind,
@@ -255,18 +256,47 @@ impl Selection<'_> {
             // A program can take longer than its schedule said: then the file before
             // may still be the better choice.
             if let Some(time_ps) = joinable.filter(|&t| t <= time_ps) {
-                return Ok(Placed::Joins(time_ps));
+                placed = Some(Placed::Joins(time_ps));
+                break;
             }
             match verified(program, self.kind, in_place, band, candidate) {
-                Ok(program) => return Ok(Placed::Starts(candidate, program, time_ps)),
+                Ok(program) => {
+                    placed = Some(Placed::Starts(candidate, program, time_ps));
+                    break;
+                }
                 Err(rejection) => rejected.push(rejection),
             }
         }
-        match joinable {
-            Some(time_ps) => Ok(Placed::Joins(time_ps)),
-            None => Err(no_program(self.kind, in_place, size, rejected)),
-        }
+        let placed = match (placed, joinable) {
+            (Some(p), _) => p,
+            (None, Some(time_ps)) => Placed::Joins(time_ps),
+            (None, None) => return Err(no_program(self.kind, in_place, size, &rejected)),
+        };
+        // The best baseline's time is its program's, as in the full ranking.
+        let best_baseline = trials
+            .iter()
+            .find(|t| self.candidates[t.index].is_baseline())
+            .and_then(|t| {
+                let candidate = self.candidates[t.index];
+                let built = timed_program(self.topo, &t.schedule, &candidate, in_place, proto);
+                built.ok().map(|(time_ps, _)| (candidate, time_ps))
+            });
+        Ok(Placement {
+            placed,
+            best_baseline,
+            rejected,
+            doomed_from: doomed_from.filter(|_| doomed_from != self.doomed_from),
+        })
     }
+}
+
+/// What placing a band in one placement's files came to.
+struct Placement {
+    placed: Placed,
+    best_baseline: Option<(Candidate, Picos)>,
+    rejected: Vec<Rejection>,
+    /// The smallest K found to break the executor's limits, if this placement found one.
+    doomed_from: Option<usize>,
 }
 
 /// Where a band goes.

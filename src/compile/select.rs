@@ -169,17 +169,17 @@ fn compile_on_pool(
             results
         }
     };
-    let mut entries = Vec::new();
-    let mut files = Vec::new();
     let mut rejected = Vec::new();
-    for (kind, in_place, runs, rejections) in results {
-        for run in runs {
-            let (entry, file) = run.into_file(kind, in_place);
-            entries.push(entry);
-            files.push(file);
-        }
+    let mut runs = Vec::new();
+    for (kind, in_place, kept, rejections) in results {
+        runs.extend(kept.into_iter().map(|run| (kind, in_place, run)));
         rejected.extend(rejections);
     }
+    // Writing the XML (megabytes for large clusters) and hashing it, side by side.
+    let (entries, files): (Vec<Entry>, Vec<CompiledFile>) = runs
+        .into_par_iter()
+        .map(|(kind, in_place, run)| run.into_file(kind, in_place))
+        .unzip();
     let manifest = Manifest {
         format: MANIFEST_FORMAT.to_string(),
         format_version: MANIFEST_VERSION,
