@@ -244,6 +244,12 @@ pub enum Ranking {
     Schedules,
 }
 
+impl Ranking {
+    fn is_programs(&self) -> bool {
+        *self == Ranking::Programs
+    }
+}
+
 /// What to compile and how hard to search. Everything but `jobs` is recorded in the
 /// manifest: the same options on the same topology give the same bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -266,9 +272,9 @@ pub struct CompileOptions {
     pub min_chunk_bytes: u64,
     /// Whether the baselines compete (and speedups against them are reported).
     pub baselines: bool,
-    /// How candidates are compared (manifests from before the choice existed compared
-    /// programs).
-    #[serde(default)]
+    /// How candidates are compared. Left out of the manifest when it is the default, so
+    /// manifests from before the choice existed still describe their options exactly.
+    #[serde(default, skip_serializing_if = "Ranking::is_programs")]
     pub ranking: Ranking,
     /// Worker threads (0: one per core), on a pool of the compilation's own.
     #[serde(skip)]

@@ -15,7 +15,7 @@ use super::{Band, Candidate, CompileOptions};
 use crate::bounds::{chunked_bound_ps, Bounds};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::Result;
-use crate::msccl::{simulate_program, Program};
+use crate::msccl::{Program, ProgramTimer};
 use crate::schedule::Schedule;
 use crate::sim::simulate_schedule;
 use crate::topology::Topology;
@@ -104,9 +104,10 @@ impl Selection<'_> {
                         .expect("joins the last file")
                         .bands
                         .push(served(time_ps)),
-                    Placed::Starts(candidate, program, time_ps) => runs.push(Run {
+                    Placed::Starts(candidate, program, timer, time_ps) => runs.push(Run {
                         candidate,
                         program,
+                        timer,
                         bands: vec![served(time_ps)],
                     }),
                 }
@@ -221,7 +222,7 @@ impl Selection<'_> {
         let mut rejected = Vec::new();
         let mut doomed_from = self.doomed_from;
         let joinable = match last.filter(|r| r.program.proto == proto) {
-            Some(run) => Some(simulate_program(self.topo, &run.program, size)?.time_ps),
+            Some(run) => Some(run.timer.simulate(self.topo, size)?.time_ps),
             None => None,
         };
         let mut placed = None;
@@ -236,7 +237,7 @@ impl Selection<'_> {
                 break;
             }
             let built = timed_program(self.topo, &trial.schedule, &candidate, in_place, proto);
-            let (time_ps, program) = match built {
+            let (time_ps, program, timer) = match built {
                 Ok(b) => b,
                 Err(e) => {
                     if let Some(k) = k {
@@ -261,7 +262,7 @@ impl Selection<'_> {
             }
             match verified(program, self.kind, in_place, band, candidate) {
                 Ok(program) => {
-                    placed = Some(Placed::Starts(candidate, program, time_ps));
+                    placed = Some(Placed::Starts(candidate, program, timer, time_ps));
                     break;
                 }
                 Err(rejection) => rejected.push(rejection),
@@ -279,7 +280,7 @@ impl Selection<'_> {
             .and_then(|t| {
                 let candidate = self.candidates[t.index];
                 let built = timed_program(self.topo, &t.schedule, &candidate, in_place, proto);
-                built.ok().map(|(time_ps, _)| (candidate, time_ps))
+                built.ok().map(|(time_ps, _, _)| (candidate, time_ps))
             });
         Ok(Placement {
             placed,
@@ -303,6 +304,6 @@ struct Placement {
 enum Placed {
     /// Into the file before it, whose program takes this long at the band's size.
     Joins(Picos),
-    /// Into a new file: its candidate, program, and the program's time.
-    Starts(Candidate, Program, Picos),
+    /// Into a new file: its candidate, program, the program's timer and time.
+    Starts(Candidate, Program, ProgramTimer, Picos),
 }

@@ -9,7 +9,7 @@ use super::{
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
-use crate::msccl::{simulate_program, verify, write_program, Program, VerifyOptions};
+use crate::msccl::{verify, write_program, Program, ProgramTimer, VerifyOptions};
 use crate::topology::Topology;
 use crate::units::{algbw_gbps, format_size, ps_to_us, Picos};
 use rayon::prelude::*;
@@ -69,8 +69,9 @@ struct Ranked {
     bound_ps: Picos,
     /// (candidate index, time), fastest first, ties to the earlier candidate.
     ranked: Vec<(usize, Picos)>,
-    /// The program of `ranked[0]`; the others are rebuilt only if it fails verification.
-    fastest: Option<Program>,
+    /// The program of `ranked[0]` and its timer; the others are rebuilt only if it fails
+    /// verification.
+    fastest: Option<(Program, ProgramTimer)>,
     best_baseline: Option<(Candidate, Picos)>,
     /// Candidates that could not be built here (those whose schedule failed are listed
     /// with the first placement only).
@@ -277,19 +278,19 @@ fn by_programs(
 #[derive(Default)]
 struct Trials {
     times: Vec<(usize, usize, Picos)>,
-    best: Vec<Option<(Picos, usize, Program)>>,
+    best: Vec<Option<(Picos, usize, Program, ProgramTimer)>>,
     rejected: Vec<Rejection>,
 }
 
 impl Trials {
     /// Records a built program's time and keeps it if it is the fastest so far.
-    fn keep(&mut self, slot: usize, index: usize, time_ps: Picos, program: Program) {
+    fn keep(&mut self, slot: usize, index: usize, time_ps: Picos, built: (Program, ProgramTimer)) {
         self.times.push((slot, index, time_ps));
-        self.offer(slot, index, time_ps, program);
+        self.offer(slot, index, time_ps, built);
     }
 
     /// Keeps `program` if it beats the slot's best (ties to the earlier candidate).
-    fn offer(&mut self, slot: usize, index: usize, time_ps: Picos, program: Program) {
+    fn offer(&mut self, slot: usize, index: usize, time_ps: Picos, built: (Program, ProgramTimer)) {
         if self.best.len() <= slot {
             self.best.resize_with(slot + 1, || None);
         }
@@ -297,14 +298,14 @@ impl Trials {
             .as_ref()
             .map_or(true, |b| (time_ps, index) < (b.0, b.1));
         if better {
-            self.best[slot] = Some((time_ps, index, program));
+            self.best[slot] = Some((time_ps, index, built.0, built.1));
         }
     }
 
     fn join(mut self, other: Trials) -> Trials {
         for (slot, best) in other.best.into_iter().enumerate() {
-            if let Some((t, i, p)) = best {
-                self.offer(slot, i, t, p);
+            if let Some((t, i, p, timer)) = best {
+                self.offer(slot, i, t, (p, timer));
             }
         }
         self.times.extend(other.times);
@@ -348,7 +349,9 @@ fn judge(
                 Ok(schedule) => {
                     for (slot, &in_place) in flags.iter().enumerate() {
                         match timed_program(topo, &schedule, candidate, in_place, proto) {
-                            Ok((time, program)) => trials.keep(slot, index, time, program),
+                            Ok((time, program, timer)) => {
+                                trials.keep(slot, index, time, (program, timer))
+                            }
                             Err(e) => trials.rejected.push(rejection(
                                 *candidate,
                                 Some(in_place),
@@ -394,7 +397,7 @@ fn judge(
                 band,
                 bound_ps,
                 ranked,
-                fastest: best[slot].take().map(|b| b.2),
+                fastest: best[slot].take().map(|b| (b.2, b.3)),
                 best_baseline,
                 rejected,
             }
@@ -402,24 +405,29 @@ fn judge(
         .collect())
 }
 
-/// `candidate`'s program for one placement and protocol, and its time at the size the
-/// schedule was made for.
+/// `candidate`'s program for one placement and protocol, its time at the size the
+/// schedule was made for, and its timer for other sizes.
 pub(super) fn timed_program(
     topo: &Topology,
     schedule: &crate::schedule::Schedule,
     candidate: &Candidate,
     in_place: bool,
     proto: crate::msccl::Proto,
-) -> Result<(Picos, Program)> {
+) -> Result<(Picos, Program, ProgramTimer)> {
     let program = lower_for(schedule, topo, candidate, in_place, proto)?;
-    let time = simulate_program(topo, &program, schedule.collective.size_bytes)?.time_ps;
-    Ok((time, program))
+    let timer = ProgramTimer::new(topo, &program, &topo.alive_npus())?;
+    let time = timer
+        .simulate(topo, schedule.collective.size_bytes)?
+        .time_ps;
+    Ok((time, program, timer))
 }
 
 /// Bands served by one program: one file.
 pub(super) struct Run {
     pub candidate: Candidate,
     pub program: Program,
+    /// Times the program at the sizes of the bands it may extend to.
+    pub timer: ProgramTimer,
     pub bands: Vec<Served>,
 }
 
@@ -452,14 +460,14 @@ fn merge(
             bound_ps: r.bound_ps,
             best_baseline: r.best_baseline,
         };
-        if let (Some(run), Some(fastest), Some(&(_, best_ps))) =
+        if let (Some(run), Some((fastest, _)), Some(&(_, best_ps))) =
             (runs.last_mut(), &r.fastest, r.ranked.first())
         {
             if run.program.proto == fastest.proto {
                 let time_ps = if same_program(&run.program, fastest) {
                     best_ps
                 } else {
-                    simulate_program(topo, &run.program, size)?.time_ps
+                    run.timer.simulate(topo, size)?.time_ps
                 };
                 if time_ps <= best_ps {
                     run.bands.push(entry(time_ps));
@@ -471,12 +479,14 @@ fn merge(
         let mut started = None;
         for (rank, &(index, time_ps)) in r.ranked.iter().enumerate() {
             let candidate = seq.candidates[index];
-            let program = match r.fastest.take().filter(|_| rank == 0) {
-                Some(p) => p,
+            let (program, timer) = match r.fastest.take().filter(|_| rank == 0) {
+                Some(built) => built,
                 None => {
                     let schedule = candidate.schedule(topo, seq.kind, size)?;
                     let proto = options.proto.for_size(size);
-                    timed_program(topo, &schedule, &candidate, seq.in_place, proto)?.1
+                    let (_, program, timer) =
+                        timed_program(topo, &schedule, &candidate, seq.in_place, proto)?;
+                    (program, timer)
                 }
             };
             match verified(program, seq.kind, seq.in_place, r.band, candidate) {
@@ -484,6 +494,7 @@ fn merge(
                     started = Some(Run {
                         candidate,
                         program,
+                        timer,
                         bands: vec![entry(time_ps)],
                     });
                     break;

@@ -109,15 +109,8 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
             );
         }
         let steps: usize = tbs.iter().map(|t| t.steps.len()).sum();
-        let elements = 1 + program.gpus.len() + tbs.len() + steps;
-        if elements > limits.max_elements_per_rank {
-            report(
-                LimitKind::ElementsPerRank,
-                format!(
-                    "GPU {g}'s part of the file has {elements} elements (algo, gpus, its threadblocks and {steps} steps); the executor's XML parser keeps {}",
-                    limits.max_elements_per_rank
-                ),
-            );
+        if let Some(message) = too_many_elements(g, program.gpus.len(), tbs.len(), steps, limits) {
+            report(LimitKind::ElementsPerRank, message);
         }
         if let Some((t, tb)) = tbs
             .iter()
@@ -201,4 +194,22 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// The `ElementsPerRank` violation of GPU `g` with `tbs` threadblocks and `steps` steps in
+/// a program of `gpus` GPUs, if it has one.
+pub(crate) fn too_many_elements(
+    g: usize,
+    gpus: usize,
+    tbs: usize,
+    steps: usize,
+    limits: &Limits,
+) -> Option<String> {
+    let elements = 1 + gpus + tbs + steps;
+    (elements > limits.max_elements_per_rank).then(|| {
+        format!(
+            "GPU {g}'s part of the file has {elements} elements (algo, gpus, its threadblocks and {steps} steps); the executor's XML parser keeps {}",
+            limits.max_elements_per_rank
+        )
+    })
 }

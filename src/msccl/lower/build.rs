@@ -4,10 +4,24 @@
 
 use super::emit::Plan;
 use crate::msccl::layout::Slot;
+use crate::msccl::limits::{too_many_elements, Limits};
 use crate::msccl::{Buf, Dep, Gpu, Layout, Step, Threadblock};
 
-/// Each rank's GPU, or a message saying why the plan cannot be ordered.
-pub(super) fn build_gpus(plan: &Plan, layout: &Layout) -> Result<Vec<Gpu>, String> {
+/// Why a plan gives no program.
+pub(super) enum Refusal {
+    /// Its steps cannot be ordered.
+    Order(String),
+    /// A rank's part of the file would have more elements than the executor's parser
+    /// keeps, whatever the arrangement (found before the steps are built).
+    Elements(String),
+}
+
+/// Each rank's GPU, or why the plan gives none.
+pub(super) fn build_gpus(
+    plan: &Plan,
+    layout: &Layout,
+    limits: &Limits,
+) -> Result<Vec<Gpu>, Refusal> {
     let ntb = plan.tbs.len();
     let mut order: Vec<Vec<usize>> = vec![Vec::new(); ntb];
     for (o, op) in plan.ops.iter().enumerate() {
@@ -29,7 +43,7 @@ pub(super) fn build_gpus(plan: &Plan, layout: &Layout) -> Result<Vec<Gpu>, Strin
         .flat_map(|op| op.send.into_iter().chain(op.recv))
         .max()
         .map_or(0, |m| m + 1);
-    check_fifo(plan, &order, moves)?;
+    check_fifo(plan, &order, moves).map_err(Refusal::Order)?;
     // Dependencies on other threadblocks, the latest per threadblock, by threadblock.
     let mut deps: Vec<Vec<usize>> = Vec::with_capacity(plan.ops.len());
     let mut latest: Vec<(usize, usize)> = Vec::new();
@@ -39,10 +53,10 @@ pub(super) fn build_gpus(plan: &Plan, layout: &Layout) -> Result<Vec<Gpu>, Strin
             let tb = plan.ops[d].tb;
             if tb == op.tb {
                 if pos[d] >= pos[o] {
-                    return Err(format!(
+                    return Err(Refusal::Order(format!(
                         "a step would wait for a later step of its own threadblock (rank {}, threadblock plan {tb})",
                         op.rank
-                    ));
+                    )));
                 }
                 continue;
             }
@@ -74,12 +88,20 @@ pub(super) fn build_gpus(plan: &Plan, layout: &Layout) -> Result<Vec<Gpu>, Strin
     }
     // Step index of each op, counting the nops before it.
     let mut index = vec![0; plan.ops.len()];
-    for list in &order {
+    let mut steps_of_rank = vec![0; ranks];
+    for (t, list) in order.iter().enumerate() {
         let mut next = 0;
         for &o in list {
             next += deps[o].len().saturating_sub(1);
             index[o] = next;
             next += 1;
+        }
+        steps_of_rank[plan.tbs[t].rank] += next;
+    }
+    for (rank, &steps) in steps_of_rank.iter().enumerate() {
+        let tbs = per_rank[rank].len();
+        if let Some(message) = too_many_elements(rank, ranks, tbs, steps, limits) {
+            return Err(Refusal::Elements(message));
         }
     }
     let mut signals = vec![false; plan.ops.len()];

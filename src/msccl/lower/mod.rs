@@ -24,6 +24,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::topology::Topology;
+use build::Refusal;
 use emit::{Split, Spread};
 use flow::Flow;
 
@@ -213,8 +214,12 @@ fn arrange(
     spread: Spread,
 ) -> Result<Result<Program, (String, bool)>> {
     let plan = emit::plan(flow, layout, spread);
-    let gpus = build::build_gpus(&plan, layout)
-        .map_err(|e| Error::Msccl(format!("cannot order the program's steps: {e}")))?;
+    let gpus = build::build_gpus(&plan, layout, &options.limits).map_err(|e| match e {
+        Refusal::Order(e) => Error::Msccl(format!("cannot order the program's steps: {e}")),
+        Refusal::Elements(e) => {
+            Error::Msccl(format!("the program would break an executor limit: {e}"))
+        }
+    })?;
     let program = header(layout, head, spread.channels, gpus);
     let broken = limits::check(&program, &options.limits);
     if let Some(v) = broken.iter().find(|v| !v.kind.spreading_helps()) {
