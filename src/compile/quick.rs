@@ -15,7 +15,6 @@ use super::{Band, Candidate, CompileOptions};
 use crate::bounds::{chunked_bound_ps, Bounds};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::Result;
-use crate::msccl::{Program, ProgramTimer};
 use crate::schedule::Schedule;
 use crate::sim::simulate_schedule;
 use crate::topology::Topology;
@@ -104,12 +103,10 @@ impl Selection<'_> {
                         .expect("joins the last file")
                         .bands
                         .push(served(time_ps)),
-                    Placed::Starts(candidate, program, timer, time_ps) => runs.push(Run {
-                        candidate,
-                        program,
-                        timer,
-                        bands: vec![served(time_ps)],
-                    }),
+                    Placed::Starts(mut run, time_ps) => {
+                        run.bands.push(served(time_ps));
+                        runs.push(*run);
+                    }
                 }
             }
         }
@@ -262,7 +259,13 @@ impl Selection<'_> {
             }
             match verified(program, self.kind, in_place, band, candidate) {
                 Ok(program) => {
-                    placed = Some(Placed::Starts(candidate, program, timer, time_ps));
+                    let run = Run {
+                        candidate,
+                        program,
+                        timer,
+                        bands: Vec::new(),
+                    };
+                    placed = Some(Placed::Starts(Box::new(run), time_ps));
                     break;
                 }
                 Err(rejection) => rejected.push(rejection),
@@ -304,6 +307,6 @@ struct Placement {
 enum Placed {
     /// Into the file before it, whose program takes this long at the band's size.
     Joins(Picos),
-    /// Into a new file: its candidate, program, the program's timer and time.
-    Starts(Candidate, Program, ProgramTimer, Picos),
+    /// Into a new file (its run, without bands yet), with its program's time.
+    Starts(Box<Run>, Picos),
 }
