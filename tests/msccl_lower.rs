@@ -552,10 +552,13 @@ fn with_elements(options: &LowerOptions, max_elements_per_rank: usize) -> LowerO
 
 #[test]
 fn the_shape_check_refuses_only_what_no_lowering_fits() {
-    // The up-front check is a lower bound on every rank's elements: with the limit set to
-    // what the lowered program really has it must pass; below its bound it fails, and
-    // the lowering fails with the same message.
+    // The up-front check bounds from below the elements of the first arrangement the
+    // lowering tries (one channel, connections paired), whose element count decides
+    // whether lowering fails: with the limit set to what that arrangement really has (the
+    // program lowered with no limit on steps or threadblocks per channel), it passes;
+    // below its bound it fails, and the lowering fails with the same message.
     let mut cases = 0;
+    let mut tightest = 1.0f64;
     for spec_text in ["ring:8", "mesh:3x3", "preset:dgx1", "fc:6", "hypercube:3"] {
         let t = topo(spec_text);
         for kind in CollectiveKind::ALL {
@@ -567,7 +570,16 @@ fn the_shape_check_refuses_only_what_no_lowering_fits() {
                     instances,
                     ..LowerOptions::default()
                 };
-                let program = lower(&schedule, &t, &options).unwrap();
+                let first = LowerOptions {
+                    limits: Limits {
+                        max_steps_per_tb: usize::MAX,
+                        max_tbs_per_channel: usize::MAX,
+                        ..Limits::default()
+                    },
+                    ..options.clone()
+                };
+                let program = lower(&schedule, &t, &first).unwrap();
+                assert_eq!(program.nchannels, instances);
                 let most = most_elements(&program);
                 let case = format!("{spec_text} {kind} K={k} x{instances}");
                 check_shape(&schedule, &t, &with_elements(&options, most))
@@ -575,7 +587,7 @@ fn the_shape_check_refuses_only_what_no_lowering_fits() {
                 let bound = (0..=most)
                     .find(|&n| check_shape(&schedule, &t, &with_elements(&options, n)).is_ok())
                     .unwrap();
-                assert!(bound > most / 2, "{case}: bound {bound} for {most}");
+                tightest = tightest.min(bound as f64 / most as f64);
                 let under = with_elements(&options, bound - 1);
                 let refused = check_shape(&schedule, &t, &under).unwrap_err().to_string();
                 assert!(
@@ -592,4 +604,36 @@ fn the_shape_check_refuses_only_what_no_lowering_fits() {
         }
     }
     assert!(cases >= 100, "only {cases} cases");
+    println!("{cases} schedules; the bound is at least {tightest:.3} of the real count");
+    assert!(tightest > 0.8, "a loose bound: {tightest}");
+}
+
+#[test]
+fn a_64_gpu_all_reduce_with_16_chunks_per_gpu_is_refused_before_it_is_built() {
+    // 8 DGX A100s: with K = 16 a rank's part of the file would pass the executor's 4096
+    // elements (every rank sends and receives some 4000 chunks); with K = 8 it fits.
+    let t = topo("preset:dgx-a100,nodes=8");
+    for (k, fits) in [(16, false), (8, true)] {
+        let collective =
+            Collective::over_all(&t, CollectiveKind::AllReduce, None, k, 1 << 28).unwrap();
+        let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+        let options = LowerOptions::default();
+        let checked = check_shape(&schedule, &t, &options);
+        let lowered = lower(&schedule, &t, &options);
+        assert_eq!(checked.is_ok(), fits, "K={k}: {checked:?}");
+        match (checked, lowered) {
+            (Ok(()), Ok(program)) => assert!(most_elements(&program) <= 4096),
+            (Err(e), Err(f)) => {
+                assert_eq!(e.to_string(), f.to_string());
+                assert!(e.to_string().contains("parser keeps 4096"), "{e}");
+                // Built anyway, the program is indeed too large.
+                let program = lower(&schedule, &t, &with_elements(&options, 1 << 20)).unwrap();
+                assert!(most_elements(&program) > 4096);
+            }
+            (c, l) => panic!(
+                "K={k}: the check says {c:?}, the lowering {:?}",
+                l.map(|_| ())
+            ),
+        }
+    }
 }
