@@ -101,7 +101,37 @@ struct Emitter<'a> {
     scratch_of: Vec<usize>,
 }
 
-pub(super) fn plan(flow: &Flow, layout: &Layout, spread: Spread) -> Plan {
+/// Threadblocks, which threadblock sends and receives each transfer, and which arrivals
+/// fuse with the departure they pass straight through: everything but the steps.
+pub(super) struct Assignment {
+    pub tbs: Vec<TbPlan>,
+    /// Per move: the threadblocks that send and receive it (`NONE` if dropped).
+    tb_of_send: Vec<usize>,
+    tb_of_recv: Vec<usize>,
+    /// First threadblock of each rank.
+    local_tb: Vec<usize>,
+    fused: Vec<Option<usize>>,
+    fused_send: Vec<bool>,
+}
+
+impl Assignment {
+    /// Per threadblock, the steps its transfers take (nops and final copies left out):
+    /// a receive per arrival and a send per departure not fused with one.
+    pub fn transfer_steps(&self) -> Vec<usize> {
+        let mut steps = vec![0; self.tbs.len()];
+        for (i, &t) in self.tb_of_recv.iter().enumerate() {
+            if t != NONE {
+                steps[t] += 1;
+                if !self.fused_send[i] {
+                    steps[self.tb_of_send[i]] += 1;
+                }
+            }
+        }
+        steps
+    }
+}
+
+pub(super) fn assign(flow: &Flow, layout: &Layout, spread: Spread) -> Assignment {
     let ranks = layout.ranks();
     let mut turns = vec![0; ranks * ranks];
     let mut turn = vec![0; flow.moves.len()];
@@ -208,15 +238,36 @@ pub(super) fn plan(flow: &Flow, layout: &Layout, spread: Spread) -> Plan {
         tb_of_send_move[i] = tb_of_send[conn_index(conn(i))];
         tb_of_recv_move[i] = tb_of_recv[conn_index(conn(i))];
     }
+    let (fused, fused_send) = choose_fusions(flow, &tb_of_send_move, &tb_of_recv_move);
+    Assignment {
+        tbs,
+        tb_of_send: tb_of_send_move,
+        tb_of_recv: tb_of_recv_move,
+        local_tb,
+        fused,
+        fused_send,
+    }
+}
+
+/// Every transfer's steps, in replay order, on the threadblocks `assignment` gives.
+pub(super) fn plan(flow: &Flow, layout: &Layout, assignment: Assignment) -> Plan {
+    let ranks = layout.ranks();
     let chunks = layout.chunks();
     let slots_per_rank =
         layout.canonical_len(Buf::Input) + layout.canonical_len(Buf::Output) + chunks;
-    let (fused, fused_send) = choose_fusions(flow, &tb_of_send_move, &tb_of_recv_move);
+    let Assignment {
+        tbs,
+        tb_of_send,
+        tb_of_recv,
+        local_tb,
+        fused,
+        fused_send,
+    } = assignment;
     let mut e = Emitter {
         flow,
         layout,
-        tb_of_send: tb_of_send_move,
-        tb_of_recv: tb_of_recv_move,
+        tb_of_send,
+        tb_of_recv,
         fused,
         fused_send,
         local_tb,

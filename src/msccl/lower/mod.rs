@@ -213,7 +213,30 @@ fn arrange(
     head: &Head,
     spread: Spread,
 ) -> Result<Result<Program, (String, bool)>> {
-    let plan = emit::plan(flow, layout, spread);
+    let assignment = emit::assign(flow, layout, spread);
+    // A threadblock with more transfer steps than the executor takes fails whatever its
+    // dependencies add: then the unpaired arrangement is next, without building this one.
+    let most = options.limits.max_steps_per_tb;
+    if spread.paired {
+        let steps = assignment.transfer_steps();
+        if let Some((t, &n)) = steps.iter().enumerate().find(|&(_, &n)| n > most) {
+            let crowded = limits::crowded_channels(
+                assignment
+                    .tbs
+                    .iter()
+                    .map(|tb| (tb.rank, tb.channel, tb.send.is_some(), tb.recv.is_some())),
+                options.limits.max_tbs_per_channel,
+            );
+            return Ok(Err((
+                format!(
+                    "it breaks an executor limit even spread over {} channels: GPU {} has a threadblock of at least {n} steps; the executor takes {most} per threadblock",
+                    spread.channels, assignment.tbs[t].rank
+                ),
+                crowded,
+            )));
+        }
+    }
+    let plan = emit::plan(flow, layout, assignment);
     let gpus = build::build_gpus(&plan, layout, &options.limits).map_err(|e| match e {
         Refusal::Order(e) => Error::Msccl(format!("cannot order the program's steps: {e}")),
         Refusal::Elements(e) => {
