@@ -10,7 +10,9 @@
 //! covers a contiguous range of message sizes and the ranges of one collective and
 //! placement tile the requested range with no gap and no overlap, in the executor's own
 //! measure of a message (`msccl::Layout::executor_bytes`; for every collective compiled
-//! here that is the nccl-tests size). [`write_dir`] writes the set atomically,
+//! here that is the nccl-tests size). With [`Ranking::Schedules`] (the fast preset)
+//! candidates are ranked by their schedules' own times instead and only the winners are
+//! lowered, verified and timed as programs. [`write_dir`] writes the set atomically,
 //! [`check_dir`] re-checks a directory against its manifest, and [`open_or_compile`] is
 //! the cache's entry point: an offline-compiled directory and an online cache are the same
 //! thing, made by the same code.
@@ -309,11 +311,13 @@ impl Default for CompileOptions {
 
 impl CompileOptions {
     /// For a plugin compiling when a communicator starts: the same collectives, sizes and
-    /// placements, and every file still verified, but a quarter of the work or less. It
-    /// drops the baselines (the executor's own algorithms are the fallback anyway, and no
-    /// speedup against them is reported), tries one seed instead of two and K in {1, 4, 16}
-    /// instead of {1, 2, 4, 8, 16, 32}, and uses bands of three doublings (1-8 KiB,
-    /// 8-64 KiB, ...), each judged at its smallest size, instead of one per doubling.
+    /// placements, and every file still verified and timed as a program, but a small part
+    /// of the work. It drops the baselines (the executor's own algorithms are the fallback
+    /// anyway, and no speedup against them is reported), tries one seed instead of two and
+    /// K in {1, 4, 16} instead of {1, 2, 4, 8, 16, 32}, uses bands of three doublings
+    /// (1-8 KiB, 8-64 KiB, ...), each judged at its smallest size, instead of one per
+    /// doubling, and ranks candidates by their schedules' own times, lowering only the
+    /// winners (`Ranking::Schedules`).
     pub fn fast() -> CompileOptions {
         CompileOptions {
             band_octaves: 3,
