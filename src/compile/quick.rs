@@ -5,11 +5,11 @@
 //! band the smallest K is synthesized first; a larger K is synthesized only if its
 //! chunked bound (`bounds::chunked_bound_ps`) is below the best schedule time so far, and
 //! not once a K at least as large broke the executor's limits at a smaller size (a
-//! program's steps grow with K, hardly with the size). Then, per
-//! placement (side by side), the band joins the file before it if that file's program,
-//! timed at the band's size, is no slower than the band's best schedule; otherwise the
-//! best candidate whose program can be built and passes `msccl::verify` starts a file,
-//! its program timed for the manifest (unless the file before is faster after all).
+//! program's steps grow with K, hardly with the size). Then, per placement (side by
+//! side), the band joins the file before it if that file's program, timed at the band's
+//! size, is no slower than the band's best schedule; otherwise the best candidate whose
+//! program can be built and passes `msccl::verify` starts a file, its program timed for
+//! the manifest (unless the file before is faster after all).
 
 use super::select::{no_program, timed_program, verified, Rejection, Run, Selected, Served};
 use super::{Band, Candidate, CompileOptions};
