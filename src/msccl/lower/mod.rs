@@ -214,11 +214,28 @@ fn arrange(
     spread: Spread,
 ) -> Result<Result<Program, (String, bool)>> {
     let assignment = emit::assign(flow, layout, spread);
+    let steps = assignment.transfer_steps();
+    // Too many elements for a rank however few nops and copies come on top: no
+    // arrangement with more channels or threadblocks can do better.
+    let ranks = layout.ranks();
+    let mut per_rank = vec![(0, 0); ranks];
+    for (tb, &n) in assignment.tbs.iter().zip(&steps) {
+        per_rank[tb.rank].0 += 1;
+        per_rank[tb.rank].1 += n;
+    }
+    let max = options.limits.max_elements_per_rank;
+    for (rank, &(tbs, steps)) in per_rank.iter().enumerate() {
+        let elements = 1 + ranks + tbs + steps;
+        if elements > max {
+            return Err(Error::Msccl(format!(
+                "the program would break an executor limit: GPU {rank}'s part of the file would have at least {elements} elements (algo, gpus, its {tbs} threadblocks and at least {steps} steps, one per transfer it sends or receives); the executor's XML parser keeps {max}"
+            )));
+        }
+    }
     // A threadblock with more transfer steps than the executor takes fails whatever its
     // dependencies add: then the unpaired arrangement is next, without building this one.
     let most = options.limits.max_steps_per_tb;
     if spread.paired {
-        let steps = assignment.transfer_steps();
         if let Some((t, &n)) = steps.iter().enumerate().find(|&(_, &n)| n > most) {
             let crowded = limits::crowded_channels(
                 assignment
