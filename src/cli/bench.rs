@@ -38,6 +38,9 @@ pub struct BenchArgs {
     /// Time the NCCL tuner plugin's init and its per-collective lookup instead
     #[arg(long, conflicts_with_all = ["sim", "lowering"])]
     pub tuner: bool,
+    /// Time the plugin's cold-cache compile (the fast preset) on DGX A100 clusters instead
+    #[arg(long, conflicts_with_all = ["sim", "lowering", "tuner"])]
+    pub compile: bool,
 }
 
 /// (topology spec, chunks per NPU, synthesis time of the public C++ TACOS on this machine
@@ -68,6 +71,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.tuner {
         return super::bench_tuner::run(&args);
+    }
+    if args.compile {
+        return super::bench_compile::run(&args);
     }
     let mut rows = Vec::new();
     if !args.json {
