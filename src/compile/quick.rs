@@ -11,9 +11,11 @@
 //! program can be built and passes `msccl::verify` starts a file, its program timed for
 //! the manifest (unless the file before is faster after all).
 
-use super::select::{no_program, timed_program, verified, Rejection, Run, Selected, Served};
+use super::select::{
+    bounds_at, no_program, timed_program, verified, Rejection, Run, Selected, Served,
+};
 use super::{Band, Candidate, CompileOptions};
-use crate::bounds::{chunked_bound_ps, Bounds};
+use crate::bounds::chunked_bound_ps;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::Result;
 use crate::schedule::Schedule;
@@ -35,21 +37,31 @@ pub(super) fn by_schedules(
     options: &CompileOptions,
     bands: &[Band],
     groups: &[(CollectiveKind, Vec<Candidate>)],
-    bounds: &[Vec<Bounds>],
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<Selected>> {
     let per_collective: Vec<Vec<Selected>> = groups
         .par_iter()
-        .zip(bounds)
-        .map(|((kind, candidates), bounds)| {
-            Selection {
+        .map(|(kind, candidates)| {
+            let selection = Selection {
                 topo,
                 options,
                 kind: *kind,
                 candidates,
                 doomed_from: None,
+            };
+            // The bounds (max-flows) only go into the manifest: found alongside.
+            let (bounds, selected) = rayon::join(
+                || bounds_at(topo, *kind, bands),
+                || selection.select(bands, tick),
+            );
+            let (bounds, mut selected) = (bounds?, selected?);
+            for (_, _, runs, _) in &mut selected {
+                for served in runs.iter_mut().flat_map(|r| &mut r.bands) {
+                    let b = bands.iter().position(|&b| b == served.band);
+                    served.bound_ps = b.map_or(0, |b| bounds[b].best_ps());
+                }
             }
-            .select(bands, bounds, tick)
+            Ok(selected)
         })
         .collect::<Result<_>>()?;
     Ok(per_collective.into_iter().flatten().collect())
@@ -66,18 +78,14 @@ struct Selection<'a> {
 }
 
 impl Selection<'_> {
-    fn select(
-        mut self,
-        bands: &[Band],
-        bounds: &[Bounds],
-        tick: &(dyn Fn() + Sync),
-    ) -> Result<Vec<Selected>> {
+    /// The runs of each placement (their bands' bounds left at 0).
+    fn select(mut self, bands: &[Band], tick: &(dyn Fn() + Sync)) -> Result<Vec<Selected>> {
         let flags = self.options.placements.flags(self.kind);
         let mut selected: Vec<Selected> = flags
             .iter()
             .map(|&in_place| (self.kind, in_place, Vec::new(), Vec::new()))
             .collect();
-        for (&band, bound) in bands.iter().zip(bounds) {
+        for &band in bands {
             let (trials, rejected) = self.rank(band, tick);
             selected[0].3.extend(rejected);
             // The placements side by side; what one learns about K counts from the next
@@ -95,7 +103,7 @@ impl Selection<'_> {
                 let served = |time_ps| Served {
                     band,
                     time_ps,
-                    bound_ps: bound.best_ps(),
+                    bound_ps: 0,
                     best_baseline: placed.best_baseline,
                 };
                 match placed.placed {

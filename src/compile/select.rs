@@ -149,19 +149,16 @@ fn compile_on_pool(
         done: 0,
         total,
     });
-    // Each collective's lower bound at each band, the max-flows done once per collective.
-    let sizes: Vec<u64> = bands.iter().map(|b| b.min_bytes).collect();
-    let bounds: Vec<Vec<Bounds>> = groups
-        .par_iter()
-        .map(|&(kind, _)| {
-            let collective = Collective::over_all(topo, kind, None, 1, sizes[0])?;
-            Bounds::for_sizes(topo, &collective, &sizes)
-        })
-        .collect::<Result<_>>()?;
     let results = match options.ranking {
-        Ranking::Programs => by_programs(topo, options, bands, &groups, &bounds, &tick, progress)?,
+        Ranking::Programs => {
+            let bounds: Vec<Vec<Bounds>> = groups
+                .par_iter()
+                .map(|&(kind, _)| bounds_at(topo, kind, bands))
+                .collect::<Result<_>>()?;
+            by_programs(topo, options, bands, &groups, &bounds, &tick, progress)?
+        }
         Ranking::Schedules => {
-            let results = by_schedules(topo, options, bands, &groups, &bounds, &tick)?;
+            let results = by_schedules(topo, options, bands, &groups, &tick)?;
             progress(Progress {
                 stage: Stage::Selecting,
                 done: results.len(),
@@ -202,6 +199,17 @@ fn compile_on_pool(
         files,
         rejected,
     })
+}
+
+/// `kind`'s lower bound at each band's size, the max-flows done once.
+pub(super) fn bounds_at(
+    topo: &Topology,
+    kind: CollectiveKind,
+    bands: &[Band],
+) -> Result<Vec<Bounds>> {
+    let sizes: Vec<u64> = bands.iter().map(|b| b.min_bytes).collect();
+    let collective = Collective::over_all(topo, kind, None, 1, sizes[0])?;
+    Bounds::for_sizes(topo, &collective, &sizes)
 }
 
 /// The programs of one collective and placement, and the candidates rejected on the way.
