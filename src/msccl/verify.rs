@@ -933,23 +933,62 @@ impl<'a> RaceSearch<'a> {
 
     /// Whether GPU g's own orderings order every conflicting pair of its accesses.
     fn locally_ordered(&mut self, g: usize) -> bool {
+        self.pass(g, false, |_, _| false)
+    }
+
+    /// Reports GPU g's races, with every ordering of the run.
+    fn exact(&mut self, g: usize, problems: &mut Problems) {
+        let program = self.program;
+        self.pass(g, true, |(slot, first, first_did, second_did), me| {
+            report_race(program, g, slot, first, me, first_did, second_did, problems);
+            true
+        });
+    }
+
+    /// Records GPU g's accesses in the order they ran, with vector clocks over its
+    /// threadblocks carried along its own steps and dependencies only, or (`exact`) along
+    /// every step of the run and its messages too. Hands `race` each conflicting pair the
+    /// clocks leave unordered (and the later access); stops when it returns false.
+    /// Returns whether the pass went through.
+    fn pass(&mut self, g: usize, exact: bool, mut race: impl FnMut(Race, Epoch) -> bool) -> bool {
         let index = self.index();
         let width = index.tb_id[g].len();
-        let first_tb = index.tb_id[g][0];
-        let steps = &self.by_gpu[self.gpu_at[g]..self.gpu_at[g + 1]];
-        let first_source = self.source_base[g];
-        let sources = (self.source_base[g + 1] - first_source) as usize;
+        // Clock rows: one per threadblock of the run, or of the GPU; likewise for sources.
+        let (rows, first_row) = if exact {
+            (index.tbs.len(), 0)
+        } else {
+            (width, index.tb_id[g][0])
+        };
+        let (first_source, sources) = if exact {
+            (0, self.source_base[self.program.gpus.len()])
+        } else {
+            (self.source_base[g], self.source_base[g + 1])
+        };
         self.clocks.clear();
-        self.clocks.resize(width * width, 0);
+        self.clocks.resize(rows * width, 0);
         self.at_source.clear();
-        self.at_source.resize(sources * width, 0);
+        self.at_source
+            .resize((sources - first_source) as usize * width, 0);
+        self.at_message.clear();
+        if exact {
+            self.at_message.resize(self.trace.messages.len() * width, 0);
+        }
         self.histories.reset(self.program.gpus[g].scratch_chunks);
-        let mut ordered = true;
-        for &gid in steps {
-            let gid = gid as usize;
+        let own = &self.by_gpu[self.gpu_at[g]..self.gpu_at[g + 1]];
+        let steps = if exact {
+            self.trace.order.len()
+        } else {
+            own.len()
+        };
+        for i in 0..steps {
+            let gid = if exact {
+                self.trace.order[i]
+            } else {
+                own[i] as usize
+            };
             let (t, s) = index.locate(gid);
-            let tb = t - first_tb;
-            let clock = tb * width..(tb + 1) * width;
+            let (h, tb) = index.tbs[t];
+            let clock = (t - first_row) * width..(t - first_row + 1) * width;
             if let Some(src) = self.trace.released_by[gid] {
                 let at = (self.source[src] - first_source) as usize * width;
                 join(
@@ -957,55 +996,7 @@ impl<'a> RaceSearch<'a> {
                     &self.at_source[at..at + width],
                 );
             }
-            let me: Epoch = (tb as u32, s as u32);
-            let now = &self.clocks[clock.clone()];
-            self.histories.record(
-                self.accesses.reads(gid),
-                self.accesses.writes(gid),
-                me,
-                |e| now[e.0 as usize] > e.1,
-                |_| ordered = false,
-            );
-            if !ordered {
-                return false;
-            }
-            self.clocks[clock.start + tb] = s as u32 + 1;
-            let source = self.source[gid];
-            if source != NO_SOURCE {
-                let at = (source - first_source) as usize * width;
-                self.at_source[at..at + width].copy_from_slice(&self.clocks[clock]);
-            }
-        }
-        true
-    }
-
-    /// Reports GPU g's races, with every ordering of the run.
-    fn exact(&mut self, g: usize, problems: &mut Problems) {
-        let index = self.index();
-        let width = index.tb_id[g].len();
-        self.clocks.clear();
-        self.clocks.resize(index.tbs.len() * width, 0);
-        self.at_source.clear();
-        self.at_source.resize(
-            self.source_base[self.program.gpus.len()] as usize * width,
-            0,
-        );
-        self.at_message.clear();
-        self.at_message.resize(self.trace.messages.len() * width, 0);
-        self.histories.reset(self.program.gpus[g].scratch_chunks);
-        let program = self.program;
-        for &gid in &self.trace.order {
-            let (t, s) = index.locate(gid);
-            let (h, tb) = index.tbs[t];
-            let clock = t * width..(t + 1) * width;
-            if let Some(src) = self.trace.released_by[gid] {
-                let at = self.source[src] as usize * width;
-                join(
-                    &mut self.clocks[clock.clone()],
-                    &self.at_source[at..at + width],
-                );
-            }
-            if let Some(m) = self.trace.received[gid] {
+            if let Some(m) = self.trace.received[gid].filter(|_| exact) {
                 let at = m * width;
                 join(
                     &mut self.clocks[clock.clone()],
@@ -1015,27 +1006,30 @@ impl<'a> RaceSearch<'a> {
             if h == g {
                 let me: Epoch = (tb as u32, s as u32);
                 let now = &self.clocks[clock.clone()];
+                let mut going = true;
                 self.histories.record(
                     self.accesses.reads(gid),
                     self.accesses.writes(gid),
                     me,
                     |e| now[e.0 as usize] > e.1,
-                    |(slot, first, first_did, second_did)| {
-                        report_race(program, g, slot, first, me, first_did, second_did, problems)
-                    },
+                    |pair| going &= race(pair, me),
                 );
+                if !going {
+                    return false;
+                }
                 self.clocks[clock.start + tb] = s as u32 + 1;
             }
-            if let Some(m) = self.trace.sent[gid] {
+            if let Some(m) = self.trace.sent[gid].filter(|_| exact) {
                 let at = m * width;
                 self.at_message[at..at + width].copy_from_slice(&self.clocks[clock.clone()]);
             }
             let source = self.source[gid];
             if source != NO_SOURCE {
-                let at = source as usize * width;
+                let at = (source - first_source) as usize * width;
                 self.at_source[at..at + width].copy_from_slice(&self.clocks[clock]);
             }
         }
+        true
     }
 }
 
