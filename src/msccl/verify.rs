@@ -974,18 +974,14 @@ impl<'a> RaceSearch<'a> {
             self.at_message.resize(self.trace.messages.len() * width, 0);
         }
         self.histories.reset(self.program.gpus[g].scratch_chunks);
-        let own = &self.by_gpu[self.gpu_at[g]..self.gpu_at[g + 1]];
-        let steps = if exact {
-            self.trace.order.len()
+        let trace = self.trace;
+        let steps: Box<dyn Iterator<Item = usize>> = if exact {
+            Box::new(trace.order.iter().copied())
         } else {
-            own.len()
+            let own = &self.by_gpu[self.gpu_at[g]..self.gpu_at[g + 1]];
+            Box::new(own.iter().map(|&gid| gid as usize))
         };
-        for i in 0..steps {
-            let gid = if exact {
-                self.trace.order[i]
-            } else {
-                own[i] as usize
-            };
+        for gid in steps {
             let (t, s) = index.locate(gid);
             let (h, tb) = index.tbs[t];
             let clock = (t - first_row) * width..(t - first_row + 1) * width;
