@@ -552,11 +552,11 @@ fn with_elements(options: &LowerOptions, max_elements_per_rank: usize) -> LowerO
 
 #[test]
 fn the_shape_check_refuses_only_what_no_lowering_fits() {
-    // The up-front check bounds from below the elements of the first arrangement the
-    // lowering tries (one channel, connections paired), whose element count decides
-    // whether lowering fails: with the limit set to what that arrangement really has (the
-    // program lowered with no limit on steps or threadblocks per channel), it passes;
-    // below its bound it fails, and the lowering fails with the same message.
+    // With no limit on steps or threadblocks per channel the lowering builds its first
+    // arrangement (one channel, connections paired), whose element count decides whether
+    // it fails. The up-front check counts that arrangement's elements from below: with
+    // the limit set to what the program really has it passes; under its bound it fails,
+    // and the lowering fails with the same message.
     let mut cases = 0;
     let mut tightest = 1.0f64;
     for spec_text in ["ring:8", "mesh:3x3", "preset:dgx1", "fc:6", "hypercube:3"] {
@@ -566,29 +566,26 @@ fn the_shape_check_refuses_only_what_no_lowering_fits() {
                 let root = kind.has_root().then_some(1);
                 let collective = Collective::over_all(&t, kind, root, k, 1 << 22).unwrap();
                 let schedule = synthesize(&t, &collective, &SynthOptions { seed: 1 }).unwrap();
-                let options = LowerOptions {
-                    instances,
-                    ..LowerOptions::default()
-                };
                 let first = LowerOptions {
+                    instances,
                     limits: Limits {
                         max_steps_per_tb: usize::MAX,
                         max_tbs_per_channel: usize::MAX,
                         ..Limits::default()
                     },
-                    ..options.clone()
+                    ..LowerOptions::default()
                 };
                 let program = lower(&schedule, &t, &first).unwrap();
                 assert_eq!(program.nchannels, instances);
                 let most = most_elements(&program);
                 let case = format!("{spec_text} {kind} K={k} x{instances}");
-                check_shape(&schedule, &t, &with_elements(&options, most))
+                check_shape(&schedule, &t, &with_elements(&first, most))
                     .unwrap_or_else(|e| panic!("{case}: refused at its own count {most}: {e}"));
                 let bound = (0..=most)
-                    .find(|&n| check_shape(&schedule, &t, &with_elements(&options, n)).is_ok())
+                    .find(|&n| check_shape(&schedule, &t, &with_elements(&first, n)).is_ok())
                     .unwrap();
                 tightest = tightest.min(bound as f64 / most as f64);
-                let under = with_elements(&options, bound - 1);
+                let under = with_elements(&first, bound - 1);
                 let refused = check_shape(&schedule, &t, &under).unwrap_err().to_string();
                 assert!(
                     refused.contains(&format!("at least {bound} elements")),

@@ -5,11 +5,12 @@
 //! band the smallest K is synthesized first; a larger K is synthesized only if its
 //! chunked bound (`bounds::chunked_bound_ps`) is below the best schedule time so far, and
 //! not once a K at least as large broke the executor's limits at a smaller size (a
-//! program's steps grow with K, hardly with the size). Then, per placement (side by
-//! side), the band joins the file before it if that file's program, timed at the band's
-//! size, is no slower than the band's best schedule; otherwise the best candidate whose
-//! program can be built and passes `msccl::verify` starts a file, its program timed for
-//! the manifest (unless the file before is faster after all).
+//! program's steps grow with K, hardly with the size; the first schedule of a K larger
+//! than any that fitted is checked with `msccl::lower::check_shape`). Then, per
+//! placement (side by side), the band joins the file before it if that file's program,
+//! timed at the band's size, is no slower than the band's best schedule; otherwise the
+//! best candidate whose program can be built and passes `msccl::verify` starts a file,
+//! its program timed for the manifest (unless the file before is faster after all).
 
 use super::select::{
     bounds_at, no_program, timed_program, verified, Rejection, Run, Selected, Served,
@@ -18,6 +19,8 @@ use super::{Band, Candidate, CompileOptions};
 use crate::bounds::chunked_bound_ps;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::Result;
+use crate::msccl::lower::check_shape;
+use crate::msccl::LowerOptions;
 use crate::schedule::Schedule;
 use crate::sim::simulate_schedule;
 use crate::topology::Topology;
@@ -48,6 +51,7 @@ pub(super) fn by_schedules(
                 kind: *kind,
                 candidates,
                 doomed_from: None,
+                fits_up_to: None,
             };
             // The bounds (max-flows) only go into the manifest: found alongside.
             let (bounds, selected) = rayon::join(
@@ -73,8 +77,10 @@ struct Selection<'a> {
     options: &'a CompileOptions,
     kind: CollectiveKind,
     candidates: &'a [Candidate],
-    /// The smallest K whose program broke the executor's limits so far.
+    /// The smallest K whose program broke the executor's limits so far, and the largest
+    /// whose schedule's shape fitted them (`msccl::lower::check_shape`).
     doomed_from: Option<usize>,
+    fits_up_to: Option<usize>,
 }
 
 impl Selection<'_> {
@@ -124,7 +130,7 @@ impl Selection<'_> {
 
     /// The band's candidates that could be built, fastest schedule first (ties to the
     /// earlier candidate), and those that could not.
-    fn rank(&self, band: Band, tick: &(dyn Fn() + Sync)) -> (Vec<Trial>, Vec<Rejection>) {
+    fn rank(&mut self, band: Band, tick: &(dyn Fn() + Sync)) -> (Vec<Trial>, Vec<Rejection>) {
         let size = band.min_bytes;
         let ranks = self.topo.alive_npus().len();
         let smallest = self.options.chunk_candidates.iter().min().copied();
@@ -157,7 +163,30 @@ impl Selection<'_> {
         }
         let (more, refused) = self.build(&hopeful, band, tick);
         rejected.extend(refused);
-        trials.extend(more);
+        // The first schedule of a K larger than any that fitted is checked against the
+        // executor's limits, so that a K too large is neither lowered nor synthesized
+        // again.
+        for trial in more {
+            let k = self.candidates[trial.index].chunks_per_npu();
+            if k.is_some_and(|k| self.fits_up_to.map_or(true, |fits| k > fits)) {
+                let k = k.expect("checked");
+                let checked = check_shape(&trial.schedule, self.topo, &LowerOptions::default());
+                if let Err(e) = checked {
+                    self.doomed_from = Some(self.doomed_from.map_or(k, |d| d.min(k)));
+                    rejected.push(Rejection {
+                        collective: self.kind,
+                        in_place: None,
+                        band,
+                        candidate: self.candidates[trial.index],
+                        failed_verification: false,
+                        reason: e.to_string(),
+                    });
+                    continue;
+                }
+                self.fits_up_to = Some(k);
+            }
+            trials.push(trial);
+        }
         trials.sort_by_key(|t| (t.time_ps, t.index));
         (trials, rejected)
     }

@@ -49,7 +49,6 @@ pub(super) struct Move {
 }
 
 pub(super) struct Flow {
-    pub ranks: usize,
     pub moves: Vec<Move>,
     pub versions: Vec<Version>,
     /// (rank, chunk, version) that each output slot must end with.
@@ -119,7 +118,6 @@ impl Flow {
             }
         }
         let mut flow = Flow {
-            ranks,
             moves,
             versions: Vec::new(),
             finals: Vec::new(),
@@ -254,74 +252,6 @@ impl Flow {
     pub fn must_store(&self, v: VersionId, fused: Option<usize>) -> bool {
         let version = &self.versions[v];
         !(fused.is_some() && version.readers == 1 && version.first_departure == fused)
-    }
-}
-
-/// A lower bound on one rank's share of a program's XML, whatever the arrangement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct LeastElements {
-    pub tbs: usize,
-    pub steps: usize,
-    /// The algo, every GPU, the threadblocks and the steps.
-    pub elements: usize,
-}
-
-impl Flow {
-    /// Per rank, the fewest threadblocks, steps and XML elements of the first arrangement
-    /// `lower` tries (one channel, receive and send connections paired in threadblocks),
-    /// with `instances` copies. As more channels cannot cure too many elements, `lower`
-    /// fails when that arrangement has too many. A threadblock there talks to one receive
-    /// peer and one send peer, so there are as many as the more numerous kind of peer.
-    /// Every transfer that is not dropped is a step at each end, except that an arrival
-    /// fused with the departure it passes straight through shares its step, and only
-    /// within a threadblock: a receive peer's arrivals fuse with one send peer's
-    /// departures at most, and a send peer's departures with one receive peer's arrivals.
-    /// Copies multiply threadblocks and steps.
-    pub fn least_elements(&self, instances: usize) -> Vec<LeastElements> {
-        let ranks = self.ranks;
-        let mut ends = vec![0usize; ranks];
-        // Whether rank u sends to rank v, at [u * ranks + v].
-        let mut talks = vec![false; ranks * ranks];
-        // (rank, receive peer, send peer) of every pair that could fuse.
-        let mut through: Vec<(u32, u32, u32)> = Vec::new();
-        for (a, m) in self.moves.iter().enumerate().filter(|(_, m)| !m.dropped) {
-            ends[m.src] += 1;
-            ends[m.dst] += 1;
-            talks[m.src * ranks + m.dst] = true;
-            if let Some(d) = self.straight_through[a] {
-                through.push((m.dst as u32, m.src as u32, self.moves[d].dst as u32));
-            }
-        }
-        through.sort_unstable();
-        // Per rank, the most pairs each receive peer and each send peer can fuse.
-        let mut by_receive = vec![0usize; ranks * ranks];
-        let mut by_send = vec![0usize; ranks * ranks];
-        for run in through.chunk_by(|a, b| a == b) {
-            let (r, u, v) = (run[0].0 as usize, run[0].1 as usize, run[0].2 as usize);
-            let best = &mut by_receive[r * ranks + u];
-            *best = (*best).max(run.len());
-            let best = &mut by_send[r * ranks + v];
-            *best = (*best).max(run.len());
-        }
-        (0..ranks)
-            .zip(ends)
-            .map(|(r, ends)| {
-                let peers = r * ranks..(r + 1) * ranks;
-                let fused = by_receive[peers.clone()]
-                    .iter()
-                    .sum::<usize>()
-                    .min(by_send[peers].iter().sum());
-                let sends_to = (0..ranks).filter(|&v| talks[r * ranks + v]).count();
-                let hears_from = (0..ranks).filter(|&u| talks[u * ranks + r]).count();
-                let tbs = sends_to.max(hears_from).max(1) * instances;
-                let steps = (ends - fused) * instances;
-                LeastElements {
-                    tbs,
-                    steps,
-                    elements: 1 + ranks + tbs + steps,
-                }
-            })
-            .collect()
     }
 }
 
