@@ -4,8 +4,9 @@
 mod common;
 
 use proptest::prelude::*;
-use tacos::bounds::{cut_bound, Bounds};
+use tacos::bounds::{chunked_bound_ps, cut_bound, Bounds};
 use tacos::collective::{Collective, CollectiveKind};
+use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 
 const GB: u64 = 1_000_000_000;
@@ -143,5 +144,57 @@ proptest! {
             (Some(f), Some(s)) => prop_assert!((f - s).abs() <= 1e-6 * s, "{kind}: max-flow {f} ms, enumeration {s} ms"),
             (f, s) => prop_assert!(f.is_none() && s.is_none(), "{kind}: {f:?} vs {s:?}"),
         }
+    }
+}
+
+#[test]
+fn bounds_for_several_sizes_are_those_of_each_size() {
+    // The size-independent work is shared, so each size must still get exactly what
+    // `Bounds::new` gives on the collective of that size.
+    let sizes = [1 << 10, 3 << 20, 1 << 30];
+    for spec in ["preset:dgx-a100,nodes=2", "mesh:3x3", "ring:5"] {
+        let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+        for kind in CollectiveKind::ALL {
+            let root = kind.has_root().then_some(1);
+            let first = Collective::over_all(&topo, kind, root, 2, sizes[0]).unwrap();
+            let all = Bounds::for_sizes(&topo, &first, &sizes).unwrap();
+            for (&size, got) in sizes.iter().zip(&all) {
+                let c = Collective::over_all(&topo, kind, root, 2, size).unwrap();
+                assert_eq!(*got, Bounds::new(&topo, &c), "{spec} {kind} {size}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_chunked_bound_by_hand() {
+    // fc:4 (0.5 us, 50 GB/s), All-Gather, K = 2 of 8 MB: chunks of 1 MB take 0.5 + 20 =
+    // 20.5 us a link; an NPU lacks 6 chunks and has 3 incoming links: 2 x 20.5 = 41 us.
+    let topo = parse_spec("fc:4", &SpecDefaults::default()).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 2, 8_000_000).unwrap();
+    assert_eq!(chunked_bound_ps(&topo, &c), 41_000_000);
+    // Twice the chunks of half the size: 12 x (0.5 + 10) / 3 = 42 us, more for the
+    // extra latencies (to a picosecond: the division is in floating point, rounded down).
+    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 4, 8_000_000).unwrap();
+    assert!(chunked_bound_ps(&topo, &c).abs_diff(42_000_000) <= 1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Synthesized schedules move whole chunks, one per link at a time: none beats it.
+    #[test]
+    fn synthesized_schedules_respect_the_chunked_bound(
+        seed in any::<u64>(), builder in 0usize..6, kind in 0usize..8, k in 1usize..4, size_log in 10u32..28,
+    ) {
+        let spec = ["ring:6", "mesh:3x3", "fc:5", "preset:dgx1", "torus:2x4", "preset:dgx-a100,nodes=2"][builder];
+        let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+        let kind = CollectiveKind::ALL[kind];
+        let root = kind.has_root().then_some(1);
+        let c = Collective::over_all(&topo, kind, root, k, 1 << size_log).unwrap();
+        let s = synthesize(&topo, &c, &SynthOptions { seed }).unwrap();
+        let bound = chunked_bound_ps(&topo, &c);
+        prop_assert!(bound > 0);
+        prop_assert!(s.collective_time_ps() >= bound, "{spec} {kind} K={k}: {} < {bound}", s.collective_time_ps());
     }
 }

@@ -9,8 +9,8 @@ use tacos::baselines::Baseline;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::compile::{
     check_dir, check_dir_with, compile, open_or_compile, sha256_hex, write_dir, AlgorithmSet,
-    CheckKind, CheckOptions, CompileOptions, Manifest, Opened, Placements, SizeRange, Written,
-    MANIFEST_FILE,
+    CheckKind, CheckOptions, CompileOptions, Manifest, Opened, Placements, Ranking, SizeRange,
+    Written, MANIFEST_FILE,
 };
 use tacos::msccl::{
     lower, parse_program, simulate_program, verify, Layout, LowerOptions, Proto, VerifyOptions,
@@ -111,8 +111,11 @@ fn ranges_tile_the_requested_sizes_in_the_executors_measure() {
 
 #[test]
 fn every_file_verifies_and_runs_as_predicted() {
+    files_verify_and_run_as_predicted(compiled());
+}
+
+fn files_verify_and_run_as_predicted(set: &AlgorithmSet) {
     let topo = topo();
-    let set = compiled();
     for (entry, file) in set.manifest.entries.iter().zip(&set.files) {
         assert_eq!(entry.file, file.name);
         assert_eq!(entry.sha256, sha256_hex(file.xml.as_bytes()));
@@ -152,6 +155,47 @@ fn every_file_verifies_and_runs_as_predicted() {
             assert!((speedup - base / band.time_us).abs() < 1e-9);
         }
     }
+}
+
+/// The same search ranked by schedule time, lowering only the winners, as the fast preset
+/// does: every file still verifies and runs as predicted, and no band is slower than with
+/// every candidate timed as a program by more than 2 %.
+#[test]
+fn ranking_by_schedules_keeps_the_programs_choices() {
+    let quick = compile(
+        &topo(),
+        &CompileOptions {
+            ranking: Ranking::Schedules,
+            ..options()
+        },
+        &|_| {},
+    )
+    .unwrap();
+    files_verify_and_run_as_predicted(&quick);
+    let full = &compiled().manifest;
+    let mut bands = 0;
+    for entry in &quick.manifest.entries {
+        for band in &entry.bands {
+            let chosen = full
+                .select(entry.collective, 8, entry.in_place, band.size_bytes)
+                .unwrap();
+            let full_us = chosen
+                .bands
+                .iter()
+                .find(|b| b.size_bytes == band.size_bytes)
+                .unwrap()
+                .time_us;
+            assert!(
+                band.time_us <= full_us * 1.02,
+                "{} at {}: {} us, {full_us} us when programs are timed",
+                entry.file,
+                band.size_bytes,
+                band.time_us
+            );
+            bands += 1;
+        }
+    }
+    assert_eq!(bands, 14 * 6);
 }
 
 /// Times every candidate independently (synthesis or baseline, lowered with the band's

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::msccl::lower::check_shape;
 use tacos::msccl::{lower, simulate_program_on, verify, LowerOptions, Program, VerifyOptions};
 use tacos::msccl::{Limits, Proto};
 use tacos::schedule::{check, Op, Schedule, Transfer};
@@ -524,4 +525,112 @@ fn baseline_schedules_lower_to_correct_programs_that_time_like_them() {
         worst.0, worst.1
     );
     assert!(cases >= 100, "only {cases} cases");
+}
+
+/// The largest count of XML elements one rank's part of a program has, as the executor's
+/// parser counts them: the algo, every gpu, its threadblocks and steps.
+fn most_elements(p: &Program) -> usize {
+    p.gpus
+        .iter()
+        .map(|g| {
+            let steps: usize = g.threadblocks.iter().map(|t| t.steps.len()).sum();
+            1 + p.gpus.len() + g.threadblocks.len() + steps
+        })
+        .max()
+        .unwrap()
+}
+
+fn with_elements(options: &LowerOptions, max_elements_per_rank: usize) -> LowerOptions {
+    LowerOptions {
+        limits: Limits {
+            max_elements_per_rank,
+            ..options.limits.clone()
+        },
+        ..options.clone()
+    }
+}
+
+#[test]
+fn the_shape_check_refuses_only_what_no_lowering_fits() {
+    // With no limit on steps or threadblocks per channel the lowering builds its first
+    // arrangement (one channel, connections paired), whose element count decides whether
+    // it fails. The up-front check counts that arrangement's elements from below: with
+    // the limit set to what the program really has it passes; under its bound it fails,
+    // and the lowering fails with the same message.
+    let mut cases = 0;
+    let mut tightest = 1.0f64;
+    for spec_text in ["ring:8", "mesh:3x3", "preset:dgx1", "fc:6", "hypercube:3"] {
+        let t = topo(spec_text);
+        for kind in CollectiveKind::ALL {
+            for (k, instances) in [(1, 1), (3, 1), (2, 2)] {
+                let root = kind.has_root().then_some(1);
+                let collective = Collective::over_all(&t, kind, root, k, 1 << 22).unwrap();
+                let schedule = synthesize(&t, &collective, &SynthOptions { seed: 1 }).unwrap();
+                let first = LowerOptions {
+                    instances,
+                    limits: Limits {
+                        max_steps_per_tb: usize::MAX,
+                        max_tbs_per_channel: usize::MAX,
+                        ..Limits::default()
+                    },
+                    ..LowerOptions::default()
+                };
+                let program = lower(&schedule, &t, &first).unwrap();
+                assert_eq!(program.nchannels, instances);
+                let most = most_elements(&program);
+                let case = format!("{spec_text} {kind} K={k} x{instances}");
+                check_shape(&schedule, &t, &with_elements(&first, most))
+                    .unwrap_or_else(|e| panic!("{case}: refused at its own count {most}: {e}"));
+                let bound = (0..=most)
+                    .find(|&n| check_shape(&schedule, &t, &with_elements(&first, n)).is_ok())
+                    .unwrap();
+                tightest = tightest.min(bound as f64 / most as f64);
+                let under = with_elements(&first, bound - 1);
+                let refused = check_shape(&schedule, &t, &under).unwrap_err().to_string();
+                assert!(
+                    refused.contains(&format!("at least {bound} elements")),
+                    "{case}: {refused}"
+                );
+                assert_eq!(
+                    lower(&schedule, &t, &under).unwrap_err().to_string(),
+                    refused,
+                    "{case}"
+                );
+                cases += 1;
+            }
+        }
+    }
+    assert!(cases >= 100, "only {cases} cases");
+    println!("{cases} schedules; the bound is at least {tightest:.3} of the real count");
+    assert!(tightest > 0.8, "a loose bound: {tightest}");
+}
+
+#[test]
+fn a_64_gpu_all_reduce_with_16_chunks_per_gpu_is_refused_before_it_is_built() {
+    // 8 DGX A100s: with K = 16 a rank's part of the file would pass the executor's 4096
+    // elements (every rank sends and receives some 4000 chunks); with K = 8 it fits.
+    let t = topo("preset:dgx-a100,nodes=8");
+    for (k, fits) in [(16, false), (8, true)] {
+        let collective =
+            Collective::over_all(&t, CollectiveKind::AllReduce, None, k, 1 << 28).unwrap();
+        let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+        let options = LowerOptions::default();
+        let checked = check_shape(&schedule, &t, &options);
+        let lowered = lower(&schedule, &t, &options);
+        assert_eq!(checked.is_ok(), fits, "K={k}: {checked:?}");
+        match (checked, lowered) {
+            (Ok(()), Ok(program)) => assert!(most_elements(&program) <= 4096),
+            (Err(e), Err(f)) => {
+                assert_eq!(e.to_string(), f.to_string());
+                assert!(e.to_string().contains("parser keeps 4096"), "{e}");
+                // Built anyway, the program is indeed too large.
+                let program = lower(&schedule, &t, &with_elements(&options, 1 << 20)).unwrap();
+                assert!(most_elements(&program) > 4096);
+            }
+            (c, l) => panic!(
+                "K={k}: the check says {c:?}, the lowering {:?}",
+                l.map(|_| ())
+            ),
+        }
+    }
 }

@@ -393,6 +393,63 @@ const SMALL: &str = r#"<algo name="t" proto="Simple" nchannels="1" nchunksperloo
 </algo>
 "#;
 
+/// A 2-GPU All-Gather in which GPU 0's threadblock 1 rewrites o[0], which threadblock 0
+/// wrote, ordered after that write only by a message round trip through GPU 1 (no
+/// dependency on GPU 0 orders them). `GPU1` is GPU 1's threadblock, receive first.
+const ROUND_TRIP: &str = r#"<algo name="t" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" inplace="0" outofplace="1" minBytes="0" maxBytes="0">
+  <gpu id="0" i_chunks="1" o_chunks="2" s_chunks="0">
+    <tb id="0" send="1" recv="-1" chan="0">
+      <step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="s" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    </tb>
+    <tb id="1" send="-1" recv="1" chan="0">
+      <step s="0" type="r" srcbuf="i" srcoff="0" dstbuf="o" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    </tb>
+  </gpu>
+  <gpu id="1" i_chunks="1" o_chunks="2" s_chunks="0">
+    <tb id="0" send="0" recv="0" chan="0">
+GPU1
+    </tb>
+  </gpu>
+</algo>
+"#;
+
+const RECEIVE: &str = r#"      <step s="0" type="r" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>"#;
+const COPY: &str = r#"      <step s="1" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/>"#;
+const SEND: &str = r#"      <step s="2" type="s" srcbuf="i" srcoff="0" dstbuf="o" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/>"#;
+
+#[test]
+fn orderings_through_other_gpus_count_and_their_absence_is_a_race() {
+    // GPU 1 receives, then sends: GPU 0's second write comes after its first.
+    let ordered = ROUND_TRIP.replace("GPU1", &[RECEIVE, COPY, SEND].join("\n"));
+    let r = check(&parse_program(&ordered, "t.xml").unwrap());
+    assert!(r.is_correct(), "{:?}", r.problems);
+    // GPU 1 sends first: nothing orders GPU 0's two writes of o[0].
+    let unordered = ROUND_TRIP.replace(
+        "GPU1",
+        &[
+            SEND.replace("s=\"2\"", "s=\"0\""),
+            COPY.to_string(),
+            RECEIVE.replace("s=\"0\"", "s=\"2\""),
+        ]
+        .join("\n"),
+    );
+    let r = check(&parse_program(&unordered, "t.xml").unwrap());
+    let races: Vec<&str> = r
+        .problems
+        .iter()
+        .filter(|p| p.kind == ProblemKind::Race)
+        .map(|p| p.message.as_str())
+        .collect();
+    assert_eq!(
+        races,
+        ["GPU 0 o[0] is written by GPU 0 tb 0 step 0 (cpy) and written by GPU 0 tb 1 step 1 (cpy) with nothing ordering them"],
+        "{:?}",
+        r.problems
+    );
+}
+
 fn parse_err(text: &str) -> String {
     match parse_program(text, "t.xml") {
         Ok(_) => panic!("should be rejected:\n{text}"),

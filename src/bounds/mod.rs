@@ -22,7 +22,8 @@
 
 mod cut;
 
-use crate::collective::{Collective, CollectiveKind};
+use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
+use crate::error::Result;
 use crate::sim::bus_factor;
 use crate::sim::route::shortest_paths;
 use crate::topology::{NpuId, Topology};
@@ -53,11 +54,50 @@ impl Bounds {
     /// Computes every bound.
     pub fn new(topo: &Topology, collective: &Collective) -> Bounds {
         let (latency_ps, diameter_ps) = latency_bounds(topo, collective);
+        let cut = CutParts::new(topo, collective);
+        Bounds::assemble(topo, collective, latency_ps, diameter_ps, cut.as_ref())
+    }
+
+    /// `Bounds::new` for `collective` resized to each of `sizes` (bytes), with the work
+    /// that does not depend on the size (the cut's max-flows, shortest paths) done once.
+    pub fn for_sizes(
+        topo: &Topology,
+        collective: &Collective,
+        sizes: &[u64],
+    ) -> Result<Vec<Bounds>> {
+        let (latency_ps, diameter_ps) = latency_bounds(topo, collective);
+        let cut = CutParts::new(topo, collective);
+        sizes
+            .iter()
+            .map(|&size_bytes| {
+                let spec = CollectiveSpec {
+                    size_bytes,
+                    ..collective.spec().clone()
+                };
+                let resized = Collective::new(topo, spec)?;
+                Ok(Bounds::assemble(
+                    topo,
+                    &resized,
+                    latency_ps,
+                    diameter_ps,
+                    cut.as_ref(),
+                ))
+            })
+            .collect()
+    }
+
+    fn assemble(
+        topo: &Topology,
+        collective: &Collective,
+        latency_ps: Picos,
+        diameter_ps: Picos,
+        cut: Option<&CutParts>,
+    ) -> Bounds {
         Bounds {
             ingress_ps: ingress_bound_ps(topo, collective),
             egress_ps: egress_bound_ps(topo, collective),
             latency_ps,
-            cut: cut_bound(topo, collective),
+            cut: cut.and_then(|c| c.bound(collective)),
             ideal_ps: ideal_ps(topo, collective, diameter_ps),
         }
     }
@@ -93,6 +133,19 @@ fn ratio(bound: Picos, time: Picos) -> f64 {
 /// Ingress bound: every NPU must take in what it needs from others, at most at the sum of
 /// its incoming links' bandwidths. The largest such time over NPUs, bandwidth term only.
 pub fn ingress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
+    let needed = needed_chunks(topo, collective);
+    volume_bound_ps(topo, collective, &needed, |npu| topo.in_links(npu).to_vec())
+}
+
+/// Egress bound: every NPU must send out, at least once, the data only it can provide
+/// (for combining collectives: its contribution to every chunk others must end with).
+pub fn egress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
+    let owed = owed_chunks(topo, collective);
+    volume_bound_ps(topo, collective, &owed, |npu| topo.out_links(npu).collect())
+}
+
+/// Per NPU, the chunks it must take in from others (see `ingress_bound_ps`).
+fn needed_chunks(topo: &Topology, collective: &Collective) -> Vec<usize> {
     let combining = collective.combining();
     let mut needed = vec![0usize; topo.npus()];
     for chunk in collective.chunks() {
@@ -105,12 +158,11 @@ pub fn ingress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
             needed[npu] += usize::from(from_others);
         }
     }
-    volume_bound_ps(topo, collective, &needed, |npu| topo.in_links(npu).to_vec())
+    needed
 }
 
-/// Egress bound: every NPU must send out, at least once, the data only it can provide
-/// (for combining collectives: its contribution to every chunk others must end with).
-pub fn egress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
+/// Per NPU, the chunks only it can send out (see `egress_bound_ps`).
+fn owed_chunks(topo: &Topology, collective: &Collective) -> Vec<usize> {
     let combining = collective.combining();
     let mut owed = vec![0usize; topo.npus()];
     for chunk in collective.chunks() {
@@ -123,7 +175,37 @@ pub fn egress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
             owed[npu] += usize::from(chunk.post.iter().any(|&v| v != npu));
         }
     }
-    volume_bound_ps(topo, collective, &owed, |npu| topo.out_links(npu).collect())
+    owed
+}
+
+/// A bound for algorithms that move whole chunks, each link carrying one at a time for
+/// its alpha-beta time (every synthesized schedule; not every algorithm, since a message
+/// may carry several chunks for one alpha): in time T a link with chunk time d delivers
+/// at most T / d chunks, so an NPU that must take in N chunks needs T >= N / sum(1 / d)
+/// over its incoming links, and likewise for what it must send out. Unlike the bounds
+/// above it grows with the number of chunks, which makes it a quick test of whether more
+/// chunks per NPU could beat a time already found.
+pub fn chunked_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
+    let bytes = collective.chunk_bytes();
+    let rate = |links: &mut dyn Iterator<Item = usize>| -> f64 {
+        links
+            .map(|l| 1.0 / topo.link(l).transfer_ps(bytes).max(1) as f64)
+            .sum()
+    };
+    let needed = needed_chunks(topo, collective);
+    let owed = owed_chunks(topo, collective);
+    let mut worst = 0.0f64;
+    for npu in 0..topo.npus() {
+        for (count, per_ps) in [
+            (needed[npu], rate(&mut topo.in_links(npu).iter().copied())),
+            (owed[npu], rate(&mut topo.out_links(npu))),
+        ] {
+            if count > 0 && per_ps > 0.0 {
+                worst = worst.max(count as f64 / per_ps);
+            }
+        }
+    }
+    worst.floor() as Picos
 }
 
 /// The largest `chunks x chunk size / bandwidth of the given links` over NPUs.
@@ -211,38 +293,63 @@ fn latency_bounds(topo: &Topology, collective: &Collective) -> (Picos, Picos) {
 
 /// The cut bound for the collective's kind, as documented above.
 pub fn cut_bound(topo: &Topology, collective: &Collective) -> Option<CutBound> {
-    let npus = collective.npus();
-    let p = npus.len();
-    let size = collective.spec().size_bytes as f64;
-    let root = collective.spec().root;
-    let all: Vec<NpuId> = npus.to_vec();
-    let others: Vec<NpuId> = npus.iter().copied().filter(|&u| Some(u) != root).collect();
-    let share = size / p as f64;
-    // (on the topology, on its reverse, sources, sinks, bytes per source).
-    let (forward, backward, sources, sinks, unit) = match collective.kind() {
-        CollectiveKind::AllGather => (true, false, all.clone(), all, share),
-        CollectiveKind::ReduceScatter => (false, true, all.clone(), all, share),
-        CollectiveKind::AllReduce => (true, true, all.clone(), all, share),
-        CollectiveKind::Broadcast => (true, false, vec![root?], others, size),
-        CollectiveKind::Reduce => (false, true, vec![root?], others, size),
-        CollectiveKind::Gather => (true, false, others, vec![root?], share),
-        CollectiveKind::Scatter => (false, true, others, vec![root?], share),
-        CollectiveKind::AllToAll => return None,
-    };
-    let reversed = backward.then(|| topo.reversed());
-    let nets = forward.then_some(topo).into_iter().chain(reversed.as_ref());
-    let found: Vec<CutBound> = nets
-        .filter_map(|net| cut::min_cut_ratio(net, &sources, &sinks))
-        .map(|c| CutBound {
-            time_ps: bytes_over_gbps_ps(unit, c.gbps_per_source).floor() as Picos,
-            exact: c.exact,
+    CutParts::new(topo, collective)?.bound(collective)
+}
+
+/// What the cut bound takes from the topology alone: the tightest cut ratio of each
+/// network checked, and whether each source's data is one rank's share or the buffer.
+struct CutParts {
+    ratios: Vec<cut::CutRatio>,
+    per_share: bool,
+}
+
+impl CutParts {
+    fn new(topo: &Topology, collective: &Collective) -> Option<CutParts> {
+        let npus = collective.npus();
+        let root = collective.spec().root;
+        let all: Vec<NpuId> = npus.to_vec();
+        let others: Vec<NpuId> = npus.iter().copied().filter(|&u| Some(u) != root).collect();
+        // (on the topology, on its reverse, sources, sinks, data per source is a share).
+        let (forward, backward, sources, sinks, per_share) = match collective.kind() {
+            CollectiveKind::AllGather => (true, false, all.clone(), all, true),
+            CollectiveKind::ReduceScatter => (false, true, all.clone(), all, true),
+            CollectiveKind::AllReduce => (true, true, all.clone(), all, true),
+            CollectiveKind::Broadcast => (true, false, vec![root?], others, false),
+            CollectiveKind::Reduce => (false, true, vec![root?], others, false),
+            CollectiveKind::Gather => (true, false, others, vec![root?], true),
+            CollectiveKind::Scatter => (false, true, others, vec![root?], true),
+            CollectiveKind::AllToAll => return None,
+        };
+        let reversed = backward.then(|| topo.reversed());
+        let nets = forward.then_some(topo).into_iter().chain(reversed.as_ref());
+        let ratios = nets
+            .filter_map(|net| cut::min_cut_ratio(net, &sources, &sinks))
+            .collect();
+        Some(CutParts { ratios, per_share })
+    }
+
+    /// The bound at the collective's size.
+    fn bound(&self, collective: &Collective) -> Option<CutBound> {
+        let size = collective.spec().size_bytes as f64;
+        let unit = if self.per_share {
+            size / collective.npus().len() as f64
+        } else {
+            size
+        };
+        let found: Vec<CutBound> = self
+            .ratios
+            .iter()
+            .map(|c| CutBound {
+                time_ps: bytes_over_gbps_ps(unit, c.gbps_per_source).floor() as Picos,
+                exact: c.exact,
+            })
+            .collect();
+        let best = found.iter().map(|c| c.time_ps).max()?;
+        Some(CutBound {
+            time_ps: best,
+            exact: found.iter().all(|c| c.exact),
         })
-        .collect();
-    let best = found.iter().map(|c| c.time_ps).max()?;
-    Some(CutBound {
-        time_ps: best,
-        exact: found.iter().all(|c| c.exact),
-    })
+    }
 }
 
 /// The paper's Ideal: size x (nccl-tests bus factor) over the smallest NPU bandwidth

@@ -22,7 +22,9 @@ pub enum BenchSubject {
     Lowering,
     /// The NCCL tuner plugin's init and its per-collective lookup
     Tuner,
-    /// The MSCCL scheduler plugin's init, with a cold and a warm cache
+    /// The plugin cache: compiling a cluster's algorithm set (the fast preset), cold and warm
+    Compile,
+    /// The MSCCL scheduler plugin's init through its entry point, with a cold and a warm cache
     Scheduler,
 }
 
@@ -74,6 +76,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchSubject::Sim => return super::bench_sim::run(&args),
         BenchSubject::Lowering => return super::bench_lowering::run(&args),
         BenchSubject::Tuner => return super::bench_tuner::run(&args),
+        BenchSubject::Compile => return super::bench_compile::run(&args),
         BenchSubject::Scheduler => return super::bench_scheduler::run(&args),
     }
     let mut rows = Vec::new();

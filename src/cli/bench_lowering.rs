@@ -1,4 +1,4 @@
-//! `tacos bench --lowering`: how long turning a synthesized schedule into MSCCL XML takes
+//! `tacos bench lowering`: how long turning a synthesized schedule into MSCCL XML takes
 //! (lowering, writing), and reading it back, verifying and simulating it, on 64-NPU cases.
 
 use super::bench::{best_of, BenchArgs};

@@ -1,4 +1,4 @@
-//! `tacos bench --sim`: simulator speed on schedules of up to a million transfers, both
+//! `tacos bench sim`: simulator speed on schedules of up to a million transfers, both
 //! synthesized (one hop each) and baselines (routed sends, reductions with many inputs).
 
 use super::bench::{best_of, BenchArgs};

@@ -1,4 +1,4 @@
-//! `tacos bench --tuner`: how long the NCCL tuner plugin's init takes (everything it does
+//! `tacos bench tuner`: how long the NCCL tuner plugin's init takes (everything it does
 //! but reading the environment and logging: topology, simulations, every size band's
 //! decision) and what one getCollInfo costs through the plugin's v5 entry point.
 

@@ -52,7 +52,8 @@ pub struct CompileArgs {
     #[arg(long)]
     pub no_baselines: bool,
     /// Start from the plugin's fast preset (bands of three doublings, one seed, K in
-    /// 1,4,16, no baselines); other options still apply
+    /// 1,4,16, no baselines, candidates ranked by their schedules and only the winners
+    /// lowered); other options still apply
     #[arg(long)]
     pub fast: bool,
     /// Worker threads (0: one per core)

@@ -1,6 +1,7 @@
 //! The `tacos` command line: thin commands over the library's pipeline.
 
 mod bench;
+mod bench_compile;
 mod bench_lowering;
 mod bench_scheduler;
 mod bench_sim;

@@ -66,6 +66,14 @@ impl Candidate {
         }
     }
 
+    /// K, for a synthesized candidate.
+    pub fn chunks_per_npu(&self) -> Option<usize> {
+        match *self {
+            Candidate::Tacos { chunks_per_npu, .. } => Some(chunks_per_npu),
+            Candidate::Baseline { .. } => None,
+        }
+    }
+
     pub fn is_baseline(&self) -> bool {
         matches!(self, Candidate::Baseline { .. })
     }

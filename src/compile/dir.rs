@@ -101,6 +101,9 @@ fn holds(dir: &Path, set: &AlgorithmSet) -> bool {
     same_manifest && check_dir_with(dir, &CheckOptions::hashes_only(None)).is_ok_and(|r| r.is_ok())
 }
 
+/// Threads writing a directory's files.
+const WRITERS: usize = 4;
+
 /// Writes `set` as directory `dir` (its parent is created if needed), atomically. An
 /// existing directory of ours is replaced unless it already holds the same set; any other
 /// existing directory is refused unless `force`; a file in the way is always refused.
@@ -122,9 +125,29 @@ pub fn write_dir(set: &AlgorithmSet, dir: &Path, force: bool) -> Result<Written>
     let (parent, name) = parent_and_name(dir)?;
     std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
     let staged = Staged::create(&parent, &name, "tmp")?;
-    for file in &set.files {
-        staged.write(&file.name, file.xml.as_bytes())?;
-    }
+    // Files are written (and flushed to disk) a few at a time: flushing dominates.
+    let writers = WRITERS.min(set.files.len()).max(1);
+    std::thread::scope(|s| {
+        let staged = &staged;
+        let workers: Vec<_> = (0..writers)
+            .map(|w| {
+                s.spawn(move || {
+                    set.files
+                        .iter()
+                        .skip(w)
+                        .step_by(writers)
+                        .try_for_each(|file| staged.write(&file.name, file.xml.as_bytes()))
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect::<Result<Vec<()>>>()
+    })?;
     // The manifest last: a directory with a manifest has every file.
     staged.write(MANIFEST_FILE, set.manifest.to_json().as_bytes())?;
     sync_dir(&staged.path);

@@ -10,7 +10,9 @@
 //! covers a contiguous range of message sizes and the ranges of one collective and
 //! placement tile the requested range with no gap and no overlap, in the executor's own
 //! measure of a message (`msccl::Layout::executor_bytes`; for every collective compiled
-//! here that is the nccl-tests size). [`write_dir`] writes the set atomically,
+//! here that is the nccl-tests size). With [`Ranking::Schedules`] (the fast preset)
+//! candidates are ranked by their schedules' own times instead and only the winners are
+//! lowered, verified and timed as programs. [`write_dir`] writes the set atomically,
 //! [`check_dir`] re-checks a directory against its manifest, and [`open_or_compile`] is
 //! the cache's entry point: an offline-compiled directory and an online cache are the same
 //! thing, made by the same code.
@@ -18,6 +20,7 @@
 mod candidate;
 mod dir;
 mod manifest;
+mod quick;
 mod select;
 
 pub use candidate::Candidate;
@@ -225,6 +228,30 @@ impl FromStr for Placements {
     }
 }
 
+/// How the candidates of a band are compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ranking {
+    /// Every candidate is lowered for every placement and timed as the program that
+    /// would run (`msccl::simulate_program`): the most faithful comparison.
+    #[default]
+    Programs,
+    /// Candidates are ranked by their schedule's own time, which the lowering keeps
+    /// (simulated programs of synthesized schedules take their schedule's time or less),
+    /// and only the winner of each band is lowered, verified and timed as a program,
+    /// where it does not extend the file before it. More chunks per NPU are not tried
+    /// where `bounds::chunked_bound_ps` shows they cannot beat the band's best so far,
+    /// nor, after a K broke the executor's limits, at larger sizes. Bands are taken in
+    /// order, one collective per thread.
+    Schedules,
+}
+
+impl Ranking {
+    fn is_programs(&self) -> bool {
+        *self == Ranking::Programs
+    }
+}
+
 /// What to compile and how hard to search. Everything but `jobs` is recorded in the
 /// manifest: the same options on the same topology give the same bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -247,6 +274,10 @@ pub struct CompileOptions {
     pub min_chunk_bytes: u64,
     /// Whether the baselines compete (and speedups against them are reported).
     pub baselines: bool,
+    /// How candidates are compared. Left out of the manifest when it is the default, so
+    /// manifests from before the choice existed still describe their options exactly.
+    #[serde(default, skip_serializing_if = "Ranking::is_programs")]
+    pub ranking: Ranking,
     /// Worker threads (0: one per core), on a pool of the compilation's own.
     #[serde(skip)]
     pub jobs: usize,
@@ -272,6 +303,7 @@ impl Default for CompileOptions {
             chunk_candidates: vec![1, 2, 4, 8, 16, 32],
             min_chunk_bytes: 4 << 10,
             baselines: true,
+            ranking: Ranking::Programs,
             jobs: 0,
         }
     }
@@ -279,17 +311,20 @@ impl Default for CompileOptions {
 
 impl CompileOptions {
     /// For a plugin compiling when a communicator starts: the same collectives, sizes and
-    /// placements, and every file still verified, but a quarter of the work or less. It
-    /// drops the baselines (the executor's own algorithms are the fallback anyway, and no
-    /// speedup against them is reported), tries one seed instead of two and K in {1, 4, 16}
-    /// instead of {1, 2, 4, 8, 16, 32}, and uses bands of three doublings (1-8 KiB,
-    /// 8-64 KiB, ...), each judged at its smallest size, instead of one per doubling.
+    /// placements, and every file still verified and timed as a program, but a small part
+    /// of the work. It drops the baselines (the executor's own algorithms are the fallback
+    /// anyway, and no speedup against them is reported), tries one seed instead of two and
+    /// K in {1, 4, 16} instead of {1, 2, 4, 8, 16, 32}, uses bands of three doublings
+    /// (1-8 KiB, 8-64 KiB, ...), each judged at its smallest size, instead of one per
+    /// doubling, and ranks candidates by their schedules' own times, lowering only the
+    /// winners (`Ranking::Schedules`).
     pub fn fast() -> CompileOptions {
         CompileOptions {
             band_octaves: 3,
             seeds: 1,
             chunk_candidates: vec![1, 4, 16],
             baselines: false,
+            ranking: Ranking::Schedules,
             ..CompileOptions::default()
         }
     }

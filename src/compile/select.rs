@@ -2,11 +2,14 @@
 
 use super::candidate::{lower_for, same_program};
 use super::manifest::{sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo};
-use super::{short_size, Band, Candidate, CompileOptions, MANIFEST_FORMAT, MANIFEST_VERSION};
+use super::quick::by_schedules;
+use super::{
+    short_size, Band, Candidate, CompileOptions, Ranking, MANIFEST_FORMAT, MANIFEST_VERSION,
+};
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
-use crate::msccl::{simulate_program, verify, write_program, Program, VerifyOptions};
+use crate::msccl::{verify, write_program, Program, ProgramTimer, VerifyOptions};
 use crate::topology::Topology;
 use crate::units::{algbw_gbps, format_size, ps_to_us, Picos};
 use rayon::prelude::*;
@@ -66,8 +69,9 @@ struct Ranked {
     bound_ps: Picos,
     /// (candidate index, time), fastest first, ties to the earlier candidate.
     ranked: Vec<(usize, Picos)>,
-    /// The program of `ranked[0]`; the others are rebuilt only if it fails verification.
-    fastest: Option<Program>,
+    /// The program of `ranked[0]` and its timer; the others are rebuilt only if it fails
+    /// verification.
+    fastest: Option<(Program, ProgramTimer)>,
     best_baseline: Option<(Candidate, Picos)>,
     /// Candidates that could not be built here (those whose schedule failed are listed
     /// with the first placement only).
@@ -145,14 +149,92 @@ fn compile_on_pool(
         done: 0,
         total,
     });
-    let work: Vec<(usize, Band)> = (0..groups.len())
-        .flat_map(|g| bands.iter().map(move |&b| (g, b)))
+    let results = match options.ranking {
+        Ranking::Programs => {
+            let bounds: Vec<Vec<Bounds>> = groups
+                .par_iter()
+                .map(|&(kind, _)| bounds_at(topo, kind, bands))
+                .collect::<Result<_>>()?;
+            by_programs(topo, options, bands, &groups, &bounds, &tick, progress)?
+        }
+        Ranking::Schedules => {
+            let results = by_schedules(topo, options, bands, &groups, &tick)?;
+            progress(Progress {
+                stage: Stage::Selecting,
+                done: results.len(),
+                total: results.len(),
+            });
+            results
+        }
+    };
+    let mut rejected = Vec::new();
+    let mut runs = Vec::new();
+    for (kind, in_place, kept, rejections) in results {
+        runs.extend(kept.into_iter().map(|run| (kind, in_place, run)));
+        rejected.extend(rejections);
+    }
+    // Writing the XML (megabytes for large clusters) and hashing it, side by side.
+    let (entries, files): (Vec<Entry>, Vec<CompiledFile>) = runs
+        .into_par_iter()
+        .map(|(kind, in_place, run)| run.into_file(kind, in_place))
+        .unzip();
+    let manifest = Manifest {
+        format: MANIFEST_FORMAT.to_string(),
+        format_version: MANIFEST_VERSION,
+        tool_version: crate::VERSION.to_string(),
+        topology: TopologyInfo {
+            name: topo.name().to_string(),
+            hash: topology_hash(topo),
+            npus: topo.alive_npus().len(),
+            links: topo.links().len(),
+        },
+        options: CompileOptions {
+            jobs: 0,
+            ..options.clone()
+        },
+        entries,
+    };
+    Ok(AlgorithmSet {
+        manifest,
+        files,
+        rejected,
+    })
+}
+
+/// `kind`'s lower bound at each band's size, the max-flows done once.
+pub(super) fn bounds_at(
+    topo: &Topology,
+    kind: CollectiveKind,
+    bands: &[Band],
+) -> Result<Vec<Bounds>> {
+    let sizes: Vec<u64> = bands.iter().map(|b| b.min_bytes).collect();
+    let collective = Collective::over_all(topo, kind, None, 1, sizes[0])?;
+    Bounds::for_sizes(topo, &collective, &sizes)
+}
+
+/// The programs of one collective and placement, and the candidates rejected on the way.
+pub(super) type Selected = (CollectiveKind, bool, Vec<Run>, Vec<Rejection>);
+
+/// `Ranking::Programs`: every candidate of every band lowered and timed as a program,
+/// bands judged side by side, then each (collective, placement) merged.
+fn by_programs(
+    topo: &Topology,
+    options: &CompileOptions,
+    bands: &[Band],
+    groups: &[(CollectiveKind, Vec<Candidate>)],
+    bounds: &[Vec<Bounds>],
+    tick: &(dyn Fn() + Sync),
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Vec<Selected>> {
+    let work: Vec<(usize, usize)> = (0..groups.len())
+        .flat_map(|g| (0..bands.len()).map(move |b| (g, b)))
         .collect();
     let judged: Vec<Vec<Ranked>> = work
         .par_iter()
-        .map(|&(g, band)| {
+        .map(|&(g, b)| {
             let (kind, candidates) = (groups[g].0, &groups[g].1);
-            judge(topo, options, kind, band, candidates, &tick)
+            let bound_ps = bounds[g][b].best_ps();
+            judge(topo, options, kind, bands[b], bound_ps, candidates, tick)
         })
         .collect::<Result<_>>()?;
 
@@ -184,7 +266,7 @@ fn compile_on_pool(
         done: 0,
         total: count,
     });
-    let results: Vec<(CollectiveKind, bool, Vec<Run>, Vec<Rejection>)> = sequences
+    sequences
         .into_par_iter()
         .map(|seq| {
             let (kind, in_place) = (seq.kind, seq.in_place);
@@ -197,59 +279,26 @@ fn compile_on_pool(
             let (runs, rejected) = merged_runs?;
             Ok((kind, in_place, runs, rejected))
         })
-        .collect::<Result<_>>()?;
-
-    let mut entries = Vec::new();
-    let mut files = Vec::new();
-    let mut rejected = Vec::new();
-    for (kind, in_place, runs, rejections) in results {
-        for run in runs {
-            let (entry, file) = run.into_file(kind, in_place);
-            entries.push(entry);
-            files.push(file);
-        }
-        rejected.extend(rejections);
-    }
-    let manifest = Manifest {
-        format: MANIFEST_FORMAT.to_string(),
-        format_version: MANIFEST_VERSION,
-        tool_version: crate::VERSION.to_string(),
-        topology: TopologyInfo {
-            name: topo.name().to_string(),
-            hash: topology_hash(topo),
-            npus: topo.alive_npus().len(),
-            links: topo.links().len(),
-        },
-        options: CompileOptions {
-            jobs: 0,
-            ..options.clone()
-        },
-        entries,
-    };
-    Ok(AlgorithmSet {
-        manifest,
-        files,
-        rejected,
-    })
+        .collect()
 }
 
 /// Every candidate's time per placement; the fastest program per placement is kept.
 #[derive(Default)]
 struct Trials {
     times: Vec<(usize, usize, Picos)>,
-    best: Vec<Option<(Picos, usize, Program)>>,
+    best: Vec<Option<(Picos, usize, Program, ProgramTimer)>>,
     rejected: Vec<Rejection>,
 }
 
 impl Trials {
     /// Records a built program's time and keeps it if it is the fastest so far.
-    fn keep(&mut self, slot: usize, index: usize, time_ps: Picos, program: Program) {
+    fn keep(&mut self, slot: usize, index: usize, time_ps: Picos, built: (Program, ProgramTimer)) {
         self.times.push((slot, index, time_ps));
-        self.offer(slot, index, time_ps, program);
+        self.offer(slot, index, time_ps, built);
     }
 
     /// Keeps `program` if it beats the slot's best (ties to the earlier candidate).
-    fn offer(&mut self, slot: usize, index: usize, time_ps: Picos, program: Program) {
+    fn offer(&mut self, slot: usize, index: usize, time_ps: Picos, built: (Program, ProgramTimer)) {
         if self.best.len() <= slot {
             self.best.resize_with(slot + 1, || None);
         }
@@ -257,14 +306,14 @@ impl Trials {
             .as_ref()
             .map_or(true, |b| (time_ps, index) < (b.0, b.1));
         if better {
-            self.best[slot] = Some((time_ps, index, program));
+            self.best[slot] = Some((time_ps, index, built.0, built.1));
         }
     }
 
     fn join(mut self, other: Trials) -> Trials {
         for (slot, best) in other.best.into_iter().enumerate() {
-            if let Some((t, i, p)) = best {
-                self.offer(slot, i, t, p);
+            if let Some((t, i, p, timer)) = best {
+                self.offer(slot, i, t, (p, timer));
             }
         }
         self.times.extend(other.times);
@@ -279,6 +328,7 @@ fn judge(
     options: &CompileOptions,
     kind: CollectiveKind,
     band: Band,
+    bound_ps: Picos,
     candidates: &[Candidate],
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<Ranked>> {
@@ -307,7 +357,9 @@ fn judge(
                 Ok(schedule) => {
                     for (slot, &in_place) in flags.iter().enumerate() {
                         match timed_program(topo, &schedule, candidate, in_place, proto) {
-                            Ok((time, program)) => trials.keep(slot, index, time, program),
+                            Ok((time, program, timer)) => {
+                                trials.keep(slot, index, time, (program, timer))
+                            }
                             Err(e) => trials.rejected.push(rejection(
                                 *candidate,
                                 Some(in_place),
@@ -324,8 +376,6 @@ fn judge(
             trials
         })
         .reduce(Trials::default, Trials::join);
-    let collective = Collective::over_all(topo, kind, None, 1, size)?;
-    let bound_ps = Bounds::new(topo, &collective).best_ps();
     let Trials {
         mut times,
         mut best,
@@ -355,7 +405,7 @@ fn judge(
                 band,
                 bound_ps,
                 ranked,
-                fastest: best[slot].take().map(|b| b.2),
+                fastest: best[slot].take().map(|b| (b.2, b.3)),
                 best_baseline,
                 rejected,
             }
@@ -363,34 +413,39 @@ fn judge(
         .collect())
 }
 
-/// `candidate`'s program for one placement and protocol, and its time at the size the
-/// schedule was made for.
-fn timed_program(
+/// `candidate`'s program for one placement and protocol, its time at the size the
+/// schedule was made for, and its timer for other sizes.
+pub(super) fn timed_program(
     topo: &Topology,
     schedule: &crate::schedule::Schedule,
     candidate: &Candidate,
     in_place: bool,
     proto: crate::msccl::Proto,
-) -> Result<(Picos, Program)> {
+) -> Result<(Picos, Program, ProgramTimer)> {
     let program = lower_for(schedule, topo, candidate, in_place, proto)?;
-    let time = simulate_program(topo, &program, schedule.collective.size_bytes)?.time_ps;
-    Ok((time, program))
+    let timer = ProgramTimer::new(topo, &program, &topo.alive_npus())?;
+    let time = timer
+        .simulate(topo, schedule.collective.size_bytes)?
+        .time_ps;
+    Ok((time, program, timer))
 }
 
 /// Bands served by one program: one file.
-struct Run {
-    candidate: Candidate,
-    program: Program,
-    bands: Vec<Served>,
+pub(super) struct Run {
+    pub candidate: Candidate,
+    pub program: Program,
+    /// Times the program at the sizes of the bands it may extend to.
+    pub timer: ProgramTimer,
+    pub bands: Vec<Served>,
 }
 
 /// A band a file serves, with the file's program's time there.
 #[derive(Clone, Copy)]
-struct Served {
-    band: Band,
-    time_ps: Picos,
-    bound_ps: Picos,
-    best_baseline: Option<(Candidate, Picos)>,
+pub(super) struct Served {
+    pub band: Band,
+    pub time_ps: Picos,
+    pub bound_ps: Picos,
+    pub best_baseline: Option<(Candidate, Picos)>,
 }
 
 /// Picks the programs of one collective and placement, smallest band first: a band
@@ -405,11 +460,6 @@ fn merge(
 ) -> Result<(Vec<Run>, Vec<Rejection>)> {
     let mut runs: Vec<Run> = Vec::new();
     let mut rejected = Vec::new();
-    let placement = if seq.in_place {
-        "in place"
-    } else {
-        "out of place"
-    };
     for mut r in seq.bands {
         let size = r.band.min_bytes;
         let entry = |time_ps| Served {
@@ -418,14 +468,14 @@ fn merge(
             bound_ps: r.bound_ps,
             best_baseline: r.best_baseline,
         };
-        if let (Some(run), Some(fastest), Some(&(_, best_ps))) =
+        if let (Some(run), Some((fastest, _)), Some(&(_, best_ps))) =
             (runs.last_mut(), &r.fastest, r.ranked.first())
         {
             if run.program.proto == fastest.proto {
                 let time_ps = if same_program(&run.program, fastest) {
                     best_ps
                 } else {
-                    simulate_program(topo, &run.program, size)?.time_ps
+                    run.timer.simulate(topo, size)?.time_ps
                 };
                 if time_ps <= best_ps {
                     run.bands.push(entry(time_ps));
@@ -437,50 +487,79 @@ fn merge(
         let mut started = None;
         for (rank, &(index, time_ps)) in r.ranked.iter().enumerate() {
             let candidate = seq.candidates[index];
-            let program = match r.fastest.take().filter(|_| rank == 0) {
-                Some(p) => p,
+            let (program, timer) = match r.fastest.take().filter(|_| rank == 0) {
+                Some(built) => built,
                 None => {
                     let schedule = candidate.schedule(topo, seq.kind, size)?;
                     let proto = options.proto.for_size(size);
-                    timed_program(topo, &schedule, &candidate, seq.in_place, proto)?.1
+                    let (_, program, timer) =
+                        timed_program(topo, &schedule, &candidate, seq.in_place, proto)?;
+                    (program, timer)
                 }
             };
-            let report = verify(&program, &VerifyOptions::default());
-            if report.is_correct() {
-                started = Some(Run {
-                    candidate,
-                    program,
-                    bands: vec![entry(time_ps)],
-                });
-                break;
+            match verified(program, seq.kind, seq.in_place, r.band, candidate) {
+                Ok(program) => {
+                    started = Some(Run {
+                        candidate,
+                        program,
+                        timer,
+                        bands: vec![entry(time_ps)],
+                    });
+                    break;
+                }
+                Err(rejection) => r.rejected.push(rejection),
             }
-            let first = report
-                .problems
-                .first()
-                .map_or(String::new(), |p| p.to_string());
-            r.rejected.push(Rejection {
-                collective: seq.kind,
-                in_place: Some(seq.in_place),
-                band: r.band,
-                candidate,
-                failed_verification: true,
-                reason: format!("the program failed verification: {first}"),
-            });
         }
         let Some(run) = started else {
-            let why = r.rejected.last().map_or("no candidate".to_string(), |x| {
-                format!("the last, {}: {}", x.candidate, x.reason)
-            });
-            return Err(Error::Compile(format!(
-                "no candidate for {} {placement} at {} gives a correct program within the executor's limits ({why})",
-                seq.kind,
-                format_size(size)
-            )));
+            return Err(no_program(seq.kind, seq.in_place, size, &r.rejected));
         };
         runs.push(run);
         rejected.append(&mut r.rejected);
     }
     Ok((runs, rejected))
+}
+
+/// `program` if it passes `msccl::verify`, else why `candidate` is rejected.
+pub(super) fn verified(
+    program: Program,
+    collective: CollectiveKind,
+    in_place: bool,
+    band: Band,
+    candidate: Candidate,
+) -> std::result::Result<Program, Rejection> {
+    let report = verify(&program, &VerifyOptions::default());
+    if report.is_correct() {
+        return Ok(program);
+    }
+    let first = report
+        .problems
+        .first()
+        .map_or(String::new(), |p| p.to_string());
+    Err(Rejection {
+        collective,
+        in_place: Some(in_place),
+        band,
+        candidate,
+        failed_verification: true,
+        reason: format!("the program failed verification: {first}"),
+    })
+}
+
+/// The error when no candidate of a band gives a program that can be written.
+pub(super) fn no_program(
+    collective: CollectiveKind,
+    in_place: bool,
+    size: u64,
+    rejected: &[Rejection],
+) -> Error {
+    let placement = if in_place { "in place" } else { "out of place" };
+    let why = rejected.last().map_or("no candidate".to_string(), |x| {
+        format!("the last, {}: {}", x.candidate, x.reason)
+    });
+    Error::Compile(format!(
+        "no candidate for {collective} {placement} at {} gives a correct program within the executor's limits ({why})",
+        format_size(size)
+    ))
 }
 
 impl Run {

@@ -29,6 +29,8 @@ pub(crate) struct Index {
     pub tb_id: Vec<Vec<usize>>,
     /// First global step of each global threadblock; one more entry at the end.
     pub first_step: Vec<usize>,
+    /// Global threadblock of each global step.
+    step_tb: Vec<u32>,
 }
 
 impl Index {
@@ -45,10 +47,15 @@ impl Index {
             }
             tb_id.push(ids);
         }
+        let mut step_tb = Vec::with_capacity(first_step.last().copied().unwrap_or(0));
+        for (t, w) in first_step.windows(2).enumerate() {
+            step_tb.resize(w[1], t as u32);
+        }
         Index {
             tbs,
             tb_id,
             first_step,
+            step_tb,
         }
     }
 
@@ -58,7 +65,7 @@ impl Index {
 
     /// (global tb, step index within it) of a global step.
     pub fn locate(&self, step: usize) -> (usize, usize) {
-        let tb = self.first_step.partition_point(|&f| f <= step) - 1;
+        let tb = self.step_tb[step] as usize;
         (tb, step - self.first_step[tb])
     }
 }

@@ -109,15 +109,8 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
             );
         }
         let steps: usize = tbs.iter().map(|t| t.steps.len()).sum();
-        let elements = 1 + program.gpus.len() + tbs.len() + steps;
-        if elements > limits.max_elements_per_rank {
-            report(
-                LimitKind::ElementsPerRank,
-                format!(
-                    "GPU {g}'s part of the file has {elements} elements (algo, gpus, its threadblocks and {steps} steps); the executor's XML parser keeps {}",
-                    limits.max_elements_per_rank
-                ),
-            );
+        if let Some(message) = too_many_elements(g, program.gpus.len(), tbs.len(), steps, limits) {
+            report(LimitKind::ElementsPerRank, message);
         }
         if let Some((t, tb)) = tbs
             .iter()
@@ -133,21 +126,10 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
                 ),
             );
         }
-        let mut per_channel: HashMap<(usize, bool), usize> = HashMap::new();
-        for tb in tbs {
-            if tb.send.is_some() {
-                *per_channel.entry((tb.channel, true)).or_default() += 1;
-            }
-            if tb.recv.is_some() {
-                *per_channel.entry((tb.channel, false)).or_default() += 1;
-            }
-        }
-        let mut crowded: Vec<_> = per_channel
-            .into_iter()
-            .filter(|&(_, n)| n > limits.max_tbs_per_channel)
-            .collect();
-        crowded.sort_unstable();
-        if let Some(&((channel, sending), n)) = crowded.first() {
+        let ends = tbs
+            .iter()
+            .map(|tb| (tb.channel, tb.send.is_some(), tb.recv.is_some()));
+        if let Some(&((channel, sending), n)) = crowded(ends, limits.max_tbs_per_channel).first() {
             report(
                 LimitKind::TbsPerChannel,
                 format!(
@@ -201,4 +183,61 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// The `ElementsPerRank` violation of GPU `g` with `tbs` threadblocks and `steps` steps in
+/// a program of `gpus` GPUs, if it has one.
+pub(crate) fn too_many_elements(
+    g: usize,
+    gpus: usize,
+    tbs: usize,
+    steps: usize,
+    limits: &Limits,
+) -> Option<String> {
+    let elements = 1 + gpus + tbs + steps;
+    (elements > limits.max_elements_per_rank).then(|| {
+        format!(
+            "GPU {g}'s part of the file has {elements} elements (algo, gpus, its threadblocks and {steps} steps); the executor's XML parser keeps {}",
+            limits.max_elements_per_rank
+        )
+    })
+}
+
+/// One GPU's (channel, sending) pairs with more than `max` threadblocks sending (or
+/// receiving) on that channel, with their counts, by channel; `tbs` gives each
+/// threadblock's channel and whether it sends and receives.
+fn crowded(
+    tbs: impl Iterator<Item = (usize, bool, bool)>,
+    max: usize,
+) -> Vec<((usize, bool), usize)> {
+    let mut per_channel: HashMap<(usize, bool), usize> = HashMap::new();
+    for (channel, sends, receives) in tbs {
+        if sends {
+            *per_channel.entry((channel, true)).or_default() += 1;
+        }
+        if receives {
+            *per_channel.entry((channel, false)).or_default() += 1;
+        }
+    }
+    let mut over: Vec<_> = per_channel.into_iter().filter(|&(_, n)| n > max).collect();
+    over.sort_unstable();
+    over
+}
+
+/// Whether some GPU has more than `max` threadblocks sending (or receiving) on one
+/// channel; `tbs` gives each threadblock's GPU, channel, and whether it sends and receives.
+pub(crate) fn crowded_channels(
+    tbs: impl Iterator<Item = (usize, usize, bool, bool)>,
+    max: usize,
+) -> bool {
+    let mut per_gpu: Vec<Vec<(usize, bool, bool)>> = Vec::new();
+    for (gpu, channel, sends, receives) in tbs {
+        if per_gpu.len() <= gpu {
+            per_gpu.resize_with(gpu + 1, Vec::new);
+        }
+        per_gpu[gpu].push((channel, sends, receives));
+    }
+    per_gpu
+        .into_iter()
+        .any(|ends| !crowded(ends.into_iter(), max).is_empty())
 }

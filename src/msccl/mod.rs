@@ -20,7 +20,7 @@ mod exec;
 pub use layout::Layout;
 pub use limits::Limits;
 pub use lower::{lower, LowerOptions};
-pub use timing::{simulate_program, simulate_program_on};
+pub use timing::{simulate_program, simulate_program_on, ProgramTimer};
 pub use verify::{verify, Problem, ProblemKind, VerifyOptions, VerifyReport};
 pub use xml::{parse_program, read_program, write_program};
 

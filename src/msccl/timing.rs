@@ -6,15 +6,14 @@
 //! earlier receives of its threadblock and, through dependencies, those of the steps it
 //! waited on (the latest per threadblock stands for the earlier ones, since a connection
 //! is FIFO). Sending and local steps take no time of their own. Messages are numbered in
-//! an order a run could issue them (see `program_messages`).
+//! an order a run could issue them (see `ProgramTimer::messages`).
 
 use super::exec::{self, Trace};
 use super::{Layout, Program};
 use crate::error::{Error, Result};
 use crate::sim::{simulate_messages, Message, SimResult};
-use crate::topology::{NpuId, Topology};
+use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::Picos;
-use std::collections::HashMap;
 
 /// Times `program` on `topo`, rank r on the r-th alive NPU, for a collective of
 /// `size_bytes` (nccl-tests' convention, as `tacos synth --size`).
@@ -38,26 +37,59 @@ pub fn simulate_program_on(
     size_bytes: u64,
     ranks: &[NpuId],
 ) -> Result<SimResult> {
-    if ranks.len() != program.gpus.len() {
-        return Err(Error::Msccl(format!(
-            "{} NPUs given for a program of {} GPUs",
-            ranks.len(),
-            program.gpus.len()
-        )));
+    ProgramTimer::new(topo, program, ranks)?.simulate(topo, size_bytes)
+}
+
+/// A program's messages and what each waits for, worked out once (by running its control
+/// flow), so that it can be timed at many sizes for the cost of the simulation alone.
+#[derive(Clone, Debug)]
+pub struct ProgramTimer {
+    /// Per message, in the order sent: its NPUs, the link between them if any, chunks,
+    /// sending threadblock, and (chain of steps, sending step) to break ties.
+    src: Vec<NpuId>,
+    dst: Vec<NpuId>,
+    link: Vec<Option<LinkId>>,
+    count: Vec<u32>,
+    tb: Vec<u32>,
+    tie: Vec<(u32, usize)>,
+    /// Messages each waits for (all sent before it): `deps[deps_at[m]..deps_at[m + 1]]`.
+    deps_at: Vec<u32>,
+    deps: Vec<u32>,
+    tbs: usize,
+    size_divisor: usize,
+}
+
+impl ProgramTimer {
+    /// Runs `program` (rank r on NPU `ranks[r]`), which must be complete and finish.
+    pub fn new(topo: &Topology, program: &Program, ranks: &[NpuId]) -> Result<ProgramTimer> {
+        if ranks.len() != program.gpus.len() {
+            return Err(Error::Msccl(format!(
+                "{} NPUs given for a program of {} GPUs",
+                ranks.len(),
+                program.gpus.len()
+            )));
+        }
+        let structure = exec::structure_problems(program);
+        if let Some(p) = structure.first() {
+            return Err(Error::Msccl(format!("cannot run the program: {p}")));
+        }
+        let trace = exec::run(program, usize::MAX / 2);
+        if let Some(d) = &trace.deadlock {
+            return Err(Error::Msccl(format!("the program does not finish: {d}")));
+        }
+        Ok(ProgramTimer::of_trace(
+            topo,
+            program,
+            &trace,
+            ranks,
+            size_divisor(program)?,
+        ))
     }
-    let structure = exec::structure_problems(program);
-    if let Some(p) = structure.first() {
-        return Err(Error::Msccl(format!("cannot run the program: {p}")));
+
+    /// Times the program for a collective of `size_bytes` (nccl-tests' convention).
+    pub fn simulate(&self, topo: &Topology, size_bytes: u64) -> Result<SimResult> {
+        simulate_messages(topo, &self.messages(topo, size_bytes))
     }
-    let trace = exec::run(program, usize::MAX / 2);
-    if let Some(d) = &trace.deadlock {
-        return Err(Error::Msccl(format!("the program does not finish: {d}")));
-    }
-    let chunk_bytes = size_bytes as f64 / size_divisor(program)? as f64;
-    simulate_messages(
-        topo,
-        &program_messages(topo, program, &trace, ranks, chunk_bytes),
-    )
 }
 
 /// Chunks in the buffer a collective's size measures.
@@ -76,106 +108,152 @@ fn size_divisor(program: &Program) -> Result<usize> {
     Ok(layout.size_divisor())
 }
 
-/// Latest receive (message id) per threadblock of one GPU that a step has waited for.
-type Frontier = Vec<(usize, usize, usize)>;
+/// Per threadblock of one GPU, the latest receive a step has waited for: (1 + the
+/// receiving step's index, message id), or (0, _) for none yet.
+type Seen = (u32, u32);
 
-/// Keeps, per threadblock, the later of two entries.
-fn merge(into: &mut Frontier, other: &Frontier) {
-    for &(tb, step, msg) in other {
-        match into.iter_mut().find(|e| e.0 == tb) {
-            Some(e) if e.1 < step => *e = (tb, step, msg),
-            Some(_) => {}
-            None => into.push((tb, step, msg)),
+/// Keeps, per threadblock, the later of two receives.
+fn merge(into: &mut [Seen], other: &[Seen]) {
+    for (a, b) in into.iter_mut().zip(other) {
+        if b.0 > a.0 {
+            *a = *b;
         }
     }
 }
 
-/// The program's messages as simulator messages, in issue order.
-///
-/// The order is that of an idealized run in which every connection is a link of its own
-/// (messages of one connection one after another, at the alpha-beta cost of their link,
-/// without sharing it with other connections): it keeps each connection's order, and where
-/// channels share a link it interleaves them by when their data is ready, as the executor
-/// does, instead of letting one channel's late message hold up another's in the
-/// simulator's single queue per link. Ties go to the shorter chain of steps.
-pub(crate) fn program_messages(
-    topo: &Topology,
-    program: &Program,
-    trace: &Trace,
-    ranks: &[NpuId],
-    chunk_bytes: f64,
-) -> Vec<Message> {
-    let index = &trace.index;
-    let mut is_source = vec![false; index.steps()];
-    for src in trace.released_by.iter().flatten() {
-        is_source[*src] = true;
-    }
-    let mut frontier: Vec<Frontier> = vec![Vec::new(); index.tbs.len()];
-    let mut at_signal: HashMap<usize, Frontier> = HashMap::new();
-    let mut messages: Vec<Message> = Vec::with_capacity(trace.messages.len());
-    messages.resize_with(trace.messages.len(), || Message {
-        src: 0,
-        dst: 0,
-        bytes: 0.0,
-        deps: Vec::new(),
-    });
-    // Idealized start and arrival of each message, and when each sending threadblock's
-    // connection is free again.
-    let mut start: Vec<Picos> = vec![0; trace.messages.len()];
-    let mut arrival: Vec<Picos> = vec![0; trace.messages.len()];
-    let mut free: Vec<Picos> = vec![0; index.tbs.len()];
-    for &gid in &trace.order {
-        let (t, s) = index.locate(gid);
-        if let Some(src) = trace.released_by[gid] {
-            if let Some(f) = at_signal.get(&src) {
-                merge(&mut frontier[t], f);
+impl ProgramTimer {
+    /// Each message's dependencies: the latest receive, per threadblock of the sending
+    /// GPU, that the sending step has waited for.
+    fn of_trace(
+        topo: &Topology,
+        program: &Program,
+        trace: &Trace,
+        ranks: &[NpuId],
+        size_divisor: usize,
+    ) -> ProgramTimer {
+        let index = &trace.index;
+        let messages = trace.messages.len();
+        // Per global threadblock, where its receive frontier (one entry per threadblock
+        // of its GPU) starts in `frontier`; per signalling step, where its snapshot starts.
+        let width = |t: usize| index.tb_id[index.tbs[t].0].len();
+        let mut frontier_at = Vec::with_capacity(index.tbs.len() + 1);
+        frontier_at.push(0);
+        for t in 0..index.tbs.len() {
+            frontier_at.push(frontier_at[t] + width(t));
+        }
+        let mut frontier: Vec<Seen> = vec![(0, 0); frontier_at[index.tbs.len()]];
+        const NO_SNAPSHOT: usize = usize::MAX;
+        let mut snapshot_at = vec![NO_SNAPSHOT; index.steps()];
+        let mut snapshots = 0;
+        for &src in trace.released_by.iter().flatten() {
+            if snapshot_at[src] == NO_SNAPSHOT {
+                snapshot_at[src] = snapshots;
+                snapshots += width(index.locate(src).0);
             }
         }
-        if let Some(m) = trace.received[gid] {
-            merge(&mut frontier[t], &vec![(t, s, m)]);
-        }
-        if let Some(m) = trace.sent[gid] {
+        let mut at_signal: Vec<Seen> = vec![(0, 0); snapshots];
+        let mut timer = ProgramTimer {
+            src: vec![0; messages],
+            dst: vec![0; messages],
+            link: vec![None; messages],
+            count: vec![0; messages],
+            tb: vec![0; messages],
+            tie: vec![(0, 0); messages],
+            deps_at: Vec::with_capacity(messages + 1),
+            deps: Vec::new(),
+            tbs: index.tbs.len(),
+            size_divisor,
+        };
+        // Messages are numbered as they are sent, so their dependencies are laid out in
+        // order as the run goes.
+        timer.deps_at.push(0);
+        for &gid in &trace.order {
+            let (t, s) = index.locate(gid);
             let (g, tb) = index.tbs[t];
-            let peer = program.gpus[g].threadblocks[tb]
-                .send
-                .expect("a sending step's threadblock has a send peer");
-            let (src, dst) = (ranks[g], ranks[peer]);
-            let bytes = trace.messages[m].count as f64 * chunk_bytes;
-            let deps: Vec<usize> = frontier[t].iter().map(|e| e.2).collect();
-            let ready = deps.iter().map(|&d| arrival[d]).max().unwrap_or(0);
-            let cost = topo
-                .link_between(src, dst)
-                .map_or(0, |l| topo.link(l).transfer_ps(bytes));
-            start[m] = ready.max(free[t]);
+            let mine = frontier_at[t]..frontier_at[t + 1];
+            if let Some(src) = trace.released_by[gid] {
+                let at = snapshot_at[src];
+                merge(&mut frontier[mine.clone()], &at_signal[at..at + mine.len()]);
+            }
+            if let Some(m) = trace.received[gid] {
+                frontier[mine.start + tb] = (s as u32 + 1, m as u32);
+            }
+            if let Some(m) = trace.sent[gid] {
+                debug_assert_eq!(m + 1, timer.deps_at.len());
+                let peer = program.gpus[g].threadblocks[tb]
+                    .send
+                    .expect("a sending step's threadblock has a send peer");
+                let (src, dst) = (ranks[g], ranks[peer]);
+                timer.src[m] = src;
+                timer.dst[m] = dst;
+                timer.link[m] = topo.link_between(src, dst);
+                timer.count[m] = trace.messages[m].count;
+                timer.tb[m] = t as u32;
+                timer.tie[m] = (trace.depth[gid], gid);
+                let seen = frontier[mine.clone()].iter().filter(|e| e.0 > 0);
+                timer.deps.extend(seen.map(|e| e.1));
+                timer.deps_at.push(timer.deps.len() as u32);
+            }
+            let at = snapshot_at[gid];
+            if at != NO_SNAPSHOT {
+                at_signal[at..at + mine.len()].copy_from_slice(&frontier[mine]);
+            }
+        }
+        timer
+    }
+
+    fn deps_of(&self, m: usize) -> &[u32] {
+        &self.deps[self.deps_at[m] as usize..self.deps_at[m + 1] as usize]
+    }
+
+    /// The program's messages as simulator messages, in issue order.
+    ///
+    /// The order is that of an idealized run in which every connection is a link of its
+    /// own (messages of one connection one after another, at the alpha-beta cost of their
+    /// link, without sharing it with other connections): it keeps each connection's order,
+    /// and where channels share a link it interleaves them by when their data is ready,
+    /// as the executor does, instead of letting one channel's late message hold up
+    /// another's in the simulator's single queue per link. Ties go to the shorter chain of
+    /// steps.
+    fn messages(&self, topo: &Topology, size_bytes: u64) -> Vec<Message> {
+        let chunk_bytes = size_bytes as f64 / self.size_divisor as f64;
+        let n = self.src.len();
+        // Idealized start and arrival of each message, and when each sending
+        // threadblock's connection is free again.
+        let mut start: Vec<Picos> = vec![0; n];
+        let mut arrival: Vec<Picos> = vec![0; n];
+        let mut free: Vec<Picos> = vec![0; self.tbs];
+        for m in 0..n {
+            let ready = self.deps_of(m).iter().map(|&d| arrival[d as usize]).max();
+            let t = self.tb[m] as usize;
+            let bytes = self.count[m] as f64 * chunk_bytes;
+            let cost = self.link[m].map_or(0, |l| topo.link(l).transfer_ps(bytes));
+            start[m] = ready.unwrap_or(0).max(free[t]);
             arrival[m] = start[m] + cost;
             free[t] = arrival[m];
-            messages[m] = Message {
-                src,
-                dst,
-                bytes,
-                deps,
-            };
         }
-        if is_source[gid] {
-            at_signal.insert(gid, frontier[t].clone());
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&m| (start[m], self.tie[m]));
+        let mut position = vec![0; n];
+        for (i, &m) in order.iter().enumerate() {
+            position[m] = i;
         }
+        order
+            .iter()
+            .map(|&m| {
+                let mut deps: Vec<usize> = self
+                    .deps_of(m)
+                    .iter()
+                    .map(|&x| position[x as usize])
+                    .collect();
+                deps.sort_unstable();
+                Message {
+                    src: self.src[m],
+                    dst: self.dst[m],
+                    bytes: self.count[m] as f64 * chunk_bytes,
+                    deps,
+                }
+            })
+            .collect()
     }
-    let mut order: Vec<usize> = (0..messages.len()).collect();
-    let from = |m: usize| trace.messages[m].from;
-    order.sort_by_key(|&m| (start[m], trace.depth[from(m)], from(m)));
-    let mut position = vec![0; order.len()];
-    for (i, &m) in order.iter().enumerate() {
-        position[m] = i;
-    }
-    order
-        .iter()
-        .map(|&m| {
-            let mut deps: Vec<usize> = messages[m].deps.iter().map(|&x| position[x]).collect();
-            deps.sort_unstable();
-            Message {
-                deps,
-                ..messages[m].clone()
-            }
-        })
-        .collect()
 }

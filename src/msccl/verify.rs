@@ -296,7 +296,7 @@ fn check_layouts(
         checked.push(in_place);
         let accesses = Accesses::new(program, &layout, trace, problems);
         Replay::new(program, &layout, trace, &accesses, problems).run();
-        find_races(program, trace, &accesses, problems);
+        find_races(program, &layout, trace, &accesses, problems);
     }
     problems.context = "";
     checked
@@ -339,38 +339,45 @@ fn infer_root(program: &Program, kind: CollectiveKind, trace: &Trace) -> Option<
 }
 
 /// The slots each executed step reads and writes, resolved through the layout; steps
-/// whose offsets leave their buffers are reported and get no accesses.
+/// whose offsets leave their buffers are reported and get no accesses. Stored flat: the
+/// accesses of global step `gid` are `slots[start[gid]..start[gid + 1]]`, its reads first.
 struct Accesses {
-    reads: Vec<Vec<Slot>>,
-    writes: Vec<Vec<Slot>>,
+    slots: Vec<Slot>,
+    /// Per global step: where its reads start; one more entry at the end.
+    start: Vec<u32>,
+    /// Per global step: how many of its accesses are reads.
+    reads: Vec<u32>,
 }
 
 impl Accesses {
     fn new(program: &Program, layout: &Layout, trace: &Trace, problems: &mut Problems) -> Self {
         let n = trace.index.steps();
-        let mut reads = vec![Vec::new(); n];
-        let mut writes = vec![Vec::new(); n];
+        let mut slots = Vec::with_capacity(n * 2);
+        let mut start = Vec::with_capacity(n + 1);
+        let mut reads = Vec::with_capacity(n);
         for (t, &(g, tb)) in trace.index.tbs.iter().enumerate() {
             let gpu = &program.gpus[g];
             for (s, step) in gpu.threadblocks[tb].steps.iter().enumerate() {
-                let gid = trace.index.first_step[t] + s;
-                let mut slots = |on: bool, buf: Buf, off: i64, what: &str| -> Vec<Slot> {
+                debug_assert_eq!(trace.index.first_step[t] + s, start.len());
+                start.push(slots.len() as u32);
+                // Appends the slots of `buf[off..off + count]`, or none if one is outside.
+                let mut push = |slots: &mut Vec<Slot>, on: bool, buf: Buf, off: i64, what: &str| {
                     if !on {
-                        return Vec::new();
+                        return;
                     }
                     let declared = match buf {
                         Buf::Input => gpu.input_chunks,
                         Buf::Output => gpu.output_chunks,
                         Buf::Scratch => gpu.scratch_chunks,
                     };
-                    let mut out = Vec::new();
+                    let first = slots.len();
                     for i in 0..step.count as i64 {
                         let o = off + i;
                         let slot = layout
                             .resolve(g, buf, o)
                             .filter(|sl| sl.buf != Buf::Scratch || sl.index < declared);
                         match slot {
-                            Some(sl) if o < declared as i64 => out.push(sl),
+                            Some(sl) if o < declared as i64 => slots.push(sl),
                             _ => {
                                 let real = match buf {
                                     Buf::Scratch => declared,
@@ -386,14 +393,22 @@ impl Accesses {
                                         layout.kind()
                                     ),
                                 );
-                                return Vec::new();
+                                slots.truncate(first);
+                                return;
                             }
                         }
                     }
-                    out
                 };
-                reads[gid] = slots(step.instr.reads_src(), step.src_buf, step.src_off, "reads");
-                writes[gid] = slots(
+                push(
+                    &mut slots,
+                    step.instr.reads_src(),
+                    step.src_buf,
+                    step.src_off,
+                    "reads",
+                );
+                reads.push(slots.len() as u32 - start[start.len() - 1]);
+                push(
+                    &mut slots,
                     step.instr.writes_dst(),
                     step.dst_buf,
                     step.dst_off,
@@ -401,7 +416,22 @@ impl Accesses {
                 );
             }
         }
-        Accesses { reads, writes }
+        start.push(slots.len() as u32);
+        Accesses {
+            slots,
+            start,
+            reads,
+        }
+    }
+
+    fn reads(&self, gid: usize) -> &[Slot] {
+        let a = self.start[gid] as usize;
+        &self.slots[a..a + self.reads[gid] as usize]
+    }
+
+    fn writes(&self, gid: usize) -> &[Slot] {
+        let a = self.start[gid] as usize + self.reads[gid] as usize;
+        &self.slots[a..self.start[gid + 1] as usize]
     }
 }
 
@@ -481,8 +511,13 @@ struct Replay<'a> {
     /// Per rank, per buffer (input, output, scratch): slot contents.
     mem: Vec<[Vec<Val>; 3]>,
     sets: Sets,
-    /// Per message: what it carries.
-    carried: Vec<Vec<Val>>,
+    /// What the messages carry, flat: message m's values start at `carried_at[m]`.
+    carried: Vec<Val>,
+    carried_at: Vec<usize>,
+    /// Per-step work space, kept to spare allocations.
+    src: Vec<Val>,
+    old_dst: Vec<Val>,
+    result: Vec<Val>,
 }
 
 fn buf_index(b: Buf) -> usize {
@@ -529,6 +564,11 @@ impl<'a> Replay<'a> {
                 }
             }
         }
+        let mut carried_at = Vec::with_capacity(trace.messages.len() + 1);
+        carried_at.push(0);
+        for m in &trace.messages {
+            carried_at.push(carried_at[carried_at.len() - 1] + m.count as usize);
+        }
         Replay {
             program,
             layout,
@@ -537,7 +577,11 @@ impl<'a> Replay<'a> {
             problems,
             mem,
             sets,
-            carried: vec![Vec::new(); trace.messages.len()],
+            carried: vec![Val::Poison; carried_at.last().copied().unwrap_or(0)],
+            carried_at,
+            src: Vec::new(),
+            old_dst: Vec::new(),
+            result: Vec::new(),
         }
     }
 
@@ -606,49 +650,59 @@ impl<'a> Replay<'a> {
         let (g, tb) = self.trace.index.tbs[t];
         let step = &self.program.gpus[g].threadblocks[tb].steps[s];
         let n = step.count as usize;
-        let reads = &self.accesses.reads[gid];
-        let writes = &self.accesses.writes[gid];
-        let src: Vec<Val> = (0..n)
-            .map(|i| match reads.get(i) {
+        let accesses = self.accesses;
+        let (reads, writes) = (accesses.reads(gid), accesses.writes(gid));
+        let mut src = std::mem::take(&mut self.src);
+        src.clear();
+        for i in 0..n {
+            src.push(match reads.get(i) {
                 Some(&slot) => self.read(gid, g, slot),
                 None => Val::Poison,
-            })
-            .collect();
-        let incoming: Vec<Val> = match self.trace.received[gid] {
-            Some(m) => {
-                let mut v = std::mem::take(&mut self.carried[m]);
-                v.resize(n, Val::Poison);
-                v
-            }
-            None => Vec::new(),
+            });
+        }
+        // What the received message carries, padded with poison if it is short.
+        let incoming = match self.trace.received[gid] {
+            Some(m) => self.carried_at[m]..self.carried_at[m + 1],
+            None => 0..0,
         };
-        let old_dst: Vec<Val> = if step.instr == Instr::Reduce {
-            (0..n)
-                .map(|i| match writes.get(i) {
+        let mut old_dst = std::mem::take(&mut self.old_dst);
+        old_dst.clear();
+        if step.instr == Instr::Reduce {
+            for i in 0..n {
+                old_dst.push(match writes.get(i) {
                     Some(&slot) => self.read(gid, g, slot),
                     None => Val::Poison,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let result: Vec<Val> = (0..n)
-            .map(|i| match step.instr {
+                });
+            }
+        }
+        let mut result = std::mem::take(&mut self.result);
+        result.clear();
+        for i in 0..n {
+            let incoming_i = match incoming.start + i {
+                at if at < incoming.end => self.carried[at],
+                _ => Val::Poison,
+            };
+            result.push(match step.instr {
                 Instr::Send | Instr::Copy => src[i],
-                Instr::Recv | Instr::RecvCopySend => incoming[i],
+                Instr::Recv | Instr::RecvCopySend => incoming_i,
                 Instr::RecvReduceSend | Instr::RecvReduceCopy | Instr::RecvReduceCopySend => {
-                    self.add(gid, incoming[i], src[i])
+                    self.add(gid, incoming_i, src[i])
                 }
                 Instr::Reduce => self.add(gid, old_dst[i], src[i]),
                 Instr::Nop => Val::Poison,
-            })
-            .collect();
+            });
+        }
         for (i, &slot) in writes.iter().enumerate() {
             self.mem[g][buf_index(slot.buf)][slot.index] = result[i];
         }
         if let Some(m) = self.trace.sent[gid] {
-            self.carried[m] = result;
+            let at = self.carried_at[m];
+            let len = self.carried_at[m + 1] - at;
+            self.carried[at..at + len].copy_from_slice(&result[..len]);
         }
+        self.src = src;
+        self.old_dst = old_dst;
+        self.result = result;
     }
 
     fn check_result(&mut self) {
@@ -698,77 +752,280 @@ impl<'a> Replay<'a> {
 /// Epoch of an access: (threadblock on its GPU, step).
 type Epoch = (u32, u32);
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct SlotHistory {
     last_write: Option<Epoch>,
     /// Reads since the last write, the latest per threadblock.
     reads: Vec<Epoch>,
 }
 
-/// Finds unordered conflicting accesses, one GPU at a time: vector clocks over that GPU's
-/// threadblocks are carried through every step of the run, since orderings can pass
-/// through other GPUs by messages.
-fn find_races(program: &Program, trace: &Trace, accesses: &Accesses, problems: &mut Problems) {
-    let index = &trace.index;
-    let mut is_source = vec![false; index.steps()];
-    for src in trace.released_by.iter().flatten() {
-        is_source[*src] = true;
-    }
-    for g in 0..program.gpus.len() {
-        let width = index.tb_id[g].len();
-        if width == 0 {
-            continue;
+/// An unordered pair: the slot, the earlier access and what each did.
+type Race = (Slot, Epoch, &'static str, &'static str);
+
+/// The accesses so far to one GPU's slots, indexed flat: input, output, then scratch.
+struct Histories {
+    input_len: usize,
+    output_len: usize,
+    slots: Vec<SlotHistory>,
+}
+
+impl Histories {
+    /// Forgets everything and sizes the table for a GPU with `scratch` scratch chunks.
+    fn reset(&mut self, scratch: usize) {
+        let len = self.input_len + self.output_len + scratch;
+        for h in &mut self.slots {
+            h.last_write = None;
+            h.reads.clear();
         }
-        let mut clocks = vec![vec![0u32; width]; index.tbs.len()];
-        let mut at_message: Vec<Option<Vec<u32>>> = vec![None; trace.messages.len()];
-        let mut at_signal: HashMap<usize, Vec<u32>> = HashMap::new();
-        let mut history: HashMap<Slot, SlotHistory> = HashMap::new();
+        self.slots.resize_with(len, SlotHistory::default);
+    }
+
+    fn at(&mut self, slot: Slot) -> &mut SlotHistory {
+        let i = match slot.buf {
+            Buf::Input => slot.index,
+            Buf::Output => self.input_len + slot.index,
+            Buf::Scratch => self.input_len + self.output_len + slot.index,
+        };
+        &mut self.slots[i]
+    }
+
+    /// Records the accesses of the step at `me`, which is ordered after the accesses
+    /// `before` accepts, and hands `race` every conflicting access it is not ordered after.
+    fn record(
+        &mut self,
+        reads: &[Slot],
+        writes: &[Slot],
+        me: Epoch,
+        before: impl Fn(&Epoch) -> bool,
+        mut race: impl FnMut(Race),
+    ) {
+        for &slot in reads {
+            let hist = self.at(slot);
+            if let Some(w) = hist.last_write.filter(|w| !before(w)) {
+                race((slot, w, "written", "read"));
+            }
+            hist.reads.retain(|r| r.0 != me.0);
+            hist.reads.push(me);
+        }
+        for &slot in writes {
+            let hist = self.at(slot);
+            if let Some(w) = hist.last_write.filter(|w| !before(w) && w.0 != me.0) {
+                race((slot, w, "written", "written"));
+            }
+            if let Some(&r) = hist.reads.iter().find(|r| r.0 != me.0 && !before(r)) {
+                race((slot, r, "read", "written"));
+            }
+            hist.last_write = Some(me);
+            hist.reads.clear();
+        }
+    }
+}
+
+/// Finds unordered conflicting accesses: two accesses to one slot of a GPU, at least one a
+/// write, that nothing orders. Vector clocks over one GPU's threadblocks decide what is
+/// ordered. Orderings can pass through other GPUs by messages, so the exact search carries
+/// the clocks through every step of the run, for every GPU: quadratic in the program's
+/// size. The GPU's own orderings (threadblock order and dependencies) are a subset of the
+/// exact ones and usually order everything, so a pass over the GPU's own steps with them
+/// comes first; only a GPU where it leaves some pair unordered is searched exactly, and
+/// only the exact search reports.
+fn find_races(
+    program: &Program,
+    layout: &Layout,
+    trace: &Trace,
+    accesses: &Accesses,
+    problems: &mut Problems,
+) {
+    let mut search = RaceSearch::new(program, layout, trace, accesses);
+    for g in 0..program.gpus.len() {
+        if !search.index().tb_id[g].is_empty() && !search.locally_ordered(g) {
+            search.exact(g, problems);
+        }
+    }
+}
+
+const NO_SOURCE: u32 = u32::MAX;
+
+struct RaceSearch<'a> {
+    program: &'a Program,
+    trace: &'a Trace,
+    accesses: &'a Accesses,
+    /// Each GPU's steps in the order they ran: `by_gpu[gpu_at[g]..gpu_at[g + 1]]`.
+    by_gpu: Vec<u32>,
+    gpu_at: Vec<usize>,
+    /// Per global step: its number among the steps that release a dependency, numbered
+    /// in global step order (so each GPU's are consecutive), or `NO_SOURCE`.
+    source: Vec<u32>,
+    /// Per GPU: the number of its first source (the GPU's are consecutive); one more
+    /// entry at the end, the count of all.
+    source_base: Vec<u32>,
+    histories: Histories,
+    /// Work space: clocks, and the clocks of sources and messages when they ran.
+    clocks: Vec<u32>,
+    at_source: Vec<u32>,
+    at_message: Vec<u32>,
+}
+
+impl<'a> RaceSearch<'a> {
+    fn new(
+        program: &'a Program,
+        layout: &Layout,
+        trace: &'a Trace,
+        accesses: &'a Accesses,
+    ) -> RaceSearch<'a> {
+        let index = &trace.index;
+        let gpus = program.gpus.len();
+        let gpu_of = |gid: usize| index.tbs[index.locate(gid).0].0;
+        let mut gpu_at = vec![0; gpus + 1];
         for &gid in &trace.order {
+            gpu_at[gpu_of(gid) + 1] += 1;
+        }
+        for g in 0..gpus {
+            gpu_at[g + 1] += gpu_at[g];
+        }
+        let mut next = gpu_at.clone();
+        let mut by_gpu = vec![0; trace.order.len()];
+        for &gid in &trace.order {
+            let g = gpu_of(gid);
+            by_gpu[next[g]] = gid as u32;
+            next[g] += 1;
+        }
+        let mut source = vec![NO_SOURCE; index.steps()];
+        for src in trace.released_by.iter().flatten() {
+            source[*src] = 0;
+        }
+        // Global steps are numbered GPU by GPU, so numbering sources in step order
+        // keeps each GPU's consecutive.
+        let mut source_base = vec![0; gpus + 1];
+        let mut sources = 0;
+        for (gid, s) in source.iter_mut().enumerate() {
+            if *s != NO_SOURCE {
+                *s = sources;
+                sources += 1;
+                source_base[gpu_of(gid) + 1] = sources;
+            }
+        }
+        for g in 0..gpus {
+            source_base[g + 1] = source_base[g + 1].max(source_base[g]);
+        }
+        RaceSearch {
+            program,
+            trace,
+            accesses,
+            by_gpu,
+            gpu_at,
+            source,
+            source_base,
+            histories: Histories {
+                input_len: layout.canonical_len(Buf::Input),
+                output_len: layout.canonical_len(Buf::Output),
+                slots: Vec::new(),
+            },
+            clocks: Vec::new(),
+            at_source: Vec::new(),
+            at_message: Vec::new(),
+        }
+    }
+
+    fn index(&self) -> &'a exec::Index {
+        &self.trace.index
+    }
+
+    /// Whether GPU g's own orderings order every conflicting pair of its accesses.
+    fn locally_ordered(&mut self, g: usize) -> bool {
+        self.pass(g, false, |_, _| false)
+    }
+
+    /// Reports GPU g's races, with every ordering of the run.
+    fn exact(&mut self, g: usize, problems: &mut Problems) {
+        let program = self.program;
+        self.pass(g, true, |(slot, first, first_did, second_did), me| {
+            report_race(program, g, slot, first, me, first_did, second_did, problems);
+            true
+        });
+    }
+
+    /// Records GPU g's accesses in the order they ran, with vector clocks over its
+    /// threadblocks carried along its own steps and dependencies only, or (`exact`) along
+    /// every step of the run and its messages too. Hands `race` each conflicting pair the
+    /// clocks leave unordered (and the later access); stops when it returns false.
+    /// Returns whether the pass went through.
+    fn pass(&mut self, g: usize, exact: bool, mut race: impl FnMut(Race, Epoch) -> bool) -> bool {
+        let index = self.index();
+        let width = index.tb_id[g].len();
+        // Clock rows: one per threadblock of the run, or of the GPU; likewise for sources.
+        let (rows, first_row) = if exact {
+            (index.tbs.len(), 0)
+        } else {
+            (width, index.tb_id[g][0])
+        };
+        let (first_source, sources) = if exact {
+            (0, self.source_base[self.program.gpus.len()])
+        } else {
+            (self.source_base[g], self.source_base[g + 1])
+        };
+        self.clocks.clear();
+        self.clocks.resize(rows * width, 0);
+        self.at_source.clear();
+        self.at_source
+            .resize((sources - first_source) as usize * width, 0);
+        self.at_message.clear();
+        if exact {
+            self.at_message.resize(self.trace.messages.len() * width, 0);
+        }
+        self.histories.reset(self.program.gpus[g].scratch_chunks);
+        let trace = self.trace;
+        let steps: Box<dyn Iterator<Item = usize>> = if exact {
+            Box::new(trace.order.iter().copied())
+        } else {
+            let own = &self.by_gpu[self.gpu_at[g]..self.gpu_at[g + 1]];
+            Box::new(own.iter().map(|&gid| gid as usize))
+        };
+        for gid in steps {
             let (t, s) = index.locate(gid);
             let (h, tb) = index.tbs[t];
-            if let Some(src) = trace.released_by[gid] {
-                if let Some(snap) = at_signal.get(&src) {
-                    join(&mut clocks[t], snap);
-                }
+            let clock = (t - first_row) * width..(t - first_row + 1) * width;
+            if let Some(src) = self.trace.released_by[gid] {
+                let at = (self.source[src] - first_source) as usize * width;
+                join(
+                    &mut self.clocks[clock.clone()],
+                    &self.at_source[at..at + width],
+                );
             }
-            if let Some(m) = trace.received[gid] {
-                if let Some(snap) = &at_message[m] {
-                    let snap = snap.clone();
-                    join(&mut clocks[t], &snap);
-                }
+            if let Some(m) = self.trace.received[gid].filter(|_| exact) {
+                let at = m * width;
+                join(
+                    &mut self.clocks[clock.clone()],
+                    &self.at_message[at..at + width],
+                );
             }
             if h == g {
                 let me: Epoch = (tb as u32, s as u32);
-                let clock = &clocks[t];
-                let before = |e: &Epoch| clock[e.0 as usize] > e.1;
-                for &slot in &accesses.reads[gid] {
-                    let hist = history.entry(slot).or_default();
-                    if let Some(w) = hist.last_write.filter(|w| !before(w)) {
-                        report_race(program, g, slot, w, me, "written", "read", problems);
-                    }
-                    hist.reads.retain(|r| r.0 != me.0);
-                    hist.reads.push(me);
+                let now = &self.clocks[clock.clone()];
+                let mut going = true;
+                self.histories.record(
+                    self.accesses.reads(gid),
+                    self.accesses.writes(gid),
+                    me,
+                    |e| now[e.0 as usize] > e.1,
+                    |pair| going &= race(pair, me),
+                );
+                if !going {
+                    return false;
                 }
-                for &slot in &accesses.writes[gid] {
-                    let hist = history.entry(slot).or_default();
-                    if let Some(w) = hist.last_write.filter(|w| !before(w) && w.0 != me.0) {
-                        report_race(program, g, slot, w, me, "written", "written", problems);
-                    }
-                    if let Some(&r) = hist.reads.iter().find(|r| r.0 != me.0 && !before(r)) {
-                        report_race(program, g, slot, r, me, "read", "written", problems);
-                    }
-                    hist.last_write = Some(me);
-                    hist.reads.clear();
-                }
-                clocks[t][tb] = s as u32 + 1;
+                self.clocks[clock.start + tb] = s as u32 + 1;
             }
-            if let Some(m) = trace.sent[gid] {
-                at_message[m] = Some(clocks[t].clone());
+            if let Some(m) = self.trace.sent[gid].filter(|_| exact) {
+                let at = m * width;
+                self.at_message[at..at + width].copy_from_slice(&self.clocks[clock.clone()]);
             }
-            if is_source[gid] {
-                at_signal.insert(gid, clocks[t].clone());
+            let source = self.source[gid];
+            if source != NO_SOURCE {
+                let at = (source - first_source) as usize * width;
+                self.at_source[at..at + width].copy_from_slice(&self.clocks[clock]);
             }
         }
+        true
     }
 }
 

@@ -1,7 +1,9 @@
-//! MSCCL algorithm XML: writing and parsing, with quick-xml.
+//! MSCCL algorithm XML: writing and parsing.
 //!
 //! The writer emits what the executor's own small parser reads: no XML declaration,
 //! double-quoted attributes separated by single spaces, space indentation, `<step .../>`.
+//! It formats directly into one string (quick-xml escapes the free-text values): a 64-GPU
+//! program has over a hundred thousand steps.
 //! The parser (over `crate::xmltree`) accepts what msccl-tools and the executor's users
 //! write: unknown attributes are kept (and written back), unknown elements and comments are
 //! skipped. Every error names the file, line and column, the element and what was wrong.
@@ -9,99 +11,138 @@
 use super::{Buf, Dep, ExtraAttrs, Gpu, Instr, Program, Proto, Step, Threadblock};
 use crate::error::{Error, Result};
 use crate::xmltree::{self, Element};
-use quick_xml::events::{BytesEnd, BytesStart, Event};
-use quick_xml::Writer;
 use std::path::Path;
 
 /// The program as XML text.
 pub fn write_program(program: &Program) -> String {
-    let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
-    let algo = [
-        ("name", program.name.clone()),
-        ("proto", program.proto.name().to_string()),
-        ("nchannels", program.nchannels.to_string()),
-        ("nchunksperloop", program.nchunksperloop.to_string()),
-        ("ngpus", program.gpus.len().to_string()),
-        ("coll", program.collective.clone()),
-        ("inplace", flag(program.inplace)),
-        ("outofplace", flag(program.outofplace)),
-    ];
-    let bytes = [
+    // Steps take about 120 bytes each.
+    let mut w = XmlWriter(String::with_capacity(256 + program.steps() * 128));
+    w.open(0, "algo");
+    w.attr("name", &program.name);
+    w.plain("proto", program.proto.name());
+    w.num("nchannels", program.nchannels);
+    w.num("nchunksperloop", program.nchunksperloop);
+    w.num("ngpus", program.gpus.len());
+    w.attr("coll", &program.collective);
+    w.flag("inplace", program.inplace);
+    w.flag("outofplace", program.outofplace);
+    for (k, v) in [
         ("minBytes", program.min_bytes),
         ("maxBytes", program.max_bytes),
-    ];
-    let bytes = bytes
-        .into_iter()
-        .filter_map(|(k, v)| v.map(|v| (k, v.to_string())));
-    let algo = element("algo", algo.into_iter().chain(bytes), &program.extra);
-    write(&mut w, Event::Start(algo));
+    ] {
+        if let Some(v) = v {
+            w.num(k, v);
+        }
+    }
+    w.close_start(&program.extra, false);
     for (id, gpu) in program.gpus.iter().enumerate() {
-        let attrs = [
-            ("id", id.to_string()),
-            ("i_chunks", gpu.input_chunks.to_string()),
-            ("o_chunks", gpu.output_chunks.to_string()),
-            ("s_chunks", gpu.scratch_chunks.to_string()),
-        ];
-        write(&mut w, Event::Start(element("gpu", attrs, &gpu.extra)));
+        w.open(1, "gpu");
+        w.num("id", id);
+        w.num("i_chunks", gpu.input_chunks);
+        w.num("o_chunks", gpu.output_chunks);
+        w.num("s_chunks", gpu.scratch_chunks);
+        w.close_start(&gpu.extra, false);
         for (t, tb) in gpu.threadblocks.iter().enumerate() {
-            let attrs = [
-                ("id", t.to_string()),
-                ("send", peer(tb.send)),
-                ("recv", peer(tb.recv)),
-                ("chan", tb.channel.to_string()),
-            ];
-            write(&mut w, Event::Start(element("tb", attrs, &tb.extra)));
+            w.open(2, "tb");
+            w.num("id", t);
+            w.peer("send", tb.send);
+            w.peer("recv", tb.recv);
+            w.num("chan", tb.channel);
+            w.close_start(&tb.extra, false);
             for (s, step) in tb.steps.iter().enumerate() {
                 let (depid, deps) = step.dep.map_or((-1, -1), |d| (d.tb as i64, d.step as i64));
-                let attrs = [
-                    ("s", s.to_string()),
-                    ("type", step.instr.code().to_string()),
-                    ("srcbuf", step.src_buf.code().to_string()),
-                    ("srcoff", step.src_off.to_string()),
-                    ("dstbuf", step.dst_buf.code().to_string()),
-                    ("dstoff", step.dst_off.to_string()),
-                    ("cnt", step.count.to_string()),
-                    ("depid", depid.to_string()),
-                    ("deps", deps.to_string()),
-                    ("hasdep", flag(step.has_dep)),
-                ];
-                write(&mut w, Event::Empty(element("step", attrs, &step.extra)));
+                w.open(3, "step");
+                w.num("s", s);
+                w.plain("type", step.instr.code());
+                w.plain("srcbuf", step.src_buf.code());
+                w.num("srcoff", step.src_off);
+                w.plain("dstbuf", step.dst_buf.code());
+                w.num("dstoff", step.dst_off);
+                w.num("cnt", step.count);
+                w.num("depid", depid);
+                w.num("deps", deps);
+                w.flag("hasdep", step.has_dep);
+                w.close_start(&step.extra, true);
             }
-            write(&mut w, Event::End(BytesEnd::new("tb")));
+            w.end(2, "tb");
         }
-        write(&mut w, Event::End(BytesEnd::new("gpu")));
+        w.end(1, "gpu");
     }
-    write(&mut w, Event::End(BytesEnd::new("algo")));
-    let mut text = String::from_utf8(w.into_inner()).expect("the writer writes UTF-8");
-    text.push('\n');
-    text
+    w.end(0, "algo");
+    w.0.push('\n');
+    w.0
 }
 
-fn element<'a>(
-    name: &'a str,
-    attrs: impl IntoIterator<Item = (&'a str, String)>,
-    extra: &'a ExtraAttrs,
-) -> BytesStart<'a> {
-    let mut e = BytesStart::new(name);
-    for (k, v) in attrs {
-        e.push_attribute((k, v.as_str()));
+/// The writer's layout, as the executor's small parser reads it: one element per line,
+/// indented two spaces a level, attributes double-quoted and escaped, `<step .../>`.
+struct XmlWriter(String);
+
+impl XmlWriter {
+    /// Starts `<name` on a line of its own (none before the root).
+    fn open(&mut self, depth: usize, name: &str) {
+        if depth > 0 {
+            self.0.push('\n');
+        }
+        self.indent(depth);
+        self.0.push('<');
+        self.0.push_str(name);
     }
-    for (k, v) in extra {
-        e.push_attribute((k.as_str(), v.as_str()));
+
+    fn indent(&mut self, depth: usize) {
+        for _ in 0..depth * 2 {
+            self.0.push(' ');
+        }
     }
-    e
-}
 
-fn write(w: &mut Writer<Vec<u8>>, event: Event) {
-    w.write_event(event).expect("writing to memory cannot fail");
-}
+    fn attr(&mut self, key: &str, value: &str) {
+        self.0.push(' ');
+        self.0.push_str(key);
+        self.0.push_str("=\"");
+        self.0.push_str(&quick_xml::escape::escape(value));
+        self.0.push('"');
+    }
 
-fn flag(b: bool) -> String {
-    if b { "1" } else { "0" }.to_string()
-}
+    /// An attribute whose value needs no escaping: a number or a code of the format.
+    fn plain(&mut self, key: &str, value: &str) {
+        self.0.push(' ');
+        self.0.push_str(key);
+        self.0.push_str("=\"");
+        self.0.push_str(value);
+        self.0.push('"');
+    }
 
-fn peer(p: Option<usize>) -> String {
-    p.map_or("-1".to_string(), |p| p.to_string())
+    fn num(&mut self, key: &str, value: impl itoa::Integer) {
+        self.plain(key, itoa::Buffer::new().format(value));
+    }
+
+    fn flag(&mut self, key: &str, on: bool) {
+        self.plain(key, if on { "1" } else { "0" });
+    }
+
+    fn peer(&mut self, key: &str, peer: Option<usize>) {
+        match peer {
+            Some(p) => self.num(key, p),
+            None => self.plain(key, "-1"),
+        }
+    }
+
+    /// Writes the attributes the model does not know and ends the start tag (`/>` for
+    /// an element without children).
+    fn close_start(&mut self, extra: &ExtraAttrs, empty: bool) {
+        for (k, v) in extra {
+            self.attr(k, v);
+        }
+        self.0.push_str(if empty { "/>" } else { ">" });
+    }
+
+    /// `</name>` on a line of its own.
+    fn end(&mut self, depth: usize, name: &str) {
+        self.0.push('\n');
+        self.indent(depth);
+        self.0.push_str("</");
+        self.0.push_str(name);
+        self.0.push('>');
+    }
 }
 
 /// Reads and parses an XML file.

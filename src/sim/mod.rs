@@ -9,7 +9,7 @@
 //! broken by message index. Timestamps in a schedule are only used to order its transfers.
 //!
 //! The engine keeps flat arrays indexed by message and link, so a schedule of a million
-//! transfers simulates in a fraction of a second (`tacos bench --sim` measures it).
+//! transfers simulates in a fraction of a second (`tacos bench sim` measures it).
 
 mod engine;
 mod heatmap;

@@ -4,11 +4,24 @@
 
 use super::emit::Plan;
 use crate::msccl::layout::Slot;
+use crate::msccl::limits::{too_many_elements, Limits};
 use crate::msccl::{Buf, Dep, Gpu, Layout, Step, Threadblock};
-use std::collections::BTreeMap;
 
-/// Each rank's GPU, or a message saying why the plan cannot be ordered.
-pub(super) fn build_gpus(plan: &Plan, layout: &Layout) -> Result<Vec<Gpu>, String> {
+/// Why a plan gives no program.
+pub(super) enum Refusal {
+    /// Its steps cannot be ordered.
+    Order(String),
+    /// A rank's part of the file would have more elements than the executor's parser
+    /// keeps, whatever the arrangement (found before the steps are built).
+    Elements(String),
+}
+
+/// Each rank's GPU, or why the plan gives none.
+pub(super) fn build_gpus(
+    plan: &Plan,
+    layout: &Layout,
+    limits: &Limits,
+) -> Result<Vec<Gpu>, Refusal> {
     let ntb = plan.tbs.len();
     let mut order: Vec<Vec<usize>> = vec![Vec::new(); ntb];
     for (o, op) in plan.ops.iter().enumerate() {
@@ -23,28 +36,38 @@ pub(super) fn build_gpus(plan: &Plan, layout: &Layout) -> Result<Vec<Gpu>, Strin
             pos[o] = p;
         }
     }
-    check_fifo(plan, &order)?;
-    // Dependencies on other threadblocks, the latest per threadblock.
+    // Moves are numbered below this.
+    let moves = plan
+        .ops
+        .iter()
+        .flat_map(|op| op.send.into_iter().chain(op.recv))
+        .max()
+        .map_or(0, |m| m + 1);
+    check_fifo(plan, &order, moves).map_err(Refusal::Order)?;
+    // Dependencies on other threadblocks, the latest per threadblock, by threadblock.
     let mut deps: Vec<Vec<usize>> = Vec::with_capacity(plan.ops.len());
+    let mut latest: Vec<(usize, usize)> = Vec::new();
     for (o, op) in plan.ops.iter().enumerate() {
-        let mut latest: BTreeMap<usize, usize> = BTreeMap::new();
+        latest.clear();
         for &d in &op.deps {
             let tb = plan.ops[d].tb;
             if tb == op.tb {
                 if pos[d] >= pos[o] {
-                    return Err(format!(
+                    return Err(Refusal::Order(format!(
                         "a step would wait for a later step of its own threadblock (rank {}, threadblock plan {tb})",
                         op.rank
-                    ));
+                    )));
                 }
                 continue;
             }
-            let e = latest.entry(tb).or_insert(d);
-            if pos[d] > pos[*e] {
-                *e = d;
+            match latest.iter_mut().find(|e| e.0 == tb) {
+                Some(e) if pos[d] > pos[e.1] => e.1 = d,
+                Some(_) => {}
+                None => latest.push((tb, d)),
             }
         }
-        deps.push(latest.into_values().collect());
+        latest.sort_unstable();
+        deps.push(latest.iter().map(|e| e.1).collect());
     }
     // Threadblock ids: dependency targets first, then the rest, in plan order.
     let mut target = vec![false; ntb];
@@ -65,12 +88,20 @@ pub(super) fn build_gpus(plan: &Plan, layout: &Layout) -> Result<Vec<Gpu>, Strin
     }
     // Step index of each op, counting the nops before it.
     let mut index = vec![0; plan.ops.len()];
-    for list in &order {
+    let mut steps_of_rank = vec![0; ranks];
+    for (t, list) in order.iter().enumerate() {
         let mut next = 0;
         for &o in list {
             next += deps[o].len().saturating_sub(1);
             index[o] = next;
             next += 1;
+        }
+        steps_of_rank[plan.tbs[t].rank] += next;
+    }
+    for (rank, &steps) in steps_of_rank.iter().enumerate() {
+        let tbs = per_rank[rank].len();
+        if let Some(message) = too_many_elements(rank, ranks, tbs, steps, limits) {
+            return Err(Refusal::Elements(message));
         }
     }
     let mut signals = vec![false; plan.ops.len()];
@@ -82,14 +113,14 @@ pub(super) fn build_gpus(plan: &Plan, layout: &Layout) -> Result<Vec<Gpu>, Strin
         step: index[d],
     };
     // The far end of each transfer, to fill a step's unused buffer fields.
-    let mut sender_src: BTreeMap<usize, Slot> = BTreeMap::new();
-    let mut receiver_dst: BTreeMap<usize, Slot> = BTreeMap::new();
+    let mut sender_src: Vec<Option<Slot>> = vec![None; moves];
+    let mut receiver_dst: Vec<Option<Slot>> = vec![None; moves];
     for op in &plan.ops {
         if let (Some(m), Some(s)) = (op.send, op.src.or(op.dst)) {
-            sender_src.insert(m, s);
+            sender_src[m] = Some(s);
         }
         if let (Some(m), Some(d)) = (op.recv, op.dst.or(op.src)) {
-            receiver_dst.insert(m, d);
+            receiver_dst[m] = Some(d);
         }
     }
     let (input_chunks, output_chunks) = layout.declared_counts();
@@ -111,8 +142,8 @@ pub(super) fn build_gpus(plan: &Plan, layout: &Layout) -> Result<Vec<Gpu>, Strin
                 for &d in deps[o].iter().skip(1) {
                     steps.push(Step::nop(dep_of(d)));
                 }
-                let remote_src = op.recv.and_then(|m| sender_src.get(&m).copied());
-                let remote_dst = op.send.and_then(|m| receiver_dst.get(&m).copied());
+                let remote_src = op.recv.and_then(|m| sender_src[m]);
+                let remote_dst = op.send.and_then(|m| receiver_dst[m]);
                 let src = op
                     .src
                     .or(remote_src)
@@ -142,28 +173,28 @@ pub(super) fn build_gpus(plan: &Plan, layout: &Layout) -> Result<Vec<Gpu>, Strin
 }
 
 /// Every connection must carry its transfers in the same order at both ends.
-fn check_fifo(plan: &Plan, order: &[Vec<usize>]) -> Result<(), String> {
-    let mut sent: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    let mut received: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    let mut receiver_tb: BTreeMap<usize, usize> = BTreeMap::new();
+fn check_fifo(plan: &Plan, order: &[Vec<usize>], moves: usize) -> Result<(), String> {
+    let mut sent: Vec<Vec<usize>> = vec![Vec::new(); order.len()];
+    let mut received: Vec<Vec<usize>> = vec![Vec::new(); order.len()];
+    let mut receiver_tb: Vec<Option<usize>> = vec![None; moves];
     for (t, list) in order.iter().enumerate() {
         for &o in list {
             let op = &plan.ops[o];
             if let Some(m) = op.send {
-                sent.entry(t).or_default().push(m);
+                sent[t].push(m);
             }
             if let Some(m) = op.recv {
-                received.entry(t).or_default().push(m);
-                receiver_tb.insert(m, t);
+                received[t].push(m);
+                receiver_tb[m] = Some(t);
             }
         }
     }
-    for (t, moves) in &sent {
-        let Some(&r) = moves.first().and_then(|m| receiver_tb.get(m)) else {
+    for (t, moves) in sent.iter().enumerate() {
+        let Some(r) = moves.first().and_then(|&m| receiver_tb[m]) else {
             continue;
         };
-        if received.get(&r) != Some(moves) {
-            let tb = &plan.tbs[*t];
+        if received[r] != *moves {
+            let tb = &plan.tbs[t];
             return Err(format!(
                 "rank {} would send to rank {} on channel {} in another order than rank {} receives",
                 tb.rank,

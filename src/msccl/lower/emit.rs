@@ -14,7 +14,7 @@
 use super::flow::{Flow, VersionId};
 use crate::msccl::layout::Slot;
 use crate::msccl::{Buf, Instr, Layout};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// How transfers are spread over channels and threadblocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,17 +69,21 @@ pub(super) struct Plan {
     pub scratch: Vec<usize>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct SlotUse {
     writer: Option<usize>,
     readers: Vec<usize>,
 }
 
+/// Marks a move with no threadblock (dropped) and a chunk with no scratch slot yet.
+const NONE: usize = usize::MAX;
+
 struct Emitter<'a> {
     flow: &'a Flow,
     layout: &'a Layout,
-    tb_of_send: HashMap<usize, usize>,
-    tb_of_recv: HashMap<usize, usize>,
+    /// Per move: the threadblocks that send and receive it (`NONE` if dropped).
+    tb_of_send: Vec<usize>,
+    tb_of_recv: Vec<usize>,
     fused: Vec<Option<usize>>,
     fused_send: Vec<bool>,
     /// First threadblock of each rank, for local copies of initial values.
@@ -88,19 +92,53 @@ struct Emitter<'a> {
     /// Per version: where it lives (None: never stored) and the op that made it.
     loc: Vec<Option<Slot>>,
     made_by: Vec<Option<usize>>,
-    slots: HashMap<(usize, Slot), SlotUse>,
+    /// Per rank and slot (`slot_index`): who last wrote it and who read it since.
+    slots: Vec<SlotUse>,
+    /// Slots per rank in `slots`: input, output, then one scratch slot per chunk at most.
+    slots_per_rank: usize,
     scratch: Vec<usize>,
-    scratch_of: HashMap<(usize, usize), usize>,
+    /// Per rank and chunk: its scratch slot, or `NONE`.
+    scratch_of: Vec<usize>,
 }
 
-pub(super) fn plan(flow: &Flow, layout: &Layout, spread: Spread) -> Plan {
+/// Threadblocks, which threadblock sends and receives each transfer, and which arrivals
+/// fuse with the departure they pass straight through: everything but the steps.
+pub(super) struct Assignment {
+    pub tbs: Vec<TbPlan>,
+    /// Per move: the threadblocks that send and receive it (`NONE` if dropped).
+    tb_of_send: Vec<usize>,
+    tb_of_recv: Vec<usize>,
+    /// First threadblock of each rank.
+    local_tb: Vec<usize>,
+    fused: Vec<Option<usize>>,
+    fused_send: Vec<bool>,
+}
+
+impl Assignment {
+    /// Per threadblock, the steps its transfers take (nops and final copies left out):
+    /// a receive per arrival and a send per departure not fused with one.
+    pub fn transfer_steps(&self) -> Vec<usize> {
+        let mut steps = vec![0; self.tbs.len()];
+        for (i, &t) in self.tb_of_recv.iter().enumerate() {
+            if t != NONE {
+                steps[t] += 1;
+                if !self.fused_send[i] {
+                    steps[self.tb_of_send[i]] += 1;
+                }
+            }
+        }
+        steps
+    }
+}
+
+pub(super) fn assign(flow: &Flow, layout: &Layout, spread: Spread) -> Assignment {
     let ranks = layout.ranks();
-    let mut turns: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut turns = vec![0; ranks * ranks];
     let mut turn = vec![0; flow.moves.len()];
     for &(i, departs) in &flow.events {
         if departs {
             let m = &flow.moves[i];
-            let next = turns.entry((m.src, m.dst)).or_default();
+            let next = &mut turns[m.src * ranks + m.dst];
             turn[i] = *next;
             *next += 1;
         }
@@ -117,27 +155,47 @@ pub(super) fn plan(flow: &Flow, layout: &Layout, spread: Spread) -> Plan {
         .collect();
     let conn = |i: usize| -> Conn { (flow.moves[i].src, flow.moves[i].dst, channel[i]) };
     let live = |i: &usize| !flow.moves[*i].dropped;
-    let mut sends: Vec<BTreeSet<Conn>> = vec![BTreeSet::new(); ranks];
-    let mut recvs: Vec<BTreeSet<Conn>> = vec![BTreeSet::new(); ranks];
+    // Each rank's connections, sorted and without repeats.
+    let mut sends: Vec<Vec<Conn>> = vec![Vec::new(); ranks];
+    let mut recvs: Vec<Vec<Conn>> = vec![Vec::new(); ranks];
     for i in (0..flow.moves.len()).filter(live) {
         let c = conn(i);
-        sends[c.0].insert(c);
-        recvs[c.1].insert(c);
+        sends[c.0].push(c);
+        recvs[c.1].push(c);
     }
-    // How many chunks could pass straight through each (receive, send) pair.
-    let mut through: Vec<BTreeMap<(Conn, Conn), usize>> = vec![BTreeMap::new(); ranks];
+    for list in sends.iter_mut().chain(&mut recvs) {
+        list.sort_unstable();
+        list.dedup();
+    }
+    // How many chunks could pass straight through each (receive, send) pair, per rank.
+    let mut pairs_through: Vec<Vec<(Conn, Conn)>> = vec![Vec::new(); ranks];
     for (a, d) in flow.straight_through.iter().enumerate() {
         if let Some(d) = *d {
             if channel[a] == channel[d] {
-                *through[flow.moves[a].dst]
-                    .entry((conn(a), conn(d)))
-                    .or_default() += 1;
+                pairs_through[flow.moves[a].dst].push((conn(a), conn(d)));
             }
         }
     }
+    let through: Vec<Vec<((Conn, Conn), usize)>> = pairs_through
+        .into_iter()
+        .map(|mut list| {
+            list.sort_unstable();
+            let mut counted: Vec<((Conn, Conn), usize)> = Vec::new();
+            for pair in list {
+                match counted.last_mut() {
+                    Some((last, n)) if *last == pair => *n += 1,
+                    _ => counted.push((pair, 1)),
+                }
+            }
+            counted
+        })
+        .collect();
+    // Threadblock of each connection end, indexed by `conn_index`.
+    let channels = spread.channels;
+    let conn_index = |c: Conn| (c.0 * ranks + c.1) * channels + c.2;
     let mut tbs = Vec::new();
-    let mut tb_of_send = HashMap::new();
-    let mut tb_of_recv = HashMap::new();
+    let mut tb_of_send = vec![NONE; ranks * ranks * channels];
+    let mut tb_of_recv = vec![NONE; ranks * ranks * channels];
     let mut local_tb = Vec::with_capacity(ranks);
     for rank in 0..ranks {
         let pairs = if spread.paired {
@@ -152,10 +210,10 @@ pub(super) fn plan(flow: &Flow, layout: &Layout, spread: Spread) -> Plan {
             let id = tbs.len();
             let channel = recv.or(send).map_or(0, |c| c.2);
             if let Some(r) = recv {
-                tb_of_recv.insert(r, id);
+                tb_of_recv[conn_index(r)] = id;
             }
             if let Some(s) = send {
-                tb_of_send.insert(s, id);
+                tb_of_send[conn_index(s)] = id;
             }
             tbs.push(TbPlan {
                 rank,
@@ -174,27 +232,52 @@ pub(super) fn plan(flow: &Flow, layout: &Layout, spread: Spread) -> Plan {
         }
         local_tb.push(first);
     }
-    let mut tb_of_send_move = HashMap::new();
-    let mut tb_of_recv_move = HashMap::new();
+    let mut tb_of_send_move = vec![NONE; flow.moves.len()];
+    let mut tb_of_recv_move = vec![NONE; flow.moves.len()];
     for i in (0..flow.moves.len()).filter(live) {
-        tb_of_send_move.insert(i, tb_of_send[&conn(i)]);
-        tb_of_recv_move.insert(i, tb_of_recv[&conn(i)]);
+        tb_of_send_move[i] = tb_of_send[conn_index(conn(i))];
+        tb_of_recv_move[i] = tb_of_recv[conn_index(conn(i))];
     }
     let (fused, fused_send) = choose_fusions(flow, &tb_of_send_move, &tb_of_recv_move);
+    Assignment {
+        tbs,
+        tb_of_send: tb_of_send_move,
+        tb_of_recv: tb_of_recv_move,
+        local_tb,
+        fused,
+        fused_send,
+    }
+}
+
+/// Every transfer's steps, in replay order, on the threadblocks `assignment` gives.
+pub(super) fn plan(flow: &Flow, layout: &Layout, assignment: Assignment) -> Plan {
+    let ranks = layout.ranks();
+    let chunks = layout.chunks();
+    let slots_per_rank =
+        layout.canonical_len(Buf::Input) + layout.canonical_len(Buf::Output) + chunks;
+    let Assignment {
+        tbs,
+        tb_of_send,
+        tb_of_recv,
+        local_tb,
+        fused,
+        fused_send,
+    } = assignment;
     let mut e = Emitter {
         flow,
         layout,
-        tb_of_send: tb_of_send_move,
-        tb_of_recv: tb_of_recv_move,
+        tb_of_send,
+        tb_of_recv,
         fused,
         fused_send,
         local_tb,
         ops: Vec::new(),
         loc: vec![None; flow.versions.len()],
         made_by: vec![None; flow.versions.len()],
-        slots: HashMap::new(),
+        slots: vec![SlotUse::default(); ranks * slots_per_rank],
+        slots_per_rank,
         scratch: vec![0; ranks],
-        scratch_of: HashMap::new(),
+        scratch_of: vec![NONE; ranks * chunks],
     };
     e.emit();
     Plan {
@@ -207,14 +290,14 @@ pub(super) fn plan(flow: &Flow, layout: &Layout, spread: Spread) -> Plan {
 /// Pairs one rank's receive and send connections into threadblocks: pairs with the most
 /// straight-through chunks first, then same-peer pairs, then any two on one channel.
 fn pair_connections(
-    recvs: &BTreeSet<Conn>,
-    sends: &BTreeSet<Conn>,
-    through: &BTreeMap<(Conn, Conn), usize>,
+    recvs: &[Conn],
+    sends: &[Conn],
+    through: &[((Conn, Conn), usize)],
 ) -> Vec<(Option<Conn>, Option<Conn>)> {
-    let mut free_r: BTreeSet<Conn> = recvs.clone();
-    let mut free_s: BTreeSet<Conn> = sends.clone();
+    let mut free_r: BTreeSet<Conn> = recvs.iter().copied().collect();
+    let mut free_s: BTreeSet<Conn> = sends.iter().copied().collect();
     let mut pairs = Vec::new();
-    let mut ranked: Vec<(&(Conn, Conn), &usize)> = through.iter().collect();
+    let mut ranked: Vec<(&(Conn, Conn), &usize)> = through.iter().map(|(k, w)| (k, w)).collect();
     ranked.sort_by_key(|&(k, w)| (std::cmp::Reverse(*w), *k));
     for (&(r, s), _) in ranked {
         if free_r.contains(&r) && free_s.contains(&s) {
@@ -255,31 +338,29 @@ fn pair_connections(
 /// fused pairs in the same order on both connections.
 fn choose_fusions(
     flow: &Flow,
-    tb_of_send: &HashMap<usize, usize>,
-    tb_of_recv: &HashMap<usize, usize>,
+    tb_of_send: &[usize],
+    tb_of_recv: &[usize],
 ) -> (Vec<Option<usize>>, Vec<bool>) {
-    let mut candidates: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+    // (threadblock, arrival's position in the replay, arrival, departure).
+    let mut candidates: Vec<(usize, usize, usize, usize)> = Vec::new();
     for (a, d) in flow.straight_through.iter().enumerate() {
         let Some(d) = *d else { continue };
-        let (Some(&ta), Some(&td)) = (tb_of_recv.get(&a), tb_of_send.get(&d)) else {
-            continue;
-        };
-        if ta == td {
-            candidates.entry(ta).or_default().push((a, d));
+        let (ta, td) = (tb_of_recv[a], tb_of_send[d]);
+        if ta != NONE && ta == td {
+            candidates.push((ta, flow.moves[a].arrive_seq, a, d));
         }
     }
+    candidates.sort_unstable();
     let mut fused = vec![None; flow.moves.len()];
     let mut fused_send = vec![false; flow.moves.len()];
-    for list in candidates.values_mut() {
-        list.sort_by_key(|&(a, _)| flow.moves[a].arrive_seq);
-        let mut last = None;
-        for &(a, d) in list.iter() {
-            let seq = flow.moves[d].depart_seq;
-            if last.map_or(true, |l| seq > l) {
-                fused[a] = Some(d);
-                fused_send[d] = true;
-                last = Some(seq);
-            }
+    // Per threadblock, in arrival order: the last fused departure's position.
+    let mut last: Option<(usize, usize)> = None;
+    for &(tb, _, a, d) in &candidates {
+        let seq = flow.moves[d].depart_seq;
+        if last.map_or(true, |(t, l)| t != tb || seq > l) {
+            fused[a] = Some(d);
+            fused_send[d] = true;
+            last = Some((tb, seq));
         }
     }
     (fused, fused_send)
@@ -316,12 +397,26 @@ impl Emitter<'_> {
         if let Some(slot) = self.layout.output_slot(rank, chunk) {
             return slot;
         }
-        let next = &mut self.scratch[rank];
-        let index = *self.scratch_of.entry((rank, chunk)).or_insert_with(|| {
-            *next += 1;
-            *next - 1
-        });
-        Slot::new(Buf::Scratch, index)
+        let of = &mut self.scratch_of[rank * self.layout.chunks() + chunk];
+        if *of == NONE {
+            *of = self.scratch[rank];
+            self.scratch[rank] += 1;
+        }
+        Slot::new(Buf::Scratch, *of)
+    }
+
+    /// Who used `slot` on `rank`.
+    fn slot_use(&mut self, rank: usize, slot: Slot) -> &mut SlotUse {
+        let within = match slot.buf {
+            Buf::Input => slot.index,
+            Buf::Output => self.layout.canonical_len(Buf::Input) + slot.index,
+            Buf::Scratch => {
+                self.layout.canonical_len(Buf::Input)
+                    + self.layout.canonical_len(Buf::Output)
+                    + slot.index
+            }
+        };
+        &mut self.slots[rank * self.slots_per_rank + within]
     }
 
     fn push(&mut self, op: OpPlan) -> usize {
@@ -336,14 +431,14 @@ impl Emitter<'_> {
         if let Some(maker) = self.made_by[v] {
             self.ops[op].deps.push(maker);
         }
-        self.slots.entry((rank, slot)).or_default().readers.push(op);
+        self.slot_use(rank, slot).readers.push(op);
         Some(slot)
     }
 
     /// Records that `op` overwrites `slot`: it waits for every reader of the old value,
     /// or for its writer when nobody read it.
     fn write(&mut self, op: usize, rank: usize, slot: Slot) {
-        let used = self.slots.entry((rank, slot)).or_default();
+        let used = self.slot_use(rank, slot);
         let mut deps: Vec<usize> = used.readers.iter().copied().filter(|&r| r != op).collect();
         if deps.is_empty() {
             deps.extend(used.writer.filter(|&w| w != op));
@@ -357,7 +452,7 @@ impl Emitter<'_> {
         let m = &self.flow.moves[i];
         let op = self.push(OpPlan {
             rank: m.src,
-            tb: self.tb_of_send[&i],
+            tb: self.tb_of_send[i],
             instr: Instr::Send,
             src: None,
             dst: None,
@@ -386,7 +481,7 @@ impl Emitter<'_> {
         let key = fused.map_or(seq, |d| self.flow.moves[d].depart_seq);
         let op = self.push(OpPlan {
             rank: m.dst,
-            tb: self.tb_of_recv[&a],
+            tb: self.tb_of_recv[a],
             instr,
             src: None,
             dst: None,

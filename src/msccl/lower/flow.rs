@@ -13,21 +13,9 @@ use crate::msccl::Layout;
 use crate::schedule::{Op, Schedule};
 use crate::topology::NpuId;
 use crate::units::{ps_to_us, Picos};
-use std::collections::HashMap;
 
 pub(super) type VersionId = usize;
 const NONE: usize = usize::MAX;
-
-/// Who reads a version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Reader {
-    /// A transfer sends it.
-    Departure(usize),
-    /// A reducing arrival adds to it.
-    Base(usize),
-    /// It is the rank's result.
-    Final,
-}
 
 pub(super) struct Version {
     pub rank: usize,
@@ -36,7 +24,11 @@ pub(super) struct Version {
     pub producer: Option<usize>,
     /// The version a reducing arrival added to.
     pub base: Option<VersionId>,
-    pub readers: Vec<Reader>,
+    /// Who reads it: departures that send it, reducing arrivals that add to it, and the
+    /// rank's result if it is one.
+    pub readers: u32,
+    /// The first departure that sends it.
+    pub first_departure: Option<usize>,
 }
 
 /// A transfer in ranks, with its place in the replay.
@@ -133,13 +125,15 @@ impl Flow {
             events,
         };
         flow.replay(layout, ranks)?;
-        flow.find_straight_through();
+        flow.find_straight_through(ranks);
         Ok(flow)
     }
 
     fn replay(&mut self, layout: &Layout, ranks: usize) -> Result<()> {
         let chunks = layout.chunks();
         let mut current = vec![NONE; ranks * chunks];
+        // Every read in replay order: the version and, for a departure, the move.
+        let mut reads: Vec<(VersionId, Option<usize>)> = Vec::with_capacity(self.moves.len());
         for rank in 0..ranks {
             for chunk in 0..chunks {
                 if layout.input_slot(rank, chunk).is_some() {
@@ -149,7 +143,8 @@ impl Flow {
                         chunk,
                         producer: None,
                         base: None,
-                        readers: Vec::new(),
+                        readers: 0,
+                        first_departure: None,
                     });
                 }
             }
@@ -166,7 +161,7 @@ impl Flow {
                         ps_to_us(m.start_ps)
                     )));
                 }
-                self.versions[v].readers.push(Reader::Departure(i));
+                reads.push((v, Some(i)));
                 self.moves[i].sends = v;
                 continue;
             }
@@ -178,23 +173,18 @@ impl Flow {
             let base = (m.op == Op::Reduce && here != NONE).then_some(here);
             let v = self.versions.len();
             if let Some(b) = base {
-                self.versions[b].readers.push(Reader::Base(i));
+                reads.push((b, None));
             }
             self.versions.push(Version {
                 rank: dst,
                 chunk,
                 producer: Some(i),
                 base,
-                readers: Vec::new(),
+                readers: 0,
+                first_departure: None,
             });
             self.moves[i].creates = v;
             current[dst * chunks + chunk] = v;
-        }
-        // A dropped arrival's departure read nothing that matters.
-        for v in &mut self.versions {
-            let moves = &self.moves;
-            v.readers
-                .retain(|r| !matches!(r, Reader::Departure(i) if moves[*i].dropped));
         }
         for rank in 0..ranks {
             for chunk in 0..chunks {
@@ -207,8 +197,19 @@ impl Flow {
                         "the schedule leaves rank {rank} without chunk {chunk}, which it must hold at the end"
                     )));
                 }
-                self.versions[v].readers.push(Reader::Final);
+                reads.push((v, None));
                 self.finals.push((rank, chunk, v));
+            }
+        }
+        for (v, departure) in reads {
+            // A dropped arrival's departure read nothing that matters.
+            if departure.is_some_and(|i| self.moves[i].dropped) {
+                continue;
+            }
+            let version = &mut self.versions[v];
+            version.readers += 1;
+            if version.first_departure.is_none() {
+                version.first_departure = departure;
             }
         }
         Ok(())
@@ -218,35 +219,39 @@ impl Flow {
     /// moment it arrives, if it is the last arrival of that moment on its link (a fused
     /// step runs with the departures, after every arrival of its moment, and must not
     /// overtake a message behind it on its connection).
-    fn find_straight_through(&mut self) {
-        let mut last_arrival: HashMap<(usize, usize, Picos), usize> = HashMap::new();
-        for m in self.moves.iter().filter(|m| !m.dropped) {
-            let e = last_arrival.entry((m.src, m.dst, m.end_ps)).or_default();
-            *e = (*e).max(m.arrive_seq);
+    fn find_straight_through(&mut self, ranks: usize) {
+        // Whether each arrival is the last of its moment on its link: walking the replay
+        // backwards, the first arrival met per (link, moment).
+        let mut last_of_moment = vec![false; self.moves.len()];
+        let mut moment_seen: Vec<Option<Picos>> = vec![None; ranks * ranks];
+        for &(i, departs) in self.events.iter().rev() {
+            let m = &self.moves[i];
+            if departs || m.dropped {
+                continue;
+            }
+            let seen = &mut moment_seen[m.src * ranks + m.dst];
+            if *seen != Some(m.end_ps) {
+                *seen = Some(m.end_ps);
+                last_of_moment[i] = true;
+            }
         }
         self.straight_through = vec![None; self.moves.len()];
         for (a, m) in self.moves.iter().enumerate() {
-            if m.dropped || last_arrival[&(m.src, m.dst, m.end_ps)] != m.arrive_seq {
+            if m.dropped || !last_of_moment[a] {
                 continue;
             }
-            self.straight_through[a] =
-                self.versions[m.creates]
-                    .readers
-                    .iter()
-                    .find_map(|r| match *r {
-                        Reader::Departure(d) if self.moves[d].start_ps == m.end_ps => Some(d),
-                        _ => None,
-                    });
+            // Departures of a value leave in replay order, none before it arrives.
+            self.straight_through[a] = self.versions[m.creates]
+                .first_departure
+                .filter(|&d| self.moves[d].start_ps == m.end_ps);
         }
     }
 
     /// Whether version `v` must be stored, given the departure (if any) fused with the
     /// arrival that creates it: it must unless that departure is its only reader.
     pub fn must_store(&self, v: VersionId, fused: Option<usize>) -> bool {
-        match (fused, self.versions[v].readers.as_slice()) {
-            (Some(d), [Reader::Departure(only)]) => *only != d,
-            _ => true,
-        }
+        let version = &self.versions[v];
+        !(fused.is_some() && version.readers == 1 && version.first_departure == fused)
     }
 }
 

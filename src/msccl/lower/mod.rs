@@ -24,6 +24,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::topology::Topology;
+use build::Refusal;
 use emit::{Split, Spread};
 use flow::Flow;
 
@@ -70,21 +71,9 @@ fn default_in_place(kind: CollectiveKind) -> bool {
 
 /// Lowers `schedule` (made for `topo`) to a program; rank r is the collective's r-th NPU.
 pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<Program> {
+    let (layout, flow) = prepare(schedule, topo, options)?;
     let spec = &schedule.collective;
-    Collective::new(topo, spec.clone())
-        .map_err(|e| Error::Msccl(format!("the schedule's collective is not valid here: {e}")))?;
     let kind = spec.kind;
-    let in_place = options.in_place.unwrap_or_else(|| default_in_place(kind));
-    if in_place && kind == CollectiveKind::AllToAll {
-        return Err(Error::Msccl(
-            "in-place all-to-all overwrites chunks before they leave; lower it out of place".into(),
-        ));
-    }
-    if options.instances == 0 {
-        return Err(Error::Msccl("instances must be at least 1".into()));
-    }
-    let layout = Layout::for_spec(spec, in_place)?;
-    let flow = Flow::new(schedule, &layout)?;
     let size = layout.executor_bytes(spec.size_bytes);
     let head = Head {
         name: sanitize(
@@ -109,6 +98,68 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
         )));
     }
     Ok(program)
+}
+
+/// Checks what the schedule's shape says about the executor's limits before any step is
+/// built: an error names a limit that lowering it with these options breaks (as `lower`
+/// reports it, at a small fraction of the cost). It goes through the arrangements `lower`
+/// tries as far as their threadblock assignments alone decide: too many XML elements in
+/// a rank's part of the file, which more channels or threadblocks cannot cure, or a
+/// paired threadblock with too many steps, after which the next arrangement is tried.
+pub fn check_shape(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<()> {
+    let (layout, flow) = prepare(schedule, topo, options)?;
+    let decided = arrangements(options, |spread| {
+        precheck(&flow, &layout, options, spread).map(|r| r.map(|_| ()))
+    })?;
+    decided.map_err(|why| Error::Msccl(format!("cannot lower the schedule: {why}")))
+}
+
+/// The layout and data flow of a lowering, once the options are checked.
+fn prepare(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<(Layout, Flow)> {
+    let spec = &schedule.collective;
+    Collective::new(topo, spec.clone())
+        .map_err(|e| Error::Msccl(format!("the schedule's collective is not valid here: {e}")))?;
+    let kind = spec.kind;
+    let in_place = options.in_place.unwrap_or_else(|| default_in_place(kind));
+    if in_place && kind == CollectiveKind::AllToAll {
+        return Err(Error::Msccl(
+            "in-place all-to-all overwrites chunks before they leave; lower it out of place".into(),
+        ));
+    }
+    if options.instances == 0 {
+        return Err(Error::Msccl("instances must be at least 1".into()));
+    }
+    let layout = Layout::for_spec(spec, in_place)?;
+    let flow = Flow::new(schedule, &layout)?;
+    Ok((layout, flow))
+}
+
+/// Each threadblock's transfer steps, unless some rank would have more XML elements
+/// than the executor's parser keeps with just those steps and threadblocks (times the
+/// instances): no arrangement with more channels or threadblocks does better, nor do the
+/// nops and copies the steps get on top.
+fn check_elements(
+    assignment: &emit::Assignment,
+    layout: &Layout,
+    options: &LowerOptions,
+) -> Result<Vec<usize>> {
+    let steps = assignment.transfer_steps();
+    let ranks = layout.ranks();
+    let mut per_rank = vec![(0, 0); ranks];
+    for (tb, &n) in assignment.tbs.iter().zip(&steps) {
+        per_rank[tb.rank].0 += options.instances;
+        per_rank[tb.rank].1 += n * options.instances;
+    }
+    let max = options.limits.max_elements_per_rank;
+    for (rank, &(tbs, steps)) in per_rank.iter().enumerate() {
+        let elements = 1 + ranks + tbs + steps;
+        if elements > max {
+            return Err(Error::Msccl(format!(
+                "the program would break an executor limit: GPU {rank}'s part of the file would have at least {elements} elements (algo, gpus, {tbs} threadblocks and at least {steps} steps, one per transfer it sends or receives); the executor's XML parser keeps {max}; use fewer chunks per NPU"
+            )));
+        }
+    }
+    Ok(steps)
 }
 
 /// One instance, on as few channels as the limits allow.
@@ -140,9 +191,23 @@ fn lower_base(
     options: &LowerOptions,
     head: &Head,
 ) -> Result<Program> {
+    arrangements(options, |spread| {
+        arrange(flow, layout, options, head, spread)
+    })?
+    .map_err(|why| Error::Msccl(format!("cannot lower the schedule: {why}")))
+}
+
+/// Tries arrangements in turn, one channel first, then more (transfers spread by chunk,
+/// by turn and by peer, peer first once a channel had too many threadblocks), each with
+/// connections paired in threadblocks and then not, until `attempt` gives a result; else
+/// the last reason one was refused. `attempt` refuses with why and whether a channel had
+/// too many threadblocks.
+fn arrangements<T>(
+    options: &LowerOptions,
+    mut attempt: impl FnMut(Spread) -> Result<Result<T, (String, bool)>>,
+) -> Result<Result<T, String>> {
     let max_channels = (options.limits.max_channels / options.instances).max(1);
     let mut last = None;
-    // Whether some channel had too many threadblocks: then spreading by peer goes first.
     let mut crowded = false;
     let mut channels = 1;
     while channels <= max_channels {
@@ -158,8 +223,8 @@ fn lower_base(
                     split,
                     paired,
                 };
-                match arrange(flow, layout, options, head, spread)? {
-                    Ok(program) => return Ok(program),
+                match attempt(spread)? {
+                    Ok(done) => return Ok(Ok(done)),
                     Err((why, too_many_tbs)) => {
                         crowded |= too_many_tbs;
                         last = Some(why);
@@ -169,10 +234,42 @@ fn lower_base(
         }
         channels *= 2;
     }
-    Err(Error::Msccl(format!(
-        "cannot lower the schedule: {}",
-        last.expect("at least one arrangement is tried")
-    )))
+    Ok(Err(last.expect("at least one arrangement is tried")))
+}
+
+/// What the threadblock assignment of an arrangement tells before its steps are built:
+/// an error for too many elements (no arrangement does better), a refusal (why, and
+/// whether a channel had too many threadblocks) for a paired threadblock with more
+/// transfer steps than the executor takes (the unpaired arrangement is next), else the
+/// assignment, to be built.
+fn precheck(
+    flow: &Flow,
+    layout: &Layout,
+    options: &LowerOptions,
+    spread: Spread,
+) -> Result<Result<emit::Assignment, (String, bool)>> {
+    let assignment = emit::assign(flow, layout, spread);
+    let steps = check_elements(&assignment, layout, options)?;
+    let most = options.limits.max_steps_per_tb;
+    if spread.paired {
+        if let Some((t, &n)) = steps.iter().enumerate().find(|&(_, &n)| n > most) {
+            let crowded = limits::crowded_channels(
+                assignment
+                    .tbs
+                    .iter()
+                    .map(|tb| (tb.rank, tb.channel, tb.send.is_some(), tb.recv.is_some())),
+                options.limits.max_tbs_per_channel,
+            );
+            return Ok(Err((
+                format!(
+                    "it breaks an executor limit even spread over {} channels: GPU {} has a threadblock of at least {n} steps; the executor takes {most} per threadblock",
+                    spread.channels, assignment.tbs[t].rank
+                ),
+                crowded,
+            )));
+        }
+    }
+    Ok(Ok(assignment))
 }
 
 /// One arrangement: the program, or why it does not do (and whether a channel had too
@@ -184,9 +281,17 @@ fn arrange(
     head: &Head,
     spread: Spread,
 ) -> Result<Result<Program, (String, bool)>> {
-    let plan = emit::plan(flow, layout, spread);
-    let gpus = build::build_gpus(&plan, layout)
-        .map_err(|e| Error::Msccl(format!("cannot order the program's steps: {e}")))?;
+    let assignment = match precheck(flow, layout, options, spread)? {
+        Ok(assignment) => assignment,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let plan = emit::plan(flow, layout, assignment);
+    let gpus = build::build_gpus(&plan, layout, &options.limits).map_err(|e| match e {
+        Refusal::Order(e) => Error::Msccl(format!("cannot order the program's steps: {e}")),
+        Refusal::Elements(e) => {
+            Error::Msccl(format!("the program would break an executor limit: {e}"))
+        }
+    })?;
     let program = header(layout, head, spread.channels, gpus);
     let broken = limits::check(&program, &options.limits);
     if let Some(v) = broken.iter().find(|v| !v.kind.spreading_helps()) {
