@@ -1,20 +1,11 @@
 //! The command line as a user meets it: outputs that agree with themselves, and one-line
 //! errors with a non-zero exit for bad input.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn tacos(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tacos"))
-        .args(args)
-        .output()
-        .expect("the tacos binary runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::tacos;
+
+use std::path::PathBuf;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tacos-cli-{}", std::process::id()));

@@ -3,6 +3,10 @@
 //! the directory is written whole (races, refusals, interrupted writes) and re-checked
 //! against its manifest; the command reports it and refuses bad input in one line.
 
+mod common;
+
+use common::tacos;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier, OnceLock};
 use tacos::baselines::Baseline;
@@ -569,19 +573,6 @@ fn the_same_inputs_give_the_same_bytes() {
     let set = compiled();
     assert_eq!(again.manifest.to_json(), set.manifest.to_json());
     assert_eq!(again.files, set.files);
-}
-
-/// Runs the tacos binary: (success, stdout, stderr).
-fn tacos(args: &[&str]) -> (bool, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tacos"))
-        .args(args)
-        .output()
-        .expect("the tacos binary runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// Runs a command that must fail; returns the first line of its error.

@@ -134,6 +134,24 @@ fn synthesize_xml(
     Ok(write_program(&program))
 }
 
+/// `synthesize_xml` on the C arguments.
+///
+/// # Safety
+/// As the exported functions that call it.
+unsafe fn xml_from_c(
+    topology: *const c_char,
+    collective: *const c_char,
+    size_bytes: u64,
+    options: *const TacosSynthOptions,
+) -> Result<String, String> {
+    synthesize_xml(
+        c_str(topology, "topology")?,
+        c_str(collective, "collective")?,
+        size_bytes,
+        &Options::read(options)?,
+    )
+}
+
 /// Fills `options` with the defaults: automatic chunks per NPU, seed 0, root 0, the
 /// collective's usual placement, protocol by size, 50 GB/s and 0.5 us links.
 ///
@@ -173,13 +191,7 @@ pub unsafe extern "C" fn tacos_synthesize_xml(
         if xml_out.is_null() {
             return Err("xml_out is NULL".into());
         }
-        let xml = synthesize_xml(
-            c_str(topology, "topology")?,
-            c_str(collective, "collective")?,
-            size_bytes,
-            &Options::read(options)?,
-        )?;
-        *xml_out = give_string(xml);
+        *xml_out = give_string(xml_from_c(topology, collective, size_bytes, options)?);
         Ok(0)
     })
 }
@@ -198,12 +210,7 @@ pub unsafe extern "C" fn tacos_synthesize_xml_file(
 ) -> c_int {
     guard(-1, || {
         let path = c_str(path, "path")?;
-        let xml = synthesize_xml(
-            c_str(topology, "topology")?,
-            c_str(collective, "collective")?,
-            size_bytes,
-            &Options::read(options)?,
-        )?;
+        let xml = xml_from_c(topology, collective, size_bytes, options)?;
         write_atomic(Path::new(path), xml.as_bytes()).map_err(|e| e.to_string())?;
         Ok(0)
     })

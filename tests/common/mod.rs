@@ -90,3 +90,16 @@ pub fn build_harness(name: &str, extra: &[&str]) -> PathBuf {
     assert!(status.success(), "{cc} could not build {name}");
     out
 }
+
+/// Runs the tacos binary: (success, stdout, stderr).
+pub fn tacos(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tacos"))
+        .args(args)
+        .output()
+        .expect("the tacos binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
