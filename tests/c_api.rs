@@ -63,7 +63,7 @@ fn synthesized_xml_verifies_and_times_like_the_schedule() {
     );
 
     // Time it and compare with the schedule synthesized the same way through the library:
-    // a ring of 4 with 1 MiB chunks... the program may lose at most 5% to its schedule.
+    // the lowering keeps each link's order, so the program can lose at most 5% to it.
     let mut time_us = 0.0;
     let rc =
         unsafe { tacos_simulate_xml(c("ring:4").as_ptr(), cpath.as_ptr(), 4 << 20, &mut time_us) };
