@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::msccl::lower::check_shape;
 use tacos::msccl::{lower, simulate_program_on, verify, LowerOptions, Program, VerifyOptions};
-use tacos::msccl::{Limits, Proto};
+use tacos::msccl::{Limits, Proto, Target};
 use tacos::schedule::{check, Op, Schedule, Transfer};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
@@ -363,9 +363,12 @@ fn too_many_steps_spread_over_channels_or_fail_naming_the_limit() {
     assert_eq!(base.nchannels, 1);
     let cap = most(&base) / 3;
     let tight = LowerOptions {
-        limits: Limits {
-            max_steps_per_tb: cap,
-            ..Limits::default()
+        target: Target {
+            limits: Limits {
+                max_steps_per_tb: cap,
+                ..Limits::default()
+            },
+            ..Target::default()
         },
         ..LowerOptions::default()
     };
@@ -375,15 +378,18 @@ fn too_many_steps_spread_over_channels_or_fail_naming_the_limit() {
     let report = verify(
         &spread,
         &VerifyOptions {
-            limits: tight.limits.clone(),
+            target: tight.target.clone(),
             ..VerifyOptions::default()
         },
     );
     assert!(report.is_correct(), "{:#?}", report.problems);
     let impossible = LowerOptions {
-        limits: Limits {
-            max_steps_per_tb: 1,
-            ..Limits::default()
+        target: Target {
+            limits: Limits {
+                max_steps_per_tb: 1,
+                ..Limits::default()
+            },
+            ..Target::default()
         },
         ..LowerOptions::default()
     };
@@ -542,9 +548,12 @@ fn most_elements(p: &Program) -> usize {
 
 fn with_elements(options: &LowerOptions, max_elements_per_rank: usize) -> LowerOptions {
     LowerOptions {
-        limits: Limits {
-            max_elements_per_rank,
-            ..options.limits.clone()
+        target: Target {
+            limits: Limits {
+                max_elements_per_rank,
+                ..options.target.limits.clone()
+            },
+            ..Target::default()
         },
         ..options.clone()
     }
@@ -568,10 +577,13 @@ fn the_shape_check_refuses_only_what_no_lowering_fits() {
                 let schedule = synthesize(&t, &collective, &SynthOptions { seed: 1 }).unwrap();
                 let first = LowerOptions {
                     instances,
-                    limits: Limits {
-                        max_steps_per_tb: usize::MAX,
-                        max_tbs_per_channel: usize::MAX,
-                        ..Limits::default()
+                    target: Target {
+                        limits: Limits {
+                            max_steps_per_tb: usize::MAX,
+                            max_tbs_per_channel: usize::MAX,
+                            ..Limits::default()
+                        },
+                        ..Target::default()
                     },
                     ..LowerOptions::default()
                 };

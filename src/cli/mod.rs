@@ -16,6 +16,7 @@ mod topo;
 mod verify;
 
 use crate::collective::CollectiveKind;
+use crate::msccl::{LimitOverrides, Profile, Target};
 use crate::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
 use crate::units::{parse_link_pairs, parse_npu_list, parse_size};
 use clap::{Args, Parser, Subcommand};
@@ -109,6 +110,46 @@ impl TopologyArgs {
         }
         Ok(topo)
     }
+}
+
+/// The loader MSCCL XML is written or checked for, as every command that writes or
+/// checks XML takes it.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// The loader the XML is for: executor (the MSCCL executor as built by default, and
+    /// RCCL: 64 steps per threadblock), executor-256 (built with MSCCL_MAX_NUM_STEPS=256),
+    /// msccl-legacy (the older microsoft/msccl)
+    #[arg(long, default_value = "executor", value_name = "TARGET", value_parser = profile)]
+    pub target: Profile,
+    /// Steps per threadblock the loader takes, replacing the target's
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<usize>,
+    /// Threadblocks per GPU the loader takes, replacing the target's
+    #[arg(long, value_name = "N")]
+    pub max_tbs: Option<usize>,
+    /// XML elements per rank the loader's parser keeps, replacing the target's
+    #[arg(long, value_name = "N")]
+    pub max_elements: Option<usize>,
+    /// Channels the loader takes, replacing the target's
+    #[arg(long, value_name = "N")]
+    pub max_channels: Option<usize>,
+}
+
+impl TargetArgs {
+    /// The target the arguments name, with their overrides.
+    pub fn target(&self) -> crate::Result<Target> {
+        let overrides = LimitOverrides {
+            max_steps_per_tb: self.max_steps,
+            max_tbs: self.max_tbs,
+            max_elements_per_rank: self.max_elements,
+            max_channels: self.max_channels,
+        };
+        Target::with_overrides(self.target, &overrides)
+    }
+}
+
+fn profile(s: &str) -> Result<Profile, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
 }
 
 fn positive(s: &str) -> Result<f64, String> {

@@ -4,11 +4,11 @@
 use super::{Instr, Program};
 use std::collections::HashMap;
 
-/// Limits of the MSCCL executor (defaults: `../shared/reference/msccl-xml.md`).
+/// Limits of an MSCCL loader (each profile's: `super::target::Profile::limits`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Limits {
-    /// Steps in one threadblock, nops included (`MSCCL_MAX_NUM_STEPS`; the newest
-    /// executor builds with 64 unless told otherwise).
+    /// Steps in one threadblock, nops included (`MSCCL_MAX_NUM_STEPS`: 64 in the
+    /// executor's default build and in RCCL).
     pub max_steps_per_tb: usize,
     /// Threadblocks of one GPU sending (or receiving) on one channel.
     pub max_tbs_per_channel: usize,
@@ -30,18 +30,9 @@ pub struct Limits {
 }
 
 impl Default for Limits {
+    /// The default target's: the MSCCL executor as it builds by default, and RCCL.
     fn default() -> Self {
-        Limits {
-            max_steps_per_tb: 256,
-            max_tbs_per_channel: 32,
-            max_channels: 32,
-            max_tbs: 1024,
-            max_dep_tb: i8::MAX as usize,
-            max_offset: i16::MAX as i64,
-            max_count: 71,
-            max_elements_per_rank: 4096,
-            max_gpus: 1024,
-        }
+        super::target::Profile::default().limits()
     }
 }
 

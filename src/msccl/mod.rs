@@ -11,6 +11,7 @@
 pub mod layout;
 pub mod limits;
 pub mod lower;
+pub mod target;
 pub mod timing;
 pub mod verify;
 pub mod xml;
@@ -20,6 +21,7 @@ mod exec;
 pub use layout::Layout;
 pub use limits::Limits;
 pub use lower::{lower, LowerOptions};
+pub use target::{LimitOverrides, Profile, Target};
 pub use timing::{simulate_program, simulate_program_on, ProgramTimer};
 pub use verify::{verify, Problem, ProblemKind, VerifyOptions, VerifyReport};
 pub use xml::{parse_program, read_program, write_program};

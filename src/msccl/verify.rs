@@ -14,7 +14,8 @@
 
 use super::exec::{self, Trace};
 use super::layout::{Layout, Slot};
-use super::limits::{self, Limits};
+use super::limits;
+use super::Target;
 use super::{step_name, Buf, Instr, Program};
 use crate::collective::CollectiveKind;
 use std::collections::HashMap;
@@ -31,7 +32,8 @@ pub struct VerifyOptions {
     /// Unreceived chunks a connection holds before its sender waits; by default what the
     /// executor's buffers hold for the program's protocol (`exec::buffered_chunks`).
     pub capacity: Option<usize>,
-    pub limits: Limits,
+    /// The loader whose limits the program must keep to.
+    pub target: Target,
 }
 
 /// Kinds of problems, from the shape of the program to its answer.
@@ -193,7 +195,7 @@ fn static_checks(
                 .into(),
         );
     }
-    for v in limits::check(program, &options.limits) {
+    for v in limits::check(program, &options.target.limits) {
         problems.add(ProblemKind::Limit, v.message);
     }
     for (g, gpu) in program.gpus.iter().enumerate() {

@@ -18,7 +18,8 @@ mod emit;
 mod flow;
 
 use super::exec;
-use super::limits::{self, LimitKind, Limits};
+use super::limits::{self, LimitKind};
+use super::Target;
 use super::{Buf, Layout, Program, Proto};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
@@ -44,7 +45,8 @@ pub struct LowerOptions {
     pub max_bytes: Option<u64>,
     /// The algorithm's name; by default from the collective and the topology.
     pub name: Option<String>,
-    pub limits: Limits,
+    /// The loader the program is for: its limits and its spelling of the collective.
+    pub target: Target,
 }
 
 impl Default for LowerOptions {
@@ -56,7 +58,7 @@ impl Default for LowerOptions {
             min_bytes: None,
             max_bytes: None,
             name: None,
-            limits: Limits::default(),
+            target: Target::default(),
         }
     }
 }
@@ -75,7 +77,14 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
     let spec = &schedule.collective;
     let kind = spec.kind;
     let size = layout.executor_bytes(spec.size_bytes);
+    let coll = options.target.coll_name(kind).ok_or_else(|| {
+        Error::Msccl(format!(
+            "target {} has no {kind} collective",
+            options.target.profile
+        ))
+    })?;
     let head = Head {
+        coll,
         name: sanitize(
             options
                 .name
@@ -90,7 +99,7 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
     };
     let base = lower_base(&flow, &layout, options, &head)?;
     let program = replicate(base, options.instances);
-    let broken = limits::check(&program, &options.limits);
+    let broken = limits::check(&program, &options.target.limits);
     if let Some(v) = broken.first() {
         return Err(Error::Msccl(format!(
             "with {} instances the program breaks an executor limit: {}",
@@ -150,7 +159,7 @@ fn check_elements(
         per_rank[tb.rank].0 += options.instances;
         per_rank[tb.rank].1 += n * options.instances;
     }
-    let max = options.limits.max_elements_per_rank;
+    let max = options.target.limits.max_elements_per_rank;
     for (rank, &(tbs, steps)) in per_rank.iter().enumerate() {
         let elements = 1 + ranks + tbs + steps;
         if elements > max {
@@ -165,6 +174,8 @@ fn check_elements(
 /// One instance, on as few channels as the limits allow.
 /// The algo attributes the lowering does not derive from the plan.
 struct Head {
+    /// The `coll` attribute, as the target spells it.
+    coll: &'static str,
     name: String,
     proto: Proto,
     min_bytes: u64,
@@ -206,7 +217,7 @@ fn arrangements<T>(
     options: &LowerOptions,
     mut attempt: impl FnMut(Spread) -> Result<Result<T, (String, bool)>>,
 ) -> Result<Result<T, String>> {
-    let max_channels = (options.limits.max_channels / options.instances).max(1);
+    let max_channels = (options.target.limits.max_channels / options.instances).max(1);
     let mut last = None;
     let mut crowded = false;
     let mut channels = 1;
@@ -250,7 +261,7 @@ fn precheck(
 ) -> Result<Result<emit::Assignment, (String, bool)>> {
     let assignment = emit::assign(flow, layout, spread);
     let steps = check_elements(&assignment, layout, options)?;
-    let most = options.limits.max_steps_per_tb;
+    let most = options.target.limits.max_steps_per_tb;
     if spread.paired {
         if let Some((t, &n)) = steps.iter().enumerate().find(|&(_, &n)| n > most) {
             let crowded = limits::crowded_channels(
@@ -258,7 +269,7 @@ fn precheck(
                     .tbs
                     .iter()
                     .map(|tb| (tb.rank, tb.channel, tb.send.is_some(), tb.recv.is_some())),
-                options.limits.max_tbs_per_channel,
+                options.target.limits.max_tbs_per_channel,
             );
             return Ok(Err((
                 format!(
@@ -286,14 +297,14 @@ fn arrange(
         Err(refused) => return Ok(Err(refused)),
     };
     let plan = emit::plan(flow, layout, assignment);
-    let gpus = build::build_gpus(&plan, layout, &options.limits).map_err(|e| match e {
+    let gpus = build::build_gpus(&plan, layout, &options.target.limits).map_err(|e| match e {
         Refusal::Order(e) => Error::Msccl(format!("cannot order the program's steps: {e}")),
         Refusal::Elements(e) => {
             Error::Msccl(format!("the program would break an executor limit: {e}"))
         }
     })?;
     let program = header(layout, head, spread.channels, gpus);
-    let broken = limits::check(&program, &options.limits);
+    let broken = limits::check(&program, &options.target.limits);
     if let Some(v) = broken.iter().find(|v| !v.kind.spreading_helps()) {
         return Err(Error::Msccl(format!(
             "the program would break an executor limit: {}",
@@ -329,7 +340,7 @@ fn arrange(
 fn header(layout: &Layout, head: &Head, channels: usize, gpus: Vec<super::Gpu>) -> Program {
     Program {
         name: head.name.clone(),
-        collective: layout.kind().name().to_string(),
+        collective: head.coll.to_string(),
         proto: head.proto,
         nchannels: channels,
         nchunksperloop: layout.chunks_per_loop(),
