@@ -588,6 +588,7 @@ fn arb_program() -> impl Strategy<Value = Program> {
             .prop_map(move |(gpus, coll, chunks, inplace)| Program {
                 name: "random".into(),
                 collective: coll.into(),
+                root: None,
                 proto: Proto::LL,
                 nchannels: 2,
                 nchunksperloop: chunks * n,

@@ -123,6 +123,11 @@ impl Layout {
         self.chunks_per_loop
     }
 
+    /// The root rank of a rooted collective.
+    pub fn root(&self) -> Option<usize> {
+        self.root
+    }
+
     pub fn in_place(&self) -> bool {
         self.in_place
     }

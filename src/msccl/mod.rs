@@ -292,6 +292,9 @@ pub struct Program {
     pub name: String,
     /// The `coll` attribute as written (see [`Program::collective_kind`]).
     pub collective: String,
+    /// The root rank of a rooted collective (the `root` attribute: loaders ignore it,
+    /// checkers need it).
+    pub root: Option<usize>,
     pub proto: Proto,
     pub nchannels: usize,
     pub nchunksperloop: usize,

@@ -249,7 +249,7 @@ fn check_data(
     report: &mut VerifyReport,
     problems: &mut Problems,
 ) {
-    let root = match (kind.has_root(), options.root) {
+    let root = match (kind.has_root(), options.root.or(program.root)) {
         (false, _) => None,
         (true, Some(r)) => Some(r),
         (true, None) => match infer_root(program, kind, trace) {

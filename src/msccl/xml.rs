@@ -24,6 +24,9 @@ pub fn write_program(program: &Program) -> String {
     w.num("nchunksperloop", program.nchunksperloop);
     w.num("ngpus", program.gpus.len());
     w.attr("coll", &program.collective);
+    if let Some(root) = program.root {
+        w.num("root", root);
+    }
     w.flag("inplace", program.inplace);
     w.flag("outofplace", program.outofplace);
     for (k, v) in [
@@ -171,6 +174,7 @@ pub fn parse_program(text: &str, origin: &str) -> Result<Program> {
     let mut program = Program {
         name: a.optional("name").unwrap_or_default(),
         collective: a.string("coll")?,
+        root: a.optional_usize("root")?,
         proto,
         nchannels: a.usize("nchannels")?,
         nchunksperloop: a.usize("nchunksperloop")?,
@@ -404,6 +408,17 @@ impl<'a> Attrs<'a> {
     fn usize(&mut self, key: &str) -> Result<usize> {
         let v = self.int(key)?;
         usize::try_from(v).map_err(|_| self.fail(&format!("{key} is {v}; it must be 0 or more")))
+    }
+
+    fn optional_usize(&mut self, key: &str) -> Result<Option<usize>> {
+        match self.optional(key) {
+            None => Ok(None),
+            Some(v) => v.trim().parse().map(Some).map_err(|_| {
+                self.fail(&format!(
+                    "{key}=\"{v}\" is not a rank (a whole number, 0 or more)"
+                ))
+            }),
+        }
     }
 
     fn optional_u64(&mut self, key: &str) -> Result<Option<u64>> {

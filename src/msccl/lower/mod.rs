@@ -341,6 +341,7 @@ fn header(layout: &Layout, head: &Head, channels: usize, gpus: Vec<super::Gpu>) 
     Program {
         name: head.name.clone(),
         collective: head.coll.to_string(),
+        root: layout.root(),
         proto: head.proto,
         nchannels: channels,
         nchunksperloop: layout.chunks_per_loop(),
