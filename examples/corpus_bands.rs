@@ -5,7 +5,7 @@
 //!
 //! cargo run --release --example corpus_bands -- COMPILED_DIR HAND_MADE_DIR SPEC
 
-use tacos::compile::Manifest;
+use tacos::compile::{algorithm_dir, Manifest};
 use tacos::msccl::{read_program, simulate_program};
 use tacos::topology::{parse_spec, SpecDefaults};
 use tacos::units::{format_size, ps_to_us};
@@ -34,7 +34,7 @@ fn main() -> anyhow::Result<()> {
         let mut size = lo.max(1).next_power_of_two();
         while size <= hi {
             if let Some(entry) = manifest.select(kind, theirs.gpus.len(), theirs.inplace, size) {
-                let ours = read_program(&std::path::Path::new(compiled).join(&entry.file))?;
+                let ours = read_program(&algorithm_dir(compiled.as_ref()).join(&entry.file))?;
                 let t_theirs = simulate_program(&topo, &theirs, size)?.time_ps;
                 let t_ours = simulate_program(&topo, &ours, size)?.time_ps;
                 let name = path.file_name().unwrap().to_string_lossy().into_owned();

@@ -33,7 +33,11 @@ const char* tacos_last_error(void);
 /* Frees a string the library returned (NULL is ignored). */
 void tacos_free_string(char* text);
 
-/* Choices for synthesis. Initialize with tacos_synth_options_init, then change fields. */
+/*
+ * Choices for synthesis. Initialize with tacos_synth_options_init, then change fields. Fields
+ * are only ever appended: a caller built against an older header (a smaller struct_size)
+ * keeps working, the fields it lacks taking their defaults.
+ */
 typedef struct tacos_synth_options {
   uint32_t struct_size;    /* set by tacos_synth_options_init; lets the struct grow */
   uint32_t chunks_per_npu; /* K; 0 = try 1, 2, 4, 8 and keep the fastest */
@@ -43,15 +47,24 @@ typedef struct tacos_synth_options {
   const char* proto;       /* "Simple", "LL", "LL128"; NULL = LL up to 512 KiB, else Simple */
   double bandwidth_gbps;   /* for links the topology leaves unspecified; 0 = 50 GB/s */
   double latency_us;       /* likewise; negative = 0.5 us */
+  /*
+   * The loader the XML is for: "executor" (the MSCCL executor as built by default, and RCCL:
+   * 64 steps per threadblock, 64 threadblocks per GPU), "executor-256" (built with
+   * MSCCL_MAX_NUM_STEPS=256), "msccl-legacy" (the older microsoft/msccl); NULL = "executor".
+   * With chunks_per_npu = 0, only K whose program fits the target are considered; a request
+   * that cannot fit fails, naming the limit. An unknown name fails, naming the known ones.
+   */
+  const char* target;
 } tacos_synth_options;
 
 /* Fills *options with the defaults described above. */
 void tacos_synth_options_init(tacos_synth_options* options);
 
 /*
- * Synthesizes the collective on the topology, lowers it to MSCCL algorithm XML, verifies the
- * program, and returns the XML in *xml_out (free it with tacos_free_string). options may be
- * NULL for the defaults.
+ * Synthesizes the collective on the topology, lowers it to MSCCL algorithm XML for the
+ * options' target, checks the program against the target's loader rules and verifies it, and
+ * returns the XML in *xml_out (free it with tacos_free_string). options may be NULL for the
+ * defaults.
  */
 int tacos_synthesize_xml(const char* topology, const char* collective, uint64_t size_bytes,
                          const tacos_synth_options* options, char** xml_out);

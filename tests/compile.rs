@@ -12,12 +12,13 @@ use std::sync::{Arc, Barrier, OnceLock};
 use tacos::baselines::Baseline;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::compile::{
-    check_dir, check_dir_with, compile, open_or_compile, sha256_hex, write_dir, AlgorithmSet,
-    CheckKind, CheckOptions, CompileOptions, Manifest, Opened, Placements, Ranking, SizeRange,
-    Written, MANIFEST_FILE,
+    algorithm_dir, cache_dir_name, check_dir, check_dir_with, compile, open_or_compile, sha256_hex,
+    write_dir, AlgorithmSet, CheckKind, CheckOptions, CompileOptions, Manifest, Opened, Placements,
+    Ranking, SizeRange, Written, MANIFEST_FILE,
 };
 use tacos::msccl::{
-    lower, parse_program, simulate_program, verify, Layout, LowerOptions, Proto, VerifyOptions,
+    lower, parse_program, simulate_program, verify, Layout, LimitOverrides, LowerOptions, Profile,
+    Program, Proto, Target, VerifyOptions,
 };
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
@@ -287,8 +288,8 @@ fn check_dir_passes_then_finds_edits_deletions_extras_and_staleness() {
     // With the topology, predictions are re-timed too.
     let topo = topo();
     let full = CheckOptions {
-        verify_xml: true,
         topology: Some(&topo),
+        ..CheckOptions::default()
     };
     assert!(check_dir_with(&dir, &full).unwrap().is_ok());
     let other = parse_spec("ring:8", &SpecDefaults::default()).unwrap();
@@ -297,22 +298,26 @@ fn check_dir_passes_then_finds_edits_deletions_extras_and_staleness() {
 
     let first = &set.files[0].name;
     let dir = fresh("edited");
-    let path = dir.join(first);
+    let path = algorithm_dir(&dir).join(first);
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, format!("{text} ")).unwrap();
     let report = check_dir(&dir).unwrap();
     assert_eq!(kinds(&report.problems), [CheckKind::Edited]);
-    assert_eq!(report.problems[0].file.as_deref(), Some(first.as_str()));
+    assert_eq!(
+        report.problems[0].file.as_deref(),
+        Some(format!("msccl/{first}").as_str())
+    );
 
     let dir = fresh("missing");
-    std::fs::remove_file(dir.join(first)).unwrap();
+    std::fs::remove_file(algorithm_dir(&dir).join(first)).unwrap();
     assert_eq!(
         kinds(&check_dir(&dir).unwrap().problems),
         [CheckKind::Missing]
     );
 
+    // Beside the algorithm directory, a file is extra; the executor never sees it.
     let dir = fresh("extra");
-    std::fs::write(dir.join("stray.xml"), "<algo/>").unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
     assert_eq!(
         kinds(&check_dir(&dir).unwrap().problems),
         [CheckKind::Extra]
@@ -330,7 +335,7 @@ fn check_dir_passes_then_finds_edits_deletions_extras_and_staleness() {
     );
     std::fs::write(
         &path,
-        text.replace("\"format_version\": 1", "\"format_version\": 99"),
+        text.replace("\"format_version\": 2", "\"format_version\": 99"),
     )
     .unwrap();
     assert_eq!(
@@ -341,10 +346,11 @@ fn check_dir_passes_then_finds_edits_deletions_extras_and_staleness() {
     // A file whose hash was updated to match an edit is still caught by verification.
     let dir = fresh("forged");
     let name = &set.files[0].name;
-    let text = std::fs::read_to_string(dir.join(name)).unwrap();
+    let path = algorithm_dir(&dir).join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
     let broken = text.replacen("type=\"s\"", "type=\"nop\"", 1);
     assert_ne!(broken, text);
-    std::fs::write(dir.join(name), &broken).unwrap();
+    std::fs::write(&path, &broken).unwrap();
     let mut manifest = Manifest::read(&dir).unwrap();
     manifest.entries[0].sha256 = sha256_hex(broken.as_bytes());
     std::fs::write(dir.join(MANIFEST_FILE), manifest.to_json()).unwrap();
@@ -360,6 +366,10 @@ fn check_dir_passes_then_finds_edits_deletions_extras_and_staleness() {
         .unwrap_err()
         .to_string()
         .contains("not a tacos"));
+    // Given the algorithm directory instead of the one holding it: told which to give.
+    let dir = fresh("inner");
+    let e = check_dir(&algorithm_dir(&dir)).unwrap_err().to_string();
+    assert!(e.contains("give the directory that holds it"), "{e}");
 }
 
 fn kinds(problems: &[tacos::compile::CheckProblem]) -> Vec<CheckKind> {
@@ -441,10 +451,19 @@ fn a_failed_write_leaves_nothing_behind() {
     let mut set = compiled().clone();
     // A name the filesystem refuses (too long), met after other files were written.
     set.files[1].name = format!("{}.xml", "x".repeat(300));
+    set.manifest.entries[1].file = set.files[1].name.clone();
     let root = scratch("interrupted");
     let dir = root.join("out");
     assert!(write_dir(&set, &dir, false).is_err());
     assert!(listing(&root).is_empty(), "{:?}", listing(&root));
+    // Over a directory of ours, the failed write leaves it as it was: its algorithm
+    // directory holds the same files and nothing staged, and nothing is left beside it.
+    write_dir(compiled(), &dir, false).unwrap();
+    let before = listing(&algorithm_dir(&dir));
+    assert!(write_dir(&set, &dir, false).is_err());
+    assert_eq!(listing(&algorithm_dir(&dir)), before);
+    assert_eq!(listing(&root), ["out"]);
+    std::fs::remove_dir_all(&dir).unwrap();
     // A name that would leave the directory is refused before anything is written.
     set.files[1].name = "../escape.xml".into();
     let e = write_dir(&set, &dir, false).unwrap_err().to_string();
@@ -465,7 +484,7 @@ fn open_or_compile_reuses_a_sound_directory_and_rebuilds_a_corrupted_one() {
     assert_eq!(how, Opened::Compiled(Written::Created));
     let (again, how) = open_or_compile(&dir, &topo, &options, false, &|_| {}).unwrap();
     assert_eq!((how, &again), (Opened::Existing, &first));
-    let file = dir.join(&first.entries[0].file);
+    let file = algorithm_dir(&dir).join(&first.entries[0].file);
     std::fs::write(&file, "<algo/>").unwrap();
     let (rebuilt, how) = open_or_compile(&dir, &topo, &options, false, &|_| {}).unwrap();
     assert_eq!(
@@ -653,19 +672,16 @@ fn compile_writes_a_directory_that_checks_and_reports_it() {
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["written"], "created");
     let entries = v["manifest"]["entries"].as_array().unwrap();
-    // Every entry's file exists, and nothing else but the manifest.
+    // The manifest and the algorithm directory; in that, every entry's file and nothing
+    // else; and the command says to point MSCCL_ALGO_DIR there.
+    assert_eq!(listing(&out), ["manifest.json", "msccl"]);
     let mut files: Vec<String> = entries
         .iter()
         .map(|e| e["file"].as_str().unwrap().to_string())
         .collect();
-    files.push("manifest.json".into());
     files.sort();
-    let mut present: Vec<String> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    present.sort();
-    assert_eq!(present, files);
+    assert_eq!(listing(&algorithm_dir(&out)), files);
+    assert_eq!(v["msccl_algo_dir"].as_str(), algorithm_dir(&out).to_str());
     // The same command again leaves the directory as it was.
     let (ok, stdout, _) = tacos(&args);
     assert!(ok);
@@ -676,12 +692,14 @@ fn compile_writes_a_directory_that_checks_and_reports_it() {
     assert!(ok, "{err}");
     let rows = table.lines().filter(|l| l.contains(".xml")).count();
     assert_eq!(rows, 6 * 4, "{table}");
+    let algo_dir = format!("MSCCL_ALGO_DIR={}", algorithm_dir(&out).display());
+    assert!(table.contains(&algo_dir), "{table}");
     assert!(table.contains("allreduce, in place") && table.contains("vs best baseline"));
 
     let (ok, report, err) = tacos(&["compile", "--check", out_s]);
     assert!(ok, "{err}");
     assert!(report.contains("ok:"), "{report}");
-    let first = out.join(entries[0]["file"].as_str().unwrap());
+    let first = algorithm_dir(&out).join(entries[0]["file"].as_str().unwrap());
     let text = std::fs::read_to_string(&first).unwrap();
     std::fs::write(&first, text.replace("</algo>", "</algo>\n<!-- edited -->")).unwrap();
     let e = fails(&["compile", "--check", out_s]);
@@ -695,7 +713,10 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     let out_s = out.to_str().unwrap();
     let base = ["compile", "torus:2x4", "--out", out_s];
     let with = |extra: &[&'static str]| -> Vec<&str> { [&base[..], extra].concat() };
-    let refusals: [(&[&str], &str); 7] = [
+    let refusals: [(&[&str], &str); 10] = [
+        (&["--target", "executor-512"], "executor-256, msccl-legacy"),
+        (&["--max-steps", "0"], "--max-steps 0"),
+        (&["--max-tbs", "0"], "--max-tbs 0"),
         (&["--sizes", "64KiB..1KiB"], "backwards"),
         (&["--sizes", "1KiB-64KiB"], "MIN..MAX"),
         (&["--sizes", "1000..64KiB"], "power of two"),
@@ -723,4 +744,302 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     assert!(!out.join("keep.txt").exists());
     let e = fails(&["compile", "--check", root.to_str().unwrap()]);
     assert!(e.contains("not a tacos algorithm directory"), "{e}");
+}
+
+/// The most steps in one threadblock, and the most threadblocks on one GPU.
+fn shape(program: &Program) -> (usize, usize) {
+    let steps = program.gpus.iter().flat_map(|g| &g.threadblocks);
+    let steps = steps.map(|t| t.steps.len()).max().unwrap_or(0);
+    let tbs = program.gpus.iter().map(|g| g.threadblocks.len()).max();
+    (steps, tbs.unwrap_or(0))
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+}
+
+/// Checks `dir` on another thread, so a check that blocked on a FIFO fails the test
+/// instead of hanging it.
+fn check_in_time(dir: &Path) -> tacos::compile::CheckReport {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let dir = dir.to_path_buf();
+    std::thread::spawn(move || tx.send(check_dir(&dir)).unwrap());
+    let report = rx.recv_timeout(std::time::Duration::from_secs(120));
+    report.expect("the check came back").unwrap()
+}
+
+#[test]
+fn the_algorithm_directory_holds_only_the_compiled_xml() {
+    let set = compiled();
+    let dir = scratch("layout").join("out");
+    write_dir(set, &dir, false).unwrap();
+    assert_eq!(listing(&dir), ["manifest.json", "msccl"]);
+    let mut names: Vec<String> = set.files.iter().map(|f| f.name.clone()).collect();
+    names.sort();
+    let inside = algorithm_dir(&dir);
+    assert_eq!(listing(&inside), names);
+    for name in &names {
+        let path = inside.join(name);
+        assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.trim_start().starts_with("<algo "), "{name}");
+        parse_program(&text, name).unwrap();
+    }
+}
+
+#[test]
+fn check_finds_every_entry_the_executor_would_choke_on() {
+    let set = compiled();
+    let root = scratch("choke");
+    let dir = root.join("out");
+    write_dir(set, &dir, false).unwrap();
+    let inside = algorithm_dir(&dir);
+    std::fs::write(inside.join("README"), "notes, not XML").unwrap();
+    std::fs::write(inside.join(".hidden"), "").unwrap();
+    mkfifo(&inside.join("pipe"));
+    std::fs::create_dir(inside.join("sub")).unwrap();
+    // A listed file again under another name: it claims the same range.
+    let (first, copy) = (&set.files[0], "copy.xml");
+    std::fs::write(inside.join(copy), &first.xml).unwrap();
+    let before = listing(&inside);
+    let report = check_in_time(&dir);
+    let of = |file: &str| -> Vec<CheckKind> {
+        let file = format!("msccl/{file}");
+        let mut k: Vec<CheckKind> = report
+            .problems
+            .iter()
+            .filter(|p| p.file.as_deref() == Some(file.as_str()))
+            .map(|p| p.kind)
+            .collect();
+        k.sort_by_key(|k| k.name());
+        k
+    };
+    assert_eq!(of("README"), [CheckKind::NotAlgorithm]);
+    assert_eq!(of(".hidden"), [CheckKind::NotAlgorithm]);
+    assert_eq!(of("pipe"), [CheckKind::NotAlgorithm]);
+    assert_eq!(of("sub"), [CheckKind::NotAlgorithm]);
+    // The copy is not listed, and claims what the original does (named in the message).
+    assert_eq!(of(copy), [CheckKind::Conflict, CheckKind::Extra]);
+    let conflict = report
+        .problems
+        .iter()
+        .find(|p| p.kind == CheckKind::Conflict);
+    assert!(
+        conflict.unwrap().message.contains(&first.name),
+        "{conflict:?}"
+    );
+    assert_eq!(report.problems.len(), 6, "{:?}", report.problems);
+    // The command fails, naming each file, and writes nothing.
+    let e = fails(&["compile", "--check", dir.to_str().unwrap()]);
+    assert!(e.contains("6 problem(s)"), "{e}");
+    let (_, out, _) = tacos(&["compile", "--check", dir.to_str().unwrap()]);
+    for name in ["README", ".hidden", "pipe", "sub", copy] {
+        assert!(out.contains(&format!("msccl/{name}")), "{name}: {out}");
+    }
+    assert_eq!(listing(&inside), before);
+    assert_eq!(listing(&root), ["out"]);
+}
+
+/// The compiled set with its in-place All-Reduce file replaced by the same band's program
+/// lowered for `executor-256` with K = 8: 76 steps in a threadblock on torus:2x4, over the
+/// executor's 64 (its program for the default target spreads them over more
+/// threadblocks), and the manifest's hash updated to match.
+fn over_64_steps(dir: &Path) {
+    let set = compiled();
+    let index = set
+        .manifest
+        .entries
+        .iter()
+        .position(|e| e.collective == CollectiveKind::AllReduce && e.in_place)
+        .unwrap();
+    let entry = &set.manifest.entries[index];
+    let topo = topo();
+    let coll = Collective::over_all(&topo, CollectiveKind::AllReduce, None, 8, 64 << 20).unwrap();
+    let schedule = synthesize(&topo, &coll, &SynthOptions::default()).unwrap();
+    let options = LowerOptions {
+        in_place: Some(true),
+        proto: Some(entry.proto.parse().unwrap()),
+        min_bytes: Some(entry.min_bytes),
+        max_bytes: Some(entry.max_bytes),
+        target: Target::new(Profile::Executor256),
+        ..LowerOptions::default()
+    };
+    let program = lower(&schedule, &topo, &options).unwrap();
+    let steps = shape(&program).0;
+    assert!((65..=256).contains(&steps), "{steps} steps");
+    let xml = tacos::msccl::write_program(&program);
+    let mut altered = set.clone();
+    altered.files[index].xml = xml.clone();
+    altered.manifest.entries[index].sha256 = sha256_hex(xml.as_bytes());
+    write_dir(&altered, dir, true).unwrap();
+}
+
+#[test]
+fn check_refuses_a_file_over_the_targets_limits() {
+    let dir = scratch("over").join("out");
+    over_64_steps(&dir);
+    let report = check_dir(&dir).unwrap();
+    assert_eq!(kinds(&report.problems), [CheckKind::Limits]);
+    assert!(
+        report.problems[0].message.contains("64"),
+        "{:?}",
+        report.problems
+    );
+    let roomy = Target::new(Profile::Executor256);
+    let options = CheckOptions {
+        target: Some(&roomy),
+        ..CheckOptions::default()
+    };
+    assert!(check_dir_with(&dir, &options).unwrap().is_ok());
+    let d = dir.to_str().unwrap();
+    let e = fails(&["compile", "--check", d]);
+    assert!(e.contains("limits"), "{e}");
+    let (ok, out, err) = tacos(&["compile", "--check", d, "--target", "executor-256"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("for target executor-256"), "{out}");
+    let e = fails(&["compile", "--check", d, "--max-steps", "32"]);
+    assert!(e.contains("limits"), "{e}");
+}
+
+#[test]
+fn the_manifest_and_the_cache_name_record_the_target() {
+    let set = compiled();
+    assert_eq!(set.manifest.options.target, Target::default());
+    let json = set.manifest.to_json();
+    assert!(
+        json.contains("\"profile\": \"executor\"") && json.contains("\"max_steps_per_tb\": 64"),
+        "{json}"
+    );
+    let roomy = CompileOptions {
+        target: Target::new(Profile::Executor256),
+        ..options()
+    };
+    let (a, b) = (
+        cache_dir_name(&topo(), &options()),
+        cache_dir_name(&topo(), &roomy),
+    );
+    assert!(
+        a.contains("-executor-") && b.contains("-executor-256-"),
+        "{a} {b}"
+    );
+    let tighter = CompileOptions {
+        target: Target::with_overrides(
+            Profile::Executor,
+            &LimitOverrides {
+                max_steps_per_tb: Some(32),
+                ..LimitOverrides::default()
+            },
+        )
+        .unwrap(),
+        ..options()
+    };
+    assert_ne!(cache_dir_name(&topo(), &tighter), a);
+    // Read back, a manifest gives the same target.
+    let dir = scratch("record").join("out");
+    write_dir(set, &dir, false).unwrap();
+    assert_eq!(Manifest::read(&dir).unwrap(), set.manifest);
+}
+
+/// A target so tight (16 steps per threadblock, 4 threadblocks per GPU) that on torus:2x4
+/// only K = 1 fits All-Reduce (10 steps in 3 threadblocks; K = 4 takes 40 steps, which 4
+/// threadblocks cannot hold): every band picks K = 1, every file keeps to the limits, and
+/// the fast ranking stops trying K = 4 and 16 once they broke them.
+#[test]
+fn bands_pick_a_k_that_fits_the_target() {
+    let tight = Target::with_overrides(
+        Profile::Executor,
+        &LimitOverrides {
+            max_steps_per_tb: Some(16),
+            max_tbs: Some(4),
+            ..LimitOverrides::default()
+        },
+    )
+    .unwrap();
+    for ranking in [Ranking::Programs, Ranking::Schedules] {
+        let options = CompileOptions {
+            collectives: vec![CollectiveKind::AllReduce],
+            sizes: SizeRange::new(1 << 20, 64 << 20).unwrap(),
+            chunk_candidates: vec![1, 4, 16],
+            seeds: 1,
+            baselines: false,
+            ranking,
+            target: tight.clone(),
+            ..options()
+        };
+        let set = compile(&topo(), &options, &|_| {}).unwrap();
+        for (entry, file) in set.manifest.entries.iter().zip(&set.files) {
+            assert_eq!(entry.algorithm.chunks_per_npu(), Some(1), "{ranking:?}");
+            let (steps, tbs) = shape(&parse_program(&file.xml, &file.name).unwrap());
+            assert!(
+                steps <= 16 && tbs <= 4,
+                "{}: {steps} steps, {tbs} tbs",
+                file.name
+            );
+        }
+        let limited: Vec<_> = set
+            .rejected
+            .iter()
+            .filter(|r| r.candidate.chunks_per_npu() > Some(1))
+            .collect();
+        assert!(!limited.is_empty(), "{ranking:?}");
+        if ranking == Ranking::Schedules {
+            // Pruned once they broke the limits: no later band tries them again.
+            let first = limited[0].band.min_bytes;
+            assert!(
+                limited.iter().all(|r| r.band.min_bytes == first),
+                "{:?}",
+                limited
+                    .iter()
+                    .map(|r| (r.candidate, r.band.min_bytes))
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+    // Nothing fits one step per threadblock: the error names the target and the limit.
+    let none = CompileOptions {
+        collectives: vec![CollectiveKind::AllReduce],
+        sizes: SizeRange::new(MIN, MIN).unwrap(),
+        target: Target::with_overrides(
+            Profile::Executor,
+            &LimitOverrides {
+                max_steps_per_tb: Some(1),
+                max_tbs: Some(2),
+                ..LimitOverrides::default()
+            },
+        )
+        .unwrap(),
+        ..options()
+    };
+    let e = compile(&topo(), &none, &|_| {}).unwrap_err().to_string();
+    assert!(
+        e.contains("limits of target executor") && e.contains("steps"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_directory_in_the_old_layout_is_stale_and_replaced() {
+    let set = compiled();
+    let dir = scratch("old-layout").join("out");
+    write_dir(set, &dir, false).unwrap();
+    // Format 1: the files beside the manifest.
+    let inside = algorithm_dir(&dir);
+    for name in listing(&inside) {
+        std::fs::rename(inside.join(&name), dir.join(&name)).unwrap();
+    }
+    std::fs::remove_dir(&inside).unwrap();
+    let path = dir.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let old = text.replace("\"format_version\": 2", "\"format_version\": 1");
+    assert_ne!(old, text);
+    std::fs::write(&path, old).unwrap();
+    assert_eq!(
+        kinds(&check_dir(&dir).unwrap().problems),
+        [CheckKind::Stale]
+    );
+    // Ours: replaced without --force, in the new layout.
+    assert_eq!(write_dir(set, &dir, false).unwrap(), Written::Replaced);
+    assert_eq!(listing(&dir), ["manifest.json", "msccl"]);
+    assert!(check_dir(&dir).unwrap().is_ok());
 }

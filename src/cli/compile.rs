@@ -1,11 +1,12 @@
 //! `tacos compile`: a topology's MSCCL algorithm directory, and `--check` of one.
 
-use super::{at_least_one, collective_kind, TopologyArgs};
+use super::{at_least_one, collective_kind, TargetArgs, TopologyArgs};
 use crate::collective::CollectiveKind;
 use crate::compile::{
-    check_dir, check_target, compile, short_size, write_dir, AlgorithmSet, CompileOptions,
-    Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
+    algorithm_dir, check_dir_with, check_target, compile, short_size, write_dir, AlgorithmSet,
+    CheckOptions, CompileOptions, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
 };
+use crate::msccl::Target;
 use crate::units::format_size;
 use anyhow::bail;
 use clap::Args;
@@ -18,12 +19,18 @@ use std::time::Instant;
 pub struct CompileArgs {
     #[command(flatten)]
     pub topology: TopologyArgs,
-    /// Directory to write: created whole or not at all (replaces an earlier compiled
-    /// directory; any other directory only with --force)
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Directory to write, created whole or not at all: the algorithm files alone in
+    /// DIR/msccl (point MSCCL_ALGO_DIR there) and manifest.json in DIR (replaces an
+    /// earlier compiled directory; any other directory only with --force)
     #[arg(long, value_name = "DIR", required_unless_present = "check")]
     pub out: Option<PathBuf>,
-    /// Instead of compiling, re-check a compiled directory against its manifest: edited,
-    /// missing, extra or stale files, and every program re-verified
+    /// Instead of compiling, re-check a compiled directory: against its manifest (edited,
+    /// missing, extra or stale files, every program re-verified) and for anything in
+    /// DIR/msccl the executor would refuse (entries that are not algorithm XML, files over
+    /// the target's limits, two files claiming one size range). The target is the one the
+    /// manifest records, unless --target or a --max-* option names another
     #[arg(long, value_name = "DIR", conflicts_with = "out")]
     pub check: Option<PathBuf>,
     /// Collectives, comma-separated: allreduce, allgather, reducescatter, alltoall
@@ -96,13 +103,13 @@ fn seeds(s: &str) -> Result<u64, String> {
 
 impl CompileArgs {
     /// The options the flags ask for, on top of the defaults or the fast preset.
-    fn options(&self) -> CompileOptions {
+    fn options(&self) -> crate::Result<CompileOptions> {
         let base = if self.fast {
             CompileOptions::fast()
         } else {
             CompileOptions::default()
         };
-        CompileOptions {
+        Ok(CompileOptions {
             collectives: self.collectives.clone().unwrap_or(base.collectives),
             sizes: self.sizes.unwrap_or(base.sizes),
             proto: self.proto.unwrap_or(base.proto),
@@ -110,21 +117,25 @@ impl CompileArgs {
             seeds: self.seeds.unwrap_or(base.seeds),
             chunk_candidates: self.chunks.clone().unwrap_or(base.chunk_candidates),
             baselines: base.baselines && !self.no_baselines,
+            target: self.target.target()?,
             jobs: self.jobs,
             ..base
-        }
+        })
     }
 }
 
 pub fn run(args: CompileArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.check {
-        return check(dir, args.json);
+        // The default target stands for "not given": the manifest's is checked then.
+        let given = args.target.target()?;
+        let target = (given != Target::default()).then_some(given);
+        return check(dir, target.as_ref(), args.json);
     }
     let out = args
         .out
         .as_ref()
         .expect("clap requires --out without --check");
-    let options = args.options();
+    let options = args.options()?;
     options.validate()?;
     let topo = args.topology.topology()?;
     // Refuse before a long compilation what the write would refuse after it.
@@ -198,6 +209,8 @@ fn print_json(
         .collect();
     let value = serde_json::json!({
         "dir": out.display().to_string(),
+        "msccl_algo_dir": algorithm_dir(out).display().to_string(),
+        "target": set.manifest.options.target.to_string(),
         "written": written_word(written),
         "compile_seconds": seconds,
         "manifest": set.manifest,
@@ -210,12 +223,17 @@ fn print_json(
 fn print_table(set: &AlgorithmSet, out: &Path, written: Written, seconds: f64) {
     let m = &set.manifest;
     println!(
-        "{} {} for {} ({} NPUs): {} files in {seconds:.1} s; figures at each band's smallest size",
+        "{} {} for {} ({} NPUs), target {}: {} files in {seconds:.1} s; figures at each band's smallest size",
         written_word(written),
         out.display(),
         m.topology.name,
         m.topology.npus,
+        m.options.target,
         m.entries.len()
+    );
+    println!(
+        "point the executor at the algorithm files: MSCCL_ALGO_DIR={}",
+        algorithm_dir(out).display()
     );
     let mut group = None;
     for e in &m.entries {
@@ -261,7 +279,7 @@ fn print_table(set: &AlgorithmSet, out: &Path, written: Written, seconds: f64) {
         .collect();
     let skipped = set.rejected.len() - failed.len();
     if skipped > 0 {
-        println!("{skipped} candidate programs skipped (synthesis or executor limits; --json lists them)");
+        println!("{skipped} candidate programs skipped (synthesis or the target's limits; --json lists them)");
     }
     for r in failed {
         println!(
@@ -290,8 +308,13 @@ fn base_name(c: &crate::compile::Candidate) -> String {
     }
 }
 
-fn check(dir: &Path, json: bool) -> anyhow::Result<()> {
-    let report = check_dir(dir)?;
+fn check(dir: &Path, target: Option<&Target>, json: bool) -> anyhow::Result<()> {
+    let options = CheckOptions {
+        target,
+        ..CheckOptions::default()
+    };
+    let report = check_dir_with(dir, &options)?;
+    let checked_for = report.target.as_ref().map(|t| t.to_string());
     if json {
         let problems: Vec<_> = report
             .problems
@@ -304,13 +327,14 @@ fn check(dir: &Path, json: bool) -> anyhow::Result<()> {
             "files_checked": report.files_checked,
             "topology": report.manifest.as_ref().map(|m| &m.topology),
             "tool_version": report.manifest.as_ref().map(|m| &m.tool_version),
+            "target": checked_for,
             "problems": problems,
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        if let Some(m) = &report.manifest {
+        if let (Some(m), Some(t)) = (&report.manifest, &checked_for) {
             println!(
-                "{}: {} of {} files checked, compiled by tacos {} for {} ({} NPUs)",
+                "{}: {} of {} files checked for target {t}, compiled by tacos {} for {} ({} NPUs)",
                 dir.display(),
                 report.files_checked,
                 m.entries.len(),
@@ -323,7 +347,10 @@ fn check(dir: &Path, json: bool) -> anyhow::Result<()> {
             println!("  {p}");
         }
         if report.is_ok() {
-            println!("ok: every file matches the manifest and verifies");
+            println!(
+                "ok: every file matches the manifest, verifies and loads in the target; {} holds algorithm files only",
+                algorithm_dir(dir).display()
+            );
         }
     }
     if let Some(first) = report.problems.first() {

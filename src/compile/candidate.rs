@@ -5,7 +5,7 @@ use super::CompileOptions;
 use crate::baselines::Baseline;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::error::Result;
-use crate::msccl::{lower, LowerOptions, Program, Proto};
+use crate::msccl::{lower, LowerOptions, Program, Proto, Target};
 use crate::schedule::Schedule;
 use crate::synth::{synthesize, SynthOptions};
 use crate::topology::Topology;
@@ -132,19 +132,21 @@ impl fmt::Display for Candidate {
     }
 }
 
-/// Lowers `schedule` for one placement and protocol, naming it after `candidate`; the
-/// size range is set when the bands are merged.
+/// Lowers `schedule` for one placement, protocol and target, naming it after
+/// `candidate`; the size range is set when the bands are merged.
 pub(crate) fn lower_for(
     schedule: &Schedule,
     topo: &Topology,
     candidate: &Candidate,
     in_place: bool,
     proto: Proto,
+    target: &Target,
 ) -> Result<Program> {
     let options = LowerOptions {
         in_place: Some(in_place),
         proto: Some(proto),
         name: Some(candidate.program_name(schedule.collective.kind)),
+        target: target.clone(),
         ..LowerOptions::default()
     };
     lower(schedule, topo, &options)

@@ -1,18 +1,26 @@
 //! A compiled directory on disk: written whole or not at all, checked against its
-//! manifest, and opened-or-compiled as the plugin's cache does.
+//! manifest and for anything the executor would refuse, and opened-or-compiled as the
+//! plugin's cache does.
 //!
-//! A directory is "ours" when it holds a `manifest.json` whose `format` is
+//! A compiled directory `DIR` holds `manifest.json` and `msccl/`, and `msccl/` holds the
+//! algorithm files and nothing else: the executor parses every regular file and symlink
+//! of `MSCCL_ALGO_DIR` as algorithm XML, dot files included, and one it cannot load fails
+//! the job. A directory is "ours" when it holds a `manifest.json` whose `format` is
 //! `MANIFEST_FORMAT`. Writing builds the whole directory under a hidden temporary name
-//! beside the target and renames it into place, so readers see the old directory, no
-//! directory, or the complete new one, never part of one. Several processes may write the
-//! same target at once: one rename wins, and a writer that finds a complete identical
-//! directory in place keeps it.
+//! beside `DIR` and renames it into place, so readers see the old directory, no
+//! directory, or the complete new one, never part of one, and nothing but finished
+//! algorithm files is ever in `DIR/msccl/`. Several processes may write the same target
+//! at once: one rename wins, and a writer that finds a complete identical directory in
+//! place keeps it.
 
-use super::manifest::{sha256_hex, topology_hash, Manifest, MANIFEST_FILE, MANIFEST_FORMAT};
+use super::manifest::{
+    sha256_hex, topology_hash, Manifest, ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT,
+};
 use super::{compile, AlgorithmSet, CompileOptions, Progress, MANIFEST_VERSION};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
-use crate::msccl::{parse_program, simulate_program, verify, VerifyOptions};
+use crate::msccl::limits;
+use crate::msccl::{parse_program, simulate_program, verify, Program, Target, VerifyOptions};
 use crate::topology::Topology;
 use crate::units::ps_to_us;
 use serde::Deserialize;
@@ -89,6 +97,42 @@ pub fn check_target(dir: &Path, force: bool) -> Result<Found> {
     }
 }
 
+/// The directory of a compiled directory `dir` that holds its algorithm files alone: what
+/// `MSCCL_ALGO_DIR` should name.
+pub fn algorithm_dir(dir: &Path) -> PathBuf {
+    dir.join(ALGORITHM_DIR)
+}
+
+/// Every rule of `target`'s loader that `program` breaks, one line each; empty when the
+/// loader takes the file. Compile, `compile --check`, the scheduler plugin and the C API
+/// all ask here.
+pub(crate) fn loader_problems(program: &Program, target: &Target) -> Vec<String> {
+    let mut out = Vec::new();
+    match program.collective_kind() {
+        None => out.push(format!(
+            "coll=\"{}\" is not a collective tacos knows",
+            program.collective
+        )),
+        Some(kind) => match target.coll_name(kind) {
+            None => out.push(format!(
+                "target {} has no {kind} collective",
+                target.profile
+            )),
+            Some(name) if name != program.collective => out.push(format!(
+                "coll=\"{}\": target {} spells it \"{name}\"",
+                program.collective, target.profile
+            )),
+            Some(_) => {}
+        },
+    }
+    out.extend(
+        limits::check(program, &target.limits)
+            .into_iter()
+            .map(|v| v.message),
+    );
+    out
+}
+
 /// A name that stays inside the directory and is not hidden.
 fn plain_name(name: &str) -> bool {
     !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0'])
@@ -125,6 +169,9 @@ pub fn write_dir(set: &AlgorithmSet, dir: &Path, force: bool) -> Result<Written>
     let (parent, name) = parent_and_name(dir)?;
     std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
     let staged = Staged::create(&parent, &name, "tmp")?;
+    let algorithms = Path::new(ALGORITHM_DIR);
+    let inside = staged.path.join(algorithms);
+    std::fs::create_dir(&inside).map_err(|e| Error::io(&inside, e))?;
     // Files are written (and flushed to disk) a few at a time: flushing dominates.
     let writers = WRITERS.min(set.files.len()).max(1);
     std::thread::scope(|s| {
@@ -136,7 +183,9 @@ pub fn write_dir(set: &AlgorithmSet, dir: &Path, force: bool) -> Result<Written>
                         .iter()
                         .skip(w)
                         .step_by(writers)
-                        .try_for_each(|file| staged.write(&file.name, file.xml.as_bytes()))
+                        .try_for_each(|file| {
+                            staged.write(&algorithms.join(&file.name), file.xml.as_bytes())
+                        })
                 })
             })
             .collect();
@@ -148,8 +197,9 @@ pub fn write_dir(set: &AlgorithmSet, dir: &Path, force: bool) -> Result<Written>
             })
             .collect::<Result<Vec<()>>>()
     })?;
+    sync_dir(&inside);
     // The manifest last: a directory with a manifest has every file.
-    staged.write(MANIFEST_FILE, set.manifest.to_json().as_bytes())?;
+    staged.write(Path::new(MANIFEST_FILE), set.manifest.to_json().as_bytes())?;
     sync_dir(&staged.path);
     install(set, staged, dir, &parent, &name, force)
 }
@@ -235,7 +285,8 @@ impl Staged {
         Ok(staged)
     }
 
-    fn write(&self, file: &str, bytes: &[u8]) -> Result<()> {
+    /// Writes `file`, a path relative to the staged directory, and flushes it.
+    fn write(&self, file: &Path, bytes: &[u8]) -> Result<()> {
         let path = self.path.join(file);
         let result = std::fs::File::create(&path).and_then(|mut f| {
             f.write_all(bytes)?;
@@ -262,11 +313,14 @@ fn sync_dir(dir: &Path) {
 #[derive(Clone, Copy, Debug)]
 pub struct CheckOptions<'a> {
     /// Parse and verify every file (and, with a topology, re-time it against the
-    /// manifest's predictions); without it only hashes, names and ranges are checked,
-    /// which is what a warm cache needs.
+    /// manifest's predictions); without it only hashes, names and ranges are checked
+    /// (and files the manifest does not list are parsed), which is what a warm cache needs.
     pub verify_xml: bool,
     /// The topology the directory must be for.
     pub topology: Option<&'a Topology>,
+    /// The loader whose rules every file must pass; by default the target the manifest
+    /// records.
+    pub target: Option<&'a Target>,
 }
 
 impl Default for CheckOptions<'_> {
@@ -274,16 +328,18 @@ impl Default for CheckOptions<'_> {
         CheckOptions {
             verify_xml: true,
             topology: None,
+            target: None,
         }
     }
 }
 
 impl<'a> CheckOptions<'a> {
-    /// Hashes, names and ranges, and the topology if given: no XML is parsed.
+    /// Hashes, names and ranges, and the topology if given: no listed XML is parsed.
     pub fn hashes_only(topology: Option<&'a Topology>) -> CheckOptions<'a> {
         CheckOptions {
             verify_xml: false,
             topology,
+            target: None,
         }
     }
 }
@@ -291,13 +347,22 @@ impl<'a> CheckOptions<'a> {
 /// Kinds of problems a check finds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CheckKind {
-    /// Written by another tool version or manifest format.
+    /// Written by another tool version, manifest format or directory layout.
     Stale,
     Missing,
     /// The file's bytes do not match the manifest's hash.
     Edited,
     /// A file the manifest does not list.
     Extra,
+    /// An entry of `msccl/` the executor cannot load as an algorithm: not a regular file
+    /// (a directory, a FIFO, a symlink...), or not MSCCL algorithm XML. The executor
+    /// parses every entry there, and one it cannot load fails the job.
+    NotAlgorithm,
+    /// A file the target's loader refuses (`loader_problems`).
+    Limits,
+    /// Two files that claim the same collective, rank count, placement and protocol for
+    /// overlapping message sizes.
+    Conflict,
     /// A manifest entry or file that does not hold what the manifest says, or a program
     /// that fails verification.
     Invalid,
@@ -317,6 +382,9 @@ impl CheckKind {
             CheckKind::Missing => "missing",
             CheckKind::Edited => "edited",
             CheckKind::Extra => "extra",
+            CheckKind::NotAlgorithm => "not-algorithm",
+            CheckKind::Limits => "limits",
+            CheckKind::Conflict => "conflict",
             CheckKind::Invalid => "invalid",
             CheckKind::Ranges => "ranges",
             CheckKind::Topology => "topology",
@@ -325,7 +393,7 @@ impl CheckKind {
     }
 }
 
-/// One problem, with the file it concerns.
+/// One problem, with the file it concerns (relative to the compiled directory).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckProblem {
     pub kind: CheckKind,
@@ -347,6 +415,8 @@ impl std::fmt::Display for CheckProblem {
 pub struct CheckReport {
     /// The manifest, when its format could be read.
     pub manifest: Option<Manifest>,
+    /// The target the files were checked for (None when the manifest could not be read).
+    pub target: Option<Target>,
     /// Files listed in the manifest and present.
     pub files_checked: usize,
     pub problems: Vec<CheckProblem>,
@@ -358,53 +428,105 @@ impl CheckReport {
     }
 }
 
-/// Re-checks every file of a compiled directory against its manifest and re-verifies the
-/// XML (`check_dir_with` and `CheckOptions::default()`).
+/// Re-checks every file of a compiled directory against its manifest and the target it
+/// records, and re-verifies the XML (`check_dir_with` and `CheckOptions::default()`).
 pub fn check_dir(dir: &Path) -> Result<CheckReport> {
     check_dir_with(dir, &CheckOptions::default())
 }
 
-/// Checks a compiled directory. An error means it is not one of ours at all (no readable
-/// manifest with our format tag); everything else is a problem in the report.
+/// The problems a check collects.
+#[derive(Default)]
+struct Problems(Vec<CheckProblem>);
+
+impl Problems {
+    fn add(&mut self, kind: CheckKind, file: Option<&str>, message: String) {
+        self.0.push(CheckProblem {
+            kind,
+            file: file.map(str::to_string),
+            message,
+        })
+    }
+}
+
+/// What a file of `msccl/` claims to serve: the executor picks among files by these.
+struct Claim {
+    file: String,
+    /// Collective, ranks, in place, protocol.
+    key: (String, usize, bool, &'static str),
+    range: (u64, u64),
+}
+
+impl Claim {
+    fn of(file: &str, program: &Program) -> Claim {
+        Claim {
+            file: file.to_string(),
+            key: (
+                program.collective.clone(),
+                program.gpus.len(),
+                program.inplace,
+                program.proto.name(),
+            ),
+            // A file without a size range serves every size.
+            range: (
+                program.min_bytes.unwrap_or(0),
+                program.max_bytes.unwrap_or(u64::MAX),
+            ),
+        }
+    }
+}
+
+/// Checks a compiled directory: the manifest, every file it lists, and everything in
+/// `msccl/` that the executor would choke on (entries that are not regular files or not
+/// algorithm XML, files the target refuses, two files claiming one range). It reads no
+/// entry that is not a regular file and writes nothing. An error means it is not one of
+/// ours at all (no readable manifest with our format tag); everything else is a problem
+/// in the report.
 pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport> {
     let header = read_header(dir).ok_or_else(|| {
+        let hint = match (dir.file_name(), dir.parent()) {
+            (Some(n), Some(p)) if n == ALGORITHM_DIR && read_header(p).is_some() => {
+                format!("; give the directory that holds it, {}", p.display())
+            }
+            _ => String::new(),
+        };
         Error::Compile(format!(
-            "{} is not a tacos algorithm directory (no readable {MANIFEST_FILE} of ours)",
+            "{} is not a tacos algorithm directory (no readable {MANIFEST_FILE} of ours){hint}",
             dir.display()
         ))
     })?;
     let mut report = CheckReport {
         manifest: None,
+        target: None,
         files_checked: 0,
         problems: Vec::new(),
     };
-    let mut problem = |kind, file: Option<&str>, message: String| {
-        report.problems.push(CheckProblem {
-            kind,
-            file: file.map(str::to_string),
-            message,
-        })
-    };
+    let mut problems = Problems::default();
     if header.format_version != MANIFEST_VERSION {
-        problem(
+        problems.add(
             CheckKind::Stale,
             Some(MANIFEST_FILE),
             format!(
-                "manifest format {} (this tool reads {MANIFEST_VERSION}); compile again",
+                "manifest format {} (this tool reads {MANIFEST_VERSION}; format 1 kept the manifest among the algorithm files, where the executor cannot load it); compile again",
                 header.format_version
             ),
         );
+        report.problems = problems.0;
         return Ok(report);
     }
     let manifest = match Manifest::read(dir) {
         Ok(m) => m,
         Err(e) => {
-            problem(CheckKind::Invalid, Some(MANIFEST_FILE), e.to_string());
+            problems.add(CheckKind::Invalid, Some(MANIFEST_FILE), e.to_string());
+            report.problems = problems.0;
             return Ok(report);
         }
     };
+    let target = options
+        .target
+        .cloned()
+        .unwrap_or_else(|| manifest.options.target.clone());
     if header.tool_version != crate::VERSION {
-        problem(
+        problems.add(
             CheckKind::Stale,
             Some(MANIFEST_FILE),
             format!(
@@ -417,7 +539,7 @@ pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport>
     if let Some(topo) = options.topology {
         let (hash, npus) = (topology_hash(topo), topo.alive_npus().len());
         if manifest.topology.hash != hash || manifest.topology.npus != npus {
-            problem(
+            problems.add(
                 CheckKind::Topology,
                 Some(MANIFEST_FILE),
                 format!(
@@ -430,40 +552,150 @@ pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport>
             );
         }
     }
-    let listed: Vec<&str> = manifest.entries.iter().map(|e| e.file.as_str()).collect();
-    let mut present = Vec::new();
     for item in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let item = item.map_err(|e| Error::io(dir, e))?;
         let name = item.file_name().to_string_lossy().into_owned();
-        if name != MANIFEST_FILE && !listed.contains(&name.as_str()) {
-            problem(
+        if name != MANIFEST_FILE && name != ALGORITHM_DIR {
+            problems.add(
                 CheckKind::Extra,
                 Some(&name),
-                "not listed in the manifest".into(),
+                format!("a compiled directory holds only {MANIFEST_FILE} and {ALGORITHM_DIR}/"),
             );
         }
-        present.push(name);
     }
+    let mut claims = Vec::new();
+    if let Some(present) = algorithm_entries(dir, &mut problems)? {
+        check_listed(
+            dir,
+            &manifest,
+            &target,
+            options,
+            &present,
+            &mut claims,
+            &mut problems,
+        )?;
+        check_unlisted(
+            dir,
+            &manifest,
+            &target,
+            &present,
+            &mut claims,
+            &mut problems,
+        )?;
+        report.files_checked = manifest
+            .entries
+            .iter()
+            .filter(|e| present.contains(&e.file))
+            .count();
+    }
+    conflicts(&mut claims, &mut problems);
+    for message in range_problems(&manifest) {
+        problems.add(CheckKind::Ranges, Some(MANIFEST_FILE), message);
+    }
+    report.problems = problems.0;
+    report.manifest = Some(manifest);
+    report.target = Some(target);
+    Ok(report)
+}
+
+/// `dir/msccl/` and its path as problems name it.
+fn in_algorithms(dir: &Path, name: &str) -> (PathBuf, String) {
+    (
+        algorithm_dir(dir).join(name),
+        format!("{ALGORITHM_DIR}/{name}"),
+    )
+}
+
+/// The regular files of `dir/msccl/`, by name; every other entry (and an `msccl` that is
+/// absent or not a directory) is a problem. Nothing is opened: entries are only looked
+/// at (`lstat`), so a FIFO cannot block the check.
+fn algorithm_entries(dir: &Path, problems: &mut Problems) -> Result<Option<Vec<String>>> {
+    let algorithms = algorithm_dir(dir);
+    match std::fs::symlink_metadata(&algorithms) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            problems.add(
+                CheckKind::Missing,
+                Some(ALGORITHM_DIR),
+                "the directory of algorithm files is absent".into(),
+            );
+            return Ok(None);
+        }
+        Err(e) => return Err(Error::io(&algorithms, e)),
+        Ok(m) if !m.is_dir() => {
+            problems.add(
+                CheckKind::NotAlgorithm,
+                Some(ALGORITHM_DIR),
+                "is not a directory (the algorithm files belong in a directory of their own)"
+                    .into(),
+            );
+            return Ok(None);
+        }
+        Ok(_) => {}
+    }
+    let mut present = Vec::new();
+    for item in std::fs::read_dir(&algorithms).map_err(|e| Error::io(&algorithms, e))? {
+        let item = item.map_err(|e| Error::io(&algorithms, e))?;
+        let name = item.file_name().to_string_lossy().into_owned();
+        let kind = item.file_type().map_err(|e| Error::io(item.path(), e))?;
+        if kind.is_file() {
+            present.push(name);
+            continue;
+        }
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_symlink() {
+            "a symbolic link"
+        } else {
+            "not a regular file (a FIFO, socket or device)"
+        };
+        problems.add(
+            CheckKind::NotAlgorithm,
+            Some(&in_algorithms(dir, &name).1),
+            format!("{what}: the executor parses every entry of MSCCL_ALGO_DIR as an algorithm file; only the compiled files may be here"),
+        );
+    }
+    present.sort();
+    Ok(Some(present))
+}
+
+/// Checks every file the manifest lists against its entry, and with `verify_xml` its
+/// program (what it declares, the target's loader rules, verification, predictions).
+fn check_listed(
+    dir: &Path,
+    manifest: &Manifest,
+    target: &Target,
+    options: &CheckOptions,
+    present: &[String],
+    claims: &mut Vec<Claim>,
+    problems: &mut Problems,
+) -> Result<()> {
+    let verify_options = VerifyOptions {
+        target: target.clone(),
+        ..VerifyOptions::default()
+    };
     for entry in &manifest.entries {
-        let file = entry.file.as_str();
-        if !plain_name(file) {
-            problem(
+        let (path, shown) = in_algorithms(dir, &entry.file);
+        let file = Some(shown.as_str());
+        if !plain_name(&entry.file) {
+            problems.add(
                 CheckKind::Invalid,
-                Some(file),
+                file,
                 "a file name must be a plain name inside the directory".into(),
             );
             continue;
         }
-        if !present.iter().any(|p| p == file) {
-            problem(CheckKind::Missing, Some(file), "listed but absent".into());
+        if !present.contains(&entry.file) {
+            // An entry that is there but not a regular file is already reported.
+            if std::fs::symlink_metadata(&path).is_err() {
+                problems.add(CheckKind::Missing, file, "listed but absent".into());
+            }
             continue;
         }
-        let path = dir.join(file);
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         if sha256_hex(&bytes) != entry.sha256 {
-            problem(
+            problems.add(
                 CheckKind::Edited,
-                Some(file),
+                file,
                 "its contents differ from what was compiled (SHA-256 mismatch)".into(),
             );
             continue;
@@ -475,10 +707,11 @@ pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport>
         let program = match parse_program(&text, &path.display().to_string()) {
             Ok(p) => p,
             Err(e) => {
-                problem(CheckKind::Invalid, Some(file), e.to_string());
+                problems.add(CheckKind::NotAlgorithm, file, e.to_string());
                 continue;
             }
         };
+        claims.push(Claim::of(&shown, &program));
         let declared = (
             program.collective_kind(),
             program.inplace,
@@ -494,20 +727,24 @@ pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport>
             manifest.topology.npus,
         );
         if declared != expected {
-            problem(
+            problems.add(
                 CheckKind::Invalid,
-                Some(file),
+                file,
                 format!("the file declares (collective, in place, minBytes, maxBytes, GPUs) = {declared:?}, the manifest {expected:?}"),
             );
             continue;
         }
-        let verified = verify(&program, &VerifyOptions::default());
-        if let Some(p) = verified.problems.first() {
-            problem(
-                CheckKind::Invalid,
-                Some(file),
-                format!("fails verification: {p}"),
+        let refused = loader_problems(&program, target);
+        if !refused.is_empty() {
+            problems.add(
+                CheckKind::Limits,
+                file,
+                format!("target {target} refuses it: {}", refused.join("; ")),
             );
+            continue;
+        }
+        if let Some(p) = verify(&program, &verify_options).problems.first() {
+            problems.add(CheckKind::Invalid, file, format!("fails verification: {p}"));
             continue;
         }
         if let Some(topo) = options.topology {
@@ -515,9 +752,9 @@ pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport>
                 let timed =
                     simulate_program(topo, &program, band.size_bytes).map(|r| ps_to_us(r.time_ps));
                 if timed.as_ref().ok() != Some(&band.time_us) {
-                    problem(
+                    problems.add(
                         CheckKind::Prediction,
-                        Some(file),
+                        file,
                         format!(
                             "at {} bytes the manifest predicts {} us, the simulator gives {timed:?}",
                             band.size_bytes, band.time_us
@@ -527,16 +764,89 @@ pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport>
             }
         }
     }
-    for message in range_problems(&manifest) {
-        problem(CheckKind::Ranges, Some(MANIFEST_FILE), message);
+    Ok(())
+}
+
+/// Regular files of `msccl/` that the manifest does not list: the executor would load
+/// them too, so each is parsed and checked for the target like a listed one.
+fn check_unlisted(
+    dir: &Path,
+    manifest: &Manifest,
+    target: &Target,
+    present: &[String],
+    claims: &mut Vec<Claim>,
+    problems: &mut Problems,
+) -> Result<()> {
+    let listed = |name: &String| manifest.entries.iter().any(|e| &e.file == name);
+    for name in present.iter().filter(|n| !listed(n)) {
+        let (path, shown) = in_algorithms(dir, name);
+        let file = Some(shown.as_str());
+        let hidden = if name.starts_with('.') {
+            " (hidden files are parsed too)"
+        } else {
+            ""
+        };
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let program = match parse_program(&text, &shown) {
+            Ok(p) => p,
+            Err(e) => {
+                problems.add(
+                    CheckKind::NotAlgorithm,
+                    file,
+                    format!(
+                        "not in the manifest, and the executor would fail to load it{hidden}: {e}"
+                    ),
+                );
+                continue;
+            }
+        };
+        problems.add(
+            CheckKind::Extra,
+            file,
+            format!("not listed in the manifest; the executor would load it too{hidden}"),
+        );
+        let refused = loader_problems(&program, target);
+        if !refused.is_empty() {
+            problems.add(
+                CheckKind::Limits,
+                file,
+                format!("target {target} refuses it: {}", refused.join("; ")),
+            );
+        }
+        claims.push(Claim::of(&shown, &program));
     }
-    report.files_checked = manifest
-        .entries
-        .iter()
-        .filter(|e| present.contains(&e.file))
-        .count();
-    report.manifest = Some(manifest);
-    Ok(report)
+    Ok(())
+}
+
+/// Files that claim one (collective, ranks, placement, protocol) for overlapping sizes.
+fn conflicts(claims: &mut [Claim], problems: &mut Problems) {
+    claims.sort_by(|a, b| (&a.key, a.range, &a.file).cmp(&(&b.key, b.range, &b.file)));
+    for (i, later) in claims.iter().enumerate() {
+        let earlier = claims[..i]
+            .iter()
+            .find(|c| c.key == later.key && c.range.1 >= later.range.0);
+        if let Some(c) = earlier {
+            let (coll, ranks, in_place, proto) = &later.key;
+            let placement = if *in_place {
+                "in place"
+            } else {
+                "out of place"
+            };
+            problems.add(
+                CheckKind::Conflict,
+                Some(&later.file),
+                format!(
+                    "claims {coll} on {ranks} ranks, {placement}, {proto} for {}..{} bytes, which {} already claims ({}..{})",
+                    later.range.0,
+                    later.range.1,
+                    c.file,
+                    c.range.0,
+                    c.range.1
+                ),
+            );
+        }
+    }
 }
 
 /// Gaps, overlaps and missing coverage among the ranges of each collective and placement.

@@ -5,6 +5,7 @@ use super::{Candidate, CompileOptions};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::fsio::parse_json;
+use crate::msccl::{Limits, Profile, Target};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -12,10 +13,15 @@ use std::path::Path;
 
 /// The manifest's file name in a compiled directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
+/// The subdirectory of a compiled directory that holds the algorithm files and nothing
+/// else: the executor parses every entry of `MSCCL_ALGO_DIR` as XML, so the manifest
+/// lives beside it, never in it.
+pub const ALGORITHM_DIR: &str = "msccl";
 /// The manifest's `format` tag: a directory whose manifest carries it is ours.
 pub const MANIFEST_FORMAT: &str = "tacos-msccl-algorithms";
-/// Bumped whenever the manifest or the directory's layout changes meaning.
-pub const MANIFEST_VERSION: u32 = 1;
+/// Bumped whenever the manifest or the directory's layout changes meaning (2: the files
+/// moved into `msccl/`, and the options record the target).
+pub const MANIFEST_VERSION: u32 = 2;
 
 /// A compiled directory's table of contents.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -54,7 +60,7 @@ pub struct Entry {
     /// minBytes and maxBytes).
     pub min_bytes: u64,
     pub max_bytes: u64,
-    /// File name inside the directory.
+    /// File name inside the directory's `msccl/`.
     pub file: String,
     /// SHA-256 of the file's bytes, in hex.
     pub sha256: String,
@@ -158,17 +164,71 @@ pub fn topology_hash(topo: &Topology) -> String {
 }
 
 /// A directory name for the cache of what `options` compile on `topo` with this tool:
-/// `tacos-VERSION-TOPOLOGY-OPTIONS` with the first 16 hex digits of the topology hash and
-/// 12 of the options' hash, so a new tool, topology or option set gets a directory of its
-/// own and never reads another's.
+/// `tacos-VERSION-TARGET-TOPOLOGY-OPTIONS` with the target's profile name, the first 16
+/// hex digits of the topology hash and 12 of the options' hash (which covers the target's
+/// limits), so a new tool, target, topology or option set gets a directory of its own and
+/// never reads another's.
 pub fn cache_dir_name(topo: &Topology, options: &CompileOptions) -> String {
-    let options = serde_json::to_string(options).expect("options serialize");
+    let json = serde_json::to_string(options).expect("options serialize");
     format!(
-        "tacos-{}-{}-{}",
+        "tacos-{}-{}-{}-{}",
         crate::VERSION,
+        options.target.profile.name(),
         &topology_hash(topo)[..16],
-        &sha256_hex(options.as_bytes())[..12]
+        &sha256_hex(json.as_bytes())[..12]
     )
+}
+
+/// A [`Target`] as the manifest records it: the profile's name and every limit, so a
+/// directory says which loader it was compiled for even where limits were overridden.
+pub(super) mod target_record {
+    use super::{Limits, Profile, Target};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(remote = "Target", deny_unknown_fields)]
+    struct TargetRecord {
+        #[serde(with = "profile_name")]
+        profile: Profile,
+        #[serde(with = "LimitsRecord")]
+        limits: Limits,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(remote = "Limits", deny_unknown_fields)]
+    struct LimitsRecord {
+        max_steps_per_tb: usize,
+        max_tbs_per_channel: usize,
+        max_channels: usize,
+        max_tbs: usize,
+        max_dep_tb: usize,
+        max_offset: i64,
+        max_count: u32,
+        max_elements_per_rank: usize,
+        max_gpus: usize,
+    }
+
+    mod profile_name {
+        use super::Profile;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(p: &Profile, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(p.name())
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Profile, D::Error> {
+            let s = String::deserialize(d)?;
+            s.parse().map_err(serde::de::Error::custom)
+        }
+    }
+
+    pub fn serialize<S: Serializer>(t: &Target, s: S) -> Result<S::Ok, S::Error> {
+        TargetRecord::serialize(t, s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
+        TargetRecord::deserialize(d)
+    }
 }
 
 #[cfg(test)]

@@ -1,21 +1,24 @@
-//! Per-cluster compilation: every algorithm a topology needs, as a directory of MSCCL
-//! algorithm XML files and a `manifest.json`, ready for the MSCCL executor
-//! (`MSCCL_ALGO_DIR`), a scheduler, or the project's own plugin cache.
+//! Per-cluster compilation: every algorithm a topology needs, as a directory holding the
+//! MSCCL algorithm XML files alone in `msccl/` (what `MSCCL_ALGO_DIR` points at: the
+//! executor parses every entry there as XML) and a `manifest.json` beside it, ready for the
+//! MSCCL executor, a scheduler, or the project's own plugin cache.
 //!
 //! For each collective, buffer placement and size band, [`compile`] synthesizes
-//! candidates (several chunk counts K and seeds), lowers each to an MSCCL program and
-//! times the program itself with `msccl::simulate_program`, next to the baselines lowered
-//! the same way; the fastest program that passes `msccl::verify` wins the band. Adjacent
-//! bands merge where one band's program is also the fastest at the next, so each file
-//! covers a contiguous range of message sizes and the ranges of one collective and
-//! placement tile the requested range with no gap and no overlap, in the executor's own
-//! measure of a message (`msccl::Layout::executor_bytes`; for every collective compiled
-//! here that is the nccl-tests size). With [`Ranking::Schedules`] (the fast preset)
-//! candidates are ranked by their schedules' own times instead and only the winners are
-//! lowered, verified and timed as programs. [`write_dir`] writes the set atomically,
-//! [`check_dir`] re-checks a directory against its manifest, and [`open_or_compile`] is
-//! the cache's entry point: an offline-compiled directory and an online cache are the same
-//! thing, made by the same code.
+//! candidates (several chunk counts K and seeds), lowers each to an MSCCL program for the
+//! options' [`Target`] and times the program itself with `msccl::simulate_program`, next
+//! to the baselines lowered the same way; the fastest program that passes the target's
+//! loader rules and `msccl::verify` wins the band, so a band whose larger K break the
+//! target's limits picks a smaller K. Adjacent bands merge where one band's program is
+//! also the fastest at the next, so each file covers a contiguous range of message sizes
+//! and the ranges of one collective and placement tile the requested range with no gap
+//! and no overlap, in the executor's own measure of a message
+//! (`msccl::Layout::executor_bytes`; for every collective compiled here that is the
+//! nccl-tests size). With [`Ranking::Schedules`] (the fast preset) candidates are ranked
+//! by their schedules' own times instead and only the winners are lowered, verified and
+//! timed as programs. [`write_dir`] writes the set atomically, [`check_dir`] re-checks a
+//! directory against its manifest and for what the executor would refuse, and
+//! [`open_or_compile`] is the cache's entry point: an offline-compiled directory and an
+//! online cache are the same thing, made by the same code.
 
 mod candidate;
 mod dir;
@@ -24,19 +27,20 @@ mod quick;
 mod select;
 
 pub use candidate::Candidate;
+pub(crate) use dir::loader_problems;
 pub use dir::{
-    check_dir, check_dir_with, check_target, open_or_compile, write_dir, CheckKind, CheckOptions,
-    CheckProblem, CheckReport, Found, Opened, Written,
+    algorithm_dir, check_dir, check_dir_with, check_target, open_or_compile, write_dir, CheckKind,
+    CheckOptions, CheckProblem, CheckReport, Found, Opened, Written,
 };
 pub use manifest::{
     cache_dir_name, sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo,
-    MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,
+    ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 pub use select::{compile, AlgorithmSet, CompiledFile, Progress, Rejection, Stage};
 
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
-use crate::msccl::Proto;
+use crate::msccl::{Proto, Target};
 use crate::units::{format_size, parse_size};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -241,7 +245,7 @@ pub enum Ranking {
     /// and only the winner of each band is lowered, verified and timed as a program,
     /// where it does not extend the file before it. More chunks per NPU are not tried
     /// where `bounds::chunked_bound_ps` shows they cannot beat the band's best so far,
-    /// nor, after a K broke the executor's limits, at larger sizes. Bands are taken in
+    /// nor, after a K broke the target's limits, at larger sizes. Bands are taken in
     /// order, one collective per thread.
     Schedules,
 }
@@ -266,7 +270,7 @@ pub struct CompileOptions {
     /// Seeds 0..seeds are tried for every K.
     pub seeds: u64,
     /// Chunks per NPU (K) to synthesize with. Candidates whose programs break the
-    /// executor's limits are skipped.
+    /// target's limits are skipped.
     pub chunk_candidates: Vec<usize>,
     /// A K other than the smallest is not tried where it would cut chunks smaller than
     /// this: such chunks cost a step's latency for little data, and their programs are
@@ -278,6 +282,11 @@ pub struct CompileOptions {
     /// manifests from before the choice existed still describe their options exactly.
     #[serde(default, skip_serializing_if = "Ranking::is_programs")]
     pub ranking: Ranking,
+    /// The loader the files are for: every program is lowered, verified and checked for
+    /// it (by default the MSCCL executor as it builds by default, 64 steps per
+    /// threadblock).
+    #[serde(with = "manifest::target_record")]
+    pub target: Target,
     /// Worker threads (0: one per core), on a pool of the compilation's own.
     #[serde(skip)]
     pub jobs: usize,
@@ -304,6 +313,7 @@ impl Default for CompileOptions {
             min_chunk_bytes: 4 << 10,
             baselines: true,
             ranking: Ranking::Programs,
+            target: Target::default(),
             jobs: 0,
         }
     }
@@ -361,6 +371,20 @@ impl CompileOptions {
         }
         if self.chunk_candidates.is_empty() || self.chunk_candidates.contains(&0) {
             return bad("chunk candidates (K) must be whole numbers, at least 1".into());
+        }
+        let l = &self.target.limits;
+        let limits = [
+            ("steps per threadblock", l.max_steps_per_tb),
+            ("threadblocks per GPU", l.max_tbs),
+            ("threadblocks per channel", l.max_tbs_per_channel),
+            ("channels", l.max_channels),
+            ("XML elements per rank", l.max_elements_per_rank),
+        ];
+        if let Some((what, _)) = limits.iter().find(|(_, v)| *v == 0) {
+            return bad(format!(
+                "target {}: a limit of 0 {what} admits no program; a limit must be at least 1",
+                self.target.profile
+            ));
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 //! Each collective's bands are taken smallest first, on a thread per collective. In a
 //! band the smallest K is synthesized first; a larger K is synthesized only if its
 //! chunked bound (`bounds::chunked_bound_ps`) is below the best schedule time so far, and
-//! not once a K at least as large broke the executor's limits at a smaller size (a
+//! not once a K at least as large broke the target's limits at a smaller size (a
 //! program's steps grow with K, hardly with the size; the first schedule of a K larger
 //! than any that fitted is checked with `msccl::lower::check_shape`). Then, per
 //! placement (side by side), the band joins the file before it if that file's program,
@@ -77,7 +77,7 @@ struct Selection<'a> {
     options: &'a CompileOptions,
     kind: CollectiveKind,
     candidates: &'a [Candidate],
-    /// The smallest K whose program broke the executor's limits so far, and the largest
+    /// The smallest K whose program broke the target's limits so far, and the largest
     /// whose schedule's shape fitted them (`msccl::lower::check_shape`).
     doomed_from: Option<usize>,
     fits_up_to: Option<usize>,
@@ -164,13 +164,16 @@ impl Selection<'_> {
         let (more, refused) = self.build(&hopeful, band, tick);
         rejected.extend(refused);
         // The first schedule of a K larger than any that fitted is checked against the
-        // executor's limits, so that a K too large is neither lowered nor synthesized
-        // again.
+        // target's limits, so that a K too large is neither lowered nor synthesized again.
+        let shape = LowerOptions {
+            target: self.options.target.clone(),
+            ..LowerOptions::default()
+        };
         for trial in more {
             let k = self.candidates[trial.index].chunks_per_npu();
             if k.is_some_and(|k| self.fits_up_to.map_or(true, |fits| k > fits)) {
                 let k = k.expect("checked");
-                let checked = check_shape(&trial.schedule, self.topo, &LowerOptions::default());
+                let checked = check_shape(&trial.schedule, self.topo, &shape);
                 if let Err(e) = checked {
                     self.doomed_from = Some(self.doomed_from.map_or(k, |d| d.min(k)));
                     rejected.push(Rejection {
@@ -271,7 +274,15 @@ impl Selection<'_> {
                 placed = Some(Placed::Joins(time_ps));
                 break;
             }
-            let built = timed_program(self.topo, &trial.schedule, &candidate, in_place, proto);
+            let target = &self.options.target;
+            let built = timed_program(
+                self.topo,
+                &trial.schedule,
+                &candidate,
+                in_place,
+                proto,
+                target,
+            );
             let (time_ps, program, timer) = match built {
                 Ok(b) => b,
                 Err(e) => {
@@ -295,7 +306,7 @@ impl Selection<'_> {
                 placed = Some(Placed::Joins(time_ps));
                 break;
             }
-            match verified(program, self.kind, in_place, band, candidate) {
+            match verified(program, (self.kind, in_place, band, candidate), target) {
                 Ok(program) => {
                     let run = Run {
                         candidate,
@@ -312,7 +323,10 @@ impl Selection<'_> {
         let placed = match (placed, joinable) {
             (Some(p), _) => p,
             (None, Some(time_ps)) => Placed::Joins(time_ps),
-            (None, None) => return Err(no_program(self.kind, in_place, size, &rejected)),
+            (None, None) => {
+                let target = &self.options.target;
+                return Err(no_program(self.kind, in_place, size, target, &rejected));
+            }
         };
         // The best baseline's time is its program's, as in the full ranking.
         let best_baseline = trials
@@ -320,7 +334,9 @@ impl Selection<'_> {
             .find(|t| self.candidates[t.index].is_baseline())
             .and_then(|t| {
                 let candidate = self.candidates[t.index];
-                let built = timed_program(self.topo, &t.schedule, &candidate, in_place, proto);
+                let target = &self.options.target;
+                let built =
+                    timed_program(self.topo, &t.schedule, &candidate, in_place, proto, target);
                 built.ok().map(|(time_ps, _, _)| (candidate, time_ps))
             });
         Ok(Placement {
@@ -337,7 +353,7 @@ struct Placement {
     placed: Placed,
     best_baseline: Option<(Candidate, Picos)>,
     rejected: Vec<Rejection>,
-    /// The smallest K found to break the executor's limits, if this placement found one.
+    /// The smallest K found to break the target's limits, if this placement found one.
     doomed_from: Option<usize>,
 }
 

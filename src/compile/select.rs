@@ -1,6 +1,7 @@
 //! Choosing a program per band and merging bands: the heart of `compile`.
 
 use super::candidate::{lower_for, same_program};
+use super::dir::loader_problems;
 use super::manifest::{sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo};
 use super::quick::by_schedules;
 use super::{
@@ -9,7 +10,7 @@ use super::{
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
-use crate::msccl::{verify, write_program, Program, ProgramTimer, VerifyOptions};
+use crate::msccl::{verify, write_program, Program, ProgramTimer, Target, VerifyOptions};
 use crate::topology::Topology;
 use crate::units::{algbw_gbps, format_size, ps_to_us, Picos};
 use rayon::prelude::*;
@@ -35,7 +36,7 @@ pub struct Progress {
 }
 
 /// A candidate that did not make it into a band: it could not be built (synthesis or the
-/// executor's limits) or, worse, its program failed verification.
+/// target's limits) or, worse, its program failed verification.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rejection {
     pub collective: CollectiveKind,
@@ -356,7 +357,15 @@ fn judge(
             match candidate.schedule(topo, kind, size) {
                 Ok(schedule) => {
                     for (slot, &in_place) in flags.iter().enumerate() {
-                        match timed_program(topo, &schedule, candidate, in_place, proto) {
+                        let built = timed_program(
+                            topo,
+                            &schedule,
+                            candidate,
+                            in_place,
+                            proto,
+                            &options.target,
+                        );
+                        match built {
                             Ok((time, program, timer)) => {
                                 trials.keep(slot, index, time, (program, timer))
                             }
@@ -413,16 +422,17 @@ fn judge(
         .collect())
 }
 
-/// `candidate`'s program for one placement and protocol, its time at the size the
-/// schedule was made for, and its timer for other sizes.
+/// `candidate`'s program for one placement, protocol and target, its time at the size
+/// the schedule was made for, and its timer for other sizes.
 pub(super) fn timed_program(
     topo: &Topology,
     schedule: &crate::schedule::Schedule,
     candidate: &Candidate,
     in_place: bool,
     proto: crate::msccl::Proto,
+    target: &Target,
 ) -> Result<(Picos, Program, ProgramTimer)> {
-    let program = lower_for(schedule, topo, candidate, in_place, proto)?;
+    let program = lower_for(schedule, topo, candidate, in_place, proto, target)?;
     let timer = ProgramTimer::new(topo, &program, &topo.alive_npus())?;
     let time = timer
         .simulate(topo, schedule.collective.size_bytes)?
@@ -492,12 +502,19 @@ fn merge(
                 None => {
                     let schedule = candidate.schedule(topo, seq.kind, size)?;
                     let proto = options.proto.for_size(size);
-                    let (_, program, timer) =
-                        timed_program(topo, &schedule, &candidate, seq.in_place, proto)?;
+                    let (_, program, timer) = timed_program(
+                        topo,
+                        &schedule,
+                        &candidate,
+                        seq.in_place,
+                        proto,
+                        &options.target,
+                    )?;
                     (program, timer)
                 }
             };
-            match verified(program, seq.kind, seq.in_place, r.band, candidate) {
+            let claim = (seq.kind, seq.in_place, r.band, candidate);
+            match verified(program, claim, &options.target) {
                 Ok(program) => {
                     started = Some(Run {
                         candidate,
@@ -511,7 +528,13 @@ fn merge(
             }
         }
         let Some(run) = started else {
-            return Err(no_program(seq.kind, seq.in_place, size, &r.rejected));
+            return Err(no_program(
+                seq.kind,
+                seq.in_place,
+                size,
+                &options.target,
+                &r.rejected,
+            ));
         };
         runs.push(run);
         rejected.append(&mut r.rejected);
@@ -519,15 +542,35 @@ fn merge(
     Ok((runs, rejected))
 }
 
-/// `program` if it passes `msccl::verify`, else why `candidate` is rejected.
+/// What a program is for: its collective, placement, band and candidate.
+pub(super) type Claim = (CollectiveKind, bool, Band, Candidate);
+
+/// `program` if it passes the target's loader rules and `msccl::verify` for the target,
+/// else why the candidate is rejected.
 pub(super) fn verified(
     program: Program,
-    collective: CollectiveKind,
-    in_place: bool,
-    band: Band,
-    candidate: Candidate,
+    (collective, in_place, band, candidate): Claim,
+    target: &Target,
 ) -> std::result::Result<Program, Rejection> {
-    let report = verify(&program, &VerifyOptions::default());
+    let rejection = |failed_verification, reason| Rejection {
+        collective,
+        in_place: Some(in_place),
+        band,
+        candidate,
+        failed_verification,
+        reason,
+    };
+    if let Some(broken) = loader_problems(&program, target).first() {
+        return Err(rejection(
+            false,
+            format!("target {target} would refuse the program: {broken}"),
+        ));
+    }
+    let options = VerifyOptions {
+        target: target.clone(),
+        ..VerifyOptions::default()
+    };
+    let report = verify(&program, &options);
     if report.is_correct() {
         return Ok(program);
     }
@@ -535,14 +578,10 @@ pub(super) fn verified(
         .problems
         .first()
         .map_or(String::new(), |p| p.to_string());
-    Err(Rejection {
-        collective,
-        in_place: Some(in_place),
-        band,
-        candidate,
-        failed_verification: true,
-        reason: format!("the program failed verification: {first}"),
-    })
+    Err(rejection(
+        true,
+        format!("the program failed verification: {first}"),
+    ))
 }
 
 /// The error when no candidate of a band gives a program that can be written.
@@ -550,6 +589,7 @@ pub(super) fn no_program(
     collective: CollectiveKind,
     in_place: bool,
     size: u64,
+    target: &Target,
     rejected: &[Rejection],
 ) -> Error {
     let placement = if in_place { "in place" } else { "out of place" };
@@ -557,7 +597,7 @@ pub(super) fn no_program(
         format!("the last, {}: {}", x.candidate, x.reason)
     });
     Error::Compile(format!(
-        "no candidate for {collective} {placement} at {} gives a correct program within the executor's limits ({why})",
+        "no candidate for {collective} {placement} at {} gives a correct program within the limits of target {target} ({why})",
         format_size(size)
     ))
 }

@@ -4,18 +4,22 @@
 
 use super::guard::{c_str, give_string, guard};
 use crate::collective::{CollectiveKind, CollectiveSpec};
+use crate::compile::loader_problems;
 use crate::fsio::write_atomic;
 use crate::msccl::{
-    lower, read_program, simulate_program, verify, write_program, LowerOptions, Proto,
-    VerifyOptions,
+    lower, read_program, simulate_program, verify, write_program, LowerOptions, Profile, Program,
+    Proto, Target, VerifyOptions,
 };
+use crate::schedule::Schedule;
 use crate::synth::{synthesize_best_chunking, SynthOptions, AUTO_CHUNKS};
 use crate::topology::{file, parse_spec, SpecDefaults, Topology};
 use crate::units::ps_to_us;
 use std::ffi::{c_char, c_int};
 use std::path::Path;
 
-/// Mirrors `tacos_synth_options` in include/tacos.h.
+/// Mirrors `tacos_synth_options` in include/tacos.h. Fields are only ever appended, so a
+/// caller built against an older header (a smaller `struct_size`) keeps working: the
+/// fields it lacks take their defaults.
 #[repr(C)]
 pub struct TacosSynthOptions {
     pub struct_size: u32,
@@ -26,7 +30,12 @@ pub struct TacosSynthOptions {
     pub proto: *const c_char,
     pub bandwidth_gbps: f64,
     pub latency_us: f64,
+    /// The loader's name (`Profile::name`); NULL for the executor as it builds by default.
+    pub target: *const c_char,
 }
+
+/// The struct's size before `target` was added: the smallest `struct_size` accepted.
+const FIRST_STRUCT_SIZE: usize = std::mem::offset_of!(TacosSynthOptions, target);
 
 /// What the options say once defaults are filled in.
 struct Options {
@@ -36,12 +45,14 @@ struct Options {
     in_place: Option<bool>,
     proto: Option<Proto>,
     defaults: SpecDefaults,
+    target: Target,
 }
 
 impl Options {
     /// # Safety
     /// `raw` must be NULL or point to an initialized `tacos_synth_options` whose
-    /// `struct_size` says how much of it is valid.
+    /// `struct_size` says how much of it is valid (and is readable up to
+    /// `FIRST_STRUCT_SIZE` at least: fields past `struct_size` are never read).
     unsafe fn read(raw: *const TacosSynthOptions) -> Result<Options, String> {
         let mut o = Options {
             chunks: AUTO_CHUNKS.to_vec(),
@@ -50,37 +61,60 @@ impl Options {
             in_place: None,
             proto: None,
             defaults: SpecDefaults::default(),
+            target: Target::default(),
         };
         if raw.is_null() {
             return Ok(o);
         }
-        let r = &*raw;
-        if (r.struct_size as usize) < std::mem::size_of::<TacosSynthOptions>() {
+        let size = std::ptr::addr_of!((*raw).struct_size).read() as usize;
+        if size < FIRST_STRUCT_SIZE {
             return Err(format!(
-                "options.struct_size is {}; call tacos_synth_options_init first (this library's struct is {} bytes)",
-                r.struct_size,
+                "options.struct_size is {size}; call tacos_synth_options_init first (this library's struct is {} bytes, and takes {FIRST_STRUCT_SIZE} or more)",
                 std::mem::size_of::<TacosSynthOptions>()
             ));
         }
-        if r.chunks_per_npu > 0 {
-            o.chunks = vec![r.chunks_per_npu as usize];
+        // Each field is read on its own, never the whole struct: an older caller's ends
+        // before `target`.
+        macro_rules! field {
+            ($name:ident) => {
+                std::ptr::addr_of!((*raw).$name).read()
+            };
         }
-        o.seed = r.seed;
-        o.root = usize::try_from(r.root).ok();
-        o.in_place = match r.in_place {
+        let chunks: u32 = field!(chunks_per_npu);
+        if chunks > 0 {
+            o.chunks = vec![chunks as usize];
+        }
+        o.seed = field!(seed);
+        o.root = usize::try_from(field!(root)).ok();
+        o.in_place = match field!(in_place) {
             0 => Some(false),
             1 => Some(true),
             _ => None,
         };
-        if !r.proto.is_null() {
-            let name = c_str(r.proto, "options.proto")?;
+        let proto: *const c_char = field!(proto);
+        if !proto.is_null() {
+            let name = c_str(proto, "options.proto")?;
             o.proto = Some(name.parse().map_err(|e: crate::Error| e.to_string())?);
         }
-        if r.bandwidth_gbps > 0.0 {
-            o.defaults.bandwidth_gbps = r.bandwidth_gbps;
+        let (bandwidth, latency): (f64, f64) = (field!(bandwidth_gbps), field!(latency_us));
+        if bandwidth > 0.0 {
+            o.defaults.bandwidth_gbps = bandwidth;
         }
-        if r.latency_us >= 0.0 && r.latency_us.is_finite() {
-            o.defaults.latency_us = r.latency_us;
+        if latency >= 0.0 && latency.is_finite() {
+            o.defaults.latency_us = latency;
+        }
+        let has_target = size >= std::mem::size_of::<TacosSynthOptions>();
+        let target: *const c_char = if has_target {
+            field!(target)
+        } else {
+            std::ptr::null()
+        };
+        if !target.is_null() {
+            let name = c_str(target, "options.target")?;
+            let profile: Profile = name
+                .parse()
+                .map_err(|e: crate::Error| format!("options.target: {e}"))?;
+            o.target = Target::new(profile);
         }
         Ok(o)
     }
@@ -115,23 +149,53 @@ fn synthesize_xml(
         chunks_per_npu: o.chunks[0],
         size_bytes,
     };
-    let best = synthesize_best_chunking(&topo, &spec, &o.chunks, &SynthOptions { seed: o.seed })
-        .map_err(|e| e.to_string())?;
-    let schedule = &best.synthesis.schedules[0];
+    let mut chunks = o.chunks.clone();
+    loop {
+        let best = synthesize_best_chunking(&topo, &spec, &chunks, &SynthOptions { seed: o.seed })
+            .map_err(|e| e.to_string())?;
+        let schedule = &best.synthesis.schedules[0];
+        match fitted(schedule, &topo, o) {
+            Ok(program) => return Ok(write_program(&program)),
+            // With K chosen automatically, a K whose program does not fit the target is
+            // dropped, with every larger one (a program's steps grow with K), and the
+            // fastest of the rest is taken.
+            Err(_) if schedule.collective.chunks_per_npu > chunks[0] => {
+                let k = schedule.collective.chunks_per_npu;
+                chunks.retain(|&c| c < k);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `schedule` lowered for the options' placement, protocol and target, once it passes the
+/// target's loader rules and verification.
+fn fitted(schedule: &Schedule, topo: &Topology, o: &Options) -> Result<Program, String> {
     let options = LowerOptions {
         in_place: o.in_place,
         proto: o.proto,
+        target: o.target.clone(),
         ..LowerOptions::default()
     };
-    let program = lower(schedule, &topo, &options).map_err(|e| e.to_string())?;
-    let report = verify(&program, &VerifyOptions::default());
+    let program = lower(schedule, topo, &options).map_err(|e| e.to_string())?;
+    if let Some(broken) = loader_problems(&program, &o.target).first() {
+        return Err(format!(
+            "target {} would refuse the program: {broken}",
+            o.target
+        ));
+    }
+    let verify_options = VerifyOptions {
+        target: o.target.clone(),
+        ..VerifyOptions::default()
+    };
+    let report = verify(&program, &verify_options);
     if let Some(problem) = report.problems.first() {
         return Err(format!(
             "the lowered program failed verification (please report): {}",
             problem.message
         ));
     }
-    Ok(write_program(&program))
+    Ok(program)
 }
 
 /// `synthesize_xml` on the C arguments.
@@ -153,7 +217,8 @@ unsafe fn xml_from_c(
 }
 
 /// Fills `options` with the defaults: automatic chunks per NPU, seed 0, root 0, the
-/// collective's usual placement, protocol by size, 50 GB/s and 0.5 us links.
+/// collective's usual placement, protocol by size, 50 GB/s and 0.5 us links, the
+/// executor's target.
 ///
 /// # Safety
 /// `options` must be NULL or point to writable memory for a `tacos_synth_options`.
@@ -171,6 +236,7 @@ pub unsafe extern "C" fn tacos_synth_options_init(options: *mut TacosSynthOption
         proto: std::ptr::null(),
         bandwidth_gbps: 0.0,
         latency_us: -1.0,
+        target: std::ptr::null(),
     });
 }
 

@@ -3,21 +3,25 @@
 //!
 //! - `init` finds the cluster (`TACOS_TOPOLOGY`; else `NCCL_TOPO_FILE` repeated over
 //!   `TACOS_NODES` nodes, or over as many nodes as the first call's rank count needs; else
-//!   nothing, and every call falls back to the executor's own algorithms), then opens or
-//!   compiles its algorithm set in the cache directory (`TACOS_CACHE_DIR`, default
-//!   `$XDG_CACHE_HOME/tacos` or `~/.cache/tacos`) through [`compile::open_or_compile`], the
-//!   same code path as `tacos compile`: an offline-compiled directory and the online cache are
-//!   the same thing. The ranks of one node take turns on a lock, so one compiles and the
-//!   others read its result; a corrupted or stale entry is detected by its hashes and rebuilt.
-//!   The executor may call `init` once per communicator without `teardown` in between: later
-//!   calls reuse what the first found.
+//!   nothing, and every call falls back to the executor's own algorithms) and the loader
+//!   to compile for (`TACOS_TARGET`: `executor`, the default, `executor-256` or
+//!   `msccl-legacy`; any other value gets one warning and the default, whose files every
+//!   executor build loads), then opens or compiles its algorithm set in the cache directory
+//!   (`TACOS_CACHE_DIR`, default `$XDG_CACHE_HOME/tacos` or `~/.cache/tacos`) through
+//!   [`compile::open_or_compile`], the same code path as `tacos compile`: an offline-compiled
+//!   directory and the online cache are the same thing, with the algorithm files alone in
+//!   each entry's `msccl/`. The ranks of one node take turns on a lock, so one compiles and
+//!   the others read its result; a corrupted or stale entry is detected by its hashes and
+//!   rebuilt. The executor may call `init` once per communicator without `teardown` in
+//!   between: later calls reuse what the first found.
 //! - `selectAlgo` matches function, rank count, in-place or out-of-place and message size
-//!   against the manifest, loads the file through the executor's `mscclLoadAlgo` (looked up
-//!   at run time) once per rank and file, and sets `scheduled` and `handle`. Anything it
-//!   cannot serve (rooted collectives, Send/Recv, AllToAllv, Avg reductions, counts that are
-//!   not a multiple of the algorithm's chunks, a rank count the topology does not have) it
-//!   leaves unscheduled, so the executor falls back; it always returns success, because the
-//!   executor fails the collective otherwise.
+//!   against the manifest, checks the file once against the target's loader rules (one that
+//!   breaks any is never handed over), loads it through the executor's `mscclLoadAlgo`
+//!   (looked up at run time) once per rank and file, and sets `scheduled` and `handle`.
+//!   Anything it cannot serve (rooted collectives, Send/Recv, AllToAllv, Avg reductions,
+//!   counts that are not a multiple of the algorithm's chunks, a rank count the topology
+//!   does not have) it leaves unscheduled, so the executor falls back; it always returns
+//!   success, because the executor fails the collective otherwise.
 //! - `teardown` unloads every handle it loaded.
 //!
 //! Nothing panics across the ABI; warnings go to stderr once each, prefixed `tacos:`.
@@ -31,7 +35,10 @@ use super::abi::{
 use super::guard::guard;
 use super::PluginTable;
 use crate::collective::CollectiveKind;
-use crate::compile::{cache_dir_name, open_or_compile, CompileOptions, Manifest};
+use crate::compile::{
+    algorithm_dir, cache_dir_name, loader_problems, open_or_compile, CompileOptions, Manifest,
+};
+use crate::msccl::{read_program, Profile, Target};
 use crate::topology::nccl_xml::{self, NcclImportOptions};
 use crate::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
 use crate::tuner::{discover, PluginEnv};
@@ -85,16 +92,21 @@ impl Executor {
 
 /// An algorithm set on disk and its manifest.
 struct AlgorithmDir {
-    dir: PathBuf,
+    /// The directory holding the algorithm files alone (the entry's `msccl/`).
+    algorithms: PathBuf,
     manifest: Manifest,
 }
 
 struct Scheduler {
     env: Option<PluginEnv>,
     nodes: Option<usize>,
+    /// The loader the files are compiled for and checked against.
+    target: Target,
     executor: Option<Executor>,
     /// Per communicator size: the algorithm set, or None where that size cannot be served.
     sets: HashMap<usize, Option<AlgorithmDir>>,
+    /// Whether each file handed over so far passed the target's loader rules.
+    admitted: HashMap<PathBuf, bool>,
     /// Handles the executor gave for (file, rank).
     handles: HashMap<(PathBuf, c_int), mscclAlgoHandle_t>,
 }
@@ -116,8 +128,10 @@ impl Scheduler {
         let mut s = Scheduler {
             env: None,
             nodes: None,
+            target: target_from_env(),
             executor: Executor::find(),
             sets: HashMap::new(),
+            admitted: HashMap::new(),
             handles: HashMap::new(),
         };
         if s.executor.is_none() {
@@ -214,7 +228,10 @@ impl Scheduler {
     /// Opens or compiles the set in the cache; a cache that cannot be written is replaced by
     /// a directory of this process under the system's temporary directory.
     fn open(&mut self, topo: &Topology) -> Option<AlgorithmDir> {
-        let options = CompileOptions::fast();
+        let options = CompileOptions {
+            target: self.target.clone(),
+            ..CompileOptions::fast()
+        };
         let name = cache_dir_name(topo, &options);
         let mut tried = Vec::new();
         for root in [
@@ -223,7 +240,13 @@ impl Scheduler {
         ] {
             let dir = root.join(&name);
             match open_or_compile(&dir, topo, &options, false, &|_| {}) {
-                Ok((manifest, _)) => return Some(AlgorithmDir { dir, manifest }),
+                Ok((manifest, _)) => {
+                    let algorithms = algorithm_dir(&dir);
+                    return Some(AlgorithmDir {
+                        algorithms,
+                        manifest,
+                    });
+                }
                 Err(e) => tried.push(format!("{}: {e}", dir.display())),
             }
         }
@@ -234,6 +257,44 @@ impl Scheduler {
         ));
         None
     }
+}
+
+/// The loader `TACOS_TARGET` names; unset or empty, the executor as it builds by default.
+/// Any other value gets a warning and the default too: its files load in every executor
+/// build, where falling back to the executor's own algorithms would drop the cluster's.
+fn target_from_env() -> Target {
+    let Some(value) = std::env::var("TACOS_TARGET")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    else {
+        return Target::default();
+    };
+    match value.trim().parse::<Profile>() {
+        Ok(profile) => Target::new(profile),
+        Err(e) => {
+            warn(format!(
+                "TACOS_TARGET: {e}; compiling for the default target, {}",
+                Profile::default()
+            ));
+            Target::default()
+        }
+    }
+}
+
+/// Whether the file at `path` passes `target`'s loader rules; a warning names what it
+/// breaks when it does not.
+fn admissible(path: &Path, target: &Target) -> bool {
+    let problems = match read_program(path) {
+        Ok(program) => loader_problems(&program, target),
+        Err(e) => vec![e.to_string()],
+    };
+    if let Some(first) = problems.first() {
+        warn(format!(
+            "{} does not load in target {target} ({first}); its calls fall back to the executor's algorithms",
+            path.display()
+        ));
+    }
+    problems.is_empty()
 }
 
 /// The cache directory: `TACOS_CACHE_DIR`, else `$XDG_CACHE_HOME/tacos`, else
@@ -357,7 +418,15 @@ unsafe extern "C" fn select_algo(param: *mut mscclSchedulerParam) -> ncclResult_
         if entry.chunks_per_loop == 0 || p.count % entry.chunks_per_loop != 0 {
             return Ok(ncclSuccess);
         }
-        let path = set.dir.join(&entry.file);
+        let path = set.algorithms.join(&entry.file);
+        let target = &scheduler.target;
+        let admitted = *scheduler
+            .admitted
+            .entry(path.clone())
+            .or_insert_with(|| admissible(&path, target));
+        if !admitted {
+            return Ok(ncclSuccess);
+        }
         let key = (path, p.rank);
         let handle = match scheduler.handles.get(&key) {
             Some(&h) => h,
