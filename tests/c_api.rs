@@ -191,7 +191,7 @@ fn bad_arguments_return_minus_one_with_a_reason() {
             "/no/such/dir/x.xml",
         );
         let mut short = defaults();
-        short.struct_size = 4;
+        short.struct_size = 40;
         fails(
             tacos_synthesize_xml(
                 ring.as_ptr(),
@@ -216,4 +216,101 @@ fn bad_arguments_return_minus_one_with_a_reason() {
             "LL64",
         );
     }
+}
+
+/// The most steps in one threadblock of an XML text.
+fn max_steps(xml: &str) -> usize {
+    let program = tacos::msccl::parse_program(xml, "xml").unwrap();
+    let tbs = program.gpus.iter().flat_map(|g| &g.threadblocks);
+    tbs.map(|t| t.steps.len()).max().unwrap_or(0)
+}
+
+/// The XML for All-Reduce of 64 MiB on ring:8 with `options`, or the last error.
+fn ring8_allreduce(options: *const TacosSynthOptions) -> Result<String, String> {
+    let mut xml: *mut c_char = ptr::null_mut();
+    let rc = unsafe {
+        tacos_synthesize_xml(
+            c("ring:8").as_ptr(),
+            c("allreduce").as_ptr(),
+            64 << 20,
+            options,
+            &mut xml,
+        )
+    };
+    if rc != 0 {
+        return Err(last_error());
+    }
+    let text = unsafe { CStr::from_ptr(xml) }.to_str().unwrap().to_owned();
+    unsafe { tacos_free_string(xml) };
+    Ok(text)
+}
+
+#[test]
+fn the_target_field_picks_the_loader_and_old_callers_get_the_default() {
+    // K = 8 on ring:8 takes 108 steps in a threadblock when 256 are allowed; for the
+    // executor's 64 the lowering spreads them.
+    let mut roomy = defaults();
+    roomy.chunks_per_npu = 8;
+    let name = c("executor-256");
+    roomy.target = name.as_ptr();
+    let steps = max_steps(&ring8_allreduce(&roomy).unwrap());
+    assert!((65..=256).contains(&steps), "{steps}");
+    let mut default = defaults();
+    default.chunks_per_npu = 8;
+    let fitted = ring8_allreduce(&default).unwrap();
+    assert!(max_steps(&fitted) <= 64);
+    // A caller built before the field existed: its struct ends where `target` begins, and
+    // it gets the default target (the same bytes as a NULL target).
+    let old_size = std::mem::offset_of!(TacosSynthOptions, target);
+    assert_eq!(old_size, 48);
+    let mut old = vec![0u64; old_size / 8];
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&default as *const TacosSynthOptions).cast::<u8>(),
+            old.as_mut_ptr().cast::<u8>(),
+            old_size,
+        );
+        *old.as_mut_ptr().cast::<u32>() = old_size as u32;
+    }
+    let from_old = ring8_allreduce(old.as_ptr().cast()).unwrap();
+    assert_eq!(from_old, fitted);
+    // K chosen automatically keeps to the target too.
+    assert!(max_steps(&ring8_allreduce(ptr::null()).unwrap()) <= 64);
+    // The older fork spells reduce_scatter and has no gather.
+    let mut legacy = defaults();
+    let name = c("msccl-legacy");
+    legacy.target = name.as_ptr();
+    let mut xml: *mut c_char = ptr::null_mut();
+    let rc = unsafe {
+        tacos_synthesize_xml(
+            c("ring:4").as_ptr(),
+            c("reducescatter").as_ptr(),
+            1 << 20,
+            &legacy,
+            &mut xml,
+        )
+    };
+    assert_eq!(rc, 0, "{}", last_error());
+    let text = unsafe { CStr::from_ptr(xml) }.to_str().unwrap().to_owned();
+    unsafe { tacos_free_string(xml) };
+    assert!(text.contains("coll=\"reduce_scatter\""), "{text}");
+    let rc = unsafe {
+        tacos_synthesize_xml(
+            c("ring:4").as_ptr(),
+            c("gather").as_ptr(),
+            1 << 20,
+            &legacy,
+            &mut xml,
+        )
+    };
+    fails(rc, "no gather");
+    // An unknown name: -1, naming it and the known ones.
+    let mut unknown = defaults();
+    let name = c("executor-512");
+    unknown.target = name.as_ptr();
+    let e = ring8_allreduce(&unknown).unwrap_err();
+    assert!(
+        e.contains("options.target") && e.contains("executor-512") && e.contains("msccl-legacy"),
+        "{e}"
+    );
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use tacos::collective::CollectiveKind;
-use tacos::msccl::{read_program, verify, VerifyOptions};
+use tacos::msccl::{read_program, verify, Profile, Target, VerifyOptions};
 
 fn harness() -> &'static Path {
     static HARNESS: OnceLock<PathBuf> = OnceLock::new();
@@ -40,6 +40,7 @@ fn run(ranks: usize, expect_scheduled: bool, env: &[(&str, &str)]) -> (BTreeSet<
         "NCCL_TOPO_FILE",
         "TACOS_NODES",
         "TACOS_CACHE_DIR",
+        "TACOS_TARGET",
         "TACOS_NIC_GBPS",
         "TACOS_NVSWITCH_GBPS",
     ] {
@@ -107,9 +108,67 @@ fn verified_algorithms_for_every_call_cold_and_warm() {
     let (cold, _) = run(16, true, &env);
     all_verify(&cold, 16);
     assert!(cold.iter().all(|f| f.starts_with(&cache)), "{cold:?}");
+    only_algorithms_where_the_executor_scans(&cold);
     // Warm: the same directory serves the same files.
     let (warm, _) = run(16, true, &env);
     assert_eq!(warm, cold);
+}
+
+/// Every loaded file sits in a cache entry's `msccl/`, which holds regular files of
+/// algorithm XML and nothing else; the manifest is beside it.
+fn only_algorithms_where_the_executor_scans(files: &BTreeSet<PathBuf>) {
+    let dirs: BTreeSet<&Path> = files.iter().map(|f| f.parent().unwrap()).collect();
+    assert!(!dirs.is_empty());
+    for dir in dirs {
+        assert!(dir.ends_with("msccl"), "{}", dir.display());
+        assert!(dir.parent().unwrap().join("manifest.json").is_file());
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            assert!(entry.file_type().unwrap().is_file(), "{:?}", entry.path());
+            read_program(&entry.path()).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+#[test]
+fn tacos_target_picks_the_loader_and_a_bad_value_warns_once() {
+    let cache = scratch("target");
+    let c = cache.to_str().unwrap();
+    let env = [("TACOS_TOPOLOGY", "ring:4"), ("TACOS_CACHE_DIR", c)];
+    let (roomy, _) = run(4, true, &[env[0], env[1], ("TACOS_TARGET", "executor-256")]);
+    // Entries are named tacos-VERSION-PROFILE-TOPOLOGYHASH-OPTIONSHASH.
+    let in_entry = |files: &BTreeSet<PathBuf>, profile: &str| {
+        let prefix = format!("tacos-{}-{profile}-", tacos::VERSION);
+        files.iter().all(|f| {
+            let entry = f.parent().unwrap().parent().unwrap();
+            let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+            name.strip_prefix(&prefix)
+                .and_then(|rest| rest.split('-').next())
+                .is_some_and(|hash| hash.len() == 16)
+        })
+    };
+    assert!(in_entry(&roomy, "executor-256"), "{roomy:?}");
+    only_algorithms_where_the_executor_scans(&roomy);
+    let roomy_target = Target::new(Profile::Executor256);
+    for f in &roomy {
+        let options = VerifyOptions {
+            target: roomy_target.clone(),
+            ..VerifyOptions::default()
+        };
+        assert!(verify(&read_program(f).unwrap(), &options).is_correct());
+    }
+    // A bad value: one warning naming it, and the default target's files.
+    let (files, text) = run(4, true, &[env[0], env[1], ("TACOS_TARGET", "executor-512")]);
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tacos: WARN TACOS_TARGET"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(warnings[0].contains("executor-512"), "{text}");
+    assert!(!in_entry(&files, "executor-256") && in_entry(&files, "executor"));
+    all_verify(&files, 4);
+    let (default, _) = run(4, true, &env);
+    assert_eq!(default, files);
 }
 
 #[test]
