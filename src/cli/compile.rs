@@ -126,9 +126,11 @@ impl CompileArgs {
 
 pub fn run(args: CompileArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.check {
-        // The default target stands for "not given": the manifest's is checked then.
-        let given = args.target.target()?;
-        let target = (given != Target::default()).then_some(given);
+        // Without --target or a --max-* option the manifest's target is checked.
+        let target = match args.target.given() {
+            true => Some(args.target.target()?),
+            false => None,
+        };
         return check(dir, target.as_ref(), args.json);
     }
     let out = args

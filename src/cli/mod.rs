@@ -118,9 +118,9 @@ impl TopologyArgs {
 pub struct TargetArgs {
     /// The loader the XML is for: executor (the MSCCL executor as built by default, and
     /// RCCL: 64 steps per threadblock), executor-256 (built with MSCCL_MAX_NUM_STEPS=256),
-    /// msccl-legacy (the older microsoft/msccl)
-    #[arg(long, default_value = "executor", value_name = "TARGET", value_parser = profile)]
-    pub target: Profile,
+    /// msccl-legacy (the older microsoft/msccl) [default: executor]
+    #[arg(long, value_name = "TARGET", value_parser = profile)]
+    pub target: Option<Profile>,
     /// Steps per threadblock the loader takes, replacing the target's
     #[arg(long, value_name = "N")]
     pub max_steps: Option<usize>,
@@ -136,7 +136,18 @@ pub struct TargetArgs {
 }
 
 impl TargetArgs {
-    /// The target the arguments name, with their overrides.
+    /// Whether the command line names a target or a limit (otherwise a command may use
+    /// the target a file records).
+    pub fn given(&self) -> bool {
+        let l = self;
+        l.target.is_some()
+            || l.max_steps.is_some()
+            || l.max_tbs.is_some()
+            || l.max_elements.is_some()
+            || l.max_channels.is_some()
+    }
+
+    /// The target the arguments name (the executor's by default), with their overrides.
     pub fn target(&self) -> crate::Result<Target> {
         let overrides = LimitOverrides {
             max_steps_per_tb: self.max_steps,
@@ -144,7 +155,7 @@ impl TargetArgs {
             max_elements_per_rank: self.max_elements,
             max_channels: self.max_channels,
         };
-        Target::with_overrides(self.target, &overrides)
+        Target::with_overrides(self.target.unwrap_or_default(), &overrides)
     }
 }
 
