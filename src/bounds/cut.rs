@@ -199,7 +199,7 @@ pub(super) fn all_to_all_cut_ratio(topo: &Topology, npus: &[NpuId]) -> Option<Cu
     let mut best: Option<(f64, Vec<bool>)> = None;
     for order in &orders {
         if let Some((ratio, prefix)) = best_prefix(topo, &is_member, npus.len(), order) {
-            if best.as_ref().is_none_or(|(b, _)| ratio < *b) {
+            if best.as_ref().map_or(true, |(b, _)| ratio < *b) {
                 let mut inside = vec![false; topo.npus()];
                 for &v in &order[..prefix] {
                     inside[v] = true;
@@ -252,7 +252,7 @@ fn best_prefix(
             continue;
         }
         let ratio = leaving.min(entering).max(0.0) / (count * (members - count)) as f64;
-        if best.is_none_or(|(b, _)| ratio < b) {
+        if best.map_or(true, |(b, _)| ratio < b) {
             best = Some((ratio, i + 1));
         }
     }

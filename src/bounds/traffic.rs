@@ -88,7 +88,7 @@ impl<'a> HopCache<'a> {
     /// Hops from the nearest of `sources` to every NPU (`usize::MAX` where unreachable).
     fn hops(&mut self, sources: &[NpuId]) -> &[usize] {
         let topo = self.topo;
-        if self.last.as_ref().is_none_or(|(s, _)| s != sources) {
+        if self.last.as_ref().map_or(true, |(s, _)| s != sources) {
             let mut dist = vec![usize::MAX; topo.npus()];
             let mut queue: VecDeque<NpuId> = sources.iter().copied().collect();
             for &s in sources {

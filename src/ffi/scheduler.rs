@@ -5,7 +5,7 @@
 //!   `TACOS_NODES` nodes, or over as many nodes as the first call's rank count needs; else
 //!   nothing, and every call falls back to the executor's own algorithms), then opens or
 //!   compiles its algorithm set in the cache directory (`TACOS_CACHE_DIR`, default
-//!   `$XDG_CACHE_HOME/tacos` or `~/.cache/tacos`) through [`compile::open_or_compile`], the
+//!   `$XDG_CACHE_HOME/tacos` or `~/.cache/tacos`) through [`crate::compile::open_or_compile`], the
 //!   same code path as `tacos compile`: an offline-compiled directory and the online cache are
 //!   the same thing. The ranks of one node take turns on a lock, so one compiles and the
 //!   others read its result; a corrupted or stale entry is detected by its hashes and rebuilt.
