@@ -348,3 +348,15 @@ fn an_nccl_file_without_options_reads_as_one_node() {
     assert_eq!(bare, show(format!("nccl:{},nodes=1", file.display())));
     assert_eq!(bare["npus"], 2, "{bare}");
 }
+
+#[test]
+fn completions_cover_every_subcommand() {
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        let (ok, out, err) = tacos(&["completions", shell]);
+        assert!(ok, "{shell}: {err}");
+        for sub in ["synth", "simulate", "compare", "verify", "compile", "topo"] {
+            assert!(out.contains(sub), "{shell} completions lack {sub}");
+        }
+    }
+    assert!(fails(&["completions", "tcsh"]).contains("tcsh"));
+}
