@@ -4,6 +4,10 @@ use crate::error::{Error, Result};
 use serde::de::DeserializeOwned;
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Numbers every temporary file this process makes, so no two calls share one.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Parses JSON text into `T`. The error reads `origin:line:column: field.path: what`.
 pub fn parse_json<T: DeserializeOwned>(text: &str, origin: &str) -> std::result::Result<T, String> {
@@ -30,7 +34,9 @@ pub fn parse_json<T: DeserializeOwned>(text: &str, origin: &str) -> std::result:
 }
 
 /// Writes `contents` to `path` through a temporary file in the same directory and a
-/// rename, so readers never see a half-written file.
+/// rename, so readers never see a half-written file. The temporary file's name holds the
+/// process id and a number unique in the process, so concurrent writers of one path (other
+/// processes, other threads) never write into each other's: the last rename wins whole.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -40,9 +46,10 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
         .file_name()
         .ok_or_else(|| Error::io(path, std::io::Error::other("not a file path")))?;
     let tmp = dir.join(format!(
-        ".{}.tmp{}",
+        ".{}.tmp{}-{}",
         name.to_string_lossy(),
-        std::process::id()
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;

@@ -1,13 +1,24 @@
-//! Lower bounds against hand-worked figures, and the max-flow cut bound against a
-//! brute-force enumeration of every cut.
+//! Lower bounds against hand-worked figures, the max-flow cut bound against a
+//! brute-force enumeration of every cut, and every bound against every algorithm we have
+//! on random heterogeneous topologies.
 
 mod common;
 
 use proptest::prelude::*;
+use tacos::baselines::Baseline;
 use tacos::bounds::{chunked_bound_ps, cut_bound, Bounds};
-use tacos::collective::{Collective, CollectiveKind};
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::sim::simulate_schedule;
 use tacos::synth::{synthesize, SynthOptions};
-use tacos::topology::{parse_spec, SpecDefaults, Topology};
+use tacos::topology::{parse_spec, Link, SpecDefaults, Topology};
+
+/// Proptest cases: `PROPTEST_CASES` when set (as proptest's own default does), else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 const GB: u64 = 1_000_000_000;
 
@@ -76,14 +87,176 @@ fn combining_and_rooted_bounds_by_hand() {
     let b = bounds("fc:4", CollectiveKind::Gather, GB);
     assert_ms(b.cut.unwrap().time_ps, 5.0);
     assert_ms(b.ingress_ps, 5.0);
-    // All-to-All has no cut bound; each NPU takes in its quarter of every other NPU's
-    // buffer: 3/4 GB over 150 GB/s.
+    // All-to-All: each NPU takes in its quarter of every other NPU's buffer: 3/4 GB over
+    // 150 GB/s. Every cut of fc:4 has 50 GB/s per pair of NPUs it separates (one NPU: 150
+    // GB/s for 3 pairs; two: 200 GB/s for 4), a quarter GB per pair: 5 ms too.
     let b = bounds("fc:4", CollectiveKind::AllToAll, GB);
-    assert!(b.cut.is_none());
     assert_ms(b.ingress_ps, 5.0);
+    assert_ms(b.cut.unwrap().time_ps, 5.0);
     // All-Reduce's Ideal is twice All-Gather's bandwidth term.
     let b = bounds("fc:4", CollectiveKind::AllReduce, GB);
     assert_eq!(b.ideal_ps, 10_000_000_000 + 500_000);
+}
+
+#[test]
+fn all_reduce_needs_twice_the_all_gather_traffic() {
+    // ring:8, 1 GB: one-way gossip needs 2 x 7 messages per byte, 14 GB over 16 links of
+    // 50 GB/s = 17.5 ms: 2 x 7/8 GB over an NPU's 100 GB/s. Every cut between NPUs has at
+    // least 2 x 50 GB/s: the whole buffer over it is 10 ms.
+    let b = bounds("ring:8", CollectiveKind::AllReduce, GB);
+    assert_ms(b.traffic_ps, 17.5);
+    assert_ms(b.cut.unwrap().time_ps, 10.0);
+    assert_ms(b.ingress_ps, 10.0);
+    assert_eq!(b.best_ps(), b.traffic_ps);
+    assert_eq!(b.best_name(), "traffic");
+    // dragonfly:4x5 (400 GB/s links in a group, one 200 GB/s link per group pair): the
+    // smallest cut is a group's 4 x 200 GB/s, the whole buffer over it 1.25 ms; the
+    // traffic bound is 2 x 19 GB over 20 NPUs x 1400 GB/s.
+    let b = bounds("dragonfly:4x5,bw=400:200", CollectiveKind::AllReduce, GB);
+    assert_ms(b.cut.unwrap().time_ps, 1.25);
+    assert_ms(b.traffic_ps, 38.0 / 28.0);
+}
+
+const GIB: u64 = 1 << 30;
+
+fn simulated_ps(topo: &Topology, baseline: Baseline, kind: CollectiveKind, size: u64) -> u64 {
+    let spec = CollectiveSpec {
+        kind,
+        root: kind.has_root().then_some(0),
+        npus: topo.alive_npus(),
+        chunks_per_npu: 1,
+        size_bytes: size,
+    };
+    let schedule = baseline.schedule(topo, &spec).unwrap();
+    simulate_schedule(topo, &schedule).unwrap().time_ps
+}
+
+#[test]
+fn ring_all_reduce_meets_the_bandwidth_term() {
+    // ring:4 (50 GB/s each way, 0.5 us), 1 GiB: the bound is 2 x 3/4 GiB over an NPU's
+    // 100 GB/s, 16.10612736 ms. The ring baseline sends each quarter both ways round in
+    // halves: 2 x 3 steps of 1/8 GiB at 50 GB/s, each 0.5 us plus 2.68435456 ms.
+    let topo = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllReduce, None, 1, GIB).unwrap();
+    let b = Bounds::new(&topo, &c);
+    assert_eq!(b.best_ps(), 16_106_127_360);
+    let ring = simulated_ps(&topo, Baseline::Ring, CollectiveKind::AllReduce, GIB);
+    assert_eq!(ring, 16_106_127_360 + 6 * 500_000);
+}
+
+#[test]
+fn reduce_scatter_on_a_unidirectional_ring_meets_its_bound() {
+    // uniring:4, 1 GiB: every NPU must send its three other quarters' contributions over
+    // its one 50 GB/s link: 3/4 GiB / 50 GB/s = 16.10612736 ms. The ring does exactly that,
+    // in 3 steps of 0.5 us latency each.
+    let topo = parse_spec("uniring:4", &SpecDefaults::default()).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::ReduceScatter, None, 1, GIB).unwrap();
+    let b = Bounds::new(&topo, &c);
+    assert_eq!(b.egress_ps, 16_106_127_360);
+    assert_eq!(b.best_ps(), b.egress_ps);
+    let ring = simulated_ps(&topo, Baseline::RingUni, CollectiveKind::ReduceScatter, GIB);
+    assert_eq!(ring, b.best_ps() + 3 * 500_000);
+    let synthesized = synthesize(&topo, &c, &SynthOptions::default()).unwrap();
+    assert_eq!(synthesized.collective_time_ps(), ring);
+}
+
+#[test]
+fn scatter_on_a_star_meets_the_root_egress_bound() {
+    // NPU 0 joined to each of 1..4 by a 50 GB/s link each way: the root sends 4/5 of 1 GB
+    // over 200 GB/s, 4 ms. Sending each leaf its fifth directly takes 0.2 GB / 50 GB/s
+    // plus one 0.5 us hop: the bound and one latency.
+    let links = (1..5)
+        .flat_map(|leaf| [(0, leaf), (leaf, 0)])
+        .map(|(src, dst)| Link {
+            src,
+            dst,
+            bandwidth_gbps: 50.0,
+            latency_us: 0.5,
+        })
+        .collect();
+    let topo = Topology::new("star", 5, links).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::Scatter, Some(0), 1, GB).unwrap();
+    let b = Bounds::new(&topo, &c);
+    assert_ms(b.egress_ps, 4.0);
+    assert_eq!(b.best_ps(), b.egress_ps);
+    let s = synthesize(&topo, &c, &SynthOptions::default()).unwrap();
+    assert_eq!(s.collective_time_ps(), b.egress_ps + 500_000);
+    let direct = simulated_ps(&topo, Baseline::Direct, CollectiveKind::Scatter, GB);
+    assert_eq!(direct, b.egress_ps + 500_000);
+}
+
+/// A random strongly connected topology with asymmetric bandwidths and latencies, and
+/// with up to two NPUs failed when the rest stays strongly connected.
+fn random_failing_topology(seed: u64, npus: usize, extra: usize, fail: &[usize]) -> Topology {
+    let topo = common::random_topology(
+        seed,
+        npus,
+        extra,
+        &[10.0, 25.0, 40.0, 100.0],
+        &[0.2, 0.5, 1.5],
+    );
+    let fail: Vec<usize> = fail.iter().map(|f| f % npus).collect();
+    match topo.fail_npus(&fail) {
+        Ok(failed)
+            if failed.alive_npus().len() >= 2
+                && failed
+                    .check_strongly_connected(&failed.alive_npus())
+                    .is_ok() =>
+        {
+            failed
+        }
+        _ => topo,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(64), ..ProptestConfig::default() })]
+
+    /// No algorithm we have beats any bound: the synthesized schedule and every baseline
+    /// that applies, simulated with contention, on random heterogeneous topologies.
+    #[test]
+    fn no_algorithm_beats_any_bound(
+        seed in any::<u64>(), npus in 2usize..9, extra in 0usize..12,
+        fail in proptest::collection::vec(0usize..9, 0..3),
+        kind in 0usize..8, k in 1usize..3, size_log in 10u32..31,
+    ) {
+        let topo = random_failing_topology(seed, npus, extra, &fail);
+        let kind = CollectiveKind::ALL[kind];
+        let alive = topo.alive_npus();
+        let root = kind.has_root().then_some(alive[seed as usize % alive.len()]);
+        let c = Collective::over_all(&topo, kind, root, k, 1 << size_log).unwrap();
+        let b = Bounds::new(&topo, &c);
+        let mut timed = vec![("synthesized".to_string(), {
+            let s = synthesize(&topo, &c, &SynthOptions { seed }).unwrap();
+            simulate_schedule(&topo, &s).unwrap().time_ps
+        })];
+        for baseline in Baseline::ALL.into_iter().filter(|b| b.kinds().contains(&kind)) {
+            if let Ok(s) = baseline.schedule(&topo, c.spec()) {
+                timed.push((baseline.name().to_string(), simulate_schedule(&topo, &s).unwrap().time_ps));
+            }
+        }
+        let cut = b.cut.map_or(0, |c| c.time_ps);
+        for (name, time) in timed {
+            for (bound, ps) in [("ingress", b.ingress_ps), ("egress", b.egress_ps), ("traffic", b.traffic_ps), ("latency", b.latency_ps), ("cut", cut)] {
+                prop_assert!(time >= ps, "{kind} K={k} {name}: {time} ps beats the {bound} bound {ps} ps on {:?}", topo.links());
+            }
+            prop_assert!(b.efficiency(time) <= 1.0);
+        }
+    }
+}
+
+#[test]
+fn all_to_all_bisection_by_hand() {
+    // mesh:4x4 (50 GB/s links): the top two rows send 8 x 8 sixteenths of a 1.6 GB buffer
+    // (6.4 GB) over the 4 links going down: 6.4 GB / 200 GB/s = 32 ms. A corner NPU's
+    // ingress is 15/16 x 1.6 GB over 100 GB/s, 15 ms.
+    let b = bounds("mesh:4x4", CollectiveKind::AllToAll, 1_600_000_000);
+    assert_ms(b.ingress_ps, 15.0);
+    assert_ms(b.cut.unwrap().time_ps, 32.0);
+    assert!(!b.cut.unwrap().exact);
+    // Hop-bytes: the 240 ordered pairs of a 4x4 mesh are 640 hops apart in all, each
+    // pair 0.1 GB: 64 GB over 48 links x 50 GB/s = 26.667 ms.
+    assert_ms(b.traffic_ps, 64_000.0 / 2400.0);
 }
 
 /// The cut bound by enumerating every vertex set.
@@ -131,7 +304,7 @@ fn brute_force_cut_ms(topo: &Topology, kind: CollectiveKind, size: u64) -> Optio
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
 
     #[test]
     fn max_flow_cut_bound_equals_brute_force(seed in any::<u64>(), npus in 2usize..8, extra in 0usize..14, kind in 0usize..4) {
@@ -180,7 +353,7 @@ fn the_chunked_bound_by_hand() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
 
     /// Synthesized schedules move whole chunks, one per link at a time: none beats it.
     #[test]

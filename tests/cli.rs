@@ -263,8 +263,9 @@ fn verify_fails_with_one_line_naming_the_file_and_the_problem() {
 
 #[test]
 fn third_party_files_verify_and_time_on_their_machine() {
-    let file =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/msccl-xml/ndv4/r48ll.xml");
+    let Some(file) = common::corpus("msccl-xml/ndv4/r48ll.xml") else {
+        return;
+    };
     let (ok, out, err) = tacos(&[
         "verify",
         file.to_str().unwrap(),
@@ -318,4 +319,44 @@ fn lowering_options_reach_the_file() {
     assert!(ok, "{err}");
     let (ok, _, err) = tacos(&["synth", "mesh:2x2", "--proto", "LL"]);
     assert!(!ok && err.contains("--xml"), "{err}");
+}
+
+#[test]
+fn an_nccl_file_without_options_reads_as_one_node() {
+    // Two sm80 GPUs joined by four NVLinks (25 GB/s each): 100 GB/s each way.
+    let gpu = |bus: &str, peer: &str, dev: u32| {
+        format!(
+            "<pci busid=\"{bus}\" class=\"0x030200\"><gpu dev=\"{dev}\" sm=\"80\"><nvlink target=\"{peer}\" count=\"4\"/></gpu></pci>"
+        )
+    };
+    let xml = format!(
+        "<system version=\"1\"><cpu numaid=\"0\">{}{}</cpu></system>",
+        gpu("0000:01:00.0", "0000:02:00.0", 0),
+        gpu("0000:02:00.0", "0000:01:00.0", 1)
+    );
+    let file = scratch("pair.xml");
+    std::fs::write(&file, xml).unwrap();
+    let show = |spec: String| {
+        let (ok, out, err) = tacos(&["topo", "show", &spec, "--json"]);
+        assert!(ok, "{spec}: {err}");
+        let mut v = json(&out);
+        // The name is the spec itself; everything else must agree.
+        v.as_object_mut().unwrap().remove("name");
+        v
+    };
+    let bare = show(format!("nccl:{}", file.display()));
+    assert_eq!(bare, show(format!("nccl:{},nodes=1", file.display())));
+    assert_eq!(bare["npus"], 2, "{bare}");
+}
+
+#[test]
+fn completions_cover_every_subcommand() {
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        let (ok, out, err) = tacos(&["completions", shell]);
+        assert!(ok, "{shell}: {err}");
+        for sub in ["synth", "simulate", "compare", "verify", "compile", "topo"] {
+            assert!(out.contains(sub), "{shell} completions lack {sub}");
+        }
+    }
+    assert!(fails(&["completions", "tcsh"]).contains("tcsh"));
 }

@@ -1,10 +1,11 @@
 //! NCCL topology XML import: full dumps with NVLinks and NICs, and the partial files cloud
 //! images ship, whose missing figures come from options with a warning.
 
+mod common;
+
+use std::path::Path;
 use tacos::topology::nccl_xml::{parse, read, NcclImportOptions};
 use tacos::topology::{parse_spec_with_warnings, SpecDefaults};
-
-const CORPUS: &str = "../shared/corpus/nccl-topo";
 
 /// Four sm80 GPUs, each with 12 NVLinks into NVSwitches (2 per switch over 6 switches, as
 /// NCCL dumps them), and two 200 Gb/s NICs shared by GPU pairs.
@@ -89,7 +90,10 @@ fn direct_nvlinks_keep_their_counts() {
 
 #[test]
 fn partial_cloud_files_import_with_warnings_naming_the_options() {
-    let path = format!("{CORPUS}/ndv4-topo.xml");
+    let Some(corpus) = common::corpus("nccl-topo") else {
+        return;
+    };
+    let path = corpus.join("ndv4-topo.xml").display().to_string();
     let pcie = read(path.as_ref(), &NcclImportOptions::default()).unwrap();
     assert_eq!(pcie.topology.npus(), 8);
     assert_eq!(pcie.warnings.len(), 1);
@@ -112,7 +116,7 @@ fn partial_cloud_files_import_with_warnings_naming_the_options() {
 
     // NDv2: one NIC for eight GPUs.
     let (t, warnings) = parse_spec_with_warnings(
-        &format!("nccl:{CORPUS}/ndv2-topo.xml,nodes=2"),
+        &format!("nccl:{}/ndv2-topo.xml,nodes=2", corpus.display()),
         &SpecDefaults::default(),
     )
     .unwrap();
@@ -147,4 +151,29 @@ fn bad_files_say_what_is_wrong() {
     assert!(e.contains("x.xml:1:"), "{e}");
     let missing = read("no-such.xml".as_ref(), &o).unwrap_err().to_string();
     assert!(missing.contains("no-such.xml"), "{missing}");
+}
+
+#[test]
+fn an_nccl_file_without_options_is_one_node() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nccl-no-options");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("dump.xml");
+    std::fs::write(&file, nvswitch_dump()).unwrap();
+    let spec = |tail: &str| {
+        parse_spec_with_warnings(
+            &format!("nccl:{}{tail}", file.display()),
+            &SpecDefaults::default(),
+        )
+        .unwrap_or_else(|e| panic!("nccl:...{tail}: {e}"))
+    };
+    let (bare, warnings) = spec("");
+    let (one_node, _) = spec(",nodes=1");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    // The file's four GPUs and nothing else: no second node.
+    assert_eq!(bare.npus(), 4);
+    assert_eq!(bare, one_node);
+    // The bare path, ending in .xml, reads the same.
+    let (path_only, _) =
+        parse_spec_with_warnings(&file.display().to_string(), &SpecDefaults::default()).unwrap();
+    assert_eq!(path_only, one_node);
 }

@@ -22,8 +22,10 @@ const WORK_BUDGET: usize = 50_000_000;
 /// Sinks checked however large the topology.
 const MIN_SINKS: usize = 16;
 
-/// The smallest `B+(S) / |S ∩ sources|` over vertex sets S that contain a source and leave
-/// out one of `sinks`, in GB/s per source.
+/// A cut's bandwidth per unit of data that must cross it, in GB/s: per source for
+/// `min_cut_ratio` (the smallest `B+(S) / |S ∩ sources|` over vertex sets S that contain a
+/// source and leave out one of `sinks`), per pair for `all_to_all_cut_ratio`, the cut's
+/// whole bandwidth for `min_cut_gbps`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct CutRatio {
     pub gbps_per_source: f64,
@@ -139,10 +141,130 @@ fn violated_cut(
     if flow + slack >= demand {
         return None;
     }
-    // The source side of a minimum cut: what the super source still reaches.
-    let mut in_s = vec![false; n + 1];
-    let mut queue = VecDeque::from([super_source]);
-    in_s[super_source] = true;
+    let in_s = source_side(&mut net, super_source);
+    let members = sources.iter().filter(|&&u| in_s[u]).count();
+    let found = leaving_gbps(topo, &in_s) / members.max(1) as f64;
+    (members > 0 && found < ratio * (1.0 - 1e-12)).then_some(found)
+}
+
+/// The smallest bandwidth leaving a vertex set that holds some of `npus` and misses
+/// another: every such set holds `npus[0]` and misses some t, or the other way round, so
+/// max-flows from `npus[0]` to each t on `topo` and on its reverse find it (the caller
+/// passes both). Each value is that of a real cut, so max-flow rounding cannot make it
+/// too small; `None` for fewer than two NPUs.
+pub(super) fn min_cut_gbps(topo: &Topology, npus: &[NpuId]) -> Option<CutRatio> {
+    let (&s, rest) = npus.split_first()?;
+    let checked = sample(topo, rest);
+    let exact = checked.len() == rest.len();
+    let scale = capacity_scale(topo);
+    let mut best = f64::INFINITY;
+    for t in checked {
+        let mut net = SparseCapacity::<i64>::new(topo.npus(), s, t);
+        for l in topo.links() {
+            net.set_capacity(l.src, l.dst, (l.bandwidth_gbps * scale).round() as i64);
+        }
+        net.omit_details();
+        net.augment();
+        let in_s = source_side(&mut net, s);
+        best = best.min(leaving_gbps(topo, &in_s));
+    }
+    best.is_finite().then_some(CutRatio {
+        gbps_per_source: best,
+        exact,
+    })
+}
+
+/// The smallest `min(B+(X), B-(X)) / (|X ∩ npus| x |npus outside X|)` over candidate
+/// sets X: balls of growing hop radius around each NPU (around as many as the work budget
+/// allows) and prefixes of the NPUs in id order (rows, planes of meshes and tori). What
+/// X's NPUs send to the others must leave X, and what they receive must enter it, so
+/// every candidate gives a valid ratio; the smallest of all sets is not searched for
+/// (that is the sparsest-cut problem), hence never exact.
+pub(super) fn all_to_all_cut_ratio(topo: &Topology, npus: &[NpuId]) -> Option<CutRatio> {
+    if npus.len() < 2 {
+        return None;
+    }
+    let is_member = membership(topo.npus(), npus);
+    let per_order = topo.npus() + topo.links().len();
+    let balls = (WORK_BUDGET / per_order.max(1))
+        .max(MIN_SINKS)
+        .min(npus.len());
+    let mut orders: Vec<Vec<NpuId>> = vec![(0..topo.npus()).collect()];
+    for &centre in npus.iter().step_by(npus.len().div_ceil(balls)) {
+        let hops = topo.hops_from(centre);
+        let mut order: Vec<NpuId> = (0..topo.npus()).collect();
+        order.sort_by_key(|&v| (hops[v], v));
+        orders.push(order);
+    }
+    let mut best: Option<(f64, Vec<bool>)> = None;
+    for order in &orders {
+        if let Some((ratio, prefix)) = best_prefix(topo, &is_member, npus.len(), order) {
+            if best.as_ref().map_or(true, |(b, _)| ratio < *b) {
+                let mut inside = vec![false; topo.npus()];
+                for &v in &order[..prefix] {
+                    inside[v] = true;
+                }
+                best = Some((ratio, inside));
+            }
+        }
+    }
+    // Recomputed from scratch, so the running sums' rounding cannot loosen the bound.
+    let (_, inside) = best?;
+    let members = npus.iter().filter(|&&u| inside[u]).count();
+    let pairs = (members * (npus.len() - members)) as f64;
+    let outside: Vec<bool> = inside.iter().map(|&x| !x).collect();
+    let bandwidth = leaving_gbps(topo, &inside).min(leaving_gbps(topo, &outside));
+    Some(CutRatio {
+        gbps_per_source: bandwidth / pairs,
+        exact: false,
+    })
+}
+
+/// The prefix of `order` with the smallest All-to-All cut ratio: (ratio, prefix length).
+fn best_prefix(
+    topo: &Topology,
+    is_member: &[bool],
+    members: usize,
+    order: &[NpuId],
+) -> Option<(f64, usize)> {
+    let mut inside = vec![false; topo.npus()];
+    let (mut leaving, mut entering, mut count) = (0.0f64, 0.0f64, 0usize);
+    let mut best: Option<(f64, usize)> = None;
+    for (i, &v) in order.iter().enumerate() {
+        inside[v] = true;
+        count += usize::from(is_member[v]);
+        for l in &topo.links()[topo.out_links(v)] {
+            if inside[l.dst] {
+                entering -= l.bandwidth_gbps;
+            } else {
+                leaving += l.bandwidth_gbps;
+            }
+        }
+        for &id in topo.in_links(v) {
+            let l = topo.link(id);
+            if inside[l.src] {
+                leaving -= l.bandwidth_gbps;
+            } else {
+                entering += l.bandwidth_gbps;
+            }
+        }
+        if count == 0 || count == members {
+            continue;
+        }
+        let ratio = leaving.min(entering).max(0.0) / (count * (members - count)) as f64;
+        if best.map_or(true, |(b, _)| ratio < b) {
+            best = Some((ratio, i + 1));
+        }
+    }
+    best
+}
+
+/// The vertices a residual network's source still reaches after a max-flow: the source
+/// side of a minimum cut.
+fn source_side(net: &mut SparseCapacity<i64>, source: usize) -> Vec<bool> {
+    let mut in_s = vec![false; net.size()];
+    let mut queue = VecDeque::from([source]);
+    in_s[source] = true;
     while let Some(u) = queue.pop_front() {
         for (v, _) in net.residual_successors(u) {
             if !in_s[v] {
@@ -151,15 +273,16 @@ fn violated_cut(
             }
         }
     }
-    let members = sources.iter().filter(|&&u| in_s[u]).count();
-    let leaving: f64 = topo
-        .links()
+    in_s
+}
+
+/// The bandwidth of the links leaving the set `inside` (indexed by NPU; longer is fine).
+fn leaving_gbps(topo: &Topology, inside: &[bool]) -> f64 {
+    topo.links()
         .iter()
-        .filter(|l| in_s[l.src] && !in_s[l.dst])
+        .filter(|l| inside[l.src] && !inside[l.dst])
         .map(|l| l.bandwidth_gbps)
-        .sum();
-    let found = leaving / members.max(1) as f64;
-    (members > 0 && found < ratio * (1.0 - 1e-12)).then_some(found)
+        .sum()
 }
 
 fn membership(n: usize, npus: &[NpuId]) -> Vec<bool> {

@@ -1,26 +1,30 @@
 //! Lower bounds on collective time, to say how close an algorithm is to the physical limit.
 //!
-//! Every bound below holds for any algorithm in the alpha-beta model, however it chunks
-//! the data, except `ideal`, which is the TACOS paper's reference formula:
+//! Every bound below holds for any algorithm in the alpha-beta model without in-network
+//! reduction, however it chunks the data, except `ideal`, which is the TACOS paper's
+//! reference formula. With P NPUs and a buffer of S bytes (nccl-tests' sizes):
 //!
-//! | bound | what it says | kinds |
-//! | --- | --- | --- |
-//! | ingress | an NPU must take in the data it lacks over its incoming links | all |
-//! | egress | an NPU must send out the data only it holds over its outgoing links | all |
-//! | latency | the first byte of a needed piece crosses at least the alpha-shortest path | all |
-//! | cut | ForestColl's max over cuts, with max-flow (see `cut`) | allgather, reducescatter, allreduce, broadcast, reduce, gather, scatter |
-//! | ideal | size x busbw factor / smallest NPU bandwidth + alpha diameter (the paper's) | all |
+//! | bound | what it says |
+//! | --- | --- |
+//! | ingress | an NPU must take in what it lacks over its incoming links: All-Gather and All-to-All (P-1)/P S, Reduce-Scatter S/P, All-Reduce S, Broadcast S (every NPU but the root), Reduce and Gather the root S and (P-1)/P S |
+//! | egress | an NPU must send out what only it holds: All-Gather S/P, Reduce-Scatter and All-to-All (P-1)/P S, All-Reduce S, Broadcast the root S, Reduce S (every NPU but the root), Scatter the root (P-1)/P S |
+//! | traffic | the links together must carry the least number of link crossings every piece needs, at the sum of every link's bandwidth: All-Reduce 2(P-1) S (one-way gossip needs 2P-2 messages per byte; P S when NPUs outside the collective could combine), All-to-All the hop count between every pair times S/P |
+//! | latency | the first byte of a needed piece crosses at least the alpha-shortest path |
+//! | cut | for a set X of vertices, what must leave X over the bandwidth leaving X (see `cut`) |
+//! | ideal | size x busbw factor / smallest NPU bandwidth + alpha diameter (the paper's) |
 //!
-//! Ingress and egress count chunk-sized pieces of the collective: for copying collectives an
-//! NPU needs every chunk it lacks; for combining ones it needs one chunk's worth for every
-//! chunk it must end with that others contribute to, and must send one chunk's worth for
-//! every chunk it contributes to that others must end with. The cut bound for
-//! Reduce-Scatter, Reduce and Scatter is that of their dual (All-Gather, Broadcast, Gather)
-//! on the reversed topology; All-Reduce is at least an All-Gather and a Reduce-Scatter (any
-//! All-Reduce performs either when the other inputs are zero). All-to-All has no cut bound
-//! here. `efficiency = best bound / time`, the best bound being the largest of the valid ones.
+//! The cut bound per kind: All-Gather ForestColl's max-flow bound (X's NPUs' shares must
+//! leave X); Reduce-Scatter, Reduce and Scatter that of their dual (All-Gather, Broadcast,
+//! Gather) on the reversed topology; All-Reduce the whole buffer over the smallest cut
+//! between its NPUs, both ways (X's partial sum must leave X, the rest's must enter);
+//! All-to-All |X ∩ NPUs| x |NPUs outside X| x S/P over the lesser of the bandwidths
+//! leaving and entering X, over candidate sets (balls around each NPU, id-order prefixes),
+//! so it is marked approximate. For homogeneous NPUs the traffic bound of All-Reduce is
+//! the classic 2(P-1)/P S over an NPU's bandwidth. `efficiency = best bound / time`, the
+//! best bound being the largest of the valid ones.
 
 mod cut;
+mod traffic;
 
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::error::Result;
@@ -34,7 +38,8 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct CutBound {
     pub time_ps: Picos,
-    /// False on huge topologies where only some sinks were checked (still a valid bound).
+    /// False where only some cuts were checked (huge topologies, All-to-All): still a
+    /// valid bound, perhaps not the tightest.
     pub exact: bool,
 }
 
@@ -43,19 +48,40 @@ pub struct CutBound {
 pub struct Bounds {
     pub ingress_ps: Picos,
     pub egress_ps: Picos,
+    /// The least total link traffic over the total link bandwidth.
+    pub traffic_ps: Picos,
     pub latency_ps: Picos,
-    /// None for All-to-All.
+    /// None where no set of NPUs must exchange anything (a single NPU).
     pub cut: Option<CutBound>,
     /// The paper's Ideal: a reference figure, not a proven bound.
     pub ideal_ps: Picos,
 }
 
+/// What the bounds take from the topology alone, computed once for every size.
+struct SizeFree {
+    latency_ps: Picos,
+    diameter_ps: Picos,
+    cut: CutParts,
+    /// Link crossings, in chunks, that the traffic bound counts.
+    crossings: f64,
+}
+
+impl SizeFree {
+    fn new(topo: &Topology, collective: &Collective) -> SizeFree {
+        let (latency_ps, diameter_ps) = latency_bounds(topo, collective);
+        SizeFree {
+            latency_ps,
+            diameter_ps,
+            cut: CutParts::new(topo, collective),
+            crossings: traffic::least_crossings(topo, collective),
+        }
+    }
+}
+
 impl Bounds {
     /// Computes every bound.
     pub fn new(topo: &Topology, collective: &Collective) -> Bounds {
-        let (latency_ps, diameter_ps) = latency_bounds(topo, collective);
-        let cut = CutParts::new(topo, collective);
-        Bounds::assemble(topo, collective, latency_ps, diameter_ps, cut.as_ref())
+        Bounds::assemble(topo, collective, &SizeFree::new(topo, collective))
     }
 
     /// `Bounds::new` for `collective` resized to each of `sizes` (bytes), with the work
@@ -65,8 +91,7 @@ impl Bounds {
         collective: &Collective,
         sizes: &[u64],
     ) -> Result<Vec<Bounds>> {
-        let (latency_ps, diameter_ps) = latency_bounds(topo, collective);
-        let cut = CutParts::new(topo, collective);
+        let fixed = SizeFree::new(topo, collective);
         sizes
             .iter()
             .map(|&size_bytes| {
@@ -75,30 +100,26 @@ impl Bounds {
                     ..collective.spec().clone()
                 };
                 let resized = Collective::new(topo, spec)?;
-                Ok(Bounds::assemble(
-                    topo,
-                    &resized,
-                    latency_ps,
-                    diameter_ps,
-                    cut.as_ref(),
-                ))
+                Ok(Bounds::assemble(topo, &resized, &fixed))
             })
             .collect()
     }
 
-    fn assemble(
-        topo: &Topology,
-        collective: &Collective,
-        latency_ps: Picos,
-        diameter_ps: Picos,
-        cut: Option<&CutParts>,
-    ) -> Bounds {
+    fn assemble(topo: &Topology, collective: &Collective, fixed: &SizeFree) -> Bounds {
+        let total_gbps: f64 = topo.links().iter().map(|l| l.bandwidth_gbps).sum();
+        let traffic_ps = if fixed.crossings > 0.0 && total_gbps > 0.0 {
+            bytes_over_gbps_ps(fixed.crossings * collective.chunk_bytes(), total_gbps).floor()
+                as Picos
+        } else {
+            0
+        };
         Bounds {
             ingress_ps: ingress_bound_ps(topo, collective),
             egress_ps: egress_bound_ps(topo, collective),
-            latency_ps,
-            cut: cut.and_then(|c| c.bound(collective)),
-            ideal_ps: ideal_ps(topo, collective, diameter_ps),
+            traffic_ps,
+            latency_ps: fixed.latency_ps,
+            cut: fixed.cut.bound(collective),
+            ideal_ps: ideal_ps(topo, collective, fixed.diameter_ps),
         }
     }
 
@@ -107,8 +128,24 @@ impl Bounds {
         let cut = self.cut.map_or(0, |c| c.time_ps);
         self.ingress_ps
             .max(self.egress_ps)
+            .max(self.traffic_ps)
             .max(self.latency_ps)
             .max(cut)
+    }
+
+    /// Which bound is the best one: "ingress", "egress", "traffic", "latency" or "cut".
+    pub fn best_name(&self) -> &'static str {
+        let cut = self.cut.map_or(0, |c| c.time_ps);
+        [
+            ("cut", cut),
+            ("traffic", self.traffic_ps),
+            ("ingress", self.ingress_ps),
+            ("egress", self.egress_ps),
+            ("latency", self.latency_ps),
+        ]
+        .into_iter()
+        .max_by_key(|&(_, ps)| ps)
+        .map_or("ingress", |(name, _)| name)
     }
 
     /// Best bound over `time_ps`: 1 means the algorithm meets the bound.
@@ -293,61 +330,86 @@ fn latency_bounds(topo: &Topology, collective: &Collective) -> (Picos, Picos) {
 
 /// The cut bound for the collective's kind, as documented above.
 pub fn cut_bound(topo: &Topology, collective: &Collective) -> Option<CutBound> {
-    CutParts::new(topo, collective)?.bound(collective)
+    CutParts::new(topo, collective).bound(collective)
 }
 
 /// What the cut bound takes from the topology alone: the tightest cut ratio of each
-/// network checked, and whether each source's data is one rank's share or the buffer.
+/// network checked, in GB/s per unit of data, and what the unit is.
 struct CutParts {
     ratios: Vec<cut::CutRatio>,
-    per_share: bool,
+    unit: CutUnit,
+}
+
+/// What must cross a cut, per unit its ratio counts.
+#[derive(Clone, Copy)]
+enum CutUnit {
+    /// One NPU's share, S / P.
+    Share,
+    /// The whole buffer, S.
+    Buffer,
 }
 
 impl CutParts {
-    fn new(topo: &Topology, collective: &Collective) -> Option<CutParts> {
+    fn new(topo: &Topology, collective: &Collective) -> CutParts {
         let npus = collective.npus();
-        let root = collective.spec().root;
         let all: Vec<NpuId> = npus.to_vec();
-        let others: Vec<NpuId> = npus.iter().copied().filter(|&u| Some(u) != root).collect();
-        // (on the topology, on its reverse, sources, sinks, data per source is a share).
-        let (forward, backward, sources, sinks, per_share) = match collective.kind() {
-            CollectiveKind::AllGather => (true, false, all.clone(), all, true),
-            CollectiveKind::ReduceScatter => (false, true, all.clone(), all, true),
-            CollectiveKind::AllReduce => (true, true, all.clone(), all, true),
-            CollectiveKind::Broadcast => (true, false, vec![root?], others, false),
-            CollectiveKind::Reduce => (false, true, vec![root?], others, false),
-            CollectiveKind::Gather => (true, false, others, vec![root?], true),
-            CollectiveKind::Scatter => (false, true, others, vec![root?], true),
-            CollectiveKind::AllToAll => return None,
+        let others =
+            |root: NpuId| -> Vec<NpuId> { npus.iter().copied().filter(|&u| u != root).collect() };
+        let reversed = || topo.reversed();
+        let root = collective.spec().root;
+        let share = |ratio| (ratio, CutUnit::Share);
+        let (ratios, unit): (Vec<Option<cut::CutRatio>>, CutUnit) = match (collective.kind(), root)
+        {
+            (CollectiveKind::AllGather, _) => share(vec![cut::min_cut_ratio(topo, &all, &all)]),
+            (CollectiveKind::ReduceScatter, _) => {
+                share(vec![cut::min_cut_ratio(&reversed(), &all, &all)])
+            }
+            (CollectiveKind::AllReduce, _) => (
+                vec![
+                    cut::min_cut_gbps(topo, &all),
+                    cut::min_cut_gbps(&reversed(), &all),
+                ],
+                CutUnit::Buffer,
+            ),
+            (CollectiveKind::Broadcast, Some(r)) => (
+                vec![cut::min_cut_ratio(topo, &[r], &others(r))],
+                CutUnit::Buffer,
+            ),
+            (CollectiveKind::Reduce, Some(r)) => (
+                vec![cut::min_cut_ratio(&reversed(), &[r], &others(r))],
+                CutUnit::Buffer,
+            ),
+            (CollectiveKind::Gather, Some(r)) => {
+                share(vec![cut::min_cut_ratio(topo, &others(r), &[r])])
+            }
+            (CollectiveKind::Scatter, Some(r)) => {
+                share(vec![cut::min_cut_ratio(&reversed(), &others(r), &[r])])
+            }
+            (CollectiveKind::AllToAll, _) => share(vec![cut::all_to_all_cut_ratio(topo, &all)]),
+            // A rooted kind without a root is refused by `Collective::new`.
+            (_, None) => (Vec::new(), CutUnit::Share),
         };
-        let reversed = backward.then(|| topo.reversed());
-        let nets = forward.then_some(topo).into_iter().chain(reversed.as_ref());
-        let ratios = nets
-            .filter_map(|net| cut::min_cut_ratio(net, &sources, &sinks))
-            .collect();
-        Some(CutParts { ratios, per_share })
+        CutParts {
+            ratios: ratios.into_iter().flatten().collect(),
+            unit,
+        }
     }
 
     /// The bound at the collective's size.
     fn bound(&self, collective: &Collective) -> Option<CutBound> {
         let size = collective.spec().size_bytes as f64;
-        let unit = if self.per_share {
-            size / collective.npus().len() as f64
-        } else {
-            size
+        let unit = match self.unit {
+            CutUnit::Share => size / collective.npus().len() as f64,
+            CutUnit::Buffer => size,
         };
-        let found: Vec<CutBound> = self
+        let best = self
             .ratios
             .iter()
-            .map(|c| CutBound {
-                time_ps: bytes_over_gbps_ps(unit, c.gbps_per_source).floor() as Picos,
-                exact: c.exact,
-            })
-            .collect();
-        let best = found.iter().map(|c| c.time_ps).max()?;
+            .map(|c| bytes_over_gbps_ps(unit, c.gbps_per_source).floor() as Picos)
+            .max()?;
         Some(CutBound {
             time_ps: best,
-            exact: found.iter().all(|c| c.exact),
+            exact: self.ratios.iter().all(|c| c.exact),
         })
     }
 }

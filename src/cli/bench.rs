@@ -3,7 +3,7 @@
 //! and 0.5 us unless the case says).
 
 use super::collective_kind;
-use crate::bounds::ingress_bound_ps;
+use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::synth::{synthesize, SynthOptions};
 use crate::topology::{parse_spec, SpecDefaults};
@@ -102,9 +102,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok(synthesize(&topo, &collective, &options)?)
         })?;
         let time_ps = schedule.collective_time_ps();
-        let bound_ps = ingress_bound_ps(&topo, &collective);
+        let bounds = Bounds::new(&topo, &collective);
+        let bound_ps = bounds.best_ps();
         let synth_ms = best.as_secs_f64() * 1e3;
-        let efficiency = bound_ps as f64 / time_ps as f64;
+        let efficiency = bounds.efficiency(time_ps);
         if args.json {
             rows.push(serde_json::json!({
                 "topology": spec,
@@ -113,7 +114,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 "synth_time_ms": synth_ms,
                 "reference_cpp_ms": reference_ms,
                 "collective_time_us": ps_to_us(time_ps),
-                "ingress_bound_us": ps_to_us(bound_ps),
+                "bound_us": ps_to_us(bound_ps),
                 "efficiency": efficiency,
             }));
         } else {

@@ -48,6 +48,11 @@ pub enum Command {
     /// Compile a topology's MSCCL algorithm directory (every collective and size band), or
     /// re-check one with --check.
     Compile(compile::CompileArgs),
+    /// Print a shell completion script, e.g. `tacos completions bash > /etc/bash_completion.d/tacos`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Runs one parsed command line.
@@ -60,6 +65,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(args) => compare::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Compile(args) => compile::run(args),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "tacos", &mut std::io::stdout());
+            Ok(())
+        }
     }
 }
 

@@ -309,8 +309,10 @@ fn check_on_links(schedule: &Schedule, topo: &Topology) -> anyhow::Result<()> {
 pub(super) fn bounds_json(b: &Bounds) -> serde_json::Value {
     serde_json::json!({
         "best_us": ps_to_us(b.best_ps()),
+        "best": b.best_name(),
         "ingress_us": ps_to_us(b.ingress_ps),
         "egress_us": ps_to_us(b.egress_ps),
+        "traffic_us": ps_to_us(b.traffic_ps),
         "latency_us": ps_to_us(b.latency_ps),
         "cut_us": b.cut.map(|c| ps_to_us(c.time_ps)),
         "cut_exact": b.cut.map(|c| c.exact),
@@ -324,7 +326,7 @@ pub(super) fn print_bounds(b: &Bounds, time_ps: Option<u64>) {
         Some(c) => format!(
             ", cut {:.3}{}",
             ps_to_us(c.time_ps),
-            if c.exact { "" } else { " (sampled sinks)" }
+            if c.exact { "" } else { " (some cuts checked)" }
         ),
         None => String::new(),
     };
@@ -332,10 +334,12 @@ pub(super) fn print_bounds(b: &Bounds, time_ps: Option<u64>) {
         time_ps.map_or(String::new(), |t| format!("; {label} {:.3}", f(b, t)))
     };
     println!(
-        "lower bound   {:.3} us (ingress {:.3}, egress {:.3}, latency {:.3}{cut}){}",
+        "lower bound   {:.3} us, {} (ingress {:.3}, egress {:.3}, traffic {:.3}, latency {:.3}{cut}){}",
         ps_to_us(b.best_ps()),
+        b.best_name(),
         ps_to_us(b.ingress_ps),
         ps_to_us(b.egress_ps),
+        ps_to_us(b.traffic_ps),
         ps_to_us(b.latency_ps),
         against("efficiency", Bounds::efficiency)
     );

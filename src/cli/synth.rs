@@ -2,7 +2,7 @@
 
 use super::lowering::{describe, LowerArgs};
 use super::{at_least_one, collective_kind, npu_list, size, NpuList, TopologyArgs};
-use crate::bounds::ingress_bound_ps;
+use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::fsio::write_atomic;
 use crate::schedule::check;
@@ -118,12 +118,8 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
     }
     let xml = args.msccl.write(schedule, &topo)?;
     let time_ps = report.collective_time_ps;
-    let bound_ps = ingress_bound_ps(&topo, &collective);
-    let efficiency = if time_ps > 0 {
-        bound_ps as f64 / time_ps as f64
-    } else {
-        1.0
-    };
+    let bounds = Bounds::new(&topo, &collective);
+    let efficiency = bounds.efficiency(time_ps);
     let npus = collective.npus().len();
     let all_reduce = synthesis.all_reduce.as_ref();
     if args.json {
@@ -138,7 +134,8 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
             "chunk_bytes": collective.chunk_bytes(),
             "collective_time_us": ps_to_us(time_ps),
             "algbw_gbps": algbw_gbps(args.size, time_ps),
-            "ingress_bound_us": ps_to_us(bound_ps),
+            "ingress_bound_us": ps_to_us(bounds.ingress_ps),
+            "bounds": super::simulate::bounds_json(&bounds),
             "efficiency": efficiency,
             "synth_time_ms": synth_ms,
             "transfers": report.transfers,
@@ -207,8 +204,9 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         algbw_gbps(args.size, time_ps)
     );
     println!(
-        "ingress bound        {:.3} us (efficiency {:.3})",
-        ps_to_us(bound_ps),
+        "lower bound          {:.3} us, {} (efficiency {:.3})",
+        ps_to_us(bounds.best_ps()),
+        bounds.best_name(),
         efficiency
     );
     println!("synthesis time       {synth_ms:.2} ms (seed {})", args.seed);

@@ -8,7 +8,7 @@
 //!   `msccl-legacy`; any other value gets one warning and the default, whose files every
 //!   executor build loads), then opens or compiles its algorithm set in the cache directory
 //!   (`TACOS_CACHE_DIR`, default `$XDG_CACHE_HOME/tacos` or `~/.cache/tacos`) through
-//!   [`compile::open_or_compile`], the same code path as `tacos compile`: an offline-compiled
+//!   [`crate::compile::open_or_compile`], the same code path as `tacos compile`: an offline-compiled
 //!   directory and the online cache are the same thing, with the algorithm files alone in
 //!   each entry's `msccl/`. The ranks of one node take turns on a lock, so one compiles and
 //!   the others read its result; a corrupted or stale entry is detected by its hashes and

@@ -2,9 +2,9 @@
 //! scheduler load.
 //!
 //! A [`Program`] is the XML as data: per GPU, threadblocks that each talk to at most one
-//! send peer and one receive peer on one channel and run their steps in order. [`lower`]
+//! send peer and one receive peer on one channel and run their steps in order. [`lower()`]
 //! turns a [`crate::schedule::Schedule`] into one, [`xml`] writes and parses the text,
-//! [`verify`] executes a program symbolically and checks it computes its collective, and
+//! [`verify()`] executes a program symbolically and checks it computes its collective, and
 //! [`timing`] times it with the simulator's alpha-beta rules. [`limits`] holds the
 //! executor's hard limits, which the lowering respects and the verifier reports.
 

@@ -68,7 +68,8 @@ struct Options {
 }
 
 /// Turns a spec into a topology. A spec naming an existing file, or ending in `.json`, is
-/// read as a topology file; one ending in `.xml` as an NCCL topology file.
+/// read as a topology file; `nccl:FILE.xml[,options]`, or a path ending in `.xml`, as an
+/// NCCL topology file (one node unless `nodes=` says otherwise).
 pub fn parse_spec(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
     parse_spec_with_warnings(spec, defaults).map(|(topo, _)| topo)
 }
@@ -80,12 +81,6 @@ pub fn parse_spec_with_warnings(
     defaults: &SpecDefaults,
 ) -> Result<(Topology, Vec<String>)> {
     let spec = spec.trim();
-    if spec.ends_with(".xml") {
-        return nccl(spec, &NcclImportOptions::default());
-    }
-    if spec.ends_with(".json") || Path::new(spec).is_file() {
-        return Ok((file::read(Path::new(spec), defaults)?, Vec::new()));
-    }
     if let Some(rest) = spec.strip_prefix("nccl:") {
         let mut parts = rest.split(',');
         let path = parts.next().unwrap_or("").trim();
@@ -100,6 +95,12 @@ pub fn parse_spec_with_warnings(
             ..defaults
         };
         return nccl(path, &options);
+    }
+    if spec.ends_with(".xml") {
+        return nccl(spec, &NcclImportOptions::default());
+    }
+    if spec.ends_with(".json") || Path::new(spec).is_file() {
+        return Ok((file::read(Path::new(spec), defaults)?, Vec::new()));
     }
     parse_builder(spec, defaults).map(|topo| (topo, Vec::new()))
 }

@@ -103,3 +103,16 @@ pub fn tacos(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// `RELATIVE` under the third-party corpus at `../shared/corpus` beside the repository, or
+/// `None` in a checkout without it (a fresh clone), having printed the one line that says
+/// the calling test was skipped.
+pub fn corpus(relative: &str) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    if root.is_dir() {
+        Some(root.join(relative))
+    } else {
+        println!("skipped: ../shared/corpus not found");
+        None
+    }
+}
