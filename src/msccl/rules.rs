@@ -151,7 +151,7 @@ impl fmt::Display for RuleBreak {
 }
 
 /// Every rule of `target`'s loader that `program` breaks, by element (`<algo>` first),
-/// at most one break per rule and GPU.
+/// at most one break per rule and GPU (the first element; its message counts the rest).
 pub fn check(program: &Program, target: &Target) -> Vec<RuleBreak> {
     let mut breaks = Breaks::default();
     attributes(program, target, &mut breaks);
@@ -179,7 +179,8 @@ pub(crate) fn execution_breaks(program: &Program) -> Vec<RuleBreak> {
     breaks.finish()
 }
 
-/// Collects breaks, keeping the first per rule and GPU and counting the rest.
+/// Collects breaks, keeping the first per rule and GPU and counting the rest (`<algo>`'s
+/// are all kept: each names a different attribute or figure).
 #[derive(Default)]
 struct Breaks {
     list: Vec<RuleBreak>,
@@ -190,7 +191,12 @@ struct Breaks {
 impl Breaks {
     fn add(&mut self, rule: Rule, element: Element, message: String) {
         match self.seen.entry((rule, element.gpu)) {
-            Entry::Occupied(mut e) => e.get_mut().1 += 1,
+            Entry::Occupied(mut e) if element.gpu.is_some() => e.get_mut().1 += 1,
+            Entry::Occupied(_) => self.list.push(RuleBreak {
+                rule,
+                element,
+                message,
+            }),
             Entry::Vacant(e) => {
                 e.insert((self.list.len(), 0));
                 self.list.push(RuleBreak {
@@ -256,7 +262,7 @@ fn attributes(program: &Program, target: &Target, out: &mut Breaks) {
                 Rule::RequiredAttribute,
                 Element::ALGO,
                 format!(
-                    "<algo> has no {} attribute, which {profile} requires (read here as {}=\"{}\")",
+                    "<algo> has no {} attribute, which the {profile} loader requires (read here as {}=\"{}\")",
                     inferred.attribute, inferred.attribute, inferred.value
                 ),
             );
@@ -272,7 +278,7 @@ fn attributes(program: &Program, target: &Target, out: &mut Breaks) {
             Rule::CollectiveName,
             Element::ALGO,
             format!(
-                "coll \"{}\" is not a collective {profile} loads (it knows {}){spelling}",
+                "coll \"{}\" is not a collective the {profile} loader knows (it knows {}){spelling}",
                 program.collective,
                 known.join(", ")
             ),
@@ -285,7 +291,7 @@ fn attributes(program: &Program, target: &Target, out: &mut Breaks) {
                 out.add(
                     Rule::ByteRange,
                     Element::ALGO,
-                    format!("minBytes {min} is above maxBytes {max}; {profile} refuses that"),
+                    format!("minBytes {min} is above maxBytes {max}; the {profile} loader refuses that"),
                 );
             }
         }
@@ -294,7 +300,7 @@ fn attributes(program: &Program, target: &Target, out: &mut Breaks) {
             out.add(
                 Rule::Threads,
                 Element::ALGO,
-                format!("nthreads \"{v}\" is not a multiple of {WARP_SIZE}; {profile} refuses it"),
+                format!("nthreads \"{v}\" is not a multiple of {WARP_SIZE}; the {profile} loader refuses it"),
             );
         }
     }
