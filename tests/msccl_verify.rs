@@ -326,7 +326,9 @@ fn shared_connections_and_missing_peers_break_loader_rules_and_stop_execution() 
     assert_eq!(shared.len(), 1, "{:?}", r.rule_breaks);
     assert_eq!(shared[0].element, Element::tb(0, copy));
     assert!(
-        shared[0].message.contains("a connection belongs to one threadblock"),
+        shared[0]
+            .message
+            .contains("a connection belongs to one threadblock"),
         "{}",
         shared[0].message
     );

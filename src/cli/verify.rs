@@ -20,10 +20,12 @@ const CANNOT_LOAD: i32 = 3;
 const USAGE: i32 = 2;
 
 #[derive(Debug, Args)]
-#[command(after_help = "Exit status: 0 when the file loads in the target and is correct; 1 when it loads but is \
+#[command(
+    after_help = "Exit status: 0 when the file loads in the target and is correct; 1 when it loads but is \
 wrong (deadlock, FIFO mismatch, race, wrong result) or cannot be timed as asked; 2 for a usage \
 error; 3 when it cannot be loaded (unreadable, not MSCCL XML, or breaking a rule of the target's \
-loader). With --json, stdout holds exactly one JSON object in every case.")]
+loader). With --json, stdout holds exactly one JSON object in every case."
+)]
 pub struct VerifyArgs {
     /// MSCCL algorithm XML file
     #[arg(value_name = "FILE")]
@@ -137,7 +139,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
         exit_with(
             CANNOT_LOAD,
             &format!(
-            "{file} does not load in {target}: {n} loader rule(s) broken: {}",
+                "{file} does not load in {target}: {n} loader rule(s) broken: {}",
                 report.rule_breaks[0]
             ),
         );
@@ -260,7 +262,9 @@ fn print_text(file: &str, target: &Target, program: &Program, report: &VerifyRep
         layouts(report).join(" and ")
     );
     if report.computes() {
-        println!("result               correct: no deadlock, no race, every output holds its chunk");
+        println!(
+            "result               correct: no deadlock, no race, every output holds its chunk"
+        );
     } else {
         let n = report.problems.len() + report.unlisted;
         println!(

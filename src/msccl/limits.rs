@@ -258,7 +258,10 @@ struct Crowded {
 fn crowded(tbs: impl Iterator<Item = (usize, bool, bool)>, max: usize) -> Vec<Crowded> {
     let mut per_channel: HashMap<(usize, bool), Crowded> = HashMap::new();
     for (t, (channel, sends, receives)) in tbs.enumerate() {
-        for sending in [true, false].into_iter().filter(|&s| (s && sends) || (!s && receives)) {
+        for sending in [true, false]
+            .into_iter()
+            .filter(|&s| (s && sends) || (!s && receives))
+        {
             let c = per_channel.entry((channel, sending)).or_insert(Crowded {
                 channel,
                 sending,
@@ -271,7 +274,10 @@ fn crowded(tbs: impl Iterator<Item = (usize, bool, bool)>, max: usize) -> Vec<Cr
             }
         }
     }
-    let mut over: Vec<Crowded> = per_channel.into_values().filter(|c| c.count > max).collect();
+    let mut over: Vec<Crowded> = per_channel
+        .into_values()
+        .filter(|c| c.count > max)
+        .collect();
     over.sort_unstable_by_key(|c| (c.channel, !c.sending));
     over
 }

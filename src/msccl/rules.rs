@@ -291,7 +291,9 @@ fn attributes(program: &Program, target: &Target, out: &mut Breaks) {
                 out.add(
                     Rule::ByteRange,
                     Element::ALGO,
-                    format!("minBytes {min} is above maxBytes {max}; the {profile} loader refuses that"),
+                    format!(
+                        "minBytes {min} is above maxBytes {max}; the {profile} loader refuses that"
+                    ),
                 );
             }
         }
@@ -383,7 +385,11 @@ fn connections(program: &Program, out: &mut Breaks) {
             for (s, step) in tb.steps.iter().enumerate() {
                 let missing = [
                     (step.instr.sends() && tb.send.is_none(), "sends", "send"),
-                    (step.instr.receives() && tb.recv.is_none(), "receives", "recv"),
+                    (
+                        step.instr.receives() && tb.recv.is_none(),
+                        "receives",
+                        "recv",
+                    ),
                 ];
                 for (_, does, role) in missing.into_iter().filter(|m| m.0) {
                     out.add(

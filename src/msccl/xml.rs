@@ -11,8 +11,8 @@
 //! whole range) or `name` is inferred and recorded in [`Program::inferred`]. Every error
 //! names the file, line and column, the element and what was wrong.
 
-use super::{Buf, Dep, ExtraAttrs, Gpu, Inferred, Instr, Program, Proto, Step, Threadblock};
 use super::WHOLE_RANGE_MAX_BYTES;
+use super::{Buf, Dep, ExtraAttrs, Gpu, Inferred, Instr, Program, Proto, Step, Threadblock};
 use crate::error::{Error, Result};
 use crate::xmltree::{self, Element};
 use std::path::Path;
@@ -34,7 +34,10 @@ pub fn write_program(program: &Program) -> String {
     w.flag("inplace", program.inplace);
     w.flag("outofplace", program.outofplace);
     w.num("minBytes", program.min_bytes.unwrap_or(0));
-    w.num("maxBytes", program.max_bytes.unwrap_or(WHOLE_RANGE_MAX_BYTES));
+    w.num(
+        "maxBytes",
+        program.max_bytes.unwrap_or(WHOLE_RANGE_MAX_BYTES),
+    );
     w.close_start(&program.extra, false);
     for (id, gpu) in program.gpus.iter().enumerate() {
         w.open(1, "gpu");
