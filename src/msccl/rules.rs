@@ -154,13 +154,15 @@ impl fmt::Display for RuleBreak {
 /// at most one break per rule and GPU (the first element; its message counts the rest).
 pub fn check(program: &Program, target: &Target) -> Vec<RuleBreak> {
     let mut breaks = Breaks::default();
-    attributes(program, target, &mut breaks);
+    let known = known_collectives(target);
+    attributes(program, target, &known, &mut breaks);
     for v in limits::check(program, &target.limits) {
         breaks.add(Rule::Limit(v.kind), v.element, v.message);
     }
     connections(program, &mut breaks);
     for (g, gpu) in program.gpus.iter().enumerate() {
-        if target.profile == Profile::MscclLegacy {
+        // The older fork checks chunk counts once it knows the collective.
+        if target.profile == Profile::MscclLegacy && known.contains(&program.collective.as_str()) {
             chunk_counts(program, g, &mut breaks);
         }
         for (t, tb) in gpu.threadblocks.iter().enumerate() {
@@ -253,7 +255,7 @@ fn known_collectives(target: &Target) -> Vec<&'static str> {
 }
 
 /// Rules on `<algo>` and on attribute text.
-fn attributes(program: &Program, target: &Target, out: &mut Breaks) {
+fn attributes(program: &Program, target: &Target, known: &[&str], out: &mut Breaks) {
     let profile = target.profile;
     let required = required_attributes(target);
     for inferred in &program.inferred {
@@ -268,7 +270,6 @@ fn attributes(program: &Program, target: &Target, out: &mut Breaks) {
             );
         }
     }
-    let known = known_collectives(target);
     if !known.contains(&program.collective.as_str()) {
         let spelling = program
             .collective_kind()
