@@ -258,9 +258,9 @@ struct Crowded {
 fn crowded(tbs: impl Iterator<Item = (usize, bool, bool)>, max: usize) -> Vec<Crowded> {
     let mut per_channel: HashMap<(usize, bool), Crowded> = HashMap::new();
     for (t, (channel, sends, receives)) in tbs.enumerate() {
-        for sending in [true, false]
+        for sending in [(true, sends), (false, receives)]
             .into_iter()
-            .filter(|&s| (s && sends) || (!s && receives))
+            .filter_map(|(sending, on)| on.then_some(sending))
         {
             let c = per_channel.entry((channel, sending)).or_insert(Crowded {
                 channel,
