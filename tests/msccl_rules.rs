@@ -389,6 +389,22 @@ fn attribute_values_past_the_parsers_buffers_are_refused() {
 }
 
 #[test]
+fn one_break_per_rule_and_gpu_counts_the_others() {
+    // GPU 0 sends and receives without peers: two peerless steps, one break naming the first.
+    let mut p = all_gather_pair(1);
+    let tb = &mut p.gpus[0].threadblocks[0];
+    (tb.send, tb.recv) = (None, None);
+    let b = only(&p, &Target::default(), Rule::PeerlessTransfer);
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].element, Element::step(0, 0, 0));
+    assert!(
+        b[0].message.ends_with("(and 1 more on GPU 0)"),
+        "{}",
+        b[0].message
+    );
+}
+
+#[test]
 fn a_peer_that_is_the_gpu_itself_is_refused() {
     let mut p = all_gather_pair(1);
     p.gpus[0].threadblocks[0].send = Some(0);

@@ -187,34 +187,33 @@ pub(crate) fn execution_breaks(program: &Program) -> Vec<RuleBreak> {
 struct Breaks {
     list: Vec<RuleBreak>,
     /// Per (rule, GPU): the index of its first break in `list`, and how many more.
-    seen: HashMap<(Rule, Option<usize>), (usize, usize)>,
+    seen: HashMap<(Rule, usize), (usize, usize)>,
 }
 
 impl Breaks {
     fn add(&mut self, rule: Rule, element: Element, message: String) {
-        match self.seen.entry((rule, element.gpu)) {
-            Entry::Occupied(mut e) if element.gpu.is_some() => e.get_mut().1 += 1,
-            Entry::Occupied(_) => self.list.push(RuleBreak {
-                rule,
-                element,
-                message,
-            }),
-            Entry::Vacant(e) => {
-                e.insert((self.list.len(), 0));
-                self.list.push(RuleBreak {
-                    rule,
-                    element,
-                    message,
-                });
+        if let Some(g) = element.gpu {
+            match self.seen.entry((rule, g)) {
+                Entry::Occupied(mut e) => {
+                    e.get_mut().1 += 1;
+                    return;
+                }
+                Entry::Vacant(e) => {
+                    e.insert((self.list.len(), 0));
+                }
             }
         }
+        self.list.push(RuleBreak {
+            rule,
+            element,
+            message,
+        });
     }
 
     fn finish(mut self) -> Vec<RuleBreak> {
-        for (&(_, gpu), &(i, more)) in &self.seen {
+        for (&(_, g), &(i, more)) in &self.seen {
             if more > 0 {
-                let place = gpu.map_or(String::new(), |g| format!(" on GPU {g}"));
-                self.list[i].message += &format!(" (and {more} more{place})");
+                self.list[i].message += &format!(" (and {more} more on GPU {g})");
             }
         }
         self.list.sort_by_key(|b| b.element);
