@@ -1,14 +1,31 @@
-//! `tacos verify`: check an MSCCL algorithm XML file, and time it on a topology.
+//! `tacos verify`: check that an MSCCL algorithm XML file loads in a target's loader and
+//! computes its collective, and time it on a topology.
 
-use super::{collective_kind, non_negative, positive, size, TopologyArgs};
+use super::{collective_kind, non_negative, positive, size, TargetArgs, TopologyArgs};
 use crate::collective::CollectiveKind;
-use crate::msccl::{read_program, simulate_program, verify, VerifyOptions};
+use crate::msccl::{read_program, simulate_program, verify, Program, Target, VerifyOptions};
+use crate::msccl::{VerifyReport, WHOLE_RANGE_MAX_BYTES};
 use crate::units::{algbw_gbps, format_size, ps_to_us};
 use anyhow::bail;
 use clap::Args;
+use serde_json::{json, Value};
+use std::io::Write;
 use std::path::PathBuf;
 
+/// Exit status for a file that cannot be loaded (unreadable, not MSCCL XML, or refused by
+/// the target's loader); 1 stays "loads but is wrong".
+const CANNOT_LOAD: i32 = 3;
+
+/// Exit status for a usage error, as clap's.
+const USAGE: i32 = 2;
+
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Exit status: 0 when the file loads in the target and is correct; 1 when it loads but is \
+wrong (deadlock, FIFO mismatch, race, wrong result) or cannot be timed as asked; 2 for a usage \
+error; 3 when it cannot be loaded (unreadable, not MSCCL XML, or breaking a rule of the target's \
+loader). With --json, stdout holds exactly one JSON object in every case."
+)]
 pub struct VerifyArgs {
     /// MSCCL algorithm XML file
     #[arg(value_name = "FILE")]
@@ -37,110 +54,78 @@ pub struct VerifyArgs {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
-/// Succeeds only when the program is correct.
+/// Succeeds only when the program loads in the target and is correct; exits with
+/// `CANNOT_LOAD` when it cannot be loaded, `USAGE` for a limit of 0.
 pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
-    let program = read_program(&args.file)?;
+    let file = args.file.display().to_string();
+    let target = match args.target.target() {
+        Ok(t) => t,
+        Err(e) => {
+            if args.json {
+                print_json(&json!({"file": file, "error": e.to_string()}))?;
+            }
+            exit_with(USAGE, &e.to_string());
+        }
+    };
+    let program = match read_program(&args.file) {
+        Ok(p) => p,
+        Err(e) => {
+            if args.json {
+                print_json(&json!({
+                    "file": file,
+                    "target": target.to_string(),
+                    "loads": false,
+                    "load_error": e.to_string(),
+                    "warnings": [],
+                    "rule_breaks": [],
+                    "computes": null,
+                    "correct": false,
+                }))?;
+            }
+            exit_with(CANNOT_LOAD, &e.to_string());
+        }
+    };
+    let warnings: Vec<String> = program
+        .inferred
+        .iter()
+        .map(|w| format!("{file}: {w}"))
+        .collect();
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
     let options = VerifyOptions {
         collective: args.collective,
         root: args.root,
+        target: target.clone(),
         ..VerifyOptions::default()
     };
     let report = verify(&program, &options);
     let timing = match (&args.spec, args.size) {
-        (Some(spec), Some(size)) if report.is_correct() => {
-            let topo = TopologyArgs {
-                spec: spec.clone(),
-                bandwidth: args.bandwidth,
-                latency: args.latency,
-                fail_npus: None,
-                fail_links: None,
-            }
-            .topology()?;
-            let sim = simulate_program(&topo, &program, size)?;
-            Some((topo.name().to_string(), size, sim.time_ps))
-        }
-        _ => None,
+        (Some(spec), Some(size)) if report.computes() => time(&args, spec, size, &program)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        _ => Ok(None),
     };
-    let file = args.file.display();
-    let tbs: usize = program.gpus.iter().map(|g| g.threadblocks.len()).sum();
     let kind = report
         .collective
         .map_or(program.collective.clone(), |k| k.to_string());
-    let layouts: Vec<&str> = report
-        .in_place_checked
-        .iter()
-        .map(|&p| if p { "in place" } else { "out of place" })
-        .collect();
     if args.json {
-        let problems: Vec<_> = report
-            .problems
-            .iter()
-            .map(|p| serde_json::json!({"kind": p.kind.name(), "message": p.message}))
-            .collect();
-        let value = serde_json::json!({
-            "file": file.to_string(),
-            "name": program.name,
-            "collective": kind,
-            "root": report.root,
-            "gpus": program.gpus.len(),
-            "channels": program.nchannels,
-            "chunks_per_loop": program.nchunksperloop,
-            "proto": program.proto.name(),
-            "layouts_checked": layouts,
-            "threadblocks": tbs,
-            "steps": report.steps,
-            "messages": report.messages,
-            "correct": report.is_correct(),
-            "problems": problems,
-            "unlisted_problems": report.unlisted,
-            "topology": timing.as_ref().map(|t| t.0.clone()),
-            "size_bytes": timing.as_ref().map(|t| t.1),
-            "time_us": timing.as_ref().map(|t| ps_to_us(t.2)),
-            "algbw_gbps": timing.as_ref().map(|t| algbw_gbps(t.1, t.2)),
-        });
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        let mut value = summary(&file, &target, &program, &report, &kind);
+        let t = timing.as_ref().ok().and_then(|t| t.as_ref());
+        value["warnings"] = json!(warnings);
+        value["topology"] = json!(t.map(|t| t.0.clone()));
+        value["size_bytes"] = json!(t.map(|t| t.1));
+        value["time_us"] = json!(t.map(|t| ps_to_us(t.2)));
+        value["algbw_gbps"] = json!(t.map(|t| algbw_gbps(t.1, t.2)));
+        value["error"] = json!(timing.as_ref().err());
+        print_json(&value)?;
     } else {
-        println!("file                 {file}");
-        println!(
-            "algorithm            {} ({}, {} GPUs, {} channels, {} chunks per loop, {})",
-            program.name,
-            program.collective,
-            program.gpus.len(),
-            program.nchannels,
-            program.nchunksperloop,
-            program.proto
-        );
-        println!(
-            "size                 {} threadblocks, {} steps, {} messages",
-            tbs, report.steps, report.messages
-        );
-        let root = report
-            .root
-            .map_or(String::new(), |r| format!(" from rank {r}"));
-        println!(
-            "checked as           {kind}{root}, {}",
-            layouts.join(" and ")
-        );
-        if report.is_correct() {
-            println!(
-                "result               correct: no deadlock, no race, every output holds its chunk"
-            );
-        } else {
-            let n = report.problems.len() + report.unlisted;
-            println!(
-                "result               {n} problem{}",
-                if n == 1 { "" } else { "s" }
-            );
-            for p in &report.problems {
-                println!("  {p}");
-            }
-            if report.unlisted > 0 {
-                println!("  ... and {} more", report.unlisted);
-            }
-        }
-        if let Some((topo, size, time_ps)) = &timing {
+        print_text(&file, &target, &program, &report, &kind);
+        if let Ok(Some((topo, size, time_ps))) = &timing {
             println!(
                 "time                 {:.3} us on {topo} for {} (algbw {:.2} GB/s)",
                 ps_to_us(*time_ps),
@@ -149,7 +134,17 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
             );
         }
     }
-    if !report.is_correct() {
+    if !report.loads() {
+        let n = report.rule_breaks.len();
+        exit_with(
+            CANNOT_LOAD,
+            &format!(
+                "{file} does not load in {target}: {n} loader rule(s) broken: {}",
+                report.rule_breaks[0]
+            ),
+        );
+    }
+    if !report.computes() {
         let n = report.problems.len() + report.unlisted;
         let first = report
             .problems
@@ -157,5 +152,143 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
             .map_or(String::new(), |p| format!(": {p}"));
         bail!("{file} is not a correct {kind} program ({n} problem(s)){first}");
     }
+    if let Err(e) = timing {
+        bail!(e);
+    }
     Ok(())
+}
+
+/// Times the program on the topology `spec` for `size` bytes: (topology, size, time in ps).
+fn time(
+    args: &VerifyArgs,
+    spec: &str,
+    size: u64,
+    program: &Program,
+) -> anyhow::Result<(String, u64, u64)> {
+    let topo = TopologyArgs {
+        spec: spec.to_string(),
+        bandwidth: args.bandwidth,
+        latency: args.latency,
+        fail_npus: None,
+        fail_links: None,
+    }
+    .topology()?;
+    let sim = simulate_program(&topo, program, size)?;
+    Ok((topo.name().to_string(), size, sim.time_ps))
+}
+
+/// The layouts checked, as words.
+fn layouts(report: &VerifyReport) -> Vec<&'static str> {
+    report
+        .in_place_checked
+        .iter()
+        .map(|&p| if p { "in place" } else { "out of place" })
+        .collect()
+}
+
+/// The report as JSON, timing aside.
+fn summary(
+    file: &str,
+    target: &Target,
+    program: &Program,
+    report: &VerifyReport,
+    kind: &str,
+) -> Value {
+    let problems: Vec<Value> = report
+        .problems
+        .iter()
+        .map(|p| json!({"kind": p.kind.name(), "message": p.message}))
+        .collect();
+    let tbs: usize = program.gpus.iter().map(|g| g.threadblocks.len()).sum();
+    json!({
+        "file": file,
+        "target": target.to_string(),
+        "loads": report.loads(),
+        "load_error": null,
+        "rule_breaks": report.rule_breaks,
+        "name": program.name,
+        "collective": kind,
+        "root": report.root,
+        "gpus": program.gpus.len(),
+        "channels": program.nchannels,
+        "chunks_per_loop": program.nchunksperloop,
+        "proto": program.proto.name(),
+        "min_bytes": program.min_bytes.unwrap_or(0),
+        "max_bytes": program.max_bytes.unwrap_or(WHOLE_RANGE_MAX_BYTES),
+        "layouts_checked": layouts(report),
+        "threadblocks": tbs,
+        "steps": report.steps,
+        "messages": report.messages,
+        "computes": report.computes(),
+        "correct": report.is_correct(),
+        "problems": problems,
+        "unlisted_problems": report.unlisted,
+    })
+}
+
+fn print_text(file: &str, target: &Target, program: &Program, report: &VerifyReport, kind: &str) {
+    let tbs: usize = program.gpus.iter().map(|g| g.threadblocks.len()).sum();
+    println!("file                 {file}");
+    println!(
+        "algorithm            {} ({}, {} GPUs, {} channels, {} chunks per loop, {})",
+        program.name,
+        program.collective,
+        program.gpus.len(),
+        program.nchannels,
+        program.nchunksperloop,
+        program.proto
+    );
+    println!(
+        "size                 {} threadblocks, {} steps, {} messages",
+        tbs, report.steps, report.messages
+    );
+    if report.loads() {
+        println!("loader               {target}: loads");
+    } else {
+        let n = report.rule_breaks.len();
+        println!(
+            "loader               {target}: refused, {n} rule{} broken",
+            if n == 1 { "" } else { "s" }
+        );
+        for b in &report.rule_breaks {
+            println!("  {} at {}: {}", b.rule.name(), b.element, b.message);
+        }
+    }
+    let root = report
+        .root
+        .map_or(String::new(), |r| format!(" from rank {r}"));
+    println!(
+        "checked as           {kind}{root}, {}",
+        layouts(report).join(" and ")
+    );
+    if report.computes() {
+        println!(
+            "result               correct: no deadlock, no race, every output holds its chunk"
+        );
+    } else {
+        let n = report.problems.len() + report.unlisted;
+        println!(
+            "result               {n} problem{}",
+            if n == 1 { "" } else { "s" }
+        );
+        for p in &report.problems {
+            println!("  {p}");
+        }
+        if report.unlisted > 0 {
+            println!("  ... and {} more", report.unlisted);
+        }
+    }
+}
+
+fn print_json(value: &Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Ends the process with `code` after the one-line error, as `main` ends it with 1 for
+/// other errors.
+fn exit_with(code: i32, message: &str) -> ! {
+    let _ = std::io::stdout().flush();
+    eprintln!("error: {message}");
+    std::process::exit(code)
 }

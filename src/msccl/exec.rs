@@ -104,52 +104,32 @@ impl Trace {
     }
 }
 
-/// Problems that make a program impossible to execute at all: steps that send or
-/// receive without a peer, dependencies on missing steps, connections shared by two
-/// threadblocks, peers out of range.
+/// Problems that make a program impossible to execute at all: the loader-rule breaks
+/// that leave connections impossible to form (missing or wrong peers, connections shared
+/// by two threadblocks) and dependencies on missing steps.
 pub(crate) fn structure_problems(program: &Program) -> Vec<String> {
+    let mut out: Vec<String> = super::rules::execution_breaks(program)
+        .into_iter()
+        .map(|b| b.message)
+        .collect();
+    out.extend(missing_dependencies(program));
+    out
+}
+
+/// Dependencies on steps that do not exist (the parser refuses them; a program built in
+/// memory may have them).
+pub(crate) fn missing_dependencies(program: &Program) -> Vec<String> {
     let mut out = Vec::new();
-    let n = program.gpus.len();
     for (g, gpu) in program.gpus.iter().enumerate() {
-        let mut used: HashMap<(bool, usize, usize), usize> = HashMap::new();
         for (t, tb) in gpu.threadblocks.iter().enumerate() {
-            for (sending, peer) in [(true, tb.send), (false, tb.recv)] {
-                let Some(p) = peer else { continue };
-                let role = if sending { "send" } else { "recv" };
-                if p >= n || p == g {
-                    out.push(format!(
-                        "GPU {g} tb {t}: {role} peer {p} must be another GPU of 0..{}",
-                        n - 1
-                    ));
-                } else if let Some(other) = used.insert((sending, p, tb.channel), t) {
-                    out.push(format!(
-                        "GPU {g} tbs {other} and {t} both {role} {} GPU {p} on channel {}: a connection belongs to one threadblock",
-                        if sending { "to" } else { "from" },
-                        tb.channel
-                    ));
-                }
-            }
             for (s, step) in tb.steps.iter().enumerate() {
-                if step.instr.sends() && tb.send.is_none() {
+                let Some(d) = step.dep else { continue };
+                let len = gpu.threadblocks.get(d.tb).map(|x| x.steps.len());
+                if len.map_or(true, |len| d.step >= len) {
                     out.push(format!(
-                        "GPU {g} tb {t} step {s} ({}) sends but the threadblock has no send peer",
-                        step.instr.code()
+                        "GPU {g} tb {t} step {s} depends on tb {} step {}, which does not exist",
+                        d.tb, d.step
                     ));
-                }
-                if step.instr.receives() && tb.recv.is_none() {
-                    out.push(format!(
-                        "GPU {g} tb {t} step {s} ({}) receives but the threadblock has no recv peer",
-                        step.instr.code()
-                    ));
-                }
-                if let Some(d) = step.dep {
-                    let len = gpu.threadblocks.get(d.tb).map(|x| x.steps.len());
-                    if len.map_or(true, |len| d.step >= len) {
-                        out.push(format!(
-                            "GPU {g} tb {t} step {s} depends on tb {} step {}, which does not exist",
-                            d.tb, d.step
-                        ));
-                    }
                 }
             }
         }

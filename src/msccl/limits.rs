@@ -1,6 +1,8 @@
 //! The executor's hard limits: a program past any of them fails to load or misbehaves.
-//! The lowering spreads work to stay within them; the verifier reports any it finds.
+//! The lowering spreads work to stay within them; `super::rules` reports any a file breaks,
+//! with the loader's other rules.
 
+use super::rules::Element;
 use super::{Instr, Program};
 use std::collections::HashMap;
 
@@ -55,22 +57,46 @@ impl LimitKind {
     pub fn spreading_helps(self) -> bool {
         matches!(self, LimitKind::StepsPerTb | LimitKind::TbsPerChannel)
     }
+
+    /// The limit's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitKind::StepsPerTb => "steps_per_threadblock",
+            LimitKind::TbsPerChannel => "threadblocks_per_channel",
+            LimitKind::Channels => "channels",
+            LimitKind::Tbs => "threadblocks_per_gpu",
+            LimitKind::DepTb => "dependency_threadblock_int8",
+            LimitKind::Offset => "offset_int16",
+            LimitKind::Count => "count",
+            LimitKind::ElementsPerRank => "elements_per_rank",
+            LimitKind::Gpus => "gpus",
+        }
+    }
 }
 
-/// One broken limit, with the figure and the limit.
+/// One broken limit: the element that breaks it first on its GPU, the figure and the limit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
     pub kind: LimitKind,
+    pub element: Element,
     pub message: String,
 }
 
-/// Every limit `program` breaks (at most one report per limit and GPU).
+/// Every limit `program` breaks (at most one report per limit and GPU, naming the first
+/// element past it).
 pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
     let mut out = Vec::new();
-    let mut report = |kind, message: String| out.push(Violation { kind, message });
+    let mut report = |kind, element, message: String| {
+        out.push(Violation {
+            kind,
+            element,
+            message,
+        })
+    };
     if program.gpus.len() > limits.max_gpus {
         report(
             LimitKind::Gpus,
+            Element::ALGO,
             format!(
                 "{} GPUs exceed the executor's {}",
                 program.gpus.len(),
@@ -81,6 +107,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
     if program.nchannels > limits.max_channels {
         report(
             LimitKind::Channels,
+            Element::ALGO,
             format!(
                 "nchannels {} exceeds the executor's {} channels",
                 program.nchannels, limits.max_channels
@@ -92,6 +119,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
         if tbs.len() > limits.max_tbs {
             report(
                 LimitKind::Tbs,
+                Element::tb(g, limits.max_tbs),
                 format!(
                     "GPU {g} has {} threadblocks; the executor takes {}",
                     tbs.len(),
@@ -101,7 +129,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
         }
         let steps: usize = tbs.iter().map(|t| t.steps.len()).sum();
         if let Some(message) = too_many_elements(g, program.gpus.len(), tbs.len(), steps, limits) {
-            report(LimitKind::ElementsPerRank, message);
+            report(LimitKind::ElementsPerRank, Element::gpu(g), message);
         }
         if let Some((t, tb)) = tbs
             .iter()
@@ -110,6 +138,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
         {
             report(
                 LimitKind::StepsPerTb,
+                Element::step(g, t, limits.max_steps_per_tb),
                 format!(
                     "GPU {g} tb {t} has {} steps; the executor takes {} per threadblock",
                     tb.steps.len(),
@@ -117,15 +146,33 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
                 ),
             );
         }
+        if let Some((t, tb)) = tbs
+            .iter()
+            .enumerate()
+            .find(|(_, tb)| tb.channel >= limits.max_channels)
+        {
+            report(
+                LimitKind::Channels,
+                Element::tb(g, t),
+                format!(
+                    "GPU {g} tb {t} is on channel {}; the executor has channels 0..{}",
+                    tb.channel,
+                    limits.max_channels - 1
+                ),
+            );
+        }
         let ends = tbs
             .iter()
             .map(|tb| (tb.channel, tb.send.is_some(), tb.recv.is_some()));
-        if let Some(&((channel, sending), n)) = crowded(ends, limits.max_tbs_per_channel).first() {
+        if let Some(c) = crowded(ends, limits.max_tbs_per_channel).first() {
             report(
                 LimitKind::TbsPerChannel,
+                Element::tb(g, c.first_over),
                 format!(
-                    "GPU {g} has {n} threadblocks {} on channel {channel}; the executor takes {}",
-                    if sending { "sending" } else { "receiving" },
+                    "GPU {g} has {} threadblocks {} on channel {}; the executor takes {}",
+                    c.count,
+                    if c.sending { "sending" } else { "receiving" },
+                    c.channel,
                     limits.max_tbs_per_channel
                 ),
             );
@@ -140,6 +187,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
                 dep_tb = true;
                 report(
                     LimitKind::DepTb,
+                    Element::step(g, t, s),
                     format!(
                         "GPU {g} tb {t} step {s} depends on tb {}; the executor stores dependency targets as int8 (at most {})",
                         d.tb, limits.max_dep_tb
@@ -155,6 +203,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
                 offset = true;
                 report(
                     LimitKind::Offset,
+                    Element::step(g, t, s),
                     format!(
                         "GPU {g} tb {t} step {s} uses offset {off}; the executor stores offsets as int16 (at most {})",
                         limits.max_offset
@@ -165,6 +214,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
                 count = true;
                 report(
                     LimitKind::Count,
+                    Element::step(g, t, s),
                     format!(
                         "GPU {g} tb {t} step {s} moves {} chunks; the executor takes at most {}",
                         step.count, limits.max_count
@@ -194,24 +244,41 @@ pub(crate) fn too_many_elements(
     })
 }
 
-/// One GPU's (channel, sending) pairs with more than `max` threadblocks sending (or
-/// receiving) on that channel, with their counts, by channel; `tbs` gives each
-/// threadblock's channel and whether it sends and receives.
-fn crowded(
-    tbs: impl Iterator<Item = (usize, bool, bool)>,
-    max: usize,
-) -> Vec<((usize, bool), usize)> {
-    let mut per_channel: HashMap<(usize, bool), usize> = HashMap::new();
-    for (channel, sends, receives) in tbs {
-        if sends {
-            *per_channel.entry((channel, true)).or_default() += 1;
-        }
-        if receives {
-            *per_channel.entry((channel, false)).or_default() += 1;
+/// A channel of one GPU with more threadblocks sending (or receiving) on it than allowed.
+struct Crowded {
+    channel: usize,
+    sending: bool,
+    count: usize,
+    /// The first threadblock past the limit.
+    first_over: usize,
+}
+
+/// One GPU's channels with more than `max` threadblocks sending (or receiving) on them, by
+/// channel; `tbs` gives each threadblock's channel and whether it sends and receives.
+fn crowded(tbs: impl Iterator<Item = (usize, bool, bool)>, max: usize) -> Vec<Crowded> {
+    let mut per_channel: HashMap<(usize, bool), Crowded> = HashMap::new();
+    for (t, (channel, sends, receives)) in tbs.enumerate() {
+        for sending in [(true, sends), (false, receives)]
+            .into_iter()
+            .filter_map(|(sending, on)| on.then_some(sending))
+        {
+            let c = per_channel.entry((channel, sending)).or_insert(Crowded {
+                channel,
+                sending,
+                count: 0,
+                first_over: t,
+            });
+            c.count += 1;
+            if c.count == max + 1 {
+                c.first_over = t;
+            }
         }
     }
-    let mut over: Vec<_> = per_channel.into_iter().filter(|&(_, n)| n > max).collect();
-    over.sort_unstable();
+    let mut over: Vec<Crowded> = per_channel
+        .into_values()
+        .filter(|c| c.count > max)
+        .collect();
+    over.sort_unstable_by_key(|c| (c.channel, !c.sending));
     over
 }
 

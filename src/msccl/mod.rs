@@ -6,11 +6,13 @@
 //! turns a [`crate::schedule::Schedule`] into one, [`xml`] writes and parses the text,
 //! [`verify()`] executes a program symbolically and checks it computes its collective, and
 //! [`timing`] times it with the simulator's alpha-beta rules. [`limits`] holds the
-//! executor's hard limits, which the lowering respects and the verifier reports.
+//! executor's hard limits, which the lowering respects; [`rules`] lists every rule of a
+//! [`Target`]'s loader a program breaks, limits included.
 
 pub mod layout;
 pub mod limits;
 pub mod lower;
+pub mod rules;
 pub mod target;
 pub mod timing;
 pub mod verify;
@@ -21,6 +23,7 @@ mod exec;
 pub use layout::Layout;
 pub use limits::Limits;
 pub use lower::{lower, LowerOptions};
+pub use rules::{Element, Rule, RuleBreak};
 pub use target::{LimitOverrides, Profile, Target};
 pub use timing::{simulate_program, simulate_program_on, ProgramTimer};
 pub use verify::{verify, Problem, ProblemKind, VerifyOptions, VerifyReport};
@@ -28,6 +31,7 @@ pub use xml::{parse_program, read_program, write_program};
 
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
+use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
@@ -300,12 +304,40 @@ pub struct Program {
     pub nchunksperloop: usize,
     pub inplace: bool,
     pub outofplace: bool,
-    /// Smallest and largest message the executor picks the algorithm for (the older
-    /// executor made them optional).
+    /// Smallest and largest message the executor picks the algorithm for; `None` stands
+    /// for the whole range (0 and [`WHOLE_RANGE_MAX_BYTES`]), which the writer writes out.
+    /// The parser always sets them, inferring the whole range when a file lacks them.
     pub min_bytes: Option<u64>,
     pub max_bytes: Option<u64>,
     pub gpus: Vec<Gpu>,
     pub extra: ExtraAttrs,
+    /// `<algo>` attributes the file lacked and what was read in their place, for warnings
+    /// and the loader rules (a target may require them); never written.
+    pub inferred: Vec<Inferred>,
+}
+
+/// The largest `maxBytes` the executor reads (it stores it as int64): the top of the whole
+/// size range, written for a program that names none.
+pub const WHOLE_RANGE_MAX_BYTES: u64 = i64::MAX as u64;
+
+/// An `<algo>` attribute a file lacked, and the value the parser used in its place
+/// (msccl-tools writes neither `outofplace` nor `minBytes`/`maxBytes`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Inferred {
+    pub attribute: &'static str,
+    pub value: String,
+    /// How the value was chosen.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for Inferred {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no {} attribute: read as {}=\"{}\" ({})",
+            self.attribute, self.attribute, self.value, self.reason
+        )
+    }
 }
 
 impl Program {

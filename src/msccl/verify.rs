@@ -11,10 +11,13 @@
 //! messages: two accesses to one slot, at least one a write, that nothing orders. At the
 //! end every output slot must hold exactly its chunk, or its full sum. Programs declaring
 //! both in-place and out-of-place are checked both ways.
+//!
+//! Apart from that, the report lists the rules of the target's loader the program breaks
+//! (`super::rules`): a program can compute its collective and still be refused.
 
 use super::exec::{self, Trace};
 use super::layout::{Layout, Slot};
-use super::limits;
+use super::rules::{self, RuleBreak};
 use super::Target;
 use super::{step_name, Buf, Instr, Program};
 use crate::collective::CollectiveKind;
@@ -32,7 +35,7 @@ pub struct VerifyOptions {
     /// Unreceived chunks a connection holds before its sender waits; by default what the
     /// executor's buffers hold for the program's protocol (`exec::buffered_chunks`).
     pub capacity: Option<usize>,
-    /// The loader whose limits the program must keep to.
+    /// The loader whose rules the program must keep to.
     pub target: Target,
 }
 
@@ -41,8 +44,6 @@ pub struct VerifyOptions {
 pub enum ProblemKind {
     /// The program cannot be executed as written (missing peers, shared connections...).
     Structure,
-    /// An executor limit is exceeded.
-    Limit,
     /// An offset outside its buffer.
     Bounds,
     Deadlock,
@@ -59,7 +60,6 @@ impl ProblemKind {
     pub fn name(self) -> &'static str {
         match self {
             ProblemKind::Structure => "structure",
-            ProblemKind::Limit => "limit",
             ProblemKind::Bounds => "bounds",
             ProblemKind::Deadlock => "deadlock",
             ProblemKind::Fifo => "fifo",
@@ -97,12 +97,24 @@ pub struct VerifyReport {
     pub problems: Vec<Problem>,
     /// Problems found but not listed (each kind lists at most `LISTED`).
     pub unlisted: usize,
+    /// The rules of the target's loader the program breaks.
+    pub rule_breaks: Vec<RuleBreak>,
 }
 
 impl VerifyReport {
-    /// Whether the program is correct: no problem at all.
-    pub fn is_correct(&self) -> bool {
+    /// Whether the target's loader takes the program: no rule broken.
+    pub fn loads(&self) -> bool {
+        self.rule_breaks.is_empty()
+    }
+
+    /// Whether the program computes its collective: no problem found.
+    pub fn computes(&self) -> bool {
         self.problems.is_empty() && self.unlisted == 0
+    }
+
+    /// Whether the program loads in the target and computes its collective.
+    pub fn is_correct(&self) -> bool {
+        self.loads() && self.computes()
     }
 }
 
@@ -145,13 +157,25 @@ pub fn verify(program: &Program, options: &VerifyOptions) -> VerifyReport {
         messages: 0,
         problems: Vec::new(),
         unlisted: 0,
+        rule_breaks: rules::check(program, &options.target),
     };
-    let structure = exec::structure_problems(program);
-    for p in &structure {
+    let blocking = report
+        .rule_breaks
+        .iter()
+        .filter(|b| b.rule.blocks_execution())
+        .count();
+    if blocking > 0 {
+        problems.add(
+            ProblemKind::Structure,
+            format!("not executed: {blocking} broken loader rule(s) leave connections that cannot be formed (listed with the loader rules)"),
+        );
+    }
+    let missing = exec::missing_dependencies(program);
+    for p in &missing {
         problems.add(ProblemKind::Structure, p.clone());
     }
-    static_checks(program, kind, options, &mut problems);
-    if structure.is_empty() {
+    static_checks(program, kind, &mut problems);
+    if blocking == 0 && missing.is_empty() {
         let capacity = options
             .capacity
             .unwrap_or_else(|| exec::buffered_chunks(program.proto));
@@ -172,12 +196,7 @@ pub fn verify(program: &Program, options: &VerifyOptions) -> VerifyReport {
     report
 }
 
-fn static_checks(
-    program: &Program,
-    kind: Option<CollectiveKind>,
-    options: &VerifyOptions,
-    problems: &mut Problems,
-) {
+fn static_checks(program: &Program, kind: Option<CollectiveKind>, problems: &mut Problems) {
     if kind.is_none() {
         problems.add(
             ProblemKind::Structure,
@@ -195,9 +214,6 @@ fn static_checks(
                 .into(),
         );
     }
-    for v in limits::check(program, &options.target.limits) {
-        problems.add(ProblemKind::Limit, v.message);
-    }
     for (g, gpu) in program.gpus.iter().enumerate() {
         for (t, tb) in gpu.threadblocks.iter().enumerate() {
             if tb.channel >= program.nchannels {
@@ -209,22 +225,7 @@ fn static_checks(
                     ),
                 );
             }
-            let mut pending_nops = false;
             for (s, step) in tb.steps.iter().enumerate() {
-                if step.instr == Instr::Nop {
-                    pending_nops |= step.dep.is_some();
-                    continue;
-                }
-                if pending_nops && step.dep.is_none() {
-                    problems.add(
-                        ProblemKind::Structure,
-                        format!(
-                            "{} follows nops carrying dependencies but has none itself; the executor rejects such a chain",
-                            step_name(program, g, t, s)
-                        ),
-                    );
-                }
-                pending_nops = false;
                 if step.instr.reduces() && kind.is_some_and(|k| !k.combining()) {
                     problems.add(
                         ProblemKind::Data,

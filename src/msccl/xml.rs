@@ -1,14 +1,18 @@
 //! MSCCL algorithm XML: writing and parsing.
 //!
 //! The writer emits what the executor's own small parser reads: no XML declaration,
-//! double-quoted attributes separated by single spaces, space indentation, `<step .../>`.
+//! double-quoted attributes separated by single spaces, space indentation, `<step .../>`,
+//! and every `<algo>` attribute any loader requires.
 //! It formats directly into one string (quick-xml escapes the free-text values): a 64-GPU
 //! program has over a hundred thousand steps.
 //! The parser (over `crate::xmltree`) accepts what msccl-tools and the executor's users
 //! write: unknown attributes are kept (and written back), unknown elements and comments are
-//! skipped. Every error names the file, line and column, the element and what was wrong.
+//! skipped, and a missing `outofplace` (read as `1 - inplace`), `minBytes`, `maxBytes` (the
+//! whole range) or `name` is inferred and recorded in [`Program::inferred`]. Every error
+//! names the file, line and column, the element and what was wrong.
 
-use super::{Buf, Dep, ExtraAttrs, Gpu, Instr, Program, Proto, Step, Threadblock};
+use super::WHOLE_RANGE_MAX_BYTES;
+use super::{Buf, Dep, ExtraAttrs, Gpu, Inferred, Instr, Program, Proto, Step, Threadblock};
 use crate::error::{Error, Result};
 use crate::xmltree::{self, Element};
 use std::path::Path;
@@ -29,14 +33,11 @@ pub fn write_program(program: &Program) -> String {
     }
     w.flag("inplace", program.inplace);
     w.flag("outofplace", program.outofplace);
-    for (k, v) in [
-        ("minBytes", program.min_bytes),
-        ("maxBytes", program.max_bytes),
-    ] {
-        if let Some(v) = v {
-            w.num(k, v);
-        }
-    }
+    w.num("minBytes", program.min_bytes.unwrap_or(0));
+    w.num(
+        "maxBytes",
+        program.max_bytes.unwrap_or(WHOLE_RANGE_MAX_BYTES),
+    );
     w.close_start(&program.extra, false);
     for (id, gpu) in program.gpus.iter().enumerate() {
         w.open(1, "gpu");
@@ -171,19 +172,53 @@ pub fn parse_program(text: &str, origin: &str) -> Result<Program> {
     let proto: Proto = proto
         .parse()
         .map_err(|e: Error| a.fail(&e.to_string().replace("msccl: ", "")))?;
+    let mut inferred = Vec::new();
+    let mut infer = |attribute: &'static str, value: String, reason: &'static str| {
+        inferred.push(Inferred {
+            attribute,
+            value,
+            reason,
+        });
+    };
+    let name = a.optional("name").unwrap_or_else(|| {
+        infer("name", String::new(), "none given");
+        String::new()
+    });
+    let collective = a.string("coll")?;
+    let root_rank = a.optional_usize("root")?;
+    let nchannels = a.usize("nchannels")?;
+    let nchunksperloop = a.usize("nchunksperloop")?;
+    let inplace = a.flag("inplace")?;
+    let outofplace = match a.optional_flag("outofplace")? {
+        Some(v) => v,
+        None => {
+            infer("outofplace", u8::from(!inplace).to_string(), "1 - inplace");
+            !inplace
+        }
+    };
+    let whole_range = "the whole size range";
+    let min_bytes = a.optional_u64("minBytes")?.unwrap_or_else(|| {
+        infer("minBytes", "0".into(), whole_range);
+        0
+    });
+    let max_bytes = a.optional_u64("maxBytes")?.unwrap_or_else(|| {
+        infer("maxBytes", WHOLE_RANGE_MAX_BYTES.to_string(), whole_range);
+        WHOLE_RANGE_MAX_BYTES
+    });
     let mut program = Program {
-        name: a.optional("name").unwrap_or_default(),
-        collective: a.string("coll")?,
-        root: a.optional_usize("root")?,
+        name,
+        collective,
+        root: root_rank,
         proto,
-        nchannels: a.usize("nchannels")?,
-        nchunksperloop: a.usize("nchunksperloop")?,
-        inplace: a.flag("inplace")?,
-        outofplace: a.flag("outofplace")?,
-        min_bytes: a.optional_u64("minBytes")?,
-        max_bytes: a.optional_u64("maxBytes")?,
+        nchannels,
+        nchunksperloop,
+        inplace,
+        outofplace,
+        min_bytes: Some(min_bytes),
+        max_bytes: Some(max_bytes),
         gpus: Vec::new(),
         extra: a.rest(),
+        inferred,
     };
     let mut gpus: Vec<Option<(&Element, Gpu)>> = vec![None; ngpus];
     for e in root.children.iter().filter(|e| e.name == "gpu") {
@@ -433,10 +468,21 @@ impl<'a> Attrs<'a> {
     }
 
     fn flag(&mut self, key: &str) -> Result<bool> {
-        match self.int(key)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            v => Err(self.fail(&format!("{key} is {v}; it must be 0 or 1"))),
+        match self.optional_flag(key)? {
+            Some(v) => Ok(v),
+            None => Err(self.fail(&format!("missing attribute '{key}'"))),
+        }
+    }
+
+    fn optional_flag(&mut self, key: &str) -> Result<Option<bool>> {
+        let Some(v) = self.optional(key) else {
+            return Ok(None);
+        };
+        match v.trim().parse::<i64>() {
+            Ok(0) => Ok(Some(false)),
+            Ok(1) => Ok(Some(true)),
+            Ok(n) => Err(self.fail(&format!("{key} is {n}; it must be 0 or 1"))),
+            Err(_) => Err(self.fail(&format!("{key}=\"{v}\" is not a whole number"))),
         }
     }
 

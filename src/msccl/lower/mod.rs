@@ -351,6 +351,7 @@ fn header(layout: &Layout, head: &Head, channels: usize, gpus: Vec<super::Gpu>) 
         max_bytes: Some(head.max_bytes),
         gpus,
         extra: Vec::new(),
+        inferred: Vec::new(),
     }
 }
 
