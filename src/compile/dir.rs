@@ -19,7 +19,7 @@ use super::manifest::{
 use super::{compile, AlgorithmSet, CompileOptions, Progress, MANIFEST_VERSION};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
-use crate::msccl::limits;
+use crate::msccl::rules;
 use crate::msccl::{parse_program, simulate_program, verify, Program, Target, VerifyOptions};
 use crate::topology::Topology;
 use crate::units::ps_to_us;
@@ -107,30 +107,10 @@ pub fn algorithm_dir(dir: &Path) -> PathBuf {
 /// loader takes the file. Compile, `compile --check`, the scheduler plugin and the C API
 /// all ask here.
 pub(crate) fn loader_problems(program: &Program, target: &Target) -> Vec<String> {
-    let mut out = Vec::new();
-    match program.collective_kind() {
-        None => out.push(format!(
-            "coll=\"{}\" is not a collective tacos knows",
-            program.collective
-        )),
-        Some(kind) => match target.coll_name(kind) {
-            None => out.push(format!(
-                "target {} has no {kind} collective",
-                target.profile
-            )),
-            Some(name) if name != program.collective => out.push(format!(
-                "coll=\"{}\": target {} spells it \"{name}\"",
-                program.collective, target.profile
-            )),
-            Some(_) => {}
-        },
-    }
-    out.extend(
-        limits::check(program, &target.limits)
-            .into_iter()
-            .map(|v| v.message),
-    );
-    out
+    rules::check(program, target)
+        .iter()
+        .map(|b| b.to_string())
+        .collect()
 }
 
 /// A name that stays inside the directory and is not hidden.

@@ -1,7 +1,6 @@
 //! Choosing a program per band and merging bands: the heart of `compile`.
 
 use super::candidate::{lower_for, same_program};
-use super::dir::loader_problems;
 use super::manifest::{sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo};
 use super::quick::by_schedules;
 use super::{
@@ -560,17 +559,17 @@ pub(super) fn verified(
         failed_verification,
         reason,
     };
-    if let Some(broken) = loader_problems(&program, target).first() {
-        return Err(rejection(
-            false,
-            format!("target {target} would refuse the program: {broken}"),
-        ));
-    }
     let options = VerifyOptions {
         target: target.clone(),
         ..VerifyOptions::default()
     };
     let report = verify(&program, &options);
+    if let Some(broken) = report.rule_breaks.first() {
+        return Err(rejection(
+            false,
+            format!("target {target} would refuse the program: {broken}"),
+        ));
+    }
     if report.is_correct() {
         return Ok(program);
     }

@@ -4,7 +4,6 @@
 
 use super::guard::{c_str, give_string, guard};
 use crate::collective::{CollectiveKind, CollectiveSpec};
-use crate::compile::loader_problems;
 use crate::fsio::write_atomic;
 use crate::msccl::{
     lower, read_program, simulate_program, verify, write_program, LowerOptions, Profile, Program,
@@ -178,17 +177,17 @@ fn fitted(schedule: &Schedule, topo: &Topology, o: &Options) -> Result<Program, 
         ..LowerOptions::default()
     };
     let program = lower(schedule, topo, &options).map_err(|e| e.to_string())?;
-    if let Some(broken) = loader_problems(&program, &o.target).first() {
-        return Err(format!(
-            "target {} would refuse the program: {broken}",
-            o.target
-        ));
-    }
     let verify_options = VerifyOptions {
         target: o.target.clone(),
         ..VerifyOptions::default()
     };
     let report = verify(&program, &verify_options);
+    if let Some(broken) = report.rule_breaks.first() {
+        return Err(format!(
+            "target {} would refuse the program: {broken}",
+            o.target
+        ));
+    }
     if let Some(problem) = report.problems.first() {
         return Err(format!(
             "the lowered program failed verification (please report): {}",
