@@ -110,6 +110,9 @@ fn size_divisor(program: &Program) -> Result<usize> {
     Ok(layout.size_divisor())
 }
 
+/// A message that can go: (when, tie-break, message).
+type Ready = (Picos, (u32, usize), u32);
+
 /// Per threadblock of one GPU, the latest receive a step has waited for: (1 + the
 /// receiving step's index, message id), or (0, _) for none yet.
 type Seen = (u32, u32);
@@ -236,23 +239,23 @@ impl ProgramTimer {
         let mut dependents = vec![0u32; self.deps.len()];
         let mut next_of_tb = vec![u32::MAX; n];
         let mut last_of_tb = vec![u32::MAX; self.tbs];
-        for m in 0..n {
+        for (m, waits) in waiting.iter_mut().enumerate() {
             for &d in self.deps_of(m) {
                 dependents[fill[d as usize] as usize] = m as u32;
                 fill[d as usize] += 1;
             }
-            waiting[m] = self.deps_of(m).len() as u32;
+            *waits = self.deps_of(m).len() as u32;
             let t = self.tb[m] as usize;
             if last_of_tb[t] != u32::MAX {
                 next_of_tb[last_of_tb[t] as usize] = m as u32;
-                waiting[m] += 1;
+                *waits += 1;
             }
             last_of_tb[t] = m as u32;
         }
         let mut ready: Vec<Picos> = vec![0; n];
         let mut start: Vec<Picos> = vec![0; n];
         let mut link_free: Vec<Picos> = vec![0; topo.links().len()];
-        let mut queue: BinaryHeap<Reverse<(Picos, (u32, usize), u32)>> = (0..n)
+        let mut queue: BinaryHeap<Reverse<Ready>> = (0..n)
             .filter(|&m| waiting[m] == 0)
             .map(|m| Reverse((0, self.tie[m], m as u32)))
             .collect();
