@@ -1,10 +1,8 @@
 //! `--xml` and its options: lower a synthesized schedule to MSCCL algorithm XML.
 
-use super::at_least_one;
+use super::{at_least_one, TargetArgs};
 use crate::fsio::write_atomic;
-use crate::msccl::{lower, write_program, LowerOptions, Program, Proto};
-use crate::schedule::Schedule;
-use crate::topology::Topology;
+use crate::msccl::{write_program, LowerOptions, Program, Proto};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -40,6 +38,9 @@ pub struct LowerArgs {
     /// size, less one byte)
     #[arg(long, value_parser = super::size, requires = "xml")]
     pub max_bytes: Option<u64>,
+    /// The loader the XML is for: the lowering keeps to its limits
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 fn proto(s: &str) -> Result<Proto, String> {
@@ -47,27 +48,30 @@ fn proto(s: &str) -> Result<Proto, String> {
 }
 
 impl LowerArgs {
-    /// Lowers and writes the XML if asked; returns the program written and its path.
-    pub fn write(
-        &self,
-        schedule: &Schedule,
-        topo: &Topology,
-    ) -> anyhow::Result<Option<(Program, &PathBuf)>> {
-        let Some(path) = &self.xml else {
+    /// The lowering options, when XML is asked for.
+    pub fn options(&self) -> anyhow::Result<Option<LowerOptions>> {
+        if self.xml.is_none() {
             return Ok(None);
-        };
-        let options = LowerOptions {
+        }
+        Ok(Some(LowerOptions {
             in_place: self.placement.map(|p| p == Placement::InPlace),
             instances: self.instances,
             proto: self.proto,
             min_bytes: self.min_bytes,
             max_bytes: self.max_bytes,
+            target: self.target.target()?,
             ..LowerOptions::default()
+        }))
+    }
+
+    /// Writes `program` to the `--xml` file, if one is given; returns its path.
+    pub fn write(&self, program: &Program) -> anyhow::Result<Option<&PathBuf>> {
+        let Some(path) = &self.xml else {
+            return Ok(None);
         };
-        let program = lower(schedule, topo, &options)?;
-        write_atomic(path, write_program(&program).as_bytes())
+        write_atomic(path, write_program(program).as_bytes())
             .context("cannot write the MSCCL XML")?;
-        Ok(Some((program, path)))
+        Ok(Some(path))
     }
 }
 

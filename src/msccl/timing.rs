@@ -14,6 +14,8 @@ use crate::error::{Error, Result};
 use crate::sim::{simulate_messages, Message, SimResult};
 use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::Picos;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Times `program` on `topo`, rank r on the r-th alive NPU, for a collective of
 /// `size_bytes` (nccl-tests' convention, as `tacos synth --size`).
@@ -107,6 +109,9 @@ fn size_divisor(program: &Program) -> Result<usize> {
     )?;
     Ok(layout.size_divisor())
 }
+
+/// A message that can go: (when, tie-break, message).
+type Ready = (Picos, (u32, usize), u32);
 
 /// Per threadblock of one GPU, the latest receive a step has waited for: (1 + the
 /// receiving step's index, message id), or (0, _) for none yet.
@@ -208,29 +213,75 @@ impl ProgramTimer {
 
     /// The program's messages as simulator messages, in issue order.
     ///
-    /// The order is that of an idealized run in which every connection is a link of its
-    /// own (messages of one connection one after another, at the alpha-beta cost of their
-    /// link, without sharing it with other connections): it keeps each connection's order,
-    /// and where channels share a link it interleaves them by when their data is ready,
-    /// as the executor does, instead of letting one channel's late message hold up
-    /// another's in the simulator's single queue per link. Ties go to the shorter chain of
+    /// The order is that of a run in which every link carries, whenever it is free, the
+    /// message that became ready first (its data has arrived and its connection's earlier
+    /// message has too), at the alpha-beta cost of the link: it keeps each connection's
+    /// order, and where channels share a link it interleaves them by when their data is
+    /// ready, as the executor's channels (separate connections) do. The simulator keeps a
+    /// single queue per link, so an order that put a message ahead of one that is ready
+    /// before it would idle the link (a run that let every connection have its link to
+    /// itself got ahead of the shared link and did that). Ties go to the shorter chain of
     /// steps.
     fn messages(&self, topo: &Topology, size_bytes: u64) -> Vec<Message> {
         let chunk_bytes = size_bytes as f64 / self.size_divisor as f64;
         let n = self.src.len();
-        // Idealized start and arrival of each message, and when each sending
-        // threadblock's connection is free again.
-        let mut start: Vec<Picos> = vec![0; n];
-        let mut arrival: Vec<Picos> = vec![0; n];
-        let mut free: Vec<Picos> = vec![0; self.tbs];
+        // Who waits for each message: the messages that depend on it, and the next
+        // message of its threadblock (its connection).
+        let mut waiting = vec![0u32; n];
+        let mut dependents_at = vec![0u32; n + 1];
+        for &d in &self.deps {
+            dependents_at[d as usize + 1] += 1;
+        }
         for m in 0..n {
-            let ready = self.deps_of(m).iter().map(|&d| arrival[d as usize]).max();
+            dependents_at[m + 1] += dependents_at[m];
+        }
+        let mut fill = dependents_at.clone();
+        let mut dependents = vec![0u32; self.deps.len()];
+        let mut next_of_tb = vec![u32::MAX; n];
+        let mut last_of_tb = vec![u32::MAX; self.tbs];
+        for (m, waits) in waiting.iter_mut().enumerate() {
+            for &d in self.deps_of(m) {
+                dependents[fill[d as usize] as usize] = m as u32;
+                fill[d as usize] += 1;
+            }
+            *waits = self.deps_of(m).len() as u32;
             let t = self.tb[m] as usize;
+            if last_of_tb[t] != u32::MAX {
+                next_of_tb[last_of_tb[t] as usize] = m as u32;
+                *waits += 1;
+            }
+            last_of_tb[t] = m as u32;
+        }
+        let mut ready: Vec<Picos> = vec![0; n];
+        let mut start: Vec<Picos> = vec![0; n];
+        let mut link_free: Vec<Picos> = vec![0; topo.links().len()];
+        let mut queue: BinaryHeap<Reverse<Ready>> = (0..n)
+            .filter(|&m| waiting[m] == 0)
+            .map(|m| Reverse((0, self.tie[m], m as u32)))
+            .collect();
+        while let Some(Reverse((at, _, m))) = queue.pop() {
+            let m = m as usize;
             let bytes = self.count[m] as f64 * chunk_bytes;
-            let cost = self.link[m].map_or(0, |l| topo.link(l).transfer_ps(bytes));
-            start[m] = ready.unwrap_or(0).max(free[t]);
-            arrival[m] = start[m] + cost;
-            free[t] = arrival[m];
+            let (begin, cost) = match self.link[m] {
+                Some(l) => (at.max(link_free[l]), topo.link(l).transfer_ps(bytes)),
+                None => (at, 0),
+            };
+            start[m] = begin;
+            let arrival = begin + cost;
+            if let Some(l) = self.link[m] {
+                link_free[l] = arrival;
+            }
+            let released = dependents[dependents_at[m] as usize..dependents_at[m + 1] as usize]
+                .iter()
+                .chain(Some(&next_of_tb[m]).filter(|&&x| x != u32::MAX));
+            for &w in released {
+                let w = w as usize;
+                ready[w] = ready[w].max(arrival);
+                waiting[w] -= 1;
+                if waiting[w] == 0 {
+                    queue.push(Reverse((ready[w], self.tie[w], w as u32)));
+                }
+            }
         }
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&m| (start[m], self.tie[m]));

@@ -26,6 +26,29 @@ pub(super) struct Spread {
     pub paired: bool,
 }
 
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let split = match (self.channels, self.split) {
+            (1, _) => "",
+            (_, Split::Chunk) => " by chunk",
+            (_, Split::Turn) => " by turn",
+            (_, Split::Peer) => " by peer",
+            (_, Split::Busy) => " on the busiest links",
+        };
+        write!(
+            f,
+            "{} channel{}{split}, {}",
+            self.channels,
+            if self.channels == 1 { "" } else { "s" },
+            if self.paired {
+                "connections paired"
+            } else {
+                "one threadblock per connection"
+            }
+        )
+    }
+}
+
 /// Which channel a transfer takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Split {
@@ -36,6 +59,10 @@ pub(super) enum Split {
     Turn,
     /// (receiver - sender) mod ranks mod channels: a rank's peers spread over channels.
     Peer,
+    /// Only the busiest links spread: with `per` the most transfers of a link over the
+    /// channels, a link of n transfers alternates between ceil(n / per) channels, a
+    /// link of at most `per` keeps channel 0.
+    Busy,
 }
 
 /// (sender rank, receiver rank, channel).
@@ -86,7 +113,7 @@ struct Emitter<'a> {
     tb_of_recv: Vec<usize>,
     fused: Vec<Option<usize>>,
     fused_send: Vec<bool>,
-    /// First threadblock of each rank, for local copies of initial values.
+    /// Per rank, the threadblock that copies its own contribution where it must go.
     local_tb: Vec<usize>,
     ops: Vec<OpPlan>,
     /// Per version: where it lives (None: never stored) and the op that made it.
@@ -108,7 +135,7 @@ pub(super) struct Assignment {
     /// Per move: the threadblocks that send and receive it (`NONE` if dropped).
     tb_of_send: Vec<usize>,
     tb_of_recv: Vec<usize>,
-    /// First threadblock of each rank.
+    /// Per rank, the threadblock that copies its own contribution where it must go.
     local_tb: Vec<usize>,
     fused: Vec<Option<usize>>,
     fused_send: Vec<bool>,
@@ -133,16 +160,20 @@ impl Assignment {
 
 pub(super) fn assign(flow: &Flow, layout: &Layout, spread: Spread) -> Assignment {
     let ranks = layout.ranks();
-    let mut turns = vec![0; ranks * ranks];
+    let mut turns: Vec<usize> = vec![0; ranks * ranks];
     let mut turn = vec![0; flow.moves.len()];
     for &(i, departs) in &flow.events {
-        if departs {
-            let m = &flow.moves[i];
+        let m = &flow.moves[i];
+        if departs && !m.dropped {
             let next = &mut turns[m.src * ranks + m.dst];
             turn[i] = *next;
             *next += 1;
         }
     }
+    let per = turns
+        .iter()
+        .max()
+        .map_or(1, |&n| n.div_ceil(spread.channels).max(1));
     let channel: Vec<usize> = flow
         .moves
         .iter()
@@ -151,6 +182,7 @@ pub(super) fn assign(flow: &Flow, layout: &Layout, spread: Spread) -> Assignment
             Split::Chunk => m.chunk % spread.channels,
             Split::Turn => turn[i] % spread.channels,
             Split::Peer => (m.dst + ranks - m.src) % ranks % spread.channels,
+            Split::Busy => turn[i] % turns[m.src * ranks + m.dst].div_ceil(per),
         })
         .collect();
     let conn = |i: usize| -> Conn { (flow.moves[i].src, flow.moves[i].dst, channel[i]) };
@@ -239,14 +271,24 @@ pub(super) fn assign(flow: &Flow, layout: &Layout, spread: Spread) -> Assignment
         tb_of_recv_move[i] = tb_of_recv[conn_index(conn(i))];
     }
     let (fused, fused_send) = choose_fusions(flow, &tb_of_send_move, &tb_of_recv_move);
-    Assignment {
+    let mut assignment = Assignment {
         tbs,
         tb_of_send: tb_of_send_move,
         tb_of_recv: tb_of_recv_move,
         local_tb,
         fused,
         fused_send,
+    };
+    // Copies of a rank's own contribution wait for nothing: they go to its threadblock
+    // with the fewest transfer steps, not to one that may be full.
+    let steps = assignment.transfer_steps();
+    for (t, tb) in assignment.tbs.iter().enumerate() {
+        let local = &mut assignment.local_tb[tb.rank];
+        if steps[t] < steps[*local] {
+            *local = t;
+        }
     }
+    assignment
 }
 
 /// Every transfer's steps, in replay order, on the threadblocks `assignment` gives.

@@ -20,12 +20,11 @@ mod flow;
 use super::exec;
 use super::limits::{self, LimitKind};
 use super::Target;
-use super::{Buf, Layout, Program, Proto};
+use super::{simulate_program_on, Buf, Layout, Program, Proto};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::topology::Topology;
-use build::Refusal;
 use emit::{Split, Spread};
 use flow::Flow;
 
@@ -97,7 +96,7 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
             .max_bytes
             .unwrap_or(size.saturating_mul(2).saturating_sub(1).max(size)),
     };
-    let base = lower_base(&flow, &layout, options, &head)?;
+    let base = lower_base(&flow, &layout, options, &head, (topo, schedule))?;
     let program = replicate(base, options.instances);
     let broken = limits::check(&program, &options.target.limits);
     if let Some(v) = broken.first() {
@@ -109,18 +108,18 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
     Ok(program)
 }
 
-/// Checks what the schedule's shape says about the executor's limits before any step is
+/// Checks what the schedule's shape says about the target's limits before any step is
 /// built: an error names a limit that lowering it with these options breaks (as `lower`
 /// reports it, at a small fraction of the cost). It goes through the arrangements `lower`
-/// tries as far as their threadblock assignments alone decide: too many XML elements in
-/// a rank's part of the file, which more channels or threadblocks cannot cure, or a
-/// paired threadblock with too many steps, after which the next arrangement is tried.
+/// tries as far as their threadblock assignments alone decide (threadblocks per GPU and
+/// per channel, transfer steps per threadblock, elements per rank), so it refuses only
+/// what `lower` refuses, with the same message.
 pub fn check_shape(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<()> {
     let (layout, flow) = prepare(schedule, topo, options)?;
-    let decided = arrangements(options, |spread| {
+    let decided = arrangements(options, false, |spread| {
         precheck(&flow, &layout, options, spread).map(|r| r.map(|_| ()))
     })?;
-    decided.map_err(|why| Error::Msccl(format!("cannot lower the schedule: {why}")))
+    decided.map(|_| ()).map_err(Error::Msccl)
 }
 
 /// The layout and data flow of a lowering, once the options are checked.
@@ -138,37 +137,16 @@ fn prepare(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Resu
     if options.instances == 0 {
         return Err(Error::Msccl("instances must be at least 1".into()));
     }
+    let channels = options.target.limits.max_channels;
+    if options.instances > channels {
+        return Err(Error::Msccl(format!(
+            "{} instances need as many channels; the {} target takes {channels} channels",
+            options.instances, options.target
+        )));
+    }
     let layout = Layout::for_spec(spec, in_place)?;
     let flow = Flow::new(schedule, &layout)?;
     Ok((layout, flow))
-}
-
-/// Each threadblock's transfer steps, unless some rank would have more XML elements
-/// than the executor's parser keeps with just those steps and threadblocks (times the
-/// instances): no arrangement with more channels or threadblocks does better, nor do the
-/// nops and copies the steps get on top.
-fn check_elements(
-    assignment: &emit::Assignment,
-    layout: &Layout,
-    options: &LowerOptions,
-) -> Result<Vec<usize>> {
-    let steps = assignment.transfer_steps();
-    let ranks = layout.ranks();
-    let mut per_rank = vec![(0, 0); ranks];
-    for (tb, &n) in assignment.tbs.iter().zip(&steps) {
-        per_rank[tb.rank].0 += options.instances;
-        per_rank[tb.rank].1 += n * options.instances;
-    }
-    let max = options.target.limits.max_elements_per_rank;
-    for (rank, &(tbs, steps)) in per_rank.iter().enumerate() {
-        let elements = 1 + ranks + tbs + steps;
-        if elements > max {
-            return Err(Error::Msccl(format!(
-                "the program would break an executor limit: GPU {rank}'s part of the file would have at least {elements} elements (algo, gpus, {tbs} threadblocks and at least {steps} steps, one per transfer it sends or receives); the executor's XML parser keeps {max}; use fewer chunks per NPU"
-            )));
-        }
-    }
-    Ok(steps)
 }
 
 /// One instance, on as few channels as the limits allow.
@@ -201,32 +179,73 @@ fn lower_base(
     layout: &Layout,
     options: &LowerOptions,
     head: &Head,
+    timing: (&Topology, &Schedule),
 ) -> Result<Program> {
-    arrangements(options, |spread| {
+    let fits = arrangements(options, true, |spread| {
         arrange(flow, layout, options, head, spread)
     })?
-    .map_err(|why| Error::Msccl(format!("cannot lower the schedule: {why}")))
+    .map_err(Error::Msccl)?;
+    if fits.len() == 1 {
+        return Ok(fits.into_iter().next().expect("one program"));
+    }
+    // Spread over channels, a link's transfers no longer keep the schedule's order: keep
+    // the arrangement that loses least time to that (ties to the earlier one).
+    let (topo, schedule) = timing;
+    let spec = &schedule.collective;
+    let mut best: Option<(u64, Program)> = None;
+    for program in fits {
+        let time = simulate_program_on(topo, &program, spec.size_bytes, &spec.npus)?.time_ps;
+        if best.as_ref().map_or(true, |(t, _)| time < *t) {
+            best = Some((time, program));
+        }
+    }
+    Ok(best.expect("at least one program").1)
 }
 
-/// Tries arrangements in turn, one channel first, then more (transfers spread by chunk,
-/// by turn and by peer, peer first once a channel had too many threadblocks), each with
-/// connections paired in threadblocks and then not, until `attempt` gives a result; else
-/// the last reason one was refused. `attempt` refuses with why and whether a channel had
-/// too many threadblocks.
+/// Why an arrangement gives no program, and what more channels do about it.
+struct Refusal {
+    why: String,
+    broken: Broken,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Broken {
+    /// A threadblock has too many steps: more channels share them out.
+    Steps,
+    /// A channel has too many threadblocks: spreading peers over channels helps.
+    TbsPerChannel,
+    /// A GPU has too many threadblocks or XML elements: more channels only add to them.
+    Size,
+    /// The threadblocks wait on each other round a cycle.
+    Deadlock,
+}
+
+/// Tries arrangements in turn, one channel first, then more (transfers spread over the
+/// busiest links only, by turn on every link, by chunk and by peer; by peer first once a
+/// channel had too many threadblocks), each with connections paired in threadblocks and
+/// then not, until `attempt` gives a result: on one channel the first, on more all those
+/// on the fewest channels that give one (when `all`; else the first). When none does (it
+/// stops at a channel count where every arrangement had too many threadblocks or
+/// elements), the error names what one channel broke and what stopped the spreading.
 fn arrangements<T>(
     options: &LowerOptions,
-    mut attempt: impl FnMut(Spread) -> Result<Result<T, (String, bool)>>,
-) -> Result<Result<T, String>> {
+    all: bool,
+    mut attempt: impl FnMut(Spread) -> Result<Result<T, Refusal>>,
+) -> Result<Result<Vec<T>, String>> {
     let max_channels = (options.target.limits.max_channels / options.instances).max(1);
-    let mut last = None;
+    let mut first: Option<String> = None;
+    let mut last = String::new();
+    let mut last_size: Option<String> = None;
     let mut crowded = false;
     let mut channels = 1;
     while channels <= max_channels {
         let splits = match (channels, crowded) {
             (1, _) => &[Split::Chunk][..],
-            (_, true) => &[Split::Peer, Split::Turn, Split::Chunk][..],
-            (_, false) => &[Split::Turn, Split::Chunk, Split::Peer][..],
+            (_, true) => &[Split::Peer, Split::Busy, Split::Turn, Split::Chunk][..],
+            (_, false) => &[Split::Busy, Split::Turn, Split::Chunk, Split::Peer][..],
         };
+        let mut fits = Vec::new();
+        let mut only_size = true;
         for &split in splits {
             for paired in [true, false] {
                 let spread = Spread {
@@ -235,91 +254,175 @@ fn arrangements<T>(
                     paired,
                 };
                 match attempt(spread)? {
-                    Ok(done) => return Ok(Ok(done)),
-                    Err((why, too_many_tbs)) => {
-                        crowded |= too_many_tbs;
-                        last = Some(why);
+                    Ok(done) => {
+                        fits.push(done);
+                        if channels == 1 || !all {
+                            return Ok(Ok(fits));
+                        }
+                    }
+                    Err(refusal) => {
+                        crowded |= refusal.broken == Broken::TbsPerChannel;
+                        only_size &= refusal.broken == Broken::Size;
+                        last = format!("on {spread}: {}", refusal.why);
+                        first.get_or_insert_with(|| last.clone());
+                        if refusal.broken == Broken::Size {
+                            last_size = Some(last.clone());
+                        }
                     }
                 }
             }
         }
+        if !fits.is_empty() {
+            return Ok(Ok(fits));
+        }
+        if only_size {
+            break;
+        }
         channels *= 2;
     }
-    Ok(Err(last.expect("at least one arrangement is tried")))
+    let first = first.expect("at least one arrangement is tried");
+    // What stopped the spreading: too many threadblocks or elements, if that is what did.
+    let last = last_size.unwrap_or(last);
+    let tried = if first == last {
+        first
+    } else {
+        format!("{first}; {last}")
+    };
+    let instances = if options.instances > 1 {
+        " or fewer instances"
+    } else {
+        ""
+    };
+    Ok(Err(format!(
+        "cannot lower the schedule within the limits of target {}: {tried}; use fewer chunks per NPU{instances}",
+        options.target
+    )))
 }
 
-/// What the threadblock assignment of an arrangement tells before its steps are built:
-/// an error for too many elements (no arrangement does better), a refusal (why, and
-/// whether a channel had too many threadblocks) for a paired threadblock with more
-/// transfer steps than the executor takes (the unpaired arrangement is next), else the
-/// assignment, to be built.
+/// What the threadblock assignment of an arrangement tells before its steps are built: a
+/// refusal for a threadblock with more transfer steps than the executor takes, a GPU
+/// with more threadblocks or (counting transfer steps alone) more XML elements, or a
+/// channel with more threadblocks than it takes; else the assignment, to be built. Too
+/// many elements in the first arrangement (one channel, paired: the fewest threadblocks
+/// and the most fused steps) is an error, since no arrangement does better.
 fn precheck(
     flow: &Flow,
     layout: &Layout,
     options: &LowerOptions,
     spread: Spread,
-) -> Result<Result<emit::Assignment, (String, bool)>> {
+) -> Result<Result<emit::Assignment, Refusal>> {
     let assignment = emit::assign(flow, layout, spread);
-    let steps = check_elements(&assignment, layout, options)?;
-    let most = options.target.limits.max_steps_per_tb;
-    if spread.paired {
-        if let Some((t, &n)) = steps.iter().enumerate().find(|&(_, &n)| n > most) {
-            let crowded = limits::crowded_channels(
-                assignment
-                    .tbs
-                    .iter()
-                    .map(|tb| (tb.rank, tb.channel, tb.send.is_some(), tb.recv.is_some())),
-                options.target.limits.max_tbs_per_channel,
+    let limits = &options.target.limits;
+    let steps = assignment.transfer_steps();
+    let ranks = layout.ranks();
+    let mut per_rank = vec![(0, 0); ranks];
+    for (tb, &n) in assignment.tbs.iter().zip(&steps) {
+        per_rank[tb.rank].0 += options.instances;
+        per_rank[tb.rank].1 += n * options.instances;
+    }
+    let refuse = |why: String, broken| Ok(Err(Refusal { why, broken }));
+    let max = limits.max_elements_per_rank;
+    for (rank, &(tbs, steps)) in per_rank.iter().enumerate() {
+        let elements = 1 + ranks + tbs + steps;
+        if elements > max {
+            let why = format!(
+                "GPU {rank}'s part of the file would have at least {elements} elements (algo, gpus, {tbs} threadblocks and at least {steps} steps, one per transfer it sends or receives); the executor's XML parser keeps {max}"
             );
-            return Ok(Err((
-                format!(
-                    "it breaks an executor limit even spread over {} channels: GPU {} has a threadblock of at least {n} steps; the executor takes {most} per threadblock",
-                    spread.channels, assignment.tbs[t].rank
-                ),
-                crowded,
-            )));
+            if spread.channels == 1 && spread.paired {
+                return Err(Error::Msccl(format!(
+                    "the program would break an executor limit: {why}; use fewer chunks per NPU"
+                )));
+            }
+            return refuse(why, Broken::Size);
         }
+        if tbs > limits.max_tbs {
+            return refuse(
+                format!(
+                    "GPU {rank} would have {tbs} threadblocks; the executor takes {}",
+                    limits.max_tbs
+                ),
+                Broken::Size,
+            );
+        }
+    }
+    let most = limits.max_steps_per_tb;
+    if let Some((t, &n)) = steps.iter().enumerate().find(|&(_, &n)| n > most) {
+        return refuse(
+            format!(
+                "GPU {} would have a threadblock of at least {n} steps; the executor takes {most} per threadblock",
+                assignment.tbs[t].rank
+            ),
+            Broken::Steps,
+        );
+    }
+    let ends = assignment
+        .tbs
+        .iter()
+        .map(|tb| (tb.rank, tb.channel, tb.send.is_some(), tb.recv.is_some()));
+    if limits::crowded_channels(ends, limits.max_tbs_per_channel) {
+        return refuse(
+            format!(
+                "a GPU would have more than {} threadblocks sending or receiving on one channel, as many as the executor takes",
+                limits.max_tbs_per_channel
+            ),
+            Broken::TbsPerChannel,
+        );
     }
     Ok(Ok(assignment))
 }
 
-/// One arrangement: the program, or why it does not do (and whether a channel had too
-/// many threadblocks); an error for a limit no arrangement can cure.
+/// One arrangement: the program, or why it does not do; an error for a limit no
+/// arrangement can cure.
 fn arrange(
     flow: &Flow,
     layout: &Layout,
     options: &LowerOptions,
     head: &Head,
     spread: Spread,
-) -> Result<Result<Program, (String, bool)>> {
+) -> Result<Result<Program, Refusal>> {
     let assignment = match precheck(flow, layout, options, spread)? {
         Ok(assignment) => assignment,
         Err(refused) => return Ok(Err(refused)),
     };
     let plan = emit::plan(flow, layout, assignment);
-    let gpus = build::build_gpus(&plan, layout, &options.target.limits).map_err(|e| match e {
-        Refusal::Order(e) => Error::Msccl(format!("cannot order the program's steps: {e}")),
-        Refusal::Elements(e) => {
-            Error::Msccl(format!("the program would break an executor limit: {e}"))
+    let gpus = match build::build_gpus(&plan, layout, &options.target.limits) {
+        Ok(gpus) => gpus,
+        Err(build::Refusal::Order(e)) => {
+            return Err(Error::Msccl(format!(
+                "cannot order the program's steps: {e}"
+            )))
         }
-    })?;
+        Err(build::Refusal::Elements(why)) => {
+            return Ok(Err(Refusal {
+                why,
+                broken: Broken::Size,
+            }))
+        }
+    };
     let program = header(layout, head, spread.channels, gpus);
     let broken = limits::check(&program, &options.target.limits);
-    if let Some(v) = broken.iter().find(|v| !v.kind.spreading_helps()) {
+    let cured_by_spreading = |kind: LimitKind| {
+        matches!(
+            kind,
+            LimitKind::StepsPerTb | LimitKind::TbsPerChannel | LimitKind::Tbs
+        )
+    };
+    if let Some(v) = broken.iter().find(|v| !cured_by_spreading(v.kind)) {
         return Err(Error::Msccl(format!(
             "the program would break an executor limit: {}",
             v.message
         )));
     }
     if let Some(v) = broken.first() {
-        let crowded = broken.iter().any(|v| v.kind == LimitKind::TbsPerChannel);
-        return Ok(Err((
-            format!(
-                "it breaks an executor limit even spread over {} channels: {}; use fewer chunks per NPU or fewer instances",
-                spread.channels, v.message
-            ),
-            crowded,
-        )));
+        let broken = match v.kind {
+            LimitKind::StepsPerTb => Broken::Steps,
+            LimitKind::TbsPerChannel => Broken::TbsPerChannel,
+            _ => Broken::Size,
+        };
+        return Ok(Err(Refusal {
+            why: v.message.clone(),
+            broken,
+        }));
     }
     // Threadblocks that both receive and send can wait on each other round a cycle when
     // connections buffer less than the schedule keeps in flight; then the next
@@ -327,13 +430,13 @@ fn arrange(
     let trace = exec::run(&program, exec::buffered_chunks(program.proto));
     Ok(match trace.deadlock {
         None => Ok(program),
-        Some(d) => Err((
-            format!(
+        Some(d) => Err(Refusal {
+            why: format!(
                 "it would deadlock with the executor's {} buffers: {d}",
                 program.proto
             ),
-            false,
-        )),
+            broken: Broken::Deadlock,
+        }),
     })
 }
 
