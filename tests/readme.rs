@@ -103,7 +103,11 @@ fn examples(readme: &str) -> (Vec<Example>, Vec<String>) {
         let shell = matches!(tag.as_str(), "sh" | "bash" | "shell" | "console");
         for (i, line) in lines.iter().enumerate() {
             let transcript = line.strip_prefix("$ ").filter(|_| !shell);
-            let command = if shell { Some(line.as_str()) } else { transcript };
+            let command = if shell {
+                Some(line.as_str())
+            } else {
+                transcript
+            };
             match command.and_then(tool_args) {
                 Some(args) => {
                     let shown = match transcript {
@@ -123,7 +127,10 @@ fn examples(readme: &str) -> (Vec<Example>, Vec<String>) {
                 None if shell && !line.trim().is_empty() && !line.starts_with('#') => {
                     let continued = i > 0 && lines[i - 1].trim_end().ends_with('\\');
                     assert!(
-                        continued || is_cargo(line) || is_environment(line) || line.starts_with("./"),
+                        continued
+                            || is_cargo(line)
+                            || is_environment(line)
+                            || line.starts_with("./"),
                         "README shell line that this test neither runs nor knows to skip: {line}"
                     );
                     skipped.push(line.clone())
@@ -241,7 +248,8 @@ fn span_flags(span: &str) -> Vec<String> {
 
 /// Flags of the topology arguments every topology-taking command shares: documented once,
 /// in the `--fail-npus` row and the Topologies section, not in every command's row.
-const SHARED_TOPOLOGY_FLAGS: [&str; 4] = ["--bandwidth", "--latency", "--fail-npus", "--fail-links"];
+const SHARED_TOPOLOGY_FLAGS: [&str; 4] =
+    ["--bandwidth", "--latency", "--fail-npus", "--fail-links"];
 
 /// The Commands table against `--help`. The rule: every flag a row shows for a command
 /// exists in that command's `--help` (short flags through their long names); a command
@@ -267,7 +275,10 @@ fn the_command_table_and_help_agree() {
                 continue;
             }
             let words: Vec<&str> = span.split_whitespace().collect();
-            assert_eq!(words[0], "tacos", "a command cell that is not a tacos command: {span}");
+            assert_eq!(
+                words[0], "tacos",
+                "a command cell that is not a tacos command: {span}"
+            );
             let depth = if words[1] == "topo" { 3 } else { 2 };
             let path: Vec<String> = words[1..depth].iter().map(|w| w.to_string()).collect();
             let entry = shown.entry(path).or_default();
@@ -276,7 +287,11 @@ fn the_command_table_and_help_agree() {
         }
     }
     assert_eq!(shared_rows, 1, "one row lists the shared topology flags");
-    assert!(shown.len() >= 10, "commands found in the table: {:?}", shown.keys());
+    assert!(
+        shown.len() >= 10,
+        "commands found in the table: {:?}",
+        shown.keys()
+    );
     for (path, (flags, elided)) in &shown {
         let path: Vec<&str> = path.iter().map(String::as_str).collect();
         let (long, short) = help_flags(&path);
@@ -309,7 +324,9 @@ fn the_command_table_and_help_agree() {
 /// parenthesis have the flags; those named after "not" do not.
 fn check_shared_row(flags: &[String], description: &str) {
     let (with, rest) = description.split_once('(').expect("the row's (...) remark");
-    let without = rest.split_once("not ").map_or("", |(_, n)| n.split(')').next().unwrap());
+    let without = rest
+        .split_once("not ")
+        .map_or("", |(_, n)| n.split(')').next().unwrap());
     for (commands, has) in [(with, true), (without, false)] {
         let commands = spans(commands);
         assert!(!commands.is_empty(), "no commands named in: {description}");

@@ -28,11 +28,7 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
 }
 
 /// Prints the table through `bar`, which names the case running.
-fn run_in(
-    args: &BenchArgs,
-    scratch: &std::path::Path,
-    bar: &ProgressHandle,
-) -> anyhow::Result<()> {
+fn run_in(args: &BenchArgs, scratch: &std::path::Path, bar: &ProgressHandle) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     if !args.json {
         bar.println(format!(

@@ -1,8 +1,8 @@
 //! `tacos compare`: the synthesized algorithm and every baseline on one topology, each
 //! timed by the congestion-aware simulator, next to the lower bounds.
 
-use super::simulate::{bounds_json, print_bounds, CollectiveArgs};
 use super::progress::ProgressHandle;
+use super::simulate::{bounds_json, print_bounds, CollectiveArgs};
 use super::TopologyArgs;
 use crate::baselines::Baseline;
 use crate::bounds::Bounds;
@@ -62,11 +62,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         .into_iter()
         .filter(|b| b.kinds().contains(&spec.kind))
         .collect();
-    let bar = ProgressHandle::bar(
-        "tacos",
-        1 + baselines.len() as u64,
-        args.quiet || args.json,
-    );
+    let bar = ProgressHandle::bar("tacos", 1 + baselines.len() as u64, args.quiet || args.json);
     let mut rows = vec![Row {
         name: "tacos".into(),
         outcome: synthesized(&topo, &collective, args.seed)?,

@@ -106,7 +106,13 @@ mod tests {
     #[test]
     fn a_display_shows_only_on_a_terminal() {
         let on_terminal = std::io::stderr().is_terminal();
-        assert_eq!(!ProgressHandle::spinner("work", false).is_hidden(), on_terminal);
-        assert_eq!(!ProgressHandle::bar("work", 1, false).is_hidden(), on_terminal);
+        assert_eq!(
+            !ProgressHandle::spinner("work", false).is_hidden(),
+            on_terminal
+        );
+        assert_eq!(
+            !ProgressHandle::bar("work", 1, false).is_hidden(),
+            on_terminal
+        );
     }
 }

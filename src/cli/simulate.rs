@@ -138,7 +138,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             args.collective.check_matches(&file, &schedule.collective)?;
             let (topo, used) = schedule_topology(&args.topology, &schedule, &file)?;
             check_on_links(&schedule, &topo).with_context(|| {
-                format!("{file} (made for {}) does not fit {used}", schedule.topology)
+                format!(
+                    "{file} (made for {}) does not fit {used}",
+                    schedule.topology
+                )
             })?;
             // A contention-free schedule has a clock worth showing next to the simulation.
             let own = check(&schedule, &topo).ok().map(|r| r.collective_time_ps);
