@@ -120,9 +120,12 @@ fn a_schedule_file_is_simulated_on_its_topology_and_refused_elsewhere() {
         err.contains("does not fit ring:9") && err.contains("which no link joins"),
         "{err}"
     );
-    // ring:4 lacks NPUs 4..8.
+    // ring:4 lacks NPUs 4..8: the error names both topologies.
     let err = error_of(&["simulate", "ring:4", "--schedule", f]);
-    assert!(err.contains("NPU 4 does not exist"), "{err}");
+    assert!(
+        err.contains("made for mesh:3x3 (9 NPUs), but ring:4 has 4 NPUs"),
+        "{err}"
+    );
     let err = error_of(&["simulate", "mesh:3x3", "--schedule", f, "-c", "broadcast"]);
     assert!(err.contains("schedule for collective allgather"), "{err}");
 }
@@ -227,4 +230,181 @@ fn simulate_times_msccl_xml_like_the_schedule_it_was_lowered_from() {
     std::fs::write(&broken, text.replacen("type=\"rrcs\"", "type=\"rcs\"", 1)).unwrap();
     let err = error_of(&["simulate", "torus:2x4", "--xml", broken.to_str().unwrap()]);
     assert!(err.contains("is not a correct program"), "{err}");
+}
+
+#[test]
+fn a_schedule_file_without_a_spec_runs_on_the_network_it_records() {
+    let dir = scratch("recorded");
+    let file = dir.join("uniring.json");
+    let f = file.to_str().unwrap();
+    // uniring:4 at 10 GB/s, All-Gather of 4 MB: 1 MB chunks take 0.5 + 100 us, and the
+    // last chunk needs three hops.
+    let out = tacos(&[
+        "synth",
+        "uniring:4",
+        "--bandwidth",
+        "10",
+        "-s",
+        "4MB",
+        "--out",
+        f,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = ok_json(&["simulate", "--schedule", f, "--json"]);
+    assert!(
+        (v["time_us"].as_f64().unwrap() - 3.0 * 100.5).abs() < 1e-6,
+        "{v}"
+    );
+    assert_eq!(v["topology"], "uniring:4");
+    assert_eq!(v["links"].as_array().unwrap().len(), 4);
+    // A SPEC given explicitly replaces the network: at 50 GB/s a hop is 20.5 us.
+    let v = ok_json(&["simulate", "uniring:4", "--schedule", f, "--json"]);
+    assert!(
+        (v["time_us"].as_f64().unwrap() - 3.0 * 20.5).abs() < 1e-6,
+        "{v}"
+    );
+    // One that does not fit is named next to the one the file was made for.
+    let err = error_of(&["simulate", "ring:8", "--schedule", f]);
+    assert!(
+        err.contains("made for uniring:4 (4 NPUs), but ring:8 has 8 NPUs"),
+        "{err}"
+    );
+    // mesh:2x2 has four NPUs but no link 1 -> 2.
+    let err = error_of(&["simulate", "mesh:2x2", "--schedule", f]);
+    assert!(
+        err.contains("(made for uniring:4) does not fit mesh:2x2")
+            && err.contains("from NPU 1 to NPU 2, which no link joins"),
+        "{err}"
+    );
+    // Failures given apply to the recorded network.
+    let err = error_of(&["simulate", "--schedule", f, "--fail-links", "2-3"]);
+    assert!(
+        err.contains("does not fit the network it records with the failures given"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_recorded_network_keeps_its_failures() {
+    let dir = scratch("failed");
+    let file = dir.join("ring.json");
+    let f = file.to_str().unwrap();
+    let out = tacos(&[
+        "synth",
+        "ring:5",
+        "--fail-npus",
+        "4",
+        "-s",
+        "4MB",
+        "--out",
+        f,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = ok_json(&["simulate", "--schedule", f, "--json"]);
+    // ring:5 without NPU 4 is the line 0-1-2-3: six directed links, four NPUs taking part.
+    assert_eq!(v["links"].as_array().unwrap().len(), 6, "{v}");
+    assert_eq!(v["npus"], 4);
+    assert_eq!(v["time_us"], v["schedule_time_us"]);
+
+    // A file from before networks were recorded still reads: its topology name is read
+    // as a spec (ring:5 with every NPU), with a warning.
+    let mut old: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    old.as_object_mut().unwrap().remove("network").unwrap();
+    let old_file = dir.join("old.json");
+    std::fs::write(&old_file, old.to_string()).unwrap();
+    let out = tacos(&[
+        "simulate",
+        "--schedule",
+        old_file.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("records no network") && err.contains("'ring:5'"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["links"].as_array().unwrap().len(), 10, "{v}");
+}
+
+#[test]
+fn xml_without_a_size_is_timed_at_its_min_bytes() {
+    let dir = scratch("minbytes");
+    // Gather: the executor measures one rank's share, so minBytes is a quarter of the
+    // nccl-tests size on 4 GPUs, and the simulator takes the size back.
+    let gather = dir.join("gather.xml");
+    let g = gather.to_str().unwrap();
+    let out = tacos(&[
+        "synth", "mesh:2x2", "-c", "gather", "-s", "1MiB", "--xml", g,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::read_to_string(&gather)
+        .unwrap()
+        .contains("minBytes=\"262144\""));
+    let v = ok_json(&["simulate", "mesh:2x2", "--xml", g, "--json"]);
+    assert_eq!(v["collective"]["size_bytes"], 1 << 20, "{v}");
+    assert_eq!(v["size_from"], "minBytes");
+    let out = tacos(&["simulate", "mesh:2x2", "--xml", g]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("gather of 1 MiB (the file's minBytes"),
+        "{text}"
+    );
+    // All-Gather measures the whole buffer: minBytes is the size.
+    let ag = dir.join("ag.xml");
+    let a = ag.to_str().unwrap();
+    let out = tacos(&[
+        "synth",
+        "mesh:2x2",
+        "-s",
+        "1MiB",
+        "--min-bytes",
+        "65536",
+        "--xml",
+        a,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = ok_json(&["simulate", "mesh:2x2", "--xml", a, "--json"]);
+    assert_eq!(v["collective"]["size_bytes"], 65536, "{v}");
+    // -s still wins.
+    let v = ok_json(&["simulate", "mesh:2x2", "--xml", a, "-s", "4MiB", "--json"]);
+    assert_eq!(v["collective"]["size_bytes"], 4 << 20);
+    assert_eq!(v["size_from"], "command line");
+}
+
+#[test]
+fn long_commands_draw_no_progress_off_a_terminal() {
+    // The tests' stderr is a pipe: no bar, no spinner, so stderr stays empty.
+    for args in [
+        &["compare", "ring:8", "-s", "8MB"][..],
+        &["simulate", "ring:8", "--baseline", "ring", "-s", "8MB"],
+        &["simulate", "ring:8", "--baseline", "ring", "--quiet"],
+        &["compare", "ring:8", "--quiet", "--json"],
+    ] {
+        let out = tacos(args);
+        assert!(out.status.success(), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{args:?}");
+    }
 }

@@ -3,6 +3,7 @@
 //! and 0.5 us unless the case says).
 
 use super::collective_kind;
+use super::progress::ProgressHandle;
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::synth::{synthesize, SynthOptions};
@@ -49,6 +50,9 @@ pub struct BenchArgs {
     /// Print one JSON array instead of a table
     #[arg(long)]
     pub json: bool,
+    /// No progress display
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// (topology spec, chunks per NPU, synthesis time of the public C++ TACOS on this machine
@@ -72,19 +76,24 @@ const SIZE: u64 = 1 << 30;
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.subject {
-        BenchSubject::Synth => {}
-        BenchSubject::Sim => return super::bench_sim::run(&args),
-        BenchSubject::Lowering => return super::bench_lowering::run(&args),
         BenchSubject::Tuner => return super::bench_tuner::run(&args),
-        BenchSubject::Compile => return super::bench_compile::run(&args),
         BenchSubject::Scheduler => return super::bench_scheduler::run(&args),
+        _ => {}
+    }
+    // The cases print as they finish, under a spinner naming the one running.
+    let bar = ProgressHandle::spinner("bench", args.quiet || args.json);
+    match args.subject {
+        BenchSubject::Sim => return super::bench_sim::run(&args, &bar),
+        BenchSubject::Lowering => return super::bench_lowering::run(&args, &bar),
+        BenchSubject::Compile => return super::bench_compile::run(&args, &bar),
+        _ => {}
     }
     let mut rows = Vec::new();
     if !args.json {
-        println!(
+        bar.println(format!(
             "{:<24} {:>5} {:>3} {:>12} {:>12} {:>13} {:>10} {:>8}",
             "topology", "NPUs", "K", "synth (ms)", "C++ (ms)", "time (us)", "bound (us)", "eff."
-        );
+        ));
     }
     for &(spec, k, reference_ms) in CASES {
         if args.filter.as_deref().is_some_and(|f| !spec.contains(f)) {
@@ -93,6 +102,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         if args.quick && (spec.contains("32x32") || spec.contains("24x24")) {
             continue;
         }
+        bar.step(spec);
         let topo = parse_spec(spec, &SpecDefaults::default())?;
         let root = args.collective.has_root().then_some(0);
         let collective = Collective::over_all(&topo, args.collective, root, k, SIZE)?;
@@ -118,7 +128,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 "efficiency": efficiency,
             }));
         } else {
-            println!(
+            bar.println(format!(
                 "{:<24} {:>5} {:>3} {:>12.3} {:>12} {:>13.1} {:>10.1} {:>8.3}",
                 spec,
                 topo.npus(),
@@ -128,7 +138,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 ps_to_us(time_ps),
                 ps_to_us(bound_ps),
                 efficiency
-            );
+            ));
         }
     }
     if args.json {

@@ -5,6 +5,7 @@
 //! slowest shown, since the machine may be shared.
 
 use super::bench::BenchArgs;
+use super::progress::ProgressHandle;
 use crate::compile::{open_or_compile, CompileOptions, Opened};
 use crate::topology::{parse_spec, SpecDefaults};
 use std::time::Instant;
@@ -19,17 +20,18 @@ const CASES: &[&str] = &[
 /// Cold runs per case.
 const RUNS: usize = 3;
 
-pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
     let scratch = std::env::temp_dir().join(format!("tacos-bench-compile-{}", std::process::id()));
-    let result = run_in(args, &scratch);
+    let result = run_in(args, &scratch, bar);
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
 
-fn run_in(args: &BenchArgs, scratch: &std::path::Path) -> anyhow::Result<()> {
+/// Prints the table through `bar`, which names the case running.
+fn run_in(args: &BenchArgs, scratch: &std::path::Path, bar: &ProgressHandle) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     if !args.json {
-        println!(
+        bar.println(format!(
             "{:<26} {:>5} {:>6} {:>9} {:>14} {:>15} {:>9} {:>10}",
             "topology",
             "NPUs",
@@ -39,7 +41,7 @@ fn run_in(args: &BenchArgs, scratch: &std::path::Path) -> anyhow::Result<()> {
             "cold worst (s)",
             "warm (s)",
             "min. eff."
-        );
+        ));
     }
     let options = CompileOptions::fast();
     for &spec in CASES {
@@ -49,6 +51,7 @@ fn run_in(args: &BenchArgs, scratch: &std::path::Path) -> anyhow::Result<()> {
         if args.quick && spec.ends_with("nodes=8") {
             continue;
         }
+        bar.step(spec);
         let topo = parse_spec(spec, &SpecDefaults::default())?;
         let dir = scratch.join("cache");
         let mut cold = Vec::new();
@@ -93,10 +96,10 @@ fn run_in(args: &BenchArgs, scratch: &std::path::Path) -> anyhow::Result<()> {
                 "min_efficiency": efficiency,
             }));
         } else {
-            println!(
+            bar.println(format!(
                 "{spec:<26} {npus:>5} {files:>6} {:>9.1} {best:>14.3} {worst:>15.3} {warm:>9.3} {efficiency:>10.3}",
                 xml_bytes as f64 / 1048576.0
-            );
+            ));
         }
     }
     if args.json {

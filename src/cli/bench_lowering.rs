@@ -2,6 +2,7 @@
 //! (lowering, writing), and reading it back, verifying and simulating it, on 64-NPU cases.
 
 use super::bench::{best_of, BenchArgs};
+use super::progress::ProgressHandle;
 use crate::collective::{Collective, CollectiveKind};
 use crate::msccl::{lower, parse_program, simulate_program, verify, write_program};
 use crate::msccl::{LowerOptions, VerifyOptions};
@@ -29,10 +30,11 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+/// Prints the table through `bar`, which names the case running.
+pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     if !args.json {
-        println!(
+        bar.println(format!(
             "{:<12} {:<10} {:>4} {:>3} {:>10} {:>10} {:>10} {:>11} {:>8} {:>6} {:>8} {:>9} {:>10}",
             "topology",
             "collective",
@@ -47,12 +49,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             "XML KiB",
             "sim (ms)",
             "sim/synth"
-        );
+        ));
     }
     for &(spec, kind, k) in CASES {
         if args.filter.as_deref().is_some_and(|f| !spec.contains(f)) {
             continue;
         }
+        bar.step(spec);
         let topo = parse_spec(spec, &SpecDefaults::default())?;
         let collective = Collective::over_all(&topo, kind, None, k, SIZE)?;
         let schedule = synthesize(&topo, &collective, &SynthOptions { seed: args.seed })?;
@@ -89,7 +92,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
                 "simulated_over_synthesized": ratio,
             }));
         } else {
-            println!(
+            bar.println(format!(
                 "{spec:<12} {:<10} {:>4} {k:>3} {:>10.3} {:>10.3} {:>10.3} {:>11.3} {:>8} {:>6} {:>8.0} {:>9.3} {:>10.4}",
                 kind.name(),
                 program.gpus.len(),
@@ -102,7 +105,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
                 text.len() as f64 / 1024.0,
                 ms(sim_t),
                 ratio
-            );
+            ));
         }
     }
     if args.json {

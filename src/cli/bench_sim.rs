@@ -2,6 +2,7 @@
 //! synthesized (one hop each) and baselines (routed sends, reductions with many inputs).
 
 use super::bench::{best_of, BenchArgs};
+use super::progress::ProgressHandle;
 use crate::baselines::Baseline;
 use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::Schedule;
@@ -31,10 +32,11 @@ const CASES: &[(&str, CollectiveKind, Option<Baseline>)] = &[
 
 const SIZE: u64 = 1 << 30;
 
-pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+/// Prints the table through `bar`, which names the case running.
+pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     if !args.json {
-        println!(
+        bar.println(format!(
             "{:<14} {:<14} {:<6} {:>10} {:>10} {:>10} {:>12} {:>13} {:>8}",
             "topology",
             "collective",
@@ -45,7 +47,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             "time (us)",
             "synth (us)",
             "equal"
-        );
+        ));
     }
     for &(spec, kind, baseline) in CASES {
         if args.filter.as_deref().is_some_and(|f| !spec.contains(f)) {
@@ -54,6 +56,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         if args.quick && spec.contains("32x32") {
             continue;
         }
+        bar.step(spec);
         let topo = parse_spec(spec, &SpecDefaults::default())?;
         let collective = Collective::over_all(&topo, kind, None, 1, SIZE)?;
         let schedule: Schedule = match baseline {
@@ -79,7 +82,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
                 "synthesized_time_us": synth_ps.map(ps_to_us),
             }));
         } else {
-            println!(
+            bar.println(format!(
                 "{:<14} {:<14} {:<6} {:>10} {:>10.1} {:>10.2} {:>12.1} {:>13} {:>8}",
                 spec,
                 kind.name(),
@@ -90,7 +93,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
                 ps_to_us(time_ps),
                 synth_ps.map_or("-".into(), |s| format!("{:.1}", ps_to_us(s))),
                 synth_ps.map_or("-", |s| if s == time_ps { "yes" } else { "NO" })
-            );
+            ));
         }
     }
     if args.json {

@@ -1,6 +1,7 @@
 //! `tacos compare`: the synthesized algorithm and every baseline on one topology, each
 //! timed by the congestion-aware simulator, next to the lower bounds.
 
+use super::progress::ProgressHandle;
 use super::simulate::{bounds_json, print_bounds, CollectiveArgs};
 use super::TopologyArgs;
 use crate::baselines::Baseline;
@@ -32,6 +33,9 @@ pub struct CompareArgs {
     /// Also draw each algorithm's per-link utilization as an SVG heat map
     #[arg(long, value_name = "FILE")]
     pub heatmap: Option<PathBuf>,
+    /// No progress display
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// One algorithm's row.
@@ -54,14 +58,17 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let topo = args.topology.topology()?;
     let spec = args.collective.spec(&topo);
     let collective = Collective::new(&topo, spec.clone())?;
+    let baselines: Vec<Baseline> = Baseline::ALL
+        .into_iter()
+        .filter(|b| b.kinds().contains(&spec.kind))
+        .collect();
+    let bar = ProgressHandle::bar("tacos", 1 + baselines.len() as u64, args.quiet || args.json);
     let mut rows = vec![Row {
         name: "tacos".into(),
         outcome: synthesized(&topo, &collective, args.seed)?,
     }];
-    for b in Baseline::ALL {
-        if !b.kinds().contains(&spec.kind) {
-            continue;
-        }
+    for b in baselines {
+        bar.step(b.name());
         let outcome = match b.schedule(&topo, &spec) {
             Ok(schedule) => Ok(measure(&topo, &collective, &schedule, None)?),
             Err(Error::Baseline(why)) => Err(why),
@@ -72,6 +79,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             outcome,
         });
     }
+    drop(bar);
     let bounds = Bounds::new(&topo, &collective);
     let tacos_ps = rows[0].outcome.as_ref().ok().map(|m| m.report.time_ps);
     let title = format!(

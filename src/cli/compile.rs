@@ -1,5 +1,6 @@
 //! `tacos compile`: a topology's MSCCL algorithm directory, and `--check` of one.
 
+use super::progress::ProgressHandle;
 use super::{at_least_one, collective_kind, TargetArgs, TopologyArgs};
 use crate::collective::CollectiveKind;
 use crate::compile::{
@@ -10,8 +11,6 @@ use crate::msccl::Target;
 use crate::units::format_size;
 use anyhow::bail;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -69,7 +68,7 @@ pub struct CompileArgs {
     /// Replace an existing directory even if it is not a compiled one
     #[arg(long)]
     pub force: bool,
-    /// No progress bar
+    /// No progress display
     #[arg(long)]
     pub quiet: bool,
     /// Print one JSON object instead of a table
@@ -142,21 +141,20 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
     let topo = args.topology.topology()?;
     // Refuse before a long compilation what the write would refuse after it.
     check_target(out, args.force)?;
-    let bar = progress_bar(args.quiet);
+    let bar = ProgressHandle::bar("candidates", 0, args.quiet || args.json);
     let report = |p: Progress| {
         if p.done == 0 {
-            bar.set_length(p.total as u64);
-            bar.set_position(0);
-            bar.set_message(match p.stage {
+            let label = match p.stage {
                 Stage::Candidates => "candidates",
                 Stage::Selecting => "selecting",
-            });
+            };
+            bar.stage(label, p.total as u64);
         }
-        bar.set_position(p.done as u64);
+        bar.set(p.done as u64);
     };
     let started = Instant::now();
     let set = compile(&topo, &options, &report);
-    bar.finish_and_clear();
+    drop(bar);
     let set = set?;
     let written = write_dir(&set, out, args.force)?;
     let seconds = started.elapsed().as_secs_f64();
@@ -166,19 +164,6 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
         print_table(&set, out, written, seconds);
         Ok(())
     }
-}
-
-fn progress_bar(quiet: bool) -> ProgressBar {
-    if quiet || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} {elapsed}")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
-    bar
 }
 
 fn written_word(w: Written) -> &'static str {

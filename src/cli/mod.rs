@@ -10,6 +10,7 @@ mod compare;
 mod compile;
 mod concurrent;
 mod lowering;
+pub mod progress;
 mod simulate;
 mod synth;
 mod topo;
@@ -78,14 +79,18 @@ pub type NpuList = Vec<usize>;
 /// NPU pairs from the command line (an alias, so clap takes the list as one value).
 pub type LinkPairs = Vec<(usize, usize)>;
 
+/// The topology a command uses when none is given.
+const DEFAULT_SPEC: &str = "mesh:4x4";
+
 /// A topology as every command takes it.
 #[derive(Debug, Args)]
 pub struct TopologyArgs {
     /// Topology: a JSON file, or a builder such as ring:8, fc:8, switch:8,d=2, mesh:4x4,
     /// torus:8x8, mesh:4x4x4, hypercube:4, dragonfly:4x5,bw=400:200, rfs:2x4x8,bw=200:100:50,
     /// multi:R4xF4xS8, preset:dgx1 (`tacos topo builders` lists them all)
-    #[arg(default_value = "mesh:4x4", value_name = "SPEC")]
-    pub spec: String,
+    /// [default: mesh:4x4, or the network a schedule file records]
+    #[arg(value_name = "SPEC")]
+    pub spec: Option<String>,
     /// Bandwidth of links the spec leaves unspecified, GB/s
     #[arg(long, default_value_t = 50.0, value_name = "GBPS", value_parser = positive, allow_hyphen_values = true)]
     pub bandwidth: f64,
@@ -104,14 +109,24 @@ impl TopologyArgs {
     /// Builds the topology the arguments name, with the failures they give, printing on
     /// stderr what had to be assumed.
     pub fn topology(&self) -> crate::Result<Topology> {
+        self.topology_of(self.spec.as_deref().unwrap_or(DEFAULT_SPEC))
+    }
+
+    /// Builds `spec` with these arguments' defaults and failures.
+    pub fn topology_of(&self, spec: &str) -> crate::Result<Topology> {
         let defaults = SpecDefaults {
             bandwidth_gbps: self.bandwidth,
             latency_us: self.latency,
         };
-        let (mut topo, warnings) = parse_spec_with_warnings(&self.spec, &defaults)?;
+        let (topo, warnings) = parse_spec_with_warnings(spec, &defaults)?;
         for w in warnings {
             eprintln!("warning: {w}");
         }
+        self.with_failures(topo)
+    }
+
+    /// `topo` with the failures the arguments give.
+    pub fn with_failures(&self, mut topo: Topology) -> crate::Result<Topology> {
         if let Some(pairs) = &self.fail_links {
             topo = topo.fail_links(pairs)?;
         }

@@ -1,11 +1,12 @@
 //! `tacos simulate`: run one algorithm (a schedule file or a baseline) through the
 //! congestion-aware simulator and report its time, bandwidths, bounds and link load.
 
+use super::progress::ProgressHandle;
 use super::{at_least_one, collective_kind, size, TopologyArgs};
 use crate::baselines::Baseline;
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
-use crate::msccl::{read_program, simulate_program, verify, VerifyOptions};
+use crate::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions};
 use crate::schedule::{check, check_data_flow, Schedule};
 use crate::sim::{simulate_schedule, SimReport, SimResult};
 use crate::topology::Topology;
@@ -89,6 +90,9 @@ pub struct SimulateArgs {
     /// Print one JSON object (with every link's load) instead of text
     #[arg(long)]
     pub json: bool,
+    /// No progress display
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// What to simulate: exactly one of a schedule file, an MSCCL XML file and a baseline.
@@ -112,14 +116,18 @@ fn baseline(s: &str) -> Result<Baseline, String> {
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    let topo = args.topology.topology()?;
-    let Simulated {
-        label: algorithm,
-        spec,
-        messages,
-        result,
-        own_clock,
-    } = match (
+    let hidden = args.quiet || args.json;
+    let (
+        topo,
+        Simulated {
+            label: algorithm,
+            spec,
+            messages,
+            result,
+            own_clock,
+            size_from,
+        },
+    ) = match (
         &args.algorithm.schedule,
         &args.algorithm.xml,
         args.algorithm.baseline,
@@ -128,17 +136,43 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             let schedule = Schedule::read(path)?;
             let file = path.display().to_string();
             args.collective.check_matches(&file, &schedule.collective)?;
-            check_on_links(&schedule, &topo)
-                .with_context(|| format!("{file} does not fit {}", topo.name()))?;
+            let (topo, used) = schedule_topology(&args.topology, &schedule, &file)?;
+            check_on_links(&schedule, &topo).with_context(|| {
+                format!(
+                    "{file} (made for {}) does not fit {used}",
+                    schedule.topology
+                )
+            })?;
             // A contention-free schedule has a clock worth showing next to the simulation.
             let own = check(&schedule, &topo).ok().map(|r| r.collective_time_ps);
-            Simulated::schedule(&topo, schedule, format!("schedule {file}"), own)?
+            let _bar = ProgressHandle::spinner("simulating", hidden);
+            let simulated = Simulated::schedule(
+                &topo,
+                schedule,
+                format!("schedule {file}"),
+                own,
+                SizeFrom::Schedule,
+            )?;
+            (topo, simulated)
         }
-        (None, Some(path), _) => simulate_xml(&topo, path, &args.collective)?,
+        (None, Some(path), _) => {
+            let topo = args.topology.topology()?;
+            let _bar = ProgressHandle::spinner("simulating", hidden);
+            let simulated = simulate_xml(&topo, path, &args.collective)?;
+            (topo, simulated)
+        }
         (None, None, Some(b)) => {
+            let topo = args.topology.topology()?;
             let spec = args.collective.spec(&topo);
+            let size_from = match args.collective.size {
+                Some(_) => SizeFrom::CommandLine,
+                None => SizeFrom::Default,
+            };
+            let _bar = ProgressHandle::spinner("simulating", hidden);
             let schedule = b.schedule(&topo, &spec)?;
-            Simulated::schedule(&topo, schedule, format!("baseline {b}"), None)?
+            let simulated =
+                Simulated::schedule(&topo, schedule, format!("baseline {b}"), None, size_from)?;
+            (topo, simulated)
         }
         (None, None, None) => bail!("give --schedule FILE, --xml FILE or --baseline NAME"),
     };
@@ -151,6 +185,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             "npus": collective.npus().len(),
             "algorithm": algorithm,
             "collective": collective.spec(),
+            "size_from": size_from.json_name(),
             "transfers": messages,
             "time_us": ps_to_us(report.time_ps),
             "schedule_time_us": own_clock.map(ps_to_us),
@@ -173,9 +208,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     );
     println!("algorithm     {algorithm} ({messages} transfers)");
     println!(
-        "collective    {} of {}, {} chunk{} per NPU",
+        "collective    {} of {}{}, {} chunk{} per NPU",
         spec.kind,
         format_size(spec.size_bytes),
+        size_from.note(),
         spec.chunks_per_npu,
         if spec.chunks_per_npu == 1 { "" } else { "s" }
     );
@@ -210,6 +246,39 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where the simulated size came from, said next to it (a file's own size is not what
+/// a reader expects when they gave none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SizeFrom {
+    CommandLine,
+    /// The schedule file's collective.
+    Schedule,
+    /// The XML file's `minBytes`, the smallest message the executor picks it for.
+    MinBytes,
+    /// 1 GiB: nothing gave a size (an XML file whose range starts at 0 covers every size).
+    Default,
+}
+
+impl SizeFrom {
+    fn json_name(self) -> &'static str {
+        match self {
+            SizeFrom::CommandLine => "command line",
+            SizeFrom::Schedule => "schedule file",
+            SizeFrom::MinBytes => "minBytes",
+            SizeFrom::Default => "default",
+        }
+    }
+
+    /// What the text report says after the size.
+    fn note(self) -> &'static str {
+        match self {
+            SizeFrom::CommandLine | SizeFrom::Schedule => "",
+            SizeFrom::MinBytes => " (the file's minBytes; -s times another size)",
+            SizeFrom::Default => " (the default; -s times another size)",
+        }
+    }
+}
+
 /// One algorithm's simulation, whatever it came from.
 struct Simulated {
     label: String,
@@ -219,6 +288,7 @@ struct Simulated {
     result: SimResult,
     /// The algorithm's own clock, where it has one worth showing.
     own_clock: Option<u64>,
+    size_from: SizeFrom,
 }
 
 impl Simulated {
@@ -227,6 +297,7 @@ impl Simulated {
         schedule: Schedule,
         label: String,
         own_clock: Option<u64>,
+        size_from: SizeFrom,
     ) -> anyhow::Result<Simulated> {
         Ok(Simulated {
             label,
@@ -234,6 +305,7 @@ impl Simulated {
             result: simulate_schedule(topo, &schedule)?,
             spec: schedule.collective,
             own_clock,
+            size_from,
         })
     }
 }
@@ -269,15 +341,26 @@ fn simulate_xml(
         .collective
         .or_else(|| program.collective_kind())
         .with_context(|| format!("{file}: unknown collective '{}'", program.collective))?;
-    let size = collective.size.unwrap_or(1 << 30);
+    let root = kind.has_root().then(|| report.root.unwrap_or(0));
+    let (size, size_from) = match (collective.size, program.min_bytes) {
+        (Some(size), _) => (size, SizeFrom::CommandLine),
+        (None, Some(min_bytes)) if min_bytes > 0 => {
+            let layout = Layout::new(
+                kind,
+                program.gpus.len(),
+                program.nchunksperloop,
+                program.inplace,
+                root,
+            )?;
+            (size_measured_as(&layout, min_bytes), SizeFrom::MinBytes)
+        }
+        (None, _) => (1 << 30, SizeFrom::Default),
+    };
     let result = simulate_program(topo, &program, size)?;
     let npus = topo.alive_npus();
     let spec = CollectiveSpec {
         kind,
-        root: kind
-            .has_root()
-            .then(|| report.root.unwrap_or(0))
-            .map(|r| npus[r]),
+        root: root.map(|r| npus[r]),
         npus,
         chunks_per_npu: 1,
         size_bytes: size,
@@ -288,7 +371,67 @@ fn simulate_xml(
         result,
         spec,
         own_clock: None,
+        size_from,
     })
+}
+
+/// The smallest collective size (nccl-tests' convention, what the simulator takes) that
+/// the executor measures as at least `executor_bytes` (they differ for Gather and
+/// Scatter, where the executor measures one rank's share).
+fn size_measured_as(layout: &Layout, executor_bytes: u64) -> u64 {
+    // The executor's measure never exceeds the size and grows with it.
+    let (mut lo, mut hi) = (executor_bytes, u64::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if layout.executor_bytes(mid) >= executor_bytes {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// The topology a schedule file is simulated on, and words naming it: the SPEC given,
+/// which must have the NPUs the file was made for, or else the network the file records
+/// (with any failures given); a file written before networks were recorded has its
+/// topology name read as a spec.
+fn schedule_topology(
+    args: &TopologyArgs,
+    schedule: &Schedule,
+    file: &str,
+) -> anyhow::Result<(Topology, String)> {
+    let made_for = &schedule.topology;
+    let failures = match (&args.fail_npus, &args.fail_links) {
+        (None, None) => "",
+        _ => " with the failures given",
+    };
+    match (&args.spec, &schedule.network) {
+        (Some(spec), network) => {
+            let topo = args.topology()?;
+            if let Some(n) = network.as_ref().filter(|n| n.npus != topo.npus()) {
+                bail!(
+                    "{file} was made for {made_for} ({} NPUs), but {spec} has {} NPUs",
+                    n.npus,
+                    topo.npus()
+                );
+            }
+            Ok((topo, format!("{spec}{failures}")))
+        }
+        (None, Some(network)) => {
+            let topo = args.with_failures(network.topology(made_for, file)?)?;
+            Ok((topo, format!("the network it records{failures}")))
+        }
+        (None, None) => {
+            eprintln!(
+                "warning: {file} records no network (an older tacos wrote it); simulating on its topology name '{made_for}' read as a spec"
+            );
+            let topo = args.topology_of(made_for).with_context(|| {
+                format!("{file} records its topology only as '{made_for}'; give the SPEC it was made for")
+            })?;
+            Ok((topo, format!("{made_for}{failures}")))
+        }
+    }
 }
 
 /// A schedule file must be correct on the topology and send only over its links.

@@ -137,7 +137,9 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
     let schedule = &synthesis.schedules[0];
     let report = check(schedule, &topo).context("the synthesized schedule failed the checker")?;
     if let Some(path) = &args.out {
-        write_atomic(path, schedule.to_json().as_bytes()).context("cannot write the schedule")?;
+        // The file records the network itself, so `tacos simulate --schedule` can rebuild it.
+        let recorded = schedule.clone().with_network(&topo);
+        write_atomic(path, recorded.to_json().as_bytes()).context("cannot write the schedule")?;
     }
     let xml = match &program {
         Some(program) => args.msccl.write(program)?.map(|path| (program, path)),

@@ -166,7 +166,7 @@ fn time(
     program: &Program,
 ) -> anyhow::Result<(String, u64, u64)> {
     let topo = TopologyArgs {
-        spec: spec.to_string(),
+        spec: Some(spec.to_string()),
         bandwidth: args.bandwidth,
         latency: args.latency,
         fail_npus: None,

@@ -9,7 +9,7 @@ pub use check::{check, check_concurrent, check_data_flow, CheckReport};
 use crate::collective::{ChunkId, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::fsio::parse_json;
-use crate::topology::NpuId;
+use crate::topology::{Link, NpuId, Topology};
 use crate::units::Picos;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -49,7 +49,46 @@ pub struct Schedule {
     pub topology: String,
     pub collective: CollectiveSpec,
     pub chunk_bytes: f64,
+    /// The network itself, where the writer recorded it (`tacos synth --out` does), so the
+    /// schedule can be simulated on exactly the links it was made for; files written
+    /// before it was recorded lack it and still read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
     pub transfers: Vec<Transfer>,
+}
+
+/// A topology as a schedule file records it: every directed link with its figures, and
+/// the failed NPUs (a spec string alone loses the defaults, the failures and whatever a
+/// file named by a relative path held).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    pub npus: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<NpuId>,
+    pub links: Vec<Link>,
+}
+
+impl Network {
+    /// The record of `topo`.
+    pub fn of(topo: &Topology) -> Network {
+        Network {
+            npus: topo.npus(),
+            failed: topo.failed().to_vec(),
+            links: topo.links().to_vec(),
+        }
+    }
+
+    /// The topology again, named `name`; `origin` (the file) prefixes errors.
+    pub fn topology(&self, name: &str, origin: &str) -> Result<Topology> {
+        let in_file = |e: Error| Error::Schedule(format!("{origin}: network: {e}"));
+        let topo = Topology::new(name, self.npus, self.links.clone()).map_err(in_file)?;
+        if self.failed.is_empty() {
+            Ok(topo)
+        } else {
+            topo.fail_npus(&self.failed).map_err(in_file)
+        }
+    }
 }
 
 impl Schedule {
@@ -67,7 +106,17 @@ impl Schedule {
             topology: topology.into(),
             collective,
             chunk_bytes,
+            network: None,
             transfers,
+        }
+    }
+
+    /// The same schedule recording `topo` (which it must have been made for) as its
+    /// network, so a reader can rebuild it.
+    pub fn with_network(self, topo: &Topology) -> Schedule {
+        Schedule {
+            network: Some(Network::of(topo)),
+            ..self
         }
     }
 
@@ -76,7 +125,8 @@ impl Schedule {
         self.transfers.iter().map(|t| t.end_ps).max().unwrap_or(0)
     }
 
-    /// JSON text, one transfer per line so large files stay readable and diffable.
+    /// JSON text, one transfer (and one network link) per line so large files stay
+    /// readable and diffable.
     pub fn to_json(&self) -> String {
         let head = serde_json::json!({
             "format": self.format,
@@ -85,13 +135,21 @@ impl Schedule {
             "chunk_bytes": self.chunk_bytes,
         });
         let head = serde_json::to_string_pretty(&head).expect("schedule head serializes");
-        let mut out = String::with_capacity(80 * self.transfers.len() + head.len());
+        let links = self.network.as_ref().map_or(0, |n| n.links.len());
+        let mut out = String::with_capacity(80 * (self.transfers.len() + links) + head.len());
         out.push_str(head.trim_end_matches(['\n', '}']).trim_end());
-        out.push_str(",\n  \"transfers\": [");
-        for (i, t) in self.transfers.iter().enumerate() {
-            out.push_str(if i == 0 { "\n    " } else { ",\n    " });
-            out.push_str(&serde_json::to_string(t).expect("transfer serializes"));
+        if let Some(n) = &self.network {
+            out.push_str(&format!(",\n  \"network\": {{\"npus\": {}", n.npus));
+            if !n.failed.is_empty() {
+                let failed = serde_json::to_string(&n.failed).expect("NPU ids serialize");
+                out.push_str(&format!(", \"failed\": {failed}"));
+            }
+            out.push_str(", \"links\": [");
+            push_lines(&mut out, &n.links, "      ");
+            out.push_str("\n  ]}");
         }
+        out.push_str(",\n  \"transfers\": [");
+        push_lines(&mut out, &self.transfers, "    ");
         out.push_str("\n  ]\n}\n");
         out
     }
@@ -112,5 +170,14 @@ impl Schedule {
     pub fn read(path: &Path) -> Result<Schedule> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         Schedule::from_json(&text, &path.display().to_string())
+    }
+}
+
+/// Appends `items` as a JSON array's elements, one per line after `indent`.
+fn push_lines<T: Serialize>(out: &mut String, items: &[T], indent: &str) {
+    for (i, item) in items.iter().enumerate() {
+        out.push_str(if i == 0 { "\n" } else { ",\n" });
+        out.push_str(indent);
+        out.push_str(&serde_json::to_string(item).expect("plain data serializes"));
     }
 }

@@ -1,0 +1,118 @@
+//! Progress on the terminal for commands that may run past a second: a bar where the
+//! work can be counted, a spinner where it cannot. Shown only on stderr, only when stderr
+//! is a terminal, and never with `--quiet` or `--json` (whose callers read stdout, and
+//! whose logs should hold no bar).
+
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// A progress display; it clears itself when dropped, so an early return or an error
+/// leaves no bar behind.
+pub struct ProgressHandle {
+    bar: ProgressBar,
+}
+
+impl ProgressHandle {
+    /// A spinner labelled `label`, for work that cannot be counted; `hidden` is
+    /// `quiet || json`.
+    pub fn spinner(label: &str, hidden: bool) -> ProgressHandle {
+        let bar = if shown(hidden) {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(style("{spinner} {msg} {elapsed}"));
+            bar.enable_steady_tick(Duration::from_millis(100));
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        bar.set_message(label.to_string());
+        ProgressHandle { bar }
+    }
+
+    /// A bar counting `total` steps of work labelled `label`; `hidden` is `quiet || json`.
+    pub fn bar(label: &str, total: u64, hidden: bool) -> ProgressHandle {
+        let bar = if shown(hidden) {
+            let bar = ProgressBar::new(total);
+            bar.set_style(
+                style("{msg:>10} [{bar:40}] {pos}/{len} {elapsed}").progress_chars("=> "),
+            );
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        bar.set_length(total);
+        bar.set_message(label.to_string());
+        ProgressHandle { bar }
+    }
+
+    /// Starts a new stage of `total` steps labelled `label`, counting from zero.
+    pub fn stage(&self, label: &str, total: u64) {
+        self.bar.set_length(total);
+        self.bar.set_position(0);
+        self.bar.set_message(label.to_string());
+    }
+
+    /// Sets the steps done in the current stage.
+    pub fn set(&self, done: u64) {
+        self.bar.set_position(done);
+    }
+
+    /// One more step done; `label` says what comes next.
+    pub fn step(&self, label: &str) {
+        self.bar.inc(1);
+        self.bar.set_message(label.to_string());
+    }
+
+    /// Prints `line` on stdout without tearing the display (a table printed row by row).
+    pub fn println(&self, line: String) {
+        self.bar.suspend(|| println!("{line}"));
+    }
+
+    /// Whether nothing is drawn (quiet, JSON, or stderr not a terminal).
+    pub fn is_hidden(&self) -> bool {
+        self.bar.is_hidden()
+    }
+}
+
+impl Drop for ProgressHandle {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Whether a display may be drawn.
+fn shown(hidden: bool) -> bool {
+    !hidden && std::io::stderr().is_terminal()
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).expect("a valid progress template")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_or_json_hides_every_kind_of_display() {
+        // Whatever stderr is, hidden means nothing drawn, and counting still works.
+        let bar = ProgressHandle::bar("work", 3, true);
+        bar.step("next");
+        bar.set(2);
+        assert!(bar.is_hidden());
+        assert!(ProgressHandle::spinner("work", true).is_hidden());
+    }
+
+    #[test]
+    fn a_display_shows_only_on_a_terminal() {
+        let on_terminal = std::io::stderr().is_terminal();
+        assert_eq!(
+            !ProgressHandle::spinner("work", false).is_hidden(),
+            on_terminal
+        );
+        assert_eq!(
+            !ProgressHandle::bar("work", 1, false).is_hidden(),
+            on_terminal
+        );
+    }
+}
