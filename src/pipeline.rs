@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::msccl::{
     self, lower::check_shape, LowerOptions, Profile, Program, ProgramTimer, Target, VerifyOptions,
 };
-use crate::schedule::{check, CheckReport, Schedule};
+use crate::schedule::{check, check_data_flow, CheckReport, Schedule};
 use crate::sim::simulate_schedule;
 use crate::synth::{synthesize_concurrent, AllReduceTimes, SynthOptions};
 use crate::topology::{NpuId, Topology};
@@ -122,18 +122,27 @@ struct CheckedParts {
 }
 
 impl Checked {
-    /// Checks `schedule` (from anywhere: a baseline, a file) on `topo`.
+    /// Checks a timed `schedule` (from a file, say) on `topo` with `schedule::check`.
     pub fn new(schedule: Schedule, topo: &Topology) -> Result<Checked> {
-        Checked::with(schedule, topo, None, None)
+        let report = check(&schedule, topo);
+        Checked::with(schedule, report, None, None)
+    }
+
+    /// Checks a schedule whose times are an order, not a promise (a baseline, whose sends
+    /// the simulator routes and times) with `schedule::check_data_flow`; its report's time
+    /// is then only the number of steps.
+    pub fn order_only(schedule: Schedule, topo: &Topology) -> Result<Checked> {
+        let report = check_data_flow(&schedule, topo);
+        Checked::with(schedule, report, None, None)
     }
 
     fn with(
         schedule: Schedule,
-        topo: &Topology,
+        report: Result<CheckReport>,
         all_reduce: Option<AllReduceTimes>,
         seed: Option<u64>,
     ) -> Result<Checked> {
-        let report = check(&schedule, topo).map_err(|e| {
+        let report = report.map_err(|e| {
             Error::Schedule(format!(
                 "the {} schedule failed the checker: {e}",
                 schedule.collective.kind
@@ -180,7 +189,8 @@ pub fn synthesize(topo: &Topology, request: &Request, k: usize, seed: u64) -> Re
         &SynthOptions { seed },
     )?;
     let schedule = synthesis.schedules.remove(0);
-    Checked::with(schedule, topo, synthesis.all_reduce, Some(seed))
+    let report = check(&schedule, topo);
+    Checked::with(schedule, report, synthesis.all_reduce, Some(seed))
 }
 
 /// A checked schedule lowered to a program and timed, not yet verified: it cannot be

@@ -100,7 +100,7 @@ impl Candidate {
                     chunks_per_npu: 1,
                     size_bytes,
                 };
-                Checked::new(name.schedule(topo, &spec)?, topo)
+                Checked::order_only(name.schedule(topo, &spec)?, topo)
             }
         }
     }
