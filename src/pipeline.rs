@@ -282,10 +282,9 @@ pub fn lower(topo: &Topology, checked: &Checked, lowering: &LowerOptions) -> Res
         }
         _ => lowering,
     };
-    #[allow(unused_mut)]
-    let mut program = msccl::lower(schedule, topo, lowering)?;
+    let program = msccl::lower(schedule, topo, lowering)?;
     #[cfg(feature = "test-hooks")]
-    test_hooks::corrupt(&mut program);
+    let program = test_hooks::corrupted(program);
     let timer = ProgramTimer::new(topo, &program, &schedule.collective.npus)?;
     let time_ps = timer
         .simulate(topo, schedule.collective.size_bytes)?
@@ -400,7 +399,7 @@ pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result
     }
     match kept {
         Some((_, kept)) => Ok(Found { kept, trials }),
-        None => Err(nothing_found(&trials, "a schedule", options)),
+        None => Err(Error::Synthesis(nothing_found(&trials, "schedule"))),
     }
 }
 
@@ -431,15 +430,23 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
             Err(refusal) => trials[i].refused = Some(refusal.reason),
         }
     }
+    // A fixed K that could not be lowered (rather than one whose program failed
+    // verification) may break only the target's limits: then say what would fit.
     if let (Chunks::Fixed(k), [trial]) = (options.chunks, trials.as_slice()) {
-        if let Some(advice) = limit_advice(topo, request, k, trial.seed, lowering) {
+        let advice = trial
+            .simulated_ps
+            .is_none()
+            .then(|| limit_advice(topo, request, k, trial.seed, lowering))
+            .flatten();
+        if let Some(advice) = advice {
             let refused = trial.refused.as_deref().unwrap_or_default();
             return Err(Error::Msccl(format!(
                 "-k {k} does not fit: {refused}; {advice}"
             )));
         }
     }
-    Err(nothing_found(&trials, "a verified program", options))
+    let what = format!("verified program for target {}", lowering.target);
+    Err(Error::Msccl(nothing_found(&trials, &what)))
 }
 
 /// Tries every (K, seed) of the options side by side: synthesized, checked, then
@@ -499,30 +506,25 @@ fn search<T: Send>(
     }))
 }
 
-/// The error when no trial gave `what`: the only trial's reason, or every K tried and the
+/// Why no trial gave a `what`: the only trial's reason, or every (K, seed) tried and the
 /// last reason.
-fn nothing_found(trials: &[Trial], what: &str, options: &Options) -> Error {
+fn nothing_found(trials: &[Trial], what: &str) -> String {
     let last = trials
         .iter()
         .rev()
         .find_map(|t| t.refused.as_deref())
         .unwrap_or("nothing was tried");
-    if let [only] = trials {
-        let reason = only.refused.as_deref().unwrap_or(last);
-        return Error::Msccl(format!(
-            "K={} seed {}: no {what}: {reason}",
-            only.chunks_per_npu, only.seed
-        ));
-    }
     let tried: Vec<String> = trials
         .iter()
         .map(|t| format!("K={} seed {}", t.chunks_per_npu, t.seed))
         .collect();
-    Error::Msccl(format!(
-        "none of {} gives {what} for target {} (the last: {last})",
-        tried.join(", "),
-        options.lowering.target
-    ))
+    match trials {
+        [_] => format!("{} gives no {what}: {last}", tried[0]),
+        _ => format!(
+            "none of {} gives a {what} (the last: {last})",
+            tried.join(", ")
+        ),
+    }
 }
 
 /// When K's program breaks only limits (it lowers once they are lifted): the largest
@@ -591,12 +593,12 @@ pub mod test_hooks {
     /// Set (to anything) to corrupt every lowering.
     pub const CORRUPT_LOWERING: &str = "TACOS_TEST_CORRUPT_LOWERING";
 
-    /// Points the first receive into a user buffer (not at its first slot) at the slot
-    /// before: the control flow (and so the timing) is unchanged and the offset stays inside
+    /// Points the first receive that stores into a user buffer (not at its first slot) at
+    /// the slot before: the control flow (and so the timing) is unchanged and the offset stays inside
     /// the buffer, so the loader takes it and only the verifier can tell.
-    pub(super) fn corrupt(program: &mut Program) {
+    pub(super) fn corrupted(mut program: Program) -> Program {
         if std::env::var_os(CORRUPT_LOWERING).is_none() {
-            return;
+            return program;
         }
         let steps = program
             .gpus
@@ -604,10 +606,15 @@ pub mod test_hooks {
             .flat_map(|g| g.threadblocks.iter_mut())
             .flat_map(|tb| tb.steps.iter_mut());
         for step in steps {
-            if step.instr.receives() && step.dst_buf != Buf::Scratch && step.dst_off > 0 {
+            if step.instr.receives()
+                && step.instr.writes_dst()
+                && step.dst_buf != Buf::Scratch
+                && step.dst_off > 0
+            {
                 step.dst_off -= 1;
-                return;
+                break;
             }
         }
+        program
     }
 }
