@@ -148,3 +148,44 @@ fn every_front_end_refuses_a_program_that_fails_verification() {
     // The hook off again, the same request goes through.
     assert!(c_api_xml().is_ok());
 }
+
+/// The K search (moved here from `synth` with the search itself): every K of `auto` is
+/// tried and the kept one is the first with the lowest simulated time, for schedules and
+/// for programs alike.
+#[test]
+fn automatic_chunking_keeps_the_fastest_simulated_k() {
+    use tacos::collective::CollectiveKind;
+    use tacos::pipeline::{self, Options, Request, Trial, AUTO_CHUNKS};
+    let topo = tacos::topology::parse_spec("ring:8", &Default::default()).unwrap();
+    let kept_is_fastest = |trials: &[Trial], k: usize| {
+        assert_eq!(
+            trials.iter().map(|t| t.chunks_per_npu).collect::<Vec<_>>(),
+            AUTO_CHUNKS
+        );
+        let kept = trials.iter().find(|t| t.chunks_per_npu == k).unwrap();
+        let lowest = trials.iter().filter_map(|t| t.simulated_ps).min();
+        assert_eq!(kept.simulated_ps, lowest);
+        assert!(trials
+            .iter()
+            .all(|t| t.chunks_per_npu >= k || t.simulated_ps.is_some_and(|p| Some(p) > lowest)));
+    };
+    for size in [1 << 10, 1 << 30] {
+        let request = Request::new(CollectiveKind::Broadcast, size);
+        let found = pipeline::schedule(&topo, &request, &Options::default()).unwrap();
+        let k = found.kept.chunks_per_npu();
+        kept_is_fastest(&found.trials, k);
+        tacos::schedule::check(found.kept.schedule(), &topo).unwrap();
+        // A broadcast down 4 hops: for 1 KiB the 0.5 us latency per chunk per hop
+        // dominates, so one chunk is best; for 1 GiB, pipelining pieces wins.
+        if size == 1 << 10 {
+            assert_eq!(k, 1);
+        } else {
+            assert!(k > 1);
+        }
+        // As programs: the kept one's time is what the program timer says at the size.
+        let found = pipeline::program(&topo, &request, &Options::default()).unwrap();
+        kept_is_fastest(&found.trials, found.kept.chunks_per_npu());
+        let timed = tacos::msccl::simulate_program(&topo, found.kept.program(), size).unwrap();
+        assert_eq!(timed.time_ps, found.kept.time_ps());
+    }
+}
