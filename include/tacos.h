@@ -40,9 +40,10 @@ void tacos_free_string(char* text);
  */
 typedef struct tacos_synth_options {
   uint32_t struct_size;    /* set by tacos_synth_options_init; lets the struct grow */
-  uint32_t chunks_per_npu; /* K; 0 = try 1, 2, 4, 8 and keep the fastest */
+  uint32_t chunks_per_npu; /* K; 0 = try 1, 2, 4, 8 and keep the fastest program (the
+                              default everywhere: `tacos synth --xml`, compile) */
   uint64_t seed;           /* fixes every random choice */
-  int32_t root;            /* root NPU of rooted collectives; -1 = NPU 0 */
+  int32_t root;            /* root NPU of rooted collectives; -1 = the first alive NPU */
   int32_t in_place;        /* 1 in place, 0 out of place, -1 the collective's usual */
   const char* proto;       /* "Simple", "LL", "LL128"; NULL = LL up to 512 KiB, else Simple */
   double bandwidth_gbps;   /* for links the topology leaves unspecified; 0 = 50 GB/s */
@@ -61,10 +62,10 @@ typedef struct tacos_synth_options {
 void tacos_synth_options_init(tacos_synth_options* options);
 
 /*
- * Synthesizes the collective on the topology, lowers it to MSCCL algorithm XML for the
- * options' target, checks the program against the target's loader rules and verifies it, and
- * returns the XML in *xml_out (free it with tacos_free_string). options may be NULL for the
- * defaults.
+ * Synthesizes the collective on the topology, checks the schedule, lowers it to MSCCL
+ * algorithm XML for the options' target, checks the program against the target's loader rules
+ * and verifies it, and returns the XML in *xml_out (free it with tacos_free_string): the same
+ * bytes `tacos synth --xml` writes for the same request. options may be NULL for the defaults.
  */
 int tacos_synthesize_xml(const char* topology, const char* collective, uint64_t size_bytes,
                          const tacos_synth_options* options, char** xml_out);

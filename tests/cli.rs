@@ -217,7 +217,17 @@ fn synth_writes_xml_that_verifies_and_times_like_the_schedule() {
 #[test]
 fn verify_fails_with_one_line_naming_the_file_and_the_problem() {
     let xml = scratch("ring.xml").display().to_string();
-    let (ok, _, err) = tacos(&["synth", "ring:4", "-c", "allgather", "--xml", &xml]);
+    // K = 1: the step edited below is the one-chunk program's.
+    let (ok, _, err) = tacos(&[
+        "synth",
+        "ring:4",
+        "-c",
+        "allgather",
+        "-k",
+        "1",
+        "--xml",
+        &xml,
+    ]);
     assert!(ok, "{err}");
     // As another collective it is wrong.
     let (ok, out, err) = tacos(&["verify", &xml, "--collective", "broadcast", "--root", "0"]);

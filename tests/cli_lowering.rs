@@ -88,16 +88,32 @@ fn auto_passes_over_a_k_whose_program_does_not_fit() {
     assert!(ok, "{err}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     let trials = report["chunk_trials"].as_array().unwrap();
-    let fastest = trials
+    let k_of = |t: &serde_json::Value| t["chunks_per_npu"].as_u64().unwrap();
+    // K=8's schedule is the fastest, but it gives no program within the limits: refused,
+    // with no program time.
+    let fastest_schedule = trials
+        .iter()
+        .min_by(|a, b| {
+            let t = |v: &serde_json::Value| v["collective_time_us"].as_f64().unwrap();
+            t(a).total_cmp(&t(b))
+        })
+        .unwrap();
+    assert_eq!(fastest_schedule["fits_target"], false, "{trials:?}");
+    assert!(fastest_schedule["simulated_time_us"].is_null());
+    // The one kept fits, and is the fastest program of those that do.
+    let kept = report["chunks_per_npu"].as_u64().unwrap();
+    assert_ne!(k_of(fastest_schedule), kept);
+    let fitting: Vec<&serde_json::Value> =
+        trials.iter().filter(|t| t["fits_target"] == true).collect();
+    let fastest_fit = fitting
         .iter()
         .min_by(|a, b| {
             let t = |v: &serde_json::Value| v["simulated_time_us"].as_f64().unwrap();
             t(a).total_cmp(&t(b))
         })
         .unwrap();
-    let kept = report["chunks_per_npu"].as_u64().unwrap();
-    assert_ne!(fastest["chunks_per_npu"].as_u64().unwrap(), kept);
-    assert_eq!(fastest["fits_target"], false);
+    assert_eq!(k_of(fastest_fit), kept, "{trials:?}");
+    assert_eq!(report["program_time_us"], fastest_fit["simulated_time_us"]);
     let limits = Limits {
         max_steps_per_tb: 10,
         max_tbs: 8,

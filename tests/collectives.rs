@@ -7,9 +7,7 @@ use proptest::prelude::*;
 use tacos::cli::Cli;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::schedule::{check, check_concurrent};
-use tacos::synth::{
-    synthesize, synthesize_best_chunking, synthesize_concurrent, SynthOptions, AUTO_CHUNKS,
-};
+use tacos::synth::{synthesize, synthesize_concurrent, SynthOptions};
 use tacos::topology::{parse_spec, Link, NpuId, SpecDefaults, Topology};
 use tacos::units::{alpha_beta_ps, Picos};
 use tacos::Error;
@@ -280,43 +278,6 @@ fn three_concurrent_sub_collectives_share_a_6x6_mesh_without_contention() {
         }
         let err = check_concurrent(&separate, &topo).unwrap_err().to_string();
         assert!(err.contains("still occupies the link"), "{err}");
-    }
-}
-
-#[test]
-fn automatic_chunking_keeps_the_fastest_simulated_k() {
-    let topo = spec("ring:8");
-    let options = SynthOptions::default();
-    let base = |size| CollectiveSpec {
-        kind: CollectiveKind::Broadcast,
-        root: Some(0),
-        npus: topo.alive_npus(),
-        chunks_per_npu: 1,
-        size_bytes: size,
-    };
-    for size in [1 << 10, 1 << 30] {
-        let best = synthesize_best_chunking(&topo, &base(size), &AUTO_CHUNKS, &options).unwrap();
-        let trials = &best.trials;
-        assert_eq!(
-            trials.iter().map(|t| t.chunks_per_npu).collect::<Vec<_>>(),
-            AUTO_CHUNKS
-        );
-        let k = best.collective.spec().chunks_per_npu;
-        let kept = trials.iter().find(|t| t.chunks_per_npu == k).unwrap();
-        // The kept K is the first with the lowest simulated time.
-        let lowest = trials.iter().map(|t| t.simulated_ps).min().unwrap();
-        assert_eq!(kept.simulated_ps, lowest);
-        assert!(trials
-            .iter()
-            .all(|t| t.chunks_per_npu >= k || t.simulated_ps > lowest));
-        check(&best.synthesis.schedules[0], &topo).unwrap();
-        // A broadcast down 4 hops: for 1 KiB the 0.5 us latency per chunk per hop
-        // dominates, so one chunk is best; for 1 GiB, pipelining pieces wins.
-        if size == 1 << 10 {
-            assert_eq!(k, 1);
-        } else {
-            assert!(k > 1);
-        }
     }
 }
 

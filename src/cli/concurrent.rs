@@ -2,8 +2,9 @@
 //! together as one matching so they share links without contention (tensor-parallel
 //! groups running their collectives at the same time, say).
 
-use super::synth::{topology_line, ChunksPerNpu, SynthArgs};
+use super::synth::{topology_line, SynthArgs};
 use crate::collective::{Collective, CollectiveSpec};
+use crate::pipeline::Chunks;
 use crate::schedule::check_concurrent;
 use crate::synth::{synthesize, synthesize_concurrent, SynthOptions};
 use crate::topology::{format_npus, Topology};
@@ -12,7 +13,7 @@ use anyhow::{bail, Context};
 use std::time::Instant;
 
 pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
-    let ChunksPerNpu::Fixed(k) = args.chunks_per_npu else {
+    let Chunks::Fixed(k) = args.chunks() else {
         bail!(
             "--chunks-per-npu auto chooses K for one collective; give a number with several --npus"
         );

@@ -1,8 +1,9 @@
-//! `--xml` and its options: lower a synthesized schedule to MSCCL algorithm XML.
+//! `--xml` and its options: the MSCCL program `pipeline::program` lowers and verifies.
 
 use super::{at_least_one, TargetArgs};
 use crate::fsio::write_atomic;
-use crate::msccl::{write_program, LowerOptions, Program, Proto};
+use crate::msccl::{LowerOptions, Program, Proto};
+use crate::pipeline::Verified;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -64,13 +65,12 @@ impl LowerArgs {
         }))
     }
 
-    /// Writes `program` to the `--xml` file, if one is given; returns its path.
-    pub fn write(&self, program: &Program) -> anyhow::Result<Option<&PathBuf>> {
+    /// Writes the verified program to the `--xml` file, if one is given; returns its path.
+    pub fn write(&self, verified: &Verified) -> anyhow::Result<Option<&PathBuf>> {
         let Some(path) = &self.xml else {
             return Ok(None);
         };
-        write_atomic(path, write_program(program).as_bytes())
-            .context("cannot write the MSCCL XML")?;
+        write_atomic(path, verified.xml().as_bytes()).context("cannot write the MSCCL XML")?;
         Ok(Some(path))
     }
 }

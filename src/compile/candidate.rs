@@ -1,13 +1,12 @@
 //! Candidates for one band: synthesized schedules (a K and a seed each) and baselines,
-//! each lowered to the MSCCL program that would actually run.
+//! each checked and lowered by the pipeline to the MSCCL program that would actually run.
 
 use super::CompileOptions;
 use crate::baselines::Baseline;
-use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
+use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::error::Result;
-use crate::msccl::{lower, LowerOptions, Program, Proto, Target};
-use crate::schedule::Schedule;
-use crate::synth::{synthesize, SynthOptions};
+use crate::msccl::{LowerOptions, Program, Proto, Target};
+use crate::pipeline::{self, Checked, Lowered, Request};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -78,21 +77,20 @@ impl Candidate {
         matches!(self, Candidate::Baseline { .. })
     }
 
-    /// The candidate's schedule for `kind` of `size_bytes` over every alive NPU.
+    /// The candidate's checked schedule for `kind` of `size_bytes` over every alive NPU.
     pub(crate) fn schedule(
         &self,
         topo: &Topology,
         kind: CollectiveKind,
         size_bytes: u64,
-    ) -> Result<Schedule> {
+    ) -> Result<Checked> {
         match *self {
             Candidate::Tacos {
                 chunks_per_npu,
                 seed,
             } => {
-                let collective =
-                    Collective::over_all(topo, kind, None, chunks_per_npu, size_bytes)?;
-                synthesize(topo, &collective, &SynthOptions { seed })
+                let request = Request::new(kind, size_bytes);
+                pipeline::synthesize(topo, &request, chunks_per_npu, seed)
             }
             Candidate::Baseline { name } => {
                 let spec = CollectiveSpec {
@@ -102,20 +100,17 @@ impl Candidate {
                     chunks_per_npu: 1,
                     size_bytes,
                 };
-                name.schedule(topo, &spec)
+                Checked::order_only(name.schedule(topo, &spec)?, topo)
             }
         }
     }
 
-    /// The candidate's program name: the collective and the candidate, e.g.
-    /// `tacos-allreduce-k8-s0` or `tacos-allgather-ring`.
-    fn program_name(&self, kind: CollectiveKind) -> String {
+    /// A baseline's program name, e.g. `tacos-allgather-ring` (the pipeline names
+    /// synthesized programs, e.g. `tacos-allreduce-k8-s0`).
+    fn program_name(&self, kind: CollectiveKind) -> Option<String> {
         match self {
-            Candidate::Tacos {
-                chunks_per_npu,
-                seed,
-            } => format!("tacos-{kind}-k{chunks_per_npu}-s{seed}"),
-            Candidate::Baseline { name } => format!("tacos-{kind}-{name}"),
+            Candidate::Tacos { .. } => None,
+            Candidate::Baseline { name } => Some(format!("tacos-{kind}-{name}")),
         }
     }
 }
@@ -132,24 +127,25 @@ impl fmt::Display for Candidate {
     }
 }
 
-/// Lowers `schedule` for one placement, protocol and target, naming it after
-/// `candidate`; the size range is set when the bands are merged.
+/// `candidate`'s program for one placement, protocol and target, lowered and timed by
+/// the pipeline at the size the schedule was made for; the size range is set when the
+/// bands are merged.
 pub(crate) fn lower_for(
-    schedule: &Schedule,
+    checked: &Checked,
     topo: &Topology,
     candidate: &Candidate,
     in_place: bool,
     proto: Proto,
     target: &Target,
-) -> Result<Program> {
+) -> Result<Lowered> {
     let options = LowerOptions {
         in_place: Some(in_place),
         proto: Some(proto),
-        name: Some(candidate.program_name(schedule.collective.kind)),
+        name: candidate.program_name(checked.schedule().collective.kind),
         target: target.clone(),
         ..LowerOptions::default()
     };
-    lower(schedule, topo, &options)
+    pipeline::lower(topo, checked, &options)
 }
 
 /// Whether two programs run the same steps (their size ranges aside).

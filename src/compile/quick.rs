@@ -21,7 +21,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::error::Result;
 use crate::msccl::lower::check_shape;
 use crate::msccl::LowerOptions;
-use crate::schedule::Schedule;
+use crate::pipeline::Checked;
 use crate::sim::simulate_schedule;
 use crate::topology::Topology;
 use crate::units::Picos;
@@ -31,7 +31,7 @@ use rayon::prelude::*;
 struct Trial {
     index: usize,
     time_ps: Picos,
-    schedule: Schedule,
+    checked: Checked,
 }
 
 /// The runs of every collective and placement, in the options' order.
@@ -173,7 +173,7 @@ impl Selection<'_> {
             let k = self.candidates[trial.index].chunks_per_npu();
             if k.is_some_and(|k| self.fits_up_to.map_or(true, |fits| k > fits)) {
                 let k = k.expect("checked");
-                let checked = check_shape(&trial.schedule, self.topo, &shape);
+                let checked = check_shape(trial.checked.schedule(), self.topo, &shape);
                 if let Err(e) = checked {
                     self.doomed_from = Some(self.doomed_from.map_or(k, |d| d.min(k)));
                     rejected.push(Rejection {
@@ -207,17 +207,17 @@ impl Selection<'_> {
                 let candidate = self.candidates[index];
                 let result = candidate
                     .schedule(self.topo, self.kind, band.min_bytes)
-                    .and_then(|schedule| {
+                    .and_then(|checked| {
                         // A baseline's times give only an order: simulate it.
                         let time_ps = if candidate.is_baseline() {
-                            simulate_schedule(self.topo, &schedule)?.time_ps
+                            simulate_schedule(self.topo, checked.schedule())?.time_ps
                         } else {
-                            schedule.collective_time_ps()
+                            checked.report().collective_time_ps
                         };
                         Ok(Trial {
                             index,
                             time_ps,
-                            schedule,
+                            checked,
                         })
                     })
                     .map_err(|e| Rejection {
@@ -259,8 +259,8 @@ impl Selection<'_> {
         let proto = self.options.proto.for_size(size);
         let mut rejected = Vec::new();
         let mut doomed_from = self.doomed_from;
-        let joinable = match last.filter(|r| r.program.proto == proto) {
-            Some(run) => Some(run.timer.simulate(self.topo, size)?.time_ps),
+        let joinable = match last.filter(|r| r.verified.program().proto == proto) {
+            Some(run) => Some(run.verified.timer().simulate(self.topo, size)?.time_ps),
             None => None,
         };
         let mut placed = None;
@@ -277,13 +277,13 @@ impl Selection<'_> {
             let target = &self.options.target;
             let built = timed_program(
                 self.topo,
-                &trial.schedule,
+                &trial.checked,
                 &candidate,
                 in_place,
                 proto,
                 target,
             );
-            let (time_ps, program, timer) = match built {
+            let built = match built {
                 Ok(b) => b,
                 Err(e) => {
                     if let Some(k) = k {
@@ -302,16 +302,16 @@ impl Selection<'_> {
             };
             // A program can take longer than its schedule said: then the file before
             // may still be the better choice.
+            let time_ps = built.time_ps();
             if let Some(time_ps) = joinable.filter(|&t| t <= time_ps) {
                 placed = Some(Placed::Joins(time_ps));
                 break;
             }
-            match verified(program, (self.kind, in_place, band, candidate), target) {
-                Ok(program) => {
+            match verified(built, (self.kind, in_place, band, candidate), target) {
+                Ok(verified) => {
                     let run = Run {
                         candidate,
-                        program,
-                        timer,
+                        verified,
                         bands: Vec::new(),
                     };
                     placed = Some(Placed::Starts(Box::new(run), time_ps));
@@ -336,8 +336,8 @@ impl Selection<'_> {
                 let candidate = self.candidates[t.index];
                 let target = &self.options.target;
                 let built =
-                    timed_program(self.topo, &t.schedule, &candidate, in_place, proto, target);
-                built.ok().map(|(time_ps, _, _)| (candidate, time_ps))
+                    timed_program(self.topo, &t.checked, &candidate, in_place, proto, target);
+                built.ok().map(|built| (candidate, built.time_ps()))
             });
         Ok(Placement {
             placed,

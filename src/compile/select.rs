@@ -9,7 +9,8 @@ use super::{
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
-use crate::msccl::{verify, write_program, Program, ProgramTimer, Target, VerifyOptions};
+use crate::msccl::{Proto, Target};
+use crate::pipeline::{Checked, Lowered, Verified};
 use crate::topology::Topology;
 use crate::units::{algbw_gbps, format_size, ps_to_us, Picos};
 use rayon::prelude::*;
@@ -69,9 +70,8 @@ struct Ranked {
     bound_ps: Picos,
     /// (candidate index, time), fastest first, ties to the earlier candidate.
     ranked: Vec<(usize, Picos)>,
-    /// The program of `ranked[0]` and its timer; the others are rebuilt only if it fails
-    /// verification.
-    fastest: Option<(Program, ProgramTimer)>,
+    /// The program of `ranked[0]`; the others are rebuilt only if it fails verification.
+    fastest: Option<Lowered>,
     best_baseline: Option<(Candidate, Picos)>,
     /// Candidates that could not be built here (those whose schedule failed are listed
     /// with the first placement only).
@@ -174,10 +174,11 @@ fn compile_on_pool(
         rejected.extend(rejections);
     }
     // Writing the XML (megabytes for large clusters) and hashing it, side by side.
-    let (entries, files): (Vec<Entry>, Vec<CompiledFile>) = runs
+    let files: Vec<(Entry, CompiledFile)> = runs
         .into_par_iter()
-        .map(|(kind, in_place, run)| run.into_file(kind, in_place))
-        .unzip();
+        .map(|(kind, in_place, run)| run.into_file(kind, in_place, &options.target))
+        .collect::<Result<_>>()?;
+    let (entries, files): (Vec<Entry>, Vec<CompiledFile>) = files.into_iter().unzip();
     let manifest = Manifest {
         format: MANIFEST_FORMAT.to_string(),
         format_version: MANIFEST_VERSION,
@@ -286,34 +287,34 @@ fn by_programs(
 #[derive(Default)]
 struct Trials {
     times: Vec<(usize, usize, Picos)>,
-    best: Vec<Option<(Picos, usize, Program, ProgramTimer)>>,
+    best: Vec<Option<(usize, Lowered)>>,
     rejected: Vec<Rejection>,
 }
 
 impl Trials {
     /// Records a built program's time and keeps it if it is the fastest so far.
-    fn keep(&mut self, slot: usize, index: usize, time_ps: Picos, built: (Program, ProgramTimer)) {
-        self.times.push((slot, index, time_ps));
-        self.offer(slot, index, time_ps, built);
+    fn keep(&mut self, slot: usize, index: usize, built: Lowered) {
+        self.times.push((slot, index, built.time_ps()));
+        self.offer(slot, index, built);
     }
 
-    /// Keeps `program` if it beats the slot's best (ties to the earlier candidate).
-    fn offer(&mut self, slot: usize, index: usize, time_ps: Picos, built: (Program, ProgramTimer)) {
+    /// Keeps `built` if it beats the slot's best (ties to the earlier candidate).
+    fn offer(&mut self, slot: usize, index: usize, built: Lowered) {
         if self.best.len() <= slot {
             self.best.resize_with(slot + 1, || None);
         }
         let better = self.best[slot]
             .as_ref()
-            .map_or(true, |b| (time_ps, index) < (b.0, b.1));
+            .map_or(true, |(i, b)| (built.time_ps(), index) < (b.time_ps(), *i));
         if better {
-            self.best[slot] = Some((time_ps, index, built.0, built.1));
+            self.best[slot] = Some((index, built));
         }
     }
 
     fn join(mut self, other: Trials) -> Trials {
         for (slot, best) in other.best.into_iter().enumerate() {
-            if let Some((t, i, p, timer)) = best {
-                self.offer(slot, i, t, (p, timer));
+            if let Some((i, built)) = best {
+                self.offer(slot, i, built);
             }
         }
         self.times.extend(other.times);
@@ -365,9 +366,7 @@ fn judge(
                             &options.target,
                         );
                         match built {
-                            Ok((time, program, timer)) => {
-                                trials.keep(slot, index, time, (program, timer))
-                            }
+                            Ok(built) => trials.keep(slot, index, built),
                             Err(e) => trials.rejected.push(rejection(
                                 *candidate,
                                 Some(in_place),
@@ -413,7 +412,7 @@ fn judge(
                 band,
                 bound_ps,
                 ranked,
-                fastest: best[slot].take().map(|b| (b.2, b.3)),
+                fastest: best[slot].take().map(|(_, built)| built),
                 best_baseline,
                 rejected,
             }
@@ -421,30 +420,24 @@ fn judge(
         .collect())
 }
 
-/// `candidate`'s program for one placement, protocol and target, its time at the size
-/// the schedule was made for, and its timer for other sizes.
+/// `candidate`'s program for one placement, protocol and target, timed at the size the
+/// schedule was made for (its timer times it at other sizes).
 pub(super) fn timed_program(
     topo: &Topology,
-    schedule: &crate::schedule::Schedule,
+    checked: &Checked,
     candidate: &Candidate,
     in_place: bool,
-    proto: crate::msccl::Proto,
+    proto: Proto,
     target: &Target,
-) -> Result<(Picos, Program, ProgramTimer)> {
-    let program = lower_for(schedule, topo, candidate, in_place, proto, target)?;
-    let timer = ProgramTimer::new(topo, &program, &topo.alive_npus())?;
-    let time = timer
-        .simulate(topo, schedule.collective.size_bytes)?
-        .time_ps;
-    Ok((time, program, timer))
+) -> Result<Lowered> {
+    lower_for(checked, topo, candidate, in_place, proto, target)
 }
 
 /// Bands served by one program: one file.
 pub(super) struct Run {
     pub candidate: Candidate,
-    pub program: Program,
-    /// Times the program at the sizes of the bands it may extend to.
-    pub timer: ProgramTimer,
+    /// The program; its timer times it at the sizes of the bands it may extend to.
+    pub verified: Verified,
     pub bands: Vec<Served>,
 }
 
@@ -477,14 +470,15 @@ fn merge(
             bound_ps: r.bound_ps,
             best_baseline: r.best_baseline,
         };
-        if let (Some(run), Some((fastest, _)), Some(&(_, best_ps))) =
+        if let (Some(run), Some(fastest), Some(&(_, best_ps))) =
             (runs.last_mut(), &r.fastest, r.ranked.first())
         {
-            if run.program.proto == fastest.proto {
-                let time_ps = if same_program(&run.program, fastest) {
+            let (program, fastest) = (run.verified.program(), fastest.program());
+            if program.proto == fastest.proto {
+                let time_ps = if same_program(program, fastest) {
                     best_ps
                 } else {
-                    run.timer.simulate(topo, size)?.time_ps
+                    run.verified.timer().simulate(topo, size)?.time_ps
                 };
                 if time_ps <= best_ps {
                     run.bands.push(entry(time_ps));
@@ -496,29 +490,27 @@ fn merge(
         let mut started = None;
         for (rank, &(index, time_ps)) in r.ranked.iter().enumerate() {
             let candidate = seq.candidates[index];
-            let (program, timer) = match r.fastest.take().filter(|_| rank == 0) {
+            let built = match r.fastest.take().filter(|_| rank == 0) {
                 Some(built) => built,
                 None => {
-                    let schedule = candidate.schedule(topo, seq.kind, size)?;
+                    let checked = candidate.schedule(topo, seq.kind, size)?;
                     let proto = options.proto.for_size(size);
-                    let (_, program, timer) = timed_program(
+                    timed_program(
                         topo,
-                        &schedule,
+                        &checked,
                         &candidate,
                         seq.in_place,
                         proto,
                         &options.target,
-                    )?;
-                    (program, timer)
+                    )?
                 }
             };
             let claim = (seq.kind, seq.in_place, r.band, candidate);
-            match verified(program, claim, &options.target) {
-                Ok(program) => {
+            match verified(built, claim, &options.target) {
+                Ok(verified) => {
                     started = Some(Run {
                         candidate,
-                        program,
-                        timer,
+                        verified,
                         bands: vec![entry(time_ps)],
                     });
                     break;
@@ -544,43 +536,21 @@ fn merge(
 /// What a program is for: its collective, placement, band and candidate.
 pub(super) type Claim = (CollectiveKind, bool, Band, Candidate);
 
-/// `program` if it passes the target's loader rules and `msccl::verify` for the target,
-/// else why the candidate is rejected.
+/// The program once the pipeline verified it for the target (its loader rules and
+/// `msccl::verify`), else why the candidate is rejected.
 pub(super) fn verified(
-    program: Program,
+    built: Lowered,
     (collective, in_place, band, candidate): Claim,
     target: &Target,
-) -> std::result::Result<Program, Rejection> {
-    let rejection = |failed_verification, reason| Rejection {
+) -> std::result::Result<Verified, Rejection> {
+    built.verify(target).map_err(|refusal| Rejection {
         collective,
         in_place: Some(in_place),
         band,
         candidate,
-        failed_verification,
-        reason,
-    };
-    let options = VerifyOptions {
-        target: target.clone(),
-        ..VerifyOptions::default()
-    };
-    let report = verify(&program, &options);
-    if let Some(broken) = report.rule_breaks.first() {
-        return Err(rejection(
-            false,
-            format!("target {target} would refuse the program: {broken}"),
-        ));
-    }
-    if report.is_correct() {
-        return Ok(program);
-    }
-    let first = report
-        .problems
-        .first()
-        .map_or(String::new(), |p| p.to_string());
-    Err(rejection(
-        true,
-        format!("the program failed verification: {first}"),
-    ))
+        failed_verification: refusal.failed_verification,
+        reason: refusal.reason,
+    })
 }
 
 /// The error when no candidate of a band gives a program that can be written.
@@ -602,13 +572,20 @@ pub(super) fn no_program(
 }
 
 impl Run {
-    /// The run's manifest entry and file.
-    fn into_file(mut self, kind: CollectiveKind, in_place: bool) -> (Entry, CompiledFile) {
+    /// The run's manifest entry and file: its program for the sizes of its bands.
+    fn into_file(
+        self,
+        kind: CollectiveKind,
+        in_place: bool,
+        target: &Target,
+    ) -> Result<(Entry, CompiledFile)> {
         let min_bytes = self.bands.first().expect("a run has a band").band.min_bytes;
         let max_bytes = self.bands.last().expect("a run has a band").band.max_bytes;
-        self.program.min_bytes = Some(min_bytes);
-        self.program.max_bytes = Some(max_bytes);
-        let xml = write_program(&self.program);
+        let verified = self
+            .verified
+            .with_size_range(min_bytes, max_bytes, target)?;
+        let xml = verified.xml();
+        let program = verified.program();
         let placement = if in_place { "inplace" } else { "outofplace" };
         // The top band includes its power-of-two end; the others end just before one.
         let end = max_bytes
@@ -646,13 +623,13 @@ impl Run {
             max_bytes,
             file: name.clone(),
             sha256: sha256_hex(xml.as_bytes()),
-            proto: self.program.proto.name().to_string(),
-            channels: self.program.nchannels,
-            chunks_per_loop: self.program.nchunksperloop,
+            proto: program.proto.name().to_string(),
+            channels: program.nchannels,
+            chunks_per_loop: program.nchunksperloop,
             algorithm: self.candidate,
             bands,
         };
-        (entry, CompiledFile { name, xml })
+        Ok((entry, CompiledFile { name, xml }))
     }
 }
 

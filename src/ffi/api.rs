@@ -3,14 +3,12 @@
 //! with the reason readable through `tacos_last_error`.
 
 use super::guard::{c_str, give_string, guard};
-use crate::collective::{CollectiveKind, CollectiveSpec};
+use crate::collective::CollectiveKind;
 use crate::fsio::write_atomic;
 use crate::msccl::{
-    lower, read_program, simulate_program, verify, write_program, LowerOptions, Profile, Program,
-    Proto, Target, VerifyOptions,
+    read_program, simulate_program, verify, LowerOptions, Profile, Proto, Target, VerifyOptions,
 };
-use crate::schedule::Schedule;
-use crate::synth::{synthesize_best_chunking, SynthOptions, AUTO_CHUNKS};
+use crate::pipeline::{self, Chunks, Request};
 use crate::topology::{file, parse_spec, SpecDefaults, Topology};
 use crate::units::ps_to_us;
 use std::ffi::{c_char, c_int};
@@ -38,7 +36,7 @@ const FIRST_STRUCT_SIZE: usize = std::mem::offset_of!(TacosSynthOptions, target)
 
 /// What the options say once defaults are filled in.
 struct Options {
-    chunks: Vec<usize>,
+    chunks: Chunks,
     seed: u64,
     root: Option<usize>,
     in_place: Option<bool>,
@@ -54,7 +52,7 @@ impl Options {
     /// `FIRST_STRUCT_SIZE` at least: fields past `struct_size` are never read).
     unsafe fn read(raw: *const TacosSynthOptions) -> Result<Options, String> {
         let mut o = Options {
-            chunks: AUTO_CHUNKS.to_vec(),
+            chunks: Chunks::Auto,
             seed: 0,
             root: None,
             in_place: None,
@@ -81,7 +79,7 @@ impl Options {
         }
         let chunks: u32 = field!(chunks_per_npu);
         if chunks > 0 {
-            o.chunks = vec![chunks as usize];
+            o.chunks = Chunks::Fixed(chunks as usize);
         }
         o.seed = field!(seed);
         o.root = usize::try_from(field!(root)).ok();
@@ -129,7 +127,7 @@ fn topology(text: &str, defaults: &SpecDefaults) -> Result<Topology, String> {
     result.map_err(|e| e.to_string())
 }
 
-/// Synthesizes, lowers and verifies; returns the XML text.
+/// The XML of the verified program `pipeline::program` keeps for the request.
 fn synthesize_xml(
     topology_text: &str,
     collective: &str,
@@ -140,61 +138,22 @@ fn synthesize_xml(
     let kind: CollectiveKind = collective
         .parse()
         .map_err(|e: crate::Error| e.to_string())?;
-    let npus = topo.alive_npus();
-    let spec = CollectiveSpec {
-        kind,
-        root: kind.has_root().then(|| o.root.unwrap_or(0)),
-        npus,
-        chunks_per_npu: o.chunks[0],
-        size_bytes,
+    let request = Request {
+        root: o.root,
+        ..Request::new(kind, size_bytes)
     };
-    let mut chunks = o.chunks.clone();
-    loop {
-        let best = synthesize_best_chunking(&topo, &spec, &chunks, &SynthOptions { seed: o.seed })
-            .map_err(|e| e.to_string())?;
-        let schedule = &best.synthesis.schedules[0];
-        match fitted(schedule, &topo, o) {
-            Ok(program) => return Ok(write_program(&program)),
-            // With K chosen automatically, a K whose program does not fit the target is
-            // dropped, with every larger one (a program's steps grow with K), and the
-            // fastest of the rest is taken.
-            Err(_) if schedule.collective.chunks_per_npu > chunks[0] => {
-                let k = schedule.collective.chunks_per_npu;
-                chunks.retain(|&c| c < k);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// `schedule` lowered for the options' placement, protocol and target, once it passes the
-/// target's loader rules and verification.
-fn fitted(schedule: &Schedule, topo: &Topology, o: &Options) -> Result<Program, String> {
-    let options = LowerOptions {
-        in_place: o.in_place,
-        proto: o.proto,
-        target: o.target.clone(),
-        ..LowerOptions::default()
+    let options = pipeline::Options {
+        chunks: o.chunks,
+        seeds: vec![o.seed],
+        lowering: LowerOptions {
+            in_place: o.in_place,
+            proto: o.proto,
+            target: o.target.clone(),
+            ..LowerOptions::default()
+        },
     };
-    let program = lower(schedule, topo, &options).map_err(|e| e.to_string())?;
-    let verify_options = VerifyOptions {
-        target: o.target.clone(),
-        ..VerifyOptions::default()
-    };
-    let report = verify(&program, &verify_options);
-    if let Some(broken) = report.rule_breaks.first() {
-        return Err(format!(
-            "target {} would refuse the program: {broken}",
-            o.target
-        ));
-    }
-    if let Some(problem) = report.problems.first() {
-        return Err(format!(
-            "the lowered program failed verification (please report): {}",
-            problem.message
-        ));
-    }
-    Ok(program)
+    let found = pipeline::program(&topo, &request, &options).map_err(|e| e.to_string())?;
+    Ok(found.kept.xml())
 }
 
 /// `synthesize_xml` on the C arguments.
@@ -215,9 +174,9 @@ unsafe fn xml_from_c(
     )
 }
 
-/// Fills `options` with the defaults: automatic chunks per NPU, seed 0, root 0, the
-/// collective's usual placement, protocol by size, 50 GB/s and 0.5 us links, the
-/// executor's target.
+/// Fills `options` with the defaults (`pipeline`'s: automatic chunks per NPU, seed 0, the
+/// executor's target), the first NPU as root, the collective's usual placement, protocol by
+/// size, 50 GB/s and 0.5 us links.
 ///
 /// # Safety
 /// `options` must be NULL or point to writable memory for a `tacos_synth_options`.

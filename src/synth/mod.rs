@@ -10,16 +10,15 @@
 //! Copying collectives are matched directly (`greedy`, with `relay` for chunks that must
 //! cross NPUs that do not need them). Combining ones are the time reversal of their copying
 //! dual on the reversed topology, and All-Reduce is Reduce-Scatter then All-Gather
-//! (`compose`). `chunking` picks the number of chunks per NPU by simulated time.
+//! (`compose`). The number of chunks per NPU is chosen by `crate::pipeline`, by the
+//! simulated time of what is emitted.
 
-mod chunking;
 mod compose;
 mod fast;
 mod greedy;
 mod relay;
 mod retime;
 
-pub use chunking::{synthesize_best_chunking, BestChunking, ChunkTrial, AUTO_CHUNKS};
 pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
 
 use crate::collective::Collective;

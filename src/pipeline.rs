@@ -1,0 +1,620 @@
+//! The one path from a request to an algorithm the product emits: synthesis, the schedule
+//! checker, lowering to MSCCL for a target, the XML verifier for that target, and timing,
+//! with the search over K (chunks per NPU) and seeds.
+//!
+//! Every front end that emits an algorithm goes through here: `tacos synth` (schedules,
+//! and programs with `--xml`), the C API, and `compile` (which keeps its own band ranking
+//! and merging but lowers and verifies each program it keeps with [`lower`] and
+//! [`Lowered::verify`]). A [`Verified`] can only be made by [`Lowered::verify`] after the
+//! program passed the target's loader rules and `msccl::verify`, so whatever holds one
+//! holds a program that may be written.
+//!
+//! Defaults, the same in every front end: K chosen automatically ([`Chunks::Auto`] over
+//! [`AUTO_CHUNKS`]) by the simulated time of what is emitted, seed 0, the executor's
+//! target (`msccl::Target::default`).
+
+use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
+use crate::error::{Error, Result};
+use crate::msccl::{
+    self, lower::check_shape, LowerOptions, Profile, Program, ProgramTimer, Target, VerifyOptions,
+};
+use crate::schedule::{check, check_data_flow, CheckReport, Schedule};
+use crate::sim::simulate_schedule;
+use crate::synth::{synthesize_concurrent, AllReduceTimes, SynthOptions};
+use crate::topology::{NpuId, Topology};
+use crate::units::Picos;
+use std::sync::Arc;
+
+/// The K values an automatic choice tries.
+pub const AUTO_CHUNKS: [usize; 4] = [1, 2, 4, 8];
+
+/// K, the chunks each NPU's share is split into: more chunks pipeline better over
+/// multi-hop paths, but every chunk pays each link's latency, so the best K depends on the
+/// size and is found by trying.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Chunks {
+    Fixed(usize),
+    /// Each of [`AUTO_CHUNKS`], the fastest kept.
+    #[default]
+    Auto,
+}
+
+impl Chunks {
+    fn candidates(self) -> Vec<usize> {
+        match self {
+            Chunks::Fixed(k) => vec![k],
+            Chunks::Auto => AUTO_CHUNKS.to_vec(),
+        }
+    }
+}
+
+/// What to synthesize: a collective of a size over some NPUs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub kind: CollectiveKind,
+    /// The buffer every NPU ends with, in bytes (nccl-tests' convention).
+    pub size_bytes: u64,
+    /// The NPUs taking part, in rank order; by default every alive NPU.
+    pub npus: Option<Vec<NpuId>>,
+    /// The root of a rooted collective; by default the first NPU taking part.
+    pub root: Option<NpuId>,
+}
+
+impl Request {
+    /// `kind` of `size_bytes` over every alive NPU, rooted (if at all) at the first.
+    pub fn new(kind: CollectiveKind, size_bytes: u64) -> Request {
+        Request {
+            kind,
+            size_bytes,
+            npus: None,
+            root: None,
+        }
+    }
+
+    /// The collective with `k` chunks per NPU.
+    fn spec(&self, topo: &Topology, k: usize) -> CollectiveSpec {
+        let npus = self.npus.clone().unwrap_or_else(|| topo.alive_npus());
+        let root = match (self.kind.has_root(), self.root) {
+            (true, None) => npus.first().copied(),
+            (_, root) => root,
+        };
+        CollectiveSpec {
+            kind: self.kind,
+            root,
+            npus,
+            chunks_per_npu: k,
+            size_bytes: self.size_bytes,
+        }
+    }
+}
+
+/// How to search and what to emit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    pub chunks: Chunks,
+    /// Seeds of the synthesizer's random choices, each tried with each K.
+    pub seeds: Vec<u64>,
+    /// Placement, protocol, size range and target of the program. Without a name the
+    /// program is named `tacos-{collective}-k{K}-s{seed}`, as `compile` names it.
+    pub lowering: LowerOptions,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            chunks: Chunks::Auto,
+            seeds: vec![0],
+            lowering: LowerOptions::default(),
+        }
+    }
+}
+
+/// A schedule that passed `schedule::check` on its topology. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Checked(Arc<CheckedParts>);
+
+#[derive(Debug)]
+struct CheckedParts {
+    schedule: Schedule,
+    report: CheckReport,
+    all_reduce: Option<AllReduceTimes>,
+    seed: Option<u64>,
+}
+
+impl Checked {
+    /// Checks a timed `schedule` (from a file, say) on `topo` with `schedule::check`.
+    pub fn new(schedule: Schedule, topo: &Topology) -> Result<Checked> {
+        let report = check(&schedule, topo);
+        Checked::with(schedule, report, None, None)
+    }
+
+    /// Checks a schedule whose times are an order, not a promise (a baseline, whose sends
+    /// the simulator routes and times) with `schedule::check_data_flow`; its report's time
+    /// is then only the number of steps.
+    pub fn order_only(schedule: Schedule, topo: &Topology) -> Result<Checked> {
+        let report = check_data_flow(&schedule, topo);
+        Checked::with(schedule, report, None, None)
+    }
+
+    fn with(
+        schedule: Schedule,
+        report: Result<CheckReport>,
+        all_reduce: Option<AllReduceTimes>,
+        seed: Option<u64>,
+    ) -> Result<Checked> {
+        let report = report.map_err(|e| {
+            Error::Schedule(format!(
+                "the {} schedule failed the checker: {e}",
+                schedule.collective.kind
+            ))
+        })?;
+        Ok(Checked(Arc::new(CheckedParts {
+            schedule,
+            report,
+            all_reduce,
+            seed,
+        })))
+    }
+
+    pub fn schedule(&self) -> &Schedule {
+        &self.0.schedule
+    }
+
+    /// What the checker found: the schedule's time and its transfers.
+    pub fn report(&self) -> &CheckReport {
+        &self.0.report
+    }
+
+    /// For a synthesized All-Reduce, how it was composed.
+    pub fn all_reduce(&self) -> Option<&AllReduceTimes> {
+        self.0.all_reduce.as_ref()
+    }
+
+    /// The synthesizer's seed; None for a schedule made otherwise.
+    pub fn seed(&self) -> Option<u64> {
+        self.0.seed
+    }
+
+    pub fn chunks_per_npu(&self) -> usize {
+        self.0.schedule.collective.chunks_per_npu
+    }
+}
+
+/// Synthesizes `request` with `k` chunks per NPU and `seed`, and checks the schedule.
+pub fn synthesize(topo: &Topology, request: &Request, k: usize, seed: u64) -> Result<Checked> {
+    let collective = Collective::new(topo, request.spec(topo, k))?;
+    let mut synthesis = synthesize_concurrent(
+        topo,
+        std::slice::from_ref(&collective),
+        &SynthOptions { seed },
+    )?;
+    let schedule = synthesis.schedules.remove(0);
+    let report = check(&schedule, topo);
+    Checked::with(schedule, report, synthesis.all_reduce, Some(seed))
+}
+
+/// A checked schedule lowered to a program and timed, not yet verified: it cannot be
+/// written until [`Lowered::verify`] makes it a [`Verified`].
+#[derive(Clone, Debug)]
+pub struct Lowered {
+    checked: Checked,
+    program: Program,
+    timer: ProgramTimer,
+    time_ps: Picos,
+}
+
+impl Lowered {
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The program's simulated time at the schedule's size.
+    pub fn time_ps(&self) -> Picos {
+        self.time_ps
+    }
+
+    /// Times the program at other sizes.
+    pub fn timer(&self) -> &ProgramTimer {
+        &self.timer
+    }
+
+    pub fn checked(&self) -> &Checked {
+        &self.checked
+    }
+
+    /// The program, once it keeps to `target`'s loader rules and `msccl::verify` finds it
+    /// computes its collective.
+    pub fn verify(self, target: &Target) -> std::result::Result<Verified, Refusal> {
+        let options = VerifyOptions {
+            target: target.clone(),
+            ..VerifyOptions::default()
+        };
+        let report = msccl::verify(&self.program, &options);
+        if let Some(broken) = report.rule_breaks.first() {
+            return Err(Refusal {
+                failed_verification: false,
+                reason: format!("target {target} would refuse the program: {broken}"),
+            });
+        }
+        if !report.computes() {
+            let first = report
+                .problems
+                .first()
+                .map_or_else(|| "unlisted problems".to_string(), |p| p.to_string());
+            return Err(Refusal {
+                failed_verification: true,
+                reason: format!("the lowered program failed verification (please report): {first}"),
+            });
+        }
+        Ok(Verified(self))
+    }
+}
+
+/// Why a lowered program may not be emitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The verifier found the program wrong (rather than the loader refusing it).
+    pub failed_verification: bool,
+    pub reason: String,
+}
+
+impl From<Refusal> for Error {
+    fn from(r: Refusal) -> Error {
+        Error::Msccl(r.reason)
+    }
+}
+
+/// Lowers `checked` with `lowering` and times the program at the schedule's size, rank r
+/// on the collective's r-th NPU.
+pub fn lower(topo: &Topology, checked: &Checked, lowering: &LowerOptions) -> Result<Lowered> {
+    let schedule = checked.schedule();
+    let named;
+    let lowering = match (&lowering.name, checked.seed()) {
+        (None, Some(seed)) => {
+            named = LowerOptions {
+                name: Some(format!(
+                    "tacos-{}-k{}-s{seed}",
+                    schedule.collective.kind, schedule.collective.chunks_per_npu
+                )),
+                ..lowering.clone()
+            };
+            &named
+        }
+        _ => lowering,
+    };
+    let program = msccl::lower(schedule, topo, lowering)?;
+    #[cfg(feature = "test-hooks")]
+    let program = test_hooks::corrupted(program);
+    let timer = ProgramTimer::new(topo, &program, &schedule.collective.npus)?;
+    let time_ps = timer
+        .simulate(topo, schedule.collective.size_bytes)?
+        .time_ps;
+    Ok(Lowered {
+        checked: checked.clone(),
+        program,
+        timer,
+        time_ps,
+    })
+}
+
+/// A program that passed the schedule checker, its target's loader rules and the XML
+/// verifier; only [`Lowered::verify`] makes one.
+#[derive(Clone, Debug)]
+pub struct Verified(Lowered);
+
+impl Verified {
+    pub fn program(&self) -> &Program {
+        &self.0.program
+    }
+
+    pub fn schedule(&self) -> &Schedule {
+        self.0.checked.schedule()
+    }
+
+    pub fn checked(&self) -> &Checked {
+        &self.0.checked
+    }
+
+    /// The program's simulated time at the schedule's size.
+    pub fn time_ps(&self) -> Picos {
+        self.0.time_ps
+    }
+
+    pub fn timer(&self) -> &ProgramTimer {
+        &self.0.timer
+    }
+
+    pub fn chunks_per_npu(&self) -> usize {
+        self.0.checked.chunks_per_npu()
+    }
+
+    /// The synthesizer's seed; None for a program of a baseline's schedule.
+    pub fn seed(&self) -> Option<u64> {
+        self.0.checked.seed()
+    }
+
+    /// The program as MSCCL XML.
+    pub fn xml(&self) -> String {
+        msccl::write_program(&self.0.program)
+    }
+
+    /// The same program for the message sizes `min_bytes..=max_bytes`, once `target`'s
+    /// loader rules still hold (the range changes what the loader reads, not what the
+    /// program computes).
+    pub fn with_size_range(
+        mut self,
+        min_bytes: u64,
+        max_bytes: u64,
+        target: &Target,
+    ) -> Result<Verified> {
+        self.0.program.min_bytes = Some(min_bytes);
+        self.0.program.max_bytes = Some(max_bytes);
+        match msccl::rules::check(&self.0.program, target).first() {
+            Some(broken) => Err(Error::Msccl(format!(
+                "target {target} would refuse the program for {min_bytes}..={max_bytes} bytes: {broken}"
+            ))),
+            None => Ok(self),
+        }
+    }
+}
+
+/// One (K, seed) the search tried and how it did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trial {
+    pub chunks_per_npu: usize,
+    pub seed: u64,
+    /// The schedule's own time, when it was synthesized.
+    pub synthesized_ps: Option<Picos>,
+    /// The simulated time of what would be emitted (the schedule, or its program), which
+    /// the choice is made on; None when it could not be built.
+    pub simulated_ps: Option<Picos>,
+    /// Why it was not kept, when it could not be (built, lowered within the target's
+    /// limits, or verified); None for those that could, kept or slower.
+    pub refused: Option<String>,
+}
+
+/// What a search kept, and every trial.
+#[derive(Clone, Debug)]
+pub struct Found<T> {
+    pub kept: T,
+    pub trials: Vec<Trial>,
+}
+
+/// The fastest checked schedule for `request` over the options' K and seeds, by the
+/// simulator's time (ties to the smaller K, then the earlier seed).
+pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result<Found<Checked>> {
+    let tried = search(topo, request, options, |checked| {
+        let time_ps = simulate_schedule(topo, checked.schedule())?.time_ps;
+        Ok((checked, time_ps))
+    })?;
+    let mut trials = Vec::new();
+    let mut kept: Option<(Picos, Checked)> = None;
+    for (trial, built) in tried {
+        if let (Some(checked), Some(t)) = (built, trial.simulated_ps) {
+            if kept.as_ref().map_or(true, |(best, _)| t < *best) {
+                kept = Some((t, checked));
+            }
+        }
+        trials.push(trial);
+    }
+    match kept {
+        Some((_, kept)) => Ok(Found { kept, trials }),
+        None => Err(Error::Synthesis(nothing_found(&trials, "schedule"))),
+    }
+}
+
+/// The fastest verified program for `request` over the options' K and seeds: each
+/// candidate is synthesized, checked, lowered for the options' target and timed as the
+/// program; the fastest that passes verification is kept (ties to the smaller K, then the
+/// earlier seed). A K whose program breaks the target's limits is passed over; with K
+/// fixed, the error says which smaller K fits and whether a larger target takes it.
+pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<Found<Verified>> {
+    let lowering = &options.lowering;
+    let tried = search(topo, request, options, |checked| {
+        let lowered = lower(topo, &checked, lowering)?;
+        let time_ps = lowered.time_ps();
+        Ok((lowered, time_ps))
+    })?;
+    let (mut trials, mut built): (Vec<Trial>, Vec<Option<Lowered>>) = tried.into_iter().unzip();
+    let mut order: Vec<usize> = (0..trials.len()).filter(|&i| built[i].is_some()).collect();
+    order.sort_by_key(|&i| (trials[i].simulated_ps, i));
+    for i in order {
+        let lowered = built[i].take().expect("ranked only where built");
+        match lowered.verify(&lowering.target) {
+            Ok(verified) => {
+                return Ok(Found {
+                    kept: verified,
+                    trials,
+                })
+            }
+            Err(refusal) => trials[i].refused = Some(refusal.reason),
+        }
+    }
+    // A fixed K that could not be lowered (rather than one whose program failed
+    // verification) may break only the target's limits: then say what would fit.
+    if let (Chunks::Fixed(k), [trial]) = (options.chunks, trials.as_slice()) {
+        let advice = trial
+            .simulated_ps
+            .is_none()
+            .then(|| limit_advice(topo, request, k, trial.seed, lowering))
+            .flatten();
+        if let Some(advice) = advice {
+            let refused = trial.refused.as_deref().unwrap_or_default();
+            return Err(Error::Msccl(format!(
+                "-k {k} does not fit: {refused}; {advice}"
+            )));
+        }
+    }
+    let what = format!("verified program for target {}", lowering.target);
+    Err(Error::Msccl(nothing_found(&trials, &what)))
+}
+
+/// Tries every (K, seed) of the options side by side: synthesized, checked, then
+/// `evaluate`d to what would be emitted and its time. A request the collective cannot be
+/// built for at the first K is an error; later failures are refused trials.
+fn search<T: Send>(
+    topo: &Topology,
+    request: &Request,
+    options: &Options,
+    evaluate: impl Fn(Checked) -> Result<(T, Picos)> + Sync,
+) -> Result<Vec<(Trial, Option<T>)>> {
+    if options.seeds.is_empty() {
+        return Err(Error::Synthesis("no seed to synthesize with".into()));
+    }
+    let ks = options.chunks.candidates();
+    // The request itself is checked once, at the first K, so that its errors come as they are.
+    Collective::new(topo, request.spec(topo, ks[0]))?;
+    let candidates: Vec<(usize, u64)> = ks
+        .iter()
+        .flat_map(|&k| options.seeds.iter().map(move |&seed| (k, seed)))
+        .collect();
+    let attempt = |(k, seed): (usize, u64)| {
+        let mut trial = Trial {
+            chunks_per_npu: k,
+            seed,
+            synthesized_ps: None,
+            simulated_ps: None,
+            refused: None,
+        };
+        let built = synthesize(topo, request, k, seed).and_then(|checked| {
+            trial.synthesized_ps = Some(checked.report().collective_time_ps);
+            evaluate(checked)
+        });
+        match built {
+            Ok((value, time_ps)) => {
+                trial.simulated_ps = Some(time_ps);
+                (trial, Some(value))
+            }
+            Err(e) => {
+                trial.refused = Some(e.to_string());
+                (trial, None)
+            }
+        }
+    };
+    Ok(std::thread::scope(|s| {
+        let handles: Vec<_> = candidates
+            .iter()
+            .map(|&c| s.spawn(move || attempt(c)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    }))
+}
+
+/// Why no trial gave a `what`: the only trial's reason, or every (K, seed) tried and the
+/// last reason.
+fn nothing_found(trials: &[Trial], what: &str) -> String {
+    let last = trials
+        .iter()
+        .rev()
+        .find_map(|t| t.refused.as_deref())
+        .unwrap_or("nothing was tried");
+    let tried: Vec<String> = trials
+        .iter()
+        .map(|t| format!("K={} seed {}", t.chunks_per_npu, t.seed))
+        .collect();
+    match trials {
+        [_] => format!("{} gives no {what}: {last}", tried[0]),
+        _ => format!(
+            "none of {} gives a {what} (the last: {last})",
+            tried.join(", ")
+        ),
+    }
+}
+
+/// When K's program breaks only limits (it lowers once they are lifted): the largest
+/// smaller K that fits the target, and whether the executor rebuilt for 256 steps takes
+/// K. None when the program fails for another reason.
+fn limit_advice(
+    topo: &Topology,
+    request: &Request,
+    k: usize,
+    seed: u64,
+    lowering: &LowerOptions,
+) -> Option<String> {
+    let checked = synthesize(topo, request, k, seed).ok()?;
+    let target = &lowering.target;
+    let lifted = LowerOptions {
+        target: Target {
+            limits: msccl::Limits {
+                max_steps_per_tb: usize::MAX,
+                max_tbs: usize::MAX,
+                max_tbs_per_channel: usize::MAX,
+                max_elements_per_rank: usize::MAX,
+                ..target.limits.clone()
+            },
+            ..target.clone()
+        },
+        ..lowering.clone()
+    };
+    msccl::lower(checked.schedule(), topo, &lifted).ok()?;
+    let mut advice = Vec::new();
+    let smaller = (1..k).rev().find(|&j| {
+        synthesize(topo, request, j, seed).is_ok_and(|c| {
+            check_shape(c.schedule(), topo, lowering).is_ok()
+                && msccl::lower(c.schedule(), topo, lowering).is_ok()
+        })
+    });
+    advice.push(match smaller {
+        Some(j) => format!("the largest K that fits target {target} is {j} (-k {j})"),
+        None => format!("no smaller K fits target {target} either"),
+    });
+    if target.profile != Profile::Executor256 && target.limits == target.profile.limits() {
+        let wide = LowerOptions {
+            target: Target::new(Profile::Executor256),
+            ..lowering.clone()
+        };
+        if msccl::lower(checked.schedule(), topo, &wide).is_ok() {
+            advice.push(format!(
+                "K={k} fits --target executor-256 (an executor built with MSCCL_MAX_NUM_STEPS=256)"
+            ));
+        }
+    }
+    Some(advice.join("; "))
+}
+
+/// A switch that corrupts every lowering, so tests can show that each front end refuses
+/// a program the verifier rejects.
+///
+/// It is an environment variable, [`test_hooks::CORRUPT_LOWERING`], because the front ends
+/// under test include the `tacos` binary, run as a separate process. It is compiled in only
+/// with the cargo feature `test-hooks`: a default build (the binary users install, the
+/// shared library NCCL loads) has no code that reads it, so no environment can corrupt a
+/// user's algorithms. `.ci/run` runs `tests/pipeline.rs` with the feature on.
+#[cfg(feature = "test-hooks")]
+pub mod test_hooks {
+    use crate::msccl::{Buf, Program};
+
+    /// Set (to anything) to corrupt every lowering.
+    pub const CORRUPT_LOWERING: &str = "TACOS_TEST_CORRUPT_LOWERING";
+
+    /// Points the first receive that stores into a user buffer (not at its first slot) at
+    /// the slot before: the control flow (and so the timing) is unchanged and the offset stays inside
+    /// the buffer, so the loader takes it and only the verifier can tell.
+    pub(super) fn corrupted(mut program: Program) -> Program {
+        if std::env::var_os(CORRUPT_LOWERING).is_none() {
+            return program;
+        }
+        let steps = program
+            .gpus
+            .iter_mut()
+            .flat_map(|g| g.threadblocks.iter_mut())
+            .flat_map(|tb| tb.steps.iter_mut());
+        for step in steps {
+            if step.instr.receives()
+                && step.instr.writes_dst()
+                && step.dst_buf != Buf::Scratch
+                && step.dst_off > 0
+            {
+                step.dst_off -= 1;
+                break;
+            }
+        }
+        program
+    }
+}

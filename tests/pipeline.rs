@@ -1,0 +1,191 @@
+//! One pipeline behind every front end: `tacos synth --xml`, the C API and `tacos compile`
+//! give the same bytes for the same request, and (with the `test-hooks` feature, which can
+//! corrupt every lowering) each refuses a program the verifier rejects.
+
+mod common;
+
+use common::tacos;
+use std::ffi::{c_char, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use tacos::ffi::{tacos_free_string, tacos_last_error, tacos_synthesize_xml};
+
+/// Held by each test for its whole run: the corruption hook is an environment variable,
+/// which the C API in this process and every `tacos` process a test starts would see.
+static ENVIRONMENT: Mutex<()> = Mutex::new(());
+
+/// The request every front end gets: All-Reduce of 1 MiB on DGX-1, in place, K automatic,
+/// seed 0, the executor's target (each front end's defaults, given explicitly where a
+/// front end's own differ: compile's K, seeds, baselines, placements and size range).
+const TOPOLOGY: &str = "preset:dgx1";
+const SIZE: &str = "1MiB";
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tacos-pipeline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// `tacos synth --xml`, with `extra` arguments: the XML, or the error.
+fn synth_xml(name: &str, extra: &[&str]) -> Result<String, String> {
+    let path = scratch(name);
+    let p = path.to_str().unwrap();
+    let args = [
+        &["synth", TOPOLOGY, "-c", "allreduce", "-s", SIZE, "--xml", p][..],
+        extra,
+    ]
+    .concat();
+    let (ok, _, err) = tacos(&args);
+    if !ok {
+        assert!(!path.exists(), "a refused program was written");
+        return Err(err);
+    }
+    Ok(std::fs::read_to_string(&path).unwrap())
+}
+
+/// The C API with default options (NULL): the XML, or the last error.
+fn c_api_xml() -> Result<String, String> {
+    let (topology, collective) = (CString::new(TOPOLOGY).unwrap(), CString::new("allreduce"));
+    let mut xml: *mut c_char = std::ptr::null_mut();
+    let rc = unsafe {
+        tacos_synthesize_xml(
+            topology.as_ptr(),
+            collective.unwrap().as_ptr(),
+            1 << 20,
+            std::ptr::null(),
+            &mut xml,
+        )
+    };
+    if rc != 0 {
+        let e = unsafe { CStr::from_ptr(tacos_last_error()) };
+        return Err(e.to_string_lossy().into_owned());
+    }
+    let text = unsafe { CStr::from_ptr(xml) }.to_str().unwrap().to_owned();
+    unsafe { tacos_free_string(xml) };
+    Ok(text)
+}
+
+/// A one-band compile of the request: the one file it writes, or the error.
+fn compile_xml(name: &str) -> Result<String, String> {
+    let out = scratch(name);
+    let o = out.to_str().unwrap();
+    let (ok, _, err) = tacos(&[
+        "compile",
+        TOPOLOGY,
+        "--out",
+        o,
+        "--collectives",
+        "allreduce",
+        "--sizes",
+        "1MiB..1MiB",
+        "--inplace",
+        "inplace",
+        "-k",
+        "1,2,4,8",
+        "--seeds",
+        "1",
+        "--no-baselines",
+        "--quiet",
+    ]);
+    if !ok {
+        assert!(!out.exists(), "a refused compile left a directory");
+        return Err(err);
+    }
+    let files: Vec<PathBuf> = std::fs::read_dir(Path::new(o).join("msccl"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    Ok(std::fs::read_to_string(&files[0]).unwrap())
+}
+
+#[test]
+fn every_front_end_gives_the_same_bytes_for_the_same_request() {
+    let _alone = ENVIRONMENT.lock().unwrap_or_else(|e| e.into_inner());
+    let synth = synth_xml("synth.xml", &[]).unwrap();
+    let c_api = c_api_xml().unwrap();
+    assert_eq!(synth, c_api, "synth --xml and the C API differ");
+    // Compile's file serves its band, 1 MiB alone; given that range, synth writes the
+    // same bytes, and the default range ([S, 2S - 1]) is the only difference.
+    let band = synth_xml("band.xml", &["--min-bytes", "1MiB", "--max-bytes", "1MiB"]).unwrap();
+    let compiled = compile_xml("compiled").unwrap();
+    assert_eq!(band, compiled, "synth --xml and compile differ");
+    let default_range = "minBytes=\"1048576\" maxBytes=\"2097151\"";
+    let band_range = "minBytes=\"1048576\" maxBytes=\"1048576\"";
+    assert!(synth.contains(default_range), "{synth}");
+    assert_eq!(synth.replacen(default_range, band_range, 1), compiled);
+    // K was searched, not fixed: the file names the K chosen, and on DGX-1 one chunk per
+    // NPU is not the fastest (the hybrid cube-mesh pipelines over two hops).
+    let name = synth.split("name=\"").nth(1).unwrap();
+    assert!(name.starts_with("tacos-allreduce-k"), "{name}");
+    assert!(!name.starts_with("tacos-allreduce-k1-"), "{name}");
+}
+
+/// With the hook on, every lowering is corrupted (one receive writes the wrong slot): each
+/// front end must refuse, saying verification failed, and write nothing.
+#[cfg(feature = "test-hooks")]
+#[test]
+fn every_front_end_refuses_a_program_that_fails_verification() {
+    use tacos::pipeline::test_hooks::CORRUPT_LOWERING;
+    let _alone = ENVIRONMENT.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::set_var(CORRUPT_LOWERING, "1");
+    let refusals = [
+        ("synth --xml", synth_xml("corrupt.xml", &[])),
+        (
+            "synth --xml -k 2",
+            synth_xml("corrupt-k2.xml", &["-k", "2"]),
+        ),
+        ("the C API", c_api_xml()),
+        ("compile", compile_xml("corrupt-dir")),
+    ];
+    std::env::remove_var(CORRUPT_LOWERING);
+    for (front_end, result) in refusals {
+        match result {
+            Ok(_) => panic!("{front_end} emitted the corrupted program"),
+            Err(e) => assert!(e.contains("failed verification"), "{front_end}: {e}"),
+        }
+    }
+    // The hook off again, the same request goes through.
+    assert!(c_api_xml().is_ok());
+}
+
+/// The K search (moved here from `synth` with the search itself): every K of `auto` is
+/// tried and the kept one is the first with the lowest simulated time, for schedules and
+/// for programs alike.
+#[test]
+fn automatic_chunking_keeps_the_fastest_simulated_k() {
+    use tacos::collective::CollectiveKind;
+    use tacos::pipeline::{self, Options, Request, Trial, AUTO_CHUNKS};
+    let topo = tacos::topology::parse_spec("ring:8", &Default::default()).unwrap();
+    let kept_is_fastest = |trials: &[Trial], k: usize| {
+        assert_eq!(
+            trials.iter().map(|t| t.chunks_per_npu).collect::<Vec<_>>(),
+            AUTO_CHUNKS
+        );
+        let kept = trials.iter().find(|t| t.chunks_per_npu == k).unwrap();
+        let lowest = trials.iter().filter_map(|t| t.simulated_ps).min();
+        assert_eq!(kept.simulated_ps, lowest);
+        assert!(trials
+            .iter()
+            .all(|t| t.chunks_per_npu >= k || t.simulated_ps.is_some_and(|p| Some(p) > lowest)));
+    };
+    for size in [1 << 10, 1 << 30] {
+        let request = Request::new(CollectiveKind::Broadcast, size);
+        let found = pipeline::schedule(&topo, &request, &Options::default()).unwrap();
+        let k = found.kept.chunks_per_npu();
+        kept_is_fastest(&found.trials, k);
+        tacos::schedule::check(found.kept.schedule(), &topo).unwrap();
+        // A broadcast down 4 hops: for 1 KiB the 0.5 us latency per chunk per hop
+        // dominates, so one chunk is best; for 1 GiB, pipelining pieces wins.
+        if size == 1 << 10 {
+            assert_eq!(k, 1);
+        } else {
+            assert!(k > 1);
+        }
+        // As programs: the kept one's time is what the program timer says at the size.
+        let found = pipeline::program(&topo, &request, &Options::default()).unwrap();
+        kept_is_fastest(&found.trials, found.kept.chunks_per_npu());
+        let timed = tacos::msccl::simulate_program(&topo, found.kept.program(), size).unwrap();
+        assert_eq!(timed.time_ps, found.kept.time_ps());
+    }
+}
