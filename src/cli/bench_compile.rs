@@ -5,7 +5,8 @@
 //! slowest shown, since the machine may be shared.
 
 use super::bench::BenchArgs;
-use crate::compile::{open_or_compile, CompileOptions, Opened};
+use crate::compile::CompileOptions;
+use crate::plugin::{open_or_compile, Opened};
 use crate::topology::{parse_spec, SpecDefaults};
 use std::time::Instant;
 
