@@ -199,3 +199,137 @@ fn gpus_per_node(file: &str) -> Option<usize> {
         .ok()
         .map(|i| i.topology.npus())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// Keeps every warning.
+    #[derive(Clone, Default)]
+    struct Recorded(Arc<Mutex<Vec<String>>>);
+
+    impl Log for Recorded {
+        fn info(&self, _: &str) {}
+        fn warn(&self, message: &str) {
+            self.0.lock().unwrap().push(message.to_string());
+        }
+    }
+
+    impl Recorded {
+        fn all(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    fn scheduler(topology: &str, cache: &str) -> (Scheduler, Recorded, PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "tacos-plugin-scheduler-{}-{cache}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = Config {
+            topology: Some(topology.into()),
+            cache_dir: dir.clone(),
+            ..Config::default()
+        };
+        let log = Recorded::default();
+        (Scheduler::new(Ok(config), Box::new(log.clone())), log, dir)
+    }
+
+    #[test]
+    fn every_call_gets_a_file_declaring_its_collective_placement_and_size() {
+        let (mut s, log, dir) = scheduler("ring:4", "select");
+        // The size was known from the settings: the set is in the cache already.
+        let set = s
+            .sets
+            .get(&4)
+            .cloned()
+            .flatten()
+            .expect("compiled at start");
+        assert!(set.algorithms.starts_with(&dir), "{set:?}");
+        let mut divisible = false;
+        for e in &set.manifest.entries {
+            for bytes in [e.min_bytes, e.max_bytes] {
+                let call = Call {
+                    kind: e.collective,
+                    ranks: 4,
+                    in_place: e.in_place,
+                    bytes,
+                    count: e.chunks_per_loop * 3,
+                };
+                let file = s.select(&call).expect("a file");
+                let p = read_program(&file).unwrap();
+                assert_eq!(
+                    (p.collective_kind(), p.inplace, p.gpus.len()),
+                    (Some(e.collective), e.in_place, 4)
+                );
+                let (min, max) = (p.min_bytes.unwrap(), p.max_bytes.unwrap());
+                assert!((min..=max).contains(&bytes), "{bytes} in {min}..{max}");
+                // A count the algorithm's chunks do not divide, another rank count: none.
+                if e.chunks_per_loop > 1 {
+                    divisible = true;
+                    let odd = Call {
+                        count: 3 * e.chunks_per_loop + 1,
+                        ..call
+                    };
+                    assert_eq!(s.select(&odd), None);
+                }
+                assert_eq!(s.select(&Call { ranks: 8, ..call }), None);
+            }
+        }
+        assert!(divisible, "no entry exercised the chunk check");
+        assert!(
+            log.all().iter().any(|w| w.contains("8 ranks")),
+            "{:?}",
+            log.all()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_the_loader_would_refuse_is_never_handed_over() {
+        let (mut s, log, dir) = scheduler("ring:4", "refuse");
+        let set = s
+            .sets
+            .get(&4)
+            .cloned()
+            .flatten()
+            .expect("compiled at start");
+        let e = &set.manifest.entries[0];
+        std::fs::write(set.algorithms.join(&e.file), "<algo broken").unwrap();
+        let call = Call {
+            kind: e.collective,
+            ranks: 4,
+            in_place: e.in_place,
+            bytes: e.min_bytes,
+            count: e.chunks_per_loop,
+        };
+        assert_eq!(s.select(&call), None);
+        assert_eq!(s.select(&call), None);
+        let refusals = log.all();
+        assert_eq!(refusals.len(), 1, "checked once: {refusals:?}");
+        assert!(refusals[0].contains(&e.file), "{refusals:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn settings_that_give_no_cluster_fall_back_with_a_reason() {
+        let log = Recorded::default();
+        let bad = Err(crate::Error::Spec("TACOS_NIC_GBPS='x'".into()));
+        let mut s = Scheduler::new(bad, Box::new(log.clone()));
+        let call = Call {
+            kind: CollectiveKind::AllReduce,
+            ranks: 4,
+            in_place: true,
+            bytes: 1 << 20,
+            count: 1 << 18,
+        };
+        assert_eq!(s.select(&call), None);
+        let mut s = Scheduler::new(Ok(Config::default()), Box::new(log.clone()));
+        assert_eq!(s.select(&call), None);
+        let warnings = log.all();
+        assert!(warnings[0].contains("TACOS_NIC_GBPS='x'"), "{warnings:?}");
+        assert!(warnings[1].contains("neither TACOS_TOPOLOGY nor NCCL_TOPO_FILE"));
+    }
+}

@@ -164,3 +164,91 @@ impl<'a> CostTable<'a> {
         Some(choice)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OFF: f32 = -1.0;
+
+    fn tuning(user_chose_algorithms: bool) -> Tuning {
+        let config = Config {
+            topology: Some("preset:dgx-a100,nodes=2".into()),
+            user_chose_algorithms,
+            ..Config::default()
+        };
+        let comm = Communicator {
+            ranks: 16,
+            nodes: 2,
+            constants: None,
+        };
+        Tuning::start(Ok(config), comm, None, &super::super::Silent)
+    }
+
+    #[test]
+    fn v2_picks_what_nccl_runs_everywhere_unless_told_not_to() {
+        let t = tuning(false);
+        for bytes in [8, 1 << 20, 1 << 30] {
+            let pick = t
+                .pick(CollectiveKind::AllReduce, bytes, false, false)
+                .unwrap();
+            assert_ne!(pick.protocol, Protocol::Ll128);
+            // The fastest such choice: nothing ranked before it is LL or Simple.
+            let ranked = t.choices(CollectiveKind::AllReduce, bytes);
+            let mut before = ranked.iter().take_while(|c| *c != pick);
+            assert!(before.all(|c| c.protocol == Protocol::Ll128));
+            assert!(t
+                .pick(CollectiveKind::AllReduce, bytes, true, false)
+                .is_none());
+            assert!(t
+                .pick(CollectiveKind::AllReduce, bytes, false, true)
+                .is_none());
+        }
+        assert!(t.pick(CollectiveKind::AllToAll, 8, false, false).is_none());
+        assert!(tuning(true)
+            .pick(CollectiveKind::AllReduce, 8, false, false)
+            .is_none());
+    }
+
+    #[test]
+    fn steering_lowers_the_first_enabled_choice_only() {
+        let t = tuning(false);
+        let kind = CollectiveKind::AllReduce;
+        let bytes = 1 << 30;
+        let best = t.choices(kind, bytes)[0];
+        // Tree and Ring at 100 us, the rest of NCCL's 7 x 3 table disabled.
+        let mut costs = [OFF; 21];
+        costs[..6].fill(100.0);
+        let mut table = CostTable::new(&mut costs, 3).unwrap();
+        assert_eq!(t.steer(kind, bytes, &mut table), Some(&best));
+        let i = best.algorithm.index() * 3 + best.protocol.index();
+        assert_eq!(costs[i], 0.0);
+        assert_eq!(costs.iter().filter(|&&c| c == 0.0).count(), 1);
+        // The model's best disabled: the next enabled one instead.
+        let mut costs = [OFF; 21];
+        costs[..6].fill(100.0);
+        costs[i] = OFF;
+        let mut table = CostTable::new(&mut costs, 3).unwrap();
+        let second = *t.steer(kind, bytes, &mut table).unwrap();
+        assert_ne!(second, best);
+        assert_eq!(
+            costs[second.algorithm.index() * 3 + second.protocol.index()],
+            0.0
+        );
+        // NCCL prefers NVLS (algorithm 4), which the model does not cover: untouched.
+        let mut costs = [OFF; 21];
+        costs[..6].fill(100.0);
+        costs[4 * 3 + 2] = 1.0;
+        let before = costs;
+        let mut table = CostTable::new(&mut costs, 3).unwrap();
+        assert_eq!(t.steer(kind, bytes, &mut table), None);
+        assert_eq!(costs, before);
+    }
+
+    #[test]
+    fn a_cost_table_is_whole_rows() {
+        assert!(CostTable::new(&mut [0.0; 6], 0).is_none());
+        assert!(CostTable::new(&mut [0.0; 7], 3).is_none());
+        assert!(CostTable::new(&mut [0.0; 6], 3).is_some());
+    }
+}
