@@ -13,9 +13,9 @@
 //!   the cache directory (`TACOS_CACHE_DIR`, default `$XDG_CACHE_HOME/tacos` or
 //!   `~/.cache/tacos`) through [`plugin::open_or_compile`], the same code path as
 //!   `tacos compile`: an offline-compiled directory and the online cache are the same
-//!   thing, with the algorithm files alone in each entry's `msccl/`. The ranks of one node take turns on a lock, so one compiles and
-//!   the others read its result; a corrupted or stale entry is detected by its hashes and
-//!   rebuilt. The executor may call `init` once per communicator without `teardown` in
+//!   thing, with the algorithm files alone in each entry's `msccl/`. The ranks of one node
+//!   take turns on a lock, so one compiles and the others read its result; a corrupted or
+//!   stale entry is detected by its hashes and rebuilt. The executor may call `init` once per communicator without `teardown` in
 //!   between: later calls reuse what the first found.
 //! - `selectAlgo` matches function, rank count, in-place or out-of-place and message size
 //!   against the manifest, checks the file once against the target's loader rules (one that
