@@ -15,6 +15,7 @@ pub mod ffi;
 pub mod fsio;
 pub mod msccl;
 pub mod pipeline;
+pub mod plugin;
 pub mod schedule;
 pub mod sim;
 pub mod synth;

@@ -12,14 +12,15 @@ use std::sync::{Arc, Barrier, OnceLock};
 use tacos::baselines::Baseline;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::compile::{
-    algorithm_dir, cache_dir_name, check_dir, check_dir_with, compile, open_or_compile, sha256_hex,
-    write_dir, AlgorithmSet, CheckKind, CheckOptions, CompileOptions, Manifest, Opened, Placements,
-    Ranking, SizeRange, Written, MANIFEST_FILE,
+    algorithm_dir, check_dir, check_dir_with, compile, sha256_hex, write_dir, AlgorithmSet,
+    CheckKind, CheckOptions, CompileOptions, Manifest, Placements, Ranking, SizeRange, Written,
+    MANIFEST_FILE,
 };
 use tacos::msccl::{
     lower, parse_program, simulate_program, verify, Layout, LimitOverrides, LowerOptions, Profile,
     Program, Proto, Target, VerifyOptions,
 };
+use tacos::plugin::{cache_dir_name, open_or_compile, Opened};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::units::ps_to_us;

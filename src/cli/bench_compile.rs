@@ -6,7 +6,8 @@
 
 use super::bench::BenchArgs;
 use super::progress::ProgressHandle;
-use crate::compile::{open_or_compile, CompileOptions, Opened};
+use crate::compile::CompileOptions;
+use crate::plugin::{open_or_compile, Opened};
 use crate::topology::{parse_spec, SpecDefaults};
 use std::time::Instant;
 

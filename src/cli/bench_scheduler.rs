@@ -1,14 +1,13 @@
-//! `tacos bench scheduler`: how long the MSCCL scheduler plugin's `init` takes through its
-//! real entry point, with a cold cache (a new, empty cache directory: the algorithm set is
-//! compiled) and a warm one (the set is found and its hashes checked).
+//! `tacos bench scheduler`: how long the MSCCL scheduler plugin's `init` takes (a
+//! `plugin::Scheduler` started on a configuration naming the cluster), with a cold cache
+//! (a new, empty cache directory: the algorithm set is compiled) and a warm one (the set
+//! is found and its hashes checked).
 
 use super::bench::BenchArgs;
-use crate::ffi::abi::ncclSuccess;
-use crate::ffi::scheduler::mscclScheduler;
-use anyhow::bail;
+use crate::plugin::{Config, Scheduler, Silent};
 use std::time::{Duration, Instant};
 
-/// Clusters to time: (TACOS_TOPOLOGY, GPUs).
+/// Clusters to time: (topology spec, GPUs).
 const CASES: &[(&str, usize)] = &[
     ("preset:hgx-h100", 8),
     ("preset:dgx-a100,nodes=2", 16),
@@ -16,21 +15,14 @@ const CASES: &[(&str, usize)] = &[
     ("preset:dgx-a100,nodes=8", 64),
 ];
 
-/// One init and teardown of the plugin; what the executor does per communicator.
-fn init_once() -> anyhow::Result<Duration> {
-    let table = &mscclScheduler.0;
-    let (Some(init), Some(teardown)) = (table.init, table.teardown) else {
-        bail!("the scheduler table lacks init or teardown");
-    };
+/// One start of the scheduler, what the executor's init does per communicator.
+fn init_once(config: &Config) -> Duration {
+    let config = config.clone();
     let started = Instant::now();
-    // SAFETY: the plugin's own entry points, called as the executor calls them.
-    let rc = unsafe { init() };
+    let scheduler = Scheduler::new(Ok(config), Box::new(Silent));
     let took = started.elapsed();
-    unsafe { teardown() };
-    if rc != ncclSuccess {
-        bail!("init returned {rc}");
-    }
-    Ok(took)
+    drop(scheduler);
+    took
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -50,15 +42,18 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         if args.quick && gpus > 16 {
             continue;
         }
-        let cache = scratch.join(i.to_string());
-        // The plugin reads its settings from the environment, as in a job.
-        std::env::set_var("TACOS_TOPOLOGY", spec);
-        std::env::set_var("TACOS_CACHE_DIR", &cache);
-        let cold = init_once()?;
-        let warm = (0..5)
-            .map(|_| init_once())
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let warm = warm.into_iter().min().unwrap_or_default();
+        let config = Config {
+            topology: Some(spec.to_string()),
+            cache_dir: scratch.join(i.to_string()),
+            ..Config::default()
+        };
+        let cold = init_once(&config);
+        let warm = (0..5).map(|_| init_once(&config)).min().unwrap_or_default();
+        anyhow::ensure!(
+            config.cache_dir.read_dir()?.next().is_some(),
+            "{spec}: nothing was cached in {}",
+            config.cache_dir.display()
+        );
         let (cold_ms, warm_ms) = (cold.as_secs_f64() * 1e3, warm.as_secs_f64() * 1e3);
         if args.json {
             rows.push(serde_json::json!({

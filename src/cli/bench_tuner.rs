@@ -1,11 +1,11 @@
 //! `tacos bench tuner`: how long the NCCL tuner plugin's init takes (everything it does
 //! but reading the environment and logging: topology, simulations, every size band's
-//! decision) and what one getCollInfo costs through the plugin's v5 entry point.
+//! decision, through `plugin::tuner_for`) and what one getCollInfo's decision costs
+//! (`plugin::Tuning::steer` on an NCCL-shaped cost table).
 
 use super::bench::{best_of, BenchArgs};
-use crate::ffi::abi::ncclSuccess;
-use crate::ffi::tuner::{context_for, ncclTunerPlugin_v5};
-use crate::tuner::{Communicator, PluginEnv, Tuner};
+use crate::plugin::{tuner_for, Config, CostTable, Tuning};
+use crate::tuner::{Communicator, Tuner, TUNED};
 use anyhow::{anyhow, Context as _};
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ const CASES: &[(Option<&str>, usize, usize)] = &[
     (None, 256, 32),
 ];
 
-/// getCollInfo calls timed per case, over every tuned collective and size band.
+/// Decisions timed per case, over every tuned collective and size band.
 const LOOKUPS: usize = 1_000_000;
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -40,16 +40,16 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         if args.quick && ranks > 64 {
             continue;
         }
-        let env = PluginEnv {
+        let config = Config {
             topology: spec.map(str::to_string),
-            ..PluginEnv::default()
+            ..Config::default()
         };
         let comm = Communicator {
             ranks,
             nodes,
             constants: None,
         };
-        let init = || Tuner::for_communicator(&env, &comm, None);
+        let init = || tuner_for(&config, &comm, None);
         let started = Instant::now();
         let tuner = init().with_context(|| format!("{label}, {ranks} ranks"))?;
         let cold = started.elapsed();
@@ -83,44 +83,22 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Nanoseconds per getCollInfo on an NCCL-shaped cost table (a fresh copy each call).
+/// Nanoseconds per decision on an NCCL-shaped 7 x 3 cost table (a fresh copy each call),
+/// as getCollInfo v3+ makes it.
 fn time_lookups(tuner: Tuner) -> anyhow::Result<f64> {
-    let plugin = &ncclTunerPlugin_v5.0;
-    let get = plugin
-        .getCollInfo
-        .ok_or_else(|| anyhow!("no getCollInfo"))?;
-    let finalize = plugin.finalize.ok_or_else(|| anyhow!("no finalize"))?;
-    let ctx = context_for(tuner);
+    let tuning = Tuning {
+        tuner: Some(tuner),
+        user_chose_algorithms: false,
+    };
     let mut nccl_table = [-1.0f32; 21];
     nccl_table[..6].fill(10.0);
     let started = Instant::now();
-    let mut failures = 0;
     for i in 0..LOOKUPS {
-        let mut table = nccl_table;
-        let mut channels = 0;
-        let (coll, bytes) = ((i % 5) as u32, 1usize << (i % 40));
-        // SAFETY: a context from `context_for` and a 7 x 3 table, as NCCL passes them.
-        let r = unsafe {
-            get(
-                ctx,
-                coll,
-                bytes,
-                1,
-                table.as_mut_ptr().cast(),
-                7,
-                3,
-                0,
-                &mut channels,
-            )
-        };
-        failures += usize::from(r != ncclSuccess);
-        std::hint::black_box(&table);
+        let mut costs = nccl_table;
+        let (kind, bytes) = (TUNED[i % TUNED.len()], 1u64 << (i % 40));
+        let mut table = CostTable::new(&mut costs, 3).ok_or_else(|| anyhow!("a 7 x 3 table"))?;
+        let channels = tuning.steer(kind, bytes, &mut table).map(|c| c.channels);
+        std::hint::black_box((&costs, channels));
     }
-    let ns = started.elapsed().as_secs_f64() * 1e9 / LOOKUPS as f64;
-    // SAFETY: the context is finalized once.
-    unsafe { finalize(ctx) };
-    if failures > 0 {
-        return Err(anyhow!("{failures} getCollInfo calls failed"));
-    }
-    Ok(ns)
+    Ok(started.elapsed().as_secs_f64() * 1e9 / LOOKUPS as f64)
 }

@@ -1,6 +1,5 @@
-//! A compiled directory on disk: written whole or not at all, checked against its
-//! manifest and for anything the executor would refuse, and opened-or-compiled as the
-//! plugin's cache does.
+//! A compiled directory on disk: written whole or not at all, and checked against its
+//! manifest and for anything the executor would refuse.
 //!
 //! A compiled directory `DIR` holds `manifest.json` and `msccl/`, and `msccl/` holds the
 //! algorithm files and nothing else: the executor parses every regular file and symlink
@@ -16,7 +15,7 @@
 use super::manifest::{
     sha256_hex, topology_hash, Manifest, ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT,
 };
-use super::{compile, AlgorithmSet, CompileOptions, Progress, MANIFEST_VERSION};
+use super::{AlgorithmSet, MANIFEST_VERSION};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::msccl::rules;
@@ -882,55 +881,8 @@ fn range_problems(manifest: &Manifest) -> Vec<String> {
     out
 }
 
-/// How `open_or_compile` got its directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Opened {
-    /// A complete, current directory for this topology and these options was there.
-    Existing,
-    /// It was compiled now and written (or, racing, found written by another process).
-    Compiled(Written),
-}
-
-/// The plugin cache's entry point, and the same path as `tacos compile`: uses `dir` if
-/// it holds, intact, what `options` compile on `topo` with this tool (manifest format and
-/// tool version, topology hash, options, every file's hash; the XML is not re-parsed),
-/// else compiles and writes it with `write_dir` (a stale or corrupted directory of ours is
-/// replaced; any other is replaced only with `force`).
-///
-/// Processes opening the same directory at once (the ranks of one node) compile one at a
-/// time: each waits on an advisory lock on `.NAME.lock` beside the directory, then looks
-/// again, so one compiles and the others find its result. Where the lock file cannot be
-/// made they compile side by side, which `write_dir` tolerates.
-pub fn open_or_compile(
-    dir: &Path,
-    topo: &Topology,
-    options: &CompileOptions,
-    force: bool,
-    progress: &(dyn Fn(Progress) + Sync),
-) -> Result<(Manifest, Opened)> {
-    let wanted = CompileOptions {
-        jobs: 0,
-        ..options.clone()
-    };
-    let sound = || {
-        let report = check_dir_with(dir, &CheckOptions::hashes_only(Some(topo))).ok()?;
-        let manifest = report.manifest.filter(|m| m.options == wanted)?;
-        report.problems.is_empty().then_some(manifest)
-    };
-    if let Some(manifest) = sound() {
-        return Ok((manifest, Opened::Existing));
-    }
-    let _lock = DirLock::acquire(dir);
-    if let Some(manifest) = sound() {
-        return Ok((manifest, Opened::Existing));
-    }
-    let set = compile(topo, options, progress)?;
-    let written = write_dir(&set, dir, force)?;
-    Ok((set.manifest, Opened::Compiled(written)))
-}
-
 /// The folder a directory lives in and its name.
-fn parent_and_name(dir: &Path) -> Result<(PathBuf, String)> {
+pub(crate) fn parent_and_name(dir: &Path) -> Result<(PathBuf, String)> {
     let name = dir
         .file_name()
         .filter(|n| !n.is_empty())
@@ -942,33 +894,4 @@ fn parent_and_name(dir: &Path) -> Result<(PathBuf, String)> {
         _ => PathBuf::from("."),
     };
     Ok((parent, name))
-}
-
-/// An exclusive advisory lock (`flock`) on `.NAME.lock` beside a directory, released when
-/// dropped (or when its process dies).
-struct DirLock {
-    _held: std::fs::File,
-}
-
-impl DirLock {
-    fn acquire(dir: &Path) -> Option<DirLock> {
-        use std::os::fd::AsRawFd;
-        let (parent, name) = parent_and_name(dir).ok()?;
-        std::fs::create_dir_all(&parent).ok()?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(parent.join(format!(".{name}.lock")))
-            .ok()?;
-        loop {
-            // SAFETY: flock on a descriptor this function owns; it does not touch memory.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Some(DirLock { _held: file });
-            }
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                return None;
-            }
-        }
-    }
 }

@@ -163,22 +163,6 @@ pub fn topology_hash(topo: &Topology) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A directory name for the cache of what `options` compile on `topo` with this tool:
-/// `tacos-VERSION-TARGET-TOPOLOGY-OPTIONS` with the target's profile name, the first 16
-/// hex digits of the topology hash and 12 of the options' hash (which covers the target's
-/// limits), so a new tool, target, topology or option set gets a directory of its own and
-/// never reads another's.
-pub fn cache_dir_name(topo: &Topology, options: &CompileOptions) -> String {
-    let json = serde_json::to_string(options).expect("options serialize");
-    format!(
-        "tacos-{}-{}-{}-{}",
-        crate::VERSION,
-        options.target.profile.name(),
-        &topology_hash(topo)[..16],
-        &sha256_hex(json.as_bytes())[..12]
-    )
-}
-
 /// A [`Target`] as the manifest records it: the profile's name and every limit, so a
 /// directory says which loader it was compiled for even where limits were overridden.
 pub(super) mod target_record {

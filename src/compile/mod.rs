@@ -15,10 +15,9 @@
 //! (`msccl::Layout::executor_bytes`; for every collective compiled here that is the
 //! nccl-tests size). With [`Ranking::Schedules`] (the fast preset) candidates are ranked
 //! by their schedules' own times instead and only the winners are lowered, verified and
-//! timed as programs. [`write_dir`] writes the set atomically, [`check_dir`] re-checks a
-//! directory against its manifest and for what the executor would refuse, and
-//! [`open_or_compile`] is the cache's entry point: an offline-compiled directory and an
-//! online cache are the same thing, made by the same code.
+//! timed as programs. [`write_dir`] writes the set atomically and [`check_dir`] re-checks
+//! a directory against its manifest and for what the executor would refuse; the plugins'
+//! cache (`plugin::open_or_compile`) is made of such directories.
 
 mod candidate;
 mod dir;
@@ -27,14 +26,14 @@ mod quick;
 mod select;
 
 pub use candidate::Candidate;
-pub(crate) use dir::loader_problems;
 pub use dir::{
-    algorithm_dir, check_dir, check_dir_with, check_target, open_or_compile, write_dir, CheckKind,
-    CheckOptions, CheckProblem, CheckReport, Found, Opened, Written,
+    algorithm_dir, check_dir, check_dir_with, check_target, write_dir, CheckKind, CheckOptions,
+    CheckProblem, CheckReport, Found, Written,
 };
+pub(crate) use dir::{loader_problems, parent_and_name};
 pub use manifest::{
-    cache_dir_name, sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo,
-    ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,
+    sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo, ALGORITHM_DIR,
+    MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 pub use select::{compile, AlgorithmSet, CompiledFile, Progress, Rejection, Stage};
 

@@ -1,6 +1,7 @@
-//! The NCCL tuner plugin: `ncclTunerPlugin_v2` to `ncclTunerPlugin_v6`, thin glue over the
-//! cost model in [`crate::tuner`]. NCCL loads `NCCL_TUNER_PLUGIN` and takes the newest
-//! symbol it knows.
+//! The NCCL tuner plugin: `ncclTunerPlugin_v2` to `ncclTunerPlugin_v6`, thin glue over
+//! [`Tuning`] (the decisions, in [`crate::plugin`]) and the cost model in [`crate::tuner`].
+//! NCCL loads `NCCL_TUNER_PLUGIN` and takes the newest symbol it knows. This module only
+//! marshals the ABI: a context is a boxed [`Tuning`].
 //!
 //! What keeps the host safe:
 //! - init always returns success, because NCCL fails the communicator when it does not.
@@ -31,11 +32,10 @@ use super::abi::{
 };
 use super::guard::{guard, tacos_last_error};
 use super::PluginTable;
-use crate::tuner::{
-    Choice, Communicator, NcclConstants, NvlDomains, PluginEnv, Protocol, Tuner, TUNED,
-};
+use crate::collective::CollectiveKind;
+use crate::plugin::{Config, CostTable, Log, NvlDomains, Tuning};
+use crate::tuner::{Choice, Communicator, NcclConstants, TUNED};
 use std::ffi::{c_int, c_ulong, c_void, CStr, CString};
-use std::time::Instant;
 
 const NAME: &CStr = c"TACOS";
 /// Tables larger than this are taken for garbage and left alone (NCCL's is 7 x 3).
@@ -88,26 +88,21 @@ pub static ncclTunerPlugin_v6: PluginTable<ncclTuner_v6_t> = PluginTable(ncclTun
     getChunkSize: None,
 });
 
-/// One communicator's tuner: its decisions, or none when it cannot help.
-struct Context {
-    tuner: Option<Tuner>,
-    /// `NCCL_ALGO` or `NCCL_PROTO` is set: v2 leaves the choice to NCCL.
-    user_chose_algorithms: bool,
-}
-
 /// NCCL's logger, which may be null.
 #[derive(Clone, Copy)]
 struct Logger(ncclDebugLogger_t);
 
-impl Logger {
-    fn info(self, message: &str) {
+impl Log for Logger {
+    fn info(&self, message: &str) {
         self.log(NCCL_LOG_INFO, message);
     }
 
-    fn warn(self, message: &str) {
+    fn warn(&self, message: &str) {
         self.log(NCCL_LOG_WARN, message);
     }
+}
 
+impl Logger {
     fn log(self, level: ncclDebugLogLevel, message: &str) {
         let Some(log) = self.0 else { return };
         let text =
@@ -127,62 +122,9 @@ impl Logger {
     }
 }
 
-/// Builds a communicator's context; never fails (a context that changes nothing instead).
-fn start(
-    comm: Communicator,
-    nvl: Option<NvlDomains>,
-    env: crate::Result<PluginEnv>,
-    log: Logger,
-) -> Context {
-    let user_chose_algorithms = env.as_ref().is_ok_and(|e| e.user_chose_algorithms);
-    if comm.ranks < 2 {
-        log.info("a communicator of one rank has nothing to tune");
-        return Context {
-            tuner: None,
-            user_chose_algorithms,
-        };
-    }
-    let started = Instant::now();
-    let tuner = env.and_then(|env| Tuner::for_communicator(&env, &comm, nvl));
-    let tuner = match tuner {
-        Ok(tuner) => {
-            for w in tuner.warnings() {
-                log.warn(w);
-            }
-            log.info(&format!(
-                "{}; decisions in {:.1} ms",
-                tuner.description(),
-                started.elapsed().as_secs_f64() * 1e3
-            ));
-            for line in tuner.summary() {
-                log.info(&line);
-            }
-            Some(tuner)
-        }
-        Err(e) => {
-            log.warn(&format!("{e}; NCCL keeps its own choices"));
-            None
-        }
-    };
-    Context {
-        tuner,
-        user_chose_algorithms,
-    }
-}
-
-/// A context holding `tuner`, as init would make it (for benchmarks of the hot path); free
-/// it with the plugin's finalize.
-pub(crate) fn context_for(tuner: Tuner) -> *mut c_void {
-    let ctx = Context {
-        tuner: Some(tuner),
-        user_chose_algorithms: false,
-    };
-    Box::into_raw(Box::new(ctx)).cast()
-}
-
 /// Runs `start` for `context`, which is set to the new context, or to null if even that
 /// failed (every entry point takes null for "change nothing").
-unsafe fn init(context: *mut *mut c_void, log: Logger, start: impl FnOnce() -> Context) {
+unsafe fn init(context: *mut *mut c_void, log: Logger, start: impl FnOnce() -> Tuning) {
     if context.is_null() {
         log.warn("init was given no place for its context; NCCL keeps its own choices");
         return;
@@ -213,7 +155,7 @@ unsafe extern "C" fn init_v2(
             constants: None,
         };
         init(context, log, || {
-            start(comm, None, PluginEnv::from_process(), log)
+            Tuning::start(Config::from_process(), comm, None, &log)
         });
         Ok(ncclSuccess)
     })
@@ -244,7 +186,7 @@ unsafe extern "C" fn init_v5(
             constants: constants.as_ref().map(from_nccl),
         };
         init(context, log, || {
-            start(comm, nvl, PluginEnv::from_process(), log)
+            Tuning::start(Config::from_process(), comm, nvl, &log)
         });
         Ok(ncclSuccess)
     })
@@ -265,24 +207,20 @@ fn from_nccl(c: &ncclTunerConstants_v5_t) -> NcclConstants {
 unsafe extern "C" fn finalize(context: *mut c_void) -> ncclResult_t {
     guard(ncclSuccess, || {
         if !context.is_null() {
-            drop(Box::from_raw(context.cast::<Context>()));
+            drop(Box::from_raw(context.cast::<Tuning>()));
         }
         Ok(ncclSuccess)
     })
 }
 
 /// The context behind NCCL's pointer, if any.
-unsafe fn context<'a>(context: *mut c_void) -> Option<&'a Context> {
-    context.cast::<Context>().as_ref()
+unsafe fn context<'a>(context: *mut c_void) -> Option<&'a Tuning> {
+    context.cast::<Tuning>().as_ref()
 }
 
-/// The model's choices for an NCCL collective and size, fastest first; none for
-/// collectives it does not tune or when it cannot help.
-fn choices(ctx: &Context, coll_type: ncclFunc_t, n_bytes: usize) -> &[Choice] {
-    let (Some(tuner), Some(&kind)) = (&ctx.tuner, TUNED.get(coll_type as usize)) else {
-        return &[];
-    };
-    tuner.choices(kind, n_bytes as u64)
+/// The collective NCCL's function number names, where the model tunes it.
+fn tuned(coll_type: ncclFunc_t) -> Option<CollectiveKind> {
+    TUNED.get(coll_type as usize).copied()
 }
 
 /// Writes the choice's channel count where it has one.
@@ -304,19 +242,19 @@ unsafe extern "C" fn get_coll_info_v2(
     n_channels: *mut c_int,
 ) -> ncclResult_t {
     guard(ncclSuccess, || {
-        let Some(ctx) = self::context(context) else {
+        let (Some(ctx), Some(kind)) = (self::context(context), tuned(coll_type)) else {
             return Ok(ncclSuccess);
         };
-        if ctx.user_chose_algorithms || coll_net_support != 0 || nvls_support != 0 {
-            return Ok(ncclSuccess);
-        }
         let (Some(algorithm), Some(protocol)) = (algorithm.as_mut(), protocol.as_mut()) else {
             return Ok(ncclSuccess);
         };
-        let everywhere = choices(ctx, coll_type, n_bytes)
-            .iter()
-            .find(|c| c.protocol != Protocol::Ll128);
-        if let Some(choice) = everywhere {
+        let picked = ctx.pick(
+            kind,
+            n_bytes as u64,
+            coll_net_support != 0,
+            nvls_support != 0,
+        );
+        if let Some(choice) = picked {
             *algorithm = choice.algorithm.index() as c_int;
             *protocol = choice.protocol.index() as c_int;
             set_channels(choice, n_channels);
@@ -381,15 +319,15 @@ unsafe fn steer(
     n_channels: *mut c_int,
 ) -> ncclResult_t {
     guard(ncclSuccess, || {
-        let Some(ctx) = self::context(context) else {
+        let (Some(ctx), Some(kind)) = (self::context(context), tuned(coll_type)) else {
             return Ok(ncclSuccess);
         };
-        let choices = choices(ctx, coll_type, n_bytes);
-        if choices.is_empty() {
+        // Nothing to steer to: NCCL's table is not even read.
+        if ctx.choices(kind, n_bytes as u64).is_empty() {
             return Ok(ncclSuccess);
         }
-        if let Some(mut table) = CostTable::from_raw(table, num_algo, num_proto) {
-            if let Some(choice) = table.steer(choices) {
+        if let Some(mut table) = cost_table(table, num_algo, num_proto) {
+            if let Some(choice) = ctx.steer(kind, n_bytes as u64, &mut table) {
                 set_channels(choice, n_channels);
             }
         }
@@ -397,67 +335,25 @@ unsafe fn steer(
     })
 }
 
-/// NCCL's cost table: one block of `algorithms x protocols` floats, microseconds; entries
-/// below zero (NCCL writes -1.0) are disabled.
-struct CostTable<'a> {
-    costs: &'a mut [f32],
-    protocols: usize,
-}
-
-impl CostTable<'_> {
-    /// The table behind NCCL's `float**`, if its shape is plausible and it is aligned.
-    unsafe fn from_raw<'a>(
-        table: *mut *mut f32,
-        algorithms: c_int,
-        protocols: c_int,
-    ) -> Option<CostTable<'a>> {
-        let algorithms = usize::try_from(algorithms)
-            .ok()
-            .filter(|a| (1..=MAX_TABLE_ALGORITHMS).contains(a))?;
-        let protocols = usize::try_from(protocols)
-            .ok()
-            .filter(|p| (1..=MAX_TABLE_PROTOCOLS).contains(p))?;
-        let first = table.cast::<f32>();
-        if first.is_null() || !first.is_aligned() {
-            return None;
-        }
-        Some(CostTable {
-            costs: std::slice::from_raw_parts_mut(first, algorithms * protocols),
-            protocols,
-        })
+/// NCCL's cost table behind its `float**` (one block of `algorithms x protocols` floats,
+/// never row pointers), if its shape is plausible and it is aligned.
+unsafe fn cost_table<'a>(
+    table: *mut *mut f32,
+    algorithms: c_int,
+    protocols: c_int,
+) -> Option<CostTable<'a>> {
+    let algorithms = usize::try_from(algorithms)
+        .ok()
+        .filter(|a| (1..=MAX_TABLE_ALGORITHMS).contains(a))?;
+    let protocols = usize::try_from(protocols)
+        .ok()
+        .filter(|p| (1..=MAX_TABLE_PROTOCOLS).contains(p))?;
+    let first = table.cast::<f32>();
+    if first.is_null() || !first.is_aligned() {
+        return None;
     }
-
-    /// Index of entry (algorithm, protocol) when it exists and is enabled.
-    fn enabled(&self, algorithm: usize, protocol: usize) -> Option<usize> {
-        let i = algorithm * self.protocols + protocol;
-        (protocol < self.protocols && self.costs.get(i).is_some_and(|&c| c >= 0.0)).then_some(i)
-    }
-
-    /// The algorithm NCCL would take: its cheapest enabled entry, the first on ties.
-    fn nccl_algorithm(&self) -> Option<usize> {
-        let mut best: Option<(usize, f32)> = None;
-        for (i, &c) in self.costs.iter().enumerate() {
-            if c >= 0.0 && best.map_or(true, |(_, b)| c < b) {
-                best = Some((i, c));
-            }
-        }
-        best.map(|(i, _)| i / self.protocols)
-    }
-
-    /// Lowers the first enabled one of `choices` to 0.0 and returns it, unless NCCL would
-    /// take an algorithm the model does not cover.
-    fn steer<'c>(&mut self, choices: &'c [Choice]) -> Option<&'c Choice> {
-        let nccl = self.nccl_algorithm()?;
-        if !choices.iter().any(|c| c.algorithm.index() == nccl) {
-            return None;
-        }
-        let (choice, i) = choices.iter().find_map(|c| {
-            self.enabled(c.algorithm.index(), c.protocol.index())
-                .map(|i| (c, i))
-        })?;
-        self.costs[i] = 0.0;
-        Some(choice)
-    }
+    let costs = std::slice::from_raw_parts_mut(first, algorithms * protocols);
+    CostTable::new(costs, protocols)
 }
 
 #[cfg(test)]
@@ -471,17 +367,17 @@ mod tests {
 
     /// A context for a 2-node DGX A100 communicator (16 ranks), or one for a communicator
     /// the topology does not fit.
-    fn context(ranks: usize, nodes: usize) -> Box<Context> {
-        let env = PluginEnv {
+    fn context(ranks: usize, nodes: usize) -> Box<Tuning> {
+        let config = Config {
             topology: Some("preset:dgx-a100,nodes=2".into()),
-            ..PluginEnv::default()
+            ..Config::default()
         };
         let comm = Communicator {
             ranks,
             nodes,
             constants: None,
         };
-        Box::new(start(comm, None, Ok(env), Logger(None)))
+        Box::new(Tuning::start(Ok(config), comm, None, &Logger(None)))
     }
 
     /// A table as NCCL builds it for `coll` (7 x 3): Tree/Ring entries 100 us, Tree
@@ -527,7 +423,7 @@ mod tests {
     #[test]
     fn one_entry_is_lowered_and_disabled_ones_stay() {
         let mut ctx = context(16, 2);
-        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let ptr: *mut c_void = (&mut *ctx as *mut Tuning).cast();
         for coll in 0..5 {
             for bytes in [0, 8, 1 << 20, 1 << 30, usize::MAX] {
                 let mut t = table(coll);
@@ -553,7 +449,7 @@ mod tests {
     #[test]
     fn bad_arguments_change_nothing() {
         let mut ctx = context(16, 2);
-        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let ptr: *mut c_void = (&mut *ctx as *mut Tuning).cast();
         let get = ncclTunerPlugin_v4.0.getCollInfo.unwrap();
         let mut channels = 0;
         for (coll, algos, protos) in [
@@ -647,7 +543,7 @@ mod tests {
     #[test]
     fn odd_table_shapes_are_read_as_one_block() {
         let mut ctx = context(16, 2);
-        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let ptr: *mut c_void = (&mut *ctx as *mut Tuning).cast();
         let mut channels = 0;
         // 2 x 3 (Tree and Ring only), guards after it.
         let d = DISABLED;
@@ -671,7 +567,7 @@ mod tests {
     #[test]
     fn algorithms_the_model_does_not_cover_keep_their_place() {
         let mut ctx = context(16, 2);
-        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let ptr: *mut c_void = (&mut *ctx as *mut Tuning).cast();
         let mut t = table(ncclFuncAllReduce);
         t[4 * 3 + 2] = 5.0; // NVLS/Simple enabled and NCCL's cheapest
         let before = t.clone();
@@ -690,7 +586,7 @@ mod tests {
     #[test]
     fn v2_picks_only_what_nccl_runs_everywhere() {
         let mut ctx = context(16, 2);
-        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let ptr: *mut c_void = (&mut *ctx as *mut Tuning).cast();
         let get = ncclTunerPlugin_v2.0.getCollInfo.unwrap();
         for coll in 0..5 {
             for bytes in [0, 8, 1 << 16, 1 << 20, 1 << 24, 1 << 30] {
@@ -777,7 +673,7 @@ mod tests {
         // 8 ranks on a 16-NPU topology.
         let mut ctx = context(8, 1);
         assert!(ctx.tuner.is_none());
-        let ptr: *mut c_void = (&mut *ctx as *mut Context).cast();
+        let ptr: *mut c_void = (&mut *ctx as *mut Tuning).cast();
         let mut t = table(ncclFuncAllReduce);
         let before = t.clone();
         let mut channels = 0;
@@ -791,7 +687,9 @@ mod tests {
             constants: None,
         };
         let bad = Err(crate::Error::Spec("TACOS_NIC_GBPS='x'".into()));
-        assert!(start(comm, None, bad, Logger(None)).tuner.is_none());
+        assert!(Tuning::start(bad, comm, None, &Logger(None))
+            .tuner
+            .is_none());
     }
 
     #[test]

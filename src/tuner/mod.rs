@@ -1,6 +1,7 @@
 //! The NCCL tuner's cost model: which of NCCL's own algorithms, protocols and channel
-//! counts is fastest for a collective and size on our topology model. The plugin glue
-//! (`ffi::tuner`) only looks decisions up; everything here runs once, at init.
+//! counts is fastest for a collective and size on our topology model. The plugin layer
+//! (`plugin::tuner_for`) finds the topology and builds a [`Tuner`] once, at init; the ABI
+//! glue (`ffi::tuner`) only looks decisions up.
 //!
 //! # The model
 //!
@@ -52,16 +53,15 @@
 //! buffers.
 
 mod constants;
-mod discover;
 pub(crate) mod profile;
 mod protocol;
 
 pub use constants::{GpuArch, NcclConstants};
-pub use discover::{discover, Discovered, NvlDomains, PluginEnv, DEFAULT_GPU};
 pub use protocol::{Algorithm, Protocol, ProtocolCost};
 
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
+use crate::topology::Topology;
 use crate::units::format_size;
 use profile::{Profile, Profiler};
 
@@ -161,15 +161,20 @@ pub struct Tuner {
 }
 
 impl Tuner {
-    /// What a plugin's init does: finds the topology the environment names
-    /// ([`discover`]) and prices every decision on it.
-    pub fn for_communicator(
-        env: &PluginEnv,
+    /// Prices every decision for communicator `comm` on `topo` (from `source`, as
+    /// messages name it), whose NVLink domains hold `domain_size` NPUs apart in id; `gpu`
+    /// picks NCCL's per-generation figures. `assumed` (what finding the topology had to
+    /// assume) heads the tuner's warnings; invalid host constants add one and are replaced
+    /// by NCCL's defaults.
+    pub fn new(
+        topo: &Topology,
+        source: &str,
+        domain_size: usize,
+        assumed: Vec<String>,
         comm: &Communicator,
-        nvl: Option<NvlDomains>,
+        gpu: GpuArch,
     ) -> Result<Tuner> {
-        let found = discover(env, comm.ranks, comm.nodes, nvl)?;
-        let mut warnings = found.warnings.clone();
+        let mut warnings = assumed;
         let constants = match &comm.constants {
             Some(c) => match c.first_invalid() {
                 None => c.clone(),
@@ -182,25 +187,13 @@ impl Tuner {
             },
             None => NcclConstants::default(),
         };
-        let mut tuner = Tuner::new(&found, comm, &constants, env.gpu())?;
-        tuner.warnings = warnings;
-        Ok(tuner)
-    }
-
-    /// Prices every decision on a discovered topology.
-    pub fn new(
-        found: &Discovered,
-        comm: &Communicator,
-        constants: &NcclConstants,
-        gpu: GpuArch,
-    ) -> Result<Tuner> {
-        let topo = &found.topology;
+        let constants = &constants;
         let npus = topo.alive_npus().len();
         if npus != comm.ranks {
             return Err(Error::Topology(format!(
                 "the topology ({}, from {}) has {npus} NPUs but the communicator has {} ranks",
                 topo.name(),
-                found.source,
+                source,
                 comm.ranks
             )));
         }
@@ -209,7 +202,7 @@ impl Tuner {
                 "a communicator of one rank has nothing to tune".into(),
             ));
         }
-        let profiler = Profiler::new(topo, found.domain_size)?;
+        let profiler = Profiler::new(topo, domain_size)?;
         let mut choices = Vec::with_capacity(TUNED.len());
         for kind in TUNED {
             let algorithms: &[Algorithm] = if kind == CollectiveKind::AllReduce {
@@ -241,11 +234,11 @@ impl Tuner {
             description: format!(
                 "{} ({}), {npus} ranks on {} node(s), NVLink domains of {}, {gpu} GPUs",
                 topo.name(),
-                found.source,
+                source,
                 comm.nodes,
-                found.domain_size
+                domain_size
             ),
-            warnings: Vec::new(),
+            warnings,
         })
     }
 
@@ -328,24 +321,22 @@ fn rank(candidates: &[Candidate], band: usize) -> Vec<Choice> {
 mod tests {
     use super::*;
 
-    /// A tuner for `ranks` Ampere GPUs on `nodes` nodes of the topology `spec`.
+    /// A tuner for `ranks` Ampere GPUs on `nodes` nodes of the topology `spec`, with
+    /// NVLink domains of one node each.
     fn build(
         spec: &str,
         ranks: usize,
         nodes: usize,
         constants: Option<NcclConstants>,
     ) -> Result<Tuner> {
-        let env = PluginEnv {
-            topology: Some(spec.into()),
-            gpu: Some(GpuArch::Ampere),
-            ..PluginEnv::default()
-        };
+        let topo = crate::topology::parse_spec(spec, &Default::default())?;
         let comm = Communicator {
             ranks,
             nodes,
             constants,
         };
-        Tuner::for_communicator(&env, &comm, None)
+        let domain = ranks.div_ceil(nodes);
+        Tuner::new(&topo, spec, domain, Vec::new(), &comm, GpuArch::Ampere)
     }
 
     fn tuner(spec: &str, ranks: usize, nodes: usize) -> Tuner {

@@ -1,4 +1,4 @@
-//! The topology a plugin works on, from what the environment and the host say:
+//! The topology a plugin works on, from its [`Config`] and what the host says:
 //!
 //! 1. `TACOS_TOPOLOGY`: a topology spec or file, as the command line takes it;
 //! 2. else `NCCL_TOPO_FILE`: NCCL's topology XML for one node, repeated over the
@@ -12,79 +12,15 @@
 //! Rank r is NPU r: clusters are numbered node by node, as NCCL numbers ranks when
 //! launchers place them node by node.
 
-use super::constants::GpuArch;
+use super::Config;
 use crate::error::{Error, Result};
 use crate::topology::nccl_xml::{self, NcclImportOptions};
 use crate::topology::{compose, parse_spec_with_warnings, Dim, DimKind, SpecDefaults, Topology};
 use std::path::Path;
 
-/// GPU generation assumed when `TACOS_GPU_ARCH` is not set.
-pub const DEFAULT_GPU: GpuArch = GpuArch::Hopper;
-
 /// Latencies of the generic cluster's links, microseconds (as the presets).
 const NVLINK_US: f64 = 0.7;
 const NIC_US: f64 = 2.0;
-
-/// The environment variables the plugins read, parsed.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PluginEnv {
-    /// `TACOS_TOPOLOGY`.
-    pub topology: Option<String>,
-    /// `NCCL_TOPO_FILE`.
-    pub nccl_topo_file: Option<String>,
-    /// `TACOS_NIC_GBPS`: GB/s per NIC.
-    pub nic_gbps: Option<f64>,
-    /// `TACOS_NVSWITCH_GBPS`: GB/s per GPU into its NVSwitch.
-    pub nvswitch_gbps: Option<f64>,
-    /// `TACOS_NVLINK_GBPS`: GB/s per NVLink (NCCL topology files only).
-    pub nvlink_gbps: Option<f64>,
-    /// `TACOS_GPU_ARCH`.
-    pub gpu: Option<GpuArch>,
-    /// `NCCL_ALGO` or `NCCL_PROTO` is set: the user chose NCCL's algorithms.
-    pub user_chose_algorithms: bool,
-}
-
-impl PluginEnv {
-    /// Reads the variables through `lookup` (the process environment in the plugins); an
-    /// empty value counts as unset. A value that does not parse is an error naming it.
-    pub fn read(lookup: impl Fn(&str) -> Option<String>) -> Result<PluginEnv> {
-        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
-        let gbps = |name: &str| -> Result<Option<f64>> {
-            get(name)
-                .map(|v| match v.trim().parse::<f64>() {
-                    Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-                    _ => Err(Error::Spec(format!(
-                        "{name}='{v}' must be a positive number of GB/s"
-                    ))),
-                })
-                .transpose()
-        };
-        let gpu = get("TACOS_GPU_ARCH")
-            .map(|v| {
-                v.parse::<GpuArch>()
-                    .map_err(|e| Error::Spec(format!("TACOS_GPU_ARCH: {e}")))
-            })
-            .transpose()?;
-        Ok(PluginEnv {
-            topology: get("TACOS_TOPOLOGY"),
-            nccl_topo_file: get("NCCL_TOPO_FILE"),
-            nic_gbps: gbps("TACOS_NIC_GBPS")?,
-            nvswitch_gbps: gbps("TACOS_NVSWITCH_GBPS")?,
-            nvlink_gbps: gbps("TACOS_NVLINK_GBPS")?,
-            gpu,
-            user_chose_algorithms: get("NCCL_ALGO").is_some() || get("NCCL_PROTO").is_some(),
-        })
-    }
-
-    /// The process environment.
-    pub fn from_process() -> Result<PluginEnv> {
-        PluginEnv::read(|name| std::env::var(name).ok())
-    }
-
-    pub fn gpu(&self) -> GpuArch {
-        self.gpu.unwrap_or(DEFAULT_GPU)
-    }
-}
 
 /// The host's NVLink domain information (NCCL tuner v5+): domains and ranks per domain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,7 +42,7 @@ pub struct Discovered {
 
 /// Finds the topology for a communicator of `ranks` ranks on `nodes` nodes.
 pub fn discover(
-    env: &PluginEnv,
+    config: &Config,
     ranks: usize,
     nodes: usize,
     nvl: Option<NvlDomains>,
@@ -129,15 +65,15 @@ pub fn discover(
     let domain_size = uniform_domain
         .unwrap_or_else(|| ranks.div_ceil(nodes))
         .max(1);
-    let (topology, source, more) = if let Some(spec) = &env.topology {
+    let (topology, source, more) = if let Some(spec) = &config.topology {
         let (topo, w) = parse_spec_with_warnings(spec, &SpecDefaults::default())?;
         (topo, format!("TACOS_TOPOLOGY={spec}"), w)
-    } else if let Some(path) = &env.nccl_topo_file {
+    } else if let Some(path) = &config.nccl_topo_file {
         let options = NcclImportOptions {
             nodes,
-            nvlink_gbps: env.nvlink_gbps,
-            nvswitch_gbps: env.nvswitch_gbps,
-            nic_gbps: env.nic_gbps,
+            nvlink_gbps: config.nvlink_gbps,
+            nvswitch_gbps: config.nvswitch_gbps,
+            nic_gbps: config.nic_gbps,
             ..NcclImportOptions::default()
         };
         let mut imported = nccl_xml::read(Path::new(path), &options)?;
@@ -154,7 +90,7 @@ pub fn discover(
                 "{ranks} ranks do not split evenly over {nodes} nodes; set TACOS_TOPOLOGY"
             )));
         }
-        let topo = generic(env, domain_size, ranks / domain_size)?;
+        let topo = generic(config, domain_size, ranks / domain_size)?;
         (topo, "generic cluster".to_string(), Vec::new())
     };
     warnings.extend(more);
@@ -168,10 +104,10 @@ pub fn discover(
 
 /// `domains` NVSwitch domains of `size` GPUs joined by rails: GPU i of every domain shares
 /// a rail switch. Both switches are unwound as everywhere in the project.
-fn generic(env: &PluginEnv, size: usize, domains: usize) -> Result<Topology> {
-    let gpu = env.gpu();
-    let nvswitch = env.nvswitch_gbps.unwrap_or(gpu.nvswitch_gbps());
-    let nic = env.nic_gbps.unwrap_or(gpu.nic_gbps());
+fn generic(config: &Config, size: usize, domains: usize) -> Result<Topology> {
+    let gpu = config.gpu();
+    let nvswitch = config.nvswitch_gbps.unwrap_or(gpu.nvswitch_gbps());
+    let nic = config.nic_gbps.unwrap_or(gpu.nic_gbps());
     let switch = |size: usize, bandwidth_gbps, latency_us| Dim {
         kind: DimKind::Switch {
             degree: size.saturating_sub(1).max(1),
@@ -191,40 +127,13 @@ fn generic(env: &PluginEnv, size: usize, domains: usize) -> Result<Topology> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::config::tests::config;
     use super::*;
-    use std::collections::HashMap;
-
-    fn env(vars: &[(&str, &str)]) -> Result<PluginEnv> {
-        let map: HashMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        PluginEnv::read(|k| map.get(k).cloned())
-    }
-
-    #[test]
-    fn bad_values_are_named() {
-        let e = env(&[("TACOS_NIC_GBPS", "fast")]).unwrap_err().to_string();
-        assert!(e.contains("TACOS_NIC_GBPS='fast'"), "{e}");
-        let e = env(&[("TACOS_GPU_ARCH", "kepler")])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("TACOS_GPU_ARCH"), "{e}");
-        assert_eq!(
-            env(&[("TACOS_TOPOLOGY", " ")]).unwrap(),
-            PluginEnv::default()
-        );
-        assert!(
-            env(&[("NCCL_PROTO", "^LL128")])
-                .unwrap()
-                .user_chose_algorithms
-        );
-    }
 
     #[test]
     fn generic_cluster_has_nvswitch_inside_and_rails_across() {
-        let e = env(&[("TACOS_NIC_GBPS", "40")]).unwrap();
-        let d = discover(&e, 16, 2, None).unwrap();
+        let c = config(&[("TACOS_NIC_GBPS", "40")]).unwrap();
+        let d = discover(&c, 16, 2, None).unwrap();
         assert_eq!(d.domain_size, 8);
         let t = &d.topology;
         assert_eq!(t.npus(), 16);
@@ -237,14 +146,14 @@ mod tests {
 
     #[test]
     fn uniform_nvlink_domains_replace_nodes() {
-        let e = PluginEnv::default();
+        let c = Config::default();
         let nvl = NvlDomains {
             domains: 2,
             min_ranks: 4,
             max_ranks: 4,
         };
         // One node as NCCL sees it, two NVLink domains of 4.
-        let d = discover(&e, 8, 1, Some(nvl)).unwrap();
+        let d = discover(&c, 8, 1, Some(nvl)).unwrap();
         assert_eq!(d.domain_size, 4);
         assert_eq!(d.topology.link_between(0, 4).map(|_| ()), Some(()));
         assert_eq!(d.topology.link_between(0, 5), None);
@@ -252,25 +161,25 @@ mod tests {
             max_ranks: 5,
             ..nvl
         };
-        let d = discover(&e, 8, 1, Some(uneven)).unwrap();
+        let d = discover(&c, 8, 1, Some(uneven)).unwrap();
         assert_eq!(d.domain_size, 8);
         assert!(d.warnings[0].contains("do not split 8 ranks evenly"));
     }
 
     #[test]
     fn named_topologies_win_and_bad_ones_are_errors() {
-        let e = env(&[
+        let c = config(&[
             ("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=2"),
             ("NCCL_TOPO_FILE", "/nonexistent.xml"),
         ])
         .unwrap();
-        let d = discover(&e, 16, 2, None).unwrap();
+        let d = discover(&c, 16, 2, None).unwrap();
         assert_eq!(d.topology.npus(), 16);
         assert_eq!(d.source, "TACOS_TOPOLOGY=preset:dgx-a100,nodes=2");
-        let e = env(&[("NCCL_TOPO_FILE", "/nonexistent.xml")]).unwrap();
-        let err = discover(&e, 16, 2, None).unwrap_err().to_string();
+        let c = config(&[("NCCL_TOPO_FILE", "/nonexistent.xml")]).unwrap();
+        let err = discover(&c, 16, 2, None).unwrap_err().to_string();
         assert!(err.contains("/nonexistent.xml"), "{err}");
-        let err = discover(&PluginEnv::default(), 10, 4, None)
+        let err = discover(&Config::default(), 10, 4, None)
             .unwrap_err()
             .to_string();
         assert!(

@@ -1,0 +1,203 @@
+//! The plugins' settings, read once from the environment into a plain struct: code that
+//! drives the plugins without a process environment (tests, benchmarks) builds one by
+//! hand or through [`Config::from_env`] with its own lookup.
+
+use crate::error::{Error, Result};
+use crate::msccl::{Profile, Target};
+use crate::tuner::GpuArch;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// GPU generation assumed when `TACOS_GPU_ARCH` is not set.
+pub const DEFAULT_GPU: GpuArch = GpuArch::Hopper;
+
+/// What both plugins read from the environment, parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `TACOS_TOPOLOGY`: a topology spec or file, as the command line takes it.
+    pub topology: Option<String>,
+    /// `NCCL_TOPO_FILE`: NCCL's topology XML for one node.
+    pub nccl_topo_file: Option<String>,
+    /// `TACOS_NODES`: how many nodes the scheduler repeats `NCCL_TOPO_FILE` over (the
+    /// tuner takes NCCL's node count).
+    pub nodes: Option<usize>,
+    /// `TACOS_NIC_GBPS`: GB/s per NIC.
+    pub nic_gbps: Option<f64>,
+    /// `TACOS_NVSWITCH_GBPS`: GB/s per GPU into its NVSwitch.
+    pub nvswitch_gbps: Option<f64>,
+    /// `TACOS_NVLINK_GBPS`: GB/s per NVLink (NCCL topology files only).
+    pub nvlink_gbps: Option<f64>,
+    /// `TACOS_GPU_ARCH`.
+    pub gpu: Option<GpuArch>,
+    /// `TACOS_TARGET`: the loader the scheduler compiles for and checks files against.
+    pub target: Target,
+    /// Where the scheduler caches algorithm sets: `TACOS_CACHE_DIR`, else
+    /// `$XDG_CACHE_HOME/tacos`, else `$HOME/.cache/tacos`, else under the system's
+    /// temporary directory.
+    pub cache_dir: PathBuf,
+    /// `NCCL_ALGO` or `NCCL_PROTO` is set: the user chose NCCL's algorithms.
+    pub user_chose_algorithms: bool,
+    /// Scheduler settings that did not parse and were replaced (`TACOS_NODES` ignored,
+    /// `TACOS_TARGET` the default), one message each.
+    pub warnings: Vec<String>,
+}
+
+/// What an empty environment gives.
+impl Default for Config {
+    fn default() -> Config {
+        Config::from_env(|_| None).expect("an empty environment is a valid configuration")
+    }
+}
+
+impl Config {
+    /// Reads the settings through `lookup` (`std::env::var_os` in the plugins); a value
+    /// that is empty or all blanks counts as unset (the cache variables: only empty).
+    /// Settings that shape the cluster (`TACOS_GPU_ARCH`, `TACOS_*_GBPS`) are errors
+    /// naming the variable when they do not parse; the scheduler's `TACOS_NODES` and
+    /// `TACOS_TARGET` are replaced and reported in `warnings`, since its default target's
+    /// files load everywhere and a node count can be inferred.
+    pub fn from_env(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Config> {
+        let text = |name: &str| lookup(name).and_then(|v| v.into_string().ok());
+        let get = |name: &str| text(name).filter(|v| !v.trim().is_empty());
+        let gbps = |name: &str| -> Result<Option<f64>> {
+            get(name)
+                .map(|v| match v.trim().parse::<f64>() {
+                    Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+                    _ => Err(Error::Spec(format!(
+                        "{name}='{v}' must be a positive number of GB/s"
+                    ))),
+                })
+                .transpose()
+        };
+        let gpu = get("TACOS_GPU_ARCH")
+            .map(|v| {
+                v.parse::<GpuArch>()
+                    .map_err(|e| Error::Spec(format!("TACOS_GPU_ARCH: {e}")))
+            })
+            .transpose()?;
+        let (nic_gbps, nvswitch_gbps, nvlink_gbps) = (
+            gbps("TACOS_NIC_GBPS")?,
+            gbps("TACOS_NVSWITCH_GBPS")?,
+            gbps("TACOS_NVLINK_GBPS")?,
+        );
+        let mut warnings = Vec::new();
+        let target = match get("TACOS_TARGET") {
+            None => Target::default(),
+            Some(value) => match value.trim().parse::<Profile>() {
+                Ok(profile) => Target::new(profile),
+                Err(e) => {
+                    warnings.push(format!(
+                        "TACOS_TARGET: {e}; compiling for the default target, {}",
+                        Profile::default()
+                    ));
+                    Target::default()
+                }
+            },
+        };
+        let nodes = get("TACOS_NODES").and_then(|v| match v.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                warnings.push(format!(
+                    "TACOS_NODES='{v}' must be a whole number >= 1; ignoring it"
+                ));
+                None
+            }
+        });
+        let dir = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let cache_dir = dir("TACOS_CACHE_DIR")
+            .or_else(|| dir("XDG_CACHE_HOME").map(|d| d.join("tacos")))
+            .or_else(|| dir("HOME").map(|d| d.join(".cache").join("tacos")))
+            .unwrap_or_else(|| std::env::temp_dir().join("tacos-cache"));
+        Ok(Config {
+            topology: get("TACOS_TOPOLOGY"),
+            nccl_topo_file: get("NCCL_TOPO_FILE"),
+            nodes,
+            nic_gbps,
+            nvswitch_gbps,
+            nvlink_gbps,
+            gpu,
+            target,
+            cache_dir,
+            user_chose_algorithms: get("NCCL_ALGO").is_some() || get("NCCL_PROTO").is_some(),
+            warnings,
+        })
+    }
+
+    /// The process environment.
+    pub fn from_process() -> Result<Config> {
+        Config::from_env(|name| std::env::var_os(name))
+    }
+
+    /// The GPU generation: `gpu`, else [`DEFAULT_GPU`].
+    pub fn gpu(&self) -> GpuArch {
+        self.gpu.unwrap_or(DEFAULT_GPU)
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A configuration from these variables alone.
+    pub fn config(vars: &[(&str, &str)]) -> Result<Config> {
+        let map: HashMap<&str, &str> = vars.iter().copied().collect();
+        Config::from_env(|k| map.get(k).map(OsString::from))
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = config(&[("TACOS_NIC_GBPS", "fast")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("TACOS_NIC_GBPS='fast'"), "{e}");
+        let e = config(&[("TACOS_GPU_ARCH", "kepler")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("TACOS_GPU_ARCH"), "{e}");
+        assert_eq!(
+            config(&[("TACOS_TOPOLOGY", " ")]).unwrap(),
+            Config::default()
+        );
+        assert!(
+            config(&[("NCCL_PROTO", "^LL128")])
+                .unwrap()
+                .user_chose_algorithms
+        );
+    }
+
+    #[test]
+    fn scheduler_settings_that_do_not_parse_are_replaced_with_a_warning() {
+        let c = config(&[("TACOS_NODES", "0"), ("TACOS_TARGET", "executor-512")]).unwrap();
+        assert_eq!((c.nodes, &c.target), (None, &Target::default()));
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("executor-512"), "{:?}", c.warnings);
+        assert!(
+            c.warnings[1].contains("TACOS_NODES='0'"),
+            "{:?}",
+            c.warnings
+        );
+        let c = config(&[("TACOS_NODES", " 4 "), ("TACOS_TARGET", "executor-256")]).unwrap();
+        assert_eq!(c.nodes, Some(4));
+        assert_eq!(c.target.profile, Profile::Executor256);
+        assert!(c.warnings.is_empty());
+    }
+
+    #[test]
+    fn the_cache_follows_the_xdg_order() {
+        let c = |vars: &[(&str, &str)]| config(vars).unwrap().cache_dir;
+        let all = [
+            ("TACOS_CACHE_DIR", "/a"),
+            ("XDG_CACHE_HOME", "/x"),
+            ("HOME", "/h"),
+        ];
+        assert_eq!(c(&all), PathBuf::from("/a"));
+        assert_eq!(c(&all[1..]), PathBuf::from("/x/tacos"));
+        assert_eq!(c(&all[2..]), PathBuf::from("/h/.cache/tacos"));
+        assert_eq!(
+            c(&[("TACOS_CACHE_DIR", ""), all[2]]),
+            PathBuf::from("/h/.cache/tacos")
+        );
+        assert_eq!(c(&[]), std::env::temp_dir().join("tacos-cache"));
+    }
+}

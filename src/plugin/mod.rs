@@ -1,0 +1,35 @@
+//! What the two plugins (the MSCCL scheduler and the NCCL tuner) do, behind Rust-typed
+//! APIs that take a [`Config`]: the settings read from the environment once
+//! ([`Config::from_process`]) or built by hand, the cluster a communicator runs on
+//! ([`discover`]), the cache of compiled algorithm sets and its lock ([`open_or_compile`]),
+//! the scheduler's choice of file per call ([`Scheduler`]) and the tuner's decisions
+//! ([`Tuning`]). `ffi` only translates the C ABI to these calls and back; tests and
+//! benchmarks call them directly with configurations of their own.
+//!
+//! This layer uses `compile`, `tuner` and `topology`; nothing in the core uses it.
+
+mod cache;
+mod config;
+mod discover;
+mod scheduler;
+mod tuner;
+
+pub use cache::{cache_dir_name, open_cached, open_or_compile, CachedSet, Opened};
+pub use config::{Config, DEFAULT_GPU};
+pub use discover::{discover, Discovered, NvlDomains};
+pub use scheduler::{Call, Scheduler};
+pub use tuner::{tuner_for, CostTable, Tuning};
+
+/// Where a plugin's messages go: the host's logger, stderr, or nowhere.
+pub trait Log {
+    fn info(&self, message: &str);
+    fn warn(&self, message: &str);
+}
+
+/// A [`Log`] that drops every message.
+pub struct Silent;
+
+impl Log for Silent {
+    fn info(&self, _: &str) {}
+    fn warn(&self, _: &str) {}
+}

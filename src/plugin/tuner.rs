@@ -1,0 +1,254 @@
+//! The NCCL tuner's per-communicator decisions, free of the ABI: the model ([`Tuner`]) on
+//! the topology the settings name, and how its choice is handed to NCCL: set outright for
+//! tuner v2, which cannot see what NCCL disabled, or by lowering one entry of NCCL's cost
+//! table for v3 and later.
+
+use super::{discover, Config, Log, NvlDomains};
+use crate::collective::CollectiveKind;
+use crate::error::Result;
+use crate::tuner::{Choice, Communicator, Protocol, Tuner};
+use std::time::Instant;
+
+/// The model's decisions for a communicator of `comm` on the cluster `config` names
+/// ([`discover`]); the tuner's warnings start with what discovery had to assume.
+pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) -> Result<Tuner> {
+    let found = discover(config, comm.ranks, comm.nodes, nvl)?;
+    Tuner::new(
+        &found.topology,
+        &found.source,
+        found.domain_size,
+        found.warnings,
+        comm,
+        config.gpu(),
+    )
+}
+
+/// What the tuner plugin keeps for one communicator.
+#[derive(Clone, Debug)]
+pub struct Tuning {
+    /// The model's decisions; None where it cannot help (every call changes nothing).
+    pub tuner: Option<Tuner>,
+    /// `NCCL_ALGO` or `NCCL_PROTO` is set: v2 leaves the choice to NCCL.
+    pub user_chose_algorithms: bool,
+}
+
+impl Tuning {
+    /// What init builds from the settings (or why they could not be read); never fails:
+    /// where the model cannot help, a tuning that changes nothing, and a warning saying
+    /// why. Logs the decisions' summary.
+    pub fn start(
+        config: Result<Config>,
+        comm: Communicator,
+        nvl: Option<NvlDomains>,
+        log: &dyn Log,
+    ) -> Tuning {
+        let user_chose_algorithms = config.as_ref().is_ok_and(|c| c.user_chose_algorithms);
+        if comm.ranks < 2 {
+            log.info("a communicator of one rank has nothing to tune");
+            return Tuning {
+                tuner: None,
+                user_chose_algorithms,
+            };
+        }
+        let started = Instant::now();
+        let tuner = match config.and_then(|config| tuner_for(&config, &comm, nvl)) {
+            Ok(tuner) => {
+                for w in tuner.warnings() {
+                    log.warn(w);
+                }
+                log.info(&format!(
+                    "{}; decisions in {:.1} ms",
+                    tuner.description(),
+                    started.elapsed().as_secs_f64() * 1e3
+                ));
+                for line in tuner.summary() {
+                    log.info(&line);
+                }
+                Some(tuner)
+            }
+            Err(e) => {
+                log.warn(&format!("{e}; NCCL keeps its own choices"));
+                None
+            }
+        };
+        Tuning {
+            tuner,
+            user_chose_algorithms,
+        }
+    }
+
+    /// The model's choices for `kind` at `bytes`, fastest first; none for collectives it
+    /// does not tune or when it cannot help.
+    pub fn choices(&self, kind: CollectiveKind, bytes: u64) -> &[Choice] {
+        match &self.tuner {
+            Some(tuner) => tuner.choices(kind, bytes),
+            None => &[],
+        }
+    }
+
+    /// Tuner v2's pick, which NCCL takes as it stands: only what NCCL runs everywhere
+    /// (Ring, Tree for All-Reduce; LL or Simple), and nothing when the user chose NCCL's
+    /// algorithms or CollNet or NVLS is available.
+    pub fn pick(
+        &self,
+        kind: CollectiveKind,
+        bytes: u64,
+        collnet: bool,
+        nvls: bool,
+    ) -> Option<&Choice> {
+        if self.user_chose_algorithms || collnet || nvls {
+            return None;
+        }
+        self.choices(kind, bytes)
+            .iter()
+            .find(|c| c.protocol != Protocol::Ll128)
+    }
+
+    /// Tuner v3+: lowers the cost of the model's first choice that NCCL has enabled to 0.0
+    /// in `table` and returns that choice; nothing changes where the model has no choice
+    /// or NCCL would take an algorithm the model does not cover.
+    pub fn steer(
+        &self,
+        kind: CollectiveKind,
+        bytes: u64,
+        table: &mut CostTable,
+    ) -> Option<&Choice> {
+        table.steer(self.choices(kind, bytes))
+    }
+}
+
+/// NCCL's cost table: one block of `algorithms x protocols` floats, microseconds; entries
+/// below zero (NCCL writes -1.0) are disabled.
+#[derive(Debug)]
+pub struct CostTable<'a> {
+    costs: &'a mut [f32],
+    protocols: usize,
+}
+
+impl<'a> CostTable<'a> {
+    /// `costs` read as rows of `protocols` entries, one per algorithm; None where that is
+    /// no table (no protocols, or a partial row).
+    pub fn new(costs: &'a mut [f32], protocols: usize) -> Option<CostTable<'a>> {
+        (protocols > 0 && costs.len() % protocols == 0).then_some(CostTable { costs, protocols })
+    }
+
+    /// Index of entry (algorithm, protocol) when it exists and is enabled.
+    fn enabled(&self, algorithm: usize, protocol: usize) -> Option<usize> {
+        let i = algorithm * self.protocols + protocol;
+        (protocol < self.protocols && self.costs.get(i).is_some_and(|&c| c >= 0.0)).then_some(i)
+    }
+
+    /// The algorithm NCCL would take: its cheapest enabled entry, the first on ties.
+    fn nccl_algorithm(&self) -> Option<usize> {
+        let mut best: Option<(usize, f32)> = None;
+        for (i, &c) in self.costs.iter().enumerate() {
+            if c >= 0.0 && best.map_or(true, |(_, b)| c < b) {
+                best = Some((i, c));
+            }
+        }
+        best.map(|(i, _)| i / self.protocols)
+    }
+
+    /// Lowers the first enabled one of `choices` to 0.0 and returns it, unless NCCL would
+    /// take an algorithm the model does not cover.
+    fn steer<'c>(&mut self, choices: &'c [Choice]) -> Option<&'c Choice> {
+        let nccl = self.nccl_algorithm()?;
+        if !choices.iter().any(|c| c.algorithm.index() == nccl) {
+            return None;
+        }
+        let (choice, i) = choices.iter().find_map(|c| {
+            self.enabled(c.algorithm.index(), c.protocol.index())
+                .map(|i| (c, i))
+        })?;
+        self.costs[i] = 0.0;
+        Some(choice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OFF: f32 = -1.0;
+
+    fn tuning(user_chose_algorithms: bool) -> Tuning {
+        let config = Config {
+            topology: Some("preset:dgx-a100,nodes=2".into()),
+            user_chose_algorithms,
+            ..Config::default()
+        };
+        let comm = Communicator {
+            ranks: 16,
+            nodes: 2,
+            constants: None,
+        };
+        Tuning::start(Ok(config), comm, None, &super::super::Silent)
+    }
+
+    #[test]
+    fn v2_picks_what_nccl_runs_everywhere_unless_told_not_to() {
+        let t = tuning(false);
+        for bytes in [8, 1 << 20, 1 << 30] {
+            let pick = t
+                .pick(CollectiveKind::AllReduce, bytes, false, false)
+                .unwrap();
+            assert_ne!(pick.protocol, Protocol::Ll128);
+            // The fastest such choice: nothing ranked before it is LL or Simple.
+            let ranked = t.choices(CollectiveKind::AllReduce, bytes);
+            let mut before = ranked.iter().take_while(|c| *c != pick);
+            assert!(before.all(|c| c.protocol == Protocol::Ll128));
+            assert!(t
+                .pick(CollectiveKind::AllReduce, bytes, true, false)
+                .is_none());
+            assert!(t
+                .pick(CollectiveKind::AllReduce, bytes, false, true)
+                .is_none());
+        }
+        assert!(t.pick(CollectiveKind::AllToAll, 8, false, false).is_none());
+        assert!(tuning(true)
+            .pick(CollectiveKind::AllReduce, 8, false, false)
+            .is_none());
+    }
+
+    #[test]
+    fn steering_lowers_the_first_enabled_choice_only() {
+        let t = tuning(false);
+        let kind = CollectiveKind::AllReduce;
+        let bytes = 1 << 30;
+        let best = t.choices(kind, bytes)[0];
+        // Tree and Ring at 100 us, the rest of NCCL's 7 x 3 table disabled.
+        let mut costs = [OFF; 21];
+        costs[..6].fill(100.0);
+        let mut table = CostTable::new(&mut costs, 3).unwrap();
+        assert_eq!(t.steer(kind, bytes, &mut table), Some(&best));
+        let i = best.algorithm.index() * 3 + best.protocol.index();
+        assert_eq!(costs[i], 0.0);
+        assert_eq!(costs.iter().filter(|&&c| c == 0.0).count(), 1);
+        // The model's best disabled: the next enabled one instead.
+        let mut costs = [OFF; 21];
+        costs[..6].fill(100.0);
+        costs[i] = OFF;
+        let mut table = CostTable::new(&mut costs, 3).unwrap();
+        let second = *t.steer(kind, bytes, &mut table).unwrap();
+        assert_ne!(second, best);
+        assert_eq!(
+            costs[second.algorithm.index() * 3 + second.protocol.index()],
+            0.0
+        );
+        // NCCL prefers NVLS (algorithm 4), which the model does not cover: untouched.
+        let mut costs = [OFF; 21];
+        costs[..6].fill(100.0);
+        costs[4 * 3 + 2] = 1.0;
+        let before = costs;
+        let mut table = CostTable::new(&mut costs, 3).unwrap();
+        assert_eq!(t.steer(kind, bytes, &mut table), None);
+        assert_eq!(costs, before);
+    }
+
+    #[test]
+    fn a_cost_table_is_whole_rows() {
+        assert!(CostTable::new(&mut [0.0; 6], 0).is_none());
+        assert!(CostTable::new(&mut [0.0; 7], 3).is_none());
+        assert!(CostTable::new(&mut [0.0; 6], 3).is_some());
+    }
+}
