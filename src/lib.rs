@@ -14,6 +14,7 @@ pub mod error;
 pub mod ffi;
 pub mod fsio;
 pub mod msccl;
+pub mod report;
 pub mod schedule;
 pub mod sim;
 pub mod synth;
