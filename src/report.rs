@@ -252,6 +252,32 @@ pub struct VerifyReport {
     pub error: Option<String>,
 }
 
+impl VerifyReport {
+    /// The report for a file not read (yet): nothing loaded, nothing found; the caller
+    /// fills in what it knows.
+    pub fn unread(file: String, target: Option<String>) -> VerifyReport {
+        VerifyReport {
+            schema_version: SCHEMA_VERSION,
+            command: "verify",
+            file,
+            target,
+            loads: false,
+            load_error: None,
+            warnings: Vec::new(),
+            rule_breaks: Vec::new(),
+            program: None,
+            collective: None,
+            check: None,
+            computes: None,
+            correct: false,
+            topology: None,
+            timing: None,
+            bounds: None,
+            error: None,
+        }
+    }
+}
+
 /// What an MSCCL file declares.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProgramInfo {
