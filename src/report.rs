@@ -347,7 +347,7 @@ impl RejectedCandidate {
             collective: r.collective.name().to_string(),
             in_place: r.in_place,
             band_min_bytes: r.band.min_bytes,
-            candidate: r.candidate.clone(),
+            candidate: r.candidate,
             failed_verification: r.failed_verification,
             reason: r.reason.clone(),
         }

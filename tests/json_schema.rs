@@ -70,7 +70,10 @@ fn bounds_fields(b: &Value) {
     assert_eq!(f64_at(b, &format!("{best}_us")), largest, "{b}");
     assert!(b["cut_us"].is_f64() || b["cut_us"].is_null(), "{b}");
     f64_at(b, "ideal_us");
-    assert!(b["ideal_note"].as_str().unwrap().contains("not a lower bound"));
+    assert!(b["ideal_note"]
+        .as_str()
+        .unwrap()
+        .contains("not a lower bound"));
 }
 
 /// nccl-tests' figures from the time, the size and the bus factor `bus`, and the
@@ -104,7 +107,13 @@ fn every_command_reports_the_common_fields_with_their_types() {
     // All-Gather on 4 NPUs: nccl-tests' bus factor (n-1)/n.
     let bus = 0.75;
     let sim = run_json(&[
-        "simulate", "ring:4", "--baseline", "ring", "-s", "1MiB", "--json",
+        "simulate",
+        "ring:4",
+        "--baseline",
+        "ring",
+        "-s",
+        "1MiB",
+        "--json",
     ]);
     header(&sim, "simulate");
     topology_fields(&sim["topology"]);
@@ -242,7 +251,13 @@ fn synth_report_matches_the_command_and_keeps_the_old_names() {
     collective_fields(&v["collective"]);
     bounds_and_aliases(&v);
     let (cli, _, _) = synthesized("report");
-    for field in ["collective_time_us", "algbw_gbps", "npus", "size_bytes", "bounds"] {
+    for field in [
+        "collective_time_us",
+        "algbw_gbps",
+        "npus",
+        "size_bytes",
+        "bounds",
+    ] {
         assert_eq!(v[field], cli[field], "{field}");
     }
     assert_eq!(v["transfers"], cli["transfers"]);

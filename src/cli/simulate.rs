@@ -7,12 +7,12 @@ use crate::baselines::Baseline;
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions};
-use crate::schedule::{check, check_data_flow, Schedule};
-use crate::sim::{simulate_schedule, SimReport, SimResult};
-use crate::topology::Topology;
 use crate::report::{
     BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
 };
+use crate::schedule::{check, check_data_flow, Schedule};
+use crate::sim::{simulate_schedule, SimReport, SimResult};
+use crate::topology::Topology;
 use crate::units::{format_size, ps_to_us};
 use anyhow::{bail, Context};
 use clap::Args;

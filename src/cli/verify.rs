@@ -2,11 +2,11 @@
 //! computes its collective, and time it on a topology.
 
 use super::{collective_kind, non_negative, positive, size, TargetArgs, TopologyArgs};
+use crate::bounds::Bounds;
 use crate::collective::CollectiveKind;
+use crate::collective::{Collective, CollectiveSpec};
 use crate::msccl::{read_program, simulate_program, verify, Program, Target, VerifyOptions};
 use crate::msccl::{VerifyReport, WHOLE_RANGE_MAX_BYTES};
-use crate::bounds::Bounds;
-use crate::collective::{Collective, CollectiveSpec};
 use crate::report::VerifyReport as VerifyJson;
 use crate::report::{
     BoundsReport, CollectiveInfo, ProblemInfo, ProgramInfo, Timing, TopologyInfo, VerifyCheck,
