@@ -16,6 +16,7 @@ pub mod fsio;
 pub mod msccl;
 pub mod pipeline;
 pub mod plugin;
+pub mod report;
 pub mod schedule;
 pub mod sim;
 pub mod synth;

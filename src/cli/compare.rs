@@ -2,12 +2,16 @@
 //! timed by the congestion-aware simulator, next to the lower bounds.
 
 use super::progress::ProgressHandle;
-use super::simulate::{bounds_json, print_bounds, CollectiveArgs};
+use super::simulate::{print_bounds, CollectiveArgs};
 use super::TopologyArgs;
 use crate::baselines::Baseline;
 use crate::bounds::Bounds;
 use crate::collective::Collective;
 use crate::fsio::write_atomic;
+use crate::report::{
+    BoundsReport, CollectiveInfo, CompareReport, CompareRow, CompareTimed, Timing, TopologyInfo,
+    SCHEMA_VERSION,
+};
 use crate::schedule::{check, Schedule};
 use crate::sim::{heatmap_svg, simulate_schedule, SimReport};
 use crate::synth::{synthesize, SynthOptions};
@@ -105,32 +109,36 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         write_atomic(path, svg.as_bytes()).context("cannot write the heat map")?;
     }
     if args.json {
-        let algorithms: Vec<serde_json::Value> = rows
+        let algorithms = rows
             .iter()
             .map(|r| match &r.outcome {
-                Ok(m) => serde_json::json!({
-                    "name": r.name,
-                    "time_us": ps_to_us(m.report.time_ps),
-                    "synthesized_time_us": m.synthesized_ps.map(ps_to_us),
-                    "algbw_gbps": m.report.algbw_gbps,
-                    "busbw_gbps": m.report.busbw_gbps,
-                    "tacos_speedup": tacos_ps.map(|t| m.report.time_ps as f64 / t as f64),
-                    "efficiency": bounds.efficiency(m.report.time_ps),
-                    "of_ideal": bounds.of_ideal(m.report.time_ps),
-                    "transfers": m.transfers,
-                }),
-                Err(why) => serde_json::json!({ "name": r.name, "skipped": why }),
+                Ok(m) => CompareRow {
+                    name: r.name.clone(),
+                    timed: Some(CompareTimed {
+                        timing: Timing::new(&spec, m.report.time_ps, &bounds),
+                        schedule_time_us: m.synthesized_ps.map(ps_to_us),
+                        tacos_speedup: tacos_ps.map(|t| m.report.time_ps as f64 / t as f64),
+                        transfers: m.transfers,
+                    }),
+                    skipped: None,
+                },
+                Err(why) => CompareRow {
+                    name: r.name.clone(),
+                    timed: None,
+                    skipped: Some(why.clone()),
+                },
             })
             .collect();
-        let value = serde_json::json!({
-            "topology": topo.name(),
-            "npus": spec.npus.len(),
-            "collective": spec,
-            "seed": args.seed,
-            "bounds": bounds_json(&bounds),
-            "algorithms": algorithms,
-            "heatmap": args.heatmap.as_ref().map(|p| p.display().to_string()),
-        });
+        let value = CompareReport {
+            schema_version: SCHEMA_VERSION,
+            command: "compare",
+            topology: TopologyInfo::new(&topo),
+            collective: CollectiveInfo::new(&spec),
+            seed: args.seed,
+            bounds: BoundsReport::new(&bounds),
+            algorithms,
+            heatmap: args.heatmap.as_ref().map(|p| p.display().to_string()),
+        };
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }

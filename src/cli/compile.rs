@@ -8,6 +8,7 @@ use crate::compile::{
     CheckOptions, CompileOptions, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
 };
 use crate::msccl::Target;
+use crate::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
 use crate::units::format_size;
 use anyhow::bail;
 use clap::Args;
@@ -180,29 +181,17 @@ fn print_json(
     written: Written,
     seconds: f64,
 ) -> anyhow::Result<()> {
-    let rejected: Vec<_> = set
-        .rejected
-        .iter()
-        .map(|r| {
-            serde_json::json!({
-                "collective": r.collective,
-                "in_place": r.in_place,
-                "band_min_bytes": r.band.min_bytes,
-                "candidate": r.candidate,
-                "failed_verification": r.failed_verification,
-                "reason": r.reason,
-            })
-        })
-        .collect();
-    let value = serde_json::json!({
-        "dir": out.display().to_string(),
-        "msccl_algo_dir": algorithm_dir(out).display().to_string(),
-        "target": set.manifest.options.target.to_string(),
-        "written": written_word(written),
-        "compile_seconds": seconds,
-        "manifest": set.manifest,
-        "rejected": rejected,
-    });
+    let value = CompileReport {
+        schema_version: SCHEMA_VERSION,
+        command: "compile",
+        dir: out.display().to_string(),
+        msccl_algo_dir: algorithm_dir(out).display().to_string(),
+        target: set.manifest.options.target.to_string(),
+        written: written_word(written),
+        elapsed_ms: seconds * 1e3,
+        manifest: &set.manifest,
+        rejected: set.rejected.iter().map(RejectedCandidate::new).collect(),
+    };
     println!("{}", serde_json::to_string_pretty(&value)?);
     Ok(())
 }
@@ -303,20 +292,7 @@ fn check(dir: &Path, target: Option<&Target>, json: bool) -> anyhow::Result<()> 
     let report = check_dir_with(dir, &options)?;
     let checked_for = report.target.as_ref().map(|t| t.to_string());
     if json {
-        let problems: Vec<_> = report
-            .problems
-            .iter()
-            .map(|p| serde_json::json!({"kind": p.kind.name(), "file": p.file, "message": p.message}))
-            .collect();
-        let value = serde_json::json!({
-            "dir": dir.display().to_string(),
-            "ok": report.is_ok(),
-            "files_checked": report.files_checked,
-            "topology": report.manifest.as_ref().map(|m| &m.topology),
-            "tool_version": report.manifest.as_ref().map(|m| &m.tool_version),
-            "target": checked_for,
-            "problems": problems,
-        });
+        let value = CompileCheckReport::new(dir.display().to_string(), &report);
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         if let (Some(m), Some(t)) = (&report.manifest, &checked_for) {

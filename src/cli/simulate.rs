@@ -7,6 +7,9 @@ use crate::baselines::Baseline;
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions};
+use crate::report::{
+    BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
+};
 use crate::schedule::{check, check_data_flow, Schedule};
 use crate::sim::{simulate_schedule, SimReport, SimResult};
 use crate::topology::Topology;
@@ -126,6 +129,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             result,
             own_clock,
             size_from,
+            is_program,
         },
     ) = match (
         &args.algorithm.schedule,
@@ -179,23 +183,26 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let collective = Collective::new(&topo, spec)?;
     let report = SimReport::new(&topo, collective.spec(), &result);
     let bounds = Bounds::new(&topo, &collective);
+    let timing = Timing::new(collective.spec(), report.time_ps, &bounds);
     if args.json {
-        let value = serde_json::json!({
-            "topology": topo.name(),
-            "npus": collective.npus().len(),
-            "algorithm": algorithm,
-            "collective": collective.spec(),
-            "size_from": size_from.json_name(),
-            "transfers": messages,
-            "time_us": ps_to_us(report.time_ps),
-            "schedule_time_us": own_clock.map(ps_to_us),
-            "algbw_gbps": report.algbw_gbps,
-            "busbw_gbps": report.busbw_gbps,
-            "bounds": bounds_json(&bounds),
-            "efficiency": bounds.efficiency(report.time_ps),
-            "of_ideal": bounds.of_ideal(report.time_ps),
-            "links": report.links,
-        });
+        let collective_info = CollectiveInfo {
+            // A program's chunking is its own (chunks_per_loop), not a K.
+            chunks_per_npu: (!is_program).then_some(collective.spec().chunks_per_npu),
+            ..CollectiveInfo::new(collective.spec())
+        };
+        let value = SimulateReport {
+            schema_version: SCHEMA_VERSION,
+            command: "simulate",
+            topology: TopologyInfo::new(&topo),
+            algorithm,
+            collective: collective_info,
+            size_from: size_from.json_name(),
+            transfers: messages,
+            timing,
+            schedule_time_us: own_clock.map(ps_to_us),
+            bounds: BoundsReport::new(&bounds),
+            links: report.links,
+        };
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
@@ -223,8 +230,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         ),
         None => println!("time          {:.3} us simulated", ps_to_us(report.time_ps)),
     }
-    println!("algbw         {:.2} GB/s", report.algbw_gbps);
-    println!("busbw         {:.2} GB/s", report.busbw_gbps);
+    println!("algbw         {:.2} GB/s", timing.algbw_gbps);
+    println!("busbw         {:.2} GB/s", timing.busbw_gbps);
     print_bounds(&bounds, Some(report.time_ps));
     let used = report.links.iter().filter(|l| l.busy_ps > 0).count();
     let mean =
@@ -289,6 +296,8 @@ struct Simulated {
     /// The algorithm's own clock, where it has one worth showing.
     own_clock: Option<u64>,
     size_from: SizeFrom,
+    /// An MSCCL program rather than a schedule.
+    is_program: bool,
 }
 
 impl Simulated {
@@ -306,6 +315,7 @@ impl Simulated {
             spec: schedule.collective,
             own_clock,
             size_from,
+            is_program: false,
         })
     }
 }
@@ -372,6 +382,7 @@ fn simulate_xml(
         spec,
         own_clock: None,
         size_from,
+        is_program: true,
     })
 }
 
@@ -453,20 +464,6 @@ fn check_on_links(schedule: &Schedule, topo: &Topology) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) fn bounds_json(b: &Bounds) -> serde_json::Value {
-    serde_json::json!({
-        "best_us": ps_to_us(b.best_ps()),
-        "best": b.best_name(),
-        "ingress_us": ps_to_us(b.ingress_ps),
-        "egress_us": ps_to_us(b.egress_ps),
-        "traffic_us": ps_to_us(b.traffic_ps),
-        "latency_us": ps_to_us(b.latency_ps),
-        "cut_us": b.cut.map(|c| ps_to_us(c.time_ps)),
-        "cut_exact": b.cut.map(|c| c.exact),
-        "ideal_us": ps_to_us(b.ideal_ps),
-    })
-}
-
 /// The bounds, and with a time the efficiencies against them.
 pub(super) fn print_bounds(b: &Bounds, time_ps: Option<u64>) {
     let cut = match b.cut {
@@ -491,7 +488,7 @@ pub(super) fn print_bounds(b: &Bounds, time_ps: Option<u64>) {
         against("efficiency", Bounds::efficiency)
     );
     println!(
-        "ideal         {:.3} us (the TACOS paper's formula, not a proven bound){}",
+        "ideal         {:.3} us ({IDEAL_NOTE}){}",
         ps_to_us(b.ideal_ps),
         against("of ideal", Bounds::of_ideal)
     );

@@ -6,6 +6,7 @@ use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::fsio::write_atomic;
 use crate::pipeline::{self, Chunks, Request};
+use crate::report::{AllReducePhases, ChunkTrialReport, SynthReport, SynthRun};
 use crate::topology::{format_npus, Topology};
 use crate::units::{algbw_gbps, format_size, ps_to_us};
 use anyhow::Context;
@@ -122,43 +123,22 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
     let npus = collective.npus().len();
     let all_reduce = checked.all_reduce();
     if args.json {
-        let value = serde_json::json!({
-            "topology": topo.name(),
-            "npus": npus,
-            "links": topo.links().len(),
-            "collective": collective.kind().name(),
-            "root": root.filter(|_| collective.kind().has_root()),
-            "size_bytes": args.size,
-            "chunks_per_npu": k,
-            "chunk_bytes": collective.chunk_bytes(),
-            "collective_time_us": ps_to_us(time_ps),
-            "algbw_gbps": algbw_gbps(args.size, time_ps),
-            "ingress_bound_us": ps_to_us(bounds.ingress_ps),
-            "bounds": super::simulate::bounds_json(&bounds),
-            "efficiency": efficiency,
-            "synth_time_ms": synth_ms,
-            "transfers": report.transfers,
-            "seed": args.seed,
-            "schedule_file": args.out.as_ref().map(|p| p.display().to_string()),
-            "participants": format_npus(collective.npus()),
-            "failed_npus": topo.failed(),
-            "allreduce": all_reduce.map(|a| serde_json::json!({
-                "reduce_scatter_us": ps_to_us(a.reduce_scatter_ps),
-                "pipelined_us": ps_to_us(a.pipelined_ps),
-                "phased_us": ps_to_us(a.phased_ps),
-                "kept": if a.pipelined { "pipelined" } else { "phased" },
-            })),
-            // With --xml, simulated_time_us is the program's, and fits_target says
-            // whether the K gave a verified program within the target's limits.
-            "chunk_trials": trials.as_ref().map(|ts| ts.iter().map(|t| serde_json::json!({
-                "chunks_per_npu": t.chunks_per_npu,
-                "collective_time_us": t.synthesized_ps.map(ps_to_us),
-                "simulated_time_us": t.simulated_ps.map(ps_to_us),
-                "fits_target": xml.as_ref().map(|_| t.refused.is_none()),
-            })).collect::<Vec<_>>()),
-            "xml_file": xml.as_ref().map(|(_, p)| p.display().to_string()),
-            "program_time_us": verified.as_ref().map(|v| ps_to_us(v.time_ps())),
-        });
+        let run = SynthRun {
+            time_ps,
+            elapsed_ms: synth_ms,
+            transfers: report.transfers,
+            seed: args.seed,
+            schedule_file: args.out.as_ref().map(|p| p.display().to_string()),
+            xml_file: xml.as_ref().map(|(_, p)| p.display().to_string()),
+            program_time_ps: verified.as_ref().map(|v| v.time_ps()),
+            allreduce: all_reduce.map(AllReducePhases::new),
+            chunk_trials: trials.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| ChunkTrialReport::new(t, xml.is_some()))
+                    .collect()
+            }),
+        };
+        let value = SynthReport::new(&topo, &collective, &bounds, run);
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }

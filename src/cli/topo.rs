@@ -2,6 +2,7 @@
 
 use super::TopologyArgs;
 use crate::fsio::write_atomic;
+use crate::report::TopoShowReport;
 use crate::topology::{file, spec::BUILDERS, PRESETS};
 use anyhow::Context;
 use clap::Subcommand;
@@ -37,17 +38,7 @@ pub fn run(cmd: TopoCommand) -> anyhow::Result<()> {
             let topo = topology.topology()?;
             let stats = topo.stats();
             if json {
-                let value = serde_json::json!({
-                    "name": topo.name(),
-                    "npus": stats.npus,
-                    "alive_npus": stats.alive_npus,
-                    "failed_npus": topo.failed(),
-                    "links": stats.links,
-                    "out_degree": {"min": stats.out_degree.0, "max": stats.out_degree.1},
-                    "in_degree": {"min": stats.in_degree.0, "max": stats.in_degree.1},
-                    "link_classes": stats.link_classes,
-                    "diameter_hops": stats.diameter_hops,
-                });
+                let value = TopoShowReport::new(&topo);
                 println!("{}", serde_json::to_string_pretty(&value)?);
                 return Ok(());
             }

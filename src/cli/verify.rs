@@ -2,13 +2,18 @@
 //! computes its collective, and time it on a topology.
 
 use super::{collective_kind, non_negative, positive, size, TargetArgs, TopologyArgs};
+use crate::bounds::Bounds;
 use crate::collective::CollectiveKind;
+use crate::collective::{Collective, CollectiveSpec};
 use crate::msccl::{read_program, simulate_program, verify, Program, Target, VerifyOptions};
 use crate::msccl::{VerifyReport, WHOLE_RANGE_MAX_BYTES};
-use crate::units::{algbw_gbps, format_size, ps_to_us};
-use anyhow::bail;
+use crate::report::VerifyReport as VerifyJson;
+use crate::report::{
+    BoundsReport, CollectiveInfo, ProblemInfo, ProgramInfo, Timing, TopologyInfo, VerifyCheck,
+};
+use crate::units::format_size;
+use anyhow::{bail, Context};
 use clap::Args;
-use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -66,7 +71,10 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
         Ok(t) => t,
         Err(e) => {
             if args.json {
-                print_json(&json!({"file": file, "error": e.to_string()}))?;
+                print_json(&VerifyJson {
+                    error: Some(e.to_string()),
+                    ..VerifyJson::unread(file.clone(), None)
+                })?;
             }
             exit_with(USAGE, &e.to_string());
         }
@@ -75,16 +83,10 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
         Ok(p) => p,
         Err(e) => {
             if args.json {
-                print_json(&json!({
-                    "file": file,
-                    "target": target.to_string(),
-                    "loads": false,
-                    "load_error": e.to_string(),
-                    "warnings": [],
-                    "rule_breaks": [],
-                    "computes": null,
-                    "correct": false,
-                }))?;
+                print_json(&VerifyJson {
+                    load_error: Some(e.to_string()),
+                    ..VerifyJson::unread(file.clone(), Some(target.to_string()))
+                })?;
             }
             exit_with(CANNOT_LOAD, &e.to_string());
         }
@@ -105,7 +107,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
     };
     let report = verify(&program, &options);
     let timing = match (&args.spec, args.size) {
-        (Some(spec), Some(size)) if report.computes() => time(&args, spec, size, &program)
+        (Some(spec), Some(size)) if report.computes() => time(&args, spec, size, &program, &report)
             .map(Some)
             .map_err(|e| e.to_string()),
         _ => Ok(None),
@@ -114,23 +116,34 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
         .collective
         .map_or(program.collective.clone(), |k| k.to_string());
     if args.json {
-        let mut value = summary(&file, &target, &program, &report, &kind);
-        let t = timing.as_ref().ok().and_then(|t| t.as_ref());
-        value["warnings"] = json!(warnings);
-        value["topology"] = json!(t.map(|t| t.0.clone()));
-        value["size_bytes"] = json!(t.map(|t| t.1));
-        value["time_us"] = json!(t.map(|t| ps_to_us(t.2)));
-        value["algbw_gbps"] = json!(t.map(|t| algbw_gbps(t.1, t.2)));
-        value["error"] = json!(timing.as_ref().err());
-        print_json(&value)?;
+        let timed = timing.as_ref().ok().and_then(|t| t.as_ref());
+        let size = timed.map(|t| t.spec.size_bytes);
+        print_json(&VerifyJson {
+            warnings,
+            collective: Some(CollectiveInfo::program(
+                kind.clone(),
+                report.root,
+                program.gpus.len(),
+                size,
+            )),
+            topology: timed.map(|t| t.topology.clone()),
+            timing: timed.map(|t| Timing::new(&t.spec, t.time_ps, &t.bounds)),
+            bounds: timed.map(|t| BoundsReport::new(&t.bounds)),
+            error: timing.as_ref().err().cloned(),
+            ..summary(&file, &target, &program, &report)
+        })?;
     } else {
         print_text(&file, &target, &program, &report, &kind);
-        if let Ok(Some((topo, size, time_ps))) = &timing {
+        if let Ok(Some(t)) = &timing {
+            let figures = Timing::new(&t.spec, t.time_ps, &t.bounds);
             println!(
-                "time                 {:.3} us on {topo} for {} (algbw {:.2} GB/s)",
-                ps_to_us(*time_ps),
-                format_size(*size),
-                algbw_gbps(*size, *time_ps)
+                "time                 {:.3} us on {} for {} (algbw {:.2} GB/s, busbw {:.2} GB/s, efficiency {:.3})",
+                figures.time_us,
+                t.topology.name,
+                format_size(t.spec.size_bytes),
+                figures.algbw_gbps,
+                figures.busbw_gbps,
+                figures.efficiency
             );
         }
     }
@@ -158,13 +171,24 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Times the program on the topology `spec` for `size` bytes: (topology, size, time in ps).
+/// A program timed on a topology.
+struct Timed {
+    topology: TopologyInfo,
+    /// The collective timed: rank r on the r-th alive NPU.
+    spec: CollectiveSpec,
+    time_ps: u64,
+    bounds: Bounds,
+}
+
+/// Times the program, as the collective `checked` found it computes, on the topology
+/// `spec` for `size` bytes.
 fn time(
     args: &VerifyArgs,
     spec: &str,
     size: u64,
     program: &Program,
-) -> anyhow::Result<(String, u64, u64)> {
+    checked: &VerifyReport,
+) -> anyhow::Result<Timed> {
     let topo = TopologyArgs {
         spec: Some(spec.to_string()),
         bandwidth: args.bandwidth,
@@ -174,7 +198,32 @@ fn time(
     }
     .topology()?;
     let sim = simulate_program(&topo, program, size)?;
-    Ok((topo.name().to_string(), size, sim.time_ps))
+    let kind = checked
+        .collective
+        .or_else(|| program.collective_kind())
+        .with_context(|| format!("unknown collective '{}'", program.collective))?;
+    let npus: Vec<usize> = topo
+        .alive_npus()
+        .into_iter()
+        .take(program.gpus.len())
+        .collect();
+    let spec = CollectiveSpec {
+        kind,
+        root: kind
+            .has_root()
+            .then(|| npus.get(checked.root.unwrap_or(0)).copied())
+            .flatten(),
+        npus,
+        chunks_per_npu: 1,
+        size_bytes: size,
+    };
+    let bounds = Bounds::new(&topo, &Collective::new(&topo, spec.clone())?);
+    Ok(Timed {
+        topology: TopologyInfo::new(&topo),
+        spec,
+        time_ps: sim.time_ps,
+        bounds,
+    })
 }
 
 /// The layouts checked, as words.
@@ -186,44 +235,40 @@ fn layouts(report: &VerifyReport) -> Vec<&'static str> {
         .collect()
 }
 
-/// The report as JSON, timing aside.
-fn summary(
-    file: &str,
-    target: &Target,
-    program: &Program,
-    report: &VerifyReport,
-    kind: &str,
-) -> Value {
-    let problems: Vec<Value> = report
-        .problems
-        .iter()
-        .map(|p| json!({"kind": p.kind.name(), "message": p.message}))
-        .collect();
-    let tbs: usize = program.gpus.iter().map(|g| g.threadblocks.len()).sum();
-    json!({
-        "file": file,
-        "target": target.to_string(),
-        "loads": report.loads(),
-        "load_error": null,
-        "rule_breaks": report.rule_breaks,
-        "name": program.name,
-        "collective": kind,
-        "root": report.root,
-        "gpus": program.gpus.len(),
-        "channels": program.nchannels,
-        "chunks_per_loop": program.nchunksperloop,
-        "proto": program.proto.name(),
-        "min_bytes": program.min_bytes.unwrap_or(0),
-        "max_bytes": program.max_bytes.unwrap_or(WHOLE_RANGE_MAX_BYTES),
-        "layouts_checked": layouts(report),
-        "threadblocks": tbs,
-        "steps": report.steps,
-        "messages": report.messages,
-        "computes": report.computes(),
-        "correct": report.is_correct(),
-        "problems": problems,
-        "unlisted_problems": report.unlisted,
-    })
+/// The report as JSON, the collective and timing aside.
+fn summary(file: &str, target: &Target, program: &Program, report: &VerifyReport) -> VerifyJson {
+    VerifyJson {
+        loads: report.loads(),
+        rule_breaks: report.rule_breaks.clone(),
+        program: Some(ProgramInfo {
+            name: program.name.clone(),
+            gpus: program.gpus.len(),
+            channels: program.nchannels,
+            chunks_per_loop: program.nchunksperloop,
+            proto: program.proto.name(),
+            min_bytes: program.min_bytes.unwrap_or(0),
+            max_bytes: program.max_bytes.unwrap_or(WHOLE_RANGE_MAX_BYTES),
+            threadblocks: program.gpus.iter().map(|g| g.threadblocks.len()).sum(),
+        }),
+        check: Some(VerifyCheck {
+            layouts_checked: layouts(report),
+            steps: report.steps,
+            messages: report.messages,
+            problems: report
+                .problems
+                .iter()
+                .map(|p| ProblemInfo {
+                    kind: p.kind.name(),
+                    file: None,
+                    message: p.message.clone(),
+                })
+                .collect(),
+            unlisted_problems: report.unlisted,
+        }),
+        computes: Some(report.computes()),
+        correct: report.is_correct(),
+        ..VerifyJson::unread(file.to_string(), Some(target.to_string()))
+    }
 }
 
 fn print_text(file: &str, target: &Target, program: &Program, report: &VerifyReport, kind: &str) {
@@ -280,7 +325,7 @@ fn print_text(file: &str, target: &Target, program: &Program, report: &VerifyRep
     }
 }
 
-fn print_json(value: &Value) -> anyhow::Result<()> {
+fn print_json(value: &VerifyJson) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }

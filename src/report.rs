@@ -1,0 +1,573 @@
+//! What the commands print with `--json`: one schema for every command, so a script reads
+//! the same name for the same figure whichever command made it (`docs/json.md`).
+//!
+//! Every top-level report carries [`SCHEMA_VERSION`] and the `command` that made it. The
+//! shared parts: [`TopologyInfo`] (`topology`), [`CollectiveInfo`] (`collective`: kind,
+//! size, K, root), [`Timing`] (flattened: `time_us`, `algbw_gbps`, `busbw_gbps`,
+//! `efficiency`, `of_ideal`) and [`BoundsReport`] (`bounds`). Times are in microseconds,
+//! bandwidths in GB/s (10^9 bytes per second), sizes in bytes (nccl-tests' convention).
+
+use crate::bounds::Bounds;
+use crate::collective::{Collective, CollectiveSpec};
+use crate::compile::{Candidate, CheckReport, Manifest, Rejection};
+use crate::msccl::RuleBreak;
+use crate::pipeline::Trial;
+use crate::sim::{bus_factor, LinkLoad};
+use crate::synth::AllReduceTimes;
+use crate::topology::{format_npus, LinkClass, NpuId, Topology};
+use crate::units::{algbw_gbps, ps_to_us, Picos};
+use serde::Serialize;
+
+/// The schema's version. It changes only when a field is removed or renamed, or its type
+/// or meaning changes; a new field keeps it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What `bounds.ideal_note` says: Ideal is a reference figure, not a lower bound.
+pub const IDEAL_NOTE: &str = "the TACOS paper's formula, not a lower bound";
+
+/// The topology a command ran on.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TopologyInfo {
+    pub name: String,
+    /// Every NPU, failed ones included (they keep their ids).
+    pub npus: usize,
+    /// Directed links.
+    pub links: usize,
+    pub failed_npus: Vec<NpuId>,
+}
+
+impl TopologyInfo {
+    pub fn new(topo: &Topology) -> TopologyInfo {
+        TopologyInfo {
+            name: topo.name().to_string(),
+            npus: topo.npus(),
+            links: topo.links().len(),
+            failed_npus: topo.failed().to_vec(),
+        }
+    }
+}
+
+/// The collective a figure is for.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CollectiveInfo {
+    /// `allgather`, `reducescatter`, ...; for an MSCCL file whose `coll` names no known
+    /// collective, that name.
+    pub kind: String,
+    /// The buffer every NPU ends with; null where nothing was timed (`verify` without a
+    /// size).
+    pub size_bytes: Option<u64>,
+    /// K; null for an MSCCL program, whose chunking is its `chunks_per_loop`.
+    pub chunks_per_npu: Option<usize>,
+    /// The root NPU (for `verify`, the root rank); null for unrooted collectives.
+    pub root: Option<NpuId>,
+    /// NPUs (ranks) taking part.
+    pub npus: usize,
+    /// Which NPUs, as a list of ranges (`0-7,16-23`).
+    pub participants: String,
+}
+
+impl CollectiveInfo {
+    pub fn new(spec: &CollectiveSpec) -> CollectiveInfo {
+        CollectiveInfo {
+            kind: spec.kind.name().to_string(),
+            size_bytes: Some(spec.size_bytes),
+            chunks_per_npu: Some(spec.chunks_per_npu),
+            root: spec.root,
+            npus: spec.npus.len(),
+            participants: format_npus(&spec.npus),
+        }
+    }
+
+    /// The collective of an MSCCL program of `ranks` ranks (rank r on NPU r).
+    pub fn program(
+        kind: String,
+        root: Option<usize>,
+        ranks: usize,
+        size_bytes: Option<u64>,
+    ) -> CollectiveInfo {
+        let all: Vec<NpuId> = (0..ranks).collect();
+        CollectiveInfo {
+            kind,
+            size_bytes,
+            chunks_per_npu: None,
+            root,
+            npus: ranks,
+            participants: format_npus(&all),
+        }
+    }
+}
+
+/// One algorithm's time and what it means: nccl-tests' bandwidths and the efficiency
+/// against the bounds. Flattened into the report that holds it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Timing {
+    pub time_us: f64,
+    /// size / time.
+    pub algbw_gbps: f64,
+    /// algbw x nccl-tests' bus factor for the collective.
+    pub busbw_gbps: f64,
+    /// The best lower bound over the time: at most 1, 1 meets the bound.
+    pub efficiency: f64,
+    /// The paper's Ideal over the time (not a bound: may exceed 1).
+    pub of_ideal: f64,
+}
+
+impl Timing {
+    pub fn new(spec: &CollectiveSpec, time_ps: Picos, bounds: &Bounds) -> Timing {
+        let algbw = algbw_gbps(spec.size_bytes, time_ps);
+        Timing {
+            time_us: ps_to_us(time_ps),
+            algbw_gbps: algbw,
+            busbw_gbps: algbw * bus_factor(spec.kind, spec.npus.len()),
+            efficiency: bounds.efficiency(time_ps),
+            of_ideal: bounds.of_ideal(time_ps),
+        }
+    }
+}
+
+/// The lower bounds on the collective's time (`bounds::Bounds`), in microseconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BoundsReport {
+    /// Which bound is the largest: `ingress`, `egress`, `traffic`, `latency` or `cut`.
+    pub best: &'static str,
+    pub best_us: f64,
+    pub ingress_us: f64,
+    pub egress_us: f64,
+    pub traffic_us: f64,
+    pub latency_us: f64,
+    /// Null where no set of NPUs must exchange anything.
+    pub cut_us: Option<f64>,
+    /// False where only some cuts were checked (still a valid bound).
+    pub cut_exact: Option<bool>,
+    /// The TACOS paper's Ideal, a reference figure and not a bound.
+    pub ideal_us: f64,
+    /// Says so ([`IDEAL_NOTE`]).
+    pub ideal_note: &'static str,
+}
+
+impl BoundsReport {
+    pub fn new(b: &Bounds) -> BoundsReport {
+        BoundsReport {
+            best: b.best_name(),
+            best_us: ps_to_us(b.best_ps()),
+            ingress_us: ps_to_us(b.ingress_ps),
+            egress_us: ps_to_us(b.egress_ps),
+            traffic_us: ps_to_us(b.traffic_ps),
+            latency_us: ps_to_us(b.latency_ps),
+            cut_us: b.cut.map(|c| ps_to_us(c.time_ps)),
+            cut_exact: b.cut.map(|c| c.exact),
+            ideal_us: ps_to_us(b.ideal_ps),
+            ideal_note: IDEAL_NOTE,
+        }
+    }
+}
+
+/// `tacos simulate --json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimulateReport {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub topology: TopologyInfo,
+    /// What was simulated: `schedule FILE`, `MSCCL program FILE` or `baseline NAME`.
+    pub algorithm: String,
+    pub collective: CollectiveInfo,
+    /// Where the size came from: `command line`, `schedule file`, `minBytes`, `default`.
+    pub size_from: &'static str,
+    /// Messages simulated (schedule transfers, or the program's sends).
+    pub transfers: usize,
+    #[serde(flatten)]
+    pub timing: Timing,
+    /// A contention-free schedule's own clock; null for baselines and MSCCL programs.
+    pub schedule_time_us: Option<f64>,
+    pub bounds: BoundsReport,
+    /// Every link's load, in `Topology::links()` order.
+    pub links: Vec<LinkLoad>,
+}
+
+/// `tacos compare --json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompareReport {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub topology: TopologyInfo,
+    pub collective: CollectiveInfo,
+    pub seed: u64,
+    pub bounds: BoundsReport,
+    /// The synthesized algorithm first, then every baseline for the collective.
+    pub algorithms: Vec<CompareRow>,
+    pub heatmap: Option<String>,
+}
+
+/// One algorithm of a comparison: timed, or skipped with the reason.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompareRow {
+    pub name: String,
+    #[serde(flatten)]
+    pub timed: Option<CompareTimed>,
+    /// Why the algorithm was not run (it does not make this collective on this topology).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// A compared algorithm's figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompareTimed {
+    #[serde(flatten)]
+    pub timing: Timing,
+    /// The synthesized schedule's own clock (null for baselines).
+    pub schedule_time_us: Option<f64>,
+    /// This algorithm's time over the synthesized one's (null when that was skipped).
+    pub tacos_speedup: Option<f64>,
+    pub transfers: usize,
+}
+
+/// `tacos verify --json`: exactly one per run, whatever happened; fields that could not
+/// be found are null (or absent, for the timing).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VerifyReport {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub file: String,
+    /// Null when the target options themselves were wrong (then `error` says why).
+    pub target: Option<String>,
+    pub loads: bool,
+    /// Why the file could not be read as MSCCL XML.
+    pub load_error: Option<String>,
+    pub warnings: Vec<String>,
+    pub rule_breaks: Vec<RuleBreak>,
+    #[serde(flatten)]
+    pub program: Option<ProgramInfo>,
+    /// The collective checked (the file's `coll`, or `--collective`).
+    pub collective: Option<CollectiveInfo>,
+    #[serde(flatten)]
+    pub check: Option<VerifyCheck>,
+    /// Null when the file was not read.
+    pub computes: Option<bool>,
+    pub correct: bool,
+    /// The topology timed on (null when nothing was timed).
+    pub topology: Option<TopologyInfo>,
+    #[serde(flatten)]
+    pub timing: Option<Timing>,
+    pub bounds: Option<BoundsReport>,
+    /// Why the options were refused or the program could not be timed.
+    pub error: Option<String>,
+}
+
+impl VerifyReport {
+    /// The report for a file not read (yet): nothing loaded, nothing found; the caller
+    /// fills in what it knows.
+    pub fn unread(file: String, target: Option<String>) -> VerifyReport {
+        VerifyReport {
+            schema_version: SCHEMA_VERSION,
+            command: "verify",
+            file,
+            target,
+            loads: false,
+            load_error: None,
+            warnings: Vec::new(),
+            rule_breaks: Vec::new(),
+            program: None,
+            collective: None,
+            check: None,
+            computes: None,
+            correct: false,
+            topology: None,
+            timing: None,
+            bounds: None,
+            error: None,
+        }
+    }
+}
+
+/// What an MSCCL file declares.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProgramInfo {
+    pub name: String,
+    pub gpus: usize,
+    pub channels: usize,
+    pub chunks_per_loop: usize,
+    pub proto: &'static str,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub threadblocks: usize,
+}
+
+/// What the verifier found in an MSCCL program.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VerifyCheck {
+    /// `in place`, `out of place`.
+    pub layouts_checked: Vec<&'static str>,
+    pub steps: usize,
+    pub messages: usize,
+    pub problems: Vec<ProblemInfo>,
+    /// Problems found beyond those listed.
+    pub unlisted_problems: usize,
+}
+
+/// One problem: its kind's name and the message.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProblemInfo {
+    pub kind: &'static str,
+    /// The file it concerns (`compile --check`); absent for `verify`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    pub message: String,
+}
+
+/// `tacos compile --json`: what was written and the manifest, whose bands carry
+/// `time_us`, `algbw_gbps` and `efficiency` at each band's smallest size.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompileReport<'a> {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub dir: String,
+    pub msccl_algo_dir: String,
+    pub target: String,
+    /// `created`, `replaced` or `unchanged`.
+    pub written: &'static str,
+    /// Wall time of the compilation.
+    pub elapsed_ms: f64,
+    pub manifest: &'a Manifest,
+    pub rejected: Vec<RejectedCandidate>,
+}
+
+/// A candidate left out of a band.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RejectedCandidate {
+    pub collective: String,
+    pub in_place: Option<bool>,
+    pub band_min_bytes: u64,
+    pub candidate: Candidate,
+    pub failed_verification: bool,
+    pub reason: String,
+}
+
+impl RejectedCandidate {
+    pub fn new(r: &Rejection) -> RejectedCandidate {
+        RejectedCandidate {
+            collective: r.collective.name().to_string(),
+            in_place: r.in_place,
+            band_min_bytes: r.band.min_bytes,
+            candidate: r.candidate,
+            failed_verification: r.failed_verification,
+            reason: r.reason.clone(),
+        }
+    }
+}
+
+/// `tacos compile --check DIR --json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompileCheckReport<'a> {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub dir: String,
+    pub ok: bool,
+    pub files_checked: usize,
+    /// The manifest's record of the topology (null when it could not be read).
+    pub topology: Option<&'a crate::compile::TopologyInfo>,
+    pub tool_version: Option<&'a str>,
+    pub target: Option<String>,
+    pub problems: Vec<ProblemInfo>,
+}
+
+impl CompileCheckReport<'_> {
+    pub fn new(dir: String, report: &CheckReport) -> CompileCheckReport<'_> {
+        CompileCheckReport {
+            schema_version: SCHEMA_VERSION,
+            command: "compile-check",
+            dir,
+            ok: report.is_ok(),
+            files_checked: report.files_checked,
+            topology: report.manifest.as_ref().map(|m| &m.topology),
+            tool_version: report.manifest.as_ref().map(|m| m.tool_version.as_str()),
+            target: report.target.as_ref().map(|t| t.to_string()),
+            problems: report
+                .problems
+                .iter()
+                .map(|p| ProblemInfo {
+                    kind: p.kind.name(),
+                    file: p.file.clone(),
+                    message: p.message.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `tacos topo show --json`: the topology and its statistics.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TopoShowReport {
+    pub schema_version: u32,
+    pub command: &'static str,
+    #[serde(flatten)]
+    pub topology: TopologyInfo,
+    pub alive_npus: usize,
+    pub out_degree: DegreeRange,
+    pub in_degree: DegreeRange,
+    pub link_classes: Vec<LinkClass>,
+    /// Null when some pair of alive NPUs cannot reach each other.
+    pub diameter_hops: Option<usize>,
+}
+
+/// Fewest and most links at an alive NPU.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DegreeRange {
+    pub min: usize,
+    pub max: usize,
+}
+
+impl TopoShowReport {
+    pub fn new(topo: &Topology) -> TopoShowReport {
+        let stats = topo.stats();
+        let range = |(min, max)| DegreeRange { min, max };
+        TopoShowReport {
+            schema_version: SCHEMA_VERSION,
+            command: "topo-show",
+            topology: TopologyInfo::new(topo),
+            alive_npus: stats.alive_npus,
+            out_degree: range(stats.out_degree),
+            in_degree: range(stats.in_degree),
+            link_classes: stats.link_classes,
+            diameter_hops: stats.diameter_hops,
+        }
+    }
+}
+
+/// `tacos synth --json`. Besides the common names it keeps, as aliases, the top-level
+/// fields scripts read before the schema existed: `collective_time_us` (= `time_us`),
+/// `npus` (= `collective.npus`), `size_bytes` (= `collective.size_bytes`) and
+/// `synth_time_ms` (= `elapsed_ms`); `algbw_gbps` is a common name already.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SynthReport {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub topology: TopologyInfo,
+    pub collective: CollectiveInfo,
+    /// Bytes per chunk.
+    pub chunk_bytes: f64,
+    /// The checked schedule's time (contention-free, so the simulator agrees).
+    #[serde(flatten)]
+    pub timing: Timing,
+    pub bounds: BoundsReport,
+    /// Wall time of the synthesis (the K search included).
+    pub elapsed_ms: f64,
+    pub transfers: usize,
+    pub seed: u64,
+    pub schedule_file: Option<String>,
+    pub xml_file: Option<String>,
+    /// With `--xml`: the verified program's simulated time.
+    pub program_time_us: Option<f64>,
+    /// An All-Reduce's two compositions.
+    pub allreduce: Option<AllReducePhases>,
+    /// With `-k auto`, each K tried.
+    pub chunk_trials: Option<Vec<ChunkTrialReport>>,
+    /// Alias of `time_us`.
+    pub collective_time_us: f64,
+    /// Alias of `collective.npus`.
+    pub npus: usize,
+    /// Alias of `collective.size_bytes`.
+    pub size_bytes: u64,
+    /// Alias of `elapsed_ms`.
+    pub synth_time_ms: f64,
+}
+
+/// An All-Reduce synthesized as Reduce-Scatter then All-Gather: when each ends.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AllReducePhases {
+    pub reduce_scatter_us: f64,
+    pub pipelined_us: f64,
+    pub phased_us: f64,
+    /// `pipelined` or `phased`.
+    pub kept: &'static str,
+}
+
+impl AllReducePhases {
+    pub fn new(a: &AllReduceTimes) -> AllReducePhases {
+        AllReducePhases {
+            reduce_scatter_us: ps_to_us(a.reduce_scatter_ps),
+            pipelined_us: ps_to_us(a.pipelined_ps),
+            phased_us: ps_to_us(a.phased_ps),
+            kept: if a.pipelined { "pipelined" } else { "phased" },
+        }
+    }
+}
+
+/// One (K, seed) that `-k auto` tried.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChunkTrialReport {
+    pub chunks_per_npu: usize,
+    pub seed: u64,
+    /// The synthesized schedule's own clock; null when it could not be synthesized.
+    pub schedule_time_us: Option<f64>,
+    /// What the choice is made on: the schedule's simulated time, or with `--xml` its
+    /// program's; null when it could not be built.
+    pub simulated_time_us: Option<f64>,
+    /// With `--xml`: whether the K gave a verified program within the target's limits;
+    /// null otherwise.
+    pub fits_target: Option<bool>,
+    /// Why it was not kept, when it could not be.
+    pub refused: Option<String>,
+}
+
+impl ChunkTrialReport {
+    /// `trial`, from a search that emitted programs (`programs`) or schedules.
+    pub fn new(trial: &Trial, programs: bool) -> ChunkTrialReport {
+        ChunkTrialReport {
+            chunks_per_npu: trial.chunks_per_npu,
+            seed: trial.seed,
+            schedule_time_us: trial.synthesized_ps.map(ps_to_us),
+            simulated_time_us: trial.simulated_ps.map(ps_to_us),
+            fits_target: programs.then_some(trial.refused.is_none()),
+            refused: trial.refused.clone(),
+        }
+    }
+}
+
+/// What a synthesis run produced besides the topology and collective.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SynthRun {
+    /// The checked schedule's time.
+    pub time_ps: Picos,
+    pub elapsed_ms: f64,
+    pub transfers: usize,
+    pub seed: u64,
+    pub schedule_file: Option<String>,
+    pub xml_file: Option<String>,
+    /// With `--xml`: the verified program's simulated time.
+    pub program_time_ps: Option<Picos>,
+    pub allreduce: Option<AllReducePhases>,
+    pub chunk_trials: Option<Vec<ChunkTrialReport>>,
+}
+
+impl SynthReport {
+    pub fn new(
+        topo: &Topology,
+        collective: &Collective,
+        bounds: &Bounds,
+        run: SynthRun,
+    ) -> SynthReport {
+        let spec = collective.spec();
+        let timing = Timing::new(spec, run.time_ps, bounds);
+        SynthReport {
+            schema_version: SCHEMA_VERSION,
+            command: "synth",
+            topology: TopologyInfo::new(topo),
+            collective: CollectiveInfo::new(spec),
+            chunk_bytes: collective.chunk_bytes(),
+            collective_time_us: timing.time_us,
+            timing,
+            bounds: BoundsReport::new(bounds),
+            elapsed_ms: run.elapsed_ms,
+            transfers: run.transfers,
+            seed: run.seed,
+            schedule_file: run.schedule_file,
+            xml_file: run.xml_file,
+            program_time_us: run.program_time_ps.map(ps_to_us),
+            allreduce: run.allreduce,
+            chunk_trials: run.chunk_trials,
+            npus: spec.npus.len(),
+            size_bytes: spec.size_bytes,
+            synth_time_ms: run.elapsed_ms,
+        }
+    }
+}
