@@ -2,12 +2,15 @@
 //!
 //! One pipeline: a [`topology::Topology`] and a [`collective::Collective`] go into the
 //! synthesizer ([`synth`]), which produces a [`schedule::Schedule`]: the algorithm as data,
-//! checked by [`schedule::check`] independently of the synthesizer. The command line tool
-//! (`src/bin/tacos.rs`, commands in [`cli`]) is a thin shell over this pipeline.
+//! checked by [`schedule::check`] independently of the synthesizer, then lowered to MSCCL
+//! XML for a loader ([`msccl`]) and verified; [`pipeline`] is the one path from a request to
+//! a verified program. [`compile`] builds per-cluster algorithm sets, [`plugin`] serves them
+//! (and NCCL tuning decisions) to the MSCCL scheduler and NCCL tuner entry points in [`ffi`],
+//! and [`report`] holds the JSON reports. The library holds no command-line code: the
+//! `tacos` tool (`src/bin/tacos/`) is a thin shell over this public API.
 
 pub mod baselines;
 pub mod bounds;
-pub mod cli;
 pub mod collective;
 pub mod compile;
 pub mod error;

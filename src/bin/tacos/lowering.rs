@@ -1,12 +1,12 @@
 //! `--xml` and its options: the MSCCL program `pipeline::program` lowers and verifies.
 
 use super::{at_least_one, TargetArgs};
-use crate::fsio::write_atomic;
-use crate::msccl::{LowerOptions, Program, Proto};
-use crate::pipeline::Verified;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
+use tacos::fsio::write_atomic;
+use tacos::msccl::{LowerOptions, Program, Proto};
+use tacos::pipeline::Verified;
 
 /// Where input and output live, as the program expects them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -45,7 +45,7 @@ pub struct LowerArgs {
 }
 
 fn proto(s: &str) -> Result<Proto, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: tacos::Error| e.to_string())
 }
 
 impl LowerArgs {

@@ -1,12 +1,12 @@
 //! `tacos topo`: show, export and list topologies.
 
 use super::TopologyArgs;
-use crate::fsio::write_atomic;
-use crate::report::TopoShowReport;
-use crate::topology::{file, spec::BUILDERS, PRESETS};
 use anyhow::Context;
 use clap::Subcommand;
 use std::path::PathBuf;
+use tacos::fsio::write_atomic;
+use tacos::report::TopoShowReport;
+use tacos::topology::{file, spec::BUILDERS, PRESETS};
 
 #[derive(Debug, Subcommand)]
 pub enum TopoCommand {
@@ -52,7 +52,7 @@ pub fn run(cmd: TopoCommand) -> anyhow::Result<()> {
                     format!(
                         " ({} failed: {})",
                         topo.failed().len(),
-                        crate::topology::format_npus(topo.failed())
+                        tacos::topology::format_npus(topo.failed())
                     )
                 }
             );

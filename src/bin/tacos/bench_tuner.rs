@@ -4,10 +4,10 @@
 //! (`plugin::Tuning::steer` on an NCCL-shaped cost table).
 
 use super::bench::{best_of, BenchArgs};
-use crate::plugin::{tuner_for, Config, CostTable, Tuning};
-use crate::tuner::{Communicator, Tuner, TUNED};
 use anyhow::{anyhow, Context as _};
 use std::time::{Duration, Instant};
+use tacos::plugin::{tuner_for, Config, CostTable, Tuning};
+use tacos::tuner::{Communicator, Tuner, TUNED};
 
 /// (topology: a spec, or None for the plugin's generic cluster; ranks; nodes).
 const CASES: &[(Option<&str>, usize, usize)] = &[

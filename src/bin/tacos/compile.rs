@@ -2,18 +2,18 @@
 
 use super::progress::ProgressHandle;
 use super::{at_least_one, collective_kind, TargetArgs, TopologyArgs};
-use crate::collective::CollectiveKind;
-use crate::compile::{
-    algorithm_dir, check_dir_with, check_target, compile, short_size, write_dir, AlgorithmSet,
-    CheckOptions, CompileOptions, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
-};
-use crate::msccl::Target;
-use crate::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
-use crate::units::format_size;
 use anyhow::bail;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use tacos::collective::CollectiveKind;
+use tacos::compile::{
+    algorithm_dir, check_dir_with, check_target, compile, short_size, write_dir, AlgorithmSet,
+    CheckOptions, CompileOptions, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
+};
+use tacos::msccl::Target;
+use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
+use tacos::units::format_size;
 
 #[derive(Debug, Args)]
 pub struct CompileArgs {
@@ -78,9 +78,9 @@ pub struct CompileArgs {
 }
 
 /// The message alone: clap already names the argument.
-fn message(e: crate::Error) -> String {
+fn message(e: tacos::Error) -> String {
     match e {
-        crate::Error::Compile(m) => m,
+        tacos::Error::Compile(m) => m,
         other => other.to_string(),
     }
 }
@@ -103,7 +103,7 @@ fn seeds(s: &str) -> Result<u64, String> {
 
 impl CompileArgs {
     /// The options the flags ask for, on top of the defaults or the fast preset.
-    fn options(&self) -> crate::Result<CompileOptions> {
+    fn options(&self) -> tacos::Result<CompileOptions> {
         let base = if self.fast {
             CompileOptions::fast()
         } else {
@@ -277,9 +277,9 @@ fn band_label(min: u64, max: u64) -> String {
     format!("{}..{}", short_size(min), short_size(end))
 }
 
-fn base_name(c: &crate::compile::Candidate) -> String {
+fn base_name(c: &tacos::compile::Candidate) -> String {
     match c {
-        crate::compile::Candidate::Baseline { name } => name.to_string(),
+        tacos::compile::Candidate::Baseline { name } => name.to_string(),
         other => other.to_string(),
     }
 }

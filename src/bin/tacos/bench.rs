@@ -4,13 +4,13 @@
 
 use super::collective_kind;
 use super::progress::ProgressHandle;
-use crate::bounds::Bounds;
-use crate::collective::{Collective, CollectiveKind};
-use crate::synth::{synthesize, SynthOptions};
-use crate::topology::{parse_spec, SpecDefaults};
-use crate::units::ps_to_us;
 use clap::{Args, ValueEnum};
 use std::time::{Duration, Instant};
+use tacos::bounds::Bounds;
+use tacos::collective::{Collective, CollectiveKind};
+use tacos::synth::{synthesize, SynthOptions};
+use tacos::topology::{parse_spec, SpecDefaults};
+use tacos::units::ps_to_us;
 
 /// What `tacos bench` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -3,12 +3,12 @@
 
 use super::bench::{best_of, BenchArgs};
 use super::progress::ProgressHandle;
-use crate::collective::{Collective, CollectiveKind};
-use crate::msccl::{lower, parse_program, simulate_program, verify, write_program};
-use crate::msccl::{LowerOptions, VerifyOptions};
-use crate::synth::{synthesize, SynthOptions};
-use crate::topology::{parse_spec, SpecDefaults};
 use std::time::Duration;
+use tacos::collective::{Collective, CollectiveKind};
+use tacos::msccl::{lower, parse_program, simulate_program, verify, write_program};
+use tacos::msccl::{LowerOptions, VerifyOptions};
+use tacos::synth::{synthesize, SynthOptions};
+use tacos::topology::{parse_spec, SpecDefaults};
 
 /// (topology, collective, chunks per NPU).
 const CASES: &[(&str, CollectiveKind, usize)] = &[

@@ -2,20 +2,20 @@
 //! computes its collective, and time it on a topology.
 
 use super::{collective_kind, non_negative, positive, size, TargetArgs, TopologyArgs};
-use crate::bounds::Bounds;
-use crate::collective::CollectiveKind;
-use crate::collective::{Collective, CollectiveSpec};
-use crate::msccl::{read_program, simulate_program, verify, Program, Target, VerifyOptions};
-use crate::msccl::{VerifyReport, WHOLE_RANGE_MAX_BYTES};
-use crate::report::VerifyReport as VerifyJson;
-use crate::report::{
-    BoundsReport, CollectiveInfo, ProblemInfo, ProgramInfo, Timing, TopologyInfo, VerifyCheck,
-};
-use crate::units::format_size;
 use anyhow::{bail, Context};
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
+use tacos::bounds::Bounds;
+use tacos::collective::CollectiveKind;
+use tacos::collective::{Collective, CollectiveSpec};
+use tacos::msccl::{read_program, simulate_program, verify, Program, Target, VerifyOptions};
+use tacos::msccl::{VerifyReport, WHOLE_RANGE_MAX_BYTES};
+use tacos::report::VerifyReport as VerifyJson;
+use tacos::report::{
+    BoundsReport, CollectiveInfo, ProblemInfo, ProgramInfo, Timing, TopologyInfo, VerifyCheck,
+};
+use tacos::units::format_size;
 
 /// Exit status for a file that cannot be loaded (unreadable, not MSCCL XML, or refused by
 /// the target's loader); 1 stays "loads but is wrong".

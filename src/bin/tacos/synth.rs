@@ -2,17 +2,17 @@
 
 use super::lowering::{describe, LowerArgs};
 use super::{at_least_one, collective_kind, npu_list, size, NpuList, TopologyArgs};
-use crate::bounds::Bounds;
-use crate::collective::{Collective, CollectiveKind};
-use crate::fsio::write_atomic;
-use crate::pipeline::{self, Chunks, Request};
-use crate::report::{AllReducePhases, ChunkTrialReport, SynthReport, SynthRun};
-use crate::topology::{format_npus, Topology};
-use crate::units::{algbw_gbps, format_size, ps_to_us};
 use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Instant;
+use tacos::bounds::Bounds;
+use tacos::collective::{Collective, CollectiveKind};
+use tacos::fsio::write_atomic;
+use tacos::pipeline::{self, Chunks, Request};
+use tacos::report::{AllReducePhases, ChunkTrialReport, SynthReport, SynthRun};
+use tacos::topology::{format_npus, Topology};
+use tacos::units::{algbw_gbps, format_size, ps_to_us};
 
 #[derive(Debug, Args)]
 pub struct SynthArgs {

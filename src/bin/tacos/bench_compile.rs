@@ -6,10 +6,10 @@
 
 use super::bench::BenchArgs;
 use super::progress::ProgressHandle;
-use crate::compile::CompileOptions;
-use crate::plugin::{open_or_compile, Opened};
-use crate::topology::{parse_spec, SpecDefaults};
 use std::time::Instant;
+use tacos::compile::CompileOptions;
+use tacos::plugin::{open_or_compile, Opened};
+use tacos::topology::{parse_spec, SpecDefaults};
 
 const CASES: &[&str] = &[
     "preset:dgx-a100,nodes=1",

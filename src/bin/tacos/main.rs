@@ -16,11 +16,12 @@ mod synth;
 mod topo;
 mod verify;
 
-use crate::collective::CollectiveKind;
-use crate::msccl::{LimitOverrides, Profile, Target};
-use crate::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
-use crate::units::{parse_link_pairs, parse_npu_list, parse_size};
 use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+use tacos::collective::CollectiveKind;
+use tacos::msccl::{LimitOverrides, Profile, Target};
+use tacos::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
+use tacos::units::{parse_link_pairs, parse_npu_list, parse_size};
 
 /// Topology-aware collective algorithm synthesizer (TACOS link-chunk matching).
 #[derive(Debug, Parser)]
@@ -108,12 +109,12 @@ pub struct TopologyArgs {
 impl TopologyArgs {
     /// Builds the topology the arguments name, with the failures they give, printing on
     /// stderr what had to be assumed.
-    pub fn topology(&self) -> crate::Result<Topology> {
+    pub fn topology(&self) -> tacos::Result<Topology> {
         self.topology_of(self.spec.as_deref().unwrap_or(DEFAULT_SPEC))
     }
 
     /// Builds `spec` with these arguments' defaults and failures.
-    pub fn topology_of(&self, spec: &str) -> crate::Result<Topology> {
+    pub fn topology_of(&self, spec: &str) -> tacos::Result<Topology> {
         let defaults = SpecDefaults {
             bandwidth_gbps: self.bandwidth,
             latency_us: self.latency,
@@ -126,7 +127,7 @@ impl TopologyArgs {
     }
 
     /// `topo` with the failures the arguments give.
-    pub fn with_failures(&self, mut topo: Topology) -> crate::Result<Topology> {
+    pub fn with_failures(&self, mut topo: Topology) -> tacos::Result<Topology> {
         if let Some(pairs) = &self.fail_links {
             topo = topo.fail_links(pairs)?;
         }
@@ -173,7 +174,7 @@ impl TargetArgs {
     }
 
     /// The target the arguments name (the executor's by default), with their overrides.
-    pub fn target(&self) -> crate::Result<Target> {
+    pub fn target(&self) -> tacos::Result<Target> {
         let overrides = LimitOverrides {
             max_steps_per_tb: self.max_steps,
             max_tbs: self.max_tbs,
@@ -185,7 +186,7 @@ impl TargetArgs {
 }
 
 fn profile(s: &str) -> Result<Profile, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: tacos::Error| e.to_string())
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -215,12 +216,29 @@ fn link_pairs(s: &str) -> Result<Vec<(usize, usize)>, String> {
 }
 
 fn collective_kind(s: &str) -> Result<CollectiveKind, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: tacos::Error| e.to_string())
 }
 
 fn at_least_one(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(v) if v >= 1 => Ok(v),
         _ => Err(format!("'{s}' must be a whole number, at least 1")),
+    }
+}
+
+fn main() -> ExitCode {
+    // Die quietly when the reader of stdout goes away (`tacos bench | head`), as shell
+    // tools do, instead of failing on a broken pipe.
+    // SAFETY: restoring the default disposition of a signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -4,23 +4,23 @@
 use super::progress::ProgressHandle;
 use super::simulate::{print_bounds, CollectiveArgs};
 use super::TopologyArgs;
-use crate::baselines::Baseline;
-use crate::bounds::Bounds;
-use crate::collective::Collective;
-use crate::fsio::write_atomic;
-use crate::report::{
-    BoundsReport, CollectiveInfo, CompareReport, CompareRow, CompareTimed, Timing, TopologyInfo,
-    SCHEMA_VERSION,
-};
-use crate::schedule::{check, Schedule};
-use crate::sim::{heatmap_svg, simulate_schedule, SimReport};
-use crate::synth::{synthesize, SynthOptions};
-use crate::topology::Topology;
-use crate::units::{format_size, ps_to_us};
-use crate::Error;
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
+use tacos::baselines::Baseline;
+use tacos::bounds::Bounds;
+use tacos::collective::Collective;
+use tacos::fsio::write_atomic;
+use tacos::report::{
+    BoundsReport, CollectiveInfo, CompareReport, CompareRow, CompareTimed, Timing, TopologyInfo,
+    SCHEMA_VERSION,
+};
+use tacos::schedule::{check, Schedule};
+use tacos::sim::{heatmap_svg, simulate_schedule, SimReport};
+use tacos::synth::{synthesize, SynthOptions};
+use tacos::topology::Topology;
+use tacos::units::{format_size, ps_to_us};
+use tacos::Error;
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {

@@ -4,8 +4,8 @@
 //! is found and its hashes checked).
 
 use super::bench::BenchArgs;
-use crate::plugin::{Config, Scheduler, Silent};
 use std::time::{Duration, Instant};
+use tacos::plugin::{Config, Scheduler, Silent};
 
 /// Clusters to time: (topology spec, GPUs).
 const CASES: &[(&str, usize)] = &[

@@ -3,14 +3,14 @@
 
 use super::bench::{best_of, BenchArgs};
 use super::progress::ProgressHandle;
-use crate::baselines::Baseline;
-use crate::collective::{Collective, CollectiveKind};
-use crate::schedule::Schedule;
-use crate::sim::simulate_schedule;
-use crate::synth::{synthesize, SynthOptions};
-use crate::topology::{parse_spec, SpecDefaults};
-use crate::units::ps_to_us;
 use std::time::Duration;
+use tacos::baselines::Baseline;
+use tacos::collective::{Collective, CollectiveKind};
+use tacos::schedule::Schedule;
+use tacos::sim::simulate_schedule;
+use tacos::synth::{synthesize, SynthOptions};
+use tacos::topology::{parse_spec, SpecDefaults};
+use tacos::units::ps_to_us;
 
 /// (topology spec, collective, algorithm: None for the synthesized one).
 const CASES: &[(&str, CollectiveKind, Option<Baseline>)] = &[

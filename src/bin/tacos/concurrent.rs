@@ -3,14 +3,14 @@
 //! groups running their collectives at the same time, say).
 
 use super::synth::{topology_line, SynthArgs};
-use crate::collective::{Collective, CollectiveSpec};
-use crate::pipeline::Chunks;
-use crate::schedule::check_concurrent;
-use crate::synth::{synthesize, synthesize_concurrent, SynthOptions};
-use crate::topology::{format_npus, Topology};
-use crate::units::{format_size, ps_to_us};
 use anyhow::{bail, Context};
 use std::time::Instant;
+use tacos::collective::{Collective, CollectiveSpec};
+use tacos::pipeline::Chunks;
+use tacos::schedule::check_concurrent;
+use tacos::synth::{synthesize, synthesize_concurrent, SynthOptions};
+use tacos::topology::{format_npus, Topology};
+use tacos::units::{format_size, ps_to_us};
 
 pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
     let Chunks::Fixed(k) = args.chunks() else {
@@ -52,7 +52,7 @@ pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
     let alone = collectives
         .iter()
         .map(|c| Ok(synthesize(topo, c, &options)?.collective_time_ps()))
-        .collect::<crate::Result<Vec<_>>>()?;
+        .collect::<tacos::Result<Vec<_>>>()?;
     let together = reports
         .iter()
         .map(|r| r.collective_time_ps)

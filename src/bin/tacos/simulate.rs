@@ -3,20 +3,20 @@
 
 use super::progress::ProgressHandle;
 use super::{at_least_one, collective_kind, size, TopologyArgs};
-use crate::baselines::Baseline;
-use crate::bounds::Bounds;
-use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
-use crate::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions};
-use crate::report::{
-    BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
-};
-use crate::schedule::{check, check_data_flow, Schedule};
-use crate::sim::{simulate_schedule, SimReport, SimResult};
-use crate::topology::Topology;
-use crate::units::{format_size, ps_to_us};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
+use tacos::baselines::Baseline;
+use tacos::bounds::Bounds;
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions};
+use tacos::report::{
+    BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
+};
+use tacos::schedule::{check, check_data_flow, Schedule};
+use tacos::sim::{simulate_schedule, SimReport, SimResult};
+use tacos::topology::Topology;
+use tacos::units::{format_size, ps_to_us};
 
 /// The collective every comparing command takes.
 #[derive(Debug, Args)]
@@ -115,7 +115,7 @@ pub struct AlgorithmArgs {
 }
 
 fn baseline(s: &str) -> Result<Baseline, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: tacos::Error| e.to_string())
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
