@@ -1,6 +1,7 @@
 //! `tacos synth`: synthesize, check and report one algorithm.
 
 use super::lowering::{describe, LowerArgs};
+use super::progress::ProgressHandle;
 use super::{at_least_one, collective_kind, npu_list, size, NpuList, TopologyArgs};
 use anyhow::Context;
 use clap::Args;
@@ -46,6 +47,9 @@ pub struct SynthArgs {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+    /// No progress spinner on the terminal
+    #[arg(long)]
+    pub quiet: bool,
     #[command(flatten)]
     pub msccl: LowerArgs,
 }
@@ -91,6 +95,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         lowering: lowering.clone().unwrap_or_default(),
     };
     let started = Instant::now();
+    let spinner = ProgressHandle::spinner("synthesizing", args.quiet || args.json);
     let (checked, trials, verified) = match lowering {
         None => {
             let found = pipeline::schedule(&topo, &request, &options)?;
@@ -102,6 +107,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         }
     };
     let synth_ms = started.elapsed().as_secs_f64() * 1e3;
+    drop(spinner);
     let trials = matches!(options.chunks, Chunks::Auto).then_some(trials);
     let schedule = checked.schedule();
     let collective = Collective::new(&topo, schedule.collective.clone())?;
