@@ -16,28 +16,7 @@ use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 
 /// The sweep's topologies: builders and presets up to 64 NPUs.
-const SWEEP: &[&str] = &[
-    "ring:8",
-    "uniring:6",
-    "fc:8",
-    "switch:8,d=2",
-    "mesh:4x4",
-    "torus:4x4",
-    "mesh:2x2x2",
-    "torus:4x4x4",
-    "mesh:8x8",
-    "hypercube:6",
-    "dragonfly:4x5,bw=400:200",
-    "rfs:2x4x8,bw=200:100:50",
-    "multi:R4xF4",
-    "preset:dgx1",
-    "preset:dgx2",
-    "preset:hgx-a100",
-    "preset:hgx-h100",
-    "preset:dgx-a100",
-    "preset:dgx-h100,nodes=4",
-    "preset:ndv4,nodes=8",
-];
+const SWEEP: &str = include_str!("../tests/lowering_sweep.txt");
 
 const KS: [usize; 5] = [1, 2, 4, 8, 16];
 const SIZE: u64 = 1 << 26;
@@ -69,7 +48,7 @@ fn main() -> anyhow::Result<()> {
     let mut neither = 0;
     // (64-step time / 256-step time, case) for every schedule both lower.
     let mut ratios: Vec<(f64, String)> = Vec::new();
-    for &spec_text in SWEEP {
+    for spec_text in sweep() {
         let topo = parse_spec(spec_text, &SpecDefaults::default())?;
         for kind in CollectiveKind::ALL {
             for k in KS {
@@ -139,4 +118,11 @@ fn main() -> anyhow::Result<()> {
         ratios.iter().filter(|r| r.0 > 1.05).count()
     );
     Ok(())
+}
+
+/// The sweep's specs, without the file's comment lines.
+fn sweep() -> impl Iterator<Item = &'static str> {
+    SWEEP
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
 }

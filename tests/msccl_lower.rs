@@ -286,28 +286,7 @@ fn rooted_and_all_to_all_collectives_lower_from_hand_built_schedules() {
 }
 
 /// Builder topologies and presets up to 64 NPUs.
-const SWEEP: &[&str] = &[
-    "ring:8",
-    "uniring:6",
-    "fc:8",
-    "switch:8,d=2",
-    "mesh:4x4",
-    "torus:4x4",
-    "mesh:2x2x2",
-    "torus:4x4x4",
-    "mesh:8x8",
-    "hypercube:6",
-    "dragonfly:4x5,bw=400:200",
-    "rfs:2x4x8,bw=200:100:50",
-    "multi:R4xF4",
-    "preset:dgx1",
-    "preset:dgx2",
-    "preset:hgx-a100",
-    "preset:hgx-h100",
-    "preset:dgx-a100",
-    "preset:dgx-h100,nodes=4",
-    "preset:ndv4,nodes=8",
-];
+const SWEEP: &str = include_str!("lowering_sweep.txt");
 
 /// Chunks per NPU the sweep lowers.
 const SWEEP_K: [usize; 5] = [1, 2, 4, 8, 16];
@@ -329,7 +308,7 @@ fn the_lowering_sweep_fits_the_executor_or_is_refused_naming_the_limit() {
     let limits = Target::default().limits;
     let (mut lowered, mut refused) = (0, 0);
     let mut worst: (f64, String) = (0.0, String::new());
-    for &spec_text in SWEEP {
+    for spec_text in sweep() {
         let t = topo(spec_text);
         let p = t.alive_npus().len();
         for kind in CollectiveKind::ALL {
@@ -727,4 +706,11 @@ fn a_64_gpu_all_reduce_with_16_chunks_per_gpu_is_refused_before_it_is_built() {
             ),
         }
     }
+}
+
+/// The sweep's specs, without the file's comment lines.
+fn sweep() -> impl Iterator<Item = &'static str> {
+    SWEEP
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
 }
