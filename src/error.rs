@@ -3,8 +3,47 @@
 use std::path::PathBuf;
 
 /// Errors the library reports instead of panicking on user input.
+///
+/// `Unknown`, `Invalid` and `Limit` carry their figures as fields, for programs that
+/// react to them; the variants holding a message are for failures whose reason is a
+/// sentence (a schedule that breaks a rule, a file that says something else).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A name that is not one of those the library knows: a target, protocol,
+    /// collective, baseline, preset, topology builder or spec option, GPU architecture.
+    #[error("unknown {what} '{given}' (known: {})", known.join(", "))]
+    Unknown {
+        /// What kind of name it is ("target", "protocol", "collective"...).
+        what: &'static str,
+        /// The name as given.
+        given: String,
+        /// Every name that would have been accepted.
+        known: Vec<&'static str>,
+    },
+    /// A value out of its range or of the wrong form.
+    #[error("{input}: '{value}' must be {allowed}")]
+    Invalid {
+        /// Where the value came from: a flag (`--max-steps`), an environment variable,
+        /// a field, or an option within a topology spec.
+        input: String,
+        /// The value as given.
+        value: String,
+        /// What the input takes.
+        allowed: String,
+    },
+    /// A figure past a limit: of the MSCCL target, of the simulator, of the topology
+    /// builders.
+    #[error("{context}: {value} {what}, more than the {limit} allowed")]
+    Limit {
+        /// What is counted ("channels", "messages", "NPUs"...).
+        what: &'static str,
+        /// How many there are (or would be).
+        value: u64,
+        /// The most allowed.
+        limit: u64,
+        /// What was being done, and for what, when the count was reached.
+        context: String,
+    },
     /// A topology spec string or JSON file that cannot be understood.
     #[error("topology spec: {0}")]
     Spec(String),

@@ -177,11 +177,13 @@ fn pcie_gbps(e: &Element) -> Option<f64> {
 fn number<T: std::str::FromStr>(e: &Element, key: &str, origin: &str) -> Result<Option<T>> {
     e.attr(key)
         .map(|v| {
-            v.trim().parse().map_err(|_| {
-                Error::Spec(format!(
-                    "{origin}:{}:{}: <{}> attribute {key}=\"{v}\" is not a number",
+            v.trim().parse().map_err(|_| Error::Invalid {
+                input: format!(
+                    "{origin}:{}:{}: <{}> attribute {key}",
                     e.line, e.column, e.name
-                ))
+                ),
+                value: v.into(),
+                allowed: "a number".into(),
             })
         })
         .transpose()

@@ -97,9 +97,10 @@ pub fn preset(name: &str, nodes: Option<usize>) -> Result<Topology> {
         "dgx-a100" => cluster(nodes.unwrap_or(2), 12.0, 25.0),
         "dgx-h100" => cluster(nodes.unwrap_or(2), 18.0, 50.0),
         "ndv4" => cluster(nodes.unwrap_or(1), 12.0, 25.0),
-        _ => Err(Error::Spec(format!(
-            "unknown preset '{name}' (known: {})",
-            PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
-        ))),
+        _ => Err(Error::Unknown {
+            what: "preset",
+            given: name.into(),
+            known: PRESETS.iter().map(|p| p.0).collect(),
+        }),
     }
 }
