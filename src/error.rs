@@ -1,5 +1,7 @@
 //! The library's error type: every variant says what was wrong and where, in one line.
 
+use crate::topology::{format_npus, NpuId};
+use std::fmt;
 use std::path::PathBuf;
 
 /// Errors the library reports instead of panicking on user input.
@@ -50,9 +52,10 @@ pub enum Error {
     /// A topology whose contents break a rule (bad link, out-of-range NPU...).
     #[error("topology: {0}")]
     Topology(String),
-    /// Some NPUs cannot be reached from others.
-    #[error("disconnected topology: {0}")]
-    Disconnected(String),
+    /// Some NPUs cannot be reached from others: `from` cannot reach `to` (a collective's
+    /// root and its NPUs, the NPUs of a topology, a route a simulator needs).
+    #[error("disconnected topology: {from} cannot reach {to}")]
+    Disconnected { from: Npus, to: Npus },
     /// A collective that cannot be built as asked (root, size, chunks, NPU subset).
     #[error("collective: {0}")]
     Collective(String),
@@ -87,6 +90,27 @@ impl Error {
         Error::Io {
             path: path.into(),
             cause: source,
+        }
+    }
+}
+
+/// One side of a `Disconnected`: as the message names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Npus {
+    /// One NPU.
+    Npu(NpuId),
+    /// The root of a collective.
+    Root(NpuId),
+    /// A set of NPUs (also of one), as `format_npus` lists them.
+    Set(Vec<NpuId>),
+}
+
+impl fmt::Display for Npus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Npus::Npu(n) => write!(f, "NPU {n}"),
+            Npus::Root(r) => write!(f, "root {r}"),
+            Npus::Set(set) => write!(f, "NPUs {}", format_npus(set)),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! Scatter: the root's; All-to-All: each NPU's). With P NPUs and K chunks per NPU, chunks are
 //! S / (P K) bytes, except Broadcast and Reduce, whose K chunks are S / K bytes.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Npus, Result};
 use crate::topology::{format_npus, NpuId, Topology};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -329,10 +329,10 @@ fn check_reachable(
         if missing.is_empty() {
             Ok(())
         } else {
-            Err(Error::Disconnected(format!(
-                "root {r} cannot reach NPUs {}",
-                format_npus(&missing)
-            )))
+            Err(Error::Disconnected {
+                from: Npus::Root(r),
+                to: Npus::Set(missing),
+            })
         }
     };
     let reach_root = |r: NpuId| {
@@ -340,10 +340,10 @@ fn check_reachable(
         if missing.is_empty() {
             Ok(())
         } else {
-            Err(Error::Disconnected(format!(
-                "NPUs {} cannot reach root {r}",
-                format_npus(&missing)
-            )))
+            Err(Error::Disconnected {
+                from: Npus::Set(missing),
+                to: Npus::Root(r),
+            })
         }
     };
     match (kind, root) {

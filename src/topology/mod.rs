@@ -14,7 +14,7 @@ pub use builders::{compose, Dim, DimKind};
 pub use presets::PRESETS;
 pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Npus, Result};
 use crate::units::{alpha_beta_ps, Picos};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -309,17 +309,17 @@ impl Topology {
         };
         let cannot_be_reached = self.unreachable_from(first, npus);
         if !cannot_be_reached.is_empty() {
-            return Err(Error::Disconnected(format!(
-                "NPU {first} cannot reach NPUs {}",
-                format_npus(&cannot_be_reached)
-            )));
+            return Err(Error::Disconnected {
+                from: Npus::Npu(first),
+                to: Npus::Set(cannot_be_reached),
+            });
         }
         let cannot_reach = self.reversed().unreachable_from(first, npus);
         if !cannot_reach.is_empty() {
-            return Err(Error::Disconnected(format!(
-                "NPUs {} cannot reach NPU {first}",
-                format_npus(&cannot_reach)
-            )));
+            return Err(Error::Disconnected {
+                from: Npus::Set(cannot_reach),
+                to: Npus::Npu(first),
+            });
         }
         Ok(())
     }
