@@ -150,3 +150,19 @@ fn a_lowering_with_more_instances_than_channels_states_the_limit_and_the_figure(
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn failing_an_npu_the_topology_lacks_names_it_and_the_range() {
+    let t = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+    match t.fail_npus(&[4]) {
+        Err(Error::Invalid {
+            input,
+            value,
+            allowed,
+        }) => {
+            assert_eq!((input.as_str(), value.as_str()), ("failed NPU", "4"));
+            assert!(allowed.ends_with("0..3"), "{allowed}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -90,7 +90,11 @@ pub fn parse(text: &str, origin: &str, options: &NcclImportOptions) -> Result<Nc
         )));
     }
     if options.nodes == 0 {
-        return Err(Error::Spec("nodes must be at least 1".into()));
+        return Err(Error::Invalid {
+            input: "nodes".into(),
+            value: "0".into(),
+            allowed: "at least 1".into(),
+        });
     }
     let (mut gpus, nics, switch_busids) = collect(&root, origin)?;
     if gpus.is_empty() {

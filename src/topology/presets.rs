@@ -54,7 +54,11 @@ pub fn preset(name: &str, nodes: Option<usize>) -> Result<Topology> {
     };
     let cluster = |nodes: usize, nvlinks: f64, nic_gbps: f64| {
         if nodes == 0 {
-            return Err(Error::Spec("nodes must be at least 1".into()));
+            return Err(Error::Invalid {
+                input: "nodes".into(),
+                value: "0".into(),
+                allowed: "at least 1".into(),
+            });
         }
         let rail = Dim {
             kind: DimKind::Switch {
