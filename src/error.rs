@@ -1,19 +1,61 @@
 //! The library's error type: every variant says what was wrong and where, in one line.
 
+use crate::topology::{format_npus, NpuId};
+use std::fmt;
 use std::path::PathBuf;
 
 /// Errors the library reports instead of panicking on user input.
+///
+/// `Unknown`, `Invalid` and `Limit` carry their figures as fields, for programs that
+/// react to them; the variants holding a message are for failures whose reason is a
+/// sentence (a schedule that breaks a rule, a file that says something else).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A name that is not one of those the library knows: a target, protocol,
+    /// collective, baseline, preset, topology builder or spec option, GPU architecture.
+    #[error("unknown {what} '{given}' (known: {})", known.join(", "))]
+    Unknown {
+        /// What kind of name it is ("target", "protocol", "collective"...).
+        what: &'static str,
+        /// The name as given.
+        given: String,
+        /// Every name that would have been accepted.
+        known: Vec<&'static str>,
+    },
+    /// A value out of its range or of the wrong form.
+    #[error("{input}: '{value}' must be {allowed}")]
+    Invalid {
+        /// Where the value came from: a flag (`--max-steps`), an environment variable,
+        /// a field, or an option within a topology spec.
+        input: String,
+        /// The value as given.
+        value: String,
+        /// What the input takes.
+        allowed: String,
+    },
+    /// A figure past a limit: of the MSCCL target, of the simulator, of the topology
+    /// builders.
+    #[error("{context}: {value} {what}, more than the {limit} allowed")]
+    Limit {
+        /// What is counted ("channels", "messages", "NPUs"...).
+        what: &'static str,
+        /// How many there are (or would be).
+        value: u64,
+        /// The most allowed.
+        limit: u64,
+        /// What was being done, and for what, when the count was reached.
+        context: String,
+    },
     /// A topology spec string or JSON file that cannot be understood.
     #[error("topology spec: {0}")]
     Spec(String),
     /// A topology whose contents break a rule (bad link, out-of-range NPU...).
     #[error("topology: {0}")]
     Topology(String),
-    /// Some NPUs cannot be reached from others.
-    #[error("disconnected topology: {0}")]
-    Disconnected(String),
+    /// Some NPUs cannot be reached from others: `from` cannot reach `to` (a collective's
+    /// root and its NPUs, the NPUs of a topology, a route a simulator needs).
+    #[error("disconnected topology: {from} cannot reach {to}")]
+    Disconnected { from: Npus, to: Npus },
     /// A collective that cannot be built as asked (root, size, chunks, NPU subset).
     #[error("collective: {0}")]
     Collective(String),
@@ -48,6 +90,27 @@ impl Error {
         Error::Io {
             path: path.into(),
             cause: source,
+        }
+    }
+}
+
+/// One side of a `Disconnected`: as the message names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Npus {
+    /// One NPU.
+    Npu(NpuId),
+    /// The root of a collective.
+    Root(NpuId),
+    /// A set of NPUs (also of one), as `format_npus` lists them.
+    Set(Vec<NpuId>),
+}
+
+impl fmt::Display for Npus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Npus::Npu(n) => write!(f, "NPU {n}"),
+            Npus::Root(r) => write!(f, "root {r}"),
+            Npus::Set(set) => write!(f, "NPUs {}", format_npus(set)),
         }
     }
 }

@@ -141,7 +141,7 @@ fn bad_arguments_return_minus_one_with_a_reason() {
                 none.cast(),
                 &mut xml,
             ),
-            "neither a topology file nor a known builder",
+            "unknown builder 'blob'",
         );
         fails(
             tacos_synthesize_xml(

@@ -95,10 +95,7 @@ fn topo_export_reads_back_the_same_topology() {
 #[test]
 fn bad_input_gets_a_clear_error() {
     let cases: &[(&[&str], &str)] = &[
-        (
-            &["synth", "blob:4"],
-            "'blob:4' is neither a topology file nor a known builder",
-        ),
+        (&["synth", "blob:4"], "unknown builder 'blob'"),
         (&["synth", "ring:0"], "'0' must be a whole number >= 1"),
         (&["synth", "--size", "0"], "at least 1"),
         (&["synth", "--size", "-5MB"], "size '-5MB' must be a number"),

@@ -199,7 +199,7 @@ fn a_bad_target_is_a_usage_error() {
     assert!(one_object(&out)["error"]
         .as_str()
         .unwrap()
-        .contains("--max-tbs 0"));
+        .contains("--max-tbs: '0'"));
     let (code, _, err) = tacos(&["verify", &file, "--target", "executor-512"]);
     assert_eq!(code, 2);
     assert!(err.contains("executor-256"), "{err}");

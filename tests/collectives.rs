@@ -342,7 +342,7 @@ fn bad_input_gets_clear_errors() {
                 ..base.clone()
             },
         ) {
-            Err(e @ Error::Disconnected(_)) => assert!(e.to_string().contains("NPUs 0"), "{e}"),
+            Err(e @ Error::Disconnected { .. }) => assert!(e.to_string().contains("NPUs 0"), "{e}"),
             other => panic!("{kind}: expected a disconnection error, got {other:?}"),
         }
     }
@@ -455,7 +455,7 @@ proptest! {
             Ok(c) => {
                 synth_checked(&topo, &c, seed);
             }
-            Err(e) => prop_assert!(matches!(e, Error::Disconnected(_)), "{e}"),
+            Err(e) => prop_assert!(matches!(e, Error::Disconnected { .. }), "{e}"),
         }
     }
 }

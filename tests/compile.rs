@@ -716,8 +716,8 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     let with = |extra: &[&'static str]| -> Vec<&str> { [&base[..], extra].concat() };
     let refusals: [(&[&str], &str); 10] = [
         (&["--target", "executor-512"], "executor-256, msccl-legacy"),
-        (&["--max-steps", "0"], "--max-steps 0"),
-        (&["--max-tbs", "0"], "--max-tbs 0"),
+        (&["--max-steps", "0"], "--max-steps: '0'"),
+        (&["--max-tbs", "0"], "--max-tbs: '0'"),
         (&["--sizes", "64KiB..1KiB"], "backwards"),
         (&["--sizes", "1KiB-64KiB"], "MIN..MAX"),
         (&["--sizes", "1000..64KiB"], "power of two"),

@@ -12,6 +12,7 @@ use tacos::msccl::{Limits, Proto, Target};
 use tacos::schedule::{check, Op, Schedule, Transfer};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
+use tacos::Error;
 
 fn topo(spec: &str) -> Topology {
     parse_spec(spec, &SpecDefaults::default()).unwrap_or_else(|e| panic!("{spec}: {e}"))
@@ -327,7 +328,7 @@ fn the_lowering_sweep_fits_the_executor_or_is_refused_naming_the_limit() {
                         Err(e) => {
                             let e = e.to_string();
                             assert!(
-                                e.contains("the executor takes") || e.contains("parser keeps"),
+                                e.contains("the executor takes") || e.contains("XML parser"),
                                 "{case}: {e}"
                             );
                             assert!(e.contains("use fewer chunks per NPU"), "{case}: {e}");
@@ -630,14 +631,20 @@ fn the_shape_check_refuses_only_what_no_lowering_fits() {
                     .unwrap();
                 tightest = tightest.min(bound as f64 / most as f64);
                 let under = with_elements(&first, bound - 1);
-                let refused = check_shape(&schedule, &t, &under).unwrap_err().to_string();
-                assert!(
-                    refused.contains(&format!("at least {bound} elements")),
-                    "{case}: {refused}"
-                );
+                let refused = check_shape(&schedule, &t, &under).unwrap_err();
+                match &refused {
+                    Error::Limit {
+                        what, value, limit, ..
+                    } => assert_eq!(
+                        (*what, *value, *limit),
+                        ("XML elements", bound as u64, bound as u64 - 1),
+                        "{case}"
+                    ),
+                    other => panic!("{case}: {other}"),
+                }
                 assert_eq!(
                     lower(&schedule, &t, &under).unwrap_err().to_string(),
-                    refused,
+                    refused.to_string(),
                     "{case}"
                 );
                 cases += 1;
@@ -671,15 +678,17 @@ fn a_64_gpu_all_reduce_with_16_chunks_per_gpu_is_refused_before_it_is_built() {
                 assert!(tacos::msccl::limits::check(&program, &options.target.limits).is_empty());
             }
             (Err(e), Err(f)) => {
-                let e = e.to_string();
-                assert_eq!(e, f.to_string());
-                assert!(e.contains("parser keeps 4095"), "{e}");
-                let stated: usize = e
-                    .split("at least ")
-                    .nth(1)
-                    .and_then(|rest| rest.split(' ').next())
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or_else(|| panic!("no figure in {e}"));
+                assert_eq!(e.to_string(), f.to_string());
+                let Error::Limit {
+                    what: "XML elements",
+                    value,
+                    limit: 4095,
+                    ..
+                } = e
+                else {
+                    panic!("not the elements limit: {e}")
+                };
+                let stated = value as usize;
                 assert!(stated > 4095, "{e}");
                 let unlimited = LowerOptions {
                     target: Target {

@@ -6,6 +6,7 @@ mod common;
 use std::path::Path;
 use tacos::topology::nccl_xml::{parse, read, NcclImportOptions};
 use tacos::topology::{parse_spec_with_warnings, SpecDefaults};
+use tacos::Error;
 
 /// Four sm80 GPUs, each with 12 NVLinks into NVSwitches (2 per switch over 6 switches, as
 /// NCCL dumps them), and two 200 Gb/s NICs shared by GPU pairs.
@@ -143,10 +144,19 @@ fn bad_files_say_what_is_wrong() {
         "<system>\n<pci busid=\"1\" class=\"0x0302\"><gpu sm=\"eighty\"/></pci></system>",
         "x.xml",
         &o,
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("x.xml:2:") && e.contains("sm=\"eighty\""), "{e}");
+    );
+    match e {
+        Err(Error::Invalid {
+            input,
+            value,
+            allowed,
+        }) => {
+            // The <gpu> opens on line 2 at column 31 (1-based) of the text above.
+            assert_eq!(input, "x.xml:2:31: <gpu> attribute sm");
+            assert_eq!((value.as_str(), allowed.as_str()), ("eighty", "a number"));
+        }
+        other => panic!("{other:?}"),
+    }
     let e = parse("<system><cpu>", "x.xml", &o).unwrap_err().to_string();
     assert!(e.contains("x.xml:1:"), "{e}");
     let missing = read("no-such.xml".as_ref(), &o).unwrap_err().to_string();

@@ -3,6 +3,7 @@
 
 use tacos::bounds::ingress_bound_ps;
 use tacos::collective::{Collective, CollectiveKind};
+use tacos::error::Npus;
 use tacos::schedule::check;
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, Link, SpecDefaults, Topology};
@@ -228,6 +229,21 @@ fn disconnected_topologies_name_the_unreachable_npus() {
         e.to_string().contains("root 0 cannot reach NPUs 1-2"),
         "{e}"
     );
+    match e {
+        tacos::Error::Disconnected { from, to } => {
+            assert_eq!(from, Npus::Root(0));
+            assert_eq!(to, Npus::Set(vec![1, 2]));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The other way round: in an out-star, 1 and 2 cannot reach a Reduce's root 0.
+    let out = Topology::new("out-star", 3, vec![link(0, 1), link(0, 2)]).unwrap();
+    match Collective::over_all(&out, CollectiveKind::Reduce, Some(0), 1, 1024) {
+        Err(tacos::Error::Disconnected { from, to }) => {
+            assert_eq!((from, to), (Npus::Set(vec![1, 2]), Npus::Root(0)))
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -226,7 +226,7 @@ fn malformed_json_names_file_line_and_field() {
 
 #[test]
 fn bad_specs_say_what_is_allowed() {
-    assert!(spec_err("blob:4").contains("neither a topology file nor a known builder"));
+    assert!(spec_err("blob:4").contains("unknown builder 'blob'"));
     assert!(spec_err("ring:0").contains("whole number >= 1"));
     assert!(spec_err("ring:-3").contains("whole number >= 1"));
     assert!(spec_err("mesh:4").contains("2D (AxB) or 3D"));

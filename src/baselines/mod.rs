@@ -128,11 +128,10 @@ impl FromStr for Baseline {
         Baseline::ALL
             .into_iter()
             .find(|b| b.name() == s.trim().to_ascii_lowercase())
-            .ok_or_else(|| {
-                Error::Baseline(format!(
-                    "unknown baseline '{s}' (known: {})",
-                    Baseline::ALL.map(|b| b.name()).join(", ")
-                ))
+            .ok_or_else(|| Error::Unknown {
+                what: "baseline",
+                given: s.into(),
+                known: Baseline::ALL.map(|b| b.name()).to_vec(),
             })
     }
 }

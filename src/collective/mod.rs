@@ -6,7 +6,7 @@
 //! Scatter: the root's; All-to-All: each NPU's). With P NPUs and K chunks per NPU, chunks are
 //! S / (P K) bytes, except Broadcast and Reduce, whose K chunks are S / K bytes.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Npus, Result};
 use crate::topology::{format_npus, NpuId, Topology};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -102,11 +102,10 @@ impl FromStr for CollectiveKind {
         CollectiveKind::ALL
             .into_iter()
             .find(|k| k.name() == key)
-            .ok_or_else(|| {
-                Error::Collective(format!(
-                    "unknown collective '{s}' (known: {})",
-                    CollectiveKind::ALL.map(|k| k.name()).join(", ")
-                ))
+            .ok_or_else(|| Error::Unknown {
+                what: "collective",
+                given: s.into(),
+                known: CollectiveKind::ALL.map(|k| k.name()).to_vec(),
             })
     }
 }
@@ -152,11 +151,18 @@ impl Collective {
     /// and every chunk must be able to reach every NPU that needs it.
     pub fn new(topo: &Topology, spec: CollectiveSpec) -> Result<Collective> {
         let bad = |m: String| Err(Error::Collective(m));
+        let at_least_1 = |input: &str, allowed: &str| {
+            Err(Error::Invalid {
+                input: input.into(),
+                value: "0".into(),
+                allowed: allowed.into(),
+            })
+        };
         if spec.size_bytes == 0 {
-            return bad("size must be at least 1 byte".into());
+            return at_least_1("size", "at least 1 byte");
         }
         if spec.chunks_per_npu == 0 {
-            return bad("chunks per NPU (K) must be at least 1".into());
+            return at_least_1("chunks per NPU (K)", "at least 1");
         }
         if spec.npus.is_empty() {
             return bad("a collective needs at least one NPU".into());
@@ -198,21 +204,22 @@ impl Collective {
         };
         let p = spec.npus.len();
         let k = spec.chunks_per_npu;
-        let count = match spec.kind {
-            CollectiveKind::Broadcast | CollectiveKind::Reduce => Some(k),
-            CollectiveKind::AllToAll => p.checked_mul(p).and_then(|pp| pp.checked_mul(k)),
-            _ => p.checked_mul(k),
+        let (p128, k128) = (p as u128, k as u128);
+        let chunks = match spec.kind {
+            CollectiveKind::Broadcast | CollectiveKind::Reduce => k128,
+            CollectiveKind::AllToAll => p128 * p128 * k128,
+            _ => p128 * k128,
         };
-        let count = count
-            .filter(|&c| {
-                c.checked_mul(topo.npus())
-                    .is_some_and(|s| s <= MAX_CHUNK_STATES)
-            })
-            .ok_or_else(|| {
-                Error::Collective(format!(
-                    "{k} chunks per NPU on {p} NPUs is too many chunks to track"
-                ))
-            })?;
+        let states = chunks * topo.npus() as u128;
+        if states > MAX_CHUNK_STATES as u128 {
+            return Err(Error::Limit {
+                what: "chunk states (chunks x the topology's NPUs)",
+                value: u64::try_from(states).unwrap_or(u64::MAX),
+                limit: MAX_CHUNK_STATES as u64,
+                context: format!("{k} chunks per NPU on {p} NPUs is too many chunks to track"),
+            });
+        }
+        let count = chunks as usize;
         let all = &spec.npus;
         let chunks: Vec<Chunk> = (0..count)
             .map(|c| chunk_conditions(spec.kind, all, root, k, c))
@@ -322,10 +329,10 @@ fn check_reachable(
         if missing.is_empty() {
             Ok(())
         } else {
-            Err(Error::Disconnected(format!(
-                "root {r} cannot reach NPUs {}",
-                format_npus(&missing)
-            )))
+            Err(Error::Disconnected {
+                from: Npus::Root(r),
+                to: Npus::Set(missing),
+            })
         }
     };
     let reach_root = |r: NpuId| {
@@ -333,10 +340,10 @@ fn check_reachable(
         if missing.is_empty() {
             Ok(())
         } else {
-            Err(Error::Disconnected(format!(
-                "NPUs {} cannot reach root {r}",
-                format_npus(&missing)
-            )))
+            Err(Error::Disconnected {
+                from: Npus::Set(missing),
+                to: Npus::Root(r),
+            })
         }
     };
     match (kind, root) {

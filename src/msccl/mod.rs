@@ -75,9 +75,11 @@ impl FromStr for Proto {
             "Simple" => Ok(Proto::Simple),
             "LL" => Ok(Proto::LL),
             "LL128" => Ok(Proto::LL128),
-            _ => Err(Error::Msccl(format!(
-                "unknown protocol '{s}' (known: Simple, LL, LL128)"
-            ))),
+            _ => Err(Error::Unknown {
+                what: "protocol",
+                given: s.into(),
+                known: vec!["Simple", "LL", "LL128"],
+            }),
         }
     }
 }

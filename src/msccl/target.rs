@@ -88,11 +88,10 @@ impl FromStr for Profile {
         Profile::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                Error::Msccl(format!(
-                    "unknown target '{s}' (known: {})",
-                    Profile::ALL.map(|p| p.name()).join(", ")
-                ))
+            .ok_or_else(|| Error::Unknown {
+                what: "target",
+                given: s.into(),
+                known: Profile::ALL.map(|p| p.name()).to_vec(),
             })
     }
 }
@@ -159,9 +158,11 @@ impl Target {
         for (name, value, field) in fields {
             match value {
                 Some(0) => {
-                    return Err(Error::Msccl(format!(
-                        "--{name} 0: a limit must be at least 1"
-                    )))
+                    return Err(Error::Invalid {
+                        input: format!("--{name}"),
+                        value: "0".into(),
+                        allowed: "at least 1 (a limit)".into(),
+                    })
                 }
                 Some(v) => *field = v,
                 None => {}
@@ -240,10 +241,17 @@ mod tests {
             max_tbs: Some(0),
             ..LimitOverrides::default()
         };
-        let err = Target::with_overrides(Profile::Executor, &zero)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("--max-tbs 0"), "{err}");
+        match Target::with_overrides(Profile::Executor, &zero) {
+            Err(Error::Invalid {
+                input,
+                value,
+                allowed,
+            }) => {
+                assert_eq!((input.as_str(), value.as_str()), ("--max-tbs", "0"));
+                assert!(allowed.starts_with("at least 1"), "{allowed}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

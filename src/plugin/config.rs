@@ -63,16 +63,21 @@ impl Config {
             get(name)
                 .map(|v| match v.trim().parse::<f64>() {
                     Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-                    _ => Err(Error::Spec(format!(
-                        "{name}='{v}' must be a positive number of GB/s"
-                    ))),
+                    _ => Err(Error::Invalid {
+                        input: name.into(),
+                        value: v,
+                        allowed: "a positive number of GB/s".into(),
+                    }),
                 })
                 .transpose()
         };
         let gpu = get("TACOS_GPU_ARCH")
             .map(|v| {
-                v.parse::<GpuArch>()
-                    .map_err(|e| Error::Spec(format!("TACOS_GPU_ARCH: {e}")))
+                v.parse::<GpuArch>().map_err(|_| Error::Invalid {
+                    input: "TACOS_GPU_ARCH".into(),
+                    value: v,
+                    allowed: GpuArch::ALLOWED.into(),
+                })
             })
             .transpose()?;
         let (nic_gbps, nvswitch_gbps, nvlink_gbps) = (
@@ -147,14 +152,14 @@ pub(super) mod tests {
 
     #[test]
     fn bad_values_are_named() {
-        let e = config(&[("TACOS_NIC_GBPS", "fast")])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("TACOS_NIC_GBPS='fast'"), "{e}");
-        let e = config(&[("TACOS_GPU_ARCH", "kepler")])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("TACOS_GPU_ARCH"), "{e}");
+        for (name, value) in [("TACOS_NIC_GBPS", "fast"), ("TACOS_GPU_ARCH", "kepler")] {
+            match config(&[(name, value)]) {
+                Err(Error::Invalid {
+                    input, value: v, ..
+                }) => assert_eq!((input.as_str(), v.as_str()), (name, value)),
+                other => panic!("{name}={value}: {other:?}"),
+            }
+        }
         assert_eq!(
             config(&[("TACOS_TOPOLOGY", " ")]).unwrap(),
             Config::default()

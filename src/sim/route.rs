@@ -1,6 +1,6 @@
 //! Routes for messages between non-neighbours: shortest paths by alpha-beta cost.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Npus, Result};
 use crate::topology::{Link, LinkId, NpuId, Topology};
 use crate::units::Picos;
 use std::cmp::Reverse;
@@ -36,9 +36,10 @@ impl<'a> Router<'a> {
         let mut at = dst;
         while at != src {
             let Some(l) = tree[at] else {
-                return Err(Error::Disconnected(format!(
-                    "no route from NPU {src} to NPU {dst}"
-                )));
+                return Err(Error::Disconnected {
+                    from: Npus::Npu(src),
+                    to: Npus::Npu(dst),
+                });
             };
             path.push(l as u32);
             at = topo.link(l).src;

@@ -286,10 +286,12 @@ fn by_npu_chunk_time(
 
 fn check_count(n: usize) -> Result<usize> {
     if n >= NONE as usize {
-        return Err(Error::Schedule(format!(
-            "{n} messages is more than the simulator handles ({})",
-            NONE - 1
-        )));
+        return Err(Error::Limit {
+            what: "messages",
+            value: n as u64,
+            limit: NONE as u64 - 1,
+            context: "the simulator".into(),
+        });
     }
     Ok(n)
 }

@@ -5,6 +5,9 @@ use super::{Link, NpuId, Topology};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 
+/// The most NPUs a built topology may have.
+const MAX_NPUS: u64 = 1 << 24;
+
 /// How the NPUs along one dimension are joined.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum DimKind {
@@ -117,9 +120,16 @@ pub fn compose(name: impl Into<String>, dims: &[Dim]) -> Result<Topology> {
     }
     let npus = dims
         .iter()
-        .try_fold(1usize, |acc, d| acc.checked_mul(d.size))
-        .filter(|&n| n <= 1 << 24)
-        .ok_or_else(|| Error::Spec("too many NPUs (at most 16777216)".into()))?;
+        .fold(1u64, |acc, d| acc.saturating_mul(d.size as u64));
+    if npus > MAX_NPUS {
+        return Err(Error::Limit {
+            what: "NPUs",
+            value: npus,
+            limit: MAX_NPUS,
+            context: "a topology of these dimensions".into(),
+        });
+    }
+    let npus = npus as usize;
     let mut set = LinkSet::default();
     let mut stride = 1;
     for dim in dims {
@@ -145,9 +155,11 @@ pub fn hypercube(
     latency_us: f64,
 ) -> Result<Topology> {
     if dims == 0 || dims > 24 {
-        return Err(Error::Spec(format!(
-            "hypercube dimensions must be 1..24, got {dims}"
-        )));
+        return Err(Error::Invalid {
+            input: "hypercube dimensions".into(),
+            value: dims.to_string(),
+            allowed: "1..24".into(),
+        });
     }
     let n = 1usize << dims;
     let mut set = LinkSet::default();

@@ -14,7 +14,7 @@ pub use builders::{compose, Dim, DimKind};
 pub use presets::PRESETS;
 pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Npus, Result};
 use crate::units::{alpha_beta_ps, Picos};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -87,10 +87,7 @@ impl Topology {
         failed.sort_unstable();
         failed.dedup();
         if let Some(&f) = failed.iter().find(|&&f| f >= npus) {
-            return Err(Error::Topology(format!(
-                "failed NPU {f} does not exist (NPUs are 0..{})",
-                npus - 1
-            )));
+            return Err(not_an_npu(f, npus));
         }
         let mut order: Vec<usize> = (0..links.len()).collect();
         order.sort_by_key(|&i| (links[i].src, links[i].dst));
@@ -210,10 +207,7 @@ impl Topology {
     /// collectives leave them out. NPU ids do not change.
     pub fn fail_npus(&self, npus: &[NpuId]) -> Result<Topology> {
         if let Some(&bad) = npus.iter().find(|&&n| n >= self.npus) {
-            return Err(Error::Topology(format!(
-                "cannot fail NPU {bad}: NPUs are 0..{}",
-                self.npus - 1
-            )));
+            return Err(not_an_npu(bad, self.npus));
         }
         let links = self
             .links
@@ -309,17 +303,17 @@ impl Topology {
         };
         let cannot_be_reached = self.unreachable_from(first, npus);
         if !cannot_be_reached.is_empty() {
-            return Err(Error::Disconnected(format!(
-                "NPU {first} cannot reach NPUs {}",
-                format_npus(&cannot_be_reached)
-            )));
+            return Err(Error::Disconnected {
+                from: Npus::Npu(first),
+                to: Npus::Set(cannot_be_reached),
+            });
         }
         let cannot_reach = self.reversed().unreachable_from(first, npus);
         if !cannot_reach.is_empty() {
-            return Err(Error::Disconnected(format!(
-                "NPUs {} cannot reach NPU {first}",
-                format_npus(&cannot_reach)
-            )));
+            return Err(Error::Disconnected {
+                from: Npus::Set(cannot_reach),
+                to: Npus::Npu(first),
+            });
         }
         Ok(())
     }
@@ -442,6 +436,15 @@ pub(crate) fn check_link(label: &str, l: &Link, npus: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// A failed NPU that is not one of the topology's `npus`.
+fn not_an_npu(n: NpuId, npus: usize) -> Error {
+    Error::Invalid {
+        input: "failed NPU".into(),
+        value: n.to_string(),
+        allowed: format!("an NPU of the topology, 0..{}", npus - 1),
+    }
 }
 
 /// Formats NPU ids compactly: `0-3,7,9-10`.

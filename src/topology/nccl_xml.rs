@@ -90,7 +90,11 @@ pub fn parse(text: &str, origin: &str, options: &NcclImportOptions) -> Result<Nc
         )));
     }
     if options.nodes == 0 {
-        return Err(Error::Spec("nodes must be at least 1".into()));
+        return Err(Error::Invalid {
+            input: "nodes".into(),
+            value: "0".into(),
+            allowed: "at least 1".into(),
+        });
     }
     let (mut gpus, nics, switch_busids) = collect(&root, origin)?;
     if gpus.is_empty() {
@@ -177,11 +181,13 @@ fn pcie_gbps(e: &Element) -> Option<f64> {
 fn number<T: std::str::FromStr>(e: &Element, key: &str, origin: &str) -> Result<Option<T>> {
     e.attr(key)
         .map(|v| {
-            v.trim().parse().map_err(|_| {
-                Error::Spec(format!(
-                    "{origin}:{}:{}: <{}> attribute {key}=\"{v}\" is not a number",
+            v.trim().parse().map_err(|_| Error::Invalid {
+                input: format!(
+                    "{origin}:{}:{}: <{}> attribute {key}",
                     e.line, e.column, e.name
-                ))
+                ),
+                value: v.into(),
+                allowed: "a number".into(),
             })
         })
         .transpose()

@@ -54,7 +54,11 @@ pub fn preset(name: &str, nodes: Option<usize>) -> Result<Topology> {
     };
     let cluster = |nodes: usize, nvlinks: f64, nic_gbps: f64| {
         if nodes == 0 {
-            return Err(Error::Spec("nodes must be at least 1".into()));
+            return Err(Error::Invalid {
+                input: "nodes".into(),
+                value: "0".into(),
+                allowed: "at least 1".into(),
+            });
         }
         let rail = Dim {
             kind: DimKind::Switch {
@@ -97,9 +101,10 @@ pub fn preset(name: &str, nodes: Option<usize>) -> Result<Topology> {
         "dgx-a100" => cluster(nodes.unwrap_or(2), 12.0, 25.0),
         "dgx-h100" => cluster(nodes.unwrap_or(2), 18.0, 50.0),
         "ndv4" => cluster(nodes.unwrap_or(1), 12.0, 25.0),
-        _ => Err(Error::Spec(format!(
-            "unknown preset '{name}' (known: {})",
-            PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
-        ))),
+        _ => Err(Error::Unknown {
+            what: "preset",
+            given: name.into(),
+            known: PRESETS.iter().map(|p| p.0).collect(),
+        }),
     }
 }

@@ -112,7 +112,7 @@ fn nccl(path: &str, options: &NcclImportOptions) -> Result<(Topology, Vec<String
 
 fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
     let Some((kind, rest)) = spec.split_once(':') else {
-        return Err(unknown(spec));
+        return Err(unknown("topology file or builder", spec));
     };
     let mut parts = rest.split(',');
     let shape = parts.next().unwrap_or("").trim();
@@ -207,16 +207,18 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
             allow(&["nodes"])?;
             preset(shape, opts.nodes)
         }
-        _ => Err(unknown(spec)),
+        _ => Err(unknown("builder", kind)),
     }
 }
 
-fn unknown(spec: &str) -> Error {
-    let names: Vec<&str> = BUILDERS.iter().map(|b| b.0).collect();
-    Error::Spec(format!(
-        "'{spec}' is neither a topology file nor a known builder (builders: {})",
-        names.join(", ")
-    ))
+/// A spec that names no builder: `what` is "builder" when it has the builder's `NAME:`
+/// form, else it may also have been meant as a file.
+fn unknown(what: &'static str, given: &str) -> Error {
+    Error::Unknown {
+        what,
+        given: given.into(),
+        known: BUILDERS.iter().map(|b| b.0).collect(),
+    }
 }
 
 fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result<Options> {
@@ -243,11 +245,13 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
                         .parse::<f64>()
                         .ok()
                         .filter(|x| x.is_finite() && (*x > 0.0 || (!positive && *x == 0.0)))
-                        .ok_or_else(|| {
-                            Error::Spec(format!(
-                                "'{spec}': {key}= takes {} numbers separated by ':', got '{value}'",
+                        .ok_or_else(|| Error::Invalid {
+                            input: format!("{key}= in '{spec}'"),
+                            value: value.into(),
+                            allowed: format!(
+                                "{} numbers separated by ':'",
                                 if positive { "positive" } else { "non-negative" }
-                            ))
+                            ),
                         })
                 })
                 .collect()
@@ -258,10 +262,10 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
                 .parse::<usize>()
                 .ok()
                 .filter(|&v| v > 0)
-                .ok_or_else(|| {
-                    Error::Spec(format!(
-                        "'{spec}': {key}= takes a whole number >= 1, got '{value}'"
-                    ))
+                .ok_or_else(|| Error::Invalid {
+                    input: format!("{key}= in '{spec}'"),
+                    value: value.into(),
+                    allowed: "a whole number >= 1".into(),
                 })
         };
         match key.trim() {
@@ -312,7 +316,11 @@ fn count(spec: &str, text: &str) -> Result<usize> {
         .parse::<usize>()
         .ok()
         .filter(|&n| n > 0)
-        .ok_or_else(|| Error::Spec(format!("'{spec}': '{text}' must be a whole number >= 1")))
+        .ok_or_else(|| Error::Invalid {
+            input: format!("a size in '{spec}'"),
+            value: text.into(),
+            allowed: "a whole number >= 1".into(),
+        })
 }
 
 fn sizes(spec: &str, shape: &str) -> Result<Vec<usize>> {

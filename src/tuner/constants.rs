@@ -151,6 +151,10 @@ impl GpuArch {
         GpuArch::Blackwell,
     ];
 
+    /// What a GPU architecture is given as, for messages refusing another value.
+    pub const ALLOWED: &'static str =
+        "a GPU generation (volta, ampere, hopper, blackwell) or a compute capability such as 80 or sm_90";
+
     /// Row in NCCL's per-generation tables.
     pub fn index(self) -> usize {
         self as usize
@@ -209,11 +213,9 @@ impl FromStr for GpuArch {
             Ok(100..=129) => Some(GpuArch::Blackwell),
             _ => None,
         };
-        by_name.or(by_capability).ok_or_else(|| {
-            format!(
-                "'{s}' is not a GPU generation (volta, ampere, hopper, blackwell, or a compute capability such as 80 or sm_90)"
-            )
-        })
+        by_name
+            .or(by_capability)
+            .ok_or_else(|| format!("'{s}' is not {}", GpuArch::ALLOWED))
     }
 }
 

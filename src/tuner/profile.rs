@@ -21,8 +21,8 @@
 use super::protocol::{Algorithm, ProtocolCost};
 use crate::baselines::Baseline;
 use crate::collective::{CollectiveKind, CollectiveSpec};
-use crate::error::Error;
 use crate::error::Result;
+use crate::error::{Error, Npus};
 use crate::schedule::Schedule;
 use crate::sim::route::{shortest_paths, ShortestPaths};
 use crate::sim::{schedule_messages, simulate_schedule};
@@ -127,10 +127,10 @@ impl<'a> Profiler<'a> {
                         .or_insert_with(|| shortest_paths(topo, m.src, &hop));
                     match paths.dist[m.dst] {
                         Picos::MAX => {
-                            return Err(Error::Disconnected(format!(
-                                "no route from NPU {} to NPU {}",
-                                m.src, m.dst
-                            )))
+                            return Err(Error::Disconnected {
+                                from: Npus::Npu(m.src),
+                                to: Npus::Npu(m.dst),
+                            })
                         }
                         d => d,
                     }

@@ -135,14 +135,23 @@ fn prepare(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Resu
         ));
     }
     if options.instances == 0 {
-        return Err(Error::Msccl("instances must be at least 1".into()));
+        return Err(Error::Invalid {
+            input: "instances".into(),
+            value: "0".into(),
+            allowed: "at least 1".into(),
+        });
     }
     let channels = options.target.limits.max_channels;
     if options.instances > channels {
-        return Err(Error::Msccl(format!(
-            "{} instances need as many channels; the {} target takes {channels} channels",
-            options.instances, options.target
-        )));
+        return Err(Error::Limit {
+            what: "channels",
+            value: options.instances as u64,
+            limit: channels as u64,
+            context: format!(
+                "{} instances need a channel each on the {} target",
+                options.instances, options.target
+            ),
+        });
     }
     let layout = Layout::for_spec(spec, in_place)?;
     let flow = Flow::new(schedule, &layout)?;
@@ -325,14 +334,19 @@ fn precheck(
     for (rank, &(tbs, steps)) in per_rank.iter().enumerate() {
         let elements = 1 + ranks + tbs + steps;
         if elements > max {
+            if spread.channels == 1 && spread.paired {
+                return Err(Error::Limit {
+                    what: "XML elements",
+                    value: elements as u64,
+                    limit: max as u64,
+                    context: format!(
+                        "GPU {rank}'s part of the file for the executor's XML parser (algo, gpus, {tbs} threadblocks, at least a step per transfer it sends or receives; use fewer chunks per NPU)"
+                    ),
+                });
+            }
             let why = format!(
                 "GPU {rank}'s part of the file would have at least {elements} elements (algo, gpus, {tbs} threadblocks and at least {steps} steps, one per transfer it sends or receives); the executor's XML parser keeps {max}"
             );
-            if spread.channels == 1 && spread.paired {
-                return Err(Error::Msccl(format!(
-                    "the program would break an executor limit: {why}; use fewer chunks per NPU"
-                )));
-            }
             return refuse(why, Broken::Size);
         }
         if tbs > limits.max_tbs {
