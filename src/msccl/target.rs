@@ -42,15 +42,6 @@ impl Profile {
         }
     }
 
-    /// One line saying which loader the profile stands for.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Profile::Executor => "the MSCCL executor as built by default, and RCCL: 64 steps per threadblock, 64 threadblocks per GPU, 4,095 XML elements per rank",
-            Profile::Executor256 => "the MSCCL executor built with MSCCL_MAX_NUM_STEPS=256: 256 steps per threadblock, 1,024 threadblocks per GPU, 4,095 XML elements per rank",
-            Profile::MscclLegacy => "the older microsoft/msccl: 256 steps per threadblock, 216 threadblocks per GPU, 4,096 XML elements per rank, coll=\"reduce_scatter\", no gather or scatter",
-        }
-    }
-
     /// The loader's limits.
     pub fn limits(self) -> Limits {
         let executor = Limits {
@@ -109,13 +100,6 @@ pub struct LimitOverrides {
     pub max_tbs: Option<usize>,
     pub max_elements_per_rank: Option<usize>,
     pub max_channels: Option<usize>,
-}
-
-impl LimitOverrides {
-    /// Whether no limit is overridden.
-    pub fn is_empty(&self) -> bool {
-        *self == LimitOverrides::default()
-    }
 }
 
 /// The loader a file is written for: a profile and the limits it keeps to.
