@@ -13,7 +13,7 @@ use std::path::PathBuf;
 pub enum Error {
     /// A name that is not one of those the library knows: a target, protocol,
     /// collective, baseline, preset, topology builder or spec option, GPU architecture.
-    #[error("unknown {what} '{given}' (known: {})", known.join(", "))]
+    #[error("unknown {what} '{}' (known: {})", echo(given), known.join(", "))]
     Unknown {
         /// What kind of name it is ("target", "protocol", "collective"...).
         what: &'static str,
@@ -23,7 +23,7 @@ pub enum Error {
         known: Vec<&'static str>,
     },
     /// A value out of its range or of the wrong form.
-    #[error("{input}: '{value}' must be {allowed}")]
+    #[error("{input}: '{}' must be {allowed}", echo(value))]
     Invalid {
         /// Where the value came from: a flag (`--max-steps`), an environment variable,
         /// a field, or an option within a topology spec.
@@ -115,5 +115,60 @@ impl fmt::Display for Npus {
     }
 }
 
+/// Most characters of an untrusted input that a message repeats.
+pub const ECHO_MAX_CHARS: usize = 200;
+
+/// An untrusted input as a message may repeat it: control characters (terminal escape
+/// sequences, newlines) escaped, and at most `ECHO_MAX_CHARS` characters, with the count
+/// of those left out, so a hostile or huge value cannot take over the reader's terminal
+/// or log.
+pub fn echo(input: &str) -> String {
+    let mut out = String::new();
+    let mut chars = input.chars();
+    for c in chars.by_ref().take(ECHO_MAX_CHARS) {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    let rest = chars.count();
+    if rest > 0 {
+        out.push_str(&format!("... ({rest} more characters)"));
+    }
+    out
+}
+
 /// Result with the library's error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_escapes_control_characters_and_truncates() {
+        assert_eq!(echo("ring:8"), "ring:8");
+        assert_eq!(echo("a\u{1b}[31mb\n"), "a\\u{1b}[31mb\\n");
+        let long = "x".repeat(ECHO_MAX_CHARS + 5);
+        let shown = echo(&long);
+        assert!(shown.starts_with(&"x".repeat(ECHO_MAX_CHARS)));
+        assert!(shown.ends_with("... (5 more characters)"), "{shown}");
+    }
+
+    #[test]
+    fn invalid_and_unknown_messages_echo_safely() {
+        let e = Error::Invalid {
+            input: "--size".into(),
+            value: "\u{1b}]0;owned\u{7}".into(),
+            allowed: "a size".into(),
+        };
+        assert!(!e.to_string().contains('\u{1b}'), "{e}");
+        let e = Error::Unknown {
+            what: "collective",
+            given: "y".repeat(1000),
+            known: vec!["allgather"],
+        };
+        assert!(e.to_string().len() < 300, "{e}");
+    }
+}
