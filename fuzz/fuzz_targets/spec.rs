@@ -1,0 +1,11 @@
+//! A topology spec string, as `--topology` and `TACOS_TOPOLOGY` take it: parsed and built,
+//! or refused with an error; never a panic, an abort or an allocation past the limits.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use tacos::topology::{parse_spec, SpecDefaults};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(spec) = std::str::from_utf8(data) {
+        let _ = parse_spec(spec, &SpecDefaults::default());
+    }
+});
