@@ -6,7 +6,7 @@
 //! contributor. A copy overwrites the destination's content with what the source held when
 //! the transfer started; a reduce adds it, and adding a contribution twice is an error.
 
-use super::{Op, Schedule, Transfer};
+use super::{link_time_ps, Op, Schedule, Transfer};
 use crate::collective::Collective;
 use crate::error::{Error, Result};
 use crate::topology::{format_npus, Topology};
@@ -43,7 +43,8 @@ pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
                 format!("there is no link from NPU {} to NPU {}", t.src, t.dst),
             )
         })?;
-        let needed = topo.link(link).transfer_ps(schedule.chunk_bytes);
+        let needed = link_time_ps(topo.link(link), schedule.chunk_bytes)
+            .map_err(|e| fail(i, t, e.to_string()))?;
         if t.end_ps.checked_sub(t.start_ps) != Some(needed) {
             return Err(fail(
                 i,
@@ -123,8 +124,8 @@ pub fn check_data_flow(schedule: &Schedule, topo: &Topology) -> Result<CheckRepo
         .map_err(|e| Error::Schedule(format!("its collective is not valid here: {e}")))?;
     for (i, t) in schedule.transfers.iter().enumerate() {
         check_static(i, t, &collective, topo)?;
-        if t.end_ps < t.start_ps {
-            return Err(fail(i, t, "ends before it starts".into()));
+        if t.end_ps <= t.start_ps {
+            return Err(fail(i, t, "does not end after it starts".into()));
         }
     }
     replay(schedule, &collective, topo.npus())
@@ -256,9 +257,10 @@ fn replay(schedule: &Schedule, collective: &Collective, npus: usize) -> Result<C
             in_flight[i] = Some(held.to_vec());
             continue;
         }
-        let data = in_flight[i]
-            .take()
-            .expect("a transfer departs before it arrives");
+        // Every transfer ends after it starts (checked above), so it has departed.
+        let Some(data) = in_flight[i].take() else {
+            return Err(fail(i, t, "arrives before it departs".into()));
+        };
         let dst = contents.get_mut(t.dst, t.chunk);
         match t.op {
             Op::Copy => dst.copy_from_slice(&data),

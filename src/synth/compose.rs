@@ -104,7 +104,7 @@ pub fn synthesize_concurrent(
             });
             let listed = s.spawn(|| {
                 let mut early = reductions.clone();
-                ready_first(topo, &mut early);
+                ready_first(topo, &mut early)?;
                 pipelined(early)
             });
             let compacted = pipelined(reductions.clone());
