@@ -458,8 +458,7 @@ impl<'a> Matcher<'a> {
                 continue;
             }
             if self.fast.as_ref().is_some_and(|f| {
-                f.is_slow(best)
-                    && f.arrives_by(dst, chunk, arrival.saturating_add(arrival - now))
+                f.is_slow(best) && f.arrives_by(dst, chunk, arrival.saturating_add(arrival - now))
             }) {
                 // Coming over fast links at most one slow transfer later: keep the slow
                 // link for a chunk that gains more from it (`link` is free and holds the
