@@ -18,7 +18,7 @@
 use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::topology::{NpuId, Topology};
-use crate::units::{format_size, parse_size};
+use crate::units::parse_size;
 use std::collections::VecDeque;
 use std::sync::{OnceLock, RwLock};
 
@@ -124,8 +124,8 @@ impl MemoryLimit {
             context: format!(
                 "{} would need about {}; the limit of {} is {}",
                 doing(),
-                format_size(estimate),
-                format_size(self.bytes),
+                readable(estimate),
+                readable(self.bytes),
                 self.origin.describe()
             ),
         })
@@ -168,6 +168,21 @@ pub fn parse_limit(input: &str, text: &str, origin: Origin) -> Result<MemoryLimi
             value: text.into(),
             allowed: SIZE_ALLOWED.into(),
         })
+}
+
+/// A byte count to three significant figures or so: `24.4 GiB`, `950 MiB`.
+fn readable(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{bytes} B"),
+        _ => format!("{value:.1} {}", UNITS[unit]),
+    }
 }
 
 /// This machine's physical memory, where the OS says.
