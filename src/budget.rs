@@ -351,7 +351,11 @@ fn mean_hops(topo: &Topology) -> u64 {
     let mut pairs = 0u64;
     for i in 0..samples {
         let src = alive[i * alive.len() / samples];
-        for d in hops_from(topo, src).into_iter().flatten().filter(|&d| d > 0) {
+        for d in hops_from(topo, src)
+            .into_iter()
+            .flatten()
+            .filter(|&d| d > 0)
+        {
             total += d;
             pairs += 1;
         }
