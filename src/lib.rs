@@ -11,6 +11,7 @@
 
 pub mod baselines;
 pub mod bounds;
+pub mod budget;
 pub mod collective;
 pub mod compile;
 pub mod error;

@@ -13,6 +13,7 @@
 //! [`AUTO_CHUNKS`]) by the simulated time of what is emitted, seed 0, the executor's
 //! target (`msccl::Target::default`).
 
+use crate::budget::{self, MemoryLimit};
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::msccl::{
@@ -97,6 +98,10 @@ pub struct Options {
     /// Placement, protocol, size range and target of the program. Without a name the
     /// program is named `tacos-{collective}-k{K}-s{seed}`, as `compile` names it.
     pub lowering: LowerOptions,
+    /// The memory a trial may hold; trials run side by side only while their estimates
+    /// fit it together. (The steps themselves, which take no options, also hold to the
+    /// process's limit, `MemoryLimit::default()`, which this defaults to.)
+    pub max_memory: MemoryLimit,
 }
 
 impl Default for Options {
@@ -105,6 +110,7 @@ impl Default for Options {
             chunks: Chunks::Auto,
             seeds: vec![0],
             lowering: LowerOptions::default(),
+            max_memory: MemoryLimit::default(),
         }
     }
 }
@@ -462,12 +468,21 @@ fn search<T: Send>(
         return Err(Error::Synthesis("no seed to synthesize with".into()));
     }
     let ks = options.chunks.candidates();
+    let limit = options.max_memory;
+    let estimate = |k: usize| budget::synthesis_checked(topo, &request.spec(topo, k));
+    let doing = |k: usize| format!("synthesizing {} with K={k}", request.kind);
     // The request itself is checked once, at the first K, so that its errors come as they are.
+    limit.admit(estimate(ks[0]), || doing(ks[0]))?;
     Collective::new(topo, request.spec(topo, ks[0]))?;
     let candidates: Vec<(usize, u64)> = ks
         .iter()
         .flat_map(|&k| options.seeds.iter().map(move |&seed| (k, seed)))
         .collect();
+    let side_by_side = candidates
+        .iter()
+        .map(|&(k, _)| estimate(k))
+        .fold(0u64, u64::saturating_add)
+        <= limit.bytes();
     let attempt = |(k, seed): (usize, u64)| {
         let mut trial = Trial {
             chunks_per_npu: k,
@@ -476,10 +491,13 @@ fn search<T: Send>(
             simulated_ps: None,
             refused: None,
         };
-        let built = synthesize(topo, request, k, seed).and_then(|checked| {
-            trial.synthesized_ps = Some(checked.report().collective_time_ps);
-            evaluate(checked)
-        });
+        let built = limit
+            .admit(estimate(k), || doing(k))
+            .and_then(|()| synthesize(topo, request, k, seed))
+            .and_then(|checked| {
+                trial.synthesized_ps = Some(checked.report().collective_time_ps);
+                evaluate(checked)
+            });
         match built {
             Ok((value, time_ps)) => {
                 trial.simulated_ps = Some(time_ps);
@@ -491,6 +509,9 @@ fn search<T: Send>(
             }
         }
     };
+    if !side_by_side {
+        return Ok(candidates.into_iter().map(attempt).collect());
+    }
     Ok(std::thread::scope(|s| {
         let handles: Vec<_> = candidates
             .iter()

@@ -135,3 +135,46 @@ fn schedules_round_trip_through_json() {
     let e = Schedule::from_json(&wrong, "s.json").unwrap_err();
     assert!(e.to_string().contains("expected 'tacos-schedule/1'"), "{e}");
 }
+
+#[test]
+fn a_transfer_that_takes_no_time_is_rejected_not_a_panic() {
+    // Regression: a zero-duration transfer sorted its arrival before its departure and
+    // panicked the replay. Every transfer takes at least 1 ps, so it is a wrong time.
+    let mut s = ring_all_gather();
+    let i = find(&s, 0, 0);
+    s.transfers[i].end_ps = s.transfers[i].start_ps;
+    let e = rejected(&s);
+    assert!(e.contains("takes 0.000000 us but the link needs"), "{e}");
+    let e = tacos::schedule::check_data_flow(&s, &ring())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not end after it starts"), "{e}");
+}
+
+#[test]
+fn a_link_that_moves_a_chunk_in_under_a_picosecond_still_takes_one() {
+    // 1 byte at 1e6 GB/s with no latency is 0.001 ps: counted as 1 ps, so the hand
+    // ring's transfers at 1 ps a step pass and ones taking 0 ps do not.
+    let fast = Topology::new(
+        "uniring:4",
+        4,
+        (0..4)
+            .map(|i| tacos::topology::Link {
+                src: i,
+                dst: (i + 1) % 4,
+                bandwidth_gbps: 1e6,
+                latency_us: 0.0,
+            })
+            .collect(),
+    )
+    .unwrap();
+    let mut s = ring_all_gather();
+    s.chunk_bytes = 1.0;
+    s.collective.size_bytes = 4;
+    for t in &mut s.transfers {
+        let step = t.start_ps / alpha_beta_ps(0.5, 50.0, CHUNK);
+        t.start_ps = step;
+        t.end_ps = step + 1;
+    }
+    assert_eq!(check(&s, &fast).unwrap().collective_time_ps, 3);
+}

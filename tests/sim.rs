@@ -254,3 +254,34 @@ fn op_reduce_is_simulated_like_a_copy() {
     let s = Schedule::new("ring:2", c.spec().clone(), c.chunk_bytes(), vec![transfer]);
     assert_eq!(simulate_schedule(&topo, &s).unwrap().time_ps, 20_500_000);
 }
+
+#[test]
+fn a_time_past_the_picosecond_clock_is_an_error_not_a_wrapped_answer() {
+    // Regression: the ring All-Reduce of 1e19 bytes on mesh:4x4 wrapped its clock and
+    // reported an efficiency of 1.345. Each chunk takes 1e19 / 32 bytes / 50 GB/s =
+    // 6.25e18 ps, so three in a row pass 2^64 ps.
+    let topo = topology("mesh:4x4");
+    let spec = Collective::over_all(
+        &topo,
+        CollectiveKind::AllReduce,
+        None,
+        1,
+        10_000_000_000_000_000_000,
+    )
+    .unwrap()
+    .spec()
+    .clone();
+    let schedule = Baseline::Ring.schedule(&topo, &spec).unwrap();
+    let e = simulate_schedule(&topo, &schedule).unwrap_err();
+    assert!(matches!(e, Error::Limit { .. }), "{e}");
+    assert!(e.to_string().contains("us of time"), "{e}");
+}
+
+#[test]
+fn a_route_longer_than_the_clock_is_too_long_not_disconnected() {
+    // Regression: route lengths saturated, so a connected mesh read as disconnected. From
+    // corner to corner of mesh:4x4 is 6 hops of 5e17 bytes at 50 GB/s = 1e19 ps each.
+    let topo = topology("mesh:4x4");
+    let e = simulate_messages(&topo, &[message(0, 15, 5e17, vec![])]).unwrap_err();
+    assert!(matches!(e, Error::Limit { .. }), "{e}");
+}

@@ -260,3 +260,50 @@ fn bad_collectives_are_rejected_with_reasons() {
     assert!(err(CollectiveKind::Broadcast, None, 1, 64).contains("needs a root"));
     assert!(err(CollectiveKind::AllGather, Some(1), 1, 64).contains("takes no root"));
 }
+
+#[test]
+fn a_chunk_time_past_the_clock_is_an_error_naming_the_link() {
+    // Regression: 1e-9 GB/s saturated chunk times to 2^64 - 1 ps, and sums of them
+    // wrapped or read as "postconditions cannot be met".
+    let defaults = SpecDefaults {
+        bandwidth_gbps: 1e-9,
+        latency_us: 0.5,
+    };
+    let topo = parse_spec("mesh:4x4", &defaults).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 1 << 30).unwrap();
+    let e = synthesize(&topo, &c, &SynthOptions::default()).unwrap_err();
+    assert!(matches!(e, tacos::Error::Limit { .. }), "{e}");
+    assert!(e.to_string().contains("on link 0 -> 1"), "{e}");
+}
+
+#[test]
+fn sums_of_chunk_times_past_the_clock_are_an_error() {
+    // Each hop fits the clock (2^64 ps is about 1.8e19) but a chunk crossing a ring of 8
+    // does not: 7 hops of 2^62 ps.
+    let bytes = (1u64 << 62) as f64 / 1000.0 * 50.0 * 8.0;
+    let topo = parse_spec(
+        "uniring:8",
+        &SpecDefaults {
+            bandwidth_gbps: 50.0,
+            latency_us: 0.0,
+        },
+    )
+    .unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, bytes as u64).unwrap();
+    let e = synthesize(&topo, &c, &SynthOptions::default()).unwrap_err();
+    assert!(matches!(e, tacos::Error::Limit { .. }), "{e}");
+}
+
+#[test]
+fn links_faster_than_a_picosecond_synthesize_and_check() {
+    // Regression: latency 0 at 1e6 GB/s made 0 ps transfers that panicked the checker.
+    let defaults = SpecDefaults {
+        bandwidth_gbps: 1e6,
+        latency_us: 0.0,
+    };
+    let topo = parse_spec("mesh:4x4", &defaults).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllReduce, None, 1, 1024).unwrap();
+    let s = synthesize(&topo, &c, &SynthOptions::default()).unwrap();
+    assert!(s.transfers.iter().all(|t| t.end_ps == t.start_ps + 1));
+    check(&s, &topo).unwrap();
+}

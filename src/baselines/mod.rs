@@ -24,6 +24,7 @@ mod ring;
 
 pub use ring::ring_order;
 
+use crate::budget::{self, MemoryLimit};
 use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, Transfer};
@@ -83,6 +84,19 @@ impl Baseline {
         }
     }
 
+    /// Bytes the baseline's schedule for `spec` holds, checked and simulated
+    /// (`budget::baseline`), with the chunk split the table above gives.
+    pub fn memory_estimate(self, topo: &Topology, spec: &CollectiveSpec) -> u64 {
+        let split = match (self, spec.kind) {
+            (Baseline::Ring | Baseline::Dbt, _) => 2,
+            (Baseline::Rhd, CollectiveKind::Broadcast | CollectiveKind::Reduce) => {
+                spec.npus.len() as u64
+            }
+            _ => 1,
+        };
+        budget::baseline(topo, spec, split)
+    }
+
     /// The baseline's schedule for `spec` on `topo`.
     pub fn schedule(self, topo: &Topology, spec: &CollectiveSpec) -> Result<Schedule> {
         if !self.kinds().contains(&spec.kind) {
@@ -97,6 +111,15 @@ impl Baseline {
                     .join(", ")
             )));
         }
+        MemoryLimit::default().admit(self.memory_estimate(topo, spec), || {
+            format!(
+                "the {} baseline for {} over {} NPUs with K={}",
+                self.name(),
+                spec.kind,
+                spec.npus.len(),
+                spec.chunks_per_npu
+            )
+        })?;
         let (plan, spec) = match self {
             Baseline::Ring => ring::plan(topo, spec, true)?,
             Baseline::RingUni => ring::plan(topo, spec, false)?,

@@ -151,6 +151,7 @@ fn synthesize_xml(
             target: o.target.clone(),
             ..LowerOptions::default()
         },
+        ..pipeline::Options::default()
     };
     let found = pipeline::program(&topo, &request, &options).map_err(|e| e.to_string())?;
     Ok(found.kept.xml())

@@ -6,7 +6,8 @@
 //! contributor. A copy overwrites the destination's content with what the source held when
 //! the transfer started; a reduce adds it, and adding a contribution twice is an error.
 
-use super::{Op, Schedule, Transfer};
+use super::{link_time_ps, Op, Schedule, Transfer};
+use crate::budget::{self, MemoryLimit};
 use crate::collective::Collective;
 use crate::error::{Error, Result};
 use crate::topology::{format_npus, Topology};
@@ -24,8 +25,7 @@ pub struct CheckReport {
 /// link's alpha + size / bandwidth, no link carries two chunks at once, every sender holds
 /// the chunk when it sends, and every postcondition holds at the end.
 pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
-    let collective = Collective::new(topo, schedule.collective.clone())
-        .map_err(|e| Error::Schedule(format!("its collective is not valid here: {e}")))?;
+    let collective = collective_of(schedule, topo)?;
     let expected = collective.chunk_bytes();
     if (schedule.chunk_bytes - expected).abs() > 1e-9 * expected.max(1.0) {
         return Err(Error::Schedule(format!(
@@ -43,7 +43,8 @@ pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
                 format!("there is no link from NPU {} to NPU {}", t.src, t.dst),
             )
         })?;
-        let needed = topo.link(link).transfer_ps(schedule.chunk_bytes);
+        let needed = link_time_ps(topo.link(link), schedule.chunk_bytes)
+            .map_err(|e| fail(i, t, e.to_string()))?;
         if t.end_ps.checked_sub(t.start_ps) != Some(needed) {
             return Err(fail(
                 i,
@@ -119,15 +120,32 @@ fn first_overlap<Id: Copy + Ord>(per_link: Vec<Vec<Occupancy<Id>>>) -> Option<(I
 /// baseline whose sends the simulator routes and times): NPUs and chunks exist, every
 /// sender holds the chunk when it sends in (start, end) order, and every postcondition holds.
 pub fn check_data_flow(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
-    let collective = Collective::new(topo, schedule.collective.clone())
-        .map_err(|e| Error::Schedule(format!("its collective is not valid here: {e}")))?;
+    let collective = collective_of(schedule, topo)?;
     for (i, t) in schedule.transfers.iter().enumerate() {
         check_static(i, t, &collective, topo)?;
-        if t.end_ps < t.start_ps {
-            return Err(fail(i, t, "ends before it starts".into()));
+        if t.end_ps <= t.start_ps {
+            return Err(fail(i, t, "does not end after it starts".into()));
         }
     }
     replay(schedule, &collective, topo.npus())
+}
+
+/// The schedule's collective, built once the checker's memory fits the limit.
+fn collective_of(schedule: &Schedule, topo: &Topology) -> Result<Collective> {
+    let spec = &schedule.collective;
+    let transfers = schedule.transfers.len() as u64;
+    let estimate =
+        budget::collective(spec).saturating_add(budget::check(spec, topo.npus(), transfers));
+    MemoryLimit::default().admit(estimate, || {
+        format!(
+            "checking a {} schedule over {} NPUs with K={} ({transfers} transfers)",
+            spec.kind,
+            spec.npus.len(),
+            spec.chunks_per_npu
+        )
+    })?;
+    Collective::new(topo, spec.clone())
+        .map_err(|e| Error::Schedule(format!("its collective is not valid here: {e}")))
 }
 
 fn fail(i: usize, t: &Transfer, what: String) -> Error {
@@ -256,9 +274,10 @@ fn replay(schedule: &Schedule, collective: &Collective, npus: usize) -> Result<C
             in_flight[i] = Some(held.to_vec());
             continue;
         }
-        let data = in_flight[i]
-            .take()
-            .expect("a transfer departs before it arrives");
+        // Every transfer ends after it starts (checked above), so it has departed.
+        let Some(data) = in_flight[i].take() else {
+            return Err(fail(i, t, "arrives before it departs".into()));
+        };
         let dst = contents.get_mut(t.dst, t.chunk);
         match t.op {
             Op::Copy => dst.copy_from_slice(&data),

@@ -10,7 +10,7 @@ use crate::collective::{ChunkId, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::fsio::parse_json;
 use crate::topology::{Link, NpuId, Topology};
-use crate::units::Picos;
+use crate::units::{Picos, PICOS_PER_US};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -170,6 +170,55 @@ impl Schedule {
     pub fn read(path: &Path) -> Result<Schedule> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         Schedule::from_json(&text, &path.display().to_string())
+    }
+}
+
+/// The time `link` takes to carry `bytes`, as the synthesizer, the checker and the
+/// simulator all count it: the link's alpha-beta time, at least one picosecond (a transfer
+/// that takes no time could not be ordered after its own departure). An error, never a
+/// saturated time, when it does not fit the picosecond clock.
+pub fn link_time_ps(link: &Link, bytes: f64) -> Result<Picos> {
+    match link.transfer_ps(bytes) {
+        // What a float-to-integer conversion saturates to.
+        Picos::MAX => Err(time_limit(
+            format!(
+                "a {bytes}-byte chunk on link {} -> {} ({} us, {} GB/s)",
+                link.src,
+                link.dst,
+                figure(link.latency_us),
+                figure(link.bandwidth_gbps)
+            ),
+            link.latency_us * PICOS_PER_US + bytes * 1000.0 / link.bandwidth_gbps,
+        )),
+        ps => Ok(ps.max(1)),
+    }
+}
+
+/// A figure as a message shows it: plainly, or in scientific notation when it is huge
+/// or tiny (a latency of 1e300 us is not printed as 301 digits).
+fn figure(x: f64) -> String {
+    if x == 0.0 || (1e-6..1e12).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// `t + d`, or an error naming `context()` when the sum passes the picosecond clock.
+#[inline]
+pub fn later(t: Picos, d: Picos, context: impl FnOnce() -> String) -> Result<Picos> {
+    t.checked_add(d)
+        .ok_or_else(|| time_limit(context(), t as f64 + d as f64))
+}
+
+/// The error for a time past the picosecond clock (2^64 ps, about 213 days): a saturated
+/// time would be a wrong answer, so the figure is refused instead.
+pub fn time_limit(context: String, would_be_ps: f64) -> Error {
+    Error::Limit {
+        what: "us of time",
+        value: (would_be_ps / PICOS_PER_US) as u64,
+        limit: (Picos::MAX as f64 / PICOS_PER_US) as u64,
+        context,
     }
 }
 

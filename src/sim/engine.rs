@@ -7,6 +7,7 @@ use super::route::Router;
 use super::workload::{ArrivalGroups, Dependencies, Workload, NONE};
 use super::{MessageTiming, SimResult};
 use crate::error::{Error, Result};
+use crate::schedule::{later, link_time_ps};
 use crate::topology::Topology;
 use crate::units::Picos;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -155,7 +156,7 @@ impl<'a> Engine<'a> {
                 self.issue(m, 0);
             }
         }
-        self.serve_touched(0);
+        self.serve_touched(0)?;
         while let Some((now, mut done)) = self.events.pop_first() {
             // The order within `done` does not matter: links pick their next message only
             // once every completion at `now` is in.
@@ -164,7 +165,7 @@ impl<'a> Engine<'a> {
             }
             done.clear();
             self.spare.push(done);
-            self.serve_touched(now);
+            self.serve_touched(now)?;
         }
         let stuck = self.issued.iter().filter(|&&i| !i).count();
         if stuck > 0 {
@@ -263,34 +264,43 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn serve_touched(&mut self, now: Picos) {
+    fn serve_touched(&mut self, now: Picos) -> Result<()> {
         let mut touched = std::mem::take(&mut self.touched);
         for &link in &touched {
             order_arrivals(&mut self.queues[link as usize], now);
-            self.serve(link as usize, now);
+            self.serve(link as usize, now)?;
         }
         touched.clear();
         self.touched = touched;
+        Ok(())
     }
 
-    /// A free link starts carrying the first message of its queue.
-    fn serve(&mut self, link: usize, now: Picos) {
+    /// A free link starts carrying the first message of its queue. A time past the
+    /// clock is an error: a wrapped or saturated one would be a wrong answer.
+    fn serve(&mut self, link: usize, now: Picos) -> Result<()> {
         if self.link_busy[link] {
-            return;
+            return Ok(());
         }
         let Some((_, m)) = self.queues[link].pop_front() else {
-            return;
+            return Ok(());
         };
         let bytes = self.work.bytes.of(m as usize);
-        let took = self.topo.link(link).transfer_ps(bytes);
+        let l = self.topo.link(link);
+        let took = link_time_ps(l, bytes)?;
+        let end = later(now, took, || {
+            format!("simulation: message {m} on link {} -> {}", l.src, l.dst)
+        })?;
+        self.link_busy_ps[link] = later(self.link_busy_ps[link], took, || {
+            format!("simulation: busy time of link {} -> {}", l.src, l.dst)
+        })?;
         self.link_busy[link] = true;
-        self.link_busy_ps[link] += took;
         self.link_bytes[link] += bytes;
         let spare = &mut self.spare;
         self.events
-            .entry(now + took)
+            .entry(end)
             .or_insert_with(|| spare.pop().unwrap_or_default())
             .push(m);
+        Ok(())
     }
 }
 

@@ -20,6 +20,7 @@ mod workload;
 pub use heatmap::heatmap_svg;
 pub use report::{bus_factor, LinkLoad, SimReport};
 
+use crate::budget::{self, MemoryLimit};
 use crate::error::Result;
 use crate::schedule::Schedule;
 use crate::topology::{NpuId, Topology};
@@ -57,13 +58,22 @@ pub struct SimResult {
 
 /// Simulates `messages` on `topo`.
 pub fn simulate_messages(topo: &Topology, messages: &[Message]) -> Result<SimResult> {
+    admit(topo, messages.len())?;
     engine::run(topo, &Workload::from_messages(topo, messages)?)
 }
 
 /// Simulates a schedule: each transfer becomes a message that depends on every transfer
 /// that brought the same chunk to its source before it started (by the schedule's order).
 pub fn simulate_schedule(topo: &Topology, schedule: &Schedule) -> Result<SimResult> {
+    admit(topo, schedule.transfers.len())?;
     engine::run(topo, &Workload::from_schedule(topo, schedule)?)
+}
+
+/// Refuses a simulation whose state would not fit the memory limit.
+fn admit(topo: &Topology, messages: usize) -> Result<()> {
+    MemoryLimit::default().admit(budget::simulation(topo, messages as u64), || {
+        format!("simulating {messages} messages on {}", topo.name())
+    })
 }
 
 /// The messages of a schedule, with data dependencies taken from its transfer order: the

@@ -22,6 +22,7 @@
 use super::greedy::{match_chunks, ChunkTask, Problem};
 use super::retime::{compact, ready_first};
 use super::{join, SynthOptions};
+use crate::budget::{self, MemoryLimit};
 use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, Transfer};
@@ -60,6 +61,10 @@ pub fn synthesize_concurrent(
     if collectives.is_empty() {
         return Err(Error::Synthesis("no collective to synthesize".into()));
     }
+    let specs: Vec<CollectiveSpec> = collectives.iter().map(|c| c.spec().clone()).collect();
+    MemoryLimit::default().admit(budget::synthesis(topo, &specs), || {
+        format!("synthesizing {} on {}", describe(&specs), topo.name())
+    })?;
     let seed = options.seed;
     let reversed = topo.reversed();
     let duals = duals(&reversed, collectives)?;
@@ -104,7 +109,7 @@ pub fn synthesize_concurrent(
             });
             let listed = s.spawn(|| {
                 let mut early = reductions.clone();
-                ready_first(topo, &mut early);
+                ready_first(topo, &mut early)?;
                 pipelined(early)
             });
             let compacted = pipelined(reductions.clone());
@@ -145,6 +150,22 @@ pub fn synthesize_concurrent(
         schedules,
         all_reduce,
     })
+}
+
+/// The collectives as a memory estimate's error names them.
+pub(crate) fn describe(specs: &[CollectiveSpec]) -> String {
+    let each: Vec<String> = specs
+        .iter()
+        .map(|s| {
+            format!(
+                "{} over {} NPUs with K={}",
+                s.kind,
+                s.npus.len(),
+                s.chunks_per_npu
+            )
+        })
+        .collect();
+    each.join(" and ")
 }
 
 /// When chunk `c` of the caller's collective `i` becomes available for copying.

@@ -45,7 +45,7 @@ impl FastPaths {
         let cheapest = cost.iter().copied().min()?;
         let slow: Vec<bool> = cost
             .iter()
-            .map(|&c| c > cheapest.max(1) * SLOW_FACTOR)
+            .map(|&c| c > cheapest.max(1).saturating_mul(SLOW_FACTOR))
             .collect();
         if !slow.iter().any(|&s| s) {
             return None;
@@ -114,7 +114,8 @@ impl FastPaths {
         for (j, &d) in row.iter().enumerate() {
             if d != NEVER {
                 let e = &mut self.eta[self.members[g][j] * self.chunks + chunk];
-                *e = (*e).min(at + d);
+                // An estimate: past the clock's end it reads as "not by fast links".
+                *e = (*e).min(at.saturating_add(d));
             }
         }
     }
@@ -146,7 +147,7 @@ fn fast_times(
             if slow[l] {
                 continue;
             }
-            let nd = d + cost[l];
+            let nd = d.saturating_add(cost[l]);
             if nd < dist[index[v]] {
                 dist[index[v]] = nd;
                 heap.push(Reverse((nd, v)));

@@ -14,7 +14,7 @@ use super::fast::FastPaths;
 use super::relay::Relays;
 use crate::collective::ChunkId;
 use crate::error::{Error, Result};
-use crate::schedule::{Op, Transfer};
+use crate::schedule::{later, link_time_ps, Op, Transfer};
 use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::{ps_to_us, Picos};
 use rand::seq::SliceRandom;
@@ -126,8 +126,8 @@ impl<'a> Matcher<'a> {
         let cost: Vec<Picos> = problem
             .class_bytes
             .iter()
-            .flat_map(|&bytes| topo.links().iter().map(move |l| l.transfer_ps(bytes)))
-            .collect();
+            .flat_map(|&bytes| topo.links().iter().map(move |l| link_time_ps(l, bytes)))
+            .collect::<Result<_>>()?;
         let max_cost = (0..links)
             .map(|l| {
                 (0..problem.class_bytes.len())
@@ -141,7 +141,8 @@ impl<'a> Matcher<'a> {
             .chunks
             .iter()
             .any(|c| c.post.len() < alive)
-            .then(|| Relays::new(topo, problem, &cost));
+            .then(|| Relays::new(topo, problem, &cost))
+            .transpose()?;
         // The fast-path estimate assumes every NPU on a fast route will take the chunk
         // on, which holds when every NPU wants every chunk (no relays).
         let fast = if problem.class_bytes.len() == 1 && relays.is_none() {
@@ -194,7 +195,7 @@ impl<'a> Matcher<'a> {
 
     /// Runs to completion and returns the transfers that carried a useful chunk.
     fn run(mut self) -> Result<Vec<Transfer>> {
-        self.match_dirty(0);
+        self.match_dirty(0)?;
         loop {
             let next_arrival = self.arrivals.peek().map(|&Reverse((t, _))| t);
             let next_event = self.events.peek().map(|&Reverse((t, _))| t);
@@ -222,7 +223,7 @@ impl<'a> Matcher<'a> {
                     Event::Wake(link) => self.mark_dirty(self.topo.link(link).dst),
                 }
             }
-            self.match_dirty(now);
+            self.match_dirty(now)?;
         }
         if self.unsatisfied > 0 {
             return Err(self.stuck());
@@ -370,7 +371,7 @@ impl<'a> Matcher<'a> {
         pick
     }
 
-    fn match_dirty(&mut self, now: Picos) {
+    fn match_dirty(&mut self, now: Picos) -> Result<()> {
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         if self.relays.is_some() {
@@ -380,10 +381,11 @@ impl<'a> Matcher<'a> {
         }
         for &npu in &dirty {
             self.is_dirty[npu] = false;
-            self.match_destination(npu, now);
+            self.match_destination(npu, now)?;
         }
         dirty.clear();
         self.dirty = dirty;
+        Ok(())
     }
 
     /// Whether `link` can start a chunk at `now`: it carries nothing and no reservation
@@ -403,7 +405,8 @@ impl<'a> Matcher<'a> {
         }
         self.next_reserved[link] = next;
         match reserved.get(next) {
-            Some(&(start, end)) if start < now + self.max_cost[link] => {
+            // Saturating: past the clock's end, the reservation is in the way.
+            Some(&(start, end)) if start < now.saturating_add(self.max_cost[link]) => {
                 if self.wake_at[link] != end {
                     self.wake_at[link] = end;
                     self.events.push(Reverse((end, Event::Wake(link))));
@@ -418,7 +421,7 @@ impl<'a> Matcher<'a> {
     /// chunk from a random free link's pool, send it over the cheapest free link whose
     /// source holds it (ties broken at random), until every free link is busy or nothing
     /// is left.
-    fn match_destination(&mut self, dst: NpuId, now: Picos) {
+    fn match_destination(&mut self, dst: NpuId, now: Picos) -> Result<()> {
         let topo = self.topo;
         let mut free: Vec<LinkId> = topo
             .in_links(dst)
@@ -446,14 +449,16 @@ impl<'a> Matcher<'a> {
                 continue;
             }
             let best = self.cheapest_holder(&free, chunk);
-            let arrival = now + self.cost(best, chunk);
+            let arrival = later(now, self.cost(best, chunk), || {
+                format!("synthesis: chunk {chunk} arriving at NPU {dst}")
+            })?;
             if self.in_flight_arrival(dst, chunk) <= arrival {
                 // Already on its way and arriving no later: a second copy is useless.
                 self.pools[link].swap_remove(j);
                 continue;
             }
             if self.fast.as_ref().is_some_and(|f| {
-                f.is_slow(best) && f.arrives_by(dst, chunk, arrival + (arrival - now))
+                f.is_slow(best) && f.arrives_by(dst, chunk, arrival.saturating_add(arrival - now))
             }) {
                 // Coming over fast links at most one slow transfer later: keep the slow
                 // link for a chunk that gains more from it (`link` is free and holds the
@@ -464,10 +469,11 @@ impl<'a> Matcher<'a> {
             if best == link {
                 self.pools[link].swap_remove(j);
             }
-            self.start(best, chunk, now);
+            self.start(best, chunk, now, arrival);
             free.retain(|&l| l != best);
             sampling.retain(|&l| l != best);
         }
+        Ok(())
     }
 
     /// A random entry of `link`'s pool; with relays, the most urgent of a few random ones
@@ -516,9 +522,9 @@ impl<'a> Matcher<'a> {
         best
     }
 
-    fn start(&mut self, link: LinkId, chunk: usize, now: Picos) {
+    /// `link` carries `chunk` during [now, end).
+    fn start(&mut self, link: LinkId, chunk: usize, now: Picos, end: Picos) {
         let l = self.topo.link(link);
-        let end = now + self.cost(link, chunk);
         let class = self.class(chunk);
         if let Some(r) = &mut self.relays {
             r.reach(chunk, class, l.dst);

@@ -10,6 +10,8 @@
 //! shortest path, so every reachable target is reached.
 
 use super::greedy::Problem;
+use crate::error::Result;
+use crate::schedule::later;
 use crate::topology::{NpuId, Topology};
 use crate::units::Picos;
 use std::cmp::Reverse;
@@ -34,7 +36,7 @@ pub(super) struct Relays {
 
 impl Relays {
     /// `cost[class * links + link]` is the time of one chunk of the class on the link.
-    pub(super) fn new(topo: &Topology, problem: &Problem<'_>, cost: &[Picos]) -> Relays {
+    pub(super) fn new(topo: &Topology, problem: &Problem<'_>, cost: &[Picos]) -> Result<Relays> {
         let n = topo.npus();
         let mut row_of = vec![u32::MAX; n];
         let mut target_npus = Vec::new();
@@ -56,17 +58,17 @@ impl Relays {
         for class in 0..problem.class_bytes.len() {
             let class_cost = &cost[class * links..(class + 1) * links];
             for &w in &target_npus {
-                dist.extend(times_to(topo, w, class_cost));
+                dist.extend(times_to(topo, w, class_cost)?);
             }
         }
-        Relays {
+        Ok(Relays {
             npus: n,
             best: vec![FAR; rows.len()],
             start,
             rows,
             targets: target_npus.len(),
             dist,
-        }
+        })
     }
 
     fn dist(&self, class: usize, entry: usize, npu: NpuId) -> Picos {
@@ -99,8 +101,9 @@ impl Relays {
 }
 
 /// Cheapest time from every NPU to `target` (Dijkstra over incoming links), FAR where
-/// the target cannot be reached.
-fn times_to(topo: &Topology, target: NpuId, cost: &[Picos]) -> Vec<Picos> {
+/// the target cannot be reached; an error where a path's time passes the clock (a
+/// saturated time would read as unreachable).
+fn times_to(topo: &Topology, target: NpuId, cost: &[Picos]) -> Result<Vec<Picos>> {
     let mut dist = vec![FAR; topo.npus()];
     dist[target] = 0;
     let mut heap = BinaryHeap::from([Reverse((0, target))]);
@@ -110,12 +113,14 @@ fn times_to(topo: &Topology, target: NpuId, cost: &[Picos]) -> Vec<Picos> {
         }
         for &l in topo.in_links(v) {
             let u = topo.link(l).src;
-            let nd = d + cost[l];
+            let nd = later(d, cost[l], || {
+                format!("synthesis: the path from NPU {u} to NPU {target}")
+            })?;
             if nd < dist[u] {
                 dist[u] = nd;
                 heap.push(Reverse((nd, u)));
             }
         }
     }
-    dist
+    Ok(dist)
 }

@@ -8,7 +8,8 @@
 //! contention are kept.
 
 use crate::collective::ChunkId;
-use crate::schedule::Transfer;
+use crate::error::Result;
+use crate::schedule::{later, Transfer};
 use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::Picos;
 use std::cmp::Reverse;
@@ -36,8 +37,9 @@ pub(super) fn compact(topo: &Topology, transfers: &mut [Transfer]) {
 
 /// List scheduling: each link, whenever it is free, starts the transfer whose inputs
 /// arrived first (ties to the earlier original start), so a chunk moves on as soon as its
-/// partial sums are in, whatever order the links had before.
-pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) {
+/// partial sums are in, whatever order the links had before. Times may grow, so a time
+/// past the clock is an error.
+pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) -> Result<()> {
     let tree = Tree::new(topo, transfers);
     let mut waiting: Vec<usize> = transfers
         .iter()
@@ -65,7 +67,9 @@ pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) {
                 let t = &mut transfers[i];
                 let took = t.end_ps - t.start_ps;
                 t.start_ps = now;
-                t.end_ps = now + took;
+                t.end_ps = later(now, took, || {
+                    format!("synthesis: re-timed reduction of chunk {}", t.chunk)
+                })?;
                 link_busy[link] = true;
                 ends.push(Reverse((t.end_ps, i)));
             }
@@ -93,6 +97,7 @@ pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) {
             }
         }
     }
+    Ok(())
 }
 
 /// The dependency structure of reduction trees, in flat arrays indexed by

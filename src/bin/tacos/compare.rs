@@ -76,6 +76,8 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         let outcome = match b.schedule(&topo, &spec) {
             Ok(schedule) => Ok(measure(&topo, &collective, &schedule, None)?),
             Err(Error::Baseline(why)) => Err(why),
+            // One algorithm too large for the memory limit leaves the others to compare.
+            Err(e @ Error::Limit { .. }) => Err(e.to_string()),
             Err(e) => return Err(e.into()),
         };
         rows.push(Row {
@@ -194,7 +196,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
 }
 
 /// The synthesized algorithm, checked and simulated; Err(reason) where the synthesizer
-/// does not make this collective yet.
+/// does not make this collective yet or it would not fit the memory limit.
 fn synthesized(
     topo: &Topology,
     collective: &Collective,
@@ -203,6 +205,7 @@ fn synthesized(
     let schedule = match synthesize(topo, collective, &SynthOptions { seed }) {
         Ok(s) => s,
         Err(Error::Synthesis(why)) if why.contains("not synthesized yet") => return Ok(Err(why)),
+        Err(e @ Error::Limit { .. }) => return Ok(Err(e.to_string())),
         Err(e) => return Err(e.into()),
     };
     let own = check(&schedule, topo)

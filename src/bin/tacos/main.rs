@@ -18,6 +18,7 @@ mod verify;
 
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
+use tacos::budget::MemoryLimit;
 use tacos::collective::CollectiveKind;
 use tacos::msccl::{LimitOverrides, Profile, Target};
 use tacos::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
@@ -29,6 +30,10 @@ use tacos::units::{parse_link_pairs, parse_npu_list, parse_size};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Most memory one request may hold, e.g. 16GiB; larger ones are refused before they
+    /// allocate [default: TACOS_MAX_MEMORY, else half of this machine's memory]
+    #[arg(long, global = true, value_name = "SIZE", value_parser = size)]
+    pub max_memory: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -59,6 +64,7 @@ pub enum Command {
 
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    MemoryLimit::configured(cli.max_memory)?.set_process_default();
     match cli.command {
         Command::Topo(cmd) => topo::run(cmd),
         Command::Synth(args) => synth::run(args),

@@ -93,6 +93,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         chunks: args.chunks(),
         seeds: vec![args.seed],
         lowering: lowering.clone().unwrap_or_default(),
+        ..pipeline::Options::default()
     };
     let started = Instant::now();
     let spinner = ProgressHandle::spinner("synthesizing", args.quiet || args.json);

@@ -1,0 +1,434 @@
+//! Memory estimates made before allocating, and the limit they are held to.
+//!
+//! Synthesis, baselines, the schedule checker and the simulator each keep state that grows
+//! with chunks x NPUs or with transfers; a request large enough (All-to-All on a 32x32
+//! mesh, a ring All-Reduce on 4,096 NPUs) would ask the allocator for more than the
+//! machine has and abort the process, which no caller can catch. So each of them first
+//! estimates, from the request's figures alone, the bytes it would hold at its peak, and
+//! refuses with [`Error::Limit`] above a [`MemoryLimit`].
+//!
+//! The estimates follow the data structures: per (NPU, chunk) state, per transfer records
+//! and per link tables, each with the growth slack of a vector. `tests/budget.rs` holds
+//! them to within a factor of two of what a counting allocator measures.
+//!
+//! The limit defaults to half of this machine's physical memory; the command line takes
+//! `--max-memory SIZE`, the environment [`MAX_MEMORY_ENV`], and the plugins, which run
+//! inside other programs, use the far lower [`PLUGIN_MAX_MEMORY`].
+
+use crate::collective::{CollectiveKind, CollectiveSpec};
+use crate::error::{Error, Result};
+use crate::topology::{NpuId, Topology};
+use crate::units::parse_size;
+use std::collections::VecDeque;
+use std::sync::{OnceLock, RwLock};
+
+/// The environment variable that sets the limit where no `--max-memory` is given.
+pub const MAX_MEMORY_ENV: &str = "TACOS_MAX_MEMORY";
+
+/// The limit for the plugins: they share the host process with a training job.
+pub const PLUGIN_MAX_MEMORY: u64 = 1 << 30;
+
+/// Physical memory assumed where the machine's cannot be read.
+const FALLBACK_PHYSICAL: u64 = 8 << 30;
+
+/// The most memory one request may hold, and where that figure came from (said in the
+/// error, with how to raise it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryLimit {
+    bytes: u64,
+    origin: Origin,
+}
+
+/// Where a [`MemoryLimit`] came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Half of this machine's physical memory.
+    Machine,
+    /// The `--max-memory` flag.
+    Flag,
+    /// The [`MAX_MEMORY_ENV`] environment variable.
+    Environment,
+    /// [`PLUGIN_MAX_MEMORY`].
+    Plugin,
+    /// A library caller's own figure.
+    Caller,
+}
+
+/// The limit `Default` gives, once a front end has set it for the process.
+static PROCESS_DEFAULT: RwLock<Option<MemoryLimit>> = RwLock::new(None);
+
+impl MemoryLimit {
+    /// A limit of `bytes`.
+    pub fn new(bytes: u64, origin: Origin) -> MemoryLimit {
+        MemoryLimit { bytes, origin }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// Half of this machine's physical memory (of an assumed 8 GiB where it cannot be read).
+    pub fn machine() -> MemoryLimit {
+        static HALF: OnceLock<u64> = OnceLock::new();
+        let bytes = *HALF.get_or_init(|| physical_memory().unwrap_or(FALLBACK_PHYSICAL) / 2);
+        MemoryLimit::new(bytes, Origin::Machine)
+    }
+
+    /// The plugins' limit, [`PLUGIN_MAX_MEMORY`].
+    pub fn plugin() -> MemoryLimit {
+        MemoryLimit::new(PLUGIN_MAX_MEMORY, Origin::Plugin)
+    }
+
+    /// The limit [`MAX_MEMORY_ENV`] sets, if it is set; an error names a value that is
+    /// not a size.
+    pub fn from_env() -> Result<Option<MemoryLimit>> {
+        match std::env::var(MAX_MEMORY_ENV) {
+            Ok(text) => parse_limit(MAX_MEMORY_ENV, &text, Origin::Environment).map(Some),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(raw)) => Err(Error::Invalid {
+                input: MAX_MEMORY_ENV.into(),
+                value: raw.to_string_lossy().into_owned(),
+                allowed: SIZE_ALLOWED.into(),
+            }),
+        }
+    }
+
+    /// The limit a command line asks for: `--max-memory` (already parsed, in bytes) if
+    /// given, else [`MAX_MEMORY_ENV`], else [`MemoryLimit::machine`].
+    pub fn configured(flag: Option<u64>) -> Result<MemoryLimit> {
+        Ok(match flag {
+            Some(bytes) => MemoryLimit::new(bytes, Origin::Flag),
+            None => MemoryLimit::from_env()?.unwrap_or_else(MemoryLimit::machine),
+        })
+    }
+
+    /// Makes this the limit `MemoryLimit::default()` gives in this process: what a front
+    /// end (the command line, a plugin) does once, so every step it runs is held to it.
+    pub fn set_process_default(self) {
+        *PROCESS_DEFAULT.write().unwrap_or_else(|e| e.into_inner()) = Some(self);
+    }
+
+    /// Refuses `estimate` bytes above the limit; `doing` says what would need them.
+    pub fn admit(&self, estimate: u64, doing: impl FnOnce() -> String) -> Result<()> {
+        if estimate <= self.bytes {
+            return Ok(());
+        }
+        Err(Error::Limit {
+            what: "bytes of memory (estimated)",
+            value: estimate,
+            limit: self.bytes,
+            context: format!(
+                "{} would need about {}; the limit of {} is {}",
+                doing(),
+                readable(estimate),
+                readable(self.bytes),
+                self.origin.describe()
+            ),
+        })
+    }
+}
+
+impl Default for MemoryLimit {
+    /// The process's limit ([`MemoryLimit::set_process_default`]), else the machine's.
+    fn default() -> MemoryLimit {
+        PROCESS_DEFAULT
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(MemoryLimit::machine)
+    }
+}
+
+impl Origin {
+    /// Where the limit came from and how to raise it, for an error message.
+    fn describe(self) -> &'static str {
+        match self {
+            Origin::Machine => {
+                "half of this machine's memory (raise it with --max-memory SIZE or TACOS_MAX_MEMORY)"
+            }
+            Origin::Flag => "set by --max-memory",
+            Origin::Environment => "set by TACOS_MAX_MEMORY (--max-memory SIZE overrides it)",
+            Origin::Plugin => "the plugins' limit (TACOS_MAX_MEMORY raises it)",
+            Origin::Caller => "the caller's",
+        }
+    }
+}
+
+const SIZE_ALLOWED: &str = "a size such as 16GiB, 4GB or 1000000000";
+
+/// Parses a limit given as a size by `input`.
+pub fn parse_limit(input: &str, text: &str, origin: Origin) -> Result<MemoryLimit> {
+    parse_size(text)
+        .map(|bytes| MemoryLimit::new(bytes, origin))
+        .map_err(|_| Error::Invalid {
+            input: input.into(),
+            value: text.into(),
+            allowed: SIZE_ALLOWED.into(),
+        })
+}
+
+/// A byte count to three significant figures or so: `24.4 GiB`, `950 MiB`.
+fn readable(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{bytes} B"),
+        _ => format!("{value:.1} {}", UNITS[unit]),
+    }
+}
+
+/// This machine's physical memory, where the OS says.
+fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let bytes = u64::try_from(pages)
+        .ok()?
+        .checked_mul(u64::try_from(page).ok()?)?;
+    (bytes > 0).then_some(bytes)
+}
+
+/// Bytes of one transfer record (`schedule::Transfer`).
+const TRANSFER: u64 = 48;
+/// Bytes of one chunk's conditions (`collective::Chunk`: two vectors) before their NPU lists.
+const CHUNK: u64 = 48;
+/// What the allocator adds to each allocation, roughly.
+const ALLOCATION: u64 = 16;
+
+/// A collective's figures, from its spec alone (nothing built).
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    chunks: u64,
+    /// Entries of every chunk's pre- and postcondition lists.
+    listed: u64,
+    /// (chunk, NPU) pairs where the NPU must receive the chunk (or, combining, send its
+    /// contribution): one transfer each over neighbours.
+    deliveries: u64,
+    /// Whether chunks must cross NPUs that do not need them.
+    relayed: bool,
+}
+
+impl Shape {
+    fn of(spec: &CollectiveSpec, alive: usize) -> Shape {
+        use CollectiveKind::*;
+        let p = spec.npus.len() as u64;
+        let k = spec.chunks_per_npu as u64;
+        let (chunks, per_chunk_listed, per_chunk_deliveries) = match spec.kind {
+            AllGather | ReduceScatter => (p * k, p + 1, p.saturating_sub(1)),
+            AllReduce => (p * k, 2 * p, 2 * p.saturating_sub(1)),
+            Broadcast | Reduce => (k, p + 1, p.saturating_sub(1)),
+            Gather | Scatter => (p * k, 2, 1),
+            AllToAll => (p.saturating_mul(p).saturating_mul(k), 2, 1),
+        };
+        let relayed = matches!(spec.kind, Gather | Scatter | AllToAll) || spec.npus.len() < alive;
+        Shape {
+            chunks,
+            listed: chunks.saturating_mul(per_chunk_listed),
+            deliveries: chunks.saturating_mul(per_chunk_deliveries),
+            relayed,
+        }
+    }
+}
+
+/// Bytes `Collective::new` holds for `spec`: every chunk's conditions.
+pub fn collective(spec: &CollectiveSpec) -> u64 {
+    let s = Shape::of(spec, spec.npus.len());
+    mul(s.chunks, CHUNK + 2 * ALLOCATION).saturating_add(mul(s.listed, 8))
+}
+
+/// Bytes synthesizing `specs` together on `topo` holds at its peak (the collectives
+/// themselves excluded): the matcher's per (NPU, chunk) and per transfer state, for
+/// All-Reduce its reduction phase and the three copy phases it runs side by side.
+pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
+    let n = topo.npus() as u64;
+    let links = topo.links().len() as u64;
+    let alive = topo.alive_npus().len();
+    let hops = mean_hops(topo);
+    let mut chunks = 0u64;
+    let mut transfers = 0u64;
+    let mut copy_phases = 1;
+    let mut relayed = false;
+    for spec in specs {
+        let s = Shape::of(spec, alive);
+        chunks = chunks.saturating_add(s.chunks);
+        let t = if s.relayed {
+            relayed = true;
+            mul(s.deliveries, hops)
+        } else {
+            s.deliveries
+        };
+        transfers = transfers.saturating_add(t);
+        if spec.kind == CollectiveKind::AllReduce {
+            copy_phases = 3;
+        }
+    }
+    let states = mul(n, chunks);
+    // Per (NPU, chunk): when it was got (8), whether it is wanted (1/8), the fast-path
+    // estimate (8); per chunk its task and release (48 + 24).
+    let mut matcher = mul(states, 17).saturating_add(mul(chunks, 72));
+    // Per transfer: its record and growth slack (2 x 48), whether it was dropped, the
+    // kept copy (48), and pool entries offered over each outgoing link (4 x degree x 2).
+    let degree = links / n.max(1) + 1;
+    matcher = matcher.saturating_add(mul(transfers, 3 * TRANSFER + 8 * degree + 1));
+    if relayed {
+        // Distances from every target to every NPU, per chunk the best so far.
+        matcher = matcher
+            .saturating_add(mul(mul(n, n), 8))
+            .saturating_add(mul(chunks, 12));
+    }
+    // Phases running side by side, plus the finished transfers grouped per collective.
+    mul(matcher, copy_phases).saturating_add(mul(transfers, 2 * TRANSFER))
+}
+
+/// Bytes the checker holds for a schedule of `transfers` transfers of `spec` on `npus`
+/// NPUs: every (NPU, chunk)'s contributions, and per transfer its events and occupancy.
+pub fn check(spec: &CollectiveSpec, npus: usize, transfers: u64) -> u64 {
+    let s = Shape::of(spec, npus);
+    let words = if spec.kind.combining() {
+        spec.npus.len().div_ceil(64) as u64
+    } else {
+        1
+    };
+    let contents = mul(mul(s.chunks, words), 8 * npus as u64);
+    // Events (2 x 24), link occupancy (24), data in flight (24 + a copy of the words).
+    contents.saturating_add(mul(transfers, 96 + 8 * words + ALLOCATION))
+}
+
+/// Bytes the simulator holds for `messages` messages on `topo`: per message its endpoints,
+/// route, dependencies and timing, with queues and events.
+pub fn simulation(topo: &Topology, messages: u64) -> u64 {
+    mul(messages, 120).saturating_add(mul(topo.links().len() as u64, 96))
+}
+
+/// Bytes one synthesis of `spec` holds at its peak from start to finish: the collective,
+/// the synthesis, then its schedule checked and simulated.
+pub fn synthesis_checked(topo: &Topology, spec: &CollectiveSpec) -> u64 {
+    let s = Shape::of(spec, topo.alive_npus().len());
+    let transfers = if s.relayed {
+        mul(s.deliveries, mean_hops(topo))
+    } else {
+        s.deliveries
+    };
+    let after = check(spec, topo.npus(), transfers).max(simulation(topo, transfers));
+    collective(spec)
+        .saturating_add(synthesis(topo, std::slice::from_ref(spec)))
+        .max(mul(transfers, 2 * TRANSFER).saturating_add(after))
+}
+
+/// Bytes a baseline's schedule of `spec` holds on `topo`, checked and simulated:
+/// `factor` is how many chunks it splits each of the spec's into (2 for the two-way ring
+/// and the double tree, P for recursive halving-doubling's Broadcast and Reduce).
+pub fn baseline(topo: &Topology, spec: &CollectiveSpec, factor: u64) -> u64 {
+    let spec = CollectiveSpec {
+        chunks_per_npu: spec.chunks_per_npu.saturating_mul(factor as usize),
+        ..spec.clone()
+    };
+    let transfers = Shape::of(&spec, spec.npus.len()).deliveries;
+    // The plan's records (with growth slack) and the schedule made of them.
+    mul(transfers, 3 * TRANSFER)
+        .saturating_add(collective(&spec))
+        .saturating_add(check(&spec, topo.npus(), transfers))
+}
+
+/// The mean hop count of shortest paths, from a few NPUs spread over the topology: how
+/// many transfers a relayed chunk takes.
+fn mean_hops(topo: &Topology) -> u64 {
+    let alive = topo.alive_npus();
+    let samples = 4.min(alive.len());
+    let mut total = 0u64;
+    let mut pairs = 0u64;
+    for i in 0..samples {
+        let src = alive[i * alive.len() / samples];
+        for d in hops_from(topo, src)
+            .into_iter()
+            .flatten()
+            .filter(|&d| d > 0)
+        {
+            total += d;
+            pairs += 1;
+        }
+    }
+    total.div_ceil(pairs.max(1)).max(1)
+}
+
+/// Hops from `src` to every NPU (None where none leads).
+fn hops_from(topo: &Topology, src: NpuId) -> Vec<Option<u64>> {
+    let mut hops = vec![None; topo.npus()];
+    hops[src] = Some(0);
+    let mut queue = VecDeque::from([src]);
+    while let Some(u) = queue.pop_front() {
+        let next = hops[u].map(|h| h + 1);
+        for l in topo.out_links(u) {
+            let v = topo.link(l).dst;
+            if hops[v].is_none() {
+                hops[v] = next;
+                queue.push_back(v);
+            }
+        }
+    }
+    hops
+}
+
+fn mul(a: u64, b: u64) -> u64 {
+    a.saturating_mul(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_limit_refuses_only_above_it_and_says_how_to_raise_it() {
+        let limit = MemoryLimit::new(1000, Origin::Machine);
+        assert!(limit.admit(1000, || unreachable!()).is_ok());
+        let e = limit.admit(1001, || "synthesizing".into()).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            matches!(
+                e,
+                Error::Limit {
+                    value: 1001,
+                    limit: 1000,
+                    ..
+                }
+            ),
+            "{text}"
+        );
+        assert!(text.contains("--max-memory"), "{text}");
+        assert!(text.contains("TACOS_MAX_MEMORY"), "{text}");
+    }
+
+    #[test]
+    fn the_machine_limit_is_half_of_physical_memory() {
+        let physical = physical_memory().expect("sysconf reports memory on this system");
+        assert_eq!(MemoryLimit::machine().bytes(), physical / 2);
+        assert!(PLUGIN_MAX_MEMORY < MemoryLimit::machine().bytes() || physical < 4 << 30);
+    }
+
+    #[test]
+    fn limits_parse_as_sizes_and_name_a_bad_value() {
+        let l = parse_limit("--max-memory", "2GiB", Origin::Flag).unwrap();
+        assert_eq!(l.bytes(), 2 << 30);
+        let e = parse_limit(MAX_MEMORY_ENV, "lots", Origin::Environment).unwrap_err();
+        assert!(e.to_string().contains(MAX_MEMORY_ENV), "{e}");
+    }
+
+    #[test]
+    fn hops_average_over_the_other_npus() {
+        // A 4-NPU ring: from any NPU, hops 1, 2, 1 to the others: mean 4/3, rounded up.
+        let ring = crate::topology::parse_spec("ring:4", &Default::default()).unwrap();
+        assert_eq!(mean_hops(&ring), 2);
+    }
+}

@@ -1,0 +1,200 @@
+//! The memory estimates of `tacos::budget` against what a counting allocator measures: on
+//! small cases of every kind, each estimate is at least half the measured peak (so the
+//! limit refuses what would not fit) and at most a few times it (so it does not refuse
+//! what would).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use tacos::baselines::Baseline;
+use tacos::budget;
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::pipeline::{self, Request};
+use tacos::schedule::{check, check_data_flow};
+use tacos::sim::simulate_schedule;
+use tacos::synth::{synthesize_concurrent, SynthOptions};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
+
+/// Counts live heap bytes and their peak.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc(layout);
+        if !p.is_null() {
+            let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        System.dealloc(p, layout);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let q = System.realloc(p, layout, new_size);
+        if !q.is_null() {
+            // Growing in place or by moving: count the larger of old and new while both
+            // may exist (a move holds both for a moment).
+            let live = LIVE.fetch_add(new_size, Ordering::Relaxed) + new_size;
+            PEAK.fetch_max(live, Ordering::Relaxed);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// One measurement at a time: tests run on threads of one process.
+static MEASURING: Mutex<()> = Mutex::new(());
+
+/// Peak heap bytes `work` holds beyond what was live before it.
+fn peak_of<T>(work: impl FnOnce() -> T) -> (T, u64) {
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let out = work();
+    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(before);
+    (out, peak as u64)
+}
+
+/// At least half the measured peak, and at most `over` times it.
+fn assert_honest(what: &str, estimate: u64, measured: u64, over: u64) {
+    println!(
+        "{what}: estimate {estimate} B, measured {measured} B, ratio {:.2}",
+        estimate as f64 / measured as f64
+    );
+    assert!(
+        estimate >= measured / 2,
+        "{what}: estimate {estimate} B is below half of the {measured} B measured"
+    );
+    assert!(
+        estimate <= measured * over,
+        "{what}: estimate {estimate} B is over {over} times the {measured} B measured"
+    );
+}
+
+fn topo(spec: &str) -> Topology {
+    parse_spec(spec, &SpecDefaults::default()).unwrap()
+}
+
+fn spec(topo: &Topology, kind: CollectiveKind, k: usize) -> CollectiveSpec {
+    let npus = topo.alive_npus();
+    CollectiveSpec {
+        kind,
+        root: kind.has_root().then_some(npus[0]),
+        npus,
+        chunks_per_npu: k,
+        size_bytes: 1 << 24,
+    }
+}
+
+const CASES: &[(&str, CollectiveKind, usize)] = &[
+    ("mesh:8x8", CollectiveKind::AllGather, 2),
+    ("torus:8x8", CollectiveKind::ReduceScatter, 1),
+    ("mesh:6x6", CollectiveKind::AllReduce, 2),
+    ("hypercube:6", CollectiveKind::Broadcast, 8),
+    ("mesh:6x6", CollectiveKind::Gather, 2),
+    ("mesh:6x6", CollectiveKind::AllToAll, 1),
+    ("mesh:12x12", CollectiveKind::AllToAll, 1),
+    ("rfs:2x4x8,bw=200:100:50", CollectiveKind::AllGather, 2),
+];
+
+#[test]
+fn synthesis_estimates_are_honest() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    for &(name, kind, k) in CASES {
+        let topo = topo(name);
+        let collective = Collective::new(&topo, spec(&topo, kind, k)).unwrap();
+        let (synthesis, measured) = peak_of(|| {
+            synthesize_concurrent(
+                &topo,
+                std::slice::from_ref(&collective),
+                &SynthOptions::default(),
+            )
+            .unwrap()
+        });
+        let estimate = budget::synthesis(&topo, std::slice::from_ref(collective.spec()));
+        assert_honest(
+            &format!("synthesis {kind} on {name}"),
+            estimate,
+            measured,
+            4,
+        );
+        let schedule = &synthesis.schedules[0];
+        let transfers = schedule.transfers.len() as u64;
+        let (_, measured) = peak_of(|| check(schedule, &topo).unwrap());
+        let estimate = budget::collective(collective.spec())
+            + budget::check(collective.spec(), topo.npus(), transfers);
+        assert_honest(&format!("check {kind} on {name}"), estimate, measured, 4);
+        let (_, measured) = peak_of(|| simulate_schedule(&topo, schedule).unwrap());
+        let estimate = budget::simulation(&topo, transfers);
+        assert_honest(
+            &format!("simulation {kind} on {name}"),
+            estimate,
+            measured,
+            4,
+        );
+    }
+}
+
+#[test]
+fn a_whole_synthesis_trial_is_estimated_honestly() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    for &(name, kind, k) in CASES {
+        let topo = topo(name);
+        let (_, measured) = peak_of(|| {
+            let checked = pipeline::synthesize(&topo, &Request::new(kind, 1 << 24), k, 0).unwrap();
+            simulate_schedule(&topo, checked.schedule()).unwrap()
+        });
+        let estimate = budget::synthesis_checked(&topo, &spec(&topo, kind, k));
+        assert_honest(&format!("trial {kind} on {name}"), estimate, measured, 4);
+    }
+}
+
+#[test]
+fn baseline_estimates_are_honest() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let cases = [
+        ("torus:8x8", Baseline::Ring, CollectiveKind::AllReduce, 2),
+        ("mesh:16x16", Baseline::Ring, CollectiveKind::AllReduce, 1),
+        ("mesh:8x8", Baseline::RingUni, CollectiveKind::AllGather, 1),
+        (
+            "hypercube:6",
+            Baseline::Rhd,
+            CollectiveKind::ReduceScatter,
+            1,
+        ),
+        ("hypercube:5", Baseline::Rhd, CollectiveKind::Broadcast, 2),
+        ("mesh:8x8", Baseline::Dbt, CollectiveKind::AllReduce, 1),
+        ("mesh:6x6", Baseline::Direct, CollectiveKind::AllToAll, 1),
+        (
+            "torus:8x8",
+            Baseline::Hierarchical,
+            CollectiveKind::AllReduce,
+            1,
+        ),
+    ];
+    for (name, baseline, kind, k) in cases {
+        let topo = topo(name);
+        let spec = spec(&topo, kind, k);
+        let (_, measured) = peak_of(|| {
+            let schedule = baseline.schedule(&topo, &spec).unwrap();
+            check_data_flow(&schedule, &topo).unwrap();
+            schedule
+        });
+        let estimate = baseline.memory_estimate(&topo, &spec);
+        assert_honest(
+            &format!("{baseline} {kind} on {name}"),
+            estimate,
+            measured,
+            4,
+        );
+    }
+}
