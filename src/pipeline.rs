@@ -350,9 +350,11 @@ impl Verified {
         self.0.program.min_bytes = Some(min_bytes);
         self.0.program.max_bytes = Some(max_bytes);
         match msccl::rules::check(&self.0.program, target).first() {
-            Some(broken) => Err(Error::Msccl(format!(
-                "target {target} would refuse the program for {min_bytes}..={max_bytes} bytes: {broken}"
-            ))),
+            Some(broken) => Err(Error::Invalid {
+                input: "message size range".into(),
+                value: format!("{min_bytes}..={max_bytes}"),
+                allowed: format!("a range target {target} loads the program for ({broken})"),
+            }),
             None => Ok(self),
         }
     }
@@ -390,7 +392,7 @@ pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result
     let mut trials = Vec::new();
     let mut kept: Option<(Picos, Checked)> = None;
     for (trial, built) in tried {
-        if let (Some(checked), Some(t)) = (built, trial.simulated_ps) {
+        if let (Ok(checked), Some(t)) = (built, trial.simulated_ps) {
             if kept.as_ref().map_or(true, |(best, _)| t < *best) {
                 kept = Some((t, checked));
             }
@@ -415,7 +417,12 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
         let time_ps = lowered.time_ps();
         Ok((lowered, time_ps))
     })?;
-    let (mut trials, mut built): (Vec<Trial>, Vec<Option<Lowered>>) = tried.into_iter().unzip();
+    let (mut trials, built): (Vec<Trial>, Vec<Result<Lowered>>) = tried.into_iter().unzip();
+    let mut failed = None;
+    let mut built: Vec<Option<Lowered>> = built
+        .into_iter()
+        .map(|b| b.map_err(|e| failed = Some(e)).ok())
+        .collect();
     let mut order: Vec<usize> = (0..trials.len()).filter(|&i| built[i].is_some()).collect();
     order.sort_by_key(|&i| (trials[i].simulated_ps, i));
     for i in order {
@@ -430,23 +437,53 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
             Err(refusal) => trials[i].refused = Some(refusal.reason),
         }
     }
-    // A fixed K that could not be lowered (rather than one whose program failed
-    // verification) may break only the target's limits: then say what would fit.
-    if let (Chunks::Fixed(k), [trial]) = (options.chunks, trials.as_slice()) {
-        let advice = trial
-            .simulated_ps
-            .is_none()
-            .then(|| limit_advice(topo, request, k, trial.seed, lowering))
-            .flatten();
-        if let Some(advice) = advice {
-            let refused = trial.refused.as_deref().unwrap_or_default();
-            return Err(Error::Msccl(format!(
-                "-k {k} does not fit: {refused}; {advice}"
-            )));
-        }
-    }
     let what = format!("verified program for target {}", lowering.target);
+    // A single trial that could not be built (rather than one whose program failed
+    // verification) keeps its error's fields; a fixed K past the target's limits (one
+    // that lowers once they are lifted) says what would fit.
+    if let (Some(e), [trial]) = (failed, trials.as_slice()) {
+        let advice = match options.chunks {
+            Chunks::Fixed(k) => limit_advice(topo, request, k, trial.seed, lowering)
+                .map(|advice| format!("-k {k} does not fit: {advice}; ")),
+            Chunks::Auto => None,
+        };
+        let prefix = advice.unwrap_or_else(|| {
+            format!(
+                "K={} seed {} gives no {what}: ",
+                trial.chunks_per_npu, trial.seed
+            )
+        });
+        return Err(prefixed(e, &prefix));
+    }
     Err(Error::Msccl(nothing_found(&trials, &what)))
+}
+
+/// `e` with `prefix` before what it says: in the context of a figure past a limit (the
+/// fields stay), else as an `msccl` message.
+fn prefixed(e: Error, prefix: &str) -> Error {
+    match e {
+        Error::TargetLimit {
+            target,
+            violation,
+            context,
+        } => Error::TargetLimit {
+            target,
+            violation,
+            context: format!("{prefix}{context}"),
+        },
+        Error::Limit {
+            what,
+            value,
+            limit,
+            context,
+        } => Error::Limit {
+            what,
+            value,
+            limit,
+            context: format!("{prefix}{context}"),
+        },
+        other => Error::Msccl(format!("{prefix}{other}")),
+    }
 }
 
 /// Tries every (K, seed) of the options side by side: synthesized, checked, then
@@ -457,9 +494,13 @@ fn search<T: Send>(
     request: &Request,
     options: &Options,
     evaluate: impl Fn(Checked) -> Result<(T, Picos)> + Sync,
-) -> Result<Vec<(Trial, Option<T>)>> {
+) -> Result<Vec<(Trial, Result<T>)>> {
     if options.seeds.is_empty() {
-        return Err(Error::Synthesis("no seed to synthesize with".into()));
+        return Err(Error::Invalid {
+            input: "seeds".into(),
+            value: "none".into(),
+            allowed: "at least one seed to synthesize with".into(),
+        });
     }
     let ks = options.chunks.candidates();
     // The request itself is checked once, at the first K, so that its errors come as they are.
@@ -483,11 +524,11 @@ fn search<T: Send>(
         match built {
             Ok((value, time_ps)) => {
                 trial.simulated_ps = Some(time_ps);
-                (trial, Some(value))
+                (trial, Ok(value))
             }
             Err(e) => {
                 trial.refused = Some(e.to_string());
-                (trial, None)
+                (trial, Err(e))
             }
         }
     };
