@@ -3,7 +3,8 @@
 //! with the search over K (chunks per NPU) and seeds.
 //!
 //! Every front end that emits an algorithm goes through here: `tacos synth` (schedules,
-//! and programs with `--xml`), the C API, and `compile` (which keeps its own band ranking
+//! and programs with `--xml`; several collectives at once through [`concurrent`], as
+//! schedules only), the C API, and `compile` (which keeps its own band ranking
 //! and merging but lowers and verifies each program it keeps with [`lower`] and
 //! [`Lowered::verify`]). A [`Verified`] can only be made by [`Lowered::verify`] after the
 //! program passed the target's loader rules and `msccl::verify`, so whatever holds one
@@ -18,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::msccl::{
     self, lower::check_shape, LowerOptions, Profile, Program, ProgramTimer, Target, VerifyOptions,
 };
-use crate::schedule::{check, check_data_flow, CheckReport, Schedule};
+use crate::schedule::{check, check_concurrent, check_data_flow, CheckReport, Schedule};
 use crate::sim::simulate_schedule;
 use crate::synth::{synthesize_concurrent, AllReduceTimes, SynthOptions};
 use crate::topology::{NpuId, Topology};
@@ -191,6 +192,41 @@ pub fn synthesize(topo: &Topology, request: &Request, k: usize, seed: u64) -> Re
     let schedule = synthesis.schedules.remove(0);
     let report = check(&schedule, topo);
     Checked::with(schedule, report, synthesis.all_reduce, Some(seed))
+}
+
+/// Synthesizes `requests` together with `k` chunks per NPU and `seed`, as one matching so
+/// that they share links without contention (groups running their collectives at the same
+/// time), and checks each schedule alone and all of them together
+/// (`schedule::check_concurrent`). One schedule per request, in order; a synthesis with an
+/// All-Reduce gives each All-Reduce's schedule the composition's times.
+pub fn concurrent(
+    topo: &Topology,
+    requests: &[Request],
+    k: usize,
+    seed: u64,
+) -> Result<Vec<Checked>> {
+    let collectives = requests
+        .iter()
+        .map(|r| Collective::new(topo, r.spec(topo, k)))
+        .collect::<Result<Vec<_>>>()?;
+    let synthesis = synthesize_concurrent(topo, &collectives, &SynthOptions { seed })?;
+    let reports = check_concurrent(&synthesis.schedules, topo).map_err(|e| {
+        Error::Schedule(format!(
+            "the schedules synthesized together failed the checker: {e}"
+        ))
+    })?;
+    synthesis
+        .schedules
+        .into_iter()
+        .zip(reports)
+        .map(|(schedule, report)| {
+            let all_reduce = synthesis
+                .all_reduce
+                .clone()
+                .filter(|_| schedule.collective.kind == CollectiveKind::AllReduce);
+            Checked::with(schedule, Ok(report), all_reduce, Some(seed))
+        })
+        .collect()
 }
 
 /// A checked schedule lowered to a program and timed, not yet verified: it cannot be
