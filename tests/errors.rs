@@ -7,9 +7,9 @@ use tacos::compile::{CompileOptions, Placements, ProtoChoice, SizeRange};
 use tacos::msccl::limits::{check as check_limits, LimitKind};
 use tacos::msccl::{lower, Dep, Element, Limits, LowerOptions, Profile, Proto, Target};
 use tacos::pipeline::{program, Chunks, Options, Request};
-use tacos::units::format_size;
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
+use tacos::units::format_size;
 use tacos::Error;
 
 fn spec_error(spec: &str) -> Error {
@@ -238,7 +238,10 @@ fn the_limit_checker_states_each_figure_and_where_it_is() {
     let step = &mut program.gpus[2].threadblocks[0].steps[0];
     step.count = limits.max_count + 5;
     let dep_tb = limits.max_dep_tb + 1;
-    step.dep = Some(Dep { tb: dep_tb, step: 0 });
+    step.dep = Some(Dep {
+        tb: dep_tb,
+        step: 0,
+    });
     let broken = check_limits(&program, &limits);
     let find = |kind| {
         broken
@@ -290,7 +293,10 @@ fn compile_options_out_of_range_are_invalid_with_the_field_and_value() {
     match backwards.validate() {
         Err(Error::Invalid { input, value, .. }) => {
             assert_eq!(input, "sizes");
-            assert_eq!(value, format!("{}..{}", format_size(1 << 20), format_size(1 << 10)));
+            assert_eq!(
+                value,
+                format!("{}..{}", format_size(1 << 20), format_size(1 << 10))
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -300,13 +306,19 @@ fn compile_options_out_of_range_are_invalid_with_the_field_and_value() {
     };
     match no_k.validate() {
         Err(Error::Invalid { input, value, .. }) => {
-            assert_eq!((input.as_str(), value.as_str()), ("chunk candidates (K)", "[4, 0]"))
+            assert_eq!(
+                (input.as_str(), value.as_str()),
+                ("chunk candidates (K)", "[4, 0]")
+            )
         }
         other => panic!("{other:?}"),
     }
     match "1000..64KiB".parse::<SizeRange>() {
         Err(Error::Invalid { input, value, .. }) => {
-            assert_eq!((input.as_str(), value), ("sizes, the smallest", format_size(1000)))
+            assert_eq!(
+                (input.as_str(), value),
+                ("sizes, the smallest", format_size(1000))
+            )
         }
         other => panic!("{other:?}"),
     }

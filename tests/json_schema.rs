@@ -289,7 +289,12 @@ fn bench_reports_its_rows_with_the_common_fields() {
         bounds_fields(&row["bounds"]);
         let n = row["collective"]["npus"].as_u64().unwrap() as f64;
         // All-Gather of 1 GiB: nccl-tests' bus factor (n-1)/n.
-        timing(row, 1 << 30, (n - 1.0) / n, f64_at(&row["bounds"], "best_us"));
+        timing(
+            row,
+            1 << 30,
+            (n - 1.0) / n,
+            f64_at(&row["bounds"], "best_us"),
+        );
         assert!(f64_at(row, "elapsed_ms") > 0.0, "{row}");
         assert!(row["reference_cpp_ms"].is_f64(), "{row}");
     }
@@ -304,7 +309,11 @@ fn bench_reports_its_rows_with_the_common_fields() {
     collective_fields(&row["collective"]);
     assert_eq!(row["algorithm"], "tacos");
     // A synthesized schedule is contention-free: the simulator meets its clock.
-    assert_eq!(f64_at(row, "time_us"), f64_at(row, "schedule_time_us"), "{row}");
+    assert_eq!(
+        f64_at(row, "time_us"),
+        f64_at(row, "schedule_time_us"),
+        "{row}"
+    );
     assert!(row["transfers"].as_u64().unwrap() > 0 && f64_at(row, "elapsed_ms") > 0.0);
 
     let lowering = run_json(&["bench", "lowering", "--filter", "hypercube", "--json"]);
@@ -316,7 +325,13 @@ fn bench_reports_its_rows_with_the_common_fields() {
     topology_fields(&row["topology"]);
     collective_fields(&row["collective"]);
     assert_eq!(row["collective"]["npus"], 64);
-    for field in ["lower_ms", "write_ms", "parse_ms", "verify_ms", "simulate_ms"] {
+    for field in [
+        "lower_ms",
+        "write_ms",
+        "parse_ms",
+        "verify_ms",
+        "simulate_ms",
+    ] {
         assert!(f64_at(row, field) > 0.0, "{field}: {row}");
     }
     for field in ["steps", "threadblocks", "channels", "xml_bytes"] {

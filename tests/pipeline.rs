@@ -223,6 +223,9 @@ fn concurrent_groups_come_checked_alone_and_together() {
         assert_eq!(report.collective_time_ps, c.report().collective_time_ps);
         let bounds = Bounds::new(&topo, &Collective::new(&topo, spec.clone()).unwrap());
         assert!(c.report().collective_time_ps >= bounds.best_ps());
-        assert_eq!(c.all_reduce().is_some(), r.kind == CollectiveKind::AllReduce);
+        assert_eq!(
+            c.all_reduce().is_some(),
+            r.kind == CollectiveKind::AllReduce
+        );
     }
 }

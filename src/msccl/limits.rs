@@ -180,7 +180,10 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
                 LimitKind::Channels,
                 Element::tb(g, t),
                 // Channel c needs c + 1 channels.
-                (figure(tb.channel).saturating_add(1), figure(limits.max_channels)),
+                (
+                    figure(tb.channel).saturating_add(1),
+                    figure(limits.max_channels),
+                ),
                 format!(
                     "GPU {g} tb {t} is on channel {}; the executor has channels 0..{}",
                     tb.channel,

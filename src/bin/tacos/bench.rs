@@ -5,9 +5,9 @@
 use super::collective_kind;
 use super::progress::ProgressHandle;
 use clap::{Args, ValueEnum};
+use serde::Serialize;
 use std::time::{Duration, Instant};
 use tacos::bounds::Bounds;
-use serde::Serialize;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::report::{
     BenchReport, BoundsReport, CollectiveInfo, SynthBenchRow, Timing, TopologyInfo,

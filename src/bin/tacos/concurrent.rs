@@ -56,7 +56,11 @@ pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
     // Each group on its own, to show what sharing the links costs.
     let alone = requests
         .iter()
-        .map(|r| Ok(pipeline::synthesize(topo, r, k, args.seed)?.report().collective_time_ps))
+        .map(|r| {
+            Ok(pipeline::synthesize(topo, r, k, args.seed)?
+                .report()
+                .collective_time_ps)
+        })
         .collect::<tacos::Result<Vec<_>>>()?;
     let together = reports
         .iter()

@@ -19,8 +19,8 @@ mod flow;
 
 use super::exec;
 use super::limits::{self, LimitKind, Violation};
-use super::{Element, Target};
 use super::{simulate_program_on, Buf, Layout, Program, Proto};
+use super::{Element, Target};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
