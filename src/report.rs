@@ -445,7 +445,8 @@ pub struct SynthReport {
     pub collective: CollectiveInfo,
     /// Bytes per chunk.
     pub chunk_bytes: f64,
-    /// The checked schedule's time (contention-free, so the simulator agrees).
+    /// The checked schedule's time (contention-free, so the simulator reports it, or less
+    /// where the schedule leaves a link idle).
     #[serde(flatten)]
     pub timing: Timing,
     pub bounds: BoundsReport,

@@ -380,3 +380,25 @@ fn a_fixed_k_past_the_targets_limits_keeps_the_fields_and_says_what_fits() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+#[test]
+fn an_in_place_all_to_all_is_an_invalid_placement() {
+    let t = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+    let collective = Collective::over_all(&t, CollectiveKind::AllToAll, None, 1, 1 << 20).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    let options = LowerOptions {
+        in_place: Some(true),
+        ..LowerOptions::default()
+    };
+    match lower(&schedule, &t, &options) {
+        Err(Error::Invalid {
+            input,
+            value,
+            allowed,
+        }) => {
+            assert_eq!((input.as_str(), value.as_str()), ("in_place", "true"));
+            assert!(allowed.starts_with("false"), "{allowed}");
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}

@@ -76,12 +76,14 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
     let spec = &schedule.collective;
     let kind = spec.kind;
     let size = layout.executor_bytes(spec.size_bytes);
-    let coll = options.target.coll_name(kind).ok_or_else(|| {
-        Error::Msccl(format!(
-            "target {} has no {kind} collective",
-            options.target.profile
-        ))
-    })?;
+    let coll = options
+        .target
+        .coll_name(kind)
+        .ok_or_else(|| Error::Invalid {
+            input: "target".into(),
+            value: options.target.profile.to_string(),
+            allowed: format!("a target whose loader has a {kind} collective"),
+        })?;
     let head = Head {
         coll,
         name: sanitize(
@@ -140,9 +142,11 @@ fn prepare(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Resu
     let kind = spec.kind;
     let in_place = options.in_place.unwrap_or_else(|| default_in_place(kind));
     if in_place && kind == CollectiveKind::AllToAll {
-        return Err(Error::Msccl(
-            "in-place all-to-all overwrites chunks before they leave; lower it out of place".into(),
-        ));
+        return Err(Error::Invalid {
+            input: "in_place".into(),
+            value: "true".into(),
+            allowed: "false for all-to-all (in place it overwrites chunks before they leave; lower it out of place)".into(),
+        });
     }
     if options.instances == 0 {
         return Err(Error::Invalid {
