@@ -99,6 +99,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the error is a figure past a limit (`Limit` or `TargetLimit`): what a
+    /// smaller problem (fewer chunks, fewer NPUs) may cure, unlike a wrong input.
+    pub fn is_limit(&self) -> bool {
+        matches!(self, Error::Limit { .. } | Error::TargetLimit { .. })
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {

@@ -198,12 +198,15 @@ fn a_lowering_past_the_steps_per_threadblock_names_the_limit_the_figure_and_the_
         max_steps_per_tb: 1,
         ..Limits::default()
     });
-    match lower(&schedule, &t, &options) {
-        Err(Error::TargetLimit {
+    let refused = lower(&schedule, &t, &options).unwrap_err();
+    // What fewer chunks may cure, unlike a wrong input.
+    assert!(refused.is_limit());
+    match refused {
+        Error::TargetLimit {
             target,
             violation,
             context,
-        }) => {
+        } => {
             assert!(target.starts_with("executor"), "{target}");
             assert!(target.contains("max 1 steps"), "{target}");
             assert!(violation.limit < violation.value, "{violation:?}");
@@ -390,15 +393,17 @@ fn an_in_place_all_to_all_is_an_invalid_placement() {
         in_place: Some(true),
         ..LowerOptions::default()
     };
-    match lower(&schedule, &t, &options) {
-        Err(Error::Invalid {
+    let refused = lower(&schedule, &t, &options).unwrap_err();
+    assert!(!refused.is_limit());
+    match refused {
+        Error::Invalid {
             input,
             value,
             allowed,
-        }) => {
+        } => {
             assert_eq!((input.as_str(), value.as_str()), ("in_place", "true"));
             assert!(allowed.starts_with("false"), "{allowed}");
         }
-        other => panic!("{:?}", other.map(|_| ())),
+        other => panic!("{other:?}"),
     }
 }
