@@ -246,8 +246,13 @@ proptest! {
         };
         match pipeline::program(&topo, &request(&c), &options) {
             Ok(found) => {
-                let broken = check_limits(found.kept.program(), &limits);
+                let program = found.kept.program();
+                let broken = check_limits(program, &limits);
                 prop_assert!(broken.is_empty(), "{case}: {broken:?}");
+                // Spread over channels and threadblocks, it still reads back as written.
+                let parsed = parse_program(&write_program(program), "written")
+                    .map_err(|e| TestCaseError::fail(format!("{case}: {e}")))?;
+                prop_assert_eq!(&parsed, program, "{}", case);
             }
             Err(Error::TargetLimit { violation, target, .. }) => {
                 prop_assert!(violation.value > violation.limit, "{case}: {violation:?}");

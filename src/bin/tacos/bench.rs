@@ -51,7 +51,8 @@ pub struct BenchArgs {
     /// for allgather only
     #[arg(short, long, default_value = "allgather", value_parser = collective_kind)]
     pub collective: CollectiveKind,
-    /// Print one JSON array instead of a table
+    /// Print the rows as JSON instead of a table (synth, sim, lowering, compile: one
+    /// report, docs/json.md)
     #[arg(long)]
     pub json: bool,
     /// No progress display

@@ -82,7 +82,9 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
         .ok_or_else(|| Error::Invalid {
             input: "target".into(),
             value: options.target.profile.to_string(),
-            allowed: format!("a target whose loader has a {kind} collective"),
+            allowed: format!(
+                "a target whose loader knows {kind}: this one has no {kind} collective"
+            ),
         })?;
     let head = Head {
         coll,
