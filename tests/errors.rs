@@ -407,3 +407,27 @@ fn an_in_place_all_to_all_is_an_invalid_placement() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_size_range_the_target_refuses_is_invalid_with_the_range() {
+    // The older fork refuses minBytes above maxBytes.
+    let t = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+    let legacy = Target::new(Profile::MscclLegacy);
+    let options = Options {
+        chunks: Chunks::Fixed(1),
+        lowering: LowerOptions {
+            target: legacy.clone(),
+            ..LowerOptions::default()
+        },
+        ..Options::default()
+    };
+    let request = Request::new(CollectiveKind::AllGather, 1 << 20);
+    let verified = program(&t, &request, &options).unwrap().kept;
+    match verified.with_size_range(1 << 21, 1 << 20, &legacy) {
+        Err(Error::Invalid { input, value, .. }) => {
+            assert_eq!(input, "message size range");
+            assert_eq!(value, format!("{}..={}", 1 << 21, 1 << 20));
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
