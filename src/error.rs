@@ -1,14 +1,16 @@
 //! The library's error type: every variant says what was wrong and where, in one line.
 
+use crate::msccl::limits::Violation;
 use crate::topology::{format_npus, NpuId};
 use std::fmt;
 use std::path::PathBuf;
 
 /// Errors the library reports instead of panicking on user input.
 ///
-/// `Unknown`, `Invalid` and `Limit` carry their figures as fields, for programs that
-/// react to them; the variants holding a message are for failures whose reason is a
-/// sentence (a schedule that breaks a rule, a file that says something else).
+/// `Unknown`, `Invalid`, `Limit`, `TargetLimit` and `Disconnected` carry their figures as
+/// fields, for programs that react to them; the variants holding a message are for
+/// failures whose reason is a sentence (a schedule that breaks a rule, a file that says
+/// something else).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A name that is not one of those the library knows: a target, protocol,
@@ -44,6 +46,18 @@ pub enum Error {
         /// The most allowed.
         limit: u64,
         /// What was being done, and for what, when the count was reached.
+        context: String,
+    },
+    /// A program past a limit of the MSCCL loader it is for: `violation` says which limit,
+    /// the figure, the limit and the first element (GPU, threadblock, step) past it.
+    #[error("{context}: {violation}")]
+    TargetLimit {
+        /// The target, as messages name it: its profile, and its limits where they
+        /// differ from the profile's.
+        target: String,
+        violation: Box<Violation>,
+        /// What was being done (for the lowering: the arrangements it tried, and what
+        /// would help).
         context: String,
     },
     /// A topology spec string or JSON file that cannot be understood.
@@ -85,6 +99,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the error is a figure past a limit (`Limit` or `TargetLimit`): what a
+    /// smaller problem (fewer chunks, fewer NPUs) may cure, unlike a wrong input.
+    pub fn is_limit(&self) -> bool {
+        matches!(self, Error::Limit { .. } | Error::TargetLimit { .. })
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {

@@ -3,7 +3,8 @@
 //! with the search over K (chunks per NPU) and seeds.
 //!
 //! Every front end that emits an algorithm goes through here: `tacos synth` (schedules,
-//! and programs with `--xml`), the C API, and `compile` (which keeps its own band ranking
+//! and programs with `--xml`; several collectives at once through [`concurrent`], as
+//! schedules only), the C API, and `compile` (which keeps its own band ranking
 //! and merging but lowers and verifies each program it keeps with [`lower`] and
 //! [`Lowered::verify`]). A [`Verified`] can only be made by [`Lowered::verify`] after the
 //! program passed the target's loader rules and `msccl::verify`, so whatever holds one
@@ -19,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::msccl::{
     self, lower::check_shape, LowerOptions, Profile, Program, ProgramTimer, Target, VerifyOptions,
 };
-use crate::schedule::{check, check_data_flow, CheckReport, Schedule};
+use crate::schedule::{check, check_concurrent, check_data_flow, CheckReport, Schedule};
 use crate::sim::simulate_schedule;
 use crate::synth::{synthesize_concurrent, AllReduceTimes, SynthOptions};
 use crate::topology::{NpuId, Topology};
@@ -199,6 +200,41 @@ pub fn synthesize(topo: &Topology, request: &Request, k: usize, seed: u64) -> Re
     Checked::with(schedule, report, synthesis.all_reduce, Some(seed))
 }
 
+/// Synthesizes `requests` together with `k` chunks per NPU and `seed`, as one matching so
+/// that they share links without contention (groups running their collectives at the same
+/// time), and checks each schedule alone and all of them together
+/// (`schedule::check_concurrent`). One schedule per request, in order; a synthesis with an
+/// All-Reduce gives each All-Reduce's schedule the composition's times.
+pub fn concurrent(
+    topo: &Topology,
+    requests: &[Request],
+    k: usize,
+    seed: u64,
+) -> Result<Vec<Checked>> {
+    let collectives = requests
+        .iter()
+        .map(|r| Collective::new(topo, r.spec(topo, k)))
+        .collect::<Result<Vec<_>>>()?;
+    let synthesis = synthesize_concurrent(topo, &collectives, &SynthOptions { seed })?;
+    let reports = check_concurrent(&synthesis.schedules, topo).map_err(|e| {
+        Error::Schedule(format!(
+            "the schedules synthesized together failed the checker: {e}"
+        ))
+    })?;
+    synthesis
+        .schedules
+        .into_iter()
+        .zip(reports)
+        .map(|(schedule, report)| {
+            let all_reduce = synthesis
+                .all_reduce
+                .clone()
+                .filter(|_| schedule.collective.kind == CollectiveKind::AllReduce);
+            Checked::with(schedule, Ok(report), all_reduce, Some(seed))
+        })
+        .collect()
+}
+
 /// A checked schedule lowered to a program and timed, not yet verified: it cannot be
 /// written until [`Lowered::verify`] makes it a [`Verified`].
 #[derive(Clone, Debug)]
@@ -356,9 +392,11 @@ impl Verified {
         self.0.program.min_bytes = Some(min_bytes);
         self.0.program.max_bytes = Some(max_bytes);
         match msccl::rules::check(&self.0.program, target).first() {
-            Some(broken) => Err(Error::Msccl(format!(
-                "target {target} would refuse the program for {min_bytes}..={max_bytes} bytes: {broken}"
-            ))),
+            Some(broken) => Err(Error::Invalid {
+                input: "message size range".into(),
+                value: format!("{min_bytes}..={max_bytes}"),
+                allowed: format!("a range target {target} loads the program for ({broken})"),
+            }),
             None => Ok(self),
         }
     }
@@ -396,7 +434,7 @@ pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result
     let mut trials = Vec::new();
     let mut kept: Option<(Picos, Checked)> = None;
     for (trial, built) in tried {
-        if let (Some(checked), Some(t)) = (built, trial.simulated_ps) {
+        if let (Ok(checked), Some(t)) = (built, trial.simulated_ps) {
             if kept.as_ref().map_or(true, |(best, _)| t < *best) {
                 kept = Some((t, checked));
             }
@@ -421,7 +459,12 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
         let time_ps = lowered.time_ps();
         Ok((lowered, time_ps))
     })?;
-    let (mut trials, mut built): (Vec<Trial>, Vec<Option<Lowered>>) = tried.into_iter().unzip();
+    let (mut trials, built): (Vec<Trial>, Vec<Result<Lowered>>) = tried.into_iter().unzip();
+    let mut failed = None;
+    let mut built: Vec<Option<Lowered>> = built
+        .into_iter()
+        .map(|b| b.map_err(|e| failed = Some(e)).ok())
+        .collect();
     let mut order: Vec<usize> = (0..trials.len()).filter(|&i| built[i].is_some()).collect();
     order.sort_by_key(|&i| (trials[i].simulated_ps, i));
     for i in order {
@@ -436,23 +479,53 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
             Err(refusal) => trials[i].refused = Some(refusal.reason),
         }
     }
-    // A fixed K that could not be lowered (rather than one whose program failed
-    // verification) may break only the target's limits: then say what would fit.
-    if let (Chunks::Fixed(k), [trial]) = (options.chunks, trials.as_slice()) {
-        let advice = trial
-            .simulated_ps
-            .is_none()
-            .then(|| limit_advice(topo, request, k, trial.seed, lowering))
-            .flatten();
-        if let Some(advice) = advice {
-            let refused = trial.refused.as_deref().unwrap_or_default();
-            return Err(Error::Msccl(format!(
-                "-k {k} does not fit: {refused}; {advice}"
-            )));
-        }
-    }
     let what = format!("verified program for target {}", lowering.target);
+    // A single trial that could not be built (rather than one whose program failed
+    // verification) keeps its error's fields; a fixed K past the target's limits (one
+    // that lowers once they are lifted) says what would fit.
+    if let (Some(e), [trial]) = (failed, trials.as_slice()) {
+        let advice = match options.chunks {
+            Chunks::Fixed(k) => limit_advice(topo, request, k, trial.seed, lowering)
+                .map(|advice| format!("-k {k} does not fit: {advice}; ")),
+            Chunks::Auto => None,
+        };
+        let prefix = advice.unwrap_or_else(|| {
+            format!(
+                "K={} seed {} gives no {what}: ",
+                trial.chunks_per_npu, trial.seed
+            )
+        });
+        return Err(prefixed(e, &prefix));
+    }
     Err(Error::Msccl(nothing_found(&trials, &what)))
+}
+
+/// `e` with `prefix` before what it says: in the context of a figure past a limit (the
+/// fields stay), else as an `msccl` message.
+fn prefixed(e: Error, prefix: &str) -> Error {
+    match e {
+        Error::TargetLimit {
+            target,
+            violation,
+            context,
+        } => Error::TargetLimit {
+            target,
+            violation,
+            context: format!("{prefix}{context}"),
+        },
+        Error::Limit {
+            what,
+            value,
+            limit,
+            context,
+        } => Error::Limit {
+            what,
+            value,
+            limit,
+            context: format!("{prefix}{context}"),
+        },
+        other => Error::Msccl(format!("{prefix}{other}")),
+    }
 }
 
 /// Tries every (K, seed) of the options side by side: synthesized, checked, then
@@ -463,9 +536,13 @@ fn search<T: Send>(
     request: &Request,
     options: &Options,
     evaluate: impl Fn(Checked) -> Result<(T, Picos)> + Sync,
-) -> Result<Vec<(Trial, Option<T>)>> {
+) -> Result<Vec<(Trial, Result<T>)>> {
     if options.seeds.is_empty() {
-        return Err(Error::Synthesis("no seed to synthesize with".into()));
+        return Err(Error::Invalid {
+            input: "seeds".into(),
+            value: "none".into(),
+            allowed: "at least one seed to synthesize with".into(),
+        });
     }
     let ks = options.chunks.candidates();
     let limit = options.max_memory;
@@ -501,11 +578,11 @@ fn search<T: Send>(
         match built {
             Ok((value, time_ps)) => {
                 trial.simulated_ps = Some(time_ps);
-                (trial, Some(value))
+                (trial, Ok(value))
             }
             Err(e) => {
                 trial.refused = Some(e.to_string());
-                (trial, None)
+                (trial, Err(e))
             }
         }
     };

@@ -445,7 +445,8 @@ pub struct SynthReport {
     pub collective: CollectiveInfo,
     /// Bytes per chunk.
     pub chunk_bytes: f64,
-    /// The checked schedule's time (contention-free, so the simulator agrees).
+    /// The checked schedule's time (contention-free, so the simulator reports it, or less
+    /// where the schedule leaves a link idle).
     #[serde(flatten)]
     pub timing: Timing,
     pub bounds: BoundsReport,
@@ -570,4 +571,95 @@ impl SynthReport {
             synth_time_ms: run.elapsed_ms,
         }
     }
+}
+
+/// `tacos bench SUBJECT --json`: the table's rows, each with the common names for the
+/// common figures (`topology`, `collective`, `time_us`, ...) and its own measurements.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchReport<R> {
+    pub schema_version: u32,
+    pub command: &'static str,
+    /// What was measured: `synth`, `sim`, `lowering`, `compile`.
+    pub subject: &'static str,
+    pub rows: Vec<R>,
+}
+
+impl<R> BenchReport<R> {
+    pub fn new(subject: &'static str, rows: Vec<R>) -> BenchReport<R> {
+        BenchReport {
+            schema_version: SCHEMA_VERSION,
+            command: "bench",
+            subject,
+            rows,
+        }
+    }
+}
+
+/// A row of `tacos bench synth`: one synthesis, its speed and its quality.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SynthBenchRow {
+    pub topology: TopologyInfo,
+    pub collective: CollectiveInfo,
+    /// The fastest of the synthesis runs (wall time).
+    pub elapsed_ms: f64,
+    /// The public C++ TACOS's synthesis time on this case, where the project measured it
+    /// (All-Gather only).
+    pub reference_cpp_ms: Option<f64>,
+    /// The schedule's time and what it means against the bounds.
+    #[serde(flatten)]
+    pub timing: Timing,
+    pub bounds: BoundsReport,
+}
+
+/// A row of `tacos bench sim`: the simulator's speed on one schedule.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimBenchRow {
+    pub topology: TopologyInfo,
+    pub collective: CollectiveInfo,
+    /// `tacos` (synthesized) or a baseline's name.
+    pub algorithm: &'static str,
+    pub transfers: usize,
+    /// The fastest of the simulation runs (wall time).
+    pub elapsed_ms: f64,
+    /// The simulated collective time.
+    pub time_us: f64,
+    /// A synthesized schedule's own clock (the simulator must agree); null for baselines.
+    pub schedule_time_us: Option<f64>,
+}
+
+/// A row of `tacos bench lowering`: each stage's wall time (the fastest of its runs) on
+/// one synthesized schedule, and the program's size.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LoweringBenchRow {
+    pub topology: TopologyInfo,
+    pub collective: CollectiveInfo,
+    pub lower_ms: f64,
+    pub write_ms: f64,
+    pub parse_ms: f64,
+    pub verify_ms: f64,
+    pub simulate_ms: f64,
+    pub steps: usize,
+    pub threadblocks: usize,
+    pub channels: usize,
+    pub xml_bytes: usize,
+    /// The program's simulated time.
+    pub time_us: f64,
+    /// The schedule's own clock.
+    pub schedule_time_us: f64,
+}
+
+/// A row of `tacos bench compile`: the plugin cache for one cluster, cold and warm.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompileBenchRow {
+    pub topology: TopologyInfo,
+    /// Algorithm files in the set.
+    pub files: usize,
+    /// Their bytes together.
+    pub xml_bytes: u64,
+    /// Each cold run (compile and write into an empty directory).
+    pub cold_ms: Vec<f64>,
+    /// The warm run (every file's hash checked).
+    pub warm_ms: f64,
+    /// The least efficiency of any band (its best bound over its predicted time).
+    pub min_efficiency: f64,
 }

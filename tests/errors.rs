@@ -3,9 +3,13 @@
 
 use tacos::baselines::Baseline;
 use tacos::collective::{Collective, CollectiveKind};
-use tacos::msccl::{lower, Limits, LowerOptions, Profile, Proto, Target};
+use tacos::compile::{CompileOptions, Placements, ProtoChoice, SizeRange};
+use tacos::msccl::limits::{check as check_limits, LimitKind};
+use tacos::msccl::{lower, Dep, Element, Limits, LowerOptions, Profile, Proto, Target};
+use tacos::pipeline::{program, Chunks, Options, Request};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
+use tacos::units::format_size;
 use tacos::Error;
 
 fn spec_error(spec: &str) -> Error {
@@ -164,5 +168,266 @@ fn failing_an_npu_the_topology_lacks_names_it_and_the_range() {
             assert!(allowed.ends_with("0..3"), "{allowed}");
         }
         other => panic!("{other:?}"),
+    }
+}
+
+/// A ring:4 All-Gather of 1 MiB with `k` chunks per NPU.
+fn ring_all_gather(k: usize) -> (tacos::topology::Topology, tacos::schedule::Schedule) {
+    let t = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+    let collective = Collective::over_all(&t, CollectiveKind::AllGather, None, k, 1 << 20).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    (t, schedule)
+}
+
+fn with_limits(limits: Limits) -> LowerOptions {
+    LowerOptions {
+        target: Target {
+            limits,
+            ..Target::default()
+        },
+        ..LowerOptions::default()
+    }
+}
+
+#[test]
+fn a_lowering_past_the_steps_per_threadblock_names_the_limit_the_figure_and_the_gpu() {
+    // Every rank of a ring All-Gather receives 3 chunks and sends some: with one step per
+    // threadblock no arrangement fits, however many channels share the steps out.
+    let (t, schedule) = ring_all_gather(1);
+    let options = with_limits(Limits {
+        max_steps_per_tb: 1,
+        ..Limits::default()
+    });
+    let refused = lower(&schedule, &t, &options).unwrap_err();
+    // What fewer chunks may cure, unlike a wrong input.
+    assert!(refused.is_limit());
+    match refused {
+        Error::TargetLimit {
+            target,
+            violation,
+            context,
+        } => {
+            assert!(target.starts_with("executor"), "{target}");
+            assert!(target.contains("max 1 steps"), "{target}");
+            assert!(violation.limit < violation.value, "{violation:?}");
+            let gpu = violation.element.gpu.expect("a GPU is named");
+            assert!(gpu < 4, "{violation:?}");
+            // Spreading over channels stops at a count past another limit, or on the
+            // steps themselves: each of which the limits set.
+            let limits = &options.target.limits;
+            let expected = match violation.kind {
+                LimitKind::StepsPerTb => limits.max_steps_per_tb,
+                LimitKind::Tbs => limits.max_tbs,
+                LimitKind::TbsPerChannel => limits.max_tbs_per_channel,
+                LimitKind::ElementsPerRank => limits.max_elements_per_rank,
+                other => panic!("a limit spreading cannot reach: {other:?}"),
+            };
+            assert_eq!(violation.limit, expected as u64, "{violation:?}");
+            assert!(context.contains("use fewer chunks per NPU"), "{context}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_limit_checker_states_each_figure_and_where_it_is() {
+    // A program the lowering made within the limits, then pushed past four of them by
+    // hand: each violation carries the figure set and the limit, at the element changed.
+    let (t, schedule) = ring_all_gather(1);
+    let limits = Limits::default();
+    let mut program = lower(&schedule, &t, &LowerOptions::default()).unwrap();
+    assert!(check_limits(&program, &limits).is_empty());
+    program.nchannels = limits.max_channels + 3;
+    let step = &mut program.gpus[2].threadblocks[0].steps[0];
+    step.count = limits.max_count + 5;
+    let dep_tb = limits.max_dep_tb + 1;
+    step.dep = Some(Dep {
+        tb: dep_tb,
+        step: 0,
+    });
+    let broken = check_limits(&program, &limits);
+    let find = |kind| {
+        broken
+            .iter()
+            .find(|v| v.kind == kind)
+            .unwrap_or_else(|| panic!("no {kind:?} in {broken:?}"))
+    };
+    let channels = find(LimitKind::Channels);
+    assert_eq!(
+        (channels.value, channels.limit, channels.element),
+        (
+            limits.max_channels as u64 + 3,
+            limits.max_channels as u64,
+            Element::ALGO
+        )
+    );
+    let count = find(LimitKind::Count);
+    assert_eq!(
+        (count.value, count.limit, count.element),
+        (
+            u64::from(limits.max_count) + 5,
+            u64::from(limits.max_count),
+            Element::step(2, 0, 0)
+        )
+    );
+    let dep = find(LimitKind::DepTb);
+    assert_eq!(
+        (dep.value, dep.limit, dep.element),
+        (
+            dep_tb as u64,
+            limits.max_dep_tb as u64,
+            Element::step(2, 0, 0)
+        )
+    );
+    // The same program lowered with more instances than its target has channels for is
+    // refused before it is built, by `Limit`; this one, built, by its violations.
+    assert_eq!(broken.len(), 3, "{broken:?}");
+}
+
+#[test]
+fn compile_options_out_of_range_are_invalid_with_the_field_and_value() {
+    let backwards = CompileOptions {
+        sizes: SizeRange {
+            min_bytes: 1 << 20,
+            max_bytes: 1 << 10,
+        },
+        ..CompileOptions::default()
+    };
+    match backwards.validate() {
+        Err(Error::Invalid { input, value, .. }) => {
+            assert_eq!(input, "sizes");
+            assert_eq!(
+                value,
+                format!("{}..{}", format_size(1 << 20), format_size(1 << 10))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let no_k = CompileOptions {
+        chunk_candidates: vec![4, 0],
+        ..CompileOptions::default()
+    };
+    match no_k.validate() {
+        Err(Error::Invalid { input, value, .. }) => {
+            assert_eq!(
+                (input.as_str(), value.as_str()),
+                ("chunk candidates (K)", "[4, 0]")
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    match "1000..64KiB".parse::<SizeRange>() {
+        Err(Error::Invalid { input, value, .. }) => {
+            assert_eq!(
+                (input.as_str(), value),
+                ("sizes, the smallest", format_size(1000))
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let (what, given, known) = unknown("fast".parse::<ProtoChoice>().unwrap_err());
+    assert_eq!((what, given.as_str()), ("protocol", "fast"));
+    for name in known {
+        assert!(name.parse::<ProtoChoice>().is_ok(), "{name}");
+    }
+    let (what, given, known) = unknown("sideways".parse::<Placements>().unwrap_err());
+    assert_eq!((what, given.as_str()), ("placement", "sideways"));
+    for name in known {
+        assert!(name.parse::<Placements>().is_ok(), "{name}");
+    }
+}
+
+#[test]
+fn a_fixed_k_past_the_targets_limits_keeps_the_fields_and_says_what_fits() {
+    // ring:4 All-Gather with K = 4: 12 chunks reach every rank, at least 12 receive steps;
+    // with 8 steps per threadblock and 2 threadblocks per GPU on one channel nothing fits.
+    // K = 1 (3 receives) does: the error says so, and keeps the limit's figures.
+    let t = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+    let options = Options {
+        chunks: Chunks::Fixed(4),
+        lowering: with_limits(Limits {
+            max_steps_per_tb: 8,
+            max_tbs: 2,
+            ..Limits::default()
+        }),
+        ..Options::default()
+    };
+    let request = Request::new(CollectiveKind::AllGather, 1 << 20);
+    match program(&t, &request, &options) {
+        Err(Error::TargetLimit {
+            violation, context, ..
+        }) => {
+            assert!(violation.value > violation.limit, "{violation:?}");
+            assert!(context.starts_with("-k 4 does not fit"), "{context}");
+            let suggested: usize = context
+                .split("(-k ")
+                .nth(1)
+                .and_then(|rest| rest.split(')').next())
+                .and_then(|k| k.parse().ok())
+                .unwrap_or_else(|| panic!("no K suggested: {context}"));
+            assert!((1..4).contains(&suggested), "{context}");
+            let fits = Options {
+                chunks: Chunks::Fixed(suggested),
+                ..options.clone()
+            };
+            program(&t, &request, &fits).unwrap();
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    let no_seed = Options {
+        seeds: Vec::new(),
+        ..Options::default()
+    };
+    match program(&t, &request, &no_seed) {
+        Err(Error::Invalid { input, .. }) => assert_eq!(input, "seeds"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn an_in_place_all_to_all_is_an_invalid_placement() {
+    let t = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+    let collective = Collective::over_all(&t, CollectiveKind::AllToAll, None, 1, 1 << 20).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    let options = LowerOptions {
+        in_place: Some(true),
+        ..LowerOptions::default()
+    };
+    let refused = lower(&schedule, &t, &options).unwrap_err();
+    assert!(!refused.is_limit());
+    match refused {
+        Error::Invalid {
+            input,
+            value,
+            allowed,
+        } => {
+            assert_eq!((input.as_str(), value.as_str()), ("in_place", "true"));
+            assert!(allowed.starts_with("false"), "{allowed}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_size_range_the_target_refuses_is_invalid_with_the_range() {
+    // The older fork refuses minBytes above maxBytes.
+    let t = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+    let legacy = Target::new(Profile::MscclLegacy);
+    let options = Options {
+        chunks: Chunks::Fixed(1),
+        lowering: LowerOptions {
+            target: legacy.clone(),
+            ..LowerOptions::default()
+        },
+        ..Options::default()
+    };
+    let request = Request::new(CollectiveKind::AllGather, 1 << 20);
+    let verified = program(&t, &request, &options).unwrap().kept;
+    match verified.with_size_range(1 << 21, 1 << 20, &legacy) {
+        Err(Error::Invalid { input, value, .. }) => {
+            assert_eq!(input, "message size range");
+            assert_eq!(value, format!("{}..={}", 1 << 21, 1 << 20));
+        }
+        other => panic!("{:?}", other.map(|_| ())),
     }
 }

@@ -272,3 +272,70 @@ fn bounds_and_aliases(v: &Value) {
     assert_eq!(v["size_bytes"], v["collective"]["size_bytes"]);
     assert_eq!(v["synth_time_ms"], v["elapsed_ms"]);
 }
+
+#[test]
+fn bench_reports_its_rows_with_the_common_fields() {
+    // The small cases of three subjects (compile's smallest case compiles a cluster's set
+    // several times over, too long for a test).
+    let synth = run_json(&["bench", "synth", "--filter", "mesh:4x4", "--json"]);
+    header(&synth, "bench");
+    assert_eq!(synth["subject"], "synth");
+    let rows = synth["rows"].as_array().unwrap();
+    // mesh:4x4 and mesh:4x4x4.
+    assert_eq!(rows.len(), 2, "{synth}");
+    for row in rows {
+        topology_fields(&row["topology"]);
+        collective_fields(&row["collective"]);
+        bounds_fields(&row["bounds"]);
+        let n = row["collective"]["npus"].as_u64().unwrap() as f64;
+        // All-Gather of 1 GiB: nccl-tests' bus factor (n-1)/n.
+        timing(
+            row,
+            1 << 30,
+            (n - 1.0) / n,
+            f64_at(&row["bounds"], "best_us"),
+        );
+        assert!(f64_at(row, "elapsed_ms") > 0.0, "{row}");
+        assert!(row["reference_cpp_ms"].is_f64(), "{row}");
+    }
+
+    let sim = run_json(&["bench", "sim", "--filter", "torus:16x16", "--json"]);
+    header(&sim, "bench");
+    assert_eq!(sim["subject"], "sim");
+    let rows = sim["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{sim}");
+    let row = &rows[0];
+    topology_fields(&row["topology"]);
+    collective_fields(&row["collective"]);
+    assert_eq!(row["algorithm"], "tacos");
+    // A synthesized schedule is contention-free: the simulator meets its clock.
+    assert_eq!(
+        f64_at(row, "time_us"),
+        f64_at(row, "schedule_time_us"),
+        "{row}"
+    );
+    assert!(row["transfers"].as_u64().unwrap() > 0 && f64_at(row, "elapsed_ms") > 0.0);
+
+    let lowering = run_json(&["bench", "lowering", "--filter", "hypercube", "--json"]);
+    header(&lowering, "bench");
+    assert_eq!(lowering["subject"], "lowering");
+    let rows = lowering["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{lowering}");
+    let row = &rows[0];
+    topology_fields(&row["topology"]);
+    collective_fields(&row["collective"]);
+    assert_eq!(row["collective"]["npus"], 64);
+    for field in [
+        "lower_ms",
+        "write_ms",
+        "parse_ms",
+        "verify_ms",
+        "simulate_ms",
+    ] {
+        assert!(f64_at(row, field) > 0.0, "{field}: {row}");
+    }
+    for field in ["steps", "threadblocks", "channels", "xml_bytes"] {
+        assert!(row[field].as_u64().unwrap() > 0, "{field}: {row}");
+    }
+    assert!(f64_at(row, "time_us") > 0.0 && f64_at(row, "schedule_time_us") > 0.0);
+}

@@ -189,3 +189,43 @@ fn automatic_chunking_keeps_the_fastest_simulated_k() {
         assert_eq!(timed.time_ps, found.kept.time_ps());
     }
 }
+
+#[test]
+fn concurrent_groups_come_checked_alone_and_together() {
+    // Two All-Reduce groups on a ring of 8 (0-3 and 4-7, each group's ring closing over
+    // the other's links) and an All-Gather group on a line through them: what the
+    // pipeline returns passes the checker again, alone and together, each schedule is
+    // over its group, and none beats its group's lower bounds.
+    use tacos::bounds::Bounds;
+    use tacos::collective::{Collective, CollectiveKind};
+    use tacos::pipeline::{concurrent, Request};
+    use tacos::schedule::{check, check_concurrent};
+    use tacos::topology::{parse_spec, SpecDefaults};
+    let topo = parse_spec("ring:8", &SpecDefaults::default()).unwrap();
+    let group = |kind, npus: Vec<usize>| Request {
+        npus: Some(npus),
+        ..Request::new(kind, 1 << 20)
+    };
+    let requests = [
+        group(CollectiveKind::AllReduce, vec![0, 1, 2, 3]),
+        group(CollectiveKind::AllReduce, vec![4, 5, 6, 7]),
+        group(CollectiveKind::AllGather, vec![1, 5]),
+    ];
+    let checked = concurrent(&topo, &requests, 2, 0).unwrap();
+    assert_eq!(checked.len(), requests.len());
+    let schedules: Vec<_> = checked.iter().map(|c| c.schedule().clone()).collect();
+    check_concurrent(&schedules, &topo).unwrap();
+    for (c, r) in checked.iter().zip(&requests) {
+        let spec = &c.schedule().collective;
+        assert_eq!(Some(&spec.npus), r.npus.as_ref());
+        assert_eq!((spec.kind, spec.chunks_per_npu), (r.kind, 2));
+        let report = check(c.schedule(), &topo).unwrap();
+        assert_eq!(report.collective_time_ps, c.report().collective_time_ps);
+        let bounds = Bounds::new(&topo, &Collective::new(&topo, spec.clone()).unwrap());
+        assert!(c.report().collective_time_ps >= bounds.best_ps());
+        assert_eq!(
+            c.all_reduce().is_some(),
+            r.kind == CollectiveKind::AllReduce
+        );
+    }
+}

@@ -58,18 +58,19 @@ impl SizeRange {
     pub fn new(min_bytes: u64, max_bytes: u64) -> Result<SizeRange> {
         for (what, v) in [("smallest", min_bytes), ("largest", max_bytes)] {
             if !v.is_power_of_two() {
-                return Err(Error::Compile(format!(
-                    "sizes: the {what} size, {}, is not a power of two (bands run from one power of two to the next, e.g. 1KiB..4GiB)",
-                    format_size(v)
-                )));
+                return Err(Error::Invalid {
+                    input: format!("sizes, the {what}"),
+                    value: format_size(v),
+                    allowed: "a power of two (bands run from one power of two to the next, e.g. 1KiB..4GiB)".into(),
+                });
             }
         }
         if min_bytes > max_bytes {
-            return Err(Error::Compile(format!(
-                "sizes: {}..{} runs backwards; give the smallest size first",
-                format_size(min_bytes),
-                format_size(max_bytes)
-            )));
+            return Err(Error::Invalid {
+                input: "sizes".into(),
+                value: format!("{}..{}", format_size(min_bytes), format_size(max_bytes)),
+                allowed: "the smallest size first (this range runs backwards)".into(),
+            });
         }
         Ok(SizeRange {
             min_bytes,
@@ -107,10 +108,10 @@ impl FromStr for SizeRange {
 
     /// `MIN..MAX`, each a size such as `1KiB` or `4GiB`.
     fn from_str(s: &str) -> Result<SizeRange> {
-        let (lo, hi) = s.split_once("..").ok_or_else(|| {
-            Error::Compile(format!(
-                "sizes: '{s}' is not a range MIN..MAX such as 1KiB..4GiB"
-            ))
+        let (lo, hi) = s.split_once("..").ok_or_else(|| Error::Invalid {
+            input: "sizes".into(),
+            value: s.into(),
+            allowed: "a range MIN..MAX such as 1KiB..4GiB".into(),
         })?;
         let parse = |v: &str| parse_size(v).map_err(|e| Error::Compile(format!("sizes: {e}")));
         SizeRange::new(parse(lo)?, parse(hi)?)
@@ -163,9 +164,11 @@ impl FromStr for ProtoChoice {
             "simple" => Ok(ProtoChoice::Fixed(Proto::Simple)),
             "ll" => Ok(ProtoChoice::Fixed(Proto::LL)),
             "ll128" => Ok(ProtoChoice::Fixed(Proto::LL128)),
-            _ => Err(Error::Compile(format!(
-                "proto: '{s}' is not one of auto, Simple, LL, LL128"
-            ))),
+            _ => Err(Error::Unknown {
+                what: "protocol",
+                given: s.into(),
+                known: vec!["auto", "Simple", "LL", "LL128"],
+            }),
         }
     }
 }
@@ -224,9 +227,11 @@ impl FromStr for Placements {
             "both" => Ok(Placements::Both),
             "inplace" => Ok(Placements::InPlace),
             "outofplace" => Ok(Placements::OutOfPlace),
-            _ => Err(Error::Compile(format!(
-                "inplace: '{s}' is not one of both, inplace, outofplace"
-            ))),
+            _ => Err(Error::Unknown {
+                what: "placement",
+                given: s.into(),
+                known: vec!["both", "inplace", "outofplace"],
+            }),
         }
     }
 }
@@ -340,36 +345,51 @@ impl CompileOptions {
 
     /// Checks what does not depend on the topology.
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::Compile(m));
+        let invalid = |input: &str, value: String, allowed: &str| {
+            Err(Error::Invalid {
+                input: input.into(),
+                value,
+                allowed: allowed.into(),
+            })
+        };
         if self.collectives.is_empty() {
-            return bad("no collective to compile".into());
+            return invalid("collectives", "none".into(), "at least one collective");
         }
         if let Some(k) = self.collectives.iter().find(|k| k.has_root()) {
-            return bad(format!(
-                "{k} has a root, and an algorithm file does not say which rank it is for; compile takes collectives without a root (allreduce, allgather, reducescatter, alltoall)"
-            ));
+            return invalid(
+                "collectives",
+                k.to_string(),
+                "collectives without a root (allreduce, allgather, reducescatter, alltoall): an algorithm file does not say which rank is the root",
+            );
         }
         if let Some(k) = self
             .collectives
             .iter()
             .find(|&&k| self.placements.flags(k).is_empty())
         {
-            return bad(format!(
-                "{k} cannot run in place; ask for --inplace outofplace or both"
-            ));
+            return invalid(
+                "placements",
+                format!("inplace for {k}"),
+                "outofplace or both: it cannot run in place",
+            );
         }
         SizeRange::new(self.sizes.min_bytes, self.sizes.max_bytes)?;
         if !(1..=63).contains(&self.band_octaves) {
-            return bad(format!(
-                "a band spans 1 to 63 doublings, not {}",
-                self.band_octaves
-            ));
+            return invalid(
+                "band_octaves",
+                self.band_octaves.to_string(),
+                "1 to 63 (doublings a band spans)",
+            );
         }
         if self.seeds == 0 {
-            return bad("seeds must be at least 1".into());
+            return invalid("seeds", "0".into(), "at least 1");
         }
         if self.chunk_candidates.is_empty() || self.chunk_candidates.contains(&0) {
-            return bad("chunk candidates (K) must be whole numbers, at least 1".into());
+            return invalid(
+                "chunk candidates (K)",
+                format!("{:?}", self.chunk_candidates),
+                "a list of whole numbers, each at least 1",
+            );
         }
         let l = &self.target.limits;
         let limits = [
@@ -380,10 +400,11 @@ impl CompileOptions {
             ("XML elements per rank", l.max_elements_per_rank),
         ];
         if let Some((what, _)) = limits.iter().find(|(_, v)| *v == 0) {
-            return bad(format!(
-                "target {}: a limit of 0 {what} admits no program; a limit must be at least 1",
-                self.target.profile
-            ));
+            return invalid(
+                &format!("target {}: the limit of {what}", self.target.profile),
+                "0".into(),
+                "at least 1 (a limit of 0 admits no program)",
+            );
         }
         Ok(())
     }
@@ -434,14 +455,29 @@ mod tests {
         );
     }
 
+    /// The input and value of an `Invalid`, or a panic naming what came instead.
+    fn invalid(e: Error) -> (String, String) {
+        match e {
+            Error::Invalid { input, value, .. } => (input, value),
+            other => panic!("not Invalid: {other:?}"),
+        }
+    }
+
     #[test]
     fn bad_ranges_are_named() {
-        let e = "4GiB..1KiB".parse::<SizeRange>().unwrap_err().to_string();
-        assert!(e.contains("backwards"), "{e}");
-        let e = "3KB..1GiB".parse::<SizeRange>().unwrap_err().to_string();
-        assert!(e.contains("not a power of two"), "{e}");
-        let e = "1KiB".parse::<SizeRange>().unwrap_err().to_string();
-        assert!(e.contains("MIN..MAX"), "{e}");
+        let parse = |s: &str| invalid(s.parse::<SizeRange>().unwrap_err());
+        assert_eq!(
+            parse("4GiB..1KiB"),
+            (
+                "sizes".into(),
+                format!("{}..{}", format_size(4 << 30), format_size(1024))
+            )
+        );
+        assert_eq!(
+            parse("3KB..1GiB"),
+            ("sizes, the smallest".into(), format_size(3000))
+        );
+        assert_eq!(parse("1KiB"), ("sizes".into(), "1KiB".into()));
         let e = "1KiB..lots".parse::<SizeRange>().unwrap_err().to_string();
         assert!(e.contains("lots"), "{e}");
     }

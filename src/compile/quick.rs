@@ -175,7 +175,9 @@ impl Selection<'_> {
                 let k = k.expect("checked");
                 let checked = check_shape(trial.checked.schedule(), self.topo, &shape);
                 if let Err(e) = checked {
-                    self.doomed_from = Some(self.doomed_from.map_or(k, |d| d.min(k)));
+                    if e.is_limit() {
+                        self.doomed_from = Some(self.doomed_from.map_or(k, |d| d.min(k)));
+                    }
                     rejected.push(Rejection {
                         collective: self.kind,
                         in_place: None,
@@ -286,7 +288,7 @@ impl Selection<'_> {
             let built = match built {
                 Ok(b) => b,
                 Err(e) => {
-                    if let Some(k) = k {
+                    if let Some(k) = k.filter(|_| e.is_limit()) {
                         doomed_from = Some(doomed_from.map_or(k, |d| d.min(k)));
                     }
                     rejected.push(Rejection {

@@ -5,6 +5,7 @@
 use super::rules::Element;
 use super::{Instr, Program};
 use std::collections::HashMap;
+use std::fmt;
 
 /// Limits of an MSCCL loader (each profile's: `super::target::Profile::limits`).
 #[derive(Clone, Debug, PartialEq)]
@@ -74,22 +75,42 @@ impl LimitKind {
     }
 }
 
-/// One broken limit: the element that breaks it first on its GPU, the figure and the limit.
+/// One broken limit: which, the element that breaks it first on its GPU (or `<algo>`),
+/// the figure and the limit, and a sentence saying so.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
     pub kind: LimitKind,
     pub element: Element,
+    /// The figure past the limit: how many (GPUs, channels, threadblocks, steps, chunks,
+    /// elements) or how large (a threadblock id a dependency names, an offset).
+    pub value: u64,
+    /// The most the loader takes.
+    pub limit: u64,
+    /// The figures in a sentence, with the GPU, threadblock or channel they concern.
     pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A count or size as a violation's figure (saturating: a figure past `u64` is past any limit).
+fn figure<T: TryInto<u64>>(n: T) -> u64 {
+    n.try_into().unwrap_or(u64::MAX)
 }
 
 /// Every limit `program` breaks (at most one report per limit and GPU, naming the first
 /// element past it).
 pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
     let mut out = Vec::new();
-    let mut report = |kind, element, message: String| {
+    let mut report = |kind, element, (value, limit): (u64, u64), message: String| {
         out.push(Violation {
             kind,
             element,
+            value,
+            limit,
             message,
         })
     };
@@ -97,6 +118,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
         report(
             LimitKind::Gpus,
             Element::ALGO,
+            (figure(program.gpus.len()), figure(limits.max_gpus)),
             format!(
                 "{} GPUs exceed the executor's {}",
                 program.gpus.len(),
@@ -108,6 +130,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
         report(
             LimitKind::Channels,
             Element::ALGO,
+            (figure(program.nchannels), figure(limits.max_channels)),
             format!(
                 "nchannels {} exceeds the executor's {} channels",
                 program.nchannels, limits.max_channels
@@ -120,6 +143,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
             report(
                 LimitKind::Tbs,
                 Element::tb(g, limits.max_tbs),
+                (figure(tbs.len()), figure(limits.max_tbs)),
                 format!(
                     "GPU {g} has {} threadblocks; the executor takes {}",
                     tbs.len(),
@@ -128,8 +152,8 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
             );
         }
         let steps: usize = tbs.iter().map(|t| t.steps.len()).sum();
-        if let Some(message) = too_many_elements(g, program.gpus.len(), tbs.len(), steps, limits) {
-            report(LimitKind::ElementsPerRank, Element::gpu(g), message);
+        if let Some(v) = too_many_elements(g, program.gpus.len(), tbs.len(), steps, limits) {
+            report(v.kind, v.element, (v.value, v.limit), v.message);
         }
         if let Some((t, tb)) = tbs
             .iter()
@@ -139,6 +163,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
             report(
                 LimitKind::StepsPerTb,
                 Element::step(g, t, limits.max_steps_per_tb),
+                (figure(tb.steps.len()), figure(limits.max_steps_per_tb)),
                 format!(
                     "GPU {g} tb {t} has {} steps; the executor takes {} per threadblock",
                     tb.steps.len(),
@@ -154,6 +179,11 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
             report(
                 LimitKind::Channels,
                 Element::tb(g, t),
+                // Channel c needs c + 1 channels.
+                (
+                    figure(tb.channel).saturating_add(1),
+                    figure(limits.max_channels),
+                ),
                 format!(
                     "GPU {g} tb {t} is on channel {}; the executor has channels 0..{}",
                     tb.channel,
@@ -168,6 +198,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
             report(
                 LimitKind::TbsPerChannel,
                 Element::tb(g, c.first_over),
+                (figure(c.count), figure(limits.max_tbs_per_channel)),
                 format!(
                     "GPU {g} has {} threadblocks {} on channel {}; the executor takes {}",
                     c.count,
@@ -188,6 +219,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
                 report(
                     LimitKind::DepTb,
                     Element::step(g, t, s),
+                    (figure(d.tb), figure(limits.max_dep_tb)),
                     format!(
                         "GPU {g} tb {t} step {s} depends on tb {}; the executor stores dependency targets as int8 (at most {})",
                         d.tb, limits.max_dep_tb
@@ -204,6 +236,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
                 report(
                     LimitKind::Offset,
                     Element::step(g, t, s),
+                    (figure(off), figure(limits.max_offset)),
                     format!(
                         "GPU {g} tb {t} step {s} uses offset {off}; the executor stores offsets as int16 (at most {})",
                         limits.max_offset
@@ -215,6 +248,7 @@ pub fn check(program: &Program, limits: &Limits) -> Vec<Violation> {
                 report(
                     LimitKind::Count,
                     Element::step(g, t, s),
+                    (u64::from(step.count), u64::from(limits.max_count)),
                     format!(
                         "GPU {g} tb {t} step {s} moves {} chunks; the executor takes at most {}",
                         step.count, limits.max_count
@@ -234,13 +268,17 @@ pub(crate) fn too_many_elements(
     tbs: usize,
     steps: usize,
     limits: &Limits,
-) -> Option<String> {
+) -> Option<Violation> {
     let elements = 1 + gpus + tbs + steps;
-    (elements > limits.max_elements_per_rank).then(|| {
-        format!(
+    (elements > limits.max_elements_per_rank).then(|| Violation {
+        kind: LimitKind::ElementsPerRank,
+        element: Element::gpu(g),
+        value: figure(elements),
+        limit: figure(limits.max_elements_per_rank),
+        message: format!(
             "GPU {g}'s part of the file has {elements} elements (algo, gpus, its threadblocks and {steps} steps); the executor's XML parser keeps {}",
             limits.max_elements_per_rank
-        )
+        ),
     })
 }
 
@@ -282,12 +320,13 @@ fn crowded(tbs: impl Iterator<Item = (usize, bool, bool)>, max: usize) -> Vec<Cr
     over
 }
 
-/// Whether some GPU has more than `max` threadblocks sending (or receiving) on one
-/// channel; `tbs` gives each threadblock's GPU, channel, and whether it sends and receives.
+/// The first GPU with more than `max` threadblocks sending (or receiving) on one channel,
+/// as a violation naming the GPU and the channel; `tbs` gives each threadblock's GPU,
+/// channel, and whether it sends and receives (a plan's threadblocks, before they have ids).
 pub(crate) fn crowded_channels(
     tbs: impl Iterator<Item = (usize, usize, bool, bool)>,
     max: usize,
-) -> bool {
+) -> Option<Violation> {
     let mut per_gpu: Vec<Vec<(usize, bool, bool)>> = Vec::new();
     for (gpu, channel, sends, receives) in tbs {
         if per_gpu.len() <= gpu {
@@ -295,7 +334,19 @@ pub(crate) fn crowded_channels(
         }
         per_gpu[gpu].push((channel, sends, receives));
     }
-    per_gpu
-        .into_iter()
-        .any(|ends| !crowded(ends.into_iter(), max).is_empty())
+    per_gpu.into_iter().enumerate().find_map(|(g, ends)| {
+        let c = crowded(ends.into_iter(), max).into_iter().next()?;
+        Some(Violation {
+            kind: LimitKind::TbsPerChannel,
+            element: Element::gpu(g),
+            value: figure(c.count),
+            limit: figure(max),
+            message: format!(
+                "GPU {g} would have {} threadblocks {} on channel {}; the executor takes {max}",
+                c.count,
+                if c.sending { "sending" } else { "receiving" },
+                c.channel
+            ),
+        })
+    })
 }

@@ -5,9 +5,13 @@
 use super::collective_kind;
 use super::progress::ProgressHandle;
 use clap::{Args, ValueEnum};
+use serde::Serialize;
 use std::time::{Duration, Instant};
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
+use tacos::report::{
+    BenchReport, BoundsReport, CollectiveInfo, SynthBenchRow, Timing, TopologyInfo,
+};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
 use tacos::units::ps_to_us;
@@ -47,7 +51,8 @@ pub struct BenchArgs {
     /// for allgather only
     #[arg(short, long, default_value = "allgather", value_parser = collective_kind)]
     pub collective: CollectiveKind,
-    /// Print one JSON array instead of a table
+    /// Print the rows as JSON instead of a table (synth, sim, lowering, compile: one
+    /// report, docs/json.md)
     #[arg(long)]
     pub json: bool,
     /// No progress display
@@ -117,16 +122,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let synth_ms = best.as_secs_f64() * 1e3;
         let efficiency = bounds.efficiency(time_ps);
         if args.json {
-            rows.push(serde_json::json!({
-                "topology": spec,
-                "npus": topo.npus(),
-                "chunks_per_npu": k,
-                "synth_time_ms": synth_ms,
-                "reference_cpp_ms": reference_ms,
-                "collective_time_us": ps_to_us(time_ps),
-                "bound_us": ps_to_us(bound_ps),
-                "efficiency": efficiency,
-            }));
+            rows.push(SynthBenchRow {
+                topology: TopologyInfo::new(&topo),
+                collective: CollectiveInfo::new(collective.spec()),
+                elapsed_ms: synth_ms,
+                reference_cpp_ms: reference_ms,
+                timing: Timing::new(collective.spec(), time_ps, &bounds),
+                bounds: BoundsReport::new(&bounds),
+            });
         } else {
             bar.println(format!(
                 "{:<24} {:>5} {:>3} {:>12.3} {:>12} {:>13.1} {:>10.1} {:>8.3}",
@@ -141,8 +144,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             ));
         }
     }
+    print_json(&args, "synth", rows)
+}
+
+/// With `--json`, prints the rows as one report of `subject`.
+pub(super) fn print_json<R: Serialize>(
+    args: &BenchArgs,
+    subject: &'static str,
+    rows: Vec<R>,
+) -> anyhow::Result<()> {
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        let report = BenchReport::new(subject, rows);
+        println!("{}", serde_json::to_string_pretty(&report)?);
     }
     Ok(())
 }

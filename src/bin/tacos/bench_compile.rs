@@ -4,11 +4,12 @@
 //! one: every file's hash checked). Cold runs are repeated, and the fastest and the
 //! slowest shown, since the machine may be shared.
 
-use super::bench::BenchArgs;
+use super::bench::{print_json, BenchArgs};
 use super::progress::ProgressHandle;
 use std::time::Instant;
 use tacos::compile::CompileOptions;
 use tacos::plugin::{open_or_compile, Opened};
+use tacos::report::{CompileBenchRow, TopologyInfo};
 use tacos::topology::{parse_spec, SpecDefaults};
 
 const CASES: &[&str] = &[
@@ -87,15 +88,14 @@ fn run_in(args: &BenchArgs, scratch: &std::path::Path, bar: &ProgressHandle) -> 
         let npus = topo.alive_npus().len();
         let files = manifest.entries.len();
         if args.json {
-            rows.push(serde_json::json!({
-                "topology": spec,
-                "npus": npus,
-                "files": files,
-                "bytes": xml_bytes,
-                "cold_seconds": cold,
-                "warm_seconds": warm,
-                "min_efficiency": efficiency,
-            }));
+            rows.push(CompileBenchRow {
+                topology: TopologyInfo::new(&topo),
+                files,
+                xml_bytes,
+                cold_ms: cold.iter().map(|s| s * 1e3).collect(),
+                warm_ms: warm * 1e3,
+                min_efficiency: efficiency,
+            });
         } else {
             bar.println(format!(
                 "{spec:<26} {npus:>5} {files:>6} {:>9.1} {best:>14.3} {worst:>15.3} {warm:>9.3} {efficiency:>10.3}",
@@ -103,8 +103,5 @@ fn run_in(args: &BenchArgs, scratch: &std::path::Path, bar: &ProgressHandle) -> 
             ));
         }
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    }
-    Ok(())
+    print_json(args, "compile", rows)
 }

@@ -1,14 +1,16 @@
 //! `tacos bench lowering`: how long turning a synthesized schedule into MSCCL XML takes
 //! (lowering, writing), and reading it back, verifying and simulating it, on 64-NPU cases.
 
-use super::bench::{best_of, BenchArgs};
+use super::bench::{best_of, print_json, BenchArgs};
 use super::progress::ProgressHandle;
 use std::time::Duration;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::msccl::{lower, parse_program, simulate_program, verify, write_program};
 use tacos::msccl::{LowerOptions, VerifyOptions};
+use tacos::report::{CollectiveInfo, LoweringBenchRow, TopologyInfo};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
+use tacos::units::ps_to_us;
 
 /// (topology, collective, chunks per NPU).
 const CASES: &[(&str, CollectiveKind, usize)] = &[
@@ -75,22 +77,21 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
         let ratio = sim.time_ps as f64 / schedule.collective_time_ps() as f64;
         let tbs: usize = program.gpus.iter().map(|g| g.threadblocks.len()).sum();
         if args.json {
-            rows.push(serde_json::json!({
-                "topology": spec,
-                "collective": kind.name(),
-                "npus": program.gpus.len(),
-                "chunks_per_npu": k,
-                "lower_ms": ms(lower_t),
-                "write_ms": ms(write_t),
-                "parse_ms": ms(parse_t),
-                "verify_ms": ms(verify_t),
-                "simulate_ms": ms(sim_t),
-                "steps": program.steps(),
-                "threadblocks": tbs,
-                "channels": program.nchannels,
-                "xml_bytes": text.len(),
-                "simulated_over_synthesized": ratio,
-            }));
+            rows.push(LoweringBenchRow {
+                topology: TopologyInfo::new(&topo),
+                collective: CollectiveInfo::new(collective.spec()),
+                lower_ms: ms(lower_t),
+                write_ms: ms(write_t),
+                parse_ms: ms(parse_t),
+                verify_ms: ms(verify_t),
+                simulate_ms: ms(sim_t),
+                steps: program.steps(),
+                threadblocks: tbs,
+                channels: program.nchannels,
+                xml_bytes: text.len(),
+                time_us: ps_to_us(sim.time_ps),
+                schedule_time_us: ps_to_us(schedule.collective_time_ps()),
+            });
         } else {
             bar.println(format!(
                 "{spec:<12} {:<10} {:>4} {k:>3} {:>10.3} {:>10.3} {:>10.3} {:>11.3} {:>8} {:>6} {:>8.0} {:>9.3} {:>10.4}",
@@ -108,8 +109,5 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
             ));
         }
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    }
-    Ok(())
+    print_json(args, "lowering", rows)
 }

@@ -1,11 +1,12 @@
 //! `tacos bench sim`: simulator speed on schedules of up to a million transfers, both
 //! synthesized (one hop each) and baselines (routed sends, reductions with many inputs).
 
-use super::bench::{best_of, BenchArgs};
+use super::bench::{best_of, print_json, BenchArgs};
 use super::progress::ProgressHandle;
 use std::time::Duration;
 use tacos::baselines::Baseline;
 use tacos::collective::{Collective, CollectiveKind};
+use tacos::report::{CollectiveInfo, SimBenchRow, TopologyInfo};
 use tacos::schedule::Schedule;
 use tacos::sim::simulate_schedule;
 use tacos::synth::{synthesize, SynthOptions};
@@ -72,15 +73,15 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
         let transfers = schedule.transfers.len();
         let ms = best.as_secs_f64() * 1e3;
         if args.json {
-            rows.push(serde_json::json!({
-                "topology": spec,
-                "collective": kind.name(),
-                "algorithm": algo,
-                "transfers": transfers,
-                "sim_time_ms": ms,
-                "collective_time_us": ps_to_us(time_ps),
-                "synthesized_time_us": synth_ps.map(ps_to_us),
-            }));
+            rows.push(SimBenchRow {
+                topology: TopologyInfo::new(&topo),
+                collective: CollectiveInfo::new(collective.spec()),
+                algorithm: algo,
+                transfers,
+                elapsed_ms: ms,
+                time_us: ps_to_us(time_ps),
+                schedule_time_us: synth_ps.map(ps_to_us),
+            });
         } else {
             bar.println(format!(
                 "{:<14} {:<14} {:<6} {:>10} {:>10.1} {:>10.2} {:>12.1} {:>13} {:>8}",
@@ -96,8 +97,5 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
             ));
         }
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    }
-    Ok(())
+    print_json(args, "sim", rows)
 }

@@ -6,9 +6,8 @@ use super::synth::{topology_line, SynthArgs};
 use anyhow::{bail, Context};
 use std::time::Instant;
 use tacos::collective::{Collective, CollectiveSpec};
-use tacos::pipeline::Chunks;
-use tacos::schedule::check_concurrent;
-use tacos::synth::{synthesize, synthesize_concurrent, SynthOptions};
+use tacos::pipeline::{self, Chunks, Request};
+use tacos::schedule::CheckReport;
 use tacos::topology::{format_npus, Topology};
 use tacos::units::{format_size, ps_to_us};
 
@@ -42,16 +41,26 @@ pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
             .with_context(|| format!("group {i} (--npus {})", format_npus(npus)))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let options = SynthOptions { seed: args.seed };
-    let started = Instant::now();
-    let synthesis = synthesize_concurrent(topo, &collectives, &options)?;
-    let synth_ms = started.elapsed().as_secs_f64() * 1e3;
-    let reports = check_concurrent(&synthesis.schedules, topo)
-        .context("the synthesized schedules failed the checker")?;
-    // Each group on its own, to show what sharing the links costs.
-    let alone = collectives
+    let requests: Vec<Request> = collectives
         .iter()
-        .map(|c| Ok(synthesize(topo, c, &options)?.collective_time_ps()))
+        .map(|c| Request {
+            npus: Some(c.npus().to_vec()),
+            root: c.spec().root,
+            ..Request::new(args.collective, args.size)
+        })
+        .collect();
+    let started = Instant::now();
+    let checked = pipeline::concurrent(topo, &requests, k, args.seed)?;
+    let synth_ms = started.elapsed().as_secs_f64() * 1e3;
+    let reports: Vec<&CheckReport> = checked.iter().map(|c| c.report()).collect();
+    // Each group on its own, to show what sharing the links costs.
+    let alone = requests
+        .iter()
+        .map(|r| {
+            Ok(pipeline::synthesize(topo, r, k, args.seed)?
+                .report()
+                .collective_time_ps)
+        })
         .collect::<tacos::Result<Vec<_>>>()?;
     let together = reports
         .iter()

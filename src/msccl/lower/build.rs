@@ -4,7 +4,7 @@
 
 use super::emit::Plan;
 use crate::msccl::layout::Slot;
-use crate::msccl::limits::{too_many_elements, Limits};
+use crate::msccl::limits::{too_many_elements, Limits, Violation};
 use crate::msccl::{Buf, Dep, Gpu, Layout, Step, Threadblock};
 
 /// Why a plan gives no program.
@@ -12,8 +12,8 @@ pub(super) enum Refusal {
     /// Its steps cannot be ordered.
     Order(String),
     /// A rank's part of the file would have more elements than the executor's parser
-    /// keeps, whatever the arrangement (found before the steps are built).
-    Elements(String),
+    /// keeps (found before the steps are built).
+    Elements(Violation),
 }
 
 /// Each rank's GPU, or why the plan gives none.
@@ -100,8 +100,8 @@ pub(super) fn build_gpus(
     }
     for (rank, &steps) in steps_of_rank.iter().enumerate() {
         let tbs = per_rank[rank].len();
-        if let Some(message) = too_many_elements(rank, ranks, tbs, steps, limits) {
-            return Err(Refusal::Elements(message));
+        if let Some(v) = too_many_elements(rank, ranks, tbs, steps, limits) {
+            return Err(Refusal::Elements(v));
         }
     }
     let mut signals = vec![false; plan.ops.len()];

@@ -18,9 +18,9 @@ mod emit;
 mod flow;
 
 use super::exec;
-use super::limits::{self, LimitKind};
-use super::Target;
+use super::limits::{self, LimitKind, Violation};
 use super::{simulate_program_on, Buf, Layout, Program, Proto};
+use super::{Element, Target};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
@@ -76,12 +76,16 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
     let spec = &schedule.collective;
     let kind = spec.kind;
     let size = layout.executor_bytes(spec.size_bytes);
-    let coll = options.target.coll_name(kind).ok_or_else(|| {
-        Error::Msccl(format!(
-            "target {} has no {kind} collective",
-            options.target.profile
-        ))
-    })?;
+    let coll = options
+        .target
+        .coll_name(kind)
+        .ok_or_else(|| Error::Invalid {
+            input: "target".into(),
+            value: options.target.profile.to_string(),
+            allowed: format!(
+                "a target whose loader knows {kind}: this one has no {kind} collective"
+            ),
+        })?;
     let head = Head {
         coll,
         name: sanitize(
@@ -99,11 +103,12 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
     let base = lower_base(&flow, &layout, options, &head, (topo, schedule))?;
     let program = replicate(base, options.instances);
     let broken = limits::check(&program, &options.target.limits);
-    if let Some(v) = broken.first() {
-        return Err(Error::Msccl(format!(
-            "with {} instances the program breaks an executor limit: {}",
-            options.instances, v.message
-        )));
+    if let Some(v) = broken.into_iter().next() {
+        let context = format!(
+            "with {} instances the program breaks a limit of target {}",
+            options.instances, options.target
+        );
+        return Err(target_limit(options, v, context));
     }
     Ok(program)
 }
@@ -116,10 +121,19 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Re
 /// what `lower` refuses, with the same message.
 pub fn check_shape(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<()> {
     let (layout, flow) = prepare(schedule, topo, options)?;
-    let decided = arrangements(options, false, |spread| {
+    arrangements(options, false, |spread| {
         precheck(&flow, &layout, options, spread).map(|r| r.map(|_| ()))
-    })?;
-    decided.map(|_| ()).map_err(Error::Msccl)
+    })
+    .map(|_| ())
+}
+
+/// The error for a program (or arrangement) that breaks `violation` of the options' target.
+fn target_limit(options: &LowerOptions, violation: Violation, context: String) -> Error {
+    Error::TargetLimit {
+        target: options.target.to_string(),
+        violation: Box::new(violation),
+        context,
+    }
 }
 
 /// The layout and data flow of a lowering, once the options are checked.
@@ -130,9 +144,11 @@ fn prepare(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Resu
     let kind = spec.kind;
     let in_place = options.in_place.unwrap_or_else(|| default_in_place(kind));
     if in_place && kind == CollectiveKind::AllToAll {
-        return Err(Error::Msccl(
-            "in-place all-to-all overwrites chunks before they leave; lower it out of place".into(),
-        ));
+        return Err(Error::Invalid {
+            input: "in_place".into(),
+            value: "true".into(),
+            allowed: "false for all-to-all (in place it overwrites chunks before they leave; lower it out of place)".into(),
+        });
     }
     if options.instances == 0 {
         return Err(Error::Invalid {
@@ -192,8 +208,7 @@ fn lower_base(
 ) -> Result<Program> {
     let fits = arrangements(options, true, |spread| {
         arrange(flow, layout, options, head, spread)
-    })?
-    .map_err(Error::Msccl)?;
+    })?;
     if fits.len() == 1 {
         return Ok(fits.into_iter().next().expect("one program"));
     }
@@ -211,10 +226,35 @@ fn lower_base(
     Ok(best.expect("at least one program").1)
 }
 
-/// Why an arrangement gives no program, and what more channels do about it.
-struct Refusal {
-    why: String,
-    broken: Broken,
+/// Why an arrangement gives no program.
+enum Refusal {
+    /// It breaks a limit of the target.
+    Limit(Violation),
+    /// Its threadblocks would wait on each other round a cycle.
+    Deadlock(String),
+}
+
+impl Refusal {
+    /// What more channels do about it.
+    fn broken(&self) -> Broken {
+        match self {
+            Refusal::Limit(v) => match v.kind {
+                LimitKind::StepsPerTb => Broken::Steps,
+                LimitKind::TbsPerChannel => Broken::TbsPerChannel,
+                _ => Broken::Size,
+            },
+            Refusal::Deadlock(_) => Broken::Deadlock,
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Limit(v) => v.fmt(f),
+            Refusal::Deadlock(why) => f.write_str(why),
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -235,16 +275,15 @@ enum Broken {
 /// then not, until `attempt` gives a result: on one channel the first, on more all those
 /// on the fewest channels that give one (when `all`; else the first). When none does (it
 /// stops at a channel count where every arrangement had too many threadblocks or
-/// elements), the error names what one channel broke and what stopped the spreading.
+/// elements), the error carries the limit that stopped the spreading (as a
+/// [`Error::TargetLimit`]) and names what one channel broke.
 fn arrangements<T>(
     options: &LowerOptions,
     all: bool,
     mut attempt: impl FnMut(Spread) -> Result<Result<T, Refusal>>,
-) -> Result<Result<Vec<T>, String>> {
+) -> Result<Vec<T>> {
     let max_channels = (options.target.limits.max_channels / options.instances).max(1);
-    let mut first: Option<String> = None;
-    let mut last = String::new();
-    let mut last_size: Option<String> = None;
+    let mut refusals: Vec<(Spread, Refusal)> = Vec::new();
     let mut crowded = false;
     let mut channels = 1;
     while channels <= max_channels {
@@ -266,46 +305,54 @@ fn arrangements<T>(
                     Ok(done) => {
                         fits.push(done);
                         if channels == 1 || !all {
-                            return Ok(Ok(fits));
+                            return Ok(fits);
                         }
                     }
                     Err(refusal) => {
-                        crowded |= refusal.broken == Broken::TbsPerChannel;
-                        only_size &= refusal.broken == Broken::Size;
-                        last = format!("on {spread}: {}", refusal.why);
-                        first.get_or_insert_with(|| last.clone());
-                        if refusal.broken == Broken::Size {
-                            last_size = Some(last.clone());
-                        }
+                        let broken = refusal.broken();
+                        crowded |= broken == Broken::TbsPerChannel;
+                        only_size &= broken == Broken::Size;
+                        refusals.push((spread, refusal));
                     }
                 }
             }
         }
         if !fits.is_empty() {
-            return Ok(Ok(fits));
+            return Ok(fits);
         }
         if only_size {
             break;
         }
         channels *= 2;
     }
-    let first = first.expect("at least one arrangement is tried");
     // What stopped the spreading: too many threadblocks or elements, if that is what did.
-    let last = last_size.unwrap_or(last);
-    let tried = if first == last {
-        first
-    } else {
-        format!("{first}; {last}")
-    };
+    let stopped = refusals
+        .iter()
+        .rposition(|(_, r)| r.broken() == Broken::Size)
+        .unwrap_or(refusals.len().saturating_sub(1));
+    let mut refusals = refusals.into_iter();
+    let (first_spread, first) = refusals.next().expect("at least one arrangement is tried");
+    let stopped = stopped.checked_sub(1).and_then(|i| refusals.nth(i));
     let instances = if options.instances > 1 {
         " or fewer instances"
     } else {
         ""
     };
-    Ok(Err(format!(
-        "cannot lower the schedule within the limits of target {}: {tried}; use fewer chunks per NPU{instances}",
+    let mut context = format!(
+        "cannot lower the schedule within the limits of target {} (use fewer chunks per NPU{instances}): on {first_spread}",
         options.target
-    )))
+    );
+    let (refusal, why) = match stopped {
+        None => (first, context),
+        Some((spread, stopped)) => {
+            context += &format!(": {first}; on {spread}");
+            (stopped, context)
+        }
+    };
+    Err(match refusal {
+        Refusal::Limit(v) => target_limit(options, v, why),
+        Refusal::Deadlock(deadlock) => Error::Msccl(format!("{why}: {deadlock}")),
+    })
 }
 
 /// What the threadblock assignment of an arrangement tells before its steps are built: a
@@ -329,7 +376,15 @@ fn precheck(
         per_rank[tb.rank].0 += options.instances;
         per_rank[tb.rank].1 += n * options.instances;
     }
-    let refuse = |why: String, broken| Ok(Err(Refusal { why, broken }));
+    let refuse = |kind, rank, (value, limit): (usize, usize), message| {
+        Ok(Err(Refusal::Limit(Violation {
+            kind,
+            element: Element::gpu(rank),
+            value: value as u64,
+            limit: limit as u64,
+            message,
+        })))
+    };
     let max = limits.max_elements_per_rank;
     for (rank, &(tbs, steps)) in per_rank.iter().enumerate() {
         let elements = 1 + ranks + tbs + steps;
@@ -347,40 +402,38 @@ fn precheck(
             let why = format!(
                 "GPU {rank}'s part of the file would have at least {elements} elements (algo, gpus, {tbs} threadblocks and at least {steps} steps, one per transfer it sends or receives); the executor's XML parser keeps {max}"
             );
-            return refuse(why, Broken::Size);
+            return refuse(LimitKind::ElementsPerRank, rank, (elements, max), why);
         }
         if tbs > limits.max_tbs {
             return refuse(
+                LimitKind::Tbs,
+                rank,
+                (tbs, limits.max_tbs),
                 format!(
                     "GPU {rank} would have {tbs} threadblocks; the executor takes {}",
                     limits.max_tbs
                 ),
-                Broken::Size,
             );
         }
     }
     let most = limits.max_steps_per_tb;
     if let Some((t, &n)) = steps.iter().enumerate().find(|&(_, &n)| n > most) {
+        let rank = assignment.tbs[t].rank;
         return refuse(
+            LimitKind::StepsPerTb,
+            rank,
+            (n, most),
             format!(
-                "GPU {} would have a threadblock of at least {n} steps; the executor takes {most} per threadblock",
-                assignment.tbs[t].rank
+                "GPU {rank} would have a threadblock of at least {n} steps; the executor takes {most} per threadblock"
             ),
-            Broken::Steps,
         );
     }
     let ends = assignment
         .tbs
         .iter()
         .map(|tb| (tb.rank, tb.channel, tb.send.is_some(), tb.recv.is_some()));
-    if limits::crowded_channels(ends, limits.max_tbs_per_channel) {
-        return refuse(
-            format!(
-                "a GPU would have more than {} threadblocks sending or receiving on one channel, as many as the executor takes",
-                limits.max_tbs_per_channel
-            ),
-            Broken::TbsPerChannel,
-        );
+    if let Some(v) = limits::crowded_channels(ends, limits.max_tbs_per_channel) {
+        return Ok(Err(Refusal::Limit(v)));
     }
     Ok(Ok(assignment))
 }
@@ -406,12 +459,7 @@ fn arrange(
                 "cannot order the program's steps: {e}"
             )))
         }
-        Err(build::Refusal::Elements(why)) => {
-            return Ok(Err(Refusal {
-                why,
-                broken: Broken::Size,
-            }))
-        }
+        Err(build::Refusal::Elements(v)) => return Ok(Err(Refusal::Limit(v))),
     };
     let program = header(layout, head, spread.channels, gpus);
     let broken = limits::check(&program, &options.target.limits);
@@ -422,21 +470,14 @@ fn arrange(
         )
     };
     if let Some(v) = broken.iter().find(|v| !cured_by_spreading(v.kind)) {
-        return Err(Error::Msccl(format!(
-            "the program would break an executor limit: {}",
-            v.message
-        )));
+        let context = format!(
+            "on {spread} the program would break a limit of target {}",
+            options.target
+        );
+        return Err(target_limit(options, v.clone(), context));
     }
-    if let Some(v) = broken.first() {
-        let broken = match v.kind {
-            LimitKind::StepsPerTb => Broken::Steps,
-            LimitKind::TbsPerChannel => Broken::TbsPerChannel,
-            _ => Broken::Size,
-        };
-        return Ok(Err(Refusal {
-            why: v.message.clone(),
-            broken,
-        }));
+    if let Some(v) = broken.into_iter().next() {
+        return Ok(Err(Refusal::Limit(v)));
     }
     // Threadblocks that both receive and send can wait on each other round a cycle when
     // connections buffer less than the schedule keeps in flight; then the next
@@ -444,13 +485,10 @@ fn arrange(
     let trace = exec::run(&program, exec::buffered_chunks(program.proto));
     Ok(match trace.deadlock {
         None => Ok(program),
-        Some(d) => Err(Refusal {
-            why: format!(
-                "it would deadlock with the executor's {} buffers: {d}",
-                program.proto
-            ),
-            broken: Broken::Deadlock,
-        }),
+        Some(d) => Err(Refusal::Deadlock(format!(
+            "it would deadlock with the executor's {} buffers: {d}",
+            program.proto
+        ))),
     })
 }
 

@@ -1,0 +1,396 @@
+//! Properties of the whole pipeline on random connected heterogeneous topologies (random
+//! links, bandwidths and latencies, some NPUs failed): every collective synthesizes,
+//! passes the schedule checker, lowers and verifies for the default target (or the
+//! lowering refuses it with a typed limit error); no time beats a lower bound; the
+//! reversal and composition identities the synthesizer is built on hold; and what is
+//! written reads back the same (MSCCL programs, topology JSON, schedule JSON).
+//!
+//! Case counts are small by default so the file runs in well under a minute; set
+//! `PROPTEST_CASES` for a longer run.
+
+use proptest::prelude::*;
+use tacos::bounds::Bounds;
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::msccl::limits::check as check_limits;
+use tacos::msccl::{
+    parse_program, verify, write_program, Limits, LowerOptions, Target, VerifyOptions,
+};
+use tacos::pipeline::{self, Chunks, Options, Request};
+use tacos::schedule::{check, Schedule};
+use tacos::sim::simulate_schedule;
+use tacos::topology::{file as topology_file, Link, NpuId, SpecDefaults, Topology};
+use tacos::units::Picos;
+use tacos::Error;
+
+/// Proptest cases: `PROPTEST_CASES` when set (as proptest's own default does), else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A random connected topology of 2 to 12 NPUs: a ring both ways through a random order
+/// of the NPUs (each direction its own bandwidth and latency), random one-way links on
+/// top, and up to two NPUs failed. Failing one NPU of a two-way ring leaves the rest
+/// connected; failing two may not, and a collective there must be refused as
+/// `Disconnected` (the properties below check that).
+fn topology() -> impl Strategy<Value = Topology> {
+    (2usize..13)
+        .prop_flat_map(|n| {
+            (
+                Just(n),
+                Just((0..n).collect::<Vec<NpuId>>()).prop_shuffle(),
+                prop::collection::vec((0..n, 0..n), 0..n + 2),
+                // Bandwidth (GB/s) and latency (us) of each link, the ring's first; a
+                // latency of 0 now and then (NVLink-like figures round to it).
+                prop::collection::vec(
+                    (1.0f64..400.0, prop_oneof![1 => Just(0.0), 4 => 0.0f64..5.0]),
+                    4 * n + 2,
+                ),
+                prop::collection::vec(0..n, 0..3),
+            )
+        })
+        .prop_map(|(n, order, extra, params, failed)| {
+            let mut pairs: Vec<(NpuId, NpuId)> = Vec::new();
+            for i in 0..n {
+                let (a, b) = (order[i], order[(i + 1) % n]);
+                pairs.extend([(a, b), (b, a)]);
+            }
+            pairs.extend(extra.into_iter().filter(|(a, b)| a != b));
+            pairs.sort_unstable();
+            pairs.dedup();
+            let links = pairs
+                .into_iter()
+                .zip(params)
+                .map(|((src, dst), (bandwidth_gbps, latency_us))| Link {
+                    src,
+                    dst,
+                    bandwidth_gbps,
+                    latency_us,
+                })
+                .collect();
+            let topo = Topology::new(format!("random{n}"), n, links).unwrap();
+            // At least two NPUs stay.
+            let mut failed = failed;
+            failed.sort_unstable();
+            failed.dedup();
+            failed.truncate(n - 2);
+            topo.fail_npus(&failed).unwrap()
+        })
+}
+
+/// A size from 4 KiB to 64 MiB, not always a power of two.
+fn size() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        (12u32..27).prop_map(|e| 1u64 << e),
+        (1u64 << 12)..(1u64 << 26),
+    ]
+}
+
+/// The collective `kind` over every alive NPU of `topo`, rooted at the alive NPU `root`
+/// picks; None when the alive NPUs are not all connected (after asserting that this is
+/// what the error says).
+fn collective(
+    topo: &Topology,
+    kind: CollectiveKind,
+    root: prop::sample::Index,
+    k: usize,
+    size_bytes: u64,
+) -> Result<Option<Collective>, TestCaseError> {
+    let npus = topo.alive_npus();
+    let spec = CollectiveSpec {
+        kind,
+        root: kind.has_root().then(|| npus[root.index(npus.len())]),
+        npus,
+        chunks_per_npu: k,
+        size_bytes,
+    };
+    match Collective::new(topo, spec) {
+        Ok(c) => Ok(Some(c)),
+        Err(e) => {
+            prop_assert!(matches!(e, Error::Disconnected { .. }), "{e}");
+            Ok(None)
+        }
+    }
+}
+
+/// The request for `c` as the pipeline takes it.
+fn request(c: &Collective) -> Request {
+    let spec = c.spec();
+    Request {
+        npus: Some(spec.npus.clone()),
+        root: spec.root,
+        ..Request::new(spec.kind, spec.size_bytes)
+    }
+}
+
+/// The synthesized, checked schedule of `c` with `seed`, and its time by the checker.
+fn synthesized(topo: &Topology, c: &Collective, seed: u64) -> (Schedule, Picos) {
+    let k = c.spec().chunks_per_npu;
+    let checked = pipeline::synthesize(topo, &request(c), k, seed)
+        .unwrap_or_else(|e| panic!("{} {}: {e}", topo.name(), c.kind()));
+    let time = checked.report().collective_time_ps;
+    (checked.schedule().clone(), time)
+}
+
+/// How far below a lower bound rounding lets a schedule of `transfers` transfers end:
+/// each transfer's time is rounded to the nearest picosecond, the bounds' figures are not.
+fn rounding_ps(transfers: usize) -> Picos {
+    transfers as Picos
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(128), ..ProptestConfig::default() })]
+
+    /// Synthesis, the checker, lowering and the verifier, end to end; every time at or
+    /// above every bound.
+    #[test]
+    fn every_collective_lowers_to_a_verified_program_or_a_typed_limit_refusal(
+        topo in topology(),
+        kind in prop::sample::select(CollectiveKind::ALL.to_vec()),
+        k in 1usize..4,
+        seed in 0u64..1000,
+        size_bytes in size(),
+        root in any::<prop::sample::Index>(),
+    ) {
+        let Some(c) = collective(&topo, kind, root, k, size_bytes)? else {
+            return Ok(());
+        };
+        let case = format!("{} {kind} K={k} seed {seed} {size_bytes} B", topo.name());
+        let options = Options {
+            chunks: Chunks::Fixed(k),
+            seeds: vec![seed],
+            ..Options::default()
+        };
+        let bounds = Bounds::new(&topo, &c);
+        let best = bounds.best_ps();
+        let verified = match pipeline::program(&topo, &request(&c), &options) {
+            Ok(found) => found.kept,
+            Err(Error::TargetLimit { violation, .. }) => {
+                prop_assert!(violation.value > violation.limit, "{case}: {violation:?}");
+                // The schedule itself is fine; only its program is too big.
+                let (schedule, time) = synthesized(&topo, &c, seed);
+                let floor = best.saturating_sub(rounding_ps(schedule.transfers.len()));
+                prop_assert!(time >= floor, "{case}");
+                return Ok(());
+            }
+            Err(Error::Limit { value, limit, .. }) => {
+                prop_assert!(value > limit, "{case}");
+                return Ok(());
+            }
+            Err(e) => return Err(TestCaseError::fail(format!("{case}: {e}"))),
+        };
+        // The schedule passes the checker again, on its own.
+        let schedule = verified.schedule();
+        prop_assert_eq!(&schedule.collective, c.spec());
+        let report = check(schedule, &topo).map_err(|e| TestCaseError::fail(format!("{case}: {e}")))?;
+        prop_assert_eq!(report.collective_time_ps, verified.checked().report().collective_time_ps);
+        // Synthesized schedules are contention-free, so the simulator, which starts each
+        // transfer as soon as its link and its data allow, ends no later than their clock
+        // (not always at it: see the ignored test below).
+        let simulated = simulate_schedule(&topo, schedule)
+            .map_err(|e| TestCaseError::fail(format!("{case}: {e}")))?
+            .time_ps;
+        prop_assert!(simulated <= report.collective_time_ps, "{case}: simulated {simulated}");
+        // No time beats a lower bound, the schedule's, the simulator's nor its program's,
+        // but for each transfer's rounding to the picosecond (see the ignored test below).
+        let floor = best.saturating_sub(rounding_ps(report.transfers));
+        prop_assert!(simulated >= floor, "{case}: simulated {simulated} < {best}");
+        prop_assert!(verified.time_ps() >= floor, "{case}: program {} < {best}", verified.time_ps());
+        // The program verifies again, and reads back from its XML as it was.
+        let program = verified.program();
+        let again = verify(program, &VerifyOptions::default());
+        prop_assert!(again.is_correct(), "{case}: {:?}", again.problems.first());
+        let xml = write_program(program);
+        prop_assert_eq!(&verified.xml(), &xml);
+        let parsed = parse_program(&xml, "written")
+            .map_err(|e| TestCaseError::fail(format!("{case}: {e}")))?;
+        prop_assert_eq!(&parsed, program, "{}", case);
+    }
+
+    /// Under a target with random tight limits, the pipeline gives a verified program
+    /// within them, or refuses with the limit, the figure past it and the limit.
+    #[test]
+    fn tight_targets_give_a_program_within_them_or_a_typed_limit_refusal(
+        topo in topology(),
+        kind in prop::sample::select(CollectiveKind::ALL.to_vec()),
+        k in 1usize..4,
+        seed in 0u64..1000,
+        root in any::<prop::sample::Index>(),
+        steps in 1usize..24,
+        tbs in 1usize..12,
+        tbs_per_channel in 1usize..4,
+        channels in 1usize..8,
+        elements in 8usize..200,
+    ) {
+        let Some(c) = collective(&topo, kind, root, k, 1 << 20)? else {
+            return Ok(());
+        };
+        let case = format!("{} {kind} K={k} seed {seed}", topo.name());
+        let limits = Limits {
+            max_steps_per_tb: steps,
+            max_tbs: tbs,
+            max_tbs_per_channel: tbs_per_channel,
+            max_channels: channels,
+            max_elements_per_rank: elements,
+            ..Limits::default()
+        };
+        let options = Options {
+            chunks: Chunks::Fixed(k),
+            seeds: vec![seed],
+            lowering: LowerOptions {
+                target: Target { limits: limits.clone(), ..Target::default() },
+                ..LowerOptions::default()
+            },
+        };
+        match pipeline::program(&topo, &request(&c), &options) {
+            Ok(found) => {
+                let program = found.kept.program();
+                let broken = check_limits(program, &limits);
+                prop_assert!(broken.is_empty(), "{case}: {broken:?}");
+                // Spread over channels and threadblocks, it still reads back as written.
+                let parsed = parse_program(&write_program(program), "written")
+                    .map_err(|e| TestCaseError::fail(format!("{case}: {e}")))?;
+                prop_assert_eq!(&parsed, program, "{}", case);
+            }
+            Err(Error::TargetLimit { violation, target, .. }) => {
+                prop_assert!(violation.value > violation.limit, "{case}: {violation:?}");
+                prop_assert!(target.contains(&format!("max {steps} steps")), "{case}: {target}");
+            }
+            Err(Error::Limit { value, limit, .. }) => prop_assert!(value > limit, "{case}"),
+            Err(e) => return Err(TestCaseError::fail(format!("{case}: {e}"))),
+        }
+    }
+
+    /// Reversal: a Reduce-Scatter (Reduce) is the time reversal of the All-Gather
+    /// (Broadcast) synthesized on the reversed topology, compacted, which never delays a
+    /// transfer: it takes at most as long (`synth::compose`). Composition:
+    /// an All-Reduce keeps the faster of pipelined and phased, phased being the
+    /// Reduce-Scatter and then the All-Gather, each as synthesized alone with the same seed.
+    #[test]
+    fn reversal_and_composition_identities_hold(
+        topo in topology(),
+        k in 1usize..4,
+        seed in 0u64..1000,
+        size_bytes in size(),
+        root in any::<prop::sample::Index>(),
+    ) {
+        let reversed = topo.reversed();
+        for (combining, copying) in [
+            (CollectiveKind::ReduceScatter, CollectiveKind::AllGather),
+            (CollectiveKind::Reduce, CollectiveKind::Broadcast),
+        ] {
+            let Some(c) = collective(&topo, combining, root, k, size_bytes)? else {
+                return Ok(());
+            };
+            let Some(dual) = collective(&reversed, copying, root, k, size_bytes)? else {
+                return Err(TestCaseError::fail("the reversal of a connected topology is connected"));
+            };
+            let (time, dual_time) = (synthesized(&topo, &c, seed).1, synthesized(&reversed, &dual, seed).1);
+            prop_assert!(time <= dual_time, "{} {}: {time} > {dual_time}", topo.name(), combining);
+        }
+        let Some(all_reduce) = collective(&topo, CollectiveKind::AllReduce, root, k, size_bytes)? else {
+            return Ok(());
+        };
+        let checked = pipeline::synthesize(&topo, &request(&all_reduce), k, seed)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let time = checked.report().collective_time_ps;
+        let phases = checked.all_reduce().expect("an All-Reduce reports its composition");
+        prop_assert_eq!(time, phases.pipelined_ps.min(phases.phased_ps));
+        prop_assert_eq!(phases.pipelined, phases.pipelined_ps < phases.phased_ps);
+        let alone = |kind| {
+            let c = collective(&topo, kind, root, k, size_bytes)?
+                .expect("connected, as the All-Reduce is");
+            Ok::<_, TestCaseError>(synthesized(&topo, &c, seed).1)
+        };
+        let (rs, ag) = (alone(CollectiveKind::ReduceScatter)?, alone(CollectiveKind::AllGather)?);
+        prop_assert_eq!(phases.reduce_scatter_ps, rs);
+        prop_assert_eq!(phases.phased_ps, rs + ag);
+        let transfers = checked.schedule().transfers.len();
+        prop_assert!(time + rounding_ps(transfers) >= Bounds::new(&topo, &all_reduce).best_ps());
+    }
+
+    /// Topology and schedule JSON read back to what was written.
+    #[test]
+    fn topology_and_schedule_json_read_back_the_same(
+        topo in topology(),
+        kind in prop::sample::select(CollectiveKind::ALL.to_vec()),
+        k in 1usize..3,
+        seed in 0u64..1000,
+        size_bytes in size(),
+        root in any::<prop::sample::Index>(),
+    ) {
+        let text = topology_file::to_json(&topo);
+        let read = topology_file::parse(&text, "written", &SpecDefaults::default())
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        prop_assert_eq!(&read, &topo);
+        prop_assert_eq!(read.name(), topo.name());
+        let Some(c) = collective(&topo, kind, root, k, size_bytes)? else {
+            return Ok(());
+        };
+        let (schedule, _) = synthesized(&topo, &c, seed);
+        for schedule in [schedule.clone(), schedule.with_network(&topo)] {
+            let text = schedule.to_json();
+            let read = Schedule::from_json(&text, "written")
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&read, &schedule);
+        }
+    }
+}
+
+/// Found by the first property above; owner `src/bounds` (or `units::alpha_beta_ps`, which
+/// rounds each transfer to the nearest picosecond while the bounds are computed on the
+/// whole volume): a schedule can end a few picoseconds before its "lower bound", and its
+/// efficiency is then above 1. Two NPUs, 1 GB/s each way, no latency, All-Gather of
+/// 128 KiB with K = 3: each NPU takes in 64 KiB over one link, at least 65,536,000 ps;
+/// each of its three chunks of 21,845.33 bytes takes 21,845,333.3 ps, rounded down to
+/// 21,845,333, so the three end at 65,535,999 ps.
+#[test]
+#[ignore = "a bound of src/bounds above a schedule's rounded time; for the owner of src/bounds"]
+fn rounding_never_puts_a_schedule_below_its_bound() {
+    let link = |src, dst| Link {
+        src,
+        dst,
+        bandwidth_gbps: 1.0,
+        latency_us: 0.0,
+    };
+    let topo = Topology::new("two", 2, vec![link(0, 1), link(1, 0)]).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 3, 128 << 10).unwrap();
+    let (_, time) = synthesized(&topo, &c, 0);
+    let bounds = Bounds::new(&topo, &c);
+    assert_eq!(bounds.best_ps(), 65_536_000);
+    assert!(time >= bounds.best_ps(), "{time} ps");
+    assert!(bounds.efficiency(time) <= 1.0);
+}
+
+/// Found by the first property above; owner `src/synth` (the matcher), or the claim in
+/// ARCHITECTURE.md and docs/json.md that the synthesizer's clock and the simulator agree
+/// on a synthesized schedule: on three fully connected NPUs (no latency) an All-to-All of
+/// 4 KiB with K = 3 (seed 11) leaves link 1->0 idle from 1,808 to 3,616 ps while NPU 0
+/// still needs chunks 9 and 10 from NPU 1 (sent at 7,232 and 9,040 ps), so the simulator,
+/// starting each transfer as soon as it can, ends at 9,040 ps against the schedule's
+/// 10,848.
+#[test]
+#[ignore = "the synthesizer leaves a needed link idle; for the owner of src/synth"]
+fn a_synthesized_schedule_leaves_no_link_idle_that_the_simulator_fills() {
+    let links = [
+        (0, 1, 239.56477217775657),
+        (0, 2, 367.03381265320843),
+        (1, 0, 251.7744518943607),
+        (1, 2, 128.42816338399984),
+        (2, 0, 122.4456105710883),
+        (2, 1, 246.24155828417204),
+    ]
+    .map(|(src, dst, bandwidth_gbps)| Link {
+        src,
+        dst,
+        bandwidth_gbps,
+        latency_us: 0.0,
+    });
+    let topo = Topology::new("fc3", 3, links.to_vec()).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllToAll, None, 3, 4096).unwrap();
+    let (schedule, time) = synthesized(&topo, &c, 11);
+    let simulated = simulate_schedule(&topo, &schedule).unwrap().time_ps;
+    assert_eq!(simulated, time);
+}
