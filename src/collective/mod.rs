@@ -8,6 +8,7 @@
 
 use crate::error::{Error, Npus, Result};
 use crate::topology::{format_npus, NpuId, Topology};
+use crate::units::{MAX_SIZE_BYTES, SIZE_ALLOWED};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -122,7 +123,8 @@ pub struct CollectiveSpec {
     pub npus: Vec<NpuId>,
     /// K: each NPU's share of the collective is split into this many chunks.
     pub chunks_per_npu: usize,
-    /// The buffer every NPU ends with, in bytes (nccl-tests' convention).
+    /// The buffer every NPU ends with, in bytes (nccl-tests' convention), from 1 to
+    /// `units::MAX_SIZE_BYTES`.
     pub size_bytes: u64,
 }
 
@@ -151,18 +153,19 @@ impl Collective {
     /// and every chunk must be able to reach every NPU that needs it.
     pub fn new(topo: &Topology, spec: CollectiveSpec) -> Result<Collective> {
         let bad = |m: String| Err(Error::Collective(m));
-        let at_least_1 = |input: &str, allowed: &str| {
-            Err(Error::Invalid {
-                input: input.into(),
-                value: "0".into(),
-                allowed: allowed.into(),
-            })
-        };
-        if spec.size_bytes == 0 {
-            return at_least_1("size", "at least 1 byte");
+        if !(1..=MAX_SIZE_BYTES).contains(&spec.size_bytes) {
+            return Err(Error::Invalid {
+                input: "size".into(),
+                value: spec.size_bytes.to_string(),
+                allowed: SIZE_ALLOWED.into(),
+            });
         }
         if spec.chunks_per_npu == 0 {
-            return at_least_1("chunks per NPU (K)", "at least 1");
+            return Err(Error::Invalid {
+                input: "chunks per NPU (K)".into(),
+                value: "0".into(),
+                allowed: "at least 1".into(),
+            });
         }
         if spec.npus.is_empty() {
             return bad("a collective needs at least one NPU".into());
