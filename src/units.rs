@@ -73,12 +73,10 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "mi" | "mib" => 1024.0 * 1024.0,
         "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
         "ti" | "tib" => 1024.0f64.powi(4),
-        other => {
-            return Err(format!(
-                "size '{shown}' has unknown unit '{}' (allowed: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
-                echo(other)
-            ))
-        }
+        other => return Err(format!(
+            "size '{shown}' has unknown unit '{}' (allowed: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+            echo(other)
+        )),
     };
     // Below 2^53 every whole number is exact in f64, so the checks below are exact too.
     let bytes = value * mult;
@@ -142,7 +140,8 @@ pub fn format_size(bytes: u64) -> String {
 pub fn parse_npu_list(text: &str) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let parse = |s: &str| match s.trim().parse::<usize>() {
+        let parse = |s: &str| {
+            match s.trim().parse::<usize>() {
             Ok(id) if id < MAX_NPUS => Ok(id),
             Ok(_) => Err(format!(
                 "'{}' in NPU list '{}' names an NPU past the most a topology may have: ids run from 0 to {}",
@@ -155,6 +154,7 @@ pub fn parse_npu_list(text: &str) -> Result<Vec<usize>, String> {
                 echo(part),
                 echo(text)
             )),
+        }
         };
         let (a, b) = match part.split_once('-') {
             Some((a, b)) => (parse(a)?, parse(b)?),

@@ -161,7 +161,9 @@ fn json_figures_must_be_physical() {
 /// Two sm80 GPUs over PCIe with no NVLinks; `pci` attributes go on both.
 fn two_gpus(pci: &str, nic: &str) -> String {
     let gpu = |bus: &str, dev: usize| {
-        format!("<pci busid=\"{bus}\" class=\"0x030200\" {pci}><gpu dev=\"{dev}\" sm=\"80\"/></pci>")
+        format!(
+            "<pci busid=\"{bus}\" class=\"0x030200\" {pci}><gpu dev=\"{dev}\" sm=\"80\"/></pci>"
+        )
     };
     format!(
         "<system version=\"1\"><cpu numaid=\"0\">{}{}{nic}</cpu></system>",
@@ -217,10 +219,7 @@ fn nccl_nodes_are_checked_before_the_nodes_are_built() {
         limit(nccl_error(&xml, 100_000)),
         ("links", 100_000 * 2 + 2 * 100_000 * 99_999)
     );
-    assert_eq!(
-        limit(nccl_error(&xml, 10_000_000)),
-        ("NPUs", 20_000_000)
-    );
+    assert_eq!(limit(nccl_error(&xml, 10_000_000)), ("NPUs", 20_000_000));
 }
 
 #[test]
@@ -255,7 +254,14 @@ fn cli_numbers_out_of_range_name_their_flag() {
     let cases: &[(&[&str], &str)] = &[
         (&["synth", "-s", "10000000000000000000"], "--size"),
         (
-            &["simulate", "mesh:4x4", "--baseline", "ring", "-s", "10000000000000000000"],
+            &[
+                "simulate",
+                "mesh:4x4",
+                "--baseline",
+                "ring",
+                "-s",
+                "10000000000000000000",
+            ],
             "--size",
         ),
         (&["synth", "--npus", "0-1000000000"], "--npus"),

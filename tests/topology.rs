@@ -237,7 +237,9 @@ fn bad_specs_say_what_is_allowed() {
     assert!(spec_err("ring:4,lat=x").contains("non-negative"));
     assert!(spec_err("ring:4,d=2").contains("'d=' must be one of those that apply here: bw=, lat="));
     assert!(spec_err("ring:4,colour=red").contains("unknown option"));
-    assert!(spec_err("rfs:2x4x8,bw=1:2").contains("'1:2' must be one value, or one per dimension (3"));
+    assert!(
+        spec_err("rfs:2x4x8,bw=1:2").contains("'1:2' must be one value, or one per dimension (3")
+    );
     assert!(spec_err("preset:dgx9").contains("unknown preset"));
     assert!(spec_err("preset:dgx1,nodes=2").contains("one node"));
     assert!(spec_err("multi:Q4xR2").contains("must be a letter"));

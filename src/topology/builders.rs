@@ -139,7 +139,11 @@ pub fn compose(name: impl Into<String>, dims: &[Dim]) -> Result<Topology> {
     }
     for (i, d) in dims.iter().enumerate() {
         if d.size == 0 {
-            return Err(invalid(format!("dimension {i} size"), "0".into(), "at least 1"));
+            return Err(invalid(
+                format!("dimension {i} size"),
+                "0".into(),
+                "at least 1",
+            ));
         }
         if let DimKind::Switch { degree: 0 } = d.kind {
             return Err(invalid(

@@ -71,12 +71,13 @@ pub fn read(path: &Path, defaults: &SpecDefaults) -> Result<Topology> {
 
 /// Parses topology JSON text; `origin` names it in errors (a file name).
 pub fn parse(text: &str, origin: &str, defaults: &SpecDefaults) -> Result<Topology> {
+    let origin = &echo(origin);
     let file: TopologyFile = parse_json(text, origin).map_err(Error::Spec)?;
     from_file(file, origin, defaults)
 }
 
+/// The topology a parsed file describes; `origin` is already fit to repeat in messages.
 fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Result<Topology> {
-    let origin = &echo(origin);
     // Errors of the topology's own checks name the file.
     let in_file = |e: Error| match e {
         Error::Invalid {

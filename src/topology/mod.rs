@@ -12,9 +12,7 @@ mod presets;
 pub mod spec;
 
 pub use builders::{compose, Dim, DimKind};
-pub use limits::{
-    MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MAX_LINKS, MAX_NPUS, MIN_BANDWIDTH_GBPS,
-};
+pub use limits::{MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MAX_LINKS, MAX_NPUS, MIN_BANDWIDTH_GBPS};
 pub use presets::PRESETS;
 pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
 

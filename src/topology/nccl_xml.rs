@@ -96,7 +96,9 @@ pub fn parse(text: &str, origin: &str, options: &NcclImportOptions) -> Result<Nc
     if root.name != "system" {
         return Err(Error::Spec(format!(
             "{origin}:{}:{}: the root element is <{}>, expected <system> (an NCCL topology file)",
-            root.line, root.column, root.name
+            root.line,
+            root.column,
+            echo(&root.name)
         )));
     }
     check_options(options)?;
@@ -187,7 +189,9 @@ fn check_options(options: &NcclImportOptions) -> Result<()> {
 fn attribute(e: &Element, key: &str, origin: &str) -> String {
     format!(
         "{origin}:{}:{}: <{}> attribute {key}",
-        e.line, e.column, e.name
+        e.line,
+        e.column,
+        echo(&e.name)
     )
 }
 
@@ -212,9 +216,8 @@ fn is_nvswitch(class: &str) -> bool {
 /// is missing, not a number (NCCL writes "Unknown") or not positive; an error when they
 /// give a bandwidth out of range.
 fn pcie_gbps(e: &Element, origin: &str) -> Result<Option<f64>> {
-    let first_number = |key: &str| -> Option<f64> {
-        e.attr(key)?.split_whitespace().next()?.parse().ok()
-    };
+    let first_number =
+        |key: &str| -> Option<f64> { e.attr(key)?.split_whitespace().next()?.parse().ok() };
     let (Some(speed), Some(width)) = (first_number("link_speed"), first_number("link_width"))
     else {
         return Ok(None);
@@ -290,7 +293,9 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                             return Err(Error::Invalid {
                                 input: attribute(l, "count", origin),
                                 value: count.to_string(),
-                                allowed: format!("a number of NVLinks from 1 to {MAX_NVLINK_COUNT}"),
+                                allowed: format!(
+                                    "a number of NVLinks from 1 to {MAX_NVLINK_COUNT}"
+                                ),
                             });
                         }
                         nvlinks.push((
@@ -323,7 +328,9 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                             return Err(Error::Invalid {
                                 input: attribute(net, "speed", origin),
                                 value: speed.to_string(),
-                                allowed: "a number of Mb/s from 8 to 8000000000 (0.001 to 1000000 GB/s)".into(),
+                                allowed:
+                                    "a number of Mb/s from 8 to 8000000000 (0.001 to 1000000 GB/s)"
+                                        .into(),
                             });
                         }
                         mbps += speed;

@@ -2,9 +2,9 @@
 //! such as `mesh:4x4`, `switch:8,d=2`, `rfs:2x4x8,bw=200:100:50` or `preset:dgx1`.
 
 use super::builders::{compose, dragonfly, hypercube, Dim, DimKind};
+use super::limits::{check_bandwidth, check_latency, BANDWIDTH_ALLOWED, LATENCY_ALLOWED};
 use super::nccl_xml::{self, NcclImportOptions};
 use super::presets::preset;
-use super::limits::{check_bandwidth, check_latency, BANDWIDTH_ALLOWED, LATENCY_ALLOWED};
 use super::{file, Topology};
 use crate::error::{echo, Error, Result};
 use std::path::Path;
@@ -186,11 +186,7 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
             allow(&["bw", "lat"])?;
             let n = sizes(spec, shape)?;
             if n.len() != 2 {
-                return Err(shape_error(
-                    spec,
-                    shape,
-                    "PxG (NPUs per group x groups)",
-                ));
+                return Err(shape_error(spec, shape, "PxG (NPUs per group x groups)"));
             }
             let d = dims_of(shape, &[DimKind::FullyConnected, DimKind::FullyConnected])?;
             dragonfly(
@@ -229,7 +225,15 @@ fn shape_error(spec: &str, shape: &str, allowed: &str) -> Error {
 }
 
 /// Every option a spec may give, for error messages.
-const OPTIONS: [&str; 7] = ["bw=", "lat=", "d=", "nodes=", "nic=", "nvlink=", "nvswitch="];
+const OPTIONS: [&str; 7] = [
+    "bw=",
+    "lat=",
+    "d=",
+    "nodes=",
+    "nic=",
+    "nvlink=",
+    "nvswitch=",
+];
 
 fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result<Options> {
     let mut opts = Options {
@@ -269,9 +273,13 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
                             input: input(),
                             value: value.into(),
                             allowed: if bandwidth {
-                                format!("positive numbers separated by ':', each {BANDWIDTH_ALLOWED}")
+                                format!(
+                                    "positive numbers separated by ':', each {BANDWIDTH_ALLOWED}"
+                                )
                             } else {
-                                format!("non-negative numbers separated by ':', each {LATENCY_ALLOWED}")
+                                format!(
+                                    "non-negative numbers separated by ':', each {LATENCY_ALLOWED}"
+                                )
                             },
                         })
                 })

@@ -19,8 +19,8 @@ mod verify;
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 use tacos::collective::CollectiveKind;
-use tacos::msccl::{LimitOverrides, Profile, Target};
 use tacos::error::echo;
+use tacos::msccl::{LimitOverrides, Profile, Target};
 use tacos::topology::limits::{
     bandwidth_in_range, latency_in_range, BANDWIDTH_ALLOWED, LATENCY_ALLOWED,
 };
