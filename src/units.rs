@@ -17,7 +17,7 @@ pub type Picos = u64;
 pub const MAX_SIZE_BYTES: u64 = 1 << 40;
 
 /// What a size may be, as error messages say it.
-pub const SIZE_ALLOWED: &str = "a whole number of bytes from 1 to 1 TiB (2^40)";
+pub const SIZE_ALLOWED: &str = "at least 1 byte and at most 1 TiB (2^40 bytes)";
 
 /// Picoseconds in one microsecond.
 pub const PICOS_PER_US: f64 = 1e6;
@@ -73,15 +73,19 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "mi" | "mib" => 1024.0 * 1024.0,
         "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
         "ti" | "tib" => 1024.0f64.powi(4),
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "size '{shown}' has unknown unit '{}' (allowed: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
             echo(other)
-        )),
+        ))
+        }
     };
     // Below 2^53 every whole number is exact in f64, so the checks below are exact too.
     let bytes = value * mult;
     if !(1.0..=MAX_SIZE_BYTES as f64).contains(&bytes) || bytes.fract() != 0.0 {
-        return Err(format!("size '{shown}' must be {SIZE_ALLOWED}"));
+        return Err(format!(
+            "size '{shown}' must be a whole number of bytes, {SIZE_ALLOWED}"
+        ));
     }
     Ok(bytes as u64)
 }

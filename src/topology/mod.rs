@@ -31,9 +31,9 @@ pub type LinkId = usize;
 pub struct Link {
     pub src: NpuId,
     pub dst: NpuId,
-    /// Bandwidth in GB/s (1e9 bytes per second).
+    /// Bandwidth in GB/s (1e9 bytes per second), `MIN_BANDWIDTH_GBPS..=MAX_BANDWIDTH_GBPS`.
     pub bandwidth_gbps: f64,
-    /// Latency (alpha) in microseconds.
+    /// Latency (alpha) in microseconds, `0..=MAX_LATENCY_US`.
     pub latency_us: f64,
 }
 
