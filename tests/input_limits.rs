@@ -151,7 +151,7 @@ fn json_figures_must_be_physical() {
         r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "bandwidth_gbps": 1e-9}]}"#,
     ));
     assert_eq!(input, "t.json: links[0] (0->1) bandwidth_gbps");
-    assert_eq!(value, "0.000000001");
+    assert_eq!(value, "1e-9");
     let (input, ..) = invalid(json_error(
         r#"{"npus": 2, "latency_us": 1e300, "links": [{"src": 0, "dst": 1}]}"#,
     ));

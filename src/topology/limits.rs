@@ -64,11 +64,21 @@ pub fn check_latency(input: &str, us: f64) -> Result<f64> {
     }
 }
 
+/// A figure as a message shows it: plain when of ordinary size, else in scientific
+/// notation (Rust writes 1e-300 with 300 digits otherwise).
+pub(crate) fn figure(x: f64) -> String {
+    if x == 0.0 || (1e-4..1e9).contains(&x.abs()) {
+        x.to_string()
+    } else {
+        format!("{x:e}")
+    }
+}
+
 /// The error for a bandwidth out of range.
 pub(crate) fn bandwidth_error(input: String, gbps: f64) -> Error {
     Error::Invalid {
         input,
-        value: gbps.to_string(),
+        value: figure(gbps),
         allowed: BANDWIDTH_ALLOWED.into(),
     }
 }
@@ -77,7 +87,7 @@ pub(crate) fn bandwidth_error(input: String, gbps: f64) -> Error {
 pub(crate) fn latency_error(input: String, us: f64) -> Error {
     Error::Invalid {
         input,
-        value: us.to_string(),
+        value: figure(us),
         allowed: LATENCY_ALLOWED.into(),
     }
 }
@@ -131,5 +141,13 @@ mod tests {
         }
         assert_eq!(check_bandwidth("bw", 1e-3).unwrap(), 1e-3);
         assert_eq!(check_latency("lat", 0.0).unwrap(), 0.0);
+    }
+
+    #[test]
+    fn figures_stay_short() {
+        assert_eq!(figure(2e6), "2000000");
+        assert_eq!(figure(0.05), "0.05");
+        assert_eq!(figure(1e-300), "1e-300");
+        assert_eq!(figure(f64::NAN), "NaN");
     }
 }

@@ -231,7 +231,11 @@ fn pcie_gbps(e: &Element, origin: &str) -> Result<Option<f64>> {
     } else {
         Err(Error::Invalid {
             input: attribute(e, "link_speed x link_width", origin),
-            value: format!("{speed} GT/s x {width}"),
+            value: format!(
+                "{} x {}",
+                e.attr("link_speed").unwrap_or_default(),
+                e.attr("link_width").unwrap_or_default()
+            ),
             allowed: format!("a PCIe link of {BANDWIDTH_ALLOWED}"),
         })
     }
@@ -327,7 +331,7 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                         if !super::limits::bandwidth_in_range(speed / 8000.0) {
                             return Err(Error::Invalid {
                                 input: attribute(net, "speed", origin),
-                                value: speed.to_string(),
+                                value: net.attr("speed").unwrap_or_default().into(),
                                 allowed:
                                     "a number of Mb/s from 8 to 8000000000 (0.001 to 1000000 GB/s)"
                                         .into(),

@@ -2,7 +2,7 @@
 //! such as `mesh:4x4`, `switch:8,d=2`, `rfs:2x4x8,bw=200:100:50` or `preset:dgx1`.
 
 use super::builders::{compose, dragonfly, hypercube, Dim, DimKind};
-use super::limits::{check_bandwidth, check_latency, BANDWIDTH_ALLOWED, LATENCY_ALLOWED};
+use super::limits::{check_bandwidth, check_latency, BANDWIDTH_ALLOWED};
 use super::nccl_xml::{self, NcclImportOptions};
 use super::presets::preset;
 use super::{file, Topology};
@@ -273,13 +273,9 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
                             input: input(),
                             value: value.into(),
                             allowed: if bandwidth {
-                                format!(
-                                    "positive numbers separated by ':', each {BANDWIDTH_ALLOWED}"
-                                )
+                                "positive numbers separated by ':', each from 0.001 to 1000000 GB/s".to_string()
                             } else {
-                                format!(
-                                    "non-negative numbers separated by ':', each {LATENCY_ALLOWED}"
-                                )
+                                "non-negative numbers separated by ':', each at most 1000000 microseconds".to_string()
                             },
                         })
                 })
