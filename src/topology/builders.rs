@@ -89,7 +89,9 @@ fn add_dim(set: &mut LinkSet, dim: &Dim, members: &[NpuId]) {
             }
         }
         DimKind::Ring if n > 1 => {
-            for i in 0..n {
+            // Two NPUs are one pair, not two: the links are added once, as counted.
+            let pairs = if n == 2 { 1 } else { n };
+            for i in 0..pairs {
                 set.add_both(members[i], members[(i + 1) % n], bw, lat);
             }
         }
@@ -261,4 +263,47 @@ pub fn dragonfly(
     Ok(set
         .into_topology(name, n)?
         .with_dimensions(vec![per_group, groups]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_are_counted_as_built() {
+        let kinds = |n: usize| {
+            [
+                DimKind::Line,
+                DimKind::Ring,
+                DimKind::UniRing,
+                DimKind::FullyConnected,
+                DimKind::Switch { degree: 1 },
+                DimKind::Switch { degree: 3 },
+                DimKind::Switch { degree: n + 5 },
+            ]
+        };
+        let dim = |kind, size| Dim {
+            kind,
+            size,
+            bandwidth_gbps: 50.0,
+            latency_us: 0.5,
+        };
+        for a in 1..7 {
+            for kind in kinds(a) {
+                let t = compose("one", &[dim(kind, a)]).unwrap();
+                assert_eq!(
+                    t.links().len() as u128,
+                    links_per_line(kind, a),
+                    "{kind:?} {a}"
+                );
+                for b in 1..4 {
+                    let two = [dim(kind, a), dim(DimKind::Ring, b)];
+                    let t = compose("two", &two).unwrap();
+                    let counted = b as u128 * links_per_line(kind, a)
+                        + a as u128 * links_per_line(DimKind::Ring, b);
+                    assert_eq!(t.links().len() as u128, counted, "{kind:?} {a} x ring {b}");
+                }
+            }
+        }
+    }
 }
