@@ -16,7 +16,9 @@
 //! `MAX_NPUS` and `MAX_LINKS` before any link is built.
 
 use super::builders::LinkSet;
-use super::limits::{check_bandwidth, check_latency, check_links, check_npus, BANDWIDTH_ALLOWED};
+use super::limits::{
+    bandwidth_in_range, check_bandwidth, check_latency, check_links, check_npus, BANDWIDTH_ALLOWED,
+};
 use super::Topology;
 use crate::error::{echo, Error, Result};
 use crate::xmltree::{self, Element};
@@ -226,7 +228,7 @@ fn pcie_gbps(e: &Element, origin: &str) -> Result<Option<f64>> {
         return Ok(None);
     }
     let gbps = speed * width * 128.0 / 130.0 / 8.0;
-    if super::limits::bandwidth_in_range(gbps) {
+    if bandwidth_in_range(gbps) {
         Ok(Some(gbps))
     } else {
         Err(Error::Invalid {
@@ -328,7 +330,7 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                 let mut known = false;
                 for net in e.children.iter().filter(|c| c.name == "net") {
                     if let Some(speed) = number::<f64>(net, "speed", origin)? {
-                        if !super::limits::bandwidth_in_range(speed / 8000.0) {
+                        if !bandwidth_in_range(speed / 8000.0) {
                             return Err(Error::Invalid {
                                 input: attribute(net, "speed", origin),
                                 value: net.attr("speed").unwrap_or_default().into(),

@@ -2,7 +2,9 @@
 //! such as `mesh:4x4`, `switch:8,d=2`, `rfs:2x4x8,bw=200:100:50` or `preset:dgx1`.
 
 use super::builders::{compose, dragonfly, hypercube, Dim, DimKind};
-use super::limits::{check_bandwidth, check_latency, BANDWIDTH_ALLOWED};
+use super::limits::{
+    bandwidth_in_range, check_bandwidth, check_latency, latency_in_range, BANDWIDTH_ALLOWED,
+};
 use super::nccl_xml::{self, NcclImportOptions};
 use super::presets::preset;
 use super::{file, Topology};
@@ -253,7 +255,7 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
                 allowed: format!("key=value, the key one of {}", OPTIONS.join(", ")),
             });
         };
-        let input = || format!("{key}= in '{}'", echo(spec));
+        let input = || format!("{}= in '{}'", key.trim(), echo(spec));
         // Bandwidths (GB/s) or latencies (us), each within its range.
         let figures = |bandwidth: bool| -> Result<Vec<f64>> {
             value
@@ -264,9 +266,9 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
                         .ok()
                         .filter(|&x| {
                             if bandwidth {
-                                super::limits::bandwidth_in_range(x)
+                                bandwidth_in_range(x)
                             } else {
-                                super::limits::latency_in_range(x)
+                                latency_in_range(x)
                             }
                         })
                         .ok_or_else(|| Error::Invalid {
