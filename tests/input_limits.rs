@@ -278,3 +278,20 @@ fn cli_numbers_out_of_range_name_their_flag() {
         assert!(line.contains(named), "{args:?}: {line}");
     }
 }
+
+#[test]
+fn chunk_conditions_are_counted_before_they_are_built() {
+    // An All-Reduce over 20000 NPUs lists all of them twice for each of its 20000 chunks:
+    // 8e8 NPU ids, 6.4 GB, past the 2^28 allowed.
+    let t = parse_spec("ring:20000", &SpecDefaults::default()).unwrap();
+    match Collective::over_all(&t, CollectiveKind::AllReduce, None, 1, 1 << 30) {
+        Err(Error::Limit { value, limit, .. }) => {
+            assert_eq!((value, limit), (2 * 20_000 * 20_000, 1 << 28))
+        }
+        other => panic!("{other:?}"),
+    }
+    // An All-Gather of as many chunks lists 1 + P per chunk: 20000 x 20001 = 4e8, refused;
+    // a Gather lists 2: 40000, built.
+    assert!(Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 30).is_err());
+    assert!(Collective::over_all(&t, CollectiveKind::Gather, Some(0), 1, 1 << 30).is_ok());
+}

@@ -140,6 +140,11 @@ pub struct Chunk {
 /// Largest number of chunks a collective may have; keeps per-(NPU, chunk) state bounded.
 const MAX_CHUNK_STATES: usize = 1 << 31;
 
+/// Most NPU ids all chunks' pre- and postconditions may list together: 2^28, 2 GiB of
+/// ids. An All-Reduce lists every NPU twice per chunk, so its conditions grow as P^2 K;
+/// they are counted before any is built.
+pub const MAX_CONDITION_ENTRIES: u64 = 1 << 28;
+
 /// A collective on a topology: its spec and every chunk's pre- and postcondition.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Collective {
@@ -220,6 +225,21 @@ impl Collective {
                 value: u64::try_from(states).unwrap_or(u64::MAX),
                 limit: MAX_CHUNK_STATES as u64,
                 context: format!("{k} chunks per NPU on {p} NPUs is too many chunks to track"),
+            });
+        }
+        // NPUs each chunk's pre- and postcondition list (see `chunk_conditions`).
+        let per_chunk = match spec.kind {
+            CollectiveKind::AllReduce => 2 * p128,
+            CollectiveKind::Gather | CollectiveKind::Scatter | CollectiveKind::AllToAll => 2,
+            _ => 1 + p128,
+        };
+        let entries = chunks * per_chunk;
+        if entries > MAX_CONDITION_ENTRIES as u128 {
+            return Err(Error::Limit {
+                what: "NPU entries in chunk conditions",
+                value: u64::try_from(entries).unwrap_or(u64::MAX),
+                limit: MAX_CONDITION_ENTRIES,
+                context: format!("{} of {k} chunks per NPU on {p} NPUs", spec.kind),
             });
         }
         let count = chunks as usize;
