@@ -4,8 +4,20 @@
 //! simulator, so event order is exact and runs are reproducible. Users see microseconds,
 //! GB/s (1e9 bytes per second) and byte sizes such as `1GiB` or `4MB`.
 
+use crate::error::echo;
+use crate::topology::MAX_NPUS;
+
 /// Integer time in picoseconds.
 pub type Picos = u64;
+
+/// Largest collective size: 1 TiB (2^40 bytes), more than any GPU holds, and far below
+/// 2^63. Sizes past it are refused, never saturated: with link bandwidths of at least
+/// `topology::MIN_BANDWIDTH_GBPS`, one transfer of this size stays below 2^60 ps (see
+/// `topology::limits`), which leaves integer time room to add transfers up.
+pub const MAX_SIZE_BYTES: u64 = 1 << 40;
+
+/// What a size may be, as error messages say it.
+pub const SIZE_ALLOWED: &str = "at least 1 byte and at most 1 TiB (2^40 bytes)";
 
 /// Picoseconds in one microsecond.
 pub const PICOS_PER_US: f64 = 1e6;
@@ -21,7 +33,9 @@ pub fn ps_to_us(ps: Picos) -> f64 {
 }
 
 /// Time to move `bytes` over a link of `alpha_us` latency and `bandwidth_gbps` GB/s:
-/// alpha + bytes / bandwidth, rounded to the nearest picosecond.
+/// alpha + bytes / bandwidth, rounded to the nearest picosecond. Within the ranges links
+/// and sizes are checked against (`topology::limits`, `MAX_SIZE_BYTES`) the result is
+/// below 2^61; beyond them it saturates, which is why those ranges are enforced.
 pub fn alpha_beta_ps(alpha_us: f64, bandwidth_gbps: f64, bytes: f64) -> Picos {
     // 1 GB/s moves one byte per nanosecond: bytes * 1000 / GBps picoseconds.
     (alpha_us * PICOS_PER_US + bytes * 1000.0 / bandwidth_gbps).round() as Picos
@@ -37,15 +51,17 @@ pub fn algbw_gbps(size_bytes: u64, time_ps: Picos) -> f64 {
 }
 
 /// Parses a byte size: a plain integer, or a number with one of the suffixes
-/// B, K/KB (1e3), M/MB, G/GB, T/TB, KiB, MiB, GiB, TiB (case-insensitive).
+/// B, K/KB (1e3), M/MB, G/GB, T/TB, KiB, MiB, GiB, TiB (case-insensitive); from 1 byte
+/// to `MAX_SIZE_BYTES`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
+    let shown = echo(text);
     let value: f64 = num.parse().map_err(|_| {
-        format!("size '{text}' must be a number with an optional unit such as 1GiB, 4MB or 65536")
+        format!("size '{shown}' must be a number with an optional unit such as 1GiB, 4MB or 65536")
     })?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
@@ -59,14 +75,16 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "ti" | "tib" => 1024.0f64.powi(4),
         other => {
             return Err(format!(
-                "size '{text}' has unknown unit '{other}' (allowed: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
-            ))
+            "size '{shown}' has unknown unit '{}' (allowed: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+            echo(other)
+        ))
         }
     };
+    // Below 2^53 every whole number is exact in f64, so the checks below are exact too.
     let bytes = value * mult;
-    if bytes.is_nan() || bytes < 1.0 || bytes.fract() != 0.0 || bytes > u64::MAX as f64 {
+    if !(1.0..=MAX_SIZE_BYTES as f64).contains(&bytes) || bytes.fract() != 0.0 {
         return Err(format!(
-            "size '{text}' must be a whole number of bytes, at least 1"
+            "size '{shown}' must be a whole number of bytes, {SIZE_ALLOWED}"
         ));
     }
     Ok(bytes as u64)
@@ -86,13 +104,15 @@ pub fn parse_link_pairs(text: &str) -> Result<Vec<(usize, usize)>, String> {
             Some((a, b)) if a != b => out.push((a, b)),
             _ => {
                 return Err(format!(
-                    "'{part}' in link list '{text}' is not a pair of distinct NPU ids like 3-4"
+                    "'{}' in link list '{}' is not a pair of distinct NPU ids like 3-4",
+                    echo(part),
+                    echo(text)
                 ))
             }
         }
     }
     if out.is_empty() {
-        return Err(format!("link list '{text}' names no link"));
+        return Err(format!("link list '{}' names no link", echo(text)));
     }
     Ok(out)
 }
@@ -118,30 +138,52 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
-/// Parses a list of NPU ids such as `0-7,16-23` or `3,5,9`.
+/// Parses a list of NPU ids such as `0-7,16-23` or `3,5,9`. Ids are below
+/// `topology::MAX_NPUS` and the list names at most that many, both checked before a range
+/// is expanded.
 pub fn parse_npu_list(text: &str) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let parse = |s: &str| {
-            s.trim().parse::<usize>().map_err(|_| {
-                format!("'{part}' in NPU list '{text}' is not an NPU id or range like 0-7")
-            })
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (parse(a)?, parse(b)?);
-                if a > b {
-                    return Err(format!(
-                        "range '{part}' in NPU list '{text}' runs backwards"
-                    ));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(parse(part)?),
+            match s.trim().parse::<usize>() {
+            Ok(id) if id < MAX_NPUS => Ok(id),
+            Ok(_) => Err(format!(
+                "'{}' in NPU list '{}' names an NPU past the most a topology may have: ids run from 0 to {}",
+                echo(part),
+                echo(text),
+                MAX_NPUS - 1
+            )),
+            Err(_) => Err(format!(
+                "'{}' in NPU list '{}' is not an NPU id or range like 0-7",
+                echo(part),
+                echo(text)
+            )),
         }
+        };
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (parse(a)?, parse(b)?),
+            None => {
+                let id = parse(part)?;
+                (id, id)
+            }
+        };
+        if a > b {
+            return Err(format!(
+                "range '{}' in NPU list '{}' runs backwards",
+                echo(part),
+                echo(text)
+            ));
+        }
+        if out.len() + (b - a + 1) > MAX_NPUS {
+            return Err(format!(
+                "NPU list '{}' names more than {MAX_NPUS} NPUs, the most a topology may have",
+                echo(text)
+            ));
+        }
+        out.extend(a..=b);
     }
     if out.is_empty() {
-        return Err(format!("NPU list '{text}' names no NPU"));
+        return Err(format!("NPU list '{}' names no NPU", echo(text)));
     }
     Ok(out)
 }
@@ -161,6 +203,12 @@ mod tests {
         assert!(parse_size("-1MB").is_err());
         assert!(parse_size("1.5B").is_err());
         assert!(parse_size("3 parsecs").is_err());
+        // The largest size is taken; a byte more, and 2^64 and above, are refused rather
+        // than saturated.
+        assert_eq!(parse_size("1TiB").unwrap(), MAX_SIZE_BYTES);
+        assert!(parse_size("1099511627777").is_err());
+        assert!(parse_size("10000000000000000000").is_err());
+        assert!(parse_size("18446744073709551616").is_err());
     }
 
     #[test]
@@ -178,6 +226,12 @@ mod tests {
         assert!(parse_npu_list("3-1").is_err());
         assert!(parse_npu_list("a").is_err());
         assert!(parse_npu_list("").is_err());
+        // Checked before expanding: neither allocates.
+        assert!(parse_npu_list("0-18446744073709551615").is_err());
+        assert!(parse_npu_list("0-1000000000").is_err());
+        let whole = format!("0-{}", MAX_NPUS - 1);
+        assert_eq!(parse_npu_list(&whole).unwrap().len(), MAX_NPUS);
+        assert!(parse_npu_list(&format!("{whole},0")).is_err());
     }
 
     #[test]

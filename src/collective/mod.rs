@@ -8,6 +8,7 @@
 
 use crate::error::{Error, Npus, Result};
 use crate::topology::{format_npus, NpuId, Topology};
+use crate::units::{MAX_SIZE_BYTES, SIZE_ALLOWED};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -122,7 +123,8 @@ pub struct CollectiveSpec {
     pub npus: Vec<NpuId>,
     /// K: each NPU's share of the collective is split into this many chunks.
     pub chunks_per_npu: usize,
-    /// The buffer every NPU ends with, in bytes (nccl-tests' convention).
+    /// The buffer every NPU ends with, in bytes (nccl-tests' convention), from 1 to
+    /// `units::MAX_SIZE_BYTES`.
     pub size_bytes: u64,
 }
 
@@ -138,6 +140,11 @@ pub struct Chunk {
 /// Largest number of chunks a collective may have; keeps per-(NPU, chunk) state bounded.
 const MAX_CHUNK_STATES: usize = 1 << 31;
 
+/// Most NPU ids all chunks' pre- and postconditions may list together: 2^28, 2 GiB of
+/// ids. An All-Reduce lists every NPU twice per chunk, so its conditions grow as P^2 K;
+/// they are counted before any is built.
+pub const MAX_CONDITION_ENTRIES: u64 = 1 << 28;
+
 /// A collective on a topology: its spec and every chunk's pre- and postcondition.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Collective {
@@ -151,18 +158,19 @@ impl Collective {
     /// and every chunk must be able to reach every NPU that needs it.
     pub fn new(topo: &Topology, spec: CollectiveSpec) -> Result<Collective> {
         let bad = |m: String| Err(Error::Collective(m));
-        let at_least_1 = |input: &str, allowed: &str| {
-            Err(Error::Invalid {
-                input: input.into(),
-                value: "0".into(),
-                allowed: allowed.into(),
-            })
-        };
-        if spec.size_bytes == 0 {
-            return at_least_1("size", "at least 1 byte");
+        if !(1..=MAX_SIZE_BYTES).contains(&spec.size_bytes) {
+            return Err(Error::Invalid {
+                input: "size".into(),
+                value: spec.size_bytes.to_string(),
+                allowed: SIZE_ALLOWED.into(),
+            });
         }
         if spec.chunks_per_npu == 0 {
-            return at_least_1("chunks per NPU (K)", "at least 1");
+            return Err(Error::Invalid {
+                input: "chunks per NPU (K)".into(),
+                value: "0".into(),
+                allowed: "at least 1".into(),
+            });
         }
         if spec.npus.is_empty() {
             return bad("a collective needs at least one NPU".into());
@@ -217,6 +225,21 @@ impl Collective {
                 value: u64::try_from(states).unwrap_or(u64::MAX),
                 limit: MAX_CHUNK_STATES as u64,
                 context: format!("{k} chunks per NPU on {p} NPUs is too many chunks to track"),
+            });
+        }
+        // NPUs each chunk's pre- and postcondition list (see `chunk_conditions`).
+        let per_chunk = match spec.kind {
+            CollectiveKind::AllReduce => 2 * p128,
+            CollectiveKind::Gather | CollectiveKind::Scatter | CollectiveKind::AllToAll => 2,
+            _ => 1 + p128,
+        };
+        let entries = chunks * per_chunk;
+        if entries > MAX_CONDITION_ENTRIES as u128 {
+            return Err(Error::Limit {
+                what: "NPU entries in chunk conditions",
+                value: u64::try_from(entries).unwrap_or(u64::MAX),
+                limit: MAX_CONDITION_ENTRIES,
+                context: format!("{} of {k} chunks per NPU on {p} NPUs", spec.kind),
             });
         }
         let count = chunks as usize;

@@ -1,12 +1,9 @@
 //! Builders for the regular shapes: rings, fully connected, unwound switches, meshes,
 //! tori, hypercubes, dragonflies, and their multi-dimensional compositions.
 
+use super::limits::{check_bandwidth, check_latency, check_links, check_npus};
 use super::{Link, NpuId, Topology};
-use crate::error::{Error, Result};
-use std::collections::BTreeMap;
-
-/// The most NPUs a built topology may have.
-const MAX_NPUS: u64 = 1 << 24;
+use crate::error::{echo, Error, Result};
 
 /// How the NPUs along one dimension are joined.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,14 +31,20 @@ pub struct Dim {
     pub latency_us: f64,
 }
 
-/// Links keyed by (src, dst); adding an existing pair again keeps the first (so a ring of
-/// two NPUs is one link each way).
+/// Links as builders add them; adding an existing (src, dst) pair again keeps the first (so
+/// a ring of two NPUs is one link each way). A plain list, sorted once at the end: a third
+/// of the memory of a map, which matters at `MAX_LINKS`.
 #[derive(Default)]
-pub(crate) struct LinkSet(BTreeMap<(NpuId, NpuId), Link>);
+pub(crate) struct LinkSet(Vec<Link>);
 
 impl LinkSet {
+    /// An empty set with room for `links` links (what the builder counted beforehand).
+    pub(crate) fn with_capacity(links: usize) -> LinkSet {
+        LinkSet(Vec::with_capacity(links))
+    }
+
     pub(crate) fn add(&mut self, src: NpuId, dst: NpuId, bandwidth_gbps: f64, latency_us: f64) {
-        self.0.entry((src, dst)).or_insert(Link {
+        self.0.push(Link {
             src,
             dst,
             bandwidth_gbps,
@@ -55,7 +58,23 @@ impl LinkSet {
     }
 
     pub(crate) fn into_topology(self, name: impl Into<String>, npus: usize) -> Result<Topology> {
-        Topology::new(name, npus, self.0.into_values().collect())
+        let mut links = self.0;
+        // A stable sort keeps the first of equal pairs first, and dedup keeps it.
+        links.sort_by_key(|l| (l.src, l.dst));
+        links.dedup_by_key(|l| (l.src, l.dst));
+        Topology::new(name, npus, links)
+    }
+}
+
+/// How many distinct links `add_dim` makes along one line of `size` NPUs.
+fn links_per_line(kind: DimKind, size: usize) -> u128 {
+    let n = size as u128;
+    match kind {
+        DimKind::Line => 2 * n.saturating_sub(1),
+        DimKind::Ring if size > 2 => 2 * n,
+        DimKind::Ring | DimKind::UniRing => n * u128::from(size > 1),
+        DimKind::FullyConnected => n * n.saturating_sub(1),
+        DimKind::Switch { degree } => n * (degree as u128).min(n.saturating_sub(1)),
     }
 }
 
@@ -70,7 +89,9 @@ fn add_dim(set: &mut LinkSet, dim: &Dim, members: &[NpuId]) {
             }
         }
         DimKind::Ring if n > 1 => {
-            for i in 0..n {
+            // Two NPUs are one pair, not two: the links are added once, as counted.
+            let pairs = if n == 2 { 1 } else { n };
+            for i in 0..pairs {
                 set.add_both(members[i], members[(i + 1) % n], bw, lat);
             }
         }
@@ -105,32 +126,56 @@ fn add_dim(set: &mut LinkSet, dim: &Dim, members: &[NpuId]) {
 /// dimension says. A 2D mesh is Line x Line, a torus Ring x Ring, the paper's 3D-RFS
 /// Ring x FullyConnected x Switch.
 pub fn compose(name: impl Into<String>, dims: &[Dim]) -> Result<Topology> {
+    let name = name.into();
+    let invalid = |input: String, value: String, allowed: &str| Error::Invalid {
+        input: format!("{input} of '{}'", echo(&name)),
+        value,
+        allowed: allowed.into(),
+    };
     if dims.is_empty() {
-        return Err(Error::Spec(
-            "a topology needs at least one dimension".into(),
+        return Err(invalid(
+            "dimensions".into(),
+            "none".into(),
+            "at least one dimension",
         ));
     }
-    for d in dims {
+    for (i, d) in dims.iter().enumerate() {
         if d.size == 0 {
-            return Err(Error::Spec("every dimension needs at least one NPU".into()));
+            return Err(invalid(
+                format!("dimension {i} size"),
+                "0".into(),
+                "at least 1",
+            ));
         }
         if let DimKind::Switch { degree: 0 } = d.kind {
-            return Err(Error::Spec("a switch's degree d must be at least 1".into()));
+            return Err(invalid(
+                format!("dimension {i} switch degree d"),
+                "0".into(),
+                "at least 1",
+            ));
         }
+        check_bandwidth(
+            &format!("dimension {i} bandwidth of '{}'", echo(&name)),
+            d.bandwidth_gbps,
+        )?;
+        check_latency(
+            &format!("dimension {i} latency of '{}'", echo(&name)),
+            d.latency_us,
+        )?;
     }
+    let context = || format!("'{}'", echo(&name));
     let npus = dims
         .iter()
-        .fold(1u64, |acc, d| acc.saturating_mul(d.size as u64));
-    if npus > MAX_NPUS {
-        return Err(Error::Limit {
-            what: "NPUs",
-            value: npus,
-            limit: MAX_NPUS,
-            context: "a topology of these dimensions".into(),
-        });
-    }
-    let npus = npus as usize;
-    let mut set = LinkSet::default();
+        .try_fold(1u128, |acc, d| {
+            let product = acc * d.size as u128;
+            check_npus(product, context).map(|_| product)
+        })
+        .map(|n| n as usize)?;
+    let links = dims
+        .iter()
+        .map(|d| (npus / d.size) as u128 * links_per_line(d.kind, d.size))
+        .sum();
+    let mut set = LinkSet::with_capacity(check_links(links, context)?);
     let mut stride = 1;
     for dim in dims {
         for base in 0..npus {
@@ -162,7 +207,8 @@ pub fn hypercube(
         });
     }
     let n = 1usize << dims;
-    let mut set = LinkSet::default();
+    let context = || format!("'{}'", echo(name));
+    let mut set = LinkSet::with_capacity(check_links((n * dims) as u128, context)?);
     for i in 0..n {
         for k in 0..dims {
             set.add(i, i ^ (1 << k), bandwidth_gbps, latency_us);
@@ -181,13 +227,20 @@ pub fn dragonfly(
     local: (f64, f64),
     global: (f64, f64),
 ) -> Result<Topology> {
-    if per_group == 0 || groups == 0 {
-        return Err(Error::Spec(
-            "a dragonfly needs at least one group of one NPU".into(),
-        ));
+    for (what, count) in [("NPUs per group", per_group), ("groups", groups)] {
+        if count == 0 {
+            return Err(Error::Invalid {
+                input: format!("{what} of '{}'", echo(name)),
+                value: "0".into(),
+                allowed: "at least 1".into(),
+            });
+        }
     }
-    let n = per_group * groups;
-    let mut set = LinkSet::default();
+    let context = || format!("'{}'", echo(name));
+    let (p, g) = (per_group as u128, groups as u128);
+    let n = check_npus(p * g, context)?;
+    let links = g * p * (p - 1) + g * (g - 1);
+    let mut set = LinkSet::with_capacity(check_links(links, context)?);
     for g in 0..groups {
         let members: Vec<NpuId> = (0..per_group).map(|i| g * per_group + i).collect();
         let dim = Dim {
@@ -210,4 +263,47 @@ pub fn dragonfly(
     Ok(set
         .into_topology(name, n)?
         .with_dimensions(vec![per_group, groups]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_are_counted_as_built() {
+        let kinds = |n: usize| {
+            [
+                DimKind::Line,
+                DimKind::Ring,
+                DimKind::UniRing,
+                DimKind::FullyConnected,
+                DimKind::Switch { degree: 1 },
+                DimKind::Switch { degree: 3 },
+                DimKind::Switch { degree: n + 5 },
+            ]
+        };
+        let dim = |kind, size| Dim {
+            kind,
+            size,
+            bandwidth_gbps: 50.0,
+            latency_us: 0.5,
+        };
+        for a in 1..7 {
+            for kind in kinds(a) {
+                let t = compose("one", &[dim(kind, a)]).unwrap();
+                assert_eq!(
+                    t.links().len() as u128,
+                    links_per_line(kind, a),
+                    "{kind:?} {a}"
+                );
+                for b in 1..4 {
+                    let two = [dim(kind, a), dim(DimKind::Ring, b)];
+                    let t = compose("two", &two).unwrap();
+                    let counted = b as u128 * links_per_line(kind, a)
+                        + a as u128 * links_per_line(DimKind::Ring, b);
+                    assert_eq!(t.links().len() as u128, counted, "{kind:?} {a} x ring {b}");
+                }
+            }
+        }
+    }
 }

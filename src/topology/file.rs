@@ -17,11 +17,14 @@
 //! `bandwidth_gbps` (GB/s) and `latency_us` on a link override the file's top-level
 //! defaults, which override the command line's `--bandwidth` and `--latency`.
 //! `bidirectional: true` adds the reverse link with the same figures. Unknown fields
-//! are errors, so a typo never silently falls back to a default.
+//! are errors, so a typo never silently falls back to a default. `npus` and the number of
+//! links are checked against `limits::MAX_NPUS` and `MAX_LINKS`, bandwidths and latencies
+//! against their ranges, before the topology is built.
 
+use super::limits::{check_bandwidth, check_latency, check_links, check_npus};
 use super::spec::SpecDefaults;
 use super::{check_link, Link, NpuId, Topology};
-use crate::error::{Error, Result};
+use crate::error::{echo, Error, Result};
 use crate::fsio::parse_json;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -68,19 +71,49 @@ pub fn read(path: &Path, defaults: &SpecDefaults) -> Result<Topology> {
 
 /// Parses topology JSON text; `origin` names it in errors (a file name).
 pub fn parse(text: &str, origin: &str, defaults: &SpecDefaults) -> Result<Topology> {
+    let origin = &echo(origin);
     let file: TopologyFile = parse_json(text, origin).map_err(Error::Spec)?;
     from_file(file, origin, defaults)
 }
 
+/// The topology a parsed file describes; `origin` is already fit to repeat in messages.
 fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Result<Topology> {
+    // Errors of the topology's own checks name the file.
     let in_file = |e: Error| match e {
-        Error::Topology(m) => Error::Spec(format!("{origin}: {m}")),
+        Error::Invalid {
+            input,
+            value,
+            allowed,
+        } => Error::Invalid {
+            input: format!("{origin}: {input}"),
+            value,
+            allowed,
+        },
         other => other,
     };
     if let Some(v) = file.version.filter(|&v| v != FORMAT_VERSION) {
-        return Err(Error::Spec(format!(
-            "{origin}: version {v} is not supported (this tool reads version {FORMAT_VERSION})"
-        )));
+        return Err(Error::Invalid {
+            input: format!("{origin}: version"),
+            value: v.to_string(),
+            allowed: format!("{FORMAT_VERSION} (the version this tool reads)"),
+        });
+    }
+    let field = |name: &str| format!("{origin}: {name}");
+    if file.npus == 0 {
+        return Err(Error::Invalid {
+            input: field("npus"),
+            value: "0".into(),
+            allowed: "at least 1".into(),
+        });
+    }
+    check_npus(file.npus as u128, || field("npus"))?;
+    let directed = file.links.iter().map(|l| 1 + l.bidirectional as u128).sum();
+    check_links(directed, || field("links"))?;
+    if let Some(v) = file.bandwidth_gbps {
+        check_bandwidth(&field("bandwidth_gbps"), v)?;
+    }
+    if let Some(v) = file.latency_us {
+        check_latency(&field("latency_us"), v)?;
     }
     let bandwidth = file.bandwidth_gbps.unwrap_or(defaults.bandwidth_gbps);
     let latency = file.latency_us.unwrap_or(defaults.latency_us);
@@ -93,7 +126,7 @@ fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Resul
             bandwidth_gbps: fl.bandwidth_gbps.unwrap_or(bandwidth),
             latency_us: fl.latency_us.unwrap_or(latency),
         };
-        check_link(&format!("links[{i}]"), &link, file.npus).map_err(in_file)?;
+        check_link(&field(&format!("links[{i}]")), &link, file.npus)?;
         let mut both = vec![link.clone()];
         if fl.bidirectional {
             both.push(Link {

@@ -6,18 +6,20 @@
 
 mod builders;
 pub mod file;
+pub mod limits;
 pub mod nccl_xml;
 mod presets;
 pub mod spec;
 
 pub use builders::{compose, Dim, DimKind};
+pub use limits::{MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MAX_LINKS, MAX_NPUS, MIN_BANDWIDTH_GBPS};
 pub use presets::PRESETS;
 pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
 
-use crate::error::{Error, Npus, Result};
+use crate::error::{echo, Error, Npus, Result};
 use crate::units::{alpha_beta_ps, Picos};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 /// Index of an NPU, 0-based.
 pub type NpuId = usize;
@@ -29,9 +31,9 @@ pub type LinkId = usize;
 pub struct Link {
     pub src: NpuId,
     pub dst: NpuId,
-    /// Bandwidth in GB/s (1e9 bytes per second).
+    /// Bandwidth in GB/s (1e9 bytes per second), `MIN_BANDWIDTH_GBPS..=MAX_BANDWIDTH_GBPS`.
     pub bandwidth_gbps: f64,
-    /// Latency (alpha) in microseconds.
+    /// Latency (alpha) in microseconds, `0..=MAX_LATENCY_US`.
     pub latency_us: f64,
 }
 
@@ -67,7 +69,8 @@ impl PartialEq for Topology {
 
 impl Topology {
     /// Builds a topology, checking every link: NPUs in range, no self loops, no duplicate
-    /// (src, dst) pair, bandwidth > 0 and latency >= 0, both finite.
+    /// (src, dst) pair, bandwidth and latency within `limits`' ranges; and at most
+    /// `MAX_NPUS` NPUs and `MAX_LINKS` links, checked before anything is allocated.
     pub fn new(name: impl Into<String>, npus: usize, links: Vec<Link>) -> Result<Topology> {
         Self::with_failed(name, npus, links, Vec::new())
     }
@@ -78,29 +81,44 @@ impl Topology {
         mut links: Vec<Link>,
         mut failed: Vec<NpuId>,
     ) -> Result<Topology> {
+        let name = name.into();
         if npus == 0 {
-            return Err(Error::Topology("a topology needs at least one NPU".into()));
+            return Err(Error::Invalid {
+                input: format!("NPUs of topology '{}'", echo(&name)),
+                value: "0".into(),
+                allowed: "at least 1".into(),
+            });
         }
-        for (i, l) in links.iter().enumerate() {
-            check_link(&format!("links[{i}]"), l, npus)?;
+        limits::check_npus(npus as u128, || format!("topology '{}'", echo(&name)))?;
+        limits::check_links(links.len() as u128, || {
+            format!("topology '{}'", echo(&name))
+        })?;
+        let label = format!("link of '{}'", echo(&name));
+        for l in &links {
+            check_link(&label, l, npus)?;
         }
         failed.sort_unstable();
         failed.dedup();
         if let Some(&f) = failed.iter().find(|&&f| f >= npus) {
             return Err(not_an_npu(f, npus));
         }
-        let mut order: Vec<usize> = (0..links.len()).collect();
-        order.sort_by_key(|&i| (links[i].src, links[i].dst));
-        for w in order.windows(2) {
-            let (a, b) = (&links[w[0]], &links[w[1]]);
-            if (a.src, a.dst) == (b.src, b.dst) {
-                return Err(Error::Topology(format!(
-                    "links[{}] and links[{}] both connect NPU {} to NPU {}; give one link with the summed bandwidth",
-                    w[0].min(w[1]),
-                    w[0].max(w[1]),
-                    a.src,
-                    a.dst
-                )));
+        // Builders hand links over sorted and unique; only other lists need the search
+        // for a repeated pair, which names both positions.
+        let key = |l: &Link| (l.src, l.dst);
+        if !links.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
+            let mut order: Vec<usize> = (0..links.len()).collect();
+            order.sort_by_key(|&i| key(&links[i]));
+            for w in order.windows(2) {
+                let (a, b) = (&links[w[0]], &links[w[1]]);
+                if key(a) == key(b) {
+                    return Err(Error::Topology(format!(
+                        "links[{}] and links[{}] both connect NPU {} to NPU {}; give one link with the summed bandwidth",
+                        w[0].min(w[1]),
+                        w[0].max(w[1]),
+                        a.src,
+                        a.dst
+                    )));
+                }
             }
         }
         links.sort_by_key(|l| (l.src, l.dst));
@@ -121,7 +139,7 @@ impl Topology {
             fill[l.dst] += 1;
         }
         Ok(Topology {
-            name: name.into(),
+            name,
             npus,
             links,
             failed,
@@ -209,10 +227,14 @@ impl Topology {
         if let Some(&bad) = npus.iter().find(|&&n| n >= self.npus) {
             return Err(not_an_npu(bad, self.npus));
         }
+        let mut gone = vec![false; self.npus];
+        for &n in npus {
+            gone[n] = true;
+        }
         let links = self
             .links
             .iter()
-            .filter(|l| !npus.contains(&l.src) && !npus.contains(&l.dst))
+            .filter(|l| !gone[l.src] && !gone[l.dst])
             .cloned()
             .collect();
         let mut failed = self.failed.clone();
@@ -222,18 +244,18 @@ impl Topology {
 
     /// The same topology without the links between each given pair, in both directions.
     pub fn fail_links(&self, pairs: &[(NpuId, NpuId)]) -> Result<Topology> {
+        let mut cut = HashSet::with_capacity(pairs.len());
         for &(a, b) in pairs {
             if self.link_between(a, b).is_none() && self.link_between(b, a).is_none() {
-                return Err(Error::Topology(format!(
-                    "cannot fail link {a}-{b}: no link joins NPU {a} and NPU {b}"
-                )));
+                return Err(Error::Invalid {
+                    input: "failed link".into(),
+                    value: format!("{a}-{b}"),
+                    allowed: "a pair of NPUs that a link joins".into(),
+                });
             }
+            cut.insert((a.min(b), a.max(b)));
         }
-        let joins = |l: &Link| {
-            pairs
-                .iter()
-                .any(|&(a, b)| (l.src, l.dst) == (a, b) || (l.src, l.dst) == (b, a))
-        };
+        let joins = |l: &Link| cut.contains(&(l.src.min(l.dst), l.src.max(l.dst)));
         let links = self.links.iter().filter(|l| !joins(l)).cloned().collect();
         Ok(
             Self::with_failed(self.name.clone(), self.npus, links, self.failed.clone())?
@@ -247,12 +269,18 @@ impl Topology {
         let mut new_id = vec![usize::MAX; self.npus];
         for (i, &n) in npus.iter().enumerate() {
             if n >= self.npus || self.is_failed(n) {
-                return Err(Error::Topology(format!(
-                    "subset names NPU {n}, which does not exist or has failed"
-                )));
+                return Err(Error::Invalid {
+                    input: "subset NPU".into(),
+                    value: n.to_string(),
+                    allowed: format!("an alive NPU of the topology, 0..{}", self.npus - 1),
+                });
             }
             if new_id[n] != usize::MAX {
-                return Err(Error::Topology(format!("subset names NPU {n} twice")));
+                return Err(Error::Invalid {
+                    input: "subset NPU".into(),
+                    value: n.to_string(),
+                    allowed: "named once".into(),
+                });
             }
             new_id[n] = i;
         }
@@ -409,31 +437,33 @@ pub struct TopologyStats {
     pub diameter_hops: Option<usize>,
 }
 
-/// Checks one link on its own; `label` names it in the error (`links[3]`).
+/// Checks one link on its own; `label` names it in the error (`t.json: links[3]`).
 pub(crate) fn check_link(label: &str, l: &Link, npus: usize) -> Result<()> {
-    let bad = |what: String| {
-        Err(Error::Topology(format!(
-            "{label} ({}->{}): {what}",
-            l.src, l.dst
-        )))
-    };
-    if l.src >= npus || l.dst >= npus {
-        return bad(format!("NPU out of range (NPUs are 0..{})", npus - 1));
+    let input = |field: &str| format!("{label} ({}->{}) {field}", l.src, l.dst);
+    for end in [l.src, l.dst] {
+        if end >= npus {
+            return Err(Error::Invalid {
+                input: input("NPU"),
+                value: end.to_string(),
+                allowed: format!("an NPU of the topology, 0..{}", npus - 1),
+            });
+        }
     }
     if l.src == l.dst {
-        return bad("a link cannot join an NPU to itself".into());
+        return Err(Error::Invalid {
+            input: input("dst"),
+            value: l.dst.to_string(),
+            allowed: "another NPU than src (a link cannot join an NPU to itself)".into(),
+        });
     }
-    if !(l.bandwidth_gbps.is_finite() && l.bandwidth_gbps > 0.0) {
-        return bad(format!(
-            "bandwidth_gbps must be a positive number, got {}",
-            l.bandwidth_gbps
+    if !limits::bandwidth_in_range(l.bandwidth_gbps) {
+        return Err(limits::bandwidth_error(
+            input("bandwidth_gbps"),
+            l.bandwidth_gbps,
         ));
     }
-    if !(l.latency_us.is_finite() && l.latency_us >= 0.0) {
-        return bad(format!(
-            "latency_us must be zero or positive, got {}",
-            l.latency_us
-        ));
+    if !limits::latency_in_range(l.latency_us) {
+        return Err(limits::latency_error(input("latency_us"), l.latency_us));
     }
     Ok(())
 }

@@ -9,10 +9,18 @@
 //!
 //! Cloud images often ship partial files (only the PCI tree). What is missing is taken from
 //! the options (or their defaults) and every such choice is reported as a warning.
+//!
+//! Every figure is checked before use: bandwidths (options, PCIe `link_speed` x
+//! `link_width`, `<net speed>`) and latencies against `limits`' ranges, NVLink counts
+//! from 1 to `MAX_NVLINK_COUNT`, and the NPUs and links of all nodes together against
+//! `MAX_NPUS` and `MAX_LINKS` before any link is built.
 
 use super::builders::LinkSet;
+use super::limits::{
+    bandwidth_in_range, check_bandwidth, check_latency, check_links, check_npus, BANDWIDTH_ALLOWED,
+};
 use super::Topology;
-use crate::error::{Error, Result};
+use crate::error::{echo, Error, Result};
 use crate::xmltree::{self, Element};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -58,6 +66,9 @@ pub struct NcclImport {
 
 const DEFAULT_NIC_GBPS: f64 = 25.0;
 
+/// Most NVLinks one `<nvlink>` element may count (GPUs have at most 18 today).
+pub const MAX_NVLINK_COUNT: u32 = 1024;
+
 struct Gpu {
     busid: String,
     dev: Option<usize>,
@@ -82,26 +93,28 @@ pub fn read(path: &Path, options: &NcclImportOptions) -> Result<NcclImport> {
 
 /// Parses NCCL topology XML; `origin` names it in errors and warnings.
 pub fn parse(text: &str, origin: &str, options: &NcclImportOptions) -> Result<NcclImport> {
+    let origin = &echo(origin);
     let root = xmltree::parse(text, origin).map_err(Error::Spec)?;
     if root.name != "system" {
         return Err(Error::Spec(format!(
             "{origin}:{}:{}: the root element is <{}>, expected <system> (an NCCL topology file)",
-            root.line, root.column, root.name
+            root.line,
+            root.column,
+            echo(&root.name)
         )));
     }
-    if options.nodes == 0 {
-        return Err(Error::Invalid {
-            input: "nodes".into(),
-            value: "0".into(),
-            allowed: "at least 1".into(),
-        });
-    }
+    check_options(options)?;
     let (mut gpus, nics, switch_busids) = collect(&root, origin)?;
     if gpus.is_empty() {
         return Err(Error::Spec(format!(
             "{origin}: no GPU found (no <pci> of class 0x0300 or 0x0302)"
         )));
     }
+    // At most every GPU pair of a node, and every pair of nodes on each rail.
+    let (g, nodes) = (gpus.len() as u128, options.nodes as u128);
+    let context = || format!("{origin} on {nodes} node(s)");
+    check_npus(g * nodes, context)?;
+    check_links(nodes * g * (g - 1) + g * nodes * (nodes - 1), context)?;
     // Rank order: the CUDA device number where the file gives it, else bus id order.
     gpus.sort_by(|a, b| (a.dev, &a.busid).cmp(&(b.dev, &b.busid)));
     let mut warnings = Vec::new();
@@ -149,6 +162,41 @@ pub fn parse(text: &str, origin: &str, options: &NcclImportOptions) -> Result<Nc
     })
 }
 
+/// Checks the figures the options give.
+fn check_options(options: &NcclImportOptions) -> Result<()> {
+    if options.nodes == 0 {
+        return Err(Error::Invalid {
+            input: "nodes".into(),
+            value: "0".into(),
+            allowed: "at least 1".into(),
+        });
+    }
+    let bandwidths = [
+        ("nvlink= (GB/s per NVLink)", options.nvlink_gbps),
+        ("nvswitch= (GB/s per GPU)", options.nvswitch_gbps),
+        ("nic= (GB/s per NIC)", options.nic_gbps),
+    ];
+    for (input, gbps) in bandwidths {
+        if let Some(gbps) = gbps {
+            check_bandwidth(input, gbps)?;
+        }
+    }
+    check_latency("NVLink latency", options.nvlink_latency_us)?;
+    check_latency("PCIe latency", options.pcie_latency_us)?;
+    check_latency("NIC latency", options.nic_latency_us)?;
+    Ok(())
+}
+
+/// Where an element is, for error messages: `file:line:column: <name> attribute key`.
+fn attribute(e: &Element, key: &str, origin: &str) -> String {
+    format!(
+        "{origin}:{}:{}: <{}> attribute {key}",
+        e.line,
+        e.column,
+        echo(&e.name)
+    )
+}
+
 fn class_of(e: &Element) -> String {
     e.attr("class").unwrap_or("").to_ascii_lowercase()
 }
@@ -166,26 +214,40 @@ fn is_nvswitch(class: &str) -> bool {
 }
 
 /// PCIe bandwidth of a device from `link_speed` ("16 GT/s", "32.0 GT/s PCIe") and
-/// `link_width`, in GB/s: GT/s x lanes x 128/130 (encoding) / 8 bits.
-fn pcie_gbps(e: &Element) -> Option<f64> {
-    let speed: f64 = e
-        .attr("link_speed")?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    let width: f64 = e.attr("link_width")?.trim().parse().ok()?;
-    (speed > 0.0 && width > 0.0).then(|| speed * width * 128.0 / 130.0 / 8.0)
+/// `link_width`, in GB/s: GT/s x lanes x 128/130 (encoding) / 8 bits. `None` when either
+/// is missing, not a number (NCCL writes "Unknown") or not positive; an error when they
+/// give a bandwidth out of range.
+fn pcie_gbps(e: &Element, origin: &str) -> Result<Option<f64>> {
+    let first_number =
+        |key: &str| -> Option<f64> { e.attr(key)?.split_whitespace().next()?.parse().ok() };
+    let (Some(speed), Some(width)) = (first_number("link_speed"), first_number("link_width"))
+    else {
+        return Ok(None);
+    };
+    if speed <= 0.0 || width <= 0.0 {
+        return Ok(None);
+    }
+    let gbps = speed * width * 128.0 / 130.0 / 8.0;
+    if bandwidth_in_range(gbps) {
+        Ok(Some(gbps))
+    } else {
+        Err(Error::Invalid {
+            input: attribute(e, "link_speed x link_width", origin),
+            value: format!(
+                "{} x {}",
+                e.attr("link_speed").unwrap_or_default(),
+                e.attr("link_width").unwrap_or_default()
+            ),
+            allowed: format!("a PCIe link of {BANDWIDTH_ALLOWED}"),
+        })
+    }
 }
 
 fn number<T: std::str::FromStr>(e: &Element, key: &str, origin: &str) -> Result<Option<T>> {
     e.attr(key)
         .map(|v| {
             v.trim().parse().map_err(|_| Error::Invalid {
-                input: format!(
-                    "{origin}:{}:{}: <{}> attribute {key}",
-                    e.line, e.column, e.name
-                ),
+                input: attribute(e, key, origin),
                 value: v.into(),
                 allowed: "a number".into(),
             })
@@ -233,6 +295,15 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                             ))
                         })?;
                         let count = number(l, "count", origin)?.unwrap_or(1);
+                        if !(1..=MAX_NVLINK_COUNT).contains(&count) {
+                            return Err(Error::Invalid {
+                                input: attribute(l, "count", origin),
+                                value: count.to_string(),
+                                allowed: format!(
+                                    "a number of NVLinks from 1 to {MAX_NVLINK_COUNT}"
+                                ),
+                            });
+                        }
                         nvlinks.push((
                             target.to_ascii_lowercase(),
                             count,
@@ -246,7 +317,7 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                     sm,
                     nvlinks,
                     ancestors,
-                    pcie_gbps: pcie_gbps(e),
+                    pcie_gbps: pcie_gbps(e, origin)?,
                 });
             }
             "pci" if is_nvswitch(&class_of(e)) => {
@@ -259,6 +330,15 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                 let mut known = false;
                 for net in e.children.iter().filter(|c| c.name == "net") {
                     if let Some(speed) = number::<f64>(net, "speed", origin)? {
+                        if !bandwidth_in_range(speed / 8000.0) {
+                            return Err(Error::Invalid {
+                                input: attribute(net, "speed", origin),
+                                value: net.attr("speed").unwrap_or_default().into(),
+                                allowed:
+                                    "a number of Mb/s from 8 to 8000000000 (0.001 to 1000000 GB/s)"
+                                        .into(),
+                            });
+                        }
                         mbps += speed;
                         known = true;
                     }

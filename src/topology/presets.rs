@@ -42,9 +42,12 @@ pub fn preset(name: &str, nodes: Option<usize>) -> Result<Topology> {
     let label = format!("preset:{name}");
     let single_node = |nodes: Option<usize>| match nodes {
         None | Some(1) => Ok(()),
-        Some(_) => Err(Error::Spec(format!(
-            "preset '{name}' is one node; nodes= applies to dgx-a100, dgx-h100 and ndv4"
-        ))),
+        Some(n) => Err(Error::Invalid {
+            input: format!("nodes= of preset '{name}'"),
+            value: n.to_string(),
+            allowed: "1: this preset is one node; nodes= applies to dgx-a100, dgx-h100 and ndv4"
+                .into(),
+        }),
     };
     let nvswitch = |gpus: usize, links: f64| Dim {
         kind: DimKind::Switch { degree: gpus - 1 },

@@ -2,13 +2,17 @@
 //! such as `mesh:4x4`, `switch:8,d=2`, `rfs:2x4x8,bw=200:100:50` or `preset:dgx1`.
 
 use super::builders::{compose, dragonfly, hypercube, Dim, DimKind};
+use super::limits::{
+    bandwidth_in_range, check_bandwidth, check_latency, latency_in_range, BANDWIDTH_ALLOWED,
+};
 use super::nccl_xml::{self, NcclImportOptions};
 use super::presets::preset;
 use super::{file, Topology};
-use crate::error::{Error, Result};
+use crate::error::{echo, Error, Result};
 use std::path::Path;
 
-/// Link figures used where a spec gives none (the TACOS paper's: 50 GB/s, 0.5 us).
+/// Link figures used where a spec gives none (the TACOS paper's: 50 GB/s, 0.5 us); each
+/// must lie in `limits`' range.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SpecDefaults {
     pub bandwidth_gbps: f64,
@@ -55,7 +59,8 @@ pub const BUILDERS: &[(&str, &str)] = &[
 ];
 
 /// Options every builder takes: `bw=` and `lat=`, one value or one per dimension
-/// (colon-separated), and `d=` for switches.
+/// (colon-separated), and `d=` for switches. Bandwidths and latencies are checked
+/// against `limits`' ranges as they are parsed.
 struct Options {
     bw: Option<Vec<f64>>,
     lat: Option<Vec<f64>>,
@@ -81,6 +86,8 @@ pub fn parse_spec_with_warnings(
     defaults: &SpecDefaults,
 ) -> Result<(Topology, Vec<String>)> {
     let spec = spec.trim();
+    check_bandwidth("default link bandwidth", defaults.bandwidth_gbps)?;
+    check_latency("default link latency", defaults.latency_us)?;
     if let Some(rest) = spec.strip_prefix("nccl:") {
         let mut parts = rest.split(',');
         let path = parts.next().unwrap_or("").trim();
@@ -147,14 +154,7 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
             };
             let sizes = sizes(spec, shape)?;
             if !(2..=3).contains(&sizes.len()) {
-                return Err(Error::Spec(format!(
-                    "'{spec}': a {} is 2D (AxB) or 3D (AxBxC)",
-                    if kind == DimKind::Line {
-                        "mesh"
-                    } else {
-                        "torus"
-                    }
-                )));
+                return Err(shape_error(spec, shape, "2D (AxB) or 3D (AxBxC)"));
             }
             compose(name, &dims_of(shape, &vec![kind; sizes.len()])?)
         }
@@ -162,9 +162,7 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
             allow(&["bw", "lat", "d"])?;
             let n = sizes(spec, shape)?;
             if n.len() != 3 {
-                return Err(Error::Spec(format!(
-                    "'{spec}': rfs takes three sizes, AxBxC"
-                )));
+                return Err(shape_error(spec, shape, "three sizes, AxBxC"));
             }
             let switch = DimKind::Switch {
                 degree: opts.degree.unwrap_or(n[2].saturating_sub(1).max(1)),
@@ -190,9 +188,7 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
             allow(&["bw", "lat"])?;
             let n = sizes(spec, shape)?;
             if n.len() != 2 {
-                return Err(Error::Spec(format!(
-                    "'{spec}': dragonfly takes PxG (NPUs per group x groups)"
-                )));
+                return Err(shape_error(spec, shape, "PxG (NPUs per group x groups)"));
             }
             let d = dims_of(shape, &[DimKind::FullyConnected, DimKind::FullyConnected])?;
             dragonfly(
@@ -221,6 +217,26 @@ fn unknown(what: &'static str, given: &str) -> Error {
     }
 }
 
+/// A shape with the wrong number of sizes.
+fn shape_error(spec: &str, shape: &str, allowed: &str) -> Error {
+    Error::Invalid {
+        input: format!("shape in '{}'", echo(spec)),
+        value: shape.into(),
+        allowed: allowed.into(),
+    }
+}
+
+/// Every option a spec may give, for error messages.
+const OPTIONS: [&str; 7] = [
+    "bw=",
+    "lat=",
+    "d=",
+    "nodes=",
+    "nic=",
+    "nvlink=",
+    "nvswitch=",
+];
+
 fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result<Options> {
     let mut opts = Options {
         bw: None,
@@ -233,28 +249,49 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
     };
     for part in parts.map(str::trim) {
         let Some((key, value)) = part.split_once('=') else {
-            return Err(Error::Spec(format!(
-                "'{spec}': option '{part}' must be key=value (bw=, lat=, d=, nodes=)"
-            )));
+            return Err(Error::Invalid {
+                input: format!("option in '{}'", echo(spec)),
+                value: part.into(),
+                allowed: format!("key=value, the key one of {}", OPTIONS.join(", ")),
+            });
         };
-        let numbers = |positive: bool| -> Result<Vec<f64>> {
+        let input = || format!("{}= in '{}'", key.trim(), echo(spec));
+        // Bandwidths (GB/s) or latencies (us), each within its range.
+        let figures = |bandwidth: bool| -> Result<Vec<f64>> {
             value
                 .split(':')
                 .map(|v| {
                     v.trim()
                         .parse::<f64>()
                         .ok()
-                        .filter(|x| x.is_finite() && (*x > 0.0 || (!positive && *x == 0.0)))
+                        .filter(|&x| {
+                            if bandwidth {
+                                bandwidth_in_range(x)
+                            } else {
+                                latency_in_range(x)
+                            }
+                        })
                         .ok_or_else(|| Error::Invalid {
-                            input: format!("{key}= in '{spec}'"),
+                            input: input(),
                             value: value.into(),
-                            allowed: format!(
-                                "{} numbers separated by ':'",
-                                if positive { "positive" } else { "non-negative" }
-                            ),
+                            allowed: if bandwidth {
+                                "positive numbers separated by ':', each from 0.001 to 1000000 GB/s".to_string()
+                            } else {
+                                "non-negative numbers separated by ':', each at most 1000000 microseconds".to_string()
+                            },
                         })
                 })
                 .collect()
+        };
+        let bandwidth = || -> Result<f64> {
+            match figures(true)?[..] {
+                [one] => Ok(one),
+                _ => Err(Error::Invalid {
+                    input: input(),
+                    value: value.into(),
+                    allowed: BANDWIDTH_ALLOWED.into(),
+                }),
+            }
         };
         let whole = || -> Result<usize> {
             value
@@ -263,23 +300,25 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
                 .ok()
                 .filter(|&v| v > 0)
                 .ok_or_else(|| Error::Invalid {
-                    input: format!("{key}= in '{spec}'"),
+                    input: input(),
                     value: value.into(),
                     allowed: "a whole number >= 1".into(),
                 })
         };
         match key.trim() {
-            "bw" => opts.bw = Some(numbers(true)?),
-            "lat" => opts.lat = Some(numbers(false)?),
+            "bw" => opts.bw = Some(figures(true)?),
+            "lat" => opts.lat = Some(figures(false)?),
             "d" => opts.degree = Some(whole()?),
             "nodes" => opts.nodes = Some(whole()?),
-            "nic" => opts.nic = Some(numbers(true)?[0]),
-            "nvlink" => opts.nvlink = Some(numbers(true)?[0]),
-            "nvswitch" => opts.nvswitch = Some(numbers(true)?[0]),
+            "nic" => opts.nic = Some(bandwidth()?),
+            "nvlink" => opts.nvlink = Some(bandwidth()?),
+            "nvswitch" => opts.nvswitch = Some(bandwidth()?),
             other => {
-                return Err(Error::Spec(format!(
-                    "'{spec}': unknown option '{other}' (options: bw=, lat=, d=, nodes=, nic=, nvlink=, nvswitch=)"
-                )))
+                return Err(Error::Unknown {
+                    what: "option",
+                    given: other.into(),
+                    known: OPTIONS.to_vec(),
+                })
             }
         }
     }
@@ -298,14 +337,18 @@ fn check_allowed(spec: &str, opts: &Options, allowed: &[&str]) -> Result<()> {
     ];
     for (key, present) in given {
         if present && !allowed.contains(&key) {
-            return Err(Error::Spec(format!(
-                "'{spec}': option {key}= does not apply here (allowed: {})",
-                allowed
-                    .iter()
-                    .map(|k| format!("{k}="))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+            return Err(Error::Invalid {
+                input: format!("options of '{}'", echo(spec)),
+                value: format!("{key}="),
+                allowed: format!(
+                    "one of those that apply here: {}",
+                    allowed
+                        .iter()
+                        .map(|k| format!("{k}="))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
         }
     }
     Ok(())
@@ -317,7 +360,7 @@ fn count(spec: &str, text: &str) -> Result<usize> {
         .ok()
         .filter(|&n| n > 0)
         .ok_or_else(|| Error::Invalid {
-            input: format!("a size in '{spec}'"),
+            input: format!("a size in '{}'", echo(spec)),
             value: text.into(),
             allowed: "a whole number >= 1".into(),
         })
@@ -327,13 +370,24 @@ fn sizes(spec: &str, shape: &str) -> Result<Vec<usize>> {
     shape.split('x').map(|s| count(spec, s)).collect()
 }
 
+/// The values of an option as given, `a:b:c`, for error messages.
+fn joined(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(f64::to_string)
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 fn single(spec: &str, key: &str, values: &Option<Vec<f64>>, default: f64) -> Result<f64> {
     match values.as_deref() {
         None => Ok(default),
         Some([v]) => Ok(*v),
-        Some(_) => Err(Error::Spec(format!(
-            "'{spec}': {key}= takes one value here"
-        ))),
+        Some(v) => Err(Error::Invalid {
+            input: format!("{key}= in '{}'", echo(spec)),
+            value: joined(v),
+            allowed: "one value here".into(),
+        }),
     }
 }
 
@@ -349,10 +403,11 @@ fn per_dim(
         None => Ok(vec![default; n]),
         Some([v]) => Ok(vec![*v; n]),
         Some(v) if v.len() == n => Ok(v.to_vec()),
-        Some(v) => Err(Error::Spec(format!(
-            "'{spec}': {key}= gives {} values for {n} dimensions",
-            v.len()
-        ))),
+        Some(v) => Err(Error::Invalid {
+            input: format!("{key}= in '{}'", echo(spec)),
+            value: joined(v),
+            allowed: format!("one value, or one per dimension ({n} values)"),
+        }),
     }
 }
 
@@ -365,10 +420,11 @@ fn dims(
 ) -> Result<Vec<Dim>> {
     let n = sizes(spec, shape)?;
     if n.len() != kinds.len() {
-        return Err(Error::Spec(format!(
-            "'{spec}': expected {} sizes, got '{shape}'",
-            kinds.len()
-        )));
+        return Err(shape_error(
+            spec,
+            shape,
+            &format!("{} sizes separated by 'x'", kinds.len()),
+        ));
     }
     let bw = per_dim(spec, "bw", &opts.bw, defaults.bandwidth_gbps, n.len())?;
     let lat = per_dim(spec, "lat", &opts.lat, defaults.latency_us, n.len())?;
@@ -400,9 +456,11 @@ fn multi_kinds(spec: &str, shape: &str, opts: &Options) -> Result<(Vec<DimKind>,
                 degree: opts.degree.unwrap_or(n.saturating_sub(1).max(1)),
             },
             _ => {
-                return Err(Error::Spec(format!(
-                    "'{spec}': dimension '{token}' must be a letter (R ring, U unidirectional ring, L line, F fully connected, S switch) and a size, e.g. R4"
-                )))
+                return Err(Error::Invalid {
+                    input: format!("a dimension in '{}'", echo(spec)),
+                    value: token.into(),
+                    allowed: "a letter (R ring, U unidirectional ring, L line, F fully connected, S switch) and a size, e.g. R4".into(),
+                })
             }
         });
         plain.push(size.to_string());

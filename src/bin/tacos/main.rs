@@ -20,7 +20,11 @@ use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 use tacos::budget::MemoryLimit;
 use tacos::collective::CollectiveKind;
+use tacos::error::echo;
 use tacos::msccl::{LimitOverrides, Profile, Target};
+use tacos::topology::limits::{
+    bandwidth_in_range, latency_in_range, BANDWIDTH_ALLOWED, LATENCY_ALLOWED,
+};
 use tacos::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
 use tacos::units::{parse_link_pairs, parse_npu_list, parse_size};
 
@@ -98,11 +102,11 @@ pub struct TopologyArgs {
     /// [default: mesh:4x4, or the network a schedule file records]
     #[arg(value_name = "SPEC")]
     pub spec: Option<String>,
-    /// Bandwidth of links the spec leaves unspecified, GB/s
-    #[arg(long, default_value_t = 50.0, value_name = "GBPS", value_parser = positive, allow_hyphen_values = true)]
+    /// Bandwidth of links the spec leaves unspecified, GB/s (0.001 to 1000000)
+    #[arg(long, default_value_t = 50.0, value_name = "GBPS", value_parser = bandwidth, allow_hyphen_values = true)]
     pub bandwidth: f64,
-    /// Latency (alpha) of links the spec leaves unspecified, microseconds
-    #[arg(long, default_value_t = 0.5, value_name = "US", value_parser = non_negative, allow_hyphen_values = true)]
+    /// Latency (alpha) of links the spec leaves unspecified, microseconds (0 to 1000000)
+    #[arg(long, default_value_t = 0.5, value_name = "US", value_parser = latency, allow_hyphen_values = true)]
     pub latency: f64,
     /// NPUs that have failed: their links are removed and they take no part, e.g. 7,9
     #[arg(long, value_name = "LIST", value_parser = npu_list)]
@@ -195,17 +199,19 @@ fn profile(s: &str) -> Result<Profile, String> {
     s.parse().map_err(|e: tacos::Error| e.to_string())
 }
 
-fn positive(s: &str) -> Result<f64, String> {
+/// A link bandwidth flag: within `topology::limits`' range.
+fn bandwidth(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("'{s}' must be a positive number")),
+        Ok(v) if bandwidth_in_range(v) => Ok(v),
+        _ => Err(format!("'{}' must be {BANDWIDTH_ALLOWED}", echo(s))),
     }
 }
 
-fn non_negative(s: &str) -> Result<f64, String> {
+/// A link latency flag: within `topology::limits`' range.
+fn latency(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("'{s}' must be zero or a positive number")),
+        Ok(v) if latency_in_range(v) => Ok(v),
+        _ => Err(format!("'{}' must be {LATENCY_ALLOWED}", echo(s))),
     }
 }
 

@@ -42,7 +42,7 @@ pub fn run(cmd: TopoCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&value)?);
                 return Ok(());
             }
-            println!("topology      {}", topo.name());
+            println!("topology      {}", tacos::error::echo(topo.name()));
             println!(
                 "NPUs          {}{}",
                 stats.npus,

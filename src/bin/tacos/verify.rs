@@ -1,7 +1,7 @@
 //! `tacos verify`: check that an MSCCL algorithm XML file loads in a target's loader and
 //! computes its collective, and time it on a topology.
 
-use super::{collective_kind, non_negative, positive, size, TargetArgs, TopologyArgs};
+use super::{bandwidth, collective_kind, latency, size, TargetArgs, TopologyArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::io::Write;
@@ -43,10 +43,10 @@ pub struct VerifyArgs {
     #[arg(short, long, value_parser = size, requires = "spec")]
     pub size: Option<u64>,
     /// Bandwidth of links the spec leaves unspecified, GB/s
-    #[arg(long, default_value_t = 50.0, value_name = "GBPS", value_parser = positive)]
+    #[arg(long, default_value_t = 50.0, value_name = "GBPS", value_parser = bandwidth)]
     pub bandwidth: f64,
     /// Latency (alpha) of links the spec leaves unspecified, microseconds
-    #[arg(long, default_value_t = 0.5, value_name = "US", value_parser = non_negative)]
+    #[arg(long, default_value_t = 0.5, value_name = "US", value_parser = latency)]
     pub latency: f64,
     /// Check the program as this collective instead of the one its coll attribute names
     #[arg(short, long, value_parser = collective_kind)]
