@@ -33,12 +33,14 @@ pub fn ps_to_us(ps: Picos) -> f64 {
 }
 
 /// Time to move `bytes` over a link of `alpha_us` latency and `bandwidth_gbps` GB/s:
-/// alpha + bytes / bandwidth, rounded to the nearest picosecond. Within the ranges links
-/// and sizes are checked against (`topology::limits`, `MAX_SIZE_BYTES`) the result is
-/// below 2^61; beyond them it saturates, which is why those ranges are enforced.
+/// alpha + bytes / bandwidth, rounded up to the next picosecond and at least one, so no
+/// sum of transfers ends below a lower bound computed on the exact figures and no transfer
+/// takes no time. Within the ranges links and sizes are checked against
+/// (`topology::limits`, `MAX_SIZE_BYTES`) the result is below 2^61; beyond them it
+/// saturates, which is why those ranges are enforced.
 pub fn alpha_beta_ps(alpha_us: f64, bandwidth_gbps: f64, bytes: f64) -> Picos {
     // 1 GB/s moves one byte per nanosecond: bytes * 1000 / GBps picoseconds.
-    (alpha_us * PICOS_PER_US + bytes * 1000.0 / bandwidth_gbps).round() as Picos
+    ((alpha_us * PICOS_PER_US + bytes * 1000.0 / bandwidth_gbps).ceil() as Picos).max(1)
 }
 
 /// Algorithm bandwidth in GB/s: the collective's size over its time (nccl-tests' convention).
