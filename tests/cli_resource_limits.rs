@@ -89,14 +89,22 @@ fn the_environment_sets_the_limit_and_a_bad_value_is_named() {
 
 #[test]
 fn a_simulated_time_past_the_clock_is_an_error_not_an_efficiency_above_one() {
+    // Every figure is within the input ranges, but a Broadcast of 1 TiB at 0.001 GB/s
+    // takes 1.1e18 ps per hop, and its chunk crosses 31 hops in a row: past 2^64 ps.
     let err = error_of(
         &[
             "simulate",
-            "mesh:4x4",
+            "uniring:32",
+            "--bandwidth",
+            "0.001",
+            "--latency",
+            "0",
+            "-c",
+            "broadcast",
             "--baseline",
             "ring",
             "-s",
-            "10000000000000000000",
+            "1TiB",
         ],
         &[],
     );

@@ -257,20 +257,22 @@ fn op_reduce_is_simulated_like_a_copy() {
 
 #[test]
 fn a_time_past_the_picosecond_clock_is_an_error_not_a_wrapped_answer() {
-    // Regression: the ring All-Reduce of 1e19 bytes on mesh:4x4 wrapped its clock and
-    // reported an efficiency of 1.345. Each chunk takes 1e19 / 32 bytes / 50 GB/s =
-    // 6.25e18 ps, so three in a row pass 2^64 ps.
-    let topo = topology("mesh:4x4");
-    let spec = Collective::over_all(
-        &topo,
-        CollectiveKind::AllReduce,
-        None,
-        1,
-        10_000_000_000_000_000_000,
+    // Regression: a Ring time past 2^64 ps wrapped the clock (an efficiency of 1.345 was
+    // printed). Within the input ranges: a Broadcast of 1 TiB over a one-way ring of 32 at
+    // 0.001 GB/s takes 2^40 * 1e6 = 1.1e18 ps per hop, and the ring's chunks each cross 31
+    // hops, so the last arrival is past 2^64 = 1.8e19 ps.
+    let topo = parse_spec(
+        "uniring:32",
+        &SpecDefaults {
+            bandwidth_gbps: 0.001,
+            latency_us: 0.0,
+        },
     )
-    .unwrap()
-    .spec()
-    .clone();
+    .unwrap();
+    let spec = Collective::over_all(&topo, CollectiveKind::Broadcast, Some(0), 1, 1 << 40)
+        .unwrap()
+        .spec()
+        .clone();
     let schedule = Baseline::Ring.schedule(&topo, &spec).unwrap();
     let e = simulate_schedule(&topo, &schedule).unwrap_err();
     assert!(matches!(e, Error::Limit { .. }), "{e}");

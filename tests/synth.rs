@@ -262,36 +262,23 @@ fn bad_collectives_are_rejected_with_reasons() {
 }
 
 #[test]
-fn a_chunk_time_past_the_clock_is_an_error_naming_the_link() {
-    // Regression: 1e-9 GB/s saturated chunk times to 2^64 - 1 ps, and sums of them
-    // wrapped or read as "postconditions cannot be met".
-    let defaults = SpecDefaults {
-        bandwidth_gbps: 1e-9,
-        latency_us: 0.5,
-    };
-    let topo = parse_spec("mesh:4x4", &defaults).unwrap();
-    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 1 << 30).unwrap();
-    let e = synthesize(&topo, &c, &SynthOptions::default()).unwrap_err();
-    assert!(matches!(e, tacos::Error::Limit { .. }), "{e}");
-    assert!(e.to_string().contains("on link 0 -> 1"), "{e}");
-}
-
-#[test]
 fn sums_of_chunk_times_past_the_clock_are_an_error() {
-    // Each hop fits the clock (2^64 ps is about 1.8e19) but a chunk crossing a ring of 8
-    // does not: 7 hops of 2^62 ps.
-    let bytes = (1u64 << 62) as f64 / 1000.0 * 50.0 * 8.0;
+    // Regression: sums of chunk times wrapped or read as "postconditions cannot be met".
+    // Each hop fits the clock, and every figure is within the input ranges, but a
+    // Broadcast of 1 TiB at 0.001 GB/s (2^40 * 1e6 = 1.1e18 ps a hop) that must cross a
+    // one-way ring of 32 takes 31 hops in a row: past 2^64 = 1.8e19 ps.
     let topo = parse_spec(
-        "uniring:8",
+        "uniring:32",
         &SpecDefaults {
-            bandwidth_gbps: 50.0,
+            bandwidth_gbps: 0.001,
             latency_us: 0.0,
         },
     )
     .unwrap();
-    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, bytes as u64).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::Broadcast, Some(0), 1, 1 << 40).unwrap();
     let e = synthesize(&topo, &c, &SynthOptions::default()).unwrap_err();
     assert!(matches!(e, tacos::Error::Limit { .. }), "{e}");
+    assert!(e.to_string().contains("us of time"), "{e}");
 }
 
 #[test]
