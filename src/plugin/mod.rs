@@ -16,7 +16,7 @@ mod tuner;
 
 pub use cache::{cache_dir_name, open_cached, open_or_compile, CachedSet, Opened};
 pub use config::{Config, DEFAULT_GPU};
-pub use discover::{discover, Discovered, NvlDomains};
+pub use discover::{discover, plan, Discovered, Layout, NvlDomains, Plan};
 pub use scheduler::{Call, Scheduler};
 pub use tuner::{tuner_for, CostTable, Tuning};
 

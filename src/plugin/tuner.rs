@@ -3,24 +3,56 @@
 //! tuner v2, which cannot see what NCCL disabled, or by lowering one entry of NCCL's cost
 //! table for v3 and later.
 
-use super::{discover, Config, Log, NvlDomains};
+use super::{plan, Config, Layout, Log, NvlDomains};
 use crate::collective::CollectiveKind;
-use crate::error::Result;
-use crate::tuner::{Choice, Communicator, Protocol, Tuner};
+use crate::error::{echo, Error, Result};
+use crate::tuner::{check_ranks, Choice, Cluster, Communicator, Network, Protocol, Tuner};
 use std::time::Instant;
 
+/// The most ranks the tuner simulates NCCL's algorithms for (about 0.1 s of init; time
+/// and memory grow with the square of the ranks). Larger communicators are priced by
+/// formulas when their topology is a cluster of identical nodes, else left to NCCL.
+pub const SIMULATED_RANKS_MAX: usize = 128;
+
 /// The model's decisions for a communicator of `comm` on the cluster `config` names
-/// ([`discover`]); the tuner's warnings start with what discovery had to assume.
+/// ([`plan`]); the tuner's warnings start with what discovery had to assume. Up to
+/// [`SIMULATED_RANKS_MAX`] ranks by simulation, beyond by formulas on identical nodes
+/// (which the simulation agrees with at that size); nothing is built before its size is
+/// known to match the communicator.
 pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) -> Result<Tuner> {
-    let found = discover(config, comm.ranks, comm.nodes, nvl)?;
-    Tuner::new(
-        &found.topology,
-        &found.source,
-        found.domain_size,
-        found.warnings,
-        comm,
-        config.gpu(),
-    )
+    let found = plan(config, comm.ranks, comm.nodes, nvl)?;
+    let (gpu, domain) = (config.gpu(), found.domain_size);
+    if let Layout::Composed { name, dims } = &found.layout {
+        let npus = dims
+            .iter()
+            .try_fold(1usize, |n, d| n.checked_mul(d.size))
+            .unwrap_or(usize::MAX);
+        check_ranks(name, &found.source, npus, comm.ranks)?;
+        if comm.ranks > SIMULATED_RANKS_MAX {
+            if let Some(cluster) = Cluster::from_dims(dims) {
+                let network = Network::Cluster { cluster, name };
+                return Tuner::new(network, &found.source, domain, found.warnings, comm, gpu);
+            }
+        }
+    }
+    if comm.ranks > SIMULATED_RANKS_MAX {
+        let what = match &found.layout {
+            Layout::Composed { name, .. } => echo(name),
+            _ => "the topology".into(),
+        };
+        return Err(Error::Limit {
+            what: "ranks",
+            value: comm.ranks as u64,
+            limit: SIMULATED_RANKS_MAX as u64,
+            context: format!(
+                "the tuner simulates NCCL's algorithms up to the limit, and prices larger communicators only on clusters of identical nodes ({what}, from {}, is not one)",
+                echo(&found.source)
+            ),
+        });
+    }
+    let found = found.build()?;
+    let network = Network::Simulated(&found.topology);
+    Tuner::new(network, &found.source, domain, found.warnings, comm, gpu)
 }
 
 /// What the tuner plugin keeps for one communicator.

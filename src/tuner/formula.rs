@@ -1,0 +1,376 @@
+//! The profiles of NCCL's algorithms on a [`Cluster`] of identical nodes, by formula: the
+//! same figures `profile` draws from simulating the baselines, found without building the
+//! topology or any rank's schedule, so a cluster of 65,536 GPUs is priced in milliseconds.
+//!
+//! Ring (the ring baseline: a bidirectional ring that visits the nodes one after another,
+//! crossing to the next node over a rail, as the ring search finds it on these clusters):
+//!
+//! - every hop is a direct link, so a pass of P - 1 steps of S / 2P per direction keeps
+//!   each link busy for (P - 1) S / 2P at its bandwidth, and the slowest link sets the
+//!   time (a ring's steps pipeline: no step waits longer than the slowest link's share);
+//!   All-Reduce is two passes; a chain (Broadcast, Reduce) with unlimited pipelining
+//!   carries S / 2 per direction at the speed of its slowest link;
+//! - latency: a segment's P - 1 (All-Reduce 2 (P - 1)) consecutive hops, of which one in
+//!   every `size` crosses a rail, so at most ceil(hops / size) do;
+//! - each GPU sends (P - 1) / P of S per pass, 1 x S in a chain.
+//!
+//! Tree (the double binary tree over all ranks, All-Reduce): the trees' 4 (P - 1) edges are
+//! walked once (no schedule, no simulation): each edge carries S / 2 up and S / 2 down on
+//! its route (direct, or over the GPU of the other index in one of the two domains), and
+//! the busiest link sets the time with unlimited pipelining; the latency is the longest
+//! chain of edges up both trees and down again ([`longest_chain_ps`] over the edges).
+//! Where the busiest link is a rail (from about four nodes on) this is the simulated
+//! figure; on fewer nodes the simulated tree does not reach its links' bound and `profile`
+//! is slower than this formula, which is why the tuner simulates small communicators.
+
+use super::cluster::{Cluster, LinkKind};
+use super::profile::{longest_chain_ps, Profile, Step};
+use super::protocol::{Algorithm, ProtocolCost};
+use crate::baselines::BalancedTree;
+use crate::collective::CollectiveKind;
+use crate::error::{Error, Result};
+use crate::topology::NpuId;
+use crate::units::{ps_to_us, us_to_ps};
+use std::collections::HashMap;
+
+/// The profile of `algorithm` for `kind` on `cluster` (rooted collectives at NPU 0), with
+/// NVLink domains the cluster's nodes; `costs` by `Protocol::index`.
+pub(crate) fn profile(
+    cluster: &Cluster,
+    kind: CollectiveKind,
+    algorithm: Algorithm,
+    costs: &[ProtocolCost; 3],
+) -> Result<Profile> {
+    match algorithm {
+        Algorithm::Ring => Ok(ring(cluster, kind, costs)),
+        Algorithm::Tree if kind == CollectiveKind::AllReduce => tree(cluster, costs),
+        Algorithm::Tree => Err(Error::Baseline(format!(
+            "the tree formula covers allreduce only, not {kind}"
+        ))),
+    }
+}
+
+/// Microseconds a hop on a link of `kind` costs with `cost`: the link's latency or the
+/// protocol's step latency for NVLink (`across` false) or the network, the larger.
+fn hop_us(kind: &LinkKind, cost: &ProtocolCost, across: bool) -> f64 {
+    kind.latency_us.max(cost.step_us[usize::from(across)])
+}
+
+fn ring(cluster: &Cluster, kind: CollectiveKind, costs: &[ProtocolCost; 3]) -> Profile {
+    let p = cluster.npus();
+    let (domains, size) = (cluster.domains, cluster.size);
+    let pf = p as f64;
+    let (hops, chain) = match kind {
+        CollectiveKind::AllReduce => (2 * (p - 1), false),
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => (p - 1, true),
+        _ => (p - 1, false),
+    };
+    // Rail crossings among `hops` consecutive hops of the ring.
+    let rails = match (domains, size) {
+        (1, _) => 0,
+        (_, 1) => hops,
+        _ => hops.div_ceil(size),
+    };
+    let latency_us = costs.map(|c| {
+        let rail = hop_us(&cluster.rail, &c, true);
+        let nvlink = hop_us(&cluster.nvlink, &c, false);
+        rails as f64 * rail + (hops - rails) as f64 * nvlink
+    });
+    let mut slowest = f64::INFINITY;
+    if size > 1 {
+        slowest = slowest.min(cluster.nvlink.bandwidth_gbps);
+    }
+    if domains > 1 {
+        slowest = slowest.min(cluster.rail.bandwidth_gbps);
+    }
+    // Two NPUs: both directions share the one link each way.
+    let share = if p == 2 { 2.0 } else { 1.0 };
+    let (link_bytes, sent) = if chain {
+        (0.5 * share, 1.0)
+    } else {
+        let passes = if kind == CollectiveKind::AllReduce {
+            2.0
+        } else {
+            1.0
+        };
+        (
+            passes * share * (pf - 1.0) / (2.0 * pf),
+            passes * (pf - 1.0) / pf,
+        )
+    };
+    let egress = cluster.egress_gbps();
+    // Bytes per byte of collective over GB/s: microseconds per byte / 1e3. A chain is
+    // also no faster than its root sends, as `profile` bounds it.
+    let links = link_bytes / slowest;
+    let us_per_byte = if chain {
+        links.max(sent / egress)
+    } else {
+        links
+    } / 1e3;
+    Profile {
+        latency_us,
+        us_per_byte,
+        injection: vec![(sent, egress)],
+    }
+}
+
+/// The double binary tree's All-Reduce: up each tree, then down.
+fn tree(cluster: &Cluster, costs: &[ProtocolCost; 3]) -> Result<Profile> {
+    let p = cluster.npus();
+    let shape = BalancedTree::balanced(p);
+    let top = shape.height[shape.root];
+    let mut kids: Vec<Vec<usize>> = vec![Vec::new(); p];
+    for (i, parent) in shape.parent.iter().enumerate() {
+        if let Some(q) = *parent {
+            kids[q].push(i);
+        }
+    }
+    // Steps keyed as the schedule orders them: (step, src, dst); a key's deps.
+    let mut steps: HashMap<(usize, NpuId, NpuId), Vec<(usize, NpuId, NpuId)>> = HashMap::new();
+    let mut link_bytes: HashMap<(NpuId, NpuId), f64> = HashMap::new();
+    let (mut sent, mut received) = (vec![0.0f64; p], vec![0.0f64; p]);
+    let mut carry = |from: NpuId, to: NpuId| {
+        sent[from] += 0.5;
+        received[to] += 0.5;
+        let mut add = |a, b| *link_bytes.entry((a, b)).or_insert(0.0) += 0.5;
+        if cluster.link(from, to).is_some() {
+            add(from, to);
+        } else {
+            let via = cluster.via(from, to);
+            add(from, via);
+            add(via, to);
+        }
+    };
+    for tree in 0..2 {
+        let npu = |i: usize| (i + tree) % p;
+        let children = |i: usize| kids[i].iter().copied();
+        let up = |i: usize| shape.parent[i].map(|q| (shape.height[i], npu(i), npu(q)));
+        for i in 0..p {
+            let Some(q) = shape.parent[i] else { continue };
+            carry(npu(i), npu(q));
+            carry(npu(q), npu(i));
+            let key = (shape.height[i], npu(i), npu(q));
+            steps
+                .entry(key)
+                .or_default()
+                .extend(children(i).filter_map(up));
+            let down = (top + shape.depth[q], npu(q), npu(i));
+            let deps = steps.entry(down).or_default();
+            deps.extend(children(q).filter_map(up));
+            if let Some(g) = shape.parent[q] {
+                deps.push((top + shape.depth[g], npu(g), npu(q)));
+            }
+        }
+    }
+    let mut keys: Vec<_> = steps.keys().copied().collect();
+    keys.sort_unstable();
+    let index: HashMap<_, usize> = keys.iter().enumerate().map(|(i, &k)| (k, i)).collect();
+    let steps: Vec<Step> = keys
+        .iter()
+        .map(|k| {
+            let mut deps: Vec<usize> = steps[k].iter().map(|d| index[d]).collect();
+            deps.sort_unstable();
+            deps.dedup();
+            Step {
+                src: k.1,
+                dst: k.2,
+                deps,
+            }
+        })
+        .collect();
+    let mut latency_us = [0.0; 3];
+    for (slot, cost) in latency_us.iter_mut().zip(costs) {
+        let rail = us_to_ps(hop_us(&cluster.rail, cost, true));
+        let nvlink = us_to_ps(hop_us(&cluster.nvlink, cost, false));
+        let hop = |a: NpuId, b: NpuId| {
+            Ok(match cluster.link(a, b) {
+                Some(_) if a / cluster.size != b / cluster.size => rail,
+                Some(_) => nvlink,
+                None => rail + nvlink,
+            })
+        };
+        *slot = ps_to_us(longest_chain_ps(&steps, hop)?);
+    }
+    let busiest = link_bytes
+        .iter()
+        .map(|(&(a, b), bytes)| {
+            let bandwidth = cluster
+                .link(a, b)
+                .map_or(f64::INFINITY, |k| k.bandwidth_gbps);
+            bytes / bandwidth
+        })
+        .fold(0.0, f64::max);
+    let egress = cluster.egress_gbps();
+    let most = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let (most_sent, most_received) = (most(&sent), most(&received));
+    Ok(Profile {
+        latency_us,
+        us_per_byte: busiest.max(most_sent.max(most_received) / egress) / 1e3,
+        injection: vec![(most_sent, egress)],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The simulation (`profile`, the tuner's model before the formulas) is the second
+    //! implementation the formulas are held to, on clusters small enough to simulate.
+    use super::*;
+    use crate::topology::spec::{plan_spec, SpecPlan};
+    use crate::topology::{compose, SpecDefaults, Topology};
+    use crate::tuner::constants::{GpuArch, NcclConstants};
+    use crate::tuner::profile::Profiler;
+    use crate::tuner::protocol::Protocol;
+    use crate::tuner::{Communicator, Network, Tuner, TUNED};
+
+    /// The cluster a spec describes, and its built topology.
+    fn both(spec: &str) -> (Cluster, Topology) {
+        let SpecPlan::Composed { name, dims } = plan_spec(spec, &SpecDefaults::default()).unwrap()
+        else {
+            panic!("{spec} is composed")
+        };
+        (
+            Cluster::from_dims(&dims).unwrap(),
+            compose(name, &dims).unwrap(),
+        )
+    }
+
+    fn close(a: f64, b: f64, tolerance: f64) -> bool {
+        (a - b).abs() <= tolerance * a.abs().max(b.abs())
+    }
+
+    /// 1 to 8 nodes of presets and builder specs (TACOS_TOPOLOGY as users give it).
+    const SPECS: [&str; 7] = [
+        "preset:hgx-h100",
+        "preset:dgx-h100,nodes=2",
+        "preset:dgx-h100,nodes=3",
+        "preset:dgx-h100,nodes=4",
+        "preset:dgx-a100,nodes=8",
+        "multi:F4xS3,bw=100:20",
+        "multi:S8xS4,bw=300:25,lat=0.5:3",
+    ];
+
+    #[test]
+    fn profiles_match_the_simulation() {
+        let c = NcclConstants::default();
+        for spec in SPECS {
+            let (cluster, topo) = both(spec);
+            let profiler = Profiler::new(&topo, cluster.size).unwrap();
+            for kind in TUNED {
+                for algorithm in [Algorithm::Ring, Algorithm::Tree] {
+                    if algorithm == Algorithm::Tree && kind != CollectiveKind::AllReduce {
+                        continue;
+                    }
+                    let costs = Protocol::ALL.map(|p| {
+                        ProtocolCost::new(&c, GpuArch::Hopper, cluster.domains, algorithm, p)
+                    });
+                    let simulated = profiler.profile(kind, algorithm, &costs).unwrap();
+                    let formula = profile(&cluster, kind, algorithm, &costs).unwrap();
+                    let what = format!("{spec} {kind} {algorithm}");
+                    for (a, b) in simulated.latency_us.iter().zip(formula.latency_us) {
+                        assert!(close(*a, b, 1e-9), "{what}: latency {a} vs {b}");
+                    }
+                    // Injection: the simulation lists every GPU, all alike here.
+                    let worst = |p: &Profile| {
+                        p.injection
+                            .iter()
+                            .map(|&(sent, egress)| sent / egress)
+                            .fold(0.0, f64::max)
+                    };
+                    assert!(close(worst(&simulated), worst(&formula), 1e-9), "{what}");
+                    let (a, b) = (simulated.us_per_byte, formula.us_per_byte);
+                    // The tree reaches its busiest link's bound only once a rail is the
+                    // busiest link (4 nodes on); with fewer the simulation is slower.
+                    let exact = algorithm == Algorithm::Ring || cluster.domains >= 4;
+                    let tolerance = if exact { 1e-9 } else { 0.6 };
+                    assert!(close(a, b, tolerance), "{what}: per byte {a} vs {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn choices_match_the_simulation_from_four_nodes() {
+        let comm = |cluster: &Cluster| Communicator {
+            ranks: cluster.npus(),
+            nodes: cluster.domains,
+            constants: None,
+        };
+        for spec in SPECS {
+            let (cluster, topo) = both(spec);
+            if cluster.domains < 4 {
+                continue;
+            }
+            let (size, gpu) = (cluster.size, GpuArch::Hopper);
+            let simulated = Network::Simulated(&topo);
+            let formulas = Network::Cluster {
+                cluster,
+                name: spec,
+            };
+            let a = Tuner::new(simulated, spec, size, Vec::new(), &comm(&cluster), gpu).unwrap();
+            let b = Tuner::new(formulas, spec, size, Vec::new(), &comm(&cluster), gpu).unwrap();
+            for kind in TUNED {
+                for band in 0..64 {
+                    let bytes = 1u64 << band;
+                    let (x, y) = (a.choices(kind, bytes), b.choices(kind, bytes));
+                    assert_eq!(x.len(), y.len());
+                    for (x, y) in x.iter().zip(y) {
+                        let key = |c: &crate::tuner::Choice| (c.algorithm, c.protocol, c.channels);
+                        assert_eq!(key(x), key(y), "{spec} {kind} {bytes} B");
+                        assert!(close(x.time_us, y.time_us, 1e-9), "{spec} {kind} {bytes} B");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_cluster_prices_in_proportion() {
+        // 512 nodes of 8 on the generic cluster's figures: no topology is built. A ring
+        // over P GPUs has P - 1 hops per pass; a double binary tree's depth grows with
+        // log2(P), so its latency is far below the ring's.
+        let dims = [
+            crate::topology::Dim {
+                kind: crate::topology::DimKind::Switch { degree: 7 },
+                size: 8,
+                bandwidth_gbps: 450.0,
+                latency_us: 0.7,
+            },
+            crate::topology::Dim {
+                kind: crate::topology::DimKind::Switch { degree: 511 },
+                size: 512,
+                bandwidth_gbps: 50.0,
+                latency_us: 2.0,
+            },
+        ];
+        let cluster = Cluster::from_dims(&dims).unwrap();
+        let c = NcclConstants::default();
+        let cost = |a| Protocol::ALL.map(|p| ProtocolCost::new(&c, GpuArch::Hopper, 512, a, p));
+        let ring = profile(
+            &cluster,
+            CollectiveKind::AllReduce,
+            Algorithm::Ring,
+            &cost(Algorithm::Ring),
+        );
+        let tree = profile(
+            &cluster,
+            CollectiveKind::AllReduce,
+            Algorithm::Tree,
+            &cost(Algorithm::Tree),
+        );
+        let (ring, tree) = (ring.unwrap(), tree.unwrap());
+        // Ring LL: 2 x 4095 hops, 1024 of them across rails at max(2.0, 2.7) us, the rest
+        // on NVLink at max(0.7, 0.6) us.
+        assert!(close(ring.latency_us[0], 1024.0 * 2.7 + 7166.0 * 0.7, 1e-9));
+        // Two passes of 4095/8192 of S each over the slowest link, a rail of 50/511 GB/s.
+        assert!(close(
+            ring.us_per_byte,
+            2.0 * 4095.0 / 8192.0 / (50.0 / 511.0) / 1e3,
+            1e-9
+        ));
+        // Up and down a tree of height 12: 24 steps (each waits only for steps of a lower
+        // level), each at least an NVLink hop (0.7 us) and at most a route over NVLink and
+        // a rail (Tree/LL's network step 5.0 us).
+        let tree_ll = tree.latency_us[0];
+        assert!((24.0 * 0.7..=24.0 * 5.7).contains(&tree_ll), "{tree_ll}");
+    }
+}
