@@ -9,10 +9,10 @@ use crate::error::{echo, Error, Result};
 use crate::tuner::{check_ranks, Choice, Cluster, Communicator, Network, Protocol, Tuner};
 use std::time::Instant;
 
-/// The most ranks the tuner simulates NCCL's algorithms for (about 0.1 s of init; time
+/// The most ranks the tuner simulates NCCL's algorithms for (tens of ms of init; time
 /// and memory grow with the square of the ranks). Larger communicators are priced by
 /// formulas when their topology is a cluster of identical nodes, else left to NCCL.
-pub const SIMULATED_RANKS_MAX: usize = 128;
+pub const SIMULATED_RANKS_MAX: usize = 64;
 
 /// The model's decisions for a communicator of `comm` on the cluster `config` names
 /// ([`plan`]); the tuner's warnings start with what discovery had to assume. Up to

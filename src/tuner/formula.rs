@@ -31,7 +31,6 @@ use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::topology::NpuId;
 use crate::units::{ps_to_us, us_to_ps};
-use std::collections::HashMap;
 
 /// The profile of `algorithm` for `kind` on `cluster` (rooted collectives at NPU 0), with
 /// NVLink domains the cluster's nodes; `costs` by `Protocol::index`.
@@ -114,6 +113,9 @@ fn ring(cluster: &Cluster, kind: CollectiveKind, costs: &[ProtocolCost; 3]) -> P
     }
 }
 
+/// A step as the schedule orders them: (step, src, dst).
+type Key = (usize, NpuId, NpuId);
+
 /// The double binary tree's All-Reduce: up each tree, then down.
 fn tree(cluster: &Cluster, costs: &[ProtocolCost; 3]) -> Result<Profile> {
     let p = cluster.npus();
@@ -125,59 +127,60 @@ fn tree(cluster: &Cluster, costs: &[ProtocolCost; 3]) -> Result<Profile> {
             kids[q].push(i);
         }
     }
-    // Steps keyed as the schedule orders them: (step, src, dst); a key's deps.
-    let mut steps: HashMap<(usize, NpuId, NpuId), Vec<(usize, NpuId, NpuId)>> = HashMap::new();
-    let mut link_bytes: HashMap<(NpuId, NpuId), f64> = HashMap::new();
+    // Steps (the same key in both trees is one step, as in `merged_steps`) and what each
+    // waits for; the links each edge's route uses, S / 2 each way.
+    let mut keys: Vec<Key> = Vec::with_capacity(4 * p);
+    let mut waits: Vec<(Key, Key)> = Vec::with_capacity(8 * p);
+    let mut link_loads: Vec<(NpuId, NpuId)> = Vec::with_capacity(8 * p);
     let (mut sent, mut received) = (vec![0.0f64; p], vec![0.0f64; p]);
     let mut carry = |from: NpuId, to: NpuId| {
         sent[from] += 0.5;
         received[to] += 0.5;
-        let mut add = |a, b| *link_bytes.entry((a, b)).or_insert(0.0) += 0.5;
         if cluster.link(from, to).is_some() {
-            add(from, to);
+            link_loads.push((from, to));
         } else {
             let via = cluster.via(from, to);
-            add(from, via);
-            add(via, to);
+            link_loads.extend([(from, via), (via, to)]);
         }
     };
     for tree in 0..2 {
         let npu = |i: usize| (i + tree) % p;
-        let children = |i: usize| kids[i].iter().copied();
         let up = |i: usize| shape.parent[i].map(|q| (shape.height[i], npu(i), npu(q)));
         for i in 0..p {
             let Some(q) = shape.parent[i] else { continue };
             carry(npu(i), npu(q));
             carry(npu(q), npu(i));
             let key = (shape.height[i], npu(i), npu(q));
-            steps
-                .entry(key)
-                .or_default()
-                .extend(children(i).filter_map(up));
+            keys.push(key);
+            waits.extend(kids[i].iter().filter_map(|&c| up(c)).map(|d| (key, d)));
             let down = (top + shape.depth[q], npu(q), npu(i));
-            let deps = steps.entry(down).or_default();
-            deps.extend(children(q).filter_map(up));
+            keys.push(down);
+            waits.extend(kids[q].iter().filter_map(|&c| up(c)).map(|d| (down, d)));
             if let Some(g) = shape.parent[q] {
-                deps.push((top + shape.depth[g], npu(g), npu(q)));
+                waits.push((down, (top + shape.depth[g], npu(g), npu(q))));
             }
         }
     }
-    let mut keys: Vec<_> = steps.keys().copied().collect();
     keys.sort_unstable();
-    let index: HashMap<_, usize> = keys.iter().enumerate().map(|(i, &k)| (k, i)).collect();
-    let steps: Vec<Step> = keys
+    keys.dedup();
+    let index = |k: &Key| {
+        keys.binary_search(k)
+            .unwrap_or_else(|_| unreachable!("a step"))
+    };
+    let mut edges: Vec<(usize, usize)> = waits.iter().map(|(s, d)| (index(s), index(d))).collect();
+    edges.sort_unstable();
+    edges.dedup();
+    let mut steps: Vec<Step> = keys
         .iter()
-        .map(|k| {
-            let mut deps: Vec<usize> = steps[k].iter().map(|d| index[d]).collect();
-            deps.sort_unstable();
-            deps.dedup();
-            Step {
-                src: k.1,
-                dst: k.2,
-                deps,
-            }
+        .map(|&(_, src, dst)| Step {
+            src,
+            dst,
+            deps: Vec::new(),
         })
         .collect();
+    for (step, dep) in edges {
+        steps[step].deps.push(dep);
+    }
     let mut latency_us = [0.0; 3];
     for (slot, cost) in latency_us.iter_mut().zip(costs) {
         let rail = us_to_ps(hop_us(&cluster.rail, cost, true));
@@ -191,13 +194,15 @@ fn tree(cluster: &Cluster, costs: &[ProtocolCost; 3]) -> Result<Profile> {
         };
         *slot = ps_to_us(longest_chain_ps(&steps, hop)?);
     }
-    let busiest = link_bytes
-        .iter()
-        .map(|(&(a, b), bytes)| {
+    link_loads.sort_unstable();
+    let busiest = link_loads
+        .chunk_by(|a, b| a == b)
+        .map(|uses| {
+            let (a, b) = uses[0];
             let bandwidth = cluster
                 .link(a, b)
                 .map_or(f64::INFINITY, |k| k.bandwidth_gbps);
-            bytes / bandwidth
+            0.5 * uses.len() as f64 / bandwidth
         })
         .fold(0.0, f64::max);
     let egress = cluster.egress_gbps();
