@@ -10,7 +10,9 @@
 //! All-Reduce only, as in NCCL — the simulator runs our baseline of the same shape (the
 //! ring baseline for Ring, the double binary tree for Tree; rooted collectives from rank 0)
 //! on the topology, and reduces it to size-independent parts (`profile`): a zero-byte
-//! latency per protocol, a time per byte, and each NPU's bytes sent. A protocol adds
+//! latency per protocol, a time per byte, and each NPU's bytes sent. On a [`Cluster`] of
+//! identical nodes the same parts come from formulas (`formula`) instead, at any size
+//! ([`Network`] says which). A protocol adds
 //! NCCL's own figures ([`ProtocolCost`], from `ncclTunerConstants_v5_t` when the host gives
 //! it, else NCCL's defaults). The predicted time of size S with `c` channels is
 //!
