@@ -33,7 +33,7 @@ pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) 
             .try_fold(1usize, |n, d| n.checked_mul(d.size))
             .unwrap_or(usize::MAX);
         check_ranks(name, &found.source, npus, comm.ranks)?;
-        cluster = Cluster::from_dims(dims).map(|c| (c, name));
+        cluster = Cluster::from_dims(dims, domain).map(|c| (c, name));
     }
     if comm.ranks <= SIMULATED_RANKS_MAX {
         let found = found.build()?;
@@ -58,7 +58,7 @@ pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) 
         None => Err(limit(
             SIMULATED_RANKS_MAX,
             format!(
-                "{} is not a cluster of identical nodes (priced by formulas at any size), and other topologies are simulated",
+                "{} is not a cluster of identical nodes of {domain} GPUs (priced by formulas at any size), and other topologies are simulated",
                 echo(&found.source)
             ),
         )),

@@ -29,20 +29,23 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// The cluster `compose(dims)` builds, when it is one: at most two dimensions of more
-    /// than one NPU, each fully connected (or a switch unwound to every peer), the first
-    /// (varying fastest in NPU ids) inside a domain.
-    pub fn from_dims(dims: &[Dim]) -> Option<Cluster> {
-        let mut wide = dims.iter().filter(|d| d.size > 1);
-        let inner = wide.next();
-        let outer = wide.next();
-        if wide.next().is_some() {
-            return None;
-        }
-        // Where dimensions of size 1 sit between them, the ids still vary as (inner, outer).
+    /// The cluster `compose(dims)` builds with NVLink domains of `domain_size` NPUs, when
+    /// it is one: at most two dimensions of more than one NPU, each fully connected (or a
+    /// switch unwound to every peer), the first (varying fastest in NPU ids) `domain_size`
+    /// NPUs wide; one such dimension alone is a domain (`domain_size` its size) or rails
+    /// (`domain_size` 1).
+    pub fn from_dims(dims: &[Dim], domain_size: usize) -> Option<Cluster> {
+        let wide: Vec<&Dim> = dims.iter().filter(|d| d.size > 1).collect();
         let unused = LinkKind {
             bandwidth_gbps: f64::INFINITY,
             latency_us: 0.0,
+        };
+        let (inner, outer) = match wide[..] {
+            [] => (None, None),
+            [only] if domain_size == 1 => (None, Some(only)),
+            [only] => (Some(only), None),
+            [inner, outer] => (Some(inner), Some(outer)),
+            _ => return None,
         };
         let (size, nvlink) = match inner {
             Some(d) => (d.size, full_mesh(d)?),
@@ -52,7 +55,7 @@ impl Cluster {
             Some(d) => (d.size, full_mesh(d)?),
             None => (1, unused),
         };
-        Some(Cluster {
+        (size == domain_size).then_some(Cluster {
             domains,
             size,
             nvlink,
@@ -151,7 +154,8 @@ mod tests {
             vec![dim(DimKind::Switch { degree: 7 }, 8, 450.0, 0.7)],
         ];
         for dims in cases {
-            let cluster = Cluster::from_dims(&dims).unwrap();
+            let domain = dims.iter().find(|d| d.size > 1).map_or(1, |d| d.size);
+            let cluster = Cluster::from_dims(&dims, domain).unwrap();
             let topo = compose("t", &dims).unwrap();
             assert_eq!(cluster.npus(), topo.npus());
             for a in 0..topo.npus() {
@@ -174,8 +178,22 @@ mod tests {
         let partial = dim(DimKind::Switch { degree: 2 }, 8, 100.0, 1.0);
         let ring = dim(DimKind::Ring, 4, 100.0, 1.0);
         let fc = dim(DimKind::FullyConnected, 4, 100.0, 1.0);
-        assert_eq!(Cluster::from_dims(&[partial]), None);
-        assert_eq!(Cluster::from_dims(&[fc, ring]), None);
-        assert_eq!(Cluster::from_dims(&[fc, fc, fc]), None);
+        assert_eq!(Cluster::from_dims(&[partial], 8), None);
+        assert_eq!(Cluster::from_dims(&[fc, ring], 4), None);
+        assert_eq!(Cluster::from_dims(&[fc, fc, fc], 4), None);
+        // Domains that are not the first dimension's lines.
+        assert_eq!(Cluster::from_dims(&[fc, fc], 2), None);
+        assert_eq!(Cluster::from_dims(&[fc], 2), None);
+    }
+
+    #[test]
+    fn one_dimension_is_a_domain_or_rails() {
+        let fc = dim(DimKind::FullyConnected, 4, 100.0, 1.0);
+        let one = dim(DimKind::FullyConnected, 1, 100.0, 1.0);
+        let domain = Cluster::from_dims(&[fc], 4).unwrap();
+        assert_eq!((domain.domains, domain.size), (1, 4));
+        let rails = Cluster::from_dims(&[one, fc], 1).unwrap();
+        assert_eq!((rails.domains, rails.size), (4, 1));
+        assert_eq!(rails.link(0, 3), Some(rails.rail));
     }
 }

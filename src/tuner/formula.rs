@@ -1,9 +1,12 @@
 //! The profiles of NCCL's algorithms on a [`Cluster`] of identical nodes, by formula: the
-//! same figures `profile` draws from simulating the baselines, found without building the
-//! topology or any rank's schedule, so a cluster of 65,536 GPUs is priced in milliseconds.
+//! figures `profile` draws from simulating the baselines, found without building the
+//! topology or any rank's schedule, so a cluster of 65,536 GPUs is priced in well under a
+//! second.
 //!
 //! Ring (the ring baseline: a bidirectional ring that visits the nodes one after another,
-//! crossing to the next node over a rail, as the ring search finds it on these clusters):
+//! crossing to the next node over a rail, as the ring search lays it on nodes of up to 8
+//! GPUs; on nodes of 16 the search closes its ring over a two-hop route instead, a few
+//! percent slower):
 //!
 //! - every hop is a direct link, so a pass of P - 1 steps of S / 2P per direction keeps
 //!   each link busy for (P - 1) S / 2P at its bandwidth, and the slowest link sets the
@@ -18,10 +21,12 @@
 //! walked once (no schedule, no simulation): each edge carries S / 2 up and S / 2 down on
 //! its route (direct, or over the GPU of the other index in one of the two domains), and
 //! the busiest link sets the time with unlimited pipelining; the latency is the longest
-//! chain of edges up both trees and down again ([`longest_chain_ps`] over the edges).
-//! Where the busiest link is a rail (from about four nodes on) this is the simulated
-//! figure; on fewer nodes the simulated tree does not reach its links' bound and `profile`
-//! is slower than this formula, which is why the tuner simulates small communicators.
+//! chain of edges up both trees and down again ([`longest_chain_ps`] over the edges, exactly
+//! the simulation's). Where the busiest link is a rail that many edges' routes share (nodes
+//! of 4 or 8 GPUs from 4 nodes on: the generic model's and the presets' shape) this is the
+//! simulated figure; on one node, one GPU per node or nodes of 2 or 16 the simulated tree
+//! stays 1.5 to 2 times above its links' bound. The tuner simulates communicators of up to
+//! 64 ranks (`plugin::SIMULATED_RANKS_MAX`), so its choices there are the simulation's.
 
 use super::cluster::{Cluster, LinkKind};
 use super::profile::{longest_chain_ps, Profile, Step};
@@ -227,39 +232,74 @@ mod tests {
     use crate::tuner::protocol::Protocol;
     use crate::tuner::{Communicator, Network, Tuner, TUNED};
 
-    /// The cluster a spec describes, and its built topology.
-    fn both(spec: &str) -> (Cluster, Topology) {
+    /// The cluster a spec describes with NVLink domains of `domain` NPUs, and its built
+    /// topology.
+    fn both(spec: &str, domain: usize) -> (Cluster, Topology) {
         let SpecPlan::Composed { name, dims } = plan_spec(spec, &SpecDefaults::default()).unwrap()
         else {
             panic!("{spec} is composed")
         };
-        (
-            Cluster::from_dims(&dims).unwrap(),
-            compose(name, &dims).unwrap(),
-        )
+        let cluster = Cluster::from_dims(&dims, domain).unwrap();
+        (cluster, compose(name, &dims).unwrap())
     }
 
     fn close(a: f64, b: f64, tolerance: f64) -> bool {
         (a - b).abs() <= tolerance * a.abs().max(b.abs())
     }
 
-    /// 1 to 8 nodes of presets and builder specs (TACOS_TOPOLOGY as users give it).
-    const SPECS: [&str; 7] = [
-        "preset:hgx-h100",
-        "preset:dgx-h100,nodes=2",
-        "preset:dgx-h100,nodes=3",
-        "preset:dgx-h100,nodes=4",
-        "preset:dgx-a100,nodes=8",
-        "multi:F4xS3,bw=100:20",
-        "multi:S8xS4,bw=300:25,lat=0.5:3",
+    /// (spec, GPUs per NVLink domain): 1 to 8 nodes of presets and builder specs
+    /// (TACOS_TOPOLOGY as users give it), and the edges: two GPUs, one node, one GPU per
+    /// node, nodes of 2 and of 16.
+    const SPECS: [(&str, usize); 13] = [
+        ("switch:2", 2),
+        ("switch:6,bw=90", 6),
+        ("multi:F1xS5,bw=100:40", 1),
+        ("multi:S2xS8", 2),
+        ("multi:S16xS4", 16),
+        ("preset:hgx-h100", 8),
+        ("preset:dgx-h100,nodes=2", 8),
+        ("preset:dgx-h100,nodes=3", 8),
+        ("multi:F4xS3,bw=100:20", 4),
+        ("preset:dgx-h100,nodes=4", 8),
+        ("preset:dgx-a100,nodes=8", 8),
+        ("multi:S8xS4,bw=300:25,lat=0.5:3", 8),
+        ("multi:S4xS8", 4),
     ];
+    /// The specs above of nodes of 4 or 8 GPUs, from 4 nodes on: the generic model's and
+    /// the presets' shape, where the busiest link of the tree is a rail that many of its
+    /// edges' routes share, so the simulated tree reaches its links' bound.
+    const RAIL_BOUND: usize = 9;
+
+    /// Whether the ring search lays its ring on `topo` as the formulas assume: along links,
+    /// visiting the nodes one after another.
+    fn ring_follows_nodes(topo: &Topology, cluster: &Cluster) -> bool {
+        let order = crate::baselines::ring_order(topo, &topo.alive_npus());
+        let hops = order.iter().zip(order.iter().cycle().skip(1));
+        let crossings = hops
+            .clone()
+            .filter(|&(a, b)| a / cluster.size != b / cluster.size)
+            .count();
+        let linked = hops
+            .into_iter()
+            .all(|(&a, &b)| topo.link_between(a, b).is_some());
+        linked
+            && crossings
+                == if cluster.domains > 1 {
+                    cluster.domains
+                } else {
+                    0
+                }
+    }
 
     #[test]
     fn profiles_match_the_simulation() {
         let c = NcclConstants::default();
-        for spec in SPECS {
-            let (cluster, topo) = both(spec);
+        for (spec_index, (spec, domain)) in SPECS.into_iter().enumerate() {
+            let (cluster, topo) = both(spec, domain);
             let profiler = Profiler::new(&topo, cluster.size).unwrap();
+            // Nodes of 16: the search's ring closes over a route of two hops.
+            let ring_as_assumed = ring_follows_nodes(&topo, &cluster);
+            assert!(ring_as_assumed || cluster.size > 8, "{spec}");
             for kind in TUNED {
                 for algorithm in [Algorithm::Ring, Algorithm::Tree] {
                     if algorithm == Algorithm::Tree && kind != CollectiveKind::AllReduce {
@@ -271,8 +311,10 @@ mod tests {
                     let simulated = profiler.profile(kind, algorithm, &costs).unwrap();
                     let formula = profile(&cluster, kind, algorithm, &costs).unwrap();
                     let what = format!("{spec} {kind} {algorithm}");
+                    let exact = algorithm == Algorithm::Tree || ring_as_assumed;
+                    let tolerance = if exact { 1e-9 } else { 0.05 };
                     for (a, b) in simulated.latency_us.iter().zip(formula.latency_us) {
-                        assert!(close(*a, b, 1e-9), "{what}: latency {a} vs {b}");
+                        assert!(close(*a, b, tolerance), "{what}: latency {a} vs {b}");
                     }
                     // Injection: the simulation lists every GPU, all alike here.
                     let worst = |p: &Profile| {
@@ -283,28 +325,31 @@ mod tests {
                     };
                     assert!(close(worst(&simulated), worst(&formula), 1e-9), "{what}");
                     let (a, b) = (simulated.us_per_byte, formula.us_per_byte);
-                    // The tree reaches its busiest link's bound only once a rail is the
-                    // busiest link (4 nodes on); with fewer the simulation is slower.
-                    let exact = algorithm == Algorithm::Ring || cluster.domains >= 4;
-                    let tolerance = if exact { 1e-9 } else { 0.6 };
-                    assert!(close(a, b, tolerance), "{what}: per byte {a} vs {b}");
+                    if algorithm == Algorithm::Ring || spec_index >= RAIL_BOUND {
+                        assert!(close(a, b, tolerance), "{what}: per byte {a} vs {b}");
+                    } else {
+                        // The formula is the tree's links' bound with unlimited
+                        // pipelining; the simulated tree, extrapolated from two chunk
+                        // counts, lands near it or up to twice above it.
+                        assert!(
+                            (0.95..=2.0).contains(&(a / b)),
+                            "{what}: per byte {a} vs {b}"
+                        );
+                    }
                 }
             }
         }
     }
 
     #[test]
-    fn choices_match_the_simulation_from_four_nodes() {
+    fn choices_match_the_simulation_on_nodes_of_eight_from_four_nodes() {
         let comm = |cluster: &Cluster| Communicator {
             ranks: cluster.npus(),
             nodes: cluster.domains,
             constants: None,
         };
-        for spec in SPECS {
-            let (cluster, topo) = both(spec);
-            if cluster.domains < 4 {
-                continue;
-            }
+        for (spec, domain) in SPECS[RAIL_BOUND..].iter().copied() {
+            let (cluster, topo) = both(spec, domain);
             let (size, gpu) = (cluster.size, GpuArch::Hopper);
             let simulated = Network::Simulated(&topo);
             let formulas = Network::Cluster {
@@ -347,7 +392,7 @@ mod tests {
                 latency_us: 2.0,
             },
         ];
-        let cluster = Cluster::from_dims(&dims).unwrap();
+        let cluster = Cluster::from_dims(&dims, 8).unwrap();
         let c = NcclConstants::default();
         let cost = |a| Protocol::ALL.map(|p| ProtocolCost::new(&c, GpuArch::Hopper, 512, a, p));
         let ring = profile(
