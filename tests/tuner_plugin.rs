@@ -29,12 +29,15 @@ fn harness() -> &'static Path {
 
 /// Runs the harness in `mode` for a communicator of `ranks` on `nodes` with `env` set.
 fn run(mode: &str, ranks: usize, nodes: usize, env: &[(&str, &str)], log: bool) {
+    run_with(mode, ranks, nodes, env, if log { &[] } else { &["nolog"] });
+}
+
+/// As `run`, with the harness's `options` (`nolog`, `init-ms=N`).
+fn run_with(mode: &str, ranks: usize, nodes: usize, env: &[(&str, &str)], options: &[&str]) {
     let mut cmd = Command::new(harness());
     cmd.arg(cdylib())
-        .args([mode, &ranks.to_string(), &nodes.to_string()]);
-    if !log {
-        cmd.arg("nolog");
-    }
+        .args([mode, &ranks.to_string(), &nodes.to_string()])
+        .args(options);
     for var in PLUGIN_VARIABLES {
         cmd.env_remove(var);
     }
@@ -68,6 +71,33 @@ fn a_null_logger_is_fine() {
 #[test]
 fn the_generic_cluster_needs_no_settings() {
     run("steer", 64, 8, &[], true);
+}
+
+/// Every init must return within this (the formulas take tens of milliseconds at 4,096
+/// ranks; CI machines are loaded).
+const INIT_BOUND: &str = "init-ms=5000";
+
+#[test]
+fn the_generic_cluster_starts_at_4096_ranks_on_512_nodes() {
+    run_with("steer", 4096, 512, &[], &[INIT_BOUND]);
+}
+
+#[test]
+fn a_named_cluster_starts_at_4096_ranks_on_512_nodes() {
+    let env = [("TACOS_TOPOLOGY", "preset:dgx-h100,nodes=512")];
+    run_with("steer", 4096, 512, &env, &[INIT_BOUND]);
+}
+
+#[test]
+fn topologies_too_large_for_any_model_are_left_to_nccl() {
+    // A mesh is no cluster of identical nodes, and too large to simulate; a switch of
+    // 100,000 is refused on its size, before it is built (it would hold 10^10 links).
+    let mesh = [("TACOS_TOPOLOGY", "mesh:64x64")];
+    run_with("untouched", 4096, 512, &mesh, &[INIT_BOUND]);
+    let switch = [("TACOS_TOPOLOGY", "switch:100000")];
+    run_with("untouched", 16, 2, &switch, &[INIT_BOUND]);
+    let nodes = [("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=100000")];
+    run_with("untouched", 800_000, 100_000, &nodes, &[INIT_BOUND]);
 }
 
 #[test]

@@ -69,16 +69,16 @@ pub(super) fn plan(spec: &CollectiveSpec) -> (Plan, CollectiveSpec) {
 
 /// A balanced binary tree over positions 0..m in in-order layout: the middle of a range
 /// is the root of its subtree.
-struct Tree {
-    root: usize,
-    parent: Vec<Option<usize>>,
-    depth: Vec<usize>,
+pub(crate) struct Tree {
+    pub root: usize,
+    pub parent: Vec<Option<usize>>,
+    pub depth: Vec<usize>,
     /// Longest way down to a leaf (leaves: 0).
-    height: Vec<usize>,
+    pub height: Vec<usize>,
 }
 
 impl Tree {
-    fn balanced(m: usize) -> Tree {
+    pub(crate) fn balanced(m: usize) -> Tree {
         let mut tree = Tree {
             root: m / 2,
             parent: vec![None; m],

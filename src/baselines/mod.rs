@@ -22,6 +22,7 @@ mod hierarchical;
 mod rhd;
 mod ring;
 
+pub(crate) use dbt::Tree as BalancedTree;
 pub use ring::ring_order;
 
 use crate::budget::{self, MemoryLimit};

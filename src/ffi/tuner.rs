@@ -23,7 +23,9 @@
 //! - every rank must see the same settings (the same `TACOS_TOPOLOGY` file on every node):
 //!   ranks that decide differently would run different algorithms for one collective;
 //! - every entry point runs inside [`guard`], so no panic crosses into NCCL; messages go
-//!   through NCCL's logger (format "%s", flags INIT|TUNING) when it is not null.
+//!   through NCCL's logger (format "%s", flags INIT|TUNING) when it is not null, one line
+//!   each with control characters escaped; a communicator the model cannot help gets one
+//!   warning.
 
 use super::abi::{
     ncclDebugLogLevel, ncclDebugLogger_t, ncclFunc_t, ncclNvlDomainInfo_v5_t, ncclResult_t,
@@ -105,8 +107,7 @@ impl Log for Logger {
 impl Logger {
     fn log(self, level: ncclDebugLogLevel, message: &str) {
         let Some(log) = self.0 else { return };
-        let text =
-            CString::new(format!("TACOS/Tuner: {message}").replace('\0', " ")).unwrap_or_default();
+        let text = log_line(message);
         let flags = (NCCL_INIT | NCCL_TUNING) as c_ulong;
         // SAFETY: NCCL's logger is printf-like; "%s" takes exactly the one C string given.
         unsafe {
@@ -120,6 +121,20 @@ impl Logger {
             )
         };
     }
+}
+
+/// `message` as one line of NCCL's log: control characters (newlines, terminal escapes,
+/// NUL) escaped, since messages repeat settings nobody checked.
+fn log_line(message: &str) -> CString {
+    let mut line = String::from("TACOS/Tuner: ");
+    for c in message.chars() {
+        if c.is_control() {
+            line.extend(c.escape_default());
+        } else {
+            line.push(c);
+        }
+    }
+    CString::new(line).unwrap_or_default()
 }
 
 /// Runs `start` for `context`, which is set to the new context, or to null if even that
@@ -367,6 +382,17 @@ mod tests {
 
     /// A context for a 2-node DGX A100 communicator (16 ranks), or one for a communicator
     /// the topology does not fit.
+    #[test]
+    fn log_lines_are_one_line_without_control_characters() {
+        let line = log_line("bad spec 'mesh:4x\u{1b}[2J\n\0': no");
+        let text = line.to_str().unwrap();
+        assert_eq!(
+            text,
+            "TACOS/Tuner: bad spec 'mesh:4x\\u{1b}[2J\\n\\u{0}': no"
+        );
+        assert!(!text.chars().any(char::is_control));
+    }
+
     fn context(ranks: usize, nodes: usize) -> Box<Tuning> {
         let config = Config {
             topology: Some("preset:dgx-a100,nodes=2".into()),

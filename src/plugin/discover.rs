@@ -15,7 +15,8 @@
 use super::Config;
 use crate::error::{Error, Result};
 use crate::topology::nccl_xml::{self, NcclImportOptions};
-use crate::topology::{compose, parse_spec_with_warnings, Dim, DimKind, SpecDefaults, Topology};
+use crate::topology::spec::{plan_spec, SpecPlan};
+use crate::topology::{compose, Dim, DimKind, SpecDefaults, Topology};
 use std::path::Path;
 
 /// Latencies of the generic cluster's links, microseconds (as the presets).
@@ -40,6 +41,57 @@ pub struct Discovered {
     pub domain_size: usize,
 }
 
+/// What discovery found before building anything, so a caller can check the size or price
+/// a composed topology by formulas first ([`Plan::build`] builds it).
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub layout: Layout,
+    pub source: String,
+    pub warnings: Vec<String>,
+    pub domain_size: usize,
+}
+
+/// The topology, unbuilt where building it costs.
+#[derive(Clone, Debug)]
+pub enum Layout {
+    /// Dimensions [`compose`] joins (the generic cluster, builder specs, cluster presets).
+    Composed { name: String, dims: Vec<Dim> },
+    /// Already read (topology files, the other builders).
+    Built(Topology),
+    /// NCCL's topology XML, repeated over the nodes.
+    NcclFile {
+        path: String,
+        options: NcclImportOptions,
+    },
+}
+
+impl Plan {
+    /// Builds the topology.
+    pub fn build(self) -> Result<Discovered> {
+        let mut warnings = self.warnings;
+        let topology = match self.layout {
+            Layout::Composed { name, dims } => compose(name, &dims)?,
+            Layout::Built(topology) => topology,
+            Layout::NcclFile { path, options } => {
+                let mut imported = nccl_xml::read(Path::new(&path), &options)?;
+                if !imported.warnings.is_empty() {
+                    imported.warnings.push(
+                        "the plugins take nvswitch=, nic= and nvlink= from TACOS_NVSWITCH_GBPS, TACOS_NIC_GBPS and TACOS_NVLINK_GBPS".into(),
+                    );
+                }
+                warnings.extend(imported.warnings);
+                imported.topology
+            }
+        };
+        Ok(Discovered {
+            topology,
+            source: self.source,
+            warnings,
+            domain_size: self.domain_size,
+        })
+    }
+}
+
 /// Finds the topology for a communicator of `ranks` ranks on `nodes` nodes.
 pub fn discover(
     config: &Config,
@@ -47,6 +99,11 @@ pub fn discover(
     nodes: usize,
     nvl: Option<NvlDomains>,
 ) -> Result<Discovered> {
+    plan(config, ranks, nodes, nvl)?.build()
+}
+
+/// Where the topology for a communicator of `ranks` ranks on `nodes` nodes comes from.
+pub fn plan(config: &Config, ranks: usize, nodes: usize, nvl: Option<NvlDomains>) -> Result<Plan> {
     let nodes = nodes.max(1);
     let mut warnings = Vec::new();
     let uniform_domain = nvl.and_then(|d| {
@@ -65,9 +122,12 @@ pub fn discover(
     let domain_size = uniform_domain
         .unwrap_or_else(|| ranks.div_ceil(nodes))
         .max(1);
-    let (topology, source, more) = if let Some(spec) = &config.topology {
-        let (topo, w) = parse_spec_with_warnings(spec, &SpecDefaults::default())?;
-        (topo, format!("TACOS_TOPOLOGY={spec}"), w)
+    let (layout, source, more) = if let Some(spec) = &config.topology {
+        let (layout, w) = match plan_spec(spec, &SpecDefaults::default())? {
+            SpecPlan::Composed { name, dims } => (Layout::Composed { name, dims }, Vec::new()),
+            SpecPlan::Built(topo, w) => (Layout::Built(topo), w),
+        };
+        (layout, format!("TACOS_TOPOLOGY={spec}"), w)
     } else if let Some(path) = &config.nccl_topo_file {
         let options = NcclImportOptions {
             nodes,
@@ -76,26 +136,25 @@ pub fn discover(
             nic_gbps: config.nic_gbps,
             ..NcclImportOptions::default()
         };
-        let mut imported = nccl_xml::read(Path::new(path), &options)?;
-        if !imported.warnings.is_empty() {
-            imported.warnings.push(
-                "the plugins take nvswitch=, nic= and nvlink= from TACOS_NVSWITCH_GBPS, TACOS_NIC_GBPS and TACOS_NVLINK_GBPS".into(),
-            );
-        }
         let source = format!("NCCL_TOPO_FILE={path} on {nodes} node(s)");
-        (imported.topology, source, imported.warnings)
+        let layout = Layout::NcclFile {
+            path: path.clone(),
+            options,
+        };
+        (layout, source, Vec::new())
     } else {
         if ranks % domain_size != 0 {
             return Err(Error::Topology(format!(
                 "{ranks} ranks do not split evenly over {nodes} nodes; set TACOS_TOPOLOGY"
             )));
         }
-        let topo = generic(config, domain_size, ranks / domain_size)?;
-        (topo, "generic cluster".to_string(), Vec::new())
+        let (name, dims) = generic(config, domain_size, ranks / domain_size);
+        let layout = Layout::Composed { name, dims };
+        (layout, "generic cluster".to_string(), Vec::new())
     };
     warnings.extend(more);
-    Ok(Discovered {
-        topology,
+    Ok(Plan {
+        layout,
         source,
         warnings,
         domain_size,
@@ -104,7 +163,7 @@ pub fn discover(
 
 /// `domains` NVSwitch domains of `size` GPUs joined by rails: GPU i of every domain shares
 /// a rail switch. Both switches are unwound as everywhere in the project.
-fn generic(config: &Config, size: usize, domains: usize) -> Result<Topology> {
+fn generic(config: &Config, size: usize, domains: usize) -> (String, Vec<Dim>) {
     let gpu = config.gpu();
     let nvswitch = config.nvswitch_gbps.unwrap_or(gpu.nvswitch_gbps());
     let nic = config.nic_gbps.unwrap_or(gpu.nic_gbps());
@@ -116,9 +175,9 @@ fn generic(config: &Config, size: usize, domains: usize) -> Result<Topology> {
         bandwidth_gbps,
         latency_us,
     };
-    compose(
+    (
         format!("generic: {domains} x {size} GPUs, NVSwitch {nvswitch} GB/s, NIC {nic} GB/s"),
-        &[
+        vec![
             switch(size, nvswitch, NVLINK_US),
             switch(domains, nic, NIC_US),
         ],

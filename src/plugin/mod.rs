@@ -16,9 +16,9 @@ mod tuner;
 
 pub use cache::{cache_dir_name, open_cached, open_or_compile, CachedSet, Opened};
 pub use config::{Config, DEFAULT_GPU};
-pub use discover::{discover, Discovered, NvlDomains};
+pub use discover::{discover, plan, Discovered, Layout, NvlDomains, Plan};
 pub use scheduler::{Call, Scheduler};
-pub use tuner::{tuner_for, CostTable, Tuning};
+pub use tuner::{tuner_for, CostTable, Tuning, FORMULA_RANKS_MAX, SIMULATED_RANKS_MAX};
 
 /// Where a plugin's messages go: the host's logger, stderr, or nowhere.
 pub trait Log {

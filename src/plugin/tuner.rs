@@ -3,24 +3,66 @@
 //! tuner v2, which cannot see what NCCL disabled, or by lowering one entry of NCCL's cost
 //! table for v3 and later.
 
-use super::{discover, Config, Log, NvlDomains};
+use super::{plan, Config, Layout, Log, NvlDomains};
 use crate::collective::CollectiveKind;
-use crate::error::Result;
-use crate::tuner::{Choice, Communicator, Protocol, Tuner};
+use crate::error::{echo, Error, Result};
+use crate::tuner::{check_ranks, Choice, Cluster, Communicator, Network, Protocol, Tuner};
 use std::time::Instant;
 
+/// The most ranks the tuner simulates NCCL's algorithms for (tens of ms of init; time
+/// and memory grow with the square of the ranks). Larger communicators are priced by
+/// formulas when their topology is a cluster of identical nodes, else left to NCCL.
+pub const SIMULATED_RANKS_MAX: usize = 64;
+/// The most ranks the formulas price (time and memory grow with the ranks: about 0.5 s
+/// and 75 MB at 65,536); beyond, NCCL keeps its own choices.
+pub const FORMULA_RANKS_MAX: usize = 1 << 17;
+
 /// The model's decisions for a communicator of `comm` on the cluster `config` names
-/// ([`discover`]); the tuner's warnings start with what discovery had to assume.
+/// ([`plan`]); the tuner's warnings start with what discovery had to assume. Up to
+/// [`SIMULATED_RANKS_MAX`] ranks by simulation; beyond, up to [`FORMULA_RANKS_MAX`], by
+/// formulas on clusters of identical nodes (which the simulation agrees with from four
+/// nodes on); otherwise an error, so the plugin leaves NCCL its choices. Nothing is built
+/// or read before its size is known to fit.
 pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) -> Result<Tuner> {
-    let found = discover(config, comm.ranks, comm.nodes, nvl)?;
-    Tuner::new(
-        &found.topology,
-        &found.source,
-        found.domain_size,
-        found.warnings,
-        comm,
-        config.gpu(),
-    )
+    let found = plan(config, comm.ranks, comm.nodes, nvl)?;
+    let (gpu, domain) = (config.gpu(), found.domain_size);
+    let mut cluster = None;
+    if let Layout::Composed { name, dims } = &found.layout {
+        let npus = dims
+            .iter()
+            .try_fold(1usize, |n, d| n.checked_mul(d.size))
+            .unwrap_or(usize::MAX);
+        check_ranks(name, &found.source, npus, comm.ranks)?;
+        cluster = Cluster::from_dims(dims, domain).map(|c| (c, name));
+    }
+    if comm.ranks <= SIMULATED_RANKS_MAX {
+        let found = found.build()?;
+        let network = Network::Simulated(&found.topology);
+        return Tuner::new(network, &found.source, domain, found.warnings, comm, gpu);
+    }
+    let limit = |limit: usize, context: String| Error::Limit {
+        what: "ranks",
+        value: comm.ranks as u64,
+        limit: limit as u64,
+        context,
+    };
+    match cluster {
+        Some((cluster, name)) if comm.ranks <= FORMULA_RANKS_MAX => {
+            let network = Network::Cluster { cluster, name };
+            Tuner::new(network, &found.source, domain, found.warnings, comm, gpu)
+        }
+        Some(_) => Err(limit(
+            FORMULA_RANKS_MAX,
+            "the tuner's formulas for clusters of identical nodes".into(),
+        )),
+        None => Err(limit(
+            SIMULATED_RANKS_MAX,
+            format!(
+                "{} is not a cluster of identical nodes of {domain} GPUs (priced by formulas at any size), and other topologies are simulated",
+                echo(&found.source)
+            ),
+        )),
+    }
 }
 
 /// What the tuner plugin keeps for one communicator.

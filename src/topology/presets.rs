@@ -39,8 +39,33 @@ const DGX1_NVLINKS: [[u8; 8]; 8] = [
 
 /// Builds the preset `name`; `nodes` applies to the multi-node clusters.
 pub fn preset(name: &str, nodes: Option<usize>) -> Result<Topology> {
+    if let Some((label, dims)) = preset_dims(name, nodes)? {
+        return compose(label, &dims);
+    }
     let label = format!("preset:{name}");
-    let single_node = |nodes: Option<usize>| match nodes {
+    match name {
+        "dgx1" => {
+            single_node(name, nodes)?;
+            let mut set = LinkSet::default();
+            for (i, row) in DGX1_NVLINKS.iter().enumerate() {
+                for (j, &count) in row.iter().enumerate() {
+                    if count > 0 {
+                        set.add(i, j, count as f64 * NVLINK_GBPS, NVLINK_US);
+                    }
+                }
+            }
+            set.into_topology(label, 8)
+        }
+        _ => Err(Error::Unknown {
+            what: "preset",
+            given: name.into(),
+            known: PRESETS.iter().map(|p| p.0).collect(),
+        }),
+    }
+}
+
+fn single_node(name: &str, nodes: Option<usize>) -> Result<()> {
+    match nodes {
         None | Some(1) => Ok(()),
         Some(n) => Err(Error::Invalid {
             input: format!("nodes= of preset '{name}'"),
@@ -48,7 +73,14 @@ pub fn preset(name: &str, nodes: Option<usize>) -> Result<Topology> {
             allowed: "1: this preset is one node; nodes= applies to dgx-a100, dgx-h100 and ndv4"
                 .into(),
         }),
-    };
+    }
+}
+
+/// The name and dimensions of the presets composed of dimensions (all but DGX-1), without
+/// building them; None for the others.
+pub fn preset_dims(name: &str, nodes: Option<usize>) -> Result<Option<(String, Vec<Dim>)>> {
+    let label = format!("preset:{name}");
+    let single_node = |nodes| single_node(name, nodes);
     let nvswitch = |gpus: usize, links: f64| Dim {
         kind: DimKind::Switch { degree: gpus - 1 },
         size: gpus,
@@ -71,43 +103,21 @@ pub fn preset(name: &str, nodes: Option<usize>) -> Result<Topology> {
             bandwidth_gbps: nic_gbps,
             latency_us: IB_US,
         };
-        compose(
+        Ok(Some((
             format!("{label},nodes={nodes}"),
-            &[nvswitch(8, nvlinks), rail],
-        )
+            vec![nvswitch(8, nvlinks), rail],
+        )))
+    };
+    let node = |gpus, links| {
+        single_node(nodes).map(|()| Some((label.clone(), vec![nvswitch(gpus, links)])))
     };
     match name {
-        "dgx1" => {
-            single_node(nodes)?;
-            let mut set = LinkSet::default();
-            for (i, row) in DGX1_NVLINKS.iter().enumerate() {
-                for (j, &count) in row.iter().enumerate() {
-                    if count > 0 {
-                        set.add(i, j, count as f64 * NVLINK_GBPS, NVLINK_US);
-                    }
-                }
-            }
-            set.into_topology(label, 8)
-        }
-        "dgx2" => {
-            single_node(nodes)?;
-            compose(label, &[nvswitch(16, 6.0)])
-        }
-        "hgx-a100" => {
-            single_node(nodes)?;
-            compose(label, &[nvswitch(8, 12.0)])
-        }
-        "hgx-h100" => {
-            single_node(nodes)?;
-            compose(label, &[nvswitch(8, 18.0)])
-        }
+        "dgx2" => node(16, 6.0),
+        "hgx-a100" => node(8, 12.0),
+        "hgx-h100" => node(8, 18.0),
         "dgx-a100" => cluster(nodes.unwrap_or(2), 12.0, 25.0),
         "dgx-h100" => cluster(nodes.unwrap_or(2), 18.0, 50.0),
         "ndv4" => cluster(nodes.unwrap_or(1), 12.0, 25.0),
-        _ => Err(Error::Unknown {
-            what: "preset",
-            given: name.into(),
-            known: PRESETS.iter().map(|p| p.0).collect(),
-        }),
+        _ => Ok(None),
     }
 }

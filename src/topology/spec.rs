@@ -6,7 +6,7 @@ use super::limits::{
     bandwidth_in_range, check_bandwidth, check_latency, latency_in_range, BANDWIDTH_ALLOWED,
 };
 use super::nccl_xml::{self, NcclImportOptions};
-use super::presets::preset;
+use super::presets::{preset, preset_dims};
 use super::{file, Topology};
 use crate::error::{echo, Error, Result};
 use std::path::Path;
@@ -109,7 +109,35 @@ pub fn parse_spec_with_warnings(
     if spec.ends_with(".json") || Path::new(spec).is_file() {
         return Ok((file::read(Path::new(spec), defaults)?, Vec::new()));
     }
-    parse_builder(spec, defaults).map(|topo| (topo, Vec::new()))
+    let topo = match parse_builder(spec, defaults)? {
+        SpecPlan::Composed { name, dims } => compose(name, &dims)?,
+        SpecPlan::Built(topo, _) => topo,
+    };
+    Ok((topo, Vec::new()))
+}
+
+/// A spec read as far as it can be without building it: the dimensions of a composed
+/// topology (builders, the cluster presets), which `compose` turns into one and a model
+/// may price without building (a rail of 512 nodes unwound has 2 million links), or the
+/// topology itself (files, hypercubes, dragonflies, DGX-1) with what had to be assumed.
+#[derive(Clone, Debug)]
+pub enum SpecPlan {
+    Composed { name: String, dims: Vec<Dim> },
+    Built(Topology, Vec<String>),
+}
+
+/// As `parse_spec_with_warnings`, leaving composed topologies unbuilt.
+pub fn plan_spec(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
+    let trimmed = spec.trim();
+    if trimmed.starts_with("nccl:")
+        || trimmed.ends_with(".xml")
+        || trimmed.ends_with(".json")
+        || Path::new(trimmed).is_file()
+    {
+        let (topo, warnings) = parse_spec_with_warnings(spec, defaults)?;
+        return Ok(SpecPlan::Built(topo, warnings));
+    }
+    parse_builder(trimmed, defaults)
 }
 
 fn nccl(path: &str, options: &NcclImportOptions) -> Result<(Topology, Vec<String>)> {
@@ -117,7 +145,7 @@ fn nccl(path: &str, options: &NcclImportOptions) -> Result<(Topology, Vec<String
     Ok((imported.topology, imported.warnings))
 }
 
-fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
+fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
     let Some((kind, rest)) = spec.split_once(':') else {
         return Err(unknown("topology file or builder", spec));
     };
@@ -127,6 +155,13 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
     let allow = |allowed: &[&str]| check_allowed(spec, &opts, allowed);
     let dims_of = |shape: &str, kinds: &[DimKind]| dims(spec, shape, kinds, &opts, defaults);
     let name = spec.to_string();
+    let composed = |dims: Vec<Dim>| {
+        Ok(SpecPlan::Composed {
+            name: spec.to_string(),
+            dims,
+        })
+    };
+    let built = |topo: Topology| SpecPlan::Built(topo, Vec::new());
     match kind {
         "ring" | "uniring" | "fc" | "fully-connected" | "switch" => {
             let n = count(spec, shape)?;
@@ -143,7 +178,7 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
             } else {
                 &["bw", "lat"]
             })?;
-            compose(name, &dims_of(shape, &[kind])?)
+            composed(dims_of(shape, &[kind])?)
         }
         "mesh" | "torus" => {
             allow(&["bw", "lat"])?;
@@ -156,7 +191,7 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
             if !(2..=3).contains(&sizes.len()) {
                 return Err(shape_error(spec, shape, "2D (AxB) or 3D (AxBxC)"));
             }
-            compose(name, &dims_of(shape, &vec![kind; sizes.len()])?)
+            composed(dims_of(shape, &vec![kind; sizes.len()])?)
         }
         "rfs" => {
             allow(&["bw", "lat", "d"])?;
@@ -167,22 +202,22 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
             let switch = DimKind::Switch {
                 degree: opts.degree.unwrap_or(n[2].saturating_sub(1).max(1)),
             };
-            compose(
-                name,
-                &dims_of(shape, &[DimKind::Ring, DimKind::FullyConnected, switch])?,
-            )
+            composed(dims_of(
+                shape,
+                &[DimKind::Ring, DimKind::FullyConnected, switch],
+            )?)
         }
         "multi" => {
             allow(&["bw", "lat", "d"])?;
             let (kinds, plain) = multi_kinds(spec, shape, &opts)?;
-            compose(name, &dims_of(&plain, &kinds)?)
+            composed(dims_of(&plain, &kinds)?)
         }
         "hypercube" => {
             allow(&["bw", "lat"])?;
             let d = count(spec, shape)?;
             let bw = single(spec, "bw", &opts.bw, defaults.bandwidth_gbps)?;
             let lat = single(spec, "lat", &opts.lat, defaults.latency_us)?;
-            hypercube(&name, d, bw, lat)
+            hypercube(&name, d, bw, lat).map(built)
         }
         "dragonfly" => {
             allow(&["bw", "lat"])?;
@@ -198,10 +233,14 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<Topology> {
                 (d[0].bandwidth_gbps, d[0].latency_us),
                 (d[1].bandwidth_gbps, d[1].latency_us),
             )
+            .map(built)
         }
         "preset" => {
             allow(&["nodes"])?;
-            preset(shape, opts.nodes)
+            match preset_dims(shape, opts.nodes)? {
+                Some((name, dims)) => Ok(SpecPlan::Composed { name, dims }),
+                None => preset(shape, opts.nodes).map(built),
+            }
         }
         _ => Err(unknown("builder", kind)),
     }

@@ -10,7 +10,9 @@
 //! All-Reduce only, as in NCCL — the simulator runs our baseline of the same shape (the
 //! ring baseline for Ring, the double binary tree for Tree; rooted collectives from rank 0)
 //! on the topology, and reduces it to size-independent parts (`profile`): a zero-byte
-//! latency per protocol, a time per byte, and each NPU's bytes sent. A protocol adds
+//! latency per protocol, a time per byte, and each NPU's bytes sent. On a [`Cluster`] of
+//! identical nodes the same parts come from formulas (`formula`) instead, at any size
+//! ([`Network`] says which). A protocol adds
 //! NCCL's own figures ([`ProtocolCost`], from `ncclTunerConstants_v5_t` when the host gives
 //! it, else NCCL's defaults). The predicted time of size S with `c` channels is
 //!
@@ -52,15 +54,18 @@
 //! the root of Broadcast and Reduce, grouped operations (`numPipeOps`) and registered
 //! buffers.
 
+mod cluster;
 mod constants;
+mod formula;
 pub(crate) mod profile;
 mod protocol;
 
+pub use cluster::{Cluster, LinkKind};
 pub use constants::{GpuArch, NcclConstants};
 pub use protocol::{Algorithm, Protocol, ProtocolCost};
 
 use crate::collective::CollectiveKind;
-use crate::error::{Error, Result};
+use crate::error::{echo, Error, Result};
 use crate::topology::Topology;
 use crate::units::format_size;
 use profile::{Profile, Profiler};
@@ -82,6 +87,45 @@ const CHANNEL_COUNTS: [u32; 6] = [1, 2, 4, 8, 16, 32];
 const CHANNEL_TOLERANCE: f64 = 0.01;
 /// Size bands: band b holds sizes in [2^b, 2^(b+1)); band 0 also holds 0.
 const BANDS: usize = 64;
+
+/// What the model prices NCCL's algorithms on.
+#[derive(Clone, Copy, Debug)]
+pub enum Network<'a> {
+    /// A topology: the baselines are simulated on it (time and memory grow with the square
+    /// of the ranks; the plugin keeps this to small communicators).
+    Simulated(&'a Topology),
+    /// Identical nodes, named `name`: priced by formulas, at any size.
+    Cluster { cluster: Cluster, name: &'a str },
+}
+
+impl Network<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Network::Simulated(topo) => topo.name(),
+            Network::Cluster { name, .. } => name,
+        }
+    }
+
+    fn npus(&self) -> usize {
+        match self {
+            Network::Simulated(topo) => topo.alive_npus().len(),
+            Network::Cluster { cluster, .. } => cluster.npus(),
+        }
+    }
+}
+
+/// An error unless the topology `name` (from `source`) has as many NPUs as the
+/// communicator has ranks.
+pub fn check_ranks(name: &str, source: &str, npus: usize, ranks: usize) -> Result<()> {
+    if npus == ranks {
+        return Ok(());
+    }
+    Err(Error::Topology(format!(
+        "the topology ({}, from {}) has {npus} NPUs but the communicator has {ranks} ranks",
+        echo(name),
+        echo(source)
+    )))
+}
 
 /// One (algorithm, protocol) with its predicted time.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -161,13 +205,13 @@ pub struct Tuner {
 }
 
 impl Tuner {
-    /// Prices every decision for communicator `comm` on `topo` (from `source`, as
-    /// messages name it), whose NVLink domains hold `domain_size` NPUs apart in id; `gpu`
-    /// picks NCCL's per-generation figures. `assumed` (what finding the topology had to
-    /// assume) heads the tuner's warnings; invalid host constants add one and are replaced
-    /// by NCCL's defaults.
+    /// Prices every decision for communicator `comm` on `network` (from `source`, as
+    /// messages name it), whose NVLink domains hold `domain_size` NPUs apart in id (a
+    /// cluster's must be its nodes); `gpu` picks NCCL's per-generation figures. `assumed`
+    /// (what finding the topology had to assume) heads the tuner's warnings; invalid host
+    /// constants add one and are replaced by NCCL's defaults.
     pub fn new(
-        topo: &Topology,
+        network: Network,
         source: &str,
         domain_size: usize,
         assumed: Vec<String>,
@@ -188,21 +232,25 @@ impl Tuner {
             None => NcclConstants::default(),
         };
         let constants = &constants;
-        let npus = topo.alive_npus().len();
-        if npus != comm.ranks {
-            return Err(Error::Topology(format!(
-                "the topology ({}, from {}) has {npus} NPUs but the communicator has {} ranks",
-                topo.name(),
-                source,
-                comm.ranks
-            )));
-        }
+        let npus = network.npus();
+        check_ranks(network.name(), source, npus, comm.ranks)?;
         if npus < 2 {
             return Err(Error::Topology(
                 "a communicator of one rank has nothing to tune".into(),
             ));
         }
-        let profiler = Profiler::new(topo, domain_size)?;
+        let pricer = match network {
+            Network::Simulated(topo) => Pricer::Simulation(Profiler::new(topo, domain_size)?),
+            Network::Cluster { cluster, .. } if cluster.size == domain_size => {
+                Pricer::Formulas(cluster)
+            }
+            Network::Cluster { cluster, .. } => {
+                return Err(Error::Topology(format!(
+                    "NVLink domains of {domain_size} GPUs do not match the topology's nodes of {}",
+                    cluster.size
+                )))
+            }
+        };
         let mut choices = Vec::with_capacity(TUNED.len());
         for kind in TUNED {
             let algorithms: &[Algorithm] = if kind == CollectiveKind::AllReduce {
@@ -214,7 +262,7 @@ impl Tuner {
             for &algorithm in algorithms {
                 let costs = Protocol::ALL
                     .map(|p| ProtocolCost::new(constants, gpu, comm.nodes, algorithm, p));
-                profiles.push((algorithm, costs, profiler.profile(kind, algorithm, &costs)?));
+                profiles.push((algorithm, costs, pricer.profile(kind, algorithm, &costs)?));
             }
             let candidates: Vec<Candidate> = profiles
                 .iter()
@@ -232,11 +280,15 @@ impl Tuner {
         Ok(Tuner {
             choices,
             description: format!(
-                "{} ({}), {npus} ranks on {} node(s), NVLink domains of {}, {gpu} GPUs",
-                topo.name(),
-                source,
+                "{} ({}), {npus} ranks on {} node(s), NVLink domains of {}, {gpu} GPUs, {}",
+                echo(network.name()),
+                echo(source),
                 comm.nodes,
-                domain_size
+                domain_size,
+                match network {
+                    Network::Simulated(_) => "simulated",
+                    Network::Cluster { .. } => "by formulas",
+                }
             ),
             warnings,
         })
@@ -295,6 +347,26 @@ impl Tuner {
     }
 }
 
+/// How profiles are drawn: by simulation on a topology, or by formulas on a cluster.
+enum Pricer<'a> {
+    Simulation(Profiler<'a>),
+    Formulas(Cluster),
+}
+
+impl Pricer<'_> {
+    fn profile(
+        &self,
+        kind: CollectiveKind,
+        algorithm: Algorithm,
+        costs: &[ProtocolCost; 3],
+    ) -> Result<Profile> {
+        match self {
+            Pricer::Simulation(profiler) => profiler.profile(kind, algorithm, costs),
+            Pricer::Formulas(cluster) => formula::profile(cluster, kind, algorithm, costs),
+        }
+    }
+}
+
 /// The size band of `bytes`: floor(log2), 0 for 0 and 1.
 fn band(bytes: u64) -> usize {
     bytes.max(1).ilog2() as usize
@@ -336,7 +408,8 @@ mod tests {
             constants,
         };
         let domain = ranks.div_ceil(nodes);
-        Tuner::new(&topo, spec, domain, Vec::new(), &comm, GpuArch::Ampere)
+        let network = Network::Simulated(&topo);
+        Tuner::new(network, spec, domain, Vec::new(), &comm, GpuArch::Ampere)
     }
 
     fn tuner(spec: &str, ranks: usize, nodes: usize) -> Tuner {

@@ -109,40 +109,26 @@ impl<'a> Profiler<'a> {
         })
     }
 
-    /// When the last of `steps` arrives if each starts once the steps it waits for have
-    /// arrived and the previous step between the same two NPUs has started, and takes the
-    /// `hop` costs of its route (the direct link, else the cheapest path). Steps wait only
-    /// for earlier steps (`merged_steps` keeps the schedule's order).
+    /// [`longest_chain_ps`] with each step taking the `hop` costs of its route (the direct
+    /// link, else the cheapest path).
     fn longest_chain_ps(&self, steps: &[Step], hop: impl Fn(&Link) -> Picos) -> Result<Picos> {
         let topo = self.topo;
         let mut routes: HashMap<NpuId, ShortestPaths> = HashMap::new();
-        let mut last_start: HashMap<(NpuId, NpuId), Picos> = HashMap::new();
-        let mut arrival: Vec<Picos> = Vec::with_capacity(steps.len());
-        for m in steps {
-            let cost = match topo.link_between(m.src, m.dst) {
-                Some(l) => hop(topo.link(l)),
-                None => {
-                    let paths = routes
-                        .entry(m.src)
-                        .or_insert_with(|| shortest_paths(topo, m.src, &hop));
-                    match paths.dist[m.dst] {
-                        Picos::MAX => {
-                            return Err(Error::Disconnected {
-                                from: Npus::Npu(m.src),
-                                to: Npus::Npu(m.dst),
-                            })
-                        }
-                        d => d,
-                    }
+        longest_chain_ps(steps, |src, dst| match topo.link_between(src, dst) {
+            Some(l) => Ok(hop(topo.link(l))),
+            None => {
+                let paths = routes
+                    .entry(src)
+                    .or_insert_with(|| shortest_paths(topo, src, &hop));
+                match paths.dist[dst] {
+                    Picos::MAX => Err(Error::Disconnected {
+                        from: Npus::Npu(src),
+                        to: Npus::Npu(dst),
+                    }),
+                    d => Ok(d),
                 }
-            };
-            let ready = m.deps.iter().map(|&d| arrival[d]).max().unwrap_or(0);
-            let previous = last_start.entry((m.src, m.dst)).or_insert(0);
-            let start = ready.max(*previous);
-            *previous = start;
-            arrival.push(start + cost);
-        }
-        Ok(arrival.into_iter().max().unwrap_or(0))
+            }
+        })
     }
 
     /// The protocol's step latency on `link`: NVLink inside a domain, network across.
@@ -195,10 +181,30 @@ fn with_latencies(topo: &Topology, latency: impl Fn(&Link) -> f64) -> Result<Top
 }
 
 /// One step of an algorithm between two NPUs, and the earlier steps it waits for.
-struct Step {
-    src: NpuId,
-    dst: NpuId,
-    deps: Vec<usize>,
+pub(crate) struct Step {
+    pub src: NpuId,
+    pub dst: NpuId,
+    pub deps: Vec<usize>,
+}
+
+/// When the last of `steps` arrives if each starts once the steps it waits for have
+/// arrived and the previous step between the same two NPUs has started, and takes
+/// `cost(src, dst)`. Steps wait only for earlier steps (in the schedule's order).
+pub(crate) fn longest_chain_ps(
+    steps: &[Step],
+    mut cost: impl FnMut(NpuId, NpuId) -> Result<Picos>,
+) -> Result<Picos> {
+    let mut last_start: HashMap<(NpuId, NpuId), Picos> = HashMap::new();
+    let mut arrival: Vec<Picos> = Vec::with_capacity(steps.len());
+    for m in steps {
+        let cost = cost(m.src, m.dst)?;
+        let ready = m.deps.iter().map(|&d| arrival[d]).max().unwrap_or(0);
+        let previous = last_start.entry((m.src, m.dst)).or_insert(0);
+        let start = ready.max(*previous);
+        *previous = start;
+        arrival.push(start.saturating_add(cost));
+    }
+    Ok(arrival.into_iter().max().unwrap_or(0))
 }
 
 /// The schedule's steps: the transfers of one step (a baseline's start time) between the

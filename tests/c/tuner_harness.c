@@ -4,11 +4,12 @@
  * init / getCollInfo / destroy-or-finalize of every version with cost tables shaped as NCCL
  * builds them.
  *
- * usage: tuner_harness LIB MODE RANKS NODES [nolog]
+ * usage: tuner_harness LIB MODE RANKS NODES [nolog] [init-ms=N]
  *   MODE steer      the plugin has a topology for the communicator: check its choices
- *        untouched  it has none (rank mismatch, bad settings): it must change nothing
+ *        untouched  it has none (rank mismatch, bad settings, too large): it must change nothing
  *        v2-off     as steer, but v2 must change nothing (NCCL_ALGO/NCCL_PROTO set)
  *   nolog           pass a NULL logger
+ *   init-ms=N       every init must return within N milliseconds (wall clock)
  * The topology comes from the environment (TACOS_TOPOLOGY, NCCL_TOPO_FILE, ...).
  * Exit status 0 when every check passed; each failure is printed.
  */
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nccl_tuner.h"
 
@@ -71,12 +73,20 @@ typedef struct {
 } Plugin;
 
 static ncclDebugLogger_t log_function;
+static double init_bound_ms; /* 0: no bound */
 static ncclNvlDomainInfo_v5_t nvl_info;
 static ncclTunerConstants_v5_t constants;
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
 
 static void* plugin_init(Plugin p, size_t ranks, size_t nodes) {
   void* ctx = NULL;
   ncclResult_t r = ncclInternalError;
+  double started = now_ms();
   switch (p.version) {
     case 2: r = ((ncclTuner_v2_t*)p.symbol)->init(ranks, nodes, log_function, &ctx); break;
     case 3: r = ((ncclTuner_v3_t*)p.symbol)->init(ranks, nodes, log_function, &ctx); break;
@@ -88,7 +98,10 @@ static void* plugin_init(Plugin p, size_t ranks, size_t nodes) {
       r = ((ncclTuner_v6_t*)p.symbol)->init(&ctx, 42, ranks, nodes, log_function, &nvl_info, &constants);
       break;
   }
+  double took = now_ms() - started;
   CHECK(r == ncclSuccess, "v%d init returned %d", p.version, (int)r);
+  if (init_bound_ms > 0)
+    CHECK(took <= init_bound_ms, "v%d init took %.0f ms, more than %.0f", p.version, took, init_bound_ms);
   return ctx;
 }
 
@@ -335,14 +348,24 @@ static void check_v5_reads_constants(Plugin p, void* ctx) {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    fprintf(stderr, "usage: %s LIB steer|untouched|v2-off RANKS NODES [nolog]\n", argv[0]);
+    fprintf(stderr, "usage: %s LIB steer|untouched|v2-off RANKS NODES [nolog] [init-ms=N]\n", argv[0]);
     return 2;
+  }
+  log_function = logger;
+  for (int i = 5; i < argc; i++) {
+    if (strcmp(argv[i], "nolog") == 0)
+      log_function = NULL;
+    else if (strncmp(argv[i], "init-ms=", 8) == 0)
+      init_bound_ms = atof(argv[i] + 8);
+    else {
+      fprintf(stderr, "unknown option %s\n", argv[i]);
+      return 2;
+    }
   }
   const char* mode = argv[2];
   int steer = strcmp(mode, "untouched") != 0;
   int v2_steers = strcmp(mode, "steer") == 0;
   size_t ranks = strtoul(argv[3], NULL, 10), nodes = strtoul(argv[4], NULL, 10);
-  log_function = (argc > 5 && strcmp(argv[5], "nolog") == 0) ? NULL : logger;
   nvl_info.nNvlDomains = (int)nodes;
   nvl_info.minRanksPerNvlDomain = nvl_info.maxRanksPerNvlDomain = (int)(ranks / nodes);
 
@@ -387,7 +410,9 @@ int main(int argc, char** argv) {
     else
       check_table_versions_untouched(p, ctx);
     plugin_finalize(p, ctx);
-    if (log_function && !steer) CHECK(log_warnings > warnings_before, "v%d: no warning logged", v);
+    if (log_function && !steer)
+      CHECK(log_warnings == warnings_before + 1, "v%d: %d warnings logged, one expected", v,
+            log_warnings - warnings_before);
     if (log_function && steer) CHECK(log_warnings == warnings_before, "v%d: warnings logged", v);
   }
   /* Null contexts (what init leaves when it cannot even allocate) are harmless. */
