@@ -18,16 +18,23 @@
 //! every file has been read back, found to be the bytes its manifest names (SHA-256)
 //! and passed the target's loader rules, so every rank of a job serves the same bytes
 //! for the same call, and a file that fails is never served (its calls fall back, with
-//! one warning). A topology whose NPU count is not the communicator's rank count is
+//! one warning). What the rules found is kept beside the entry, keyed by the manifest's
+//! hash and the target, so later processes only check the hashes. A topology whose NPU count is not the communicator's rank count is
 //! never compiled.
 
 use super::cache::open_cached;
 use super::{discover, Config, Log};
 use crate::collective::CollectiveKind;
-use crate::compile::{loader_problems, read_regular, sha256_hex, CompileOptions, Entry, Manifest};
+use crate::compile::{
+    loader_problems, parent_and_name, read_regular, sha256_hex, CompileOptions, Entry, Manifest,
+};
+use crate::error::echo;
+use crate::fsio::write_atomic;
 use crate::msccl::{parse_program, Target};
 use crate::topology::nccl_xml::{self, NcclImportOptions};
 use crate::topology::Topology;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -209,11 +216,10 @@ impl Scheduler {
 }
 
 /// The worker's part: the cluster for `ranks` ranks, its set opened or compiled in the
-/// cache, every file checked; None (with a warning) where this size is not served. One
-/// worker at a time per process: they compete for the same cores.
-fn prepare(config: &Config, ranks: usize, log: &dyn Log) -> Option<Served> {
+/// cache, every file checked (side by side); None (with a warning) where this size is not
+/// served. Sets are opened one at a time per process: they compete for the same cores.
+fn prepare(config: &Config, ranks: usize, log: &(dyn Log + Sync)) -> Option<Served> {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let topo = match topology(config, ranks, log) {
         Ok(topo) => topo?,
         Err(e) => {
@@ -221,6 +227,7 @@ fn prepare(config: &Config, ranks: usize, log: &dyn Log) -> Option<Served> {
             return None;
         }
     };
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let options = CompileOptions {
         target: config.target.clone(),
         ..CompileOptions::fast()
@@ -235,11 +242,20 @@ fn prepare(config: &Config, ranks: usize, log: &dyn Log) -> Option<Served> {
             return None;
         }
     };
+    let refused = refusals(&set.algorithms, &set.manifest, ranks, &config.target);
+    for (file, why) in &refused {
+        log.warn(&format!(
+            "{} does not load in target {} ({}); its calls fall back to the executor's algorithms",
+            set.algorithms.join(file).display(),
+            config.target,
+            echo(why)
+        ));
+    }
     let admitted = set
         .manifest
         .entries
         .iter()
-        .filter(|e| admissible(&set.algorithms, e, ranks, &config.target, log))
+        .filter(|e| !refused.iter().any(|(file, _)| file == &e.file))
         .map(|e| e.file.clone())
         .collect();
     Some(Served {
@@ -247,6 +263,56 @@ fn prepare(config: &Config, ranks: usize, log: &dyn Log) -> Option<Served> {
         manifest: set.manifest,
         admitted,
     })
+}
+
+/// What checking a set's files found, kept beside its cache entry (`.NAME.checked`) so
+/// later processes need not parse every file again: keyed by the SHA-256 of the
+/// manifest (which holds every file's) and the target, so it speaks only for the very
+/// bytes and loader it was made for.
+#[derive(Serialize, Deserialize, PartialEq)]
+struct Verdict {
+    manifest_sha256: String,
+    target: String,
+    /// (file, why) for every file that may not be served.
+    refused: Vec<(String, String)>,
+}
+
+/// The files of the set in `algorithms` that may not be served, and why: from the
+/// verdict kept beside the entry where it is for this manifest and target, else by
+/// checking every file side by side (and keeping the verdict, where the cache can be
+/// written).
+fn refusals(algorithms: &Path, manifest: &Manifest, ranks: usize, target: &Target) -> Vec<(String, String)> {
+    let key = Verdict {
+        manifest_sha256: sha256_hex(manifest.to_json().as_bytes()),
+        target: format!("{target:?}"),
+        refused: Vec::new(),
+    };
+    let kept = algorithms.parent().and_then(|entry| {
+        let (parent, name) = parent_and_name(entry).ok()?;
+        Some(parent.join(format!(".{name}.checked")))
+    });
+    let known = kept.as_ref().and_then(|path| {
+        let bytes = read_regular(path).ok()?;
+        let verdict: Verdict = serde_json::from_slice(&bytes).ok()?;
+        let same = (&verdict.manifest_sha256, &verdict.target) == (&key.manifest_sha256, &key.target);
+        same.then_some(verdict.refused)
+    });
+    if let Some(refused) = known {
+        return refused;
+    }
+    let refused: Vec<(String, String)> = manifest
+        .entries
+        .par_iter()
+        .filter_map(|e| refusal(algorithms, e, ranks, target).map(|why| (e.file.clone(), why)))
+        .collect();
+    if let Some(path) = kept {
+        let verdict = Verdict { refused, ..key };
+        if let Ok(json) = serde_json::to_vec(&verdict) {
+            let _ = write_atomic(&path, &json);
+        }
+        return verdict.refused;
+    }
+    refused
 }
 
 /// The cluster for `ranks` ranks, or None (with a warning) where the settings give none
@@ -283,12 +349,12 @@ fn topology(config: &Config, ranks: usize, log: &dyn Log) -> Result<Option<Topol
     Ok(Some(found.topology))
 }
 
-/// Whether the file of `entry` in `algorithms` may be served: the bytes the manifest
-/// names, a program for `ranks` GPUs with the manifest's chunk count, that passes
-/// `target`'s loader rules. A warning names what is wrong when it may not.
-fn admissible(algorithms: &Path, entry: &Entry, ranks: usize, target: &Target, log: &dyn Log) -> bool {
+/// Why the file of `entry` in `algorithms` may not be served, if so: it must be the bytes
+/// the manifest names, a program for `ranks` GPUs with the manifest's chunk count, that
+/// passes `target`'s loader rules.
+fn refusal(algorithms: &Path, entry: &Entry, ranks: usize, target: &Target) -> Option<String> {
     let path = algorithms.join(&entry.file);
-    let problem = match read_regular(&path) {
+    match read_regular(&path) {
         Err(e) => Some(e.to_string()),
         Ok(bytes) if sha256_hex(&bytes) != entry.sha256 => {
             Some("its bytes are not those the manifest names (SHA-256 mismatch)".into())
@@ -303,14 +369,7 @@ fn admissible(algorithms: &Path, entry: &Entry, ranks: usize, target: &Target, l
             )),
             Ok(p) => loader_problems(&p, target).into_iter().next(),
         },
-    };
-    if let Some(problem) = &problem {
-        log.warn(&format!(
-            "{} does not load in target {target} ({problem}); its calls fall back to the executor's algorithms",
-            path.display()
-        ));
     }
-    problem.is_none()
 }
 
 /// GPUs one NCCL topology file describes.
@@ -497,6 +556,12 @@ mod tests {
         let refusals = log.all();
         assert_eq!(refusals.len(), 1, "checked once: {refusals:?}");
         assert!(refusals[0].contains(&e.file), "{refusals:?}");
+        // A later process takes the verdict kept beside the entry: the same refusal.
+        let again = Recorded::default();
+        let config = s.config.clone().unwrap();
+        let mut later = Scheduler::new(Ok(config), Box::new(again.clone()));
+        assert_eq!(later.select(&call_for(&e, 4)), None);
+        assert_eq!(again.all(), refusals);
         // The other files are still served.
         let other = served(&s, 4).manifest.entries[1].clone();
         assert!(s.select(&call_for(&other, 4)).is_some());
