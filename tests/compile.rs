@@ -1059,7 +1059,10 @@ fn dead_pid() -> u32 {
 /// Makes `path` look `hours` old.
 fn age(path: &Path, hours: u64) {
     let then = std::time::SystemTime::now() - std::time::Duration::from_secs(hours * 3600);
-    std::fs::File::open(path).unwrap().set_modified(then).unwrap();
+    std::fs::File::open(path)
+        .unwrap()
+        .set_modified(then)
+        .unwrap();
 }
 
 /// A hidden directory beside `dir` named as a writer names its own, with a file inside.
@@ -1195,6 +1198,9 @@ fn replacing_a_directory_swaps_it_whole() {
     assert_eq!(listing(&root), ["out"]);
 }
 
+/// A change to a manifest.
+type Edit = fn(&mut Manifest);
+
 /// A fresh copy of the compiled set in `root/name` with its manifest changed by `edit`.
 fn edited(root: &Path, name: &str, edit: impl Fn(&mut Manifest)) -> PathBuf {
     let dir = root.join(name);
@@ -1213,26 +1219,37 @@ fn check_compares_every_manifest_field_with_the_file_it_describes() {
         topology: Some(&topo),
         ..CheckOptions::default()
     };
-    let edits: Vec<(&str, Box<dyn Fn(&mut Manifest)>)> = vec![
-        ("chunks", Box::new(|m| m.entries[0].chunks_per_loop *= 2)),
-        ("channels", Box::new(|m| m.entries[0].channels += 1)),
-        (
-            "proto",
-            Box::new(|m| {
-                m.entries[0].proto = if m.entries[0].proto == "LL" { "Simple" } else { "LL" }.into()
-            }),
-        ),
-        ("time", Box::new(|m| m.entries[0].bands[0].time_us *= 1.5)),
-        ("algbw", Box::new(|m| m.entries[0].bands[0].algbw_gbps *= 2.0)),
-        ("bound", Box::new(|m| m.entries[0].bands[0].bound_us *= 0.5)),
-        ("band-size", Box::new(|m| m.entries[0].bands[0].size_bytes += 1)),
+    let edits: [(&str, Edit); 7] = [
+        ("chunks", |m| m.entries[0].chunks_per_loop *= 2),
+        ("channels", |m| m.entries[0].channels += 1),
+        ("proto", |m| {
+            let other = if m.entries[0].proto == "LL" {
+                "Simple"
+            } else {
+                "LL"
+            };
+            m.entries[0].proto = other.into()
+        }),
+        ("time", |m| m.entries[0].bands[0].time_us *= 1.5),
+        ("algbw", |m| m.entries[0].bands[0].algbw_gbps *= 2.0),
+        ("bound", |m| m.entries[0].bands[0].bound_us *= 0.5),
+        ("band-size", |m| m.entries[0].bands[0].size_bytes += 1),
     ];
     for (name, edit) in &edits {
         let dir = edited(&root, name, edit);
         let report = check_dir(&dir).unwrap();
-        assert_eq!(kinds(&report.problems), [CheckKind::Invalid], "{name}: {:?}", report.problems);
+        assert_eq!(
+            kinds(&report.problems),
+            [CheckKind::Invalid],
+            "{name}: {:?}",
+            report.problems
+        );
         let file = format!("msccl/{}", compiled().manifest.entries[0].file);
-        assert_eq!(report.problems[0].file.as_deref(), Some(file.as_str()), "{name}");
+        assert_eq!(
+            report.problems[0].file.as_deref(),
+            Some(file.as_str()),
+            "{name}"
+        );
     }
     // Every figure of a band edited together stays consistent: re-timing on the
     // topology finds it.
@@ -1275,7 +1292,10 @@ fn check_refuses_a_manifest_that_is_not_a_regular_file_without_opening_it() {
     let d = dir.clone();
     std::thread::spawn(move || tx.send(check_dir(&d).map(|_| ())).unwrap());
     let result = rx.recv_timeout(std::time::Duration::from_secs(120));
-    let e = result.expect("the check came back").unwrap_err().to_string();
+    let e = result
+        .expect("the check came back")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not a regular file"), "{e}");
     let e = fails(&["compile", "--check", dir.to_str().unwrap()]);
     assert!(e.contains("not a regular file"), "{e}");

@@ -251,7 +251,11 @@ fn an_entry_whose_manifest_cannot_be_read_is_rebuilt_in_place_with_one_warning()
         names.sort();
         assert_eq!(
             names,
-            [format!(".{name}.checked"), format!(".{name}.lock"), name.clone()]
+            [
+                format!(".{name}.checked"),
+                format!(".{name}.lock"),
+                name.clone()
+            ]
         );
     }
 }

@@ -119,9 +119,8 @@ impl Manifest {
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST_FILE);
         let bytes = read_regular(&path).map_err(|e| Error::io(&path, e))?;
-        let text = String::from_utf8(bytes).map_err(|_| {
-            Error::Compile(format!("{}: not UTF-8 text", path.display()))
-        })?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::Compile(format!("{}: not UTF-8 text", path.display())))?;
         parse_json(&text, &path.display().to_string()).map_err(Error::Compile)
     }
 

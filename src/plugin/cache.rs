@@ -99,8 +99,8 @@ fn look(
     if std::fs::symlink_metadata(dir).is_err() {
         return Err(None);
     }
-    let report =
-        check_dir_with(dir, &CheckOptions::hashes_only(Some(topo))).map_err(|e| Some(e.to_string()))?;
+    let report = check_dir_with(dir, &CheckOptions::hashes_only(Some(topo)))
+        .map_err(|e| Some(e.to_string()))?;
     if let Some(first) = report.problems.first() {
         return Err(Some(first.to_string()));
     }

@@ -71,7 +71,7 @@ enum SetState {
         warned: bool,
     },
     /// Done: the set, or None where this size is not served.
-    Settled(Option<Served>),
+    Settled(Option<Box<Served>>),
 }
 
 /// Where a worker leaves its result.
@@ -164,12 +164,15 @@ impl Scheduler {
             match done.take() {
                 Some(settled) => {
                     drop(done);
-                    *state = SetState::Settled(settled);
+                    *state = SetState::Settled(settled.map(Box::new));
                 }
                 None => {
                     if !*warned {
                         *warned = true;
-                        let budget = self.config.as_ref().map_or(0.0, |c| c.init_budget.as_secs_f64());
+                        let budget = self
+                            .config
+                            .as_ref()
+                            .map_or(0.0, |c| c.init_budget.as_secs_f64());
                         self.log.warn(&format!(
                             "the algorithm set for {ranks} ranks is not ready within TACOS_INIT_BUDGET={budget} s; it is prepared in the background and collectives fall back to the executor's algorithms until it is"
                         ));
@@ -179,7 +182,7 @@ impl Scheduler {
             }
         }
         match state {
-            SetState::Settled(served) => served.as_ref(),
+            SetState::Settled(served) => served.as_deref(),
             SetState::Preparing { .. } => None,
         }
     }
@@ -281,7 +284,12 @@ struct Verdict {
 /// verdict kept beside the entry where it is for this manifest and target, else by
 /// checking every file side by side (and keeping the verdict, where the cache can be
 /// written).
-fn refusals(algorithms: &Path, manifest: &Manifest, ranks: usize, target: &Target) -> Vec<(String, String)> {
+fn refusals(
+    algorithms: &Path,
+    manifest: &Manifest,
+    ranks: usize,
+    target: &Target,
+) -> Vec<(String, String)> {
     let key = Verdict {
         manifest_sha256: sha256_hex(manifest.to_json().as_bytes()),
         target: format!("{target:?}"),
@@ -294,7 +302,8 @@ fn refusals(algorithms: &Path, manifest: &Manifest, ranks: usize, target: &Targe
     let known = kept.as_ref().and_then(|path| {
         let bytes = read_regular(path).ok()?;
         let verdict: Verdict = serde_json::from_slice(&bytes).ok()?;
-        let same = (&verdict.manifest_sha256, &verdict.target) == (&key.manifest_sha256, &key.target);
+        let same =
+            (&verdict.manifest_sha256, &verdict.target) == (&key.manifest_sha256, &key.target);
         same.then_some(verdict.refused)
     });
     if let Some(refused) = known {
@@ -361,12 +370,14 @@ fn refusal(algorithms: &Path, entry: &Entry, ranks: usize, target: &Target) -> O
         }
         Ok(bytes) => match parse_program(&String::from_utf8_lossy(&bytes), &entry.file) {
             Err(e) => Some(e.to_string()),
-            Ok(p) if p.gpus.len() != ranks || p.nchunksperloop != entry.chunks_per_loop => Some(format!(
-                "it has {} GPUs and {} chunks per loop, the manifest says {ranks} and {}",
-                p.gpus.len(),
-                p.nchunksperloop,
-                entry.chunks_per_loop
-            )),
+            Ok(p) if p.gpus.len() != ranks || p.nchunksperloop != entry.chunks_per_loop => {
+                Some(format!(
+                    "it has {} GPUs and {} chunks per loop, the manifest says {ranks} and {}",
+                    p.gpus.len(),
+                    p.nchunksperloop,
+                    entry.chunks_per_loop
+                ))
+            }
             Ok(p) => loader_problems(&p, target).into_iter().next(),
         },
     }
@@ -565,6 +576,22 @@ mod tests {
         // The other files are still served.
         let other = served(&s, 4).manifest.entries[1].clone();
         assert!(s.select(&call_for(&other, 4)).is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_over_the_targets_limits_is_refused_by_its_loader_rules() {
+        let (mut s, _, dir) = scheduler("ring:4", "limits", 600);
+        assert!(s.wait(4, Duration::from_secs(600)));
+        let set = served(&s, 4);
+        let target = Target::default();
+        let e = &set.manifest.entries[0];
+        assert_eq!(refusal(&set.algorithms, e, 4, &target), None);
+        // The same intact file, for a loader allowing one step per threadblock.
+        let mut tight = target.clone();
+        tight.limits.max_steps_per_tb = 1;
+        let why = refusal(&set.algorithms, e, 4, &tight).expect("refused");
+        assert!(why.contains("steps"), "{why}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

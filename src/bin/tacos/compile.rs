@@ -12,8 +12,8 @@ use tacos::compile::{
     CheckOptions, CompileOptions, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
 };
 use tacos::msccl::Target;
-use tacos::topology::Topology;
 use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
+use tacos::topology::Topology;
 use tacos::units::format_size;
 
 #[derive(Debug, Args)]

@@ -102,7 +102,11 @@ fn parse_hidden(file_name: &str) -> Option<(&str, &str, u32)> {
     let (rest, pid) = rest.rsplit_once('-')?;
     let (name, kind) = rest.rsplit_once('.')?;
     let numbers = n.parse::<u64>().is_ok() && pid.bytes().all(|b| b.is_ascii_digit());
-    (numbers && KINDS.contains(&kind) && !name.is_empty()).then_some((name, kind, pid.parse().ok()?))
+    (numbers && KINDS.contains(&kind) && !name.is_empty()).then_some((
+        name,
+        kind,
+        pid.parse().ok()?,
+    ))
 }
 
 /// Whether a process `pid` runs here (one we may not signal runs too).
