@@ -1048,12 +1048,20 @@ fn a_directory_in_the_old_layout_is_stale_and_replaced() {
     assert!(check_dir(&dir).unwrap().is_ok());
 }
 
-/// A process id that ran and is gone: a child that has exited and been waited for.
+/// A process id no process has: above Linux's largest (`PID_MAX_LIMIT`, 2^22), so a
+/// writer named with it is certainly gone (a real one that exited could be reused).
 fn dead_pid() -> u32 {
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let pid = child.id();
-    child.wait().unwrap();
-    pid
+    (1 << 22) + 1
+}
+
+/// Copies a compiled directory.
+fn copy_set(from: &Path, to: &Path) {
+    std::fs::create_dir_all(algorithm_dir(to)).unwrap();
+    std::fs::copy(from.join(MANIFEST_FILE), to.join(MANIFEST_FILE)).unwrap();
+    for file in std::fs::read_dir(algorithm_dir(from)).unwrap() {
+        let file = file.unwrap();
+        std::fs::copy(file.path(), algorithm_dir(to).join(file.file_name())).unwrap();
+    }
 }
 
 /// Makes `path` look `hours` old.
@@ -1133,12 +1141,20 @@ fn a_replacement_killed_between_its_renames_is_put_back_on_the_next_open() {
     )
     .unwrap();
     let dead = dead_pid();
+    // Copies, not the written directories themselves: a child process another test
+    // forks at the wrong moment may hold the write's lock on those a little longer.
     let interrupt = |old: &AlgorithmSet, new: &AlgorithmSet| {
-        write_dir(old, &dir, false).unwrap();
-        std::fs::rename(&dir, dir.with_file_name(format!(".out.old-{dead}-0"))).unwrap();
-        let staged = root.join("staged");
-        write_dir(new, &staged, false).unwrap();
-        std::fs::rename(&staged, dir.with_file_name(format!(".out.tmp-{dead}-1"))).unwrap();
+        let written = scratch("interrupted-swap-sets");
+        write_dir(old, &written.join("old"), false).unwrap();
+        write_dir(new, &written.join("new"), false).unwrap();
+        copy_set(
+            &written.join("old"),
+            &root.join(format!(".out.old-{dead}-0")),
+        );
+        copy_set(
+            &written.join("new"),
+            &root.join(format!(".out.tmp-{dead}-1")),
+        );
         assert!(!dir.exists());
     };
     // The cache's open puts the new set back and uses it: nothing is compiled.

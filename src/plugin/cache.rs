@@ -151,7 +151,19 @@ pub fn open_cached(
 /// An exclusive advisory lock (`flock`) on `.NAME.lock` beside a directory, released when
 /// dropped (or when its process dies).
 struct DirLock {
-    _held: Option<std::fs::File>,
+    held: Option<std::fs::File>,
+}
+
+impl Drop for DirLock {
+    /// Unlocks explicitly: a child the host forked meanwhile (a data loader, say) shares
+    /// the open file and would otherwise keep the lock for as long as it lives.
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        if let Some(file) = &self.held {
+            // SAFETY: flock on a descriptor this value owns; it does not touch memory.
+            unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+        }
+    }
 }
 
 impl DirLock {
@@ -171,10 +183,10 @@ impl DirLock {
         loop {
             // SAFETY: flock on a descriptor this function owns; it does not touch memory.
             if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(DirLock { _held: Some(file) });
+                return Ok(DirLock { held: Some(file) });
             }
             if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                return Ok(DirLock { _held: None });
+                return Ok(DirLock { held: None });
             }
         }
     }

@@ -30,7 +30,7 @@ pub(super) struct Staged {
     pub(super) path: PathBuf,
     /// The lock that says a live writer owns the directory (None where it was only
     /// reserved, or the filesystem has no locks).
-    _lock: Option<File>,
+    lock: Option<File>,
 }
 
 impl Staged {
@@ -40,7 +40,7 @@ impl Staged {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         Staged {
             path: parent.join(format!(".{name}.{kind}-{}-{n}", std::process::id())),
-            _lock: None,
+            lock: None,
         }
     }
 
@@ -48,7 +48,7 @@ impl Staged {
     pub(super) fn create(parent: &Path, name: &str, kind: &str) -> Result<Staged> {
         let mut staged = Staged::reserve(parent, name, kind);
         std::fs::create_dir(&staged.path).map_err(|e| Error::io(&staged.path, e))?;
-        staged._lock = File::open(&staged.path)
+        staged.lock = File::open(&staged.path)
             .ok()
             .filter(|f| lock(f) == Locked::Held);
         Ok(staged)
@@ -66,8 +66,15 @@ impl Staged {
 }
 
 impl Drop for Staged {
+    /// Removes the directory, then unlocks explicitly: a child forked meanwhile shares
+    /// the open file and would otherwise hold the lock as long as it lives.
     fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
         let _ = std::fs::remove_dir_all(&self.path);
+        if let Some(file) = &self.lock {
+            // SAFETY: flock on a descriptor this value owns; it does not touch memory.
+            unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+        }
     }
 }
 
