@@ -845,7 +845,7 @@ fn check_finds_every_entry_the_executor_would_choke_on() {
 /// The compiled set with its in-place All-Reduce file replaced by the same band's program
 /// lowered for `executor-256` with K = 8: 76 steps in a threadblock on torus:2x4, over the
 /// executor's 64 (its program for the default target spreads them over more
-/// threadblocks), and the manifest's hash updated to match.
+/// threadblocks), and the manifest's hash, channels and chunks updated to match.
 fn over_64_steps(dir: &Path) {
     let set = compiled();
     let index = set
@@ -872,7 +872,10 @@ fn over_64_steps(dir: &Path) {
     let xml = tacos::msccl::write_program(&program);
     let mut altered = set.clone();
     altered.files[index].xml = xml.clone();
-    altered.manifest.entries[index].sha256 = sha256_hex(xml.as_bytes());
+    let entry = &mut altered.manifest.entries[index];
+    entry.sha256 = sha256_hex(xml.as_bytes());
+    entry.channels = program.nchannels;
+    entry.chunks_per_loop = program.nchunksperloop;
     write_dir(&altered, dir, true).unwrap();
 }
 
@@ -1043,4 +1046,280 @@ fn a_directory_in_the_old_layout_is_stale_and_replaced() {
     assert_eq!(write_dir(set, &dir, false).unwrap(), Written::Replaced);
     assert_eq!(listing(&dir), ["manifest.json", "msccl"]);
     assert!(check_dir(&dir).unwrap().is_ok());
+}
+
+/// A process id no process has: above Linux's largest (`PID_MAX_LIMIT`, 2^22), so a
+/// writer named with it is certainly gone (a real one that exited could be reused).
+fn dead_pid() -> u32 {
+    (1 << 22) + 1
+}
+
+/// Copies a compiled directory.
+fn copy_set(from: &Path, to: &Path) {
+    std::fs::create_dir_all(algorithm_dir(to)).unwrap();
+    std::fs::copy(from.join(MANIFEST_FILE), to.join(MANIFEST_FILE)).unwrap();
+    for file in std::fs::read_dir(algorithm_dir(from)).unwrap() {
+        let file = file.unwrap();
+        std::fs::copy(file.path(), algorithm_dir(to).join(file.file_name())).unwrap();
+    }
+}
+
+/// Makes `path` look `hours` old.
+fn age(path: &Path, hours: u64) {
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(hours * 3600);
+    std::fs::File::open(path)
+        .unwrap()
+        .set_modified(then)
+        .unwrap();
+}
+
+/// A hidden directory beside `dir` named as a writer names its own, with a file inside.
+fn hidden(dir: &Path, kind: &str, pid: u32, n: u32) -> PathBuf {
+    let name = dir.file_name().unwrap().to_str().unwrap();
+    let path = dir.with_file_name(format!(".{name}.{kind}-{pid}-{n}"));
+    std::fs::create_dir_all(path.join("msccl")).unwrap();
+    std::fs::write(path.join("msccl/partial.xml"), "<algo").unwrap();
+    path
+}
+
+#[test]
+fn what_killed_writers_left_is_removed_by_the_next_write_and_nothing_else() {
+    let set = compiled();
+    let root = scratch("leftovers");
+    let dir = root.join("out");
+    let (dead, alive) = (dead_pid(), std::process::id());
+    let gone = [
+        hidden(&dir, "tmp", dead, 0),
+        hidden(&dir, "old", dead, 1),
+        // A live process's, but over a day old and unlocked: its writer is long gone
+        // (the PID was reused).
+        hidden(&dir, "tmp", alive, 2),
+    ];
+    age(&gone[2], 25);
+    let kept = [
+        // A live process's, recent: perhaps still writing.
+        hidden(&dir, "tmp", alive, 3),
+        // A dead PID (another PID namespace, say) whose writer holds the lock.
+        hidden(&dir, "tmp", dead, 4),
+        // Another directory's, and a name that is not a writer's.
+        hidden(&root.join("other"), "tmp", dead, 5),
+    ];
+    std::fs::create_dir(root.join(".out.tmp-notes")).unwrap();
+    let lock = std::fs::File::open(&kept[1]).unwrap();
+    use std::os::fd::AsRawFd;
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    assert_eq!(write_dir(set, &dir, false).unwrap(), Written::Created);
+    for path in &gone {
+        assert!(!path.exists(), "{} left", path.display());
+    }
+    for path in &kept {
+        assert!(path.exists(), "{} removed", path.display());
+    }
+    assert!(root.join(".out.tmp-notes").exists());
+    assert!(check_dir(&dir).unwrap().is_ok());
+    drop(lock);
+}
+
+#[test]
+fn a_replacement_killed_between_its_renames_is_put_back_on_the_next_open() {
+    // The state the fallback replacement (two renames, where the filesystem cannot swap
+    // two directories) leaves when killed between them: no `out`, the old set moved
+    // aside, the complete new one staged.
+    let set = compiled();
+    let topo = topo();
+    let root = scratch("interrupted-swap");
+    let dir = root.join("out");
+    let small = compile(
+        &topo,
+        &CompileOptions {
+            collectives: vec![CollectiveKind::AllGather],
+            sizes: SizeRange::new(MIN, 4 * MIN).unwrap(),
+            placements: Placements::OutOfPlace,
+            ..options()
+        },
+        &|_| {},
+    )
+    .unwrap();
+    let dead = dead_pid();
+    // Copies, not the written directories themselves: a child process another test
+    // forks at the wrong moment may hold the write's lock on those a little longer.
+    let interrupt = |old: &AlgorithmSet, new: &AlgorithmSet| {
+        let written = scratch("interrupted-swap-sets");
+        write_dir(old, &written.join("old"), false).unwrap();
+        write_dir(new, &written.join("new"), false).unwrap();
+        copy_set(
+            &written.join("old"),
+            &root.join(format!(".out.old-{dead}-0")),
+        );
+        copy_set(
+            &written.join("new"),
+            &root.join(format!(".out.tmp-{dead}-1")),
+        );
+        assert!(!dir.exists());
+    };
+    // The cache's open puts the new set back and uses it: nothing is compiled.
+    interrupt(&small, set);
+    let (manifest, how) = open_or_compile(&dir, &topo, &options(), false, &|_| {}).unwrap();
+    assert_eq!((how, &manifest), (Opened::Existing, &set.manifest));
+    assert!(check_dir(&dir).unwrap().is_ok());
+    assert_eq!(listing(&root), ["out"]);
+    // A staged set that never got its manifest is incomplete: the old one comes back.
+    std::fs::remove_dir_all(&dir).unwrap();
+    interrupt(&small, set);
+    let staged = dir.with_file_name(format!(".out.tmp-{dead}-1"));
+    std::fs::remove_file(staged.join(MANIFEST_FILE)).unwrap();
+    assert_eq!(
+        write_dir(&small, &dir, false).unwrap(),
+        Written::AlreadyThere
+    );
+    assert_eq!(Manifest::read(&dir).unwrap(), small.manifest);
+    assert_eq!(listing(&root), ["out"]);
+}
+
+#[test]
+fn replacing_a_directory_swaps_it_whole() {
+    // Replacing one set by another leaves the new one and nothing beside it; on Linux
+    // the two are swapped in one step (renameat2 RENAME_EXCHANGE), so `out` is never
+    // missing, which a reader polling it throughout would see.
+    let set = compiled();
+    let root = scratch("swap");
+    let dir = root.join("out");
+    let other = AlgorithmSet {
+        manifest: Manifest {
+            tool_version: format!("{}-other", tacos::VERSION),
+            ..set.manifest.clone()
+        },
+        ..set.clone()
+    };
+    write_dir(set, &dir, false).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let missing = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut missing = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if std::fs::symlink_metadata(dir.join(MANIFEST_FILE)).is_err() {
+                    missing += 1;
+                }
+            }
+            missing
+        });
+        for i in 0..20 {
+            let next = if i % 2 == 0 { &other } else { set };
+            assert_eq!(write_dir(next, &dir, false).unwrap(), Written::Replaced);
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap()
+    });
+    assert_eq!(missing, 0, "the manifest was missing {missing} times");
+    assert_eq!(listing(&root), ["out"]);
+}
+
+/// A change to a manifest.
+type Edit = fn(&mut Manifest);
+
+/// A fresh copy of the compiled set in `root/name` with its manifest changed by `edit`.
+fn edited(root: &Path, name: &str, edit: impl Fn(&mut Manifest)) -> PathBuf {
+    let dir = root.join(name);
+    write_dir(compiled(), &dir, false).unwrap();
+    let mut manifest = Manifest::read(&dir).unwrap();
+    edit(&mut manifest);
+    std::fs::write(dir.join(MANIFEST_FILE), manifest.to_json()).unwrap();
+    dir
+}
+
+#[test]
+fn check_compares_every_manifest_field_with_the_file_it_describes() {
+    let root = scratch("edited-fields");
+    let topo = topo();
+    let with_topology = CheckOptions {
+        topology: Some(&topo),
+        ..CheckOptions::default()
+    };
+    let edits: [(&str, Edit); 7] = [
+        ("chunks", |m| m.entries[0].chunks_per_loop *= 2),
+        ("channels", |m| m.entries[0].channels += 1),
+        ("proto", |m| {
+            let other = if m.entries[0].proto == "LL" {
+                "Simple"
+            } else {
+                "LL"
+            };
+            m.entries[0].proto = other.into()
+        }),
+        ("time", |m| m.entries[0].bands[0].time_us *= 1.5),
+        ("algbw", |m| m.entries[0].bands[0].algbw_gbps *= 2.0),
+        ("bound", |m| m.entries[0].bands[0].bound_us *= 0.5),
+        ("band-size", |m| m.entries[0].bands[0].size_bytes += 1),
+    ];
+    for (name, edit) in &edits {
+        let dir = edited(&root, name, edit);
+        let report = check_dir(&dir).unwrap();
+        assert_eq!(
+            kinds(&report.problems),
+            [CheckKind::Invalid],
+            "{name}: {:?}",
+            report.problems
+        );
+        let file = format!("msccl/{}", compiled().manifest.entries[0].file);
+        assert_eq!(
+            report.problems[0].file.as_deref(),
+            Some(file.as_str()),
+            "{name}"
+        );
+    }
+    // Every figure of a band edited together stays consistent: re-timing on the
+    // topology finds it.
+    let dir = edited(&root, "all-figures", |m| {
+        let b = &mut m.entries[0].bands[0];
+        b.time_us *= 2.0;
+        b.algbw_gbps /= 2.0;
+        b.efficiency /= 2.0;
+        if let (Some(base), Some(s)) = (b.best_baseline_us, b.speedup_vs_baseline.as_mut()) {
+            *s = base / b.time_us;
+        }
+    });
+    assert!(check_dir(&dir).unwrap().is_ok());
+    let report = check_dir_with(&dir, &with_topology).unwrap();
+    assert_eq!(kinds(&report.problems), [CheckKind::Prediction]);
+    // The topology's hash, against the topology given.
+    let dir = edited(&root, "hash", |m| {
+        m.topology.hash = m.topology.hash.replace(|c: char| c != '0', "0")
+    });
+    let report = check_dir_with(&dir, &with_topology).unwrap();
+    assert_eq!(kinds(&report.problems), [CheckKind::Topology]);
+    // The command does the same with the topology given after the directory.
+    let d = dir.to_str().unwrap();
+    let e = fails(&["compile", "--check", d, SPEC]);
+    assert!(e.contains("topology"), "{e}");
+    let time = root.join("time");
+    let e = fails(&["compile", "--check", time.to_str().unwrap()]);
+    assert!(e.contains("disagree"), "{e}");
+}
+
+#[test]
+fn check_refuses_a_manifest_that_is_not_a_regular_file_without_opening_it() {
+    let root = scratch("manifest-fifo");
+    let dir = root.join("out");
+    write_dir(compiled(), &dir, false).unwrap();
+    let manifest = dir.join(MANIFEST_FILE);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::fs::remove_file(&manifest).unwrap();
+    mkfifo(&manifest);
+    let d = dir.clone();
+    std::thread::spawn(move || tx.send(check_dir(&d).map(|_| ())).unwrap());
+    let result = rx.recv_timeout(std::time::Duration::from_secs(120));
+    let e = result
+        .expect("the check came back")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    let e = fails(&["compile", "--check", dir.to_str().unwrap()]);
+    assert!(e.contains("not a regular file"), "{e}");
+    // A symbolic link to a good manifest is refused too.
+    std::fs::remove_file(&manifest).unwrap();
+    let elsewhere = root.join("manifest-elsewhere.json");
+    std::fs::write(&elsewhere, compiled().manifest.to_json()).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &manifest).unwrap();
+    let e = check_dir(&dir).unwrap_err().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
 }

@@ -8,6 +8,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use tacos::collective::CollectiveKind;
 use tacos::msccl::{read_program, verify, Profile, Target, VerifyOptions};
@@ -25,16 +26,23 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Runs the harness; returns the files it loaded and everything it printed.
+/// Runs the harness; returns the files it loaded and everything it printed. The plugin
+/// gets 600 s to prepare a set before it falls back (`TACOS_INIT_BUDGET`, unless `env`
+/// sets it), so a cold cache is compiled before the first call returns, and `TMPDIR` is
+/// a scratch directory of its own, checked to be left empty.
 fn run(ranks: usize, expect_scheduled: bool, env: &[(&str, &str)]) -> (BTreeSet<PathBuf>, String) {
+    let mode = if expect_scheduled {
+        "expect-scheduled"
+    } else {
+        "expect-fallback"
+    };
+    run_mode(ranks, &[mode], env)
+}
+
+fn run_mode(ranks: usize, mode: &[&str], env: &[(&str, &str)]) -> (BTreeSet<PathBuf>, String) {
+    static NEXT_TMPDIR: AtomicUsize = AtomicUsize::new(0);
     let mut cmd = Command::new(harness());
-    cmd.arg(common::cdylib())
-        .arg(ranks.to_string())
-        .arg(if expect_scheduled {
-            "expect-scheduled"
-        } else {
-            "expect-fallback"
-        });
+    cmd.arg(common::cdylib()).arg(ranks.to_string()).args(mode);
     for var in [
         "TACOS_TOPOLOGY",
         "NCCL_TOPO_FILE",
@@ -46,6 +54,11 @@ fn run(ranks: usize, expect_scheduled: bool, env: &[(&str, &str)]) -> (BTreeSet<
     ] {
         cmd.env_remove(var);
     }
+    let tmp = scratch(&format!(
+        "tmpdir-{}",
+        NEXT_TMPDIR.fetch_add(1, Ordering::Relaxed)
+    ));
+    cmd.env("TACOS_INIT_BUDGET", "600").env("TMPDIR", &tmp);
     cmd.envs(env.iter().copied());
     let out = cmd.output().expect("the harness runs");
     let text = format!(
@@ -57,12 +70,23 @@ fn run(ranks: usize, expect_scheduled: bool, env: &[(&str, &str)]) -> (BTreeSet<
         out.status.success() && text.contains("\n0 failures"),
         "{env:?}:\n{text}"
     );
+    let stray: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(stray.is_empty(), "left in TMPDIR: {stray:?}");
     let loaded = text
         .lines()
         .filter_map(|l| l.strip_prefix("LOAD "))
         .map(|l| PathBuf::from(l.splitn(3, ' ').nth(2).unwrap()))
         .collect();
     (loaded, text)
+}
+
+/// The `tacos: WARN` lines of a run that contain `needle`, but for the one about the
+/// call the harness makes with one rank too many (the topology has another size).
+fn warnings<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| l.starts_with("tacos: WARN") && l.contains(needle))
+        .filter(|l| !l.contains("NPUs but the communicator has"))
+        .collect()
 }
 
 /// Every loaded file is a correct program for `ranks` GPUs of one of the three collectives.
@@ -172,36 +196,91 @@ fn tacos_target_picks_the_loader_and_a_bad_value_warns_once() {
 }
 
 #[test]
-fn a_corrupted_cache_entry_is_rebuilt() {
+fn a_corrupted_cache_entry_is_rebuilt_with_one_warning() {
     let cache = scratch("corrupt");
     let env = [
         ("TACOS_TOPOLOGY", "ring:4"),
         ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
     ];
-    let (files, _) = run(4, true, &env);
+    let (files, text) = run(4, true, &env);
+    assert!(warnings(&text, "").is_empty(), "{text}");
     let victim = files.iter().next().unwrap();
     std::fs::write(victim, "<algo broken").unwrap();
-    let (again, _) = run(4, true, &env);
+    let (again, text) = run(4, true, &env);
     all_verify(&again, 4);
+    assert_eq!(again, files, "rebuilt in place");
+    assert_eq!(warnings(&text, "rebuilding it").len(), 1, "{text}");
+    assert_eq!(warnings(&text, "").len(), 1, "{text}");
+}
+
+/// The cache entry (its directory) the loaded files are in.
+fn entry_of(files: &BTreeSet<PathBuf>) -> PathBuf {
+    let entries: BTreeSet<&Path> = files
+        .iter()
+        .map(|f| f.parent().unwrap().parent().unwrap())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    entries.into_iter().next().unwrap().to_path_buf()
 }
 
 #[test]
-fn an_unwritable_cache_falls_back_to_a_private_directory() {
+fn an_entry_whose_manifest_cannot_be_read_is_rebuilt_in_place_with_one_warning() {
+    let cache = scratch("unreadable");
+    let env = [
+        ("TACOS_TOPOLOGY", "ring:4"),
+        ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+    ];
+    let (files, _) = run(4, true, &env);
+    let entry = entry_of(&files);
+    let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+    let manifest = entry.join("manifest.json");
+    for damage in ["{ not json", ""] {
+        std::fs::write(&manifest, damage).unwrap();
+        let (again, text) = run(4, true, &env);
+        assert_eq!(again, files, "rebuilt in the same entry");
+        all_verify(&again, 4);
+        let rebuilt = warnings(&text, "rebuilding it");
+        assert_eq!(rebuilt.len(), 1, "{text}");
+        assert!(rebuilt[0].contains(&name), "{text}");
+        // Nothing beside the entry but its lock and the verdict on its files (and run()
+        // found TMPDIR untouched).
+        let mut names: Vec<String> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                format!(".{name}.checked"),
+                format!(".{name}.lock"),
+                name.clone()
+            ]
+        );
+    }
+}
+
+#[test]
+fn an_unwritable_cache_gives_one_warning_and_a_fallback_and_writes_nothing_elsewhere() {
     let dir = scratch("unwritable");
     let blocker = dir.join("a-file");
     std::fs::write(&blocker, "not a directory").unwrap();
     let inside = blocker.join("cache");
+    // run() checks that nothing was left in TMPDIR: no private cache per process.
     let (files, text) = run(
         4,
-        true,
+        false,
         &[
             ("TACOS_TOPOLOGY", "ring:4"),
             ("TACOS_CACHE_DIR", inside.to_str().unwrap()),
         ],
     );
-    all_verify(&files, 4);
-    assert!(!files.iter().any(|f| f.starts_with(&blocker)));
-    assert!(text.contains("tacos: WARN"), "{text}");
+    assert!(files.is_empty());
+    let all = warnings(&text, "");
+    assert_eq!(all.len(), 1, "{text}");
+    assert!(all[0].contains(blocker.to_str().unwrap()), "{text}");
+    assert!(all[0].contains("Not a directory"), "{text}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
 }
 
 #[test]
@@ -259,4 +338,49 @@ fn an_nccl_topology_file_serves_as_many_nodes_as_the_ranks_need() {
         ],
     );
     all_verify(&files, 16);
+}
+
+#[test]
+fn a_cold_128_gpu_cluster_never_holds_a_call_past_the_budget_then_serves() {
+    let cache = scratch("cold-128");
+    // The budget is 2 s (the default, given explicitly); every call must return within
+    // 10 s (a loaded machine), and the compile gets up to 30 minutes.
+    let (files, text) = run_mode(
+        128,
+        &["expect-background", "10", "1800"],
+        &[
+            ("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=16"),
+            ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+            ("TACOS_INIT_BUDGET", "2"),
+        ],
+    );
+    let pending = warnings(&text, "not ready within TACOS_INIT_BUDGET=2 s");
+    assert_eq!(pending.len(), 1, "{text}");
+    assert!(text.contains("READY after"), "{text}");
+    assert!(!files.is_empty() && files.iter().all(|f| f.starts_with(&cache)));
+    only_algorithms_where_the_executor_scans(&files);
+    // Every loaded file is a 128-GPU program; one is verified whole.
+    for f in &files {
+        assert_eq!(read_program(f).unwrap().gpus.len(), 128, "{}", f.display());
+    }
+    let first = files.iter().next().unwrap();
+    let report = verify(&read_program(first).unwrap(), &VerifyOptions::default());
+    assert!(
+        report.is_correct(),
+        "{}: {:?}",
+        first.display(),
+        report.problems.first()
+    );
+    // The 129-rank call among the declined ones: a topology of another size is only
+    // reported, never compiled.
+    let other_size: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tacos: WARN") && l.contains("communicator has 129 ranks"))
+        .collect();
+    assert_eq!(other_size.len(), 1, "{text}");
+    assert_eq!(
+        std::fs::read_dir(&cache).unwrap().count(),
+        3,
+        "one entry, its lock and the verdict on its files"
+    );
 }

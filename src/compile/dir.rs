@@ -13,7 +13,7 @@
 //! place keeps it.
 
 use super::manifest::{
-    sha256_hex, topology_hash, Manifest, ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT,
+    sha256_hex, topology_hash, Entry, Manifest, ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT,
 };
 use super::{AlgorithmSet, MANIFEST_VERSION};
 use crate::collective::CollectiveKind;
@@ -23,9 +23,12 @@ use crate::msccl::{parse_program, simulate_program, verify, Program, Target, Ver
 use crate::topology::Topology;
 use crate::units::ps_to_us;
 use serde::Deserialize;
-use std::io::Write;
+use staging::{exchange, Staged};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+
+mod staging;
+
+pub(crate) use staging::remove_abandoned;
 
 /// What `write_dir` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,8 +62,8 @@ struct Header {
 }
 
 fn read_header(dir: &Path) -> Option<Header> {
-    let text = std::fs::read_to_string(dir.join(MANIFEST_FILE)).ok()?;
-    serde_json::from_str::<Header>(&text)
+    let bytes = read_regular(&dir.join(MANIFEST_FILE)).ok()?;
+    serde_json::from_slice::<Header>(&bytes)
         .ok()
         .filter(|h| h.format == MANIFEST_FORMAT)
 }
@@ -119,7 +122,7 @@ fn plain_name(name: &str) -> bool {
 
 /// Whether `dir` holds exactly `set`: the same manifest and every file intact.
 fn holds(dir: &Path, set: &AlgorithmSet) -> bool {
-    let same_manifest = std::fs::read(dir.join(MANIFEST_FILE))
+    let same_manifest = read_regular(&dir.join(MANIFEST_FILE))
         .is_ok_and(|m| m == set.manifest.to_json().as_bytes());
     same_manifest && check_dir_with(dir, &CheckOptions::hashes_only(None)).is_ok_and(|r| r.is_ok())
 }
@@ -140,6 +143,7 @@ pub fn write_dir(set: &AlgorithmSet, dir: &Path, force: bool) -> Result<Written>
             )));
         }
     }
+    tidy_dir(dir);
     if let Found::Ours = check_target(dir, force)? {
         if holds(dir, set) {
             return Ok(Written::AlreadyThere);
@@ -183,8 +187,10 @@ pub fn write_dir(set: &AlgorithmSet, dir: &Path, force: bool) -> Result<Written>
     install(set, staged, dir, &parent, &name, force)
 }
 
-/// Renames the staged directory into place, moving aside what is in the way when that
-/// may be replaced; a bounded number of tries against racing writers.
+/// Renames the staged directory into place. What is in the way, where it may be replaced,
+/// is swapped with it in one step where the filesystem can (`dir` is never missing), else
+/// moved aside first (a kill between the two renames leaves `dir` missing until
+/// [`tidy_dir`] restores it). A bounded number of tries against racing writers.
 fn install(
     set: &AlgorithmSet,
     staged: Staged,
@@ -229,6 +235,18 @@ fn install(
                 )))
             }
         }
+        match exchange(&staged.path, dir) {
+            Ok(()) => {
+                sync_dir(parent);
+                // The staged name now holds the old set: dropping it removes that.
+                drop(staged);
+                return Ok(Written::Replaced);
+            }
+            // Removed by another writer meanwhile: try again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {}
+            Err(e) => return Err(Error::io(dir, e)),
+        }
         let aside = Staged::reserve(parent, name, "old");
         match std::fs::rename(dir, &aside.path) {
             Ok(()) => moved_aside.push(aside),
@@ -243,42 +261,12 @@ fn install(
     )))
 }
 
-/// A hidden directory beside the target, removed when dropped unless renamed away.
-struct Staged {
-    path: PathBuf,
-}
-
-impl Staged {
-    /// A fresh name `.NAME.KIND-PID-N` beside the target, unique in this process.
-    fn reserve(parent: &Path, name: &str, kind: &str) -> Staged {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        Staged {
-            path: parent.join(format!(".{name}.{kind}-{}-{n}", std::process::id())),
-        }
-    }
-
-    fn create(parent: &Path, name: &str, kind: &str) -> Result<Staged> {
-        let staged = Staged::reserve(parent, name, kind);
-        std::fs::create_dir(&staged.path).map_err(|e| Error::io(&staged.path, e))?;
-        Ok(staged)
-    }
-
-    /// Writes `file`, a path relative to the staged directory, and flushes it.
-    fn write(&self, file: &Path, bytes: &[u8]) -> Result<()> {
-        let path = self.path.join(file);
-        let result = std::fs::File::create(&path).and_then(|mut f| {
-            f.write_all(bytes)?;
-            f.sync_all()
-        });
-        result.map_err(|e| Error::io(&path, e))
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
+/// Repairs what killed writers left at `dir`: where `dir` is missing and an abandoned
+/// complete set of it is hidden beside it, that set is put back; then every abandoned
+/// hidden directory of `dir` is removed (see `staging`). Returns whether `dir` was put
+/// back. `write_dir` and the plugin cache call it before they look at `dir`.
+pub(crate) fn tidy_dir(dir: &Path) -> bool {
+    staging::tidy(dir, |candidate| read_header(candidate).is_some())
 }
 
 /// Flushes a directory's entries to disk where the filesystem allows it.
@@ -462,7 +450,11 @@ impl Claim {
 /// in the report.
 pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport> {
     let header = read_header(dir).ok_or_else(|| {
+        let manifest = std::fs::symlink_metadata(dir.join(MANIFEST_FILE));
         let hint = match (dir.file_name(), dir.parent()) {
+            _ if manifest.is_ok_and(|m| !m.is_file()) => {
+                format!("; its {MANIFEST_FILE} is not a regular file and was not opened")
+            }
             (Some(n), Some(p)) if n == ALGORITHM_DIR && read_header(p).is_some() => {
                 format!("; give the directory that holds it, {}", p.display())
             }
@@ -571,6 +563,12 @@ pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport>
     for message in range_problems(&manifest) {
         problems.add(CheckKind::Ranges, Some(MANIFEST_FILE), message);
     }
+    for entry in &manifest.entries {
+        if let Some(message) = band_problem(entry) {
+            let shown = in_algorithms(dir, &entry.file).1;
+            problems.add(CheckKind::Invalid, Some(&shown), message);
+        }
+    }
     report.problems = problems.0;
     report.manifest = Some(manifest);
     report.target = Some(target);
@@ -670,7 +668,7 @@ fn check_listed(
             }
             continue;
         }
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let bytes = read_regular(&path).map_err(|e| Error::io(&path, e))?;
         if sha256_hex(&bytes) != entry.sha256 {
             problems.add(
                 CheckKind::Edited,
@@ -710,6 +708,20 @@ fn check_listed(
                 CheckKind::Invalid,
                 file,
                 format!("the file declares (collective, in place, minBytes, maxBytes, GPUs) = {declared:?}, the manifest {expected:?}"),
+            );
+            continue;
+        }
+        let declared = (
+            program.proto.name(),
+            program.nchannels,
+            program.nchunksperloop,
+        );
+        let recorded = (entry.proto.as_str(), entry.channels, entry.chunks_per_loop);
+        if declared != recorded {
+            problems.add(
+                CheckKind::Invalid,
+                file,
+                format!("the file declares (proto, channels, chunks per loop) = {declared:?}, the manifest {recorded:?}"),
             );
             continue;
         }
@@ -765,7 +777,7 @@ fn check_unlisted(
         } else {
             ""
         };
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let bytes = read_regular(&path).map_err(|e| Error::io(&path, e))?;
         let text = String::from_utf8_lossy(&bytes);
         let program = match parse_program(&text, &shown) {
             Ok(p) => p,
@@ -879,6 +891,75 @@ fn range_problems(manifest: &Manifest) -> Vec<String> {
         }
     }
     out
+}
+
+/// What is wrong with an entry's predictions, read alone: the bands must start at the
+/// entry's smallest size and climb inside its range, and each band's figures must agree
+/// with each other as the compiler derives them from one simulated time (an edited time,
+/// bandwidth, bound or speedup breaks that; re-timing them needs the topology).
+fn band_problem(entry: &Entry) -> Option<String> {
+    let sizes: Vec<u64> = entry.bands.iter().map(|b| b.size_bytes).collect();
+    let climbs = sizes.windows(2).all(|w| w[0] < w[1]);
+    let inside = sizes
+        .iter()
+        .all(|s| (entry.min_bytes..=entry.max_bytes).contains(s));
+    if sizes.first() != Some(&entry.min_bytes) || !climbs || !inside {
+        return Some(format!(
+            "predictions at sizes {sizes:?}, which must start at {} and climb within {}..{}",
+            entry.min_bytes, entry.min_bytes, entry.max_bytes
+        ));
+    }
+    let agrees = |recorded: f64, derived: f64| {
+        recorded.is_finite() && (recorded - derived).abs() <= 1e-9 * derived.abs().max(1e-300)
+    };
+    for band in &entry.bands {
+        let time = band.time_us;
+        let consistent = time.is_finite()
+            && time > 0.0
+            && band.bound_us.is_finite()
+            && (0.0..=time * (1.0 + 1e-9)).contains(&band.bound_us)
+            && agrees(band.algbw_gbps, band.size_bytes as f64 / (time * 1e3))
+            && agrees(band.efficiency, band.bound_us / time)
+            && match (band.best_baseline_us, band.speedup_vs_baseline) {
+                (Some(base), Some(speedup)) => agrees(speedup, base / time),
+                (None, None) => true,
+                _ => false,
+            };
+        if !consistent {
+            return Some(format!(
+                "at {} bytes the predictions disagree with each other: time {} us, algbw {} GB/s, bound {} us, efficiency {}, baseline {:?} us, speedup {:?}",
+                band.size_bytes,
+                band.time_us,
+                band.algbw_gbps,
+                band.bound_us,
+                band.efficiency,
+                band.best_baseline_us,
+                band.speedup_vs_baseline
+            ));
+        }
+    }
+    None
+}
+
+/// The bytes of `path` where it is a regular file; anything else (a symbolic link, a
+/// FIFO, a device) is an error without blocking on it: it is opened without following a
+/// link and without waiting for a writer, then checked before it is read.
+pub(crate) fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::symlink_metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// The folder a directory lives in and its name.

@@ -1,6 +1,7 @@
 //! `manifest.json`: what a compiled directory holds and why, and the lookup a scheduler
 //! makes in it.
 
+use super::dir::read_regular;
 use super::{Candidate, CompileOptions};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
@@ -114,10 +115,12 @@ impl Manifest {
         })
     }
 
-    /// Reads `dir/manifest.json`.
+    /// Reads `dir/manifest.json`, which must be a regular file.
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let bytes = read_regular(&path).map_err(|e| Error::io(&path, e))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::Compile(format!("{}: not UTF-8 text", path.display())))?;
         parse_json(&text, &path.display().to_string()).map_err(Error::Compile)
     }
 

@@ -30,7 +30,7 @@ pub use dir::{
     algorithm_dir, check_dir, check_dir_with, check_target, write_dir, CheckKind, CheckOptions,
     CheckProblem, CheckReport, Found, Written,
 };
-pub(crate) use dir::{loader_problems, parent_and_name};
+pub(crate) use dir::{loader_problems, parent_and_name, read_regular, remove_abandoned, tidy_dir};
 pub use manifest::{
     sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo, ALGORITHM_DIR,
     MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,

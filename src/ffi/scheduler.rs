@@ -4,22 +4,25 @@
 //! This module only marshals the ABI; what the plugin decides is [`crate::plugin`]'s.
 //!
 //! - `init` reads the settings ([`Config::from_process`]) and starts a
-//!   [`plugin::Scheduler`]: it finds the cluster (`TACOS_TOPOLOGY`; else `NCCL_TOPO_FILE`
-//!   repeated over `TACOS_NODES` nodes, or over as many nodes as the first call's rank
-//!   count needs; else nothing, and every call falls back to the executor's own
-//!   algorithms) and the loader to compile for (`TACOS_TARGET`: `executor`, the default,
-//!   `executor-256` or `msccl-legacy`; any other value gets one warning and the default,
-//!   whose files every executor build loads), then opens or compiles its algorithm set in
-//!   the cache directory (`TACOS_CACHE_DIR`, default `$XDG_CACHE_HOME/tacos` or
-//!   `~/.cache/tacos`) through [`plugin::open_or_compile`], the same code path as
-//!   `tacos compile`: an offline-compiled directory and the online cache are the same
-//!   thing, with the algorithm files alone in each entry's `msccl/`. The ranks of one node
-//!   take turns on a lock, so one compiles and the others read its result; a corrupted or
-//!   stale entry is detected by its hashes and rebuilt. The executor may call `init` once per communicator without `teardown` in
-//!   between: later calls reuse what the first found.
+//!   [`plugin::Scheduler`], which reads and compiles nothing yet (the executor's `init`
+//!   does not say the communicator's size). The first call for a communicator size finds
+//!   the cluster (`TACOS_TOPOLOGY`; else `NCCL_TOPO_FILE` repeated over `TACOS_NODES`
+//!   nodes, or over as many nodes as the rank count needs; else nothing, and every call
+//!   falls back to the executor's own algorithms) and the loader to compile for
+//!   (`TACOS_TARGET`: `executor`, the default, `executor-256` or `msccl-legacy`; any other
+//!   value gets one warning and the default, whose files every executor build loads),
+//!   then opens or compiles its algorithm set in the cache directory (`TACOS_CACHE_DIR`,
+//!   default `$XDG_CACHE_HOME/tacos` or `~/.cache/tacos`) through
+//!   [`plugin::open_or_compile`], the same code path as `tacos compile`, on a worker
+//!   thread. Calls wait for it at most `TACOS_INIT_BUDGET` seconds (default 2) in all,
+//!   then fall back until the whole set is installed and checked. The ranks of one node
+//!   take turns on a lock, so one compiles and the others read its result; a corrupted
+//!   entry is detected by its hashes and rebuilt, with one warning. The executor may call
+//!   `init` once per communicator without `teardown` in between: later calls reuse what
+//!   the first found.
 //! - `selectAlgo` matches function, rank count, in-place or out-of-place and message size
-//!   against the manifest, checks the file once against the target's loader rules (one that
-//!   breaks any is never handed over), loads it through the executor's `mscclLoadAlgo`
+//!   against the manifest (every file was checked against the target's loader rules when
+//!   the set was opened: one that breaks any is never handed over), loads it through the executor's `mscclLoadAlgo`
 //!   (looked up at run time) once per rank and file, and sets `scheduled` and `handle`.
 //!   Anything it cannot serve (rooted collectives, Send/Recv, AllToAllv, Avg reductions,
 //!   counts that are not a multiple of the algorithm's chunks, a rank count the topology

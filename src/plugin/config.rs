@@ -2,14 +2,20 @@
 //! drives the plugins without a process environment (tests, benchmarks) builds one by
 //! hand or through [`Config::from_env`] with its own lookup.
 
-use crate::error::{Error, Result};
+use crate::error::{echo, Error, Result};
 use crate::msccl::{Profile, Target};
 use crate::tuner::GpuArch;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// GPU generation assumed when `TACOS_GPU_ARCH` is not set.
 pub const DEFAULT_GPU: GpuArch = GpuArch::Hopper;
+
+/// How long the scheduler holds the executor's calls when `TACOS_INIT_BUDGET` is unset.
+pub const DEFAULT_INIT_BUDGET: Duration = Duration::from_secs(2);
+/// The largest `TACOS_INIT_BUDGET` taken: an hour.
+pub const MAX_INIT_BUDGET: Duration = Duration::from_secs(3600);
 
 /// What both plugins read from the environment, parsed.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,10 +41,15 @@ pub struct Config {
     /// `$XDG_CACHE_HOME/tacos`, else `$HOME/.cache/tacos`, else under the system's
     /// temporary directory.
     pub cache_dir: PathBuf,
+    /// `TACOS_INIT_BUDGET` (seconds, 0 to [`MAX_INIT_BUDGET`]): the longest the scheduler
+    /// holds the executor's calls for one communicator size while its algorithm set is
+    /// opened or compiled; past it, calls fall back while the work goes on in the
+    /// background. Default [`DEFAULT_INIT_BUDGET`].
+    pub init_budget: Duration,
     /// `NCCL_ALGO` or `NCCL_PROTO` is set: the user chose NCCL's algorithms.
     pub user_chose_algorithms: bool,
     /// Scheduler settings that did not parse and were replaced (`TACOS_NODES` ignored,
-    /// `TACOS_TARGET` the default), one message each.
+    /// `TACOS_TARGET` and `TACOS_INIT_BUDGET` the default), one message each.
     pub warnings: Vec<String>,
 }
 
@@ -103,9 +114,26 @@ impl Config {
             Ok(n) if n >= 1 => Some(n),
             _ => {
                 warnings.push(format!(
-                    "TACOS_NODES='{v}' must be a whole number >= 1; ignoring it"
+                    "TACOS_NODES='{}' must be a whole number >= 1; ignoring it",
+                    echo(&v)
                 ));
                 None
+            }
+        });
+        let init_budget = get("TACOS_INIT_BUDGET").map_or(DEFAULT_INIT_BUDGET, |v| {
+            match v.trim().parse::<f64>() {
+                Ok(s) if (0.0..=MAX_INIT_BUDGET.as_secs_f64()).contains(&s) => {
+                    Duration::from_secs_f64(s)
+                }
+                _ => {
+                    warnings.push(format!(
+                        "TACOS_INIT_BUDGET='{}' must be a number of seconds from 0 to {}; using {}",
+                        echo(&v),
+                        MAX_INIT_BUDGET.as_secs(),
+                        DEFAULT_INIT_BUDGET.as_secs()
+                    ));
+                    DEFAULT_INIT_BUDGET
+                }
             }
         });
         let dir = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
@@ -123,6 +151,7 @@ impl Config {
             gpu,
             target,
             cache_dir,
+            init_budget,
             user_chose_algorithms: get("NCCL_ALGO").is_some() || get("NCCL_PROTO").is_some(),
             warnings,
         })
@@ -186,6 +215,27 @@ pub(super) mod tests {
         assert_eq!(c.nodes, Some(4));
         assert_eq!(c.target.profile, Profile::Executor256);
         assert!(c.warnings.is_empty());
+    }
+
+    #[test]
+    fn the_init_budget_is_seconds_within_an_hour_else_the_default_with_a_warning() {
+        assert_eq!(Config::default().init_budget, Duration::from_secs(2));
+        for (value, seconds) in [("0.5", 0.5), (" 10 ", 10.0), ("0", 0.0), ("3600", 3600.0)] {
+            let c = config(&[("TACOS_INIT_BUDGET", value)]).unwrap();
+            assert_eq!(c.init_budget.as_secs_f64(), seconds, "{value}");
+            assert!(c.warnings.is_empty(), "{value}: {:?}", c.warnings);
+        }
+        for value in ["fast", "-1", "3601", "nan", "inf", "2s", "\x1b[31m"] {
+            let c = config(&[("TACOS_INIT_BUDGET", value)]).unwrap();
+            assert_eq!(c.init_budget, DEFAULT_INIT_BUDGET, "{value}");
+            assert_eq!(c.warnings.len(), 1, "{value}: {:?}", c.warnings);
+            let w = &c.warnings[0];
+            assert!(
+                w.starts_with("TACOS_INIT_BUDGET='") && w.contains("from 0 to 3600; using 2"),
+                "{w}"
+            );
+            assert!(!w.contains('\x1b'), "control characters are escaped: {w}");
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ mod scheduler;
 mod tuner;
 
 pub use cache::{cache_dir_name, open_cached, open_or_compile, CachedSet, Opened};
-pub use config::{Config, DEFAULT_GPU};
+pub use config::{Config, DEFAULT_GPU, DEFAULT_INIT_BUDGET, MAX_INIT_BUDGET};
 pub use discover::{discover, plan, Discovered, Layout, NvlDomains, Plan};
 pub use scheduler::{Call, Scheduler};
 pub use tuner::{tuner_for, CostTable, Tuning, FORMULA_RANKS_MAX, SIMULATED_RANKS_MAX};

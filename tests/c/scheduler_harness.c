@@ -6,12 +6,18 @@
  * plugin must decline, then teardown.
  *
  * Usage: scheduler_harness LIB NRANKS expect-scheduled|expect-fallback
+ *        scheduler_harness LIB NRANKS expect-background BOUND_S WAIT_S
+ * The background mode is a cold cache too large to compile within the plugin's budget:
+ * init and every call must return within BOUND_S seconds, the first pass of calls falls
+ * back, then one call is repeated (each within BOUND_S) until it is scheduled, for at
+ * most WAIT_S seconds, and a second pass must schedule calls.
  * Prints LOAD/SELECT/UNLOAD lines for the Rust test, then "N failures".
  */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "msccl_scheduler.h"
 
@@ -67,6 +73,24 @@ ncclResult_t mscclUnloadAlgo(mscclAlgoHandle_t handle) {
   return ncclSuccess;
 }
 
+/* Seconds on a monotonic clock. */
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Seconds the last timed call took, and the longest so far. */
+static double bound_s = 0, longest_s = 0;
+static int calls = 0;
+
+/* Fails when a call took longer than the bound (where one is set). */
+static void timed(const char* what, double started) {
+  double took = now() - started;
+  if (took > longest_s) longest_s = took;
+  if (bound_s > 0) CHECK(took <= bound_s, "%s took %.3f s, over the bound of %.1f s", what, took, bound_s);
+}
+
 static const char* func_name(mscclFunc_t f) {
   switch (f) {
     case mscclFuncAllReduce: return "allreduce";
@@ -103,13 +127,48 @@ static struct mscclSchedulerParam call(mscclFunc_t func, int in_place, size_t co
   return p;
 }
 
+/* One pass of calls over functions, placements, sizes and the first and last rank;
+ * expect: 1 every call scheduled, 0 none, -1 no expectation. Returns how many were. */
+static int pass(mscclSchedulerInterface* s, int nranks, int expect, const char* label) {
+  mscclFunc_t funcs[] = {mscclFuncAllReduce, mscclFuncAllGather, mscclFuncReduceScatter};
+  size_t counts[] = {(size_t)1 << 12, (size_t)1 << 16, (size_t)1 << 20};
+  int scheduled = 0;
+  for (int f = 0; f < 3; f++)
+    for (int ip = 0; ip <= 1; ip++)
+      for (int c = 0; c < 3; c++)
+        for (int rank = 0; rank < nranks; rank += nranks - 1) {
+          for (int again = 0; again < 2; again++) {
+            struct mscclSchedulerParam p =
+                call(funcs[f], ip, counts[c], rank, nranks, ncclSum, ncclFloat32);
+            double started = now();
+            CHECK(s->selectAlgo(&p) == ncclSuccess, "selectAlgo");
+            timed("selectAlgo", started);
+            calls++;
+            scheduled += p.scheduled;
+            printf("SELECT %s %s %d %zu %d -> %d %d\n", label, func_name(funcs[f]), ip, counts[c],
+                   rank, (int)p.scheduled, p.handle);
+            if (expect == 1) CHECK(p.scheduled, "%s in_place=%d count=%zu rank=%d not scheduled",
+                                   func_name(funcs[f]), ip, counts[c], rank);
+            if (expect == 0) CHECK(!p.scheduled, "%s %s scheduled", label, func_name(funcs[f]));
+            if (p.scheduled) CHECK(p.handle >= 0 && p.handle < loads, "bad handle %d", p.handle);
+          }
+        }
+  return scheduled;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s LIB NRANKS expect-scheduled|expect-fallback\n", argv[0]);
+  int background = argc == 6 && strcmp(argv[3], "expect-background") == 0;
+  if (argc != 4 && !background) {
+    fprintf(stderr,
+            "usage: %s LIB NRANKS expect-scheduled|expect-fallback\n"
+            "       %s LIB NRANKS expect-background BOUND_S WAIT_S\n",
+            argv[0], argv[0]);
     return 2;
   }
   int nranks = atoi(argv[2]);
   int expect = strcmp(argv[3], "expect-scheduled") == 0;
+  double wait_s = 0;
+  if (background) bound_s = atof(argv[4]), wait_s = atof(argv[5]);
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
     printf("FAIL dlopen: %s\n1 failures\n", dlerror());
@@ -119,31 +178,40 @@ int main(int argc, char** argv) {
   CHECK(s != NULL, "no mscclScheduler symbol");
   if (s == NULL) return 1;
   CHECK(s->name != NULL && strlen(s->name) > 0, "unnamed scheduler");
+  double started = now();
   CHECK(s->init() == ncclSuccess, "init");
+  timed("init", started);
+  started = now();
   CHECK(s->init() == ncclSuccess, "second init");
+  timed("second init", started);
   CHECK(s->selectAlgo(NULL) == ncclSuccess, "NULL param");
 
-  mscclFunc_t funcs[] = {mscclFuncAllReduce, mscclFuncAllGather, mscclFuncReduceScatter};
-  size_t counts[] = {(size_t)1 << 12, (size_t)1 << 16, (size_t)1 << 20};
-  int scheduled = 0, calls = 0;
-  for (int f = 0; f < 3; f++)
-    for (int ip = 0; ip <= 1; ip++)
-      for (int c = 0; c < 3; c++)
-        for (int rank = 0; rank < nranks; rank += nranks - 1) {
-          for (int again = 0; again < 2; again++) {
-            struct mscclSchedulerParam p =
-                call(funcs[f], ip, counts[c], rank, nranks, ncclSum, ncclFloat32);
-            CHECK(s->selectAlgo(&p) == ncclSuccess, "selectAlgo");
-            calls++;
-            scheduled += p.scheduled;
-            printf("SELECT %s %d %zu %d -> %d %d\n", func_name(funcs[f]), ip, counts[c], rank,
-                   (int)p.scheduled, p.handle);
-            if (expect) CHECK(p.scheduled, "%s in_place=%d count=%zu rank=%d not scheduled",
-                              func_name(funcs[f]), ip, counts[c], rank);
-            else CHECK(!p.scheduled, "%s scheduled without a topology", func_name(funcs[f]));
-            if (p.scheduled) CHECK(p.handle >= 0 && p.handle < loads, "bad handle %d", p.handle);
-          }
-        }
+  int scheduled;
+  if (background) {
+    /* Cold: everything falls back, fast. */
+    pass(s, nranks, 0, "cold");
+    /* Then one call, repeated, until the set is ready. */
+    double waited_from = now();
+    int served = 0;
+    while (!served && now() - waited_from < wait_s) {
+      struct mscclSchedulerParam p =
+          call(mscclFuncAllReduce, 1, (size_t)1 << 16, 0, nranks, ncclSum, ncclFloat32);
+      started = now();
+      CHECK(s->selectAlgo(&p) == ncclSuccess, "selectAlgo while waiting");
+      timed("selectAlgo while waiting", started);
+      served = p.scheduled;
+      if (!served) {
+        struct timespec pause = {0, 200 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+      }
+    }
+    CHECK(served, "no call scheduled within %.0f s", wait_s);
+    printf("READY after %.1f s\n", now() - waited_from);
+    scheduled = pass(s, nranks, -1, "warm");
+    CHECK(scheduled > 0, "nothing scheduled once the set was ready");
+  } else {
+    scheduled = pass(s, nranks, expect, "run");
+  }
   /* Calls the plugin must leave to the executor. */
   struct mscclSchedulerParam declined[] = {
       call(mscclFuncSend, 0, 1 << 16, 0, nranks, ncclSum, ncclFloat32),
@@ -158,12 +226,17 @@ int main(int argc, char** argv) {
       call((mscclFunc_t)1234, 1, 1 << 16, 0, nranks, ncclSum, ncclFloat32),
   };
   for (size_t i = 0; i < sizeof(declined) / sizeof(declined[0]); i++) {
+    started = now();
     CHECK(s->selectAlgo(&declined[i]) == ncclSuccess, "selectAlgo on declined call %zu", i);
+    timed("selectAlgo on a declined call", started);
     CHECK(!declined[i].scheduled, "declined call %zu was scheduled", i);
   }
+  started = now();
   CHECK(s->teardown() == ncclSuccess, "teardown");
+  timed("teardown", started);
   for (int i = 0; i < loads; i++) CHECK(unloaded[i], "handle %d never unloaded", i);
-  printf("%d of %d calls scheduled, %d loads\n", scheduled, calls, loads);
+  printf("%d of %d calls scheduled, %d loads, longest call %.3f s\n", scheduled, calls, loads,
+         longest_s);
   printf("%d failures\n", failures);
   return failures == 0 ? 0 : 1;
 }

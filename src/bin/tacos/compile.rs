@@ -13,6 +13,7 @@ use tacos::compile::{
 };
 use tacos::msccl::Target;
 use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
+use tacos::topology::Topology;
 use tacos::units::format_size;
 
 #[derive(Debug, Args)]
@@ -30,7 +31,8 @@ pub struct CompileArgs {
     /// missing, extra or stale files, every program re-verified) and for anything in
     /// DIR/msccl the executor would refuse (entries that are not algorithm XML, files over
     /// the target's limits, two files claiming one size range). The target is the one the
-    /// manifest records, unless --target or a --max-* option names another
+    /// manifest records, unless --target or a --max-* option names another; with SPEC the
+    /// manifest's topology must be that one and every prediction is re-timed on it
     #[arg(long, value_name = "DIR", conflicts_with = "out")]
     pub check: Option<PathBuf>,
     /// Collectives, comma-separated: allreduce, allgather, reducescatter, alltoall
@@ -131,7 +133,12 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
             true => Some(args.target.target()?),
             false => None,
         };
-        return check(dir, target.as_ref(), args.json);
+        // With a topology, the manifest's is compared and every prediction re-timed.
+        let topology = match args.topology.spec {
+            Some(_) => Some(args.topology.topology()?),
+            None => None,
+        };
+        return check(dir, target.as_ref(), topology.as_ref(), args.json);
     }
     let out = args
         .out
@@ -284,9 +291,15 @@ fn base_name(c: &tacos::compile::Candidate) -> String {
     }
 }
 
-fn check(dir: &Path, target: Option<&Target>, json: bool) -> anyhow::Result<()> {
+fn check(
+    dir: &Path,
+    target: Option<&Target>,
+    topology: Option<&Topology>,
+    json: bool,
+) -> anyhow::Result<()> {
     let options = CheckOptions {
         target,
+        topology,
         ..CheckOptions::default()
     };
     let report = check_dir_with(dir, &options)?;
