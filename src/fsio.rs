@@ -9,28 +9,31 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Numbers every temporary file this process makes, so no two calls share one.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Parses JSON text into `T`. The error reads `origin:line:column: field.path: what`.
+/// Parses JSON text into `T`: one document, nothing but whitespace after it. The error
+/// reads `origin:line:column: field.path: what`.
 pub fn parse_json<T: DeserializeOwned>(text: &str, origin: &str) -> std::result::Result<T, String> {
     let de = &mut serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let inner = e.inner();
-        let message = inner.to_string();
-        // serde_json appends " at line L column C"; the prefix says it already.
-        let message = message
-            .rfind(" at line ")
-            .map_or(message.as_str(), |i| &message[..i]);
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." {
             String::new()
         } else {
             format!("{path}: ")
         };
-        format!(
-            "{origin}:{}:{}: {field}{message}",
-            inner.line(),
-            inner.column()
-        )
-    })
+        located(origin, &field, e.inner())
+    })?;
+    de.end().map_err(|e| located(origin, "", &e))?;
+    Ok(value)
+}
+
+/// A serde_json error as `origin:line:column: field what`.
+fn located(origin: &str, field: &str, e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    // serde_json appends " at line L column C"; the prefix says it already.
+    let message = message
+        .rfind(" at line ")
+        .map_or(message.as_str(), |i| &message[..i]);
+    format!("{origin}:{}:{}: {field}{message}", e.line(), e.column())
 }
 
 /// Writes `contents` to `path` through a temporary file in the same directory and a

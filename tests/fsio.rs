@@ -34,3 +34,27 @@ fn threads_writing_one_path_never_collide() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("shared.bin")]);
 }
+
+#[derive(serde::Deserialize, Debug)]
+struct Pair {
+    #[allow(dead_code)]
+    a: u32,
+}
+
+#[test]
+fn json_documents_end_where_they_end() {
+    use tacos::fsio::parse_json;
+    assert!(parse_json::<Pair>("{\"a\": 1}\n\n", "t.json").is_ok());
+    // Anything after the document, even a second document, is refused where it starts.
+    for (text, column) in [("{\"a\": 1} x", 10), ("{\"a\": 1}{\"a\": 2}", 9), ("{\"a\": 1}\n]", 1)] {
+        let e = parse_json::<Pair>(text, "t.json").unwrap_err();
+        let line = 1 + text.matches('\n').count();
+        assert!(
+            e.starts_with(&format!("t.json:{line}:{column}: trailing characters")),
+            "{text}: {e}"
+        );
+    }
+    // Errors inside still name the field.
+    let e = parse_json::<Pair>("{\"a\": -1}", "t.json").unwrap_err();
+    assert!(e.starts_with("t.json:1:8: a: invalid value"), "{e}");
+}
