@@ -367,7 +367,10 @@ mod tests {
         let e = parse("<a/>\n<b/>", "t.xml").unwrap_err();
         assert!(e.starts_with("t.xml:2:1: a second root element <b>"), "{e}");
         let e = parse("<a></a>\n  junk", "t.xml").unwrap_err();
-        assert!(e.starts_with("t.xml:2:3: text after the root element: 'junk'"), "{e}");
+        assert!(
+            e.starts_with("t.xml:2:3: text after the root element: 'junk'"),
+            "{e}"
+        );
         let e = parse("junk<a/>", "t.xml").unwrap_err();
         assert!(e.contains("text before the root element"), "{e}");
     }
@@ -400,7 +403,10 @@ mod tests {
         let depth = 200_000;
         let text = "<a>".repeat(depth) + &"</a>".repeat(depth);
         let e = parse(&text, "deep.xml").unwrap_err();
-        assert!(e.starts_with("deep.xml:1:385: elements nested 129 deep"), "{e}");
+        assert!(
+            e.starts_with("deep.xml:1:385: elements nested 129 deep"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -46,7 +46,11 @@ fn json_documents_end_where_they_end() {
     use tacos::fsio::parse_json;
     assert!(parse_json::<Pair>("{\"a\": 1}\n\n", "t.json").is_ok());
     // Anything after the document, even a second document, is refused where it starts.
-    for (text, column) in [("{\"a\": 1} x", 10), ("{\"a\": 1}{\"a\": 2}", 9), ("{\"a\": 1}\n]", 1)] {
+    for (text, column) in [
+        ("{\"a\": 1} x", 10),
+        ("{\"a\": 1}{\"a\": 2}", 9),
+        ("{\"a\": 1}\n]", 1),
+    ] {
         let e = parse_json::<Pair>(text, "t.json").unwrap_err();
         let line = 1 + text.matches('\n').count();
         assert!(

@@ -54,6 +54,7 @@ fn program(collective: &str, chunks: usize, gpus: Vec<Gpu>) -> Program {
         gpus,
         extra: Vec::new(),
         inferred: Vec::new(),
+        syntax_breaks: Vec::new(),
     }
 }
 

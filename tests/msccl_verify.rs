@@ -635,6 +635,7 @@ fn arb_program() -> impl Strategy<Value = Program> {
                 gpus,
                 extra: Vec::new(),
                 inferred: Vec::new(),
+                syntax_breaks: Vec::new(),
             })
     })
 }
