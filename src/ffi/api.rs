@@ -86,7 +86,11 @@ impl Options {
         o.root = match root {
             -1 => None,
             r => Some(usize::try_from(r).map_err(|_| {
-                invalid("options.root", r, "an NPU id (0 or more), or -1 for the first alive NPU")
+                invalid(
+                    "options.root",
+                    r,
+                    "an NPU id (0 or more), or -1 for the first alive NPU",
+                )
             })?),
         };
         o.in_place = match field!(in_place) {
@@ -218,7 +222,10 @@ unsafe fn xml_from_c(
     size_bytes: u64,
     options: *const TacosSynthOptions,
 ) -> Result<String, String> {
-    let (topology, collective) = (c_str(topology, "topology")?, c_str(collective, "collective")?);
+    let (topology, collective) = (
+        c_str(topology, "topology")?,
+        c_str(collective, "collective")?,
+    );
     let options = Options::read(options)?;
     check_size(size_bytes)?;
     synthesize_xml(topology, collective, size_bytes, &options)

@@ -42,7 +42,9 @@ fn install_hook() {
             let here = GUARDED.try_with(Cell::get).unwrap_or(0) > 0;
             let worker = rayon::current_thread_index().is_some();
             if here {
-                let at = info.location().map(|l| format!("{}:{}", l.file(), l.line()));
+                let at = info
+                    .location()
+                    .map(|l| format!("{}:{}", l.file(), l.line()));
                 let _ = PANIC_AT.try_with(|p| *p.borrow_mut() = at);
             } else if !(worker && ACTIVE.load(Ordering::SeqCst) > 0) {
                 previous(info);

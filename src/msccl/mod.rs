@@ -7,11 +7,11 @@
 //! [`verify()`] executes a program symbolically and checks it computes its collective, and
 //! [`timing`] times it with the simulator's alpha-beta rules. [`limits`] holds the
 //! executor's hard limits, which the lowering respects; [`rules`] lists every rule of a
-//! [`Target`]'s loader a program breaks, limits included. [`budget`] estimates what
+//! [`Target`]'s loader a program breaks, limits included. [`footprint`] estimates what
 //! executing a program costs, so that verifying or timing a hostile one is refused before
 //! it allocates.
 
-pub mod budget;
+pub mod footprint;
 pub mod layout;
 pub mod limits;
 pub mod lower;

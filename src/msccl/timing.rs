@@ -72,7 +72,7 @@ impl ProgramTimer {
             )));
         }
         let kind = program.collective_kind();
-        super::budget::check(program, kind, super::budget::MAX_BYTES, "timing")?;
+        super::footprint::check(program, kind, super::footprint::MAX_BYTES, "timing")?;
         let structure = exec::structure_problems(program);
         if let Some(p) = structure.first() {
             return Err(Error::Msccl(format!("cannot run the program: {p}")));
