@@ -3,7 +3,7 @@
 //! `tacos_last_error` on the same thread.
 //!
 //! A caught panic is a bug; the guard prints one line for it on stderr, `tacos: WARN panic
-//! at FILE:LINE: MESSAGE`. Rust's own panic message would go to the host's stderr too (and
+//! at FILE:LINE: MESSAGE` (`on a worker thread` where the panic came from one). Rust's own panic message would go to the host's stderr too (and
 //! once per worker thread that panics), so the first guarded call installs a panic hook
 //! that writes nothing for panics under a guard: on a guarded thread, or on one of the
 //! library's worker threads while a guard runs. Other panics go to the hook that was there
@@ -44,7 +44,7 @@ fn install_hook() {
             if here {
                 let at = info
                     .location()
-                    .map(|l| format!("{}:{}", l.file(), l.line()));
+                    .map(|l| format!("at {}:{}", l.file(), l.line()));
                 let _ = PANIC_AT.try_with(|p| *p.borrow_mut() = at);
             } else if !(worker && ACTIVE.load(Ordering::SeqCst) > 0) {
                 previous(info);
@@ -94,9 +94,9 @@ pub fn guard<T>(on_failure: T, f: impl FnOnce() -> Result<T, String>) -> T {
                 .unwrap_or_else(|| "unknown panic".into());
             let at = PANIC_AT
                 .with(|p| p.borrow_mut().take())
-                .unwrap_or_else(|| "a worker thread".into());
+                .unwrap_or_else(|| "on a worker thread".into());
             let line = format!(
-                "tacos: WARN panic at {at}: {} (please report)\n",
+                "tacos: WARN panic {at}: {} (please report)\n",
                 crate::error::echo(&what)
             );
             // One write of the whole line; a closed stderr is no reason to fail.
