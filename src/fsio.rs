@@ -1,13 +1,39 @@
-//! Reading JSON with errors that point at the spot, and writing files atomically.
+//! Reading files whole within a size limit, reading JSON with errors that point at the
+//! spot, and writing files atomically.
 
 use crate::error::{Error, Result};
 use serde::de::DeserializeOwned;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Numbers every temporary file this process makes, so no two calls share one.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Reads the text file at `path` (`what` it holds, for the error) whole, refusing one of
+/// more than `max_bytes`: by its size before reading, and by what it yields for a stream
+/// whose size is not known (a pipe), so a huge input costs no memory.
+pub fn read_text(path: &Path, what: &str, max_bytes: u64) -> Result<String> {
+    let too_big = |value: u64| Error::Limit {
+        what: "bytes",
+        value,
+        limit: max_bytes,
+        context: format!("{}: {what}", path.display()),
+    };
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if meta.is_file() && meta.len() > max_bytes {
+        return Err(too_big(meta.len()));
+    }
+    let mut text = String::new();
+    file.take(max_bytes.saturating_add(1))
+        .read_to_string(&mut text)
+        .map_err(|e| Error::io(path, e))?;
+    if text.len() as u64 > max_bytes {
+        return Err(too_big(text.len() as u64));
+    }
+    Ok(text)
+}
 
 /// Parses JSON text into `T`: one document, nothing but whitespace after it. The error
 /// reads `origin:line:column: field.path: what`.

@@ -187,9 +187,14 @@ impl XmlWriter {
     }
 }
 
+/// The largest algorithm file read: 512 MiB. The largest the executor can load (1,024
+/// ranks of 4,095 elements) takes about 460 MB as the writer lays it out; the reader holds
+/// about ten times a file's size while it parses.
+pub const MAX_FILE_BYTES: u64 = 512 << 20;
+
 /// Reads and parses an XML file.
 pub fn read_program(path: &Path) -> Result<Program> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::fsio::read_text(path, "an MSCCL algorithm file", MAX_FILE_BYTES)?;
     parse_program(&text, &path.display().to_string())
 }
 
