@@ -12,7 +12,7 @@
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, CStr, CString};
 use std::io::Write;
-use std::panic::{catch_unwind, AssertUnwindSafe, PanicHookInfo};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
 
@@ -38,7 +38,7 @@ fn install_hook() {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info: &PanicHookInfo| {
+        std::panic::set_hook(Box::new(move |info| {
             let here = GUARDED.try_with(Cell::get).unwrap_or(0) > 0;
             let worker = rayon::current_thread_index().is_some();
             if here {

@@ -105,7 +105,7 @@ pub fn estimate(program: &Program, kind: Option<CollectiveKind>) -> Vec<(u64, St
             ),
         ));
     }
-    parts.sort_by(|a, b| b.0.cmp(&a.0));
+    parts.sort_by_key(|p| std::cmp::Reverse(p.0));
     parts
 }
 

@@ -293,7 +293,7 @@ pub fn parse_program(text: &str, origin: &str) -> Result<Program> {
     }
     if let Some(missing) = gpus.iter().position(|g| g.is_none()) {
         return Err(at(
-            &root,
+            root,
             &format!("<algo>: ngpus is {ngpus} but there is no <gpu id=\"{missing}\">"),
         ));
     }
