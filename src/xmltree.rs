@@ -213,14 +213,14 @@ pub fn parse_document(text: &str, origin: &str, limits: &Limits) -> Result<Docum
                 let text = String::from_utf8_lossy(&t);
                 let trimmed = text.trim_start();
                 if !trimmed.is_empty() {
-                    let where_ = if root.is_some() { "after" } else { "before" };
+                    let what = match root {
+                        Some(_) => "text after the root element",
+                        None => "no root element before text",
+                    };
                     let start = offset + (text.len() - trimmed.len()) as u64;
                     return Err(at(
                         start,
-                        format!(
-                            "text {where_} the root element: '{}'",
-                            crate::error::echo(trimmed.trim_end())
-                        ),
+                        format!("{what}: '{}'", crate::error::echo(trimmed.trim_end())),
                     ));
                 }
                 None
@@ -372,7 +372,7 @@ mod tests {
             "{e}"
         );
         let e = parse("junk<a/>", "t.xml").unwrap_err();
-        assert!(e.contains("text before the root element"), "{e}");
+        assert!(e.contains("no root element before text: 'junk'"), "{e}");
     }
 
     #[test]

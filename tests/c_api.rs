@@ -322,7 +322,10 @@ const PANIC_CHILD: &str = "TACOS_TEST_PANIC_CHILD";
 fn guarded_panics_print_one_warn_line_each() {
     if std::env::var_os(PANIC_CHILD).is_some() {
         // On the guarded thread, with a control character to escape.
-        assert_eq!(guard(-1, || -> Result<i32, String> { panic!("first \x1b[31m") }), -1);
+        assert_eq!(
+            guard(-1, || -> Result<i32, String> { panic!("first \x1b[31m") }),
+            -1
+        );
         // On a worker thread: rayon hands the panic to the guarded thread.
         let worker = guard(-1, || {
             rayon::scope(|s| s.spawn(|_| panic!("in a worker")));
@@ -334,13 +337,20 @@ fn guarded_panics_print_one_warn_line_each() {
         return;
     }
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "guarded_panics_print_one_warn_line_each", "--nocapture"])
+        .args([
+            "--exact",
+            "guarded_panics_print_one_warn_line_each",
+            "--nocapture",
+        ])
         .env(PANIC_CHILD, "1")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("tacos: WARN")).collect();
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("tacos: WARN"))
+        .collect();
     assert_eq!(warnings.len(), 2, "{stderr}");
     assert!(
         warnings[0].starts_with("tacos: WARN panic at tests/c_api.rs:")

@@ -74,11 +74,18 @@ fn text_files_past_the_limit_are_refused_before_reading() {
     let e = read_text(&path, "digits", 9).unwrap_err().to_string();
     assert_eq!(
         e,
-        format!("{}: digits: 10 bytes, more than the 9 allowed", path.display())
+        format!(
+            "{}: digits: 10 bytes, more than the 9 allowed",
+            path.display()
+        )
     );
     // A stream of unknown size is cut at the limit.
     let e = read_text(Path::new("/dev/zero"), "zeros", 1 << 20).unwrap_err();
-    assert!(e.to_string().contains("1048577 bytes, more than the 1048576 allowed"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("1048577 bytes, more than the 1048576 allowed"),
+        "{e}"
+    );
     let e = read_text(&dir.join("missing"), "digits", 9).unwrap_err();
     assert!(e.to_string().contains("missing"), "{e}");
 }

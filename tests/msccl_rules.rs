@@ -491,7 +491,10 @@ fn text_break(edit: impl Fn(&str) -> String) -> RuleBreak {
     let mut model = p.clone();
     model.syntax_breaks.clear();
     model.gpus[0].threadblocks[0].steps[0].extra.clear();
-    assert_eq!(model, tacos::msccl::parse_program(&written, "t.xml").unwrap());
+    assert_eq!(
+        model,
+        tacos::msccl::parse_program(&written, "t.xml").unwrap()
+    );
     breaks[0].clone()
 }
 
@@ -501,10 +504,17 @@ fn text_the_loaders_parser_refuses_is_a_break_of_the_element_it_is_in() {
     // at the '?' before '>'.
     let b = text_break(|t| format!("<?xml version=\"1.0\"?>\n{t}"));
     assert_eq!((b.rule, b.element), (Rule::XmlSyntax, Element::ALGO));
-    assert!(b.message.starts_with("t.xml:1:1: an XML declaration"), "{}", b.message);
+    assert!(
+        b.message.starts_with("t.xml:1:1: an XML declaration"),
+        "{}",
+        b.message
+    );
     // It reads a value from a single quote to the next double quote.
     let b = text_break(|t| t.replacen("cnt=\"1\"", "cnt='1'", 1));
-    assert_eq!((b.rule, b.element), (Rule::XmlSyntax, Element::step(0, 0, 0)));
+    assert_eq!(
+        (b.rule, b.element),
+        (Rule::XmlSyntax, Element::step(0, 0, 0))
+    );
     assert!(b.message.contains("single-quoted"), "{}", b.message);
     // A tab ends an attribute's name and is not the space it continues after.
     let b = text_break(|t| t.replacen(" chan=\"0\"", "\tchan=\"0\"", 1));
@@ -512,11 +522,25 @@ fn text_the_loaders_parser_refuses_is_a_break_of_the_element_it_is_in() {
     // It keeps 16 attributes: a step with 7 more than its 10 drops the last.
     let extra: String = (0..7).map(|i| format!(" x{i}=\"{i}\"")).collect();
     let b = text_break(|t| t.replacen("hasdep=\"0\"", &format!("hasdep=\"0\"{extra}"), 1));
-    assert_eq!((b.rule, b.element), (Rule::AttributeCount, Element::step(0, 0, 0)));
-    assert!(b.message.contains("17 attributes") && b.message.ends_with("ignores x6"), "{}", b.message);
+    assert_eq!(
+        (b.rule, b.element),
+        (Rule::AttributeCount, Element::step(0, 0, 0))
+    );
+    assert!(
+        b.message.contains("17 attributes") && b.message.ends_with("ignores x6"),
+        "{}",
+        b.message
+    );
     // Values go into 255-byte buffers: 256 digits overrun one, whatever number they spell.
     let long = format!("srcoff=\"{}0\"", "0".repeat(255));
     let b = text_break(|t| t.replacen("srcoff=\"0\"", &long, 1));
-    assert_eq!((b.rule, b.element), (Rule::AttributeLength, Element::step(0, 0, 0)));
-    assert!(b.message.contains("'srcoff' has a value of 256 bytes"), "{}", b.message);
+    assert_eq!(
+        (b.rule, b.element),
+        (Rule::AttributeLength, Element::step(0, 0, 0))
+    );
+    assert!(
+        b.message.contains("'srcoff' has a value of 256 bytes"),
+        "{}",
+        b.message
+    );
 }
