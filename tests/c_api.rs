@@ -167,6 +167,17 @@ fn bad_arguments_return_minus_one_with_a_reason() {
             ),
             "topology JSON:1:",
         );
+        // One JSON document, nothing after it.
+        fails(
+            tacos_synthesize_xml(
+                c("{\"npus\": 2, \"links\": [{\"src\": 0, \"dst\": 1}]} {}").as_ptr(),
+                ar.as_ptr(),
+                1024,
+                none.cast(),
+                &mut xml,
+            ),
+            "topology JSON:1:46: trailing characters",
+        );
         fails(
             tacos_simulate_xml(ring.as_ptr(), c("/no/such.xml").as_ptr(), 1024, &mut time),
             "/no/such.xml",
