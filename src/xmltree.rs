@@ -53,7 +53,8 @@ impl Element {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Most elements open at once (the root is depth 1). NCCL topology dumps nest about 10
-    /// deep and MSCCL algorithms 4; 128 is serde_json's nesting limit too.
+    /// deep and MSCCL algorithms 4; 128 is serde_json's nesting limit too. It also bounds
+    /// the recursion of dropping, cloning and comparing a tree, which are derived.
     pub max_depth: usize,
     /// Most elements in the file: 2^22 holds an MSCCL algorithm at the executor's limits
     /// (1,024 GPUs of 4,095 elements each), whose tree takes about 1 KB per step.
