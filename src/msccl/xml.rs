@@ -236,11 +236,11 @@ pub fn parse_program(text: &str, origin: &str) -> Result<Program> {
             reason,
         });
     };
-    let name = a.optional("name").unwrap_or_else(|| {
+    let name = a.optional("name").map(str::to_owned).unwrap_or_else(|| {
         infer("name", String::new(), "none given");
         String::new()
     });
-    let collective = a.string("coll")?;
+    let collective = a.string("coll")?.to_owned();
     let root_rank = a.optional_usize("root")?;
     let nchannels = a.usize("nchannels")?;
     let nchunksperloop = a.usize("nchunksperloop")?;
@@ -432,9 +432,10 @@ fn parse_step(origin: &str, e: &Element, context: String, index: usize) -> Resul
         )));
     }
     let code = a.string("type")?;
-    let instr = Instr::from_code(&code).ok_or_else(|| {
+    let instr = Instr::from_code(code).ok_or_else(|| {
         a.fail(&format!(
-            "unknown instruction type '{code}' (known: {})",
+            "unknown instruction type '{}' (known: {})",
+            crate::error::echo(code),
             Instr::ALL.map(|i| i.code()).join(", ")
         ))
     })?;
@@ -473,7 +474,7 @@ fn parse_step(origin: &str, e: &Element, context: String, index: usize) -> Resul
 struct Attrs<'a> {
     origin: &'a str,
     element: &'a Element,
-    attrs: Vec<(String, String)>,
+    attrs: Vec<(&'a str, &'a str)>,
     /// Where the element is, for messages (" in GPU 0 tb 3").
     context: String,
 }
@@ -483,7 +484,7 @@ impl<'a> Attrs<'a> {
         Attrs {
             origin,
             element,
-            attrs: element.attrs.clone(),
+            attrs: element.attrs().collect(),
             context,
         }
     }
@@ -501,12 +502,12 @@ impl<'a> Attrs<'a> {
         ))
     }
 
-    fn optional(&mut self, key: &str) -> Option<String> {
-        let i = self.attrs.iter().position(|(k, _)| k == key)?;
+    fn optional(&mut self, key: &str) -> Option<&'a str> {
+        let i = self.attrs.iter().position(|&(k, _)| k == key)?;
         Some(self.attrs.remove(i).1)
     }
 
-    fn string(&mut self, key: &str) -> Result<String> {
+    fn string(&mut self, key: &str) -> Result<&'a str> {
         self.optional(key)
             .ok_or_else(|| self.fail(&format!("missing attribute '{key}'")))
     }
@@ -517,13 +518,13 @@ impl<'a> Attrs<'a> {
         let n: i64 = v.trim().parse().map_err(|_| {
             self.fail(&format!(
                 "{key}=\"{}\" is not a whole number",
-                crate::error::echo(&v)
+                crate::error::echo(v)
             ))
         })?;
-        if n.abs() > MAX_ATTRIBUTE_INT {
+        if n.unsigned_abs() > MAX_ATTRIBUTE_INT as u64 {
             return Err(self.invalid(
                 key,
-                &v,
+                v,
                 format!("a whole number from -{MAX_ATTRIBUTE_INT} to {MAX_ATTRIBUTE_INT} (the executor reads it as a C int)"),
             ));
         }
@@ -570,7 +571,8 @@ impl<'a> Attrs<'a> {
             None => Ok(None),
             Some(v) => v.trim().parse().map(Some).map_err(|_| {
                 self.fail(&format!(
-                    "{key}=\"{v}\" is not a rank (a whole number, 0 or more)"
+                    "{key}=\"{}\" is not a rank (a whole number, 0 or more)",
+                    crate::error::echo(v)
                 ))
             }),
         }
@@ -585,7 +587,7 @@ impl<'a> Attrs<'a> {
             Ok(n) if n <= WHOLE_RANGE_MAX_BYTES => Ok(Some(n)),
             _ => Err(self.invalid(
                 key,
-                &v,
+                v,
                 format!("a byte count, a whole number from 0 to {WHOLE_RANGE_MAX_BYTES} (the executor reads it as an int64_t)"),
             )),
         }
@@ -606,18 +608,28 @@ impl<'a> Attrs<'a> {
             Ok(0) => Ok(Some(false)),
             Ok(1) => Ok(Some(true)),
             Ok(n) => Err(self.fail(&format!("{key} is {n}; it must be 0 or 1"))),
-            Err(_) => Err(self.fail(&format!("{key}=\"{v}\" is not a whole number"))),
+            Err(_) => Err(self.fail(&format!(
+                "{key}=\"{}\" is not a whole number",
+                crate::error::echo(v)
+            ))),
         }
     }
 
     fn buf(&mut self, key: &str) -> Result<Buf> {
         let v = self.string(key)?;
-        Buf::from_code(&v)
-            .ok_or_else(|| self.fail(&format!("{key} is '{v}'; it must be i, o or s")))
+        Buf::from_code(v).ok_or_else(|| {
+            self.fail(&format!(
+                "{key} is '{}'; it must be i, o or s",
+                crate::error::echo(v)
+            ))
+        })
     }
 
     fn rest(self) -> ExtraAttrs {
         self.attrs
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
     }
 }
 
@@ -671,11 +683,8 @@ impl<'a> Syntax<'a> {
                 format!("{at}: {}, which the loaders' parser refuses", note.what),
             );
         }
-        if e.attrs.len() > MAX_ATTRIBUTES {
-            let ignored: Vec<&str> = e.attrs[MAX_ATTRIBUTES..]
-                .iter()
-                .map(|(k, _)| k.as_str())
-                .collect();
+        if e.attrs().len() > MAX_ATTRIBUTES {
+            let ignored: Vec<&str> = e.attrs().skip(MAX_ATTRIBUTES).map(|(k, _)| k).collect();
             self.add(
                 Rule::AttributeCount,
                 at,
@@ -683,15 +692,14 @@ impl<'a> Syntax<'a> {
                 e.column,
                 format!(
                     "{at}: {} attributes; the loaders' parser keeps the first {MAX_ATTRIBUTES} and ignores {}",
-                    e.attrs.len(),
+                    e.attrs().len(),
                     crate::error::echo(&ignored.join(", "))
                 ),
             );
         }
         let long = e
-            .attrs
-            .iter()
-            .find(|(k, v)| v.len() > MAX_VALUE_BYTES && model_reads.contains(&k.as_str()));
+            .attrs()
+            .find(|(k, v)| v.len() > MAX_VALUE_BYTES && model_reads.contains(k));
         if let Some((k, v)) = long {
             self.add(
                 Rule::AttributeLength,
