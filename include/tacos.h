@@ -10,7 +10,11 @@
  *
  * Functions returning int give 0 on success and -1 on failure; tacos_last_error() then says
  * why. Every function is safe to call from any thread, never aborts the host process and
- * never lets an error escape as anything but a return code.
+ * never lets an error escape as anything but a return code. Sizes run from 1 byte to 2^63 - 1.
+ * Inputs past the library's limits (topology sizes, XML nesting and element counts, the
+ * cost of verifying a program) fail the call with the limit named, before anything is
+ * allocated for them. An internal error (a bug) also fails the call, and prints one line,
+ * "tacos: WARN ...", on stderr.
  */
 #ifndef TACOS_H
 #define TACOS_H
@@ -48,6 +52,9 @@ typedef struct tacos_synth_options {
   const char* proto;       /* "Simple", "LL", "LL128"; NULL = LL up to 512 KiB, else Simple */
   double bandwidth_gbps;   /* for links the topology leaves unspecified; 0 = 50 GB/s */
   double latency_us;       /* likewise; negative = 0.5 us */
+  /* Out-of-range values fail the call (-1) naming the field, as the command line's flags
+     do: a root below -1, an in_place other than -1, 0, 1, a bandwidth that is negative,
+     NaN or infinite, a latency that is NaN or infinite. */
   /*
    * The loader the XML is for: "executor" (the MSCCL executor as built by default, and RCCL:
    * 64 steps per threadblock, 64 threadblocks per GPU), "executor-256" (built with

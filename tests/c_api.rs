@@ -167,6 +167,17 @@ fn bad_arguments_return_minus_one_with_a_reason() {
             ),
             "topology JSON:1:",
         );
+        // One JSON document, nothing after it.
+        fails(
+            tacos_synthesize_xml(
+                c("{\"npus\": 2, \"links\": [{\"src\": 0, \"dst\": 1}]} {}").as_ptr(),
+                ar.as_ptr(),
+                1024,
+                none.cast(),
+                &mut xml,
+            ),
+            "topology JSON:1:46: trailing characters",
+        );
         fails(
             tacos_simulate_xml(ring.as_ptr(), c("/no/such.xml").as_ptr(), 1024, &mut time),
             "/no/such.xml",
@@ -313,4 +324,56 @@ fn the_target_field_picks_the_loader_and_old_callers_get_the_default() {
         e.contains("options.target") && e.contains("executor-512") && e.contains("msccl-legacy"),
         "{e}"
     );
+}
+
+/// Set in the child process of `guarded_panics_print_one_warn_line_each`.
+const PANIC_CHILD: &str = "TACOS_TEST_PANIC_CHILD";
+
+#[test]
+fn guarded_panics_print_one_warn_line_each() {
+    if std::env::var_os(PANIC_CHILD).is_some() {
+        // On the guarded thread, with a control character to escape.
+        assert_eq!(
+            guard(-1, || -> Result<i32, String> { panic!("first \x1b[31m") }),
+            -1
+        );
+        // On a worker thread: rayon hands the panic to the guarded thread.
+        let worker = guard(-1, || {
+            rayon::scope(|s| s.spawn(|_| panic!("in a worker")));
+            Ok(0)
+        });
+        assert_eq!(worker, -1);
+        // Outside any guard the hook that was there before still reports.
+        assert!(std::panic::catch_unwind(|| panic!("unguarded")).is_err());
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "guarded_panics_print_one_warn_line_each",
+            "--nocapture",
+        ])
+        .env(PANIC_CHILD, "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("tacos: WARN"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{stderr}");
+    assert!(
+        warnings[0].starts_with("tacos: WARN panic at tests/c_api.rs:")
+            && warnings[0].ends_with(": first \\u{1b}[31m (please report)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        warnings[1],
+        "tacos: WARN panic on a worker thread: in a worker (please report)"
+    );
+    // Nothing else about the guarded panics reaches stderr; the unguarded one does.
+    assert_eq!(stderr.matches("first").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("in a worker").count(), 1, "{stderr}");
+    assert!(stderr.contains("unguarded"), "{stderr}");
 }

@@ -54,6 +54,7 @@ fn program(collective: &str, chunks: usize, gpus: Vec<Gpu>) -> Program {
         gpus,
         extra: Vec::new(),
         inferred: Vec::new(),
+        syntax_breaks: Vec::new(),
     }
 }
 
@@ -476,5 +477,70 @@ fn every_broken_rule_is_listed_with_its_element() {
     assert_eq!(
         json["element"],
         serde_json::json!({"gpu": 0, "tb": 0, "step": 64})
+    );
+}
+
+/// The one break the text `edit` makes of the written pair breaks, after parsing.
+fn text_break(edit: impl Fn(&str) -> String) -> RuleBreak {
+    let written = tacos::msccl::write_program(&all_gather_pair(1));
+    let p = tacos::msccl::parse_program(&edit(&written), "t.xml").unwrap();
+    let breaks = rules::check(&p, &Target::default());
+    assert_eq!(breaks.len(), 1, "{breaks:#?}");
+    // The text's breaks are all the parse adds: the model is the written program's, but
+    // for attributes added.
+    let mut model = p.clone();
+    model.syntax_breaks.clear();
+    model.gpus[0].threadblocks[0].steps[0].extra.clear();
+    assert_eq!(
+        model,
+        tacos::msccl::parse_program(&written, "t.xml").unwrap()
+    );
+    breaks[0].clone()
+}
+
+#[test]
+fn text_the_loaders_parser_refuses_is_a_break_of_the_element_it_is_in() {
+    // The executor's parser (msccl_parser.cc) reads "<?xml" as an element name and stops
+    // at the '?' before '>'.
+    let b = text_break(|t| format!("<?xml version=\"1.0\"?>\n{t}"));
+    assert_eq!((b.rule, b.element), (Rule::XmlSyntax, Element::ALGO));
+    assert!(
+        b.message.starts_with("t.xml:1:1: an XML declaration"),
+        "{}",
+        b.message
+    );
+    // It reads a value from a single quote to the next double quote.
+    let b = text_break(|t| t.replacen("cnt=\"1\"", "cnt='1'", 1));
+    assert_eq!(
+        (b.rule, b.element),
+        (Rule::XmlSyntax, Element::step(0, 0, 0))
+    );
+    assert!(b.message.contains("single-quoted"), "{}", b.message);
+    // A tab ends an attribute's name and is not the space it continues after.
+    let b = text_break(|t| t.replacen(" chan=\"0\"", "\tchan=\"0\"", 1));
+    assert_eq!((b.rule, b.element), (Rule::XmlSyntax, Element::tb(0, 0)));
+    // It keeps 16 attributes: a step with 7 more than its 10 drops the last.
+    let extra: String = (0..7).map(|i| format!(" x{i}=\"{i}\"")).collect();
+    let b = text_break(|t| t.replacen("hasdep=\"0\"", &format!("hasdep=\"0\"{extra}"), 1));
+    assert_eq!(
+        (b.rule, b.element),
+        (Rule::AttributeCount, Element::step(0, 0, 0))
+    );
+    assert!(
+        b.message.contains("17 attributes") && b.message.ends_with("ignores x6"),
+        "{}",
+        b.message
+    );
+    // Values go into 255-byte buffers: 256 digits overrun one, whatever number they spell.
+    let long = format!("srcoff=\"{}0\"", "0".repeat(255));
+    let b = text_break(|t| t.replacen("srcoff=\"0\"", &long, 1));
+    assert_eq!(
+        (b.rule, b.element),
+        (Rule::AttributeLength, Element::step(0, 0, 0))
+    );
+    assert!(
+        b.message.contains("'srcoff' has a value of 256 bytes"),
+        "{}",
+        b.message
     );
 }

@@ -523,6 +523,19 @@ fn bad_files_name_the_element_and_the_reason() {
         (SMALL.replacen("proto=\"Simple\"", "proto=\"Fast\"", 1), "unknown protocol 'Fast'"),
         (SMALL.replacen("srcbuf=\"i\"", "srcbuf=\"x\"", 1), "srcbuf is 'x'; it must be i, o or s"),
         (SMALL.replacen("</tb>", "", 1), "t.xml:"),
+        // Counts are held to the executor's C int, and ngpus to the GPUs the file holds,
+        // before anything is allocated for them.
+        (
+            SMALL.replacen("cnt=\"1\"", "cnt=\"4294967296\"", 1),
+            "t.xml:4:7: <step s=\"0\"> in GPU 0 tb 0: cnt: '4294967296' must be a whole number from -2147483647 to 2147483647",
+        ),
+        (SMALL.replacen("ngpus=\"2\"", "ngpus=\"3\"", 1), "t.xml:1:1: <algo>: ngpus is 3 but the file has 2 <gpu> element(s)"),
+        (SMALL.replacen("srcoff=\"0\"", "srcoff=\"-9223372036854775808\"", 1), "srcoff: '-9223372036854775808' must be a whole number from"),
+        (SMALL.replacen("type=\"r\"", "type=\"\x1b[2J\"", 1), "unknown instruction type '\\u{1b}[2J'"),
+        (SMALL.replacen("maxBytes=\"0\"", "maxBytes=\"9223372036854775808\"", 1), "<algo>: maxBytes: '9223372036854775808' must be a byte count"),
+        // One document: nothing after </algo>.
+        (format!("{SMALL}<algo/>"), "t.xml:17:1: a second root element <algo>"),
+        (format!("{SMALL}x"), "t.xml:17:1: text after the root element: 'x'"),
     ];
     for (text, want) in cases {
         let err = parse_err(&text);
@@ -635,6 +648,7 @@ fn arb_program() -> impl Strategy<Value = Program> {
                 gpus,
                 extra: Vec::new(),
                 inferred: Vec::new(),
+                syntax_breaks: Vec::new(),
             })
     })
 }

@@ -82,11 +82,28 @@ impl Options {
             o.chunks = Chunks::Fixed(chunks as usize);
         }
         o.seed = field!(seed);
-        o.root = usize::try_from(field!(root)).ok();
+        let root: i32 = field!(root);
+        o.root = match root {
+            -1 => None,
+            r => Some(usize::try_from(r).map_err(|_| {
+                invalid(
+                    "options.root",
+                    r,
+                    "an NPU id (0 or more), or -1 for the first alive NPU",
+                )
+            })?),
+        };
         o.in_place = match field!(in_place) {
+            -1 => None,
             0 => Some(false),
             1 => Some(true),
-            _ => None,
+            other => {
+                return Err(invalid(
+                    "options.in_place",
+                    other,
+                    "1 (in place), 0 (out of place) or -1 (the collective's usual)",
+                ))
+            }
         };
         let proto: *const c_char = field!(proto);
         if !proto.is_null() {
@@ -94,10 +111,24 @@ impl Options {
             o.proto = Some(name.parse().map_err(|e: crate::Error| e.to_string())?);
         }
         let (bandwidth, latency): (f64, f64) = (field!(bandwidth_gbps), field!(latency_us));
-        if bandwidth > 0.0 {
+        if bandwidth != 0.0 {
+            if !(bandwidth.is_finite() && bandwidth > 0.0) {
+                return Err(invalid(
+                    "options.bandwidth_gbps",
+                    bandwidth,
+                    "a positive, finite number of GB/s, or 0 for 50",
+                ));
+            }
             o.defaults.bandwidth_gbps = bandwidth;
         }
-        if latency >= 0.0 && latency.is_finite() {
+        if !(latency < 0.0 && latency.is_finite()) {
+            if !(latency.is_finite() && latency >= 0.0) {
+                return Err(invalid(
+                    "options.latency_us",
+                    latency,
+                    "a finite number of microseconds, 0 or more, or negative for 0.5",
+                ));
+            }
             o.defaults.latency_us = latency;
         }
         let has_target = size >= std::mem::size_of::<TacosSynthOptions>();
@@ -115,6 +146,31 @@ impl Options {
         }
         Ok(o)
     }
+}
+
+/// An argument out of its range, as the library words it.
+fn invalid(input: &str, value: impl std::fmt::Display, allowed: &str) -> String {
+    crate::Error::Invalid {
+        input: input.into(),
+        value: value.to_string(),
+        allowed: allowed.into(),
+    }
+    .to_string()
+}
+
+/// The largest collective size the API takes: sizes are held below 2^63 bytes.
+const MAX_SIZE_BYTES: u64 = i64::MAX as u64;
+
+/// Checks a collective size: 1 byte to `MAX_SIZE_BYTES`.
+fn check_size(size_bytes: u64) -> Result<(), String> {
+    if size_bytes == 0 || size_bytes > MAX_SIZE_BYTES {
+        return Err(invalid(
+            "size_bytes",
+            size_bytes,
+            &format!("at least 1 byte and at most {MAX_SIZE_BYTES}"),
+        ));
+    }
+    Ok(())
 }
 
 /// A topology given as JSON text, a JSON file, or a builder spec.
@@ -167,12 +223,13 @@ unsafe fn xml_from_c(
     size_bytes: u64,
     options: *const TacosSynthOptions,
 ) -> Result<String, String> {
-    synthesize_xml(
+    let (topology, collective) = (
         c_str(topology, "topology")?,
         c_str(collective, "collective")?,
-        size_bytes,
-        &Options::read(options)?,
-    )
+    );
+    let options = Options::read(options)?;
+    check_size(size_bytes)?;
+    synthesize_xml(topology, collective, size_bytes, &options)
 }
 
 /// Fills `options` with the defaults (`pipeline`'s: automatic chunks per NPU, seed 0, the
@@ -257,6 +314,7 @@ pub unsafe extern "C" fn tacos_simulate_xml(
         if time_us.is_null() {
             return Err("time_us is NULL".into());
         }
+        check_size(size_bytes)?;
         let topo = topology(c_str(topology_text, "topology")?, &SpecDefaults::default())?;
         let program =
             read_program(Path::new(c_str(xml_path, "xml_path")?)).map_err(|e| e.to_string())?;

@@ -7,8 +7,11 @@
 //! [`verify()`] executes a program symbolically and checks it computes its collective, and
 //! [`timing`] times it with the simulator's alpha-beta rules. [`limits`] holds the
 //! executor's hard limits, which the lowering respects; [`rules`] lists every rule of a
-//! [`Target`]'s loader a program breaks, limits included.
+//! [`Target`]'s loader a program breaks, limits included. [`footprint`] estimates what
+//! executing a program costs, so that verifying or timing a hostile one is refused before
+//! it allocates.
 
+pub mod footprint;
 pub mod layout;
 pub mod limits;
 pub mod lower;
@@ -316,6 +319,11 @@ pub struct Program {
     /// `<algo>` attributes the file lacked and what was read in their place, for warnings
     /// and the loader rules (a target may require them); never written.
     pub inferred: Vec<Inferred>,
+    /// Loader rules broken by the text the program was parsed from where the model cannot
+    /// show it (an XML declaration, single-quoted values, more than 16 attributes on an
+    /// element): found by the parser, reported by [`rules::check`]; a program written back
+    /// out no longer breaks them.
+    pub syntax_breaks: Vec<RuleBreak>,
 }
 
 /// The largest `maxBytes` the executor reads (it stores it as int64): the top of the whole

@@ -44,6 +44,12 @@ pub enum Rule {
     DependencyChain,
     /// An offset outside the chunks its GPU declares for that buffer.
     DeclaredOffset,
+    /// Text the loaders' small parser refuses: an XML declaration or other processing
+    /// instruction, a byte order mark, single-quoted values, separators other than
+    /// spaces inside a tag (found by the XML reader, `Program::syntax_breaks`).
+    XmlSyntax,
+    /// More than the 16 attributes the loaders' parser keeps on one element.
+    AttributeCount,
 }
 
 impl Rule {
@@ -62,6 +68,8 @@ impl Rule {
             Rule::SharedConnection => "shared_connection",
             Rule::DependencyChain => "dependency_chain",
             Rule::DeclaredOffset => "declared_offset",
+            Rule::XmlSyntax => "xml_syntax",
+            Rule::AttributeCount => "attribute_count",
         }
     }
 
@@ -155,6 +163,9 @@ impl fmt::Display for RuleBreak {
 pub fn check(program: &Program, target: &Target) -> Vec<RuleBreak> {
     let mut breaks = Breaks::default();
     let known = known_collectives(target);
+    for b in &program.syntax_breaks {
+        breaks.add(b.rule, b.element, b.message.clone());
+    }
     attributes(program, target, &known, &mut breaks);
     for v in limits::check(program, &target.limits) {
         breaks.add(Rule::Limit(v.kind), v.element, v.message);

@@ -71,6 +71,8 @@ impl ProgramTimer {
                 program.gpus.len()
             )));
         }
+        let kind = program.collective_kind();
+        super::footprint::check(program, kind, super::footprint::MAX_BYTES, "timing")?;
         let structure = exec::structure_problems(program);
         if let Some(p) = structure.first() {
             return Err(Error::Msccl(format!("cannot run the program: {p}")));

@@ -175,7 +175,12 @@ pub fn verify(program: &Program, options: &VerifyOptions) -> VerifyReport {
         problems.add(ProblemKind::Structure, p.clone());
     }
     static_checks(program, kind, &mut problems);
-    if blocking == 0 && missing.is_empty() {
+    let affordable =
+        super::footprint::check(program, kind, super::footprint::MAX_BYTES, "verifying");
+    if let Err(e) = &affordable {
+        problems.add(ProblemKind::Structure, format!("not executed: {e}"));
+    }
+    if blocking == 0 && missing.is_empty() && affordable.is_ok() {
         let capacity = options
             .capacity
             .unwrap_or_else(|| exec::buffered_chunks(program.proto));

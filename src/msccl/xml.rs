@@ -10,12 +10,50 @@
 //! skipped, and a missing `outofplace` (read as `1 - inplace`), `minBytes`, `maxBytes` (the
 //! whole range) or `name` is inferred and recorded in [`Program::inferred`]. Every error
 //! names the file, line and column, the element and what was wrong.
+//!
+//! Numbers are held to what the executor stores (a C `int`; `minBytes` and `maxBytes` an
+//! `int64_t`), and `ngpus` to the `<gpu>` elements the file holds, so no count in a file
+//! makes the reader (or the verifier, the executor model or the timing after it) allocate
+//! more than the file's size warrants. What the loaders' own small parser refuses in the
+//! text (an XML declaration, single quotes, more than 16 attributes on an element, a value
+//! over 255 bytes) is kept in [`Program::syntax_breaks`] for [`super::rules`].
 
+use super::rules::{self, Rule, RuleBreak};
 use super::WHOLE_RANGE_MAX_BYTES;
 use super::{Buf, Dep, ExtraAttrs, Gpu, Inferred, Instr, Program, Proto, Step, Threadblock};
 use crate::error::{Error, Result};
-use crate::xmltree::{self, Element};
+use crate::xmltree::{self, Element, Limits};
+use std::collections::HashMap;
 use std::path::Path;
+
+/// The largest count, offset or id a file may give: the executor reads them as C `int`.
+pub const MAX_ATTRIBUTE_INT: i64 = i32::MAX as i64;
+
+/// The `<algo>` attributes the model reads as numbers or codes (`rules` checks `name` and
+/// the unknown ones from the model).
+const ALGO_ATTRIBUTES: &[&str] = &[
+    "proto",
+    "nchannels",
+    "nchunksperloop",
+    "ngpus",
+    "coll",
+    "root",
+    "inplace",
+    "outofplace",
+    "minBytes",
+    "maxBytes",
+];
+
+/// The `<step>` attributes the model reads.
+const STEP_ATTRIBUTES: &[&str] = &[
+    "s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep",
+];
+
+/// Attributes the loaders' parser keeps per element (`MAX_ATTR_COUNT`); it ignores the rest.
+const MAX_ATTRIBUTES: usize = 16;
+
+/// The loaders' parser reads a value into a 255-byte buffer (`MAX_STR_LEN`).
+const MAX_VALUE_BYTES: usize = 255;
 
 /// The program as XML text.
 pub fn write_program(program: &Program) -> String {
@@ -149,25 +187,43 @@ impl XmlWriter {
     }
 }
 
+/// The largest algorithm file read: 512 MiB. The largest the executor can load (1,024
+/// ranks of 4,095 elements) takes about 460 MB as the writer lays it out; the reader holds
+/// about ten times a file's size while it parses.
+pub const MAX_FILE_BYTES: u64 = 512 << 20;
+
 /// Reads and parses an XML file.
 pub fn read_program(path: &Path) -> Result<Program> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::fsio::read_text(path, "an MSCCL algorithm file", MAX_FILE_BYTES)?;
     parse_program(&text, &path.display().to_string())
 }
 
 /// Parses MSCCL algorithm XML; `origin` names the text in errors.
 pub fn parse_program(text: &str, origin: &str) -> Result<Program> {
-    let root = xmltree::parse(text, origin).map_err(Error::Msccl)?;
+    let document =
+        xmltree::parse_document(text, origin, &Limits::default()).map_err(Error::Msccl)?;
+    let root = &document.root;
     let at =
         |e: &Element, what: &str| Error::Msccl(format!("{origin}:{}:{}: {what}", e.line, e.column));
     if root.name != "algo" {
         return Err(at(
-            &root,
-            &format!("the root element is <{}>, not <algo>", root.name),
+            root,
+            &format!(
+                "the root element is <{}>, not <algo>",
+                crate::error::echo(&root.name)
+            ),
         ));
     }
-    let mut a = Attrs::new(origin, &root, String::new());
+    let mut syntax = Syntax::new(origin, &document.notes);
+    syntax.element(root, rules::Element::ALGO, ALGO_ATTRIBUTES);
+    let mut a = Attrs::new(origin, root, String::new());
     let ngpus = a.usize("ngpus")?;
+    let gpu_elements = root.children.iter().filter(|e| e.name == "gpu").count();
+    if ngpus > gpu_elements {
+        return Err(a.fail(&format!(
+            "ngpus is {ngpus} but the file has {gpu_elements} <gpu> element(s)"
+        )));
+    }
     let proto = a.string("proto")?;
     let proto: Proto = proto
         .parse()
@@ -180,11 +236,11 @@ pub fn parse_program(text: &str, origin: &str) -> Result<Program> {
             reason,
         });
     };
-    let name = a.optional("name").unwrap_or_else(|| {
+    let name = a.optional("name").map(str::to_owned).unwrap_or_else(|| {
         infer("name", String::new(), "none given");
         String::new()
     });
-    let collective = a.string("coll")?;
+    let collective = a.string("coll")?.to_owned();
     let root_rank = a.optional_usize("root")?;
     let nchannels = a.usize("nchannels")?;
     let nchunksperloop = a.usize("nchunksperloop")?;
@@ -219,10 +275,11 @@ pub fn parse_program(text: &str, origin: &str) -> Result<Program> {
         gpus: Vec::new(),
         extra: a.rest(),
         inferred,
+        syntax_breaks: Vec::new(),
     };
     let mut gpus: Vec<Option<(&Element, Gpu)>> = vec![None; ngpus];
     for e in root.children.iter().filter(|e| e.name == "gpu") {
-        let (id, gpu) = parse_gpu(origin, e, ngpus)?;
+        let (id, gpu) = parse_gpu(origin, e, ngpus, &mut syntax)?;
         if let Some((first, _)) = &gpus[id] {
             return Err(at(
                 e,
@@ -236,20 +293,26 @@ pub fn parse_program(text: &str, origin: &str) -> Result<Program> {
     }
     if let Some(missing) = gpus.iter().position(|g| g.is_none()) {
         return Err(at(
-            &root,
+            root,
             &format!("<algo>: ngpus is {ngpus} but there is no <gpu id=\"{missing}\">"),
         ));
     }
     program.gpus = gpus.into_iter().flatten().map(|(_, g)| g).collect();
+    program.syntax_breaks = syntax.finish();
     Ok(program)
 }
 
-fn parse_gpu(origin: &str, e: &Element, ngpus: usize) -> Result<(usize, Gpu)> {
+fn parse_gpu(origin: &str, e: &Element, ngpus: usize, syntax: &mut Syntax) -> Result<(usize, Gpu)> {
     let mut a = Attrs::new(origin, e, String::new());
     let id = a.usize("id")?;
     if id >= ngpus {
         return Err(a.fail(&format!("id {id} is out of range: ngpus is {ngpus}")));
     }
+    syntax.element(
+        e,
+        rules::Element::gpu(id),
+        &["id", "i_chunks", "o_chunks", "s_chunks"],
+    );
     let mut gpu = Gpu {
         input_chunks: a.usize("i_chunks")?,
         output_chunks: a.usize("o_chunks")?,
@@ -259,7 +322,7 @@ fn parse_gpu(origin: &str, e: &Element, ngpus: usize) -> Result<(usize, Gpu)> {
     };
     let mut tbs: Vec<(usize, &Element, Threadblock)> = Vec::new();
     for t in e.children.iter().filter(|t| t.name == "tb") {
-        let (tid, tb) = parse_tb(origin, t, id, ngpus)?;
+        let (tid, tb) = parse_tb(origin, t, id, ngpus, syntax)?;
         tbs.push((tid, t, tb));
     }
     tbs.sort_by_key(|t| (t.0, t.1.line, t.1.column));
@@ -310,9 +373,20 @@ fn parse_gpu(origin: &str, e: &Element, ngpus: usize) -> Result<(usize, Gpu)> {
     Ok((id, gpu))
 }
 
-fn parse_tb(origin: &str, e: &Element, gpu: usize, ngpus: usize) -> Result<(usize, Threadblock)> {
+fn parse_tb(
+    origin: &str,
+    e: &Element,
+    gpu: usize,
+    ngpus: usize,
+    syntax: &mut Syntax,
+) -> Result<(usize, Threadblock)> {
     let mut a = Attrs::new(origin, e, format!(" on GPU {gpu}"));
     let id = a.usize("id")?;
+    syntax.element(
+        e,
+        rules::Element::tb(gpu, id),
+        &["id", "send", "recv", "chan"],
+    );
     let peer = |a: &mut Attrs, key: &str| -> Result<Option<usize>> {
         match a.int(key)? {
             -1 => Ok(None),
@@ -338,6 +412,11 @@ fn parse_tb(origin: &str, e: &Element, gpu: usize, ngpus: usize) -> Result<(usiz
     };
     for s in e.children.iter().filter(|s| s.name == "step") {
         let context = format!(" in GPU {gpu} tb {id}");
+        syntax.element(
+            s,
+            rules::Element::step(gpu, id, tb.steps.len()),
+            STEP_ATTRIBUTES,
+        );
         tb.steps
             .push(parse_step(origin, s, context, tb.steps.len())?);
     }
@@ -353,9 +432,10 @@ fn parse_step(origin: &str, e: &Element, context: String, index: usize) -> Resul
         )));
     }
     let code = a.string("type")?;
-    let instr = Instr::from_code(&code).ok_or_else(|| {
+    let instr = Instr::from_code(code).ok_or_else(|| {
         a.fail(&format!(
-            "unknown instruction type '{code}' (known: {})",
+            "unknown instruction type '{}' (known: {})",
+            crate::error::echo(code),
             Instr::ALL.map(|i| i.code()).join(", ")
         ))
     })?;
@@ -363,9 +443,7 @@ fn parse_step(origin: &str, e: &Element, context: String, index: usize) -> Resul
     let src_off = a.int("srcoff")?;
     let dst_buf = a.buf("dstbuf")?;
     let dst_off = a.int("dstoff")?;
-    let count = a.int("cnt")?;
-    let count = u32::try_from(count)
-        .map_err(|_| a.fail(&format!("cnt {count} must be a whole number, 0 or more")))?;
+    let count = a.usize("cnt")? as u32;
     let dep = match (a.int("depid")?, a.int("deps")?) {
         (-1, _) => None,
         (t, s) if t >= 0 && s >= 0 => Some(Dep {
@@ -396,7 +474,7 @@ fn parse_step(origin: &str, e: &Element, context: String, index: usize) -> Resul
 struct Attrs<'a> {
     origin: &'a str,
     element: &'a Element,
-    attrs: Vec<(String, String)>,
+    attrs: Vec<(&'a str, &'a str)>,
     /// Where the element is, for messages (" in GPU 0 tb 3").
     context: String,
 }
@@ -406,38 +484,51 @@ impl<'a> Attrs<'a> {
         Attrs {
             origin,
             element,
-            attrs: element.attrs.clone(),
+            attrs: element.attrs().collect(),
             context,
         }
     }
 
     fn fail(&self, what: &str) -> Error {
         let e = self.element;
-        let id = ["id", "s"]
-            .iter()
-            .find_map(|k| e.attr(k).map(|v| format!(" {k}=\"{v}\"")))
-            .unwrap_or_default();
         Error::Msccl(format!(
-            "{}:{}:{}: <{}{id}>{}: {what}",
-            self.origin, e.line, e.column, e.name, self.context
+            "{}:{}:{}: <{}{}>{}: {what}",
+            self.origin,
+            e.line,
+            e.column,
+            crate::error::echo(&e.name),
+            self.id(),
+            self.context
         ))
     }
 
-    fn optional(&mut self, key: &str) -> Option<String> {
-        let i = self.attrs.iter().position(|(k, _)| k == key)?;
+    fn optional(&mut self, key: &str) -> Option<&'a str> {
+        let i = self.attrs.iter().position(|&(k, _)| k == key)?;
         Some(self.attrs.remove(i).1)
     }
 
-    fn string(&mut self, key: &str) -> Result<String> {
+    fn string(&mut self, key: &str) -> Result<&'a str> {
         self.optional(key)
             .ok_or_else(|| self.fail(&format!("missing attribute '{key}'")))
     }
 
+    /// A whole number the executor reads as a C `int`.
     fn int(&mut self, key: &str) -> Result<i64> {
         let v = self.string(key)?;
-        v.trim()
-            .parse()
-            .map_err(|_| self.fail(&format!("{key}=\"{v}\" is not a whole number")))
+        let n: i64 = v.trim().parse().map_err(|_| {
+            self.fail(&format!(
+                "{key}=\"{}\" is not a whole number",
+                crate::error::echo(v)
+            ))
+        })?;
+        if n.unsigned_abs() > MAX_ATTRIBUTE_INT as u64 {
+            return Err(self.invalid(
+                key,
+                v,
+                format!("a whole number from -{MAX_ATTRIBUTE_INT} to {MAX_ATTRIBUTE_INT} (the executor reads it as a C int)"),
+            ));
+        }
+        Ok(n)
     }
 
     fn usize(&mut self, key: &str) -> Result<usize> {
@@ -445,25 +536,60 @@ impl<'a> Attrs<'a> {
         usize::try_from(v).map_err(|_| self.fail(&format!("{key} is {v}; it must be 0 or more")))
     }
 
+    /// A value out of its range: names the file, line, column, element and attribute.
+    fn invalid(&self, key: &str, value: &str, allowed: String) -> Error {
+        let e = self.element;
+        Error::Invalid {
+            input: format!(
+                "{}:{}:{}: <{}{}>{}: {key}",
+                self.origin,
+                e.line,
+                e.column,
+                crate::error::echo(&e.name),
+                self.id(),
+                self.context
+            ),
+            value: value.into(),
+            allowed,
+        }
+    }
+
+    /// The element's `id` or `s` attribute as the messages show it.
+    fn id(&self) -> String {
+        ["id", "s"]
+            .iter()
+            .find_map(|k| {
+                self.element
+                    .attr(k)
+                    .map(|v| format!(" {k}=\"{}\"", crate::error::echo(v)))
+            })
+            .unwrap_or_default()
+    }
+
     fn optional_usize(&mut self, key: &str) -> Result<Option<usize>> {
         match self.optional(key) {
             None => Ok(None),
             Some(v) => v.trim().parse().map(Some).map_err(|_| {
                 self.fail(&format!(
-                    "{key}=\"{v}\" is not a rank (a whole number, 0 or more)"
+                    "{key}=\"{}\" is not a rank (a whole number, 0 or more)",
+                    crate::error::echo(v)
                 ))
             }),
         }
     }
 
+    /// A byte count the executor reads as an `int64_t`.
     fn optional_u64(&mut self, key: &str) -> Result<Option<u64>> {
-        match self.optional(key) {
-            None => Ok(None),
-            Some(v) => v.trim().parse().map(Some).map_err(|_| {
-                self.fail(&format!(
-                    "{key}=\"{v}\" is not a byte count (a whole number, 0 or more)"
-                ))
-            }),
+        let Some(v) = self.optional(key) else {
+            return Ok(None);
+        };
+        match v.trim().parse::<u64>() {
+            Ok(n) if n <= WHOLE_RANGE_MAX_BYTES => Ok(Some(n)),
+            _ => Err(self.invalid(
+                key,
+                v,
+                format!("a byte count, a whole number from 0 to {WHOLE_RANGE_MAX_BYTES} (the executor reads it as an int64_t)"),
+            )),
         }
     }
 
@@ -482,17 +608,127 @@ impl<'a> Attrs<'a> {
             Ok(0) => Ok(Some(false)),
             Ok(1) => Ok(Some(true)),
             Ok(n) => Err(self.fail(&format!("{key} is {n}; it must be 0 or 1"))),
-            Err(_) => Err(self.fail(&format!("{key}=\"{v}\" is not a whole number"))),
+            Err(_) => Err(self.fail(&format!(
+                "{key}=\"{}\" is not a whole number",
+                crate::error::echo(v)
+            ))),
         }
     }
 
     fn buf(&mut self, key: &str) -> Result<Buf> {
         let v = self.string(key)?;
-        Buf::from_code(&v)
-            .ok_or_else(|| self.fail(&format!("{key} is '{v}'; it must be i, o or s")))
+        Buf::from_code(v).ok_or_else(|| {
+            self.fail(&format!(
+                "{key} is '{}'; it must be i, o or s",
+                crate::error::echo(v)
+            ))
+        })
     }
 
     fn rest(self) -> ExtraAttrs {
         self.attrs
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+}
+
+/// The loader rules the text breaks where the model cannot show them, each with the
+/// element it is in (`<algo>` for what is outside every element the model keeps).
+struct Syntax<'a> {
+    origin: &'a str,
+    /// The reader's notes by the position of the element they are in.
+    notes: HashMap<(usize, usize), Vec<&'a xmltree::Note>>,
+    breaks: Vec<RuleBreak>,
+}
+
+impl<'a> Syntax<'a> {
+    fn new(origin: &'a str, notes: &'a [xmltree::Note]) -> Syntax<'a> {
+        let mut by_position: HashMap<(usize, usize), Vec<&xmltree::Note>> = HashMap::new();
+        for n in notes {
+            by_position.entry((n.line, n.column)).or_default().push(n);
+        }
+        Syntax {
+            origin,
+            notes: by_position,
+            breaks: Vec::new(),
+        }
+    }
+
+    fn add(
+        &mut self,
+        rule: Rule,
+        element: rules::Element,
+        line: usize,
+        column: usize,
+        what: String,
+    ) {
+        self.breaks.push(RuleBreak {
+            rule,
+            element,
+            message: format!("{}:{line}:{column}: {what}", self.origin),
+        });
+    }
+
+    /// Checks `e`, which the model reads as `at`: the notes on its tag, its attribute
+    /// count, and the length of the values of `model_reads`, the attributes the model
+    /// turns into numbers or codes (`rules` measures the others from the model).
+    fn element(&mut self, e: &Element, at: rules::Element, model_reads: &[&str]) {
+        for note in self.notes.remove(&(e.line, e.column)).unwrap_or_default() {
+            self.add(
+                Rule::XmlSyntax,
+                at,
+                e.line,
+                e.column,
+                format!("{at}: {}, which the loaders' parser refuses", note.what),
+            );
+        }
+        if e.attrs().len() > MAX_ATTRIBUTES {
+            let ignored: Vec<&str> = e.attrs().skip(MAX_ATTRIBUTES).map(|(k, _)| k).collect();
+            self.add(
+                Rule::AttributeCount,
+                at,
+                e.line,
+                e.column,
+                format!(
+                    "{at}: {} attributes; the loaders' parser keeps the first {MAX_ATTRIBUTES} and ignores {}",
+                    e.attrs().len(),
+                    crate::error::echo(&ignored.join(", "))
+                ),
+            );
+        }
+        let long = e
+            .attrs()
+            .find(|(k, v)| v.len() > MAX_VALUE_BYTES && model_reads.contains(k));
+        if let Some((k, v)) = long {
+            self.add(
+                Rule::AttributeLength,
+                at,
+                e.line,
+                e.column,
+                format!(
+                    "{at}: attribute '{}' has a value of {} bytes; the loaders' parser takes values up to {MAX_VALUE_BYTES}",
+                    crate::error::echo(k),
+                    v.len()
+                ),
+            );
+        }
+    }
+
+    /// The breaks found, with the notes outside the elements the model keeps (a
+    /// declaration, a skipped element's tag) on `<algo>`.
+    fn finish(mut self) -> Vec<RuleBreak> {
+        let mut rest: Vec<&xmltree::Note> = self.notes.drain().flat_map(|(_, n)| n).collect();
+        rest.sort_by_key(|n| (n.line, n.column));
+        for note in rest {
+            self.add(
+                Rule::XmlSyntax,
+                rules::Element::ALGO,
+                note.line,
+                note.column,
+                format!("{}, which the loaders' parser refuses", note.what),
+            );
+        }
+        self.breaks
     }
 }

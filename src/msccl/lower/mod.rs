@@ -507,6 +507,7 @@ fn header(layout: &Layout, head: &Head, channels: usize, gpus: Vec<super::Gpu>) 
         gpus,
         extra: Vec::new(),
         inferred: Vec::new(),
+        syntax_breaks: Vec::new(),
     }
 }
 
