@@ -267,8 +267,6 @@ fn an_nccl_topology_nested_50000_deep_is_refused() {
 }
 
 #[test]
-#[ignore = "needs the size limits and memory estimates of branches h3 and h5, with the C API \
-            holding to TACOS_MAX_MEMORY: switch:100000 still aborts here"]
 fn huge_topology_specs_come_back_as_errors() {
     for spec in ["switch:100000", "preset:dgx-a100,nodes=100000", "fc:100000"] {
         // A limit below the address space the call has, so an estimate refuses first.

@@ -3,6 +3,7 @@
 //! with the reason readable through `tacos_last_error`.
 
 use super::guard::{c_str, give_string, guard};
+use crate::budget::MemoryLimit;
 use crate::collective::CollectiveKind;
 use crate::fsio::write_atomic;
 use crate::msccl::{
@@ -207,6 +208,10 @@ fn synthesize_xml(
             target: o.target.clone(),
             ..LowerOptions::default()
         },
+        // A host program sets no flag: the environment's limit, else the process's.
+        max_memory: MemoryLimit::from_env()
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default(),
         ..pipeline::Options::default()
     };
     let found = pipeline::program(&topo, &request, &options).map_err(|e| e.to_string())?;
