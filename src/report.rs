@@ -663,3 +663,45 @@ pub struct CompileBenchRow {
     /// The least efficiency of any band (its best bound over its predicted time).
     pub min_efficiency: f64,
 }
+
+/// A row of `tacos bench tuner`: the tuner's start for one cluster.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TunerBenchRow {
+    /// The `TACOS_TOPOLOGY` spec, or `generic` for the model every tuner user gets.
+    pub topology: String,
+    pub ranks: usize,
+    pub nodes: usize,
+    /// The first init (wall time).
+    pub init_cold_ms: f64,
+    /// The fastest of the repeated inits.
+    pub init_best_ms: f64,
+    /// The most bytes init held at once, in MB (1e6).
+    pub init_heap_mb: f64,
+    /// One decision's lookup, in nanoseconds.
+    pub lookup_ns: f64,
+}
+
+/// `tacos synth --npus A --npus B ... --json`: several collectives synthesized together.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConcurrentSynthReport {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub topology: TopologyInfo,
+    pub groups: Vec<GroupReport>,
+    /// When the last group is done.
+    pub time_us: f64,
+    /// Wall time of the synthesis of all groups together.
+    pub elapsed_ms: f64,
+    pub seed: u64,
+}
+
+/// One group of a [`ConcurrentSynthReport`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupReport {
+    pub collective: CollectiveInfo,
+    /// The group's time while sharing the links with the others.
+    pub time_us: f64,
+    /// The group's time synthesized alone on the same topology.
+    pub alone_time_us: f64,
+    pub transfers: usize,
+}

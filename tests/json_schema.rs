@@ -339,3 +339,27 @@ fn bench_reports_its_rows_with_the_common_fields() {
     }
     assert!(f64_at(row, "time_us") > 0.0 && f64_at(row, "schedule_time_us") > 0.0);
 }
+
+#[test]
+fn several_groups_report_each_collective_and_the_last_end() {
+    let v = run_json(&[
+        "synth", "mesh:4x4", "--npus", "0-3", "--npus", "4-7,12", "-s", "1MiB", "--json",
+    ]);
+    header(&v, "synth");
+    topology_fields(&v["topology"]);
+    let groups = v["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{v}");
+    let mut last = 0.0f64;
+    for (group, npus) in groups.iter().zip([4, 5]) {
+        collective_fields(&group["collective"]);
+        assert_eq!(group["collective"]["npus"], npus, "{group}");
+        assert!(group["transfers"].as_u64().unwrap() > 0, "{group}");
+        // Sharing links never makes a group faster than it is alone.
+        assert!(
+            f64_at(group, "time_us") >= f64_at(group, "alone_time_us") - 1e-9,
+            "{group}"
+        );
+        last = last.max(f64_at(group, "time_us"));
+    }
+    assert_eq!(f64_at(&v, "time_us"), last, "{v}");
+}

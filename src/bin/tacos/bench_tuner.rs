@@ -5,12 +5,13 @@
 //! held before), and what one getCollInfo's decision costs (`plugin::Tuning::steer` on an
 //! NCCL-shaped cost table).
 
-use super::bench::{best_of, BenchArgs};
+use super::bench::{best_of, print_json, BenchArgs};
 use anyhow::{anyhow, Context as _};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 use tacos::plugin::{tuner_for, Config, CostTable, Tuning};
+use tacos::report::TunerBenchRow;
 use tacos::tuner::{Communicator, Tuner, TUNED};
 
 /// Cluster sizes: ranks in nodes of 8, 8 .. 65,536.
@@ -118,15 +119,15 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             let (cold_ms, best_ms) = (cold.as_secs_f64() * 1e3, best.as_secs_f64() * 1e3);
             let heap_mb = heap as f64 / 1e6;
             if args.json {
-                rows.push(serde_json::json!({
-                    "topology": label,
-                    "ranks": ranks,
-                    "nodes": nodes,
-                    "init_cold_ms": cold_ms,
-                    "init_best_ms": best_ms,
-                    "init_heap_mb": heap_mb,
-                    "lookup_ns": lookup_ns,
-                }));
+                rows.push(TunerBenchRow {
+                    topology: label,
+                    ranks,
+                    nodes,
+                    init_cold_ms: cold_ms,
+                    init_best_ms: best_ms,
+                    init_heap_mb: heap_mb,
+                    lookup_ns,
+                });
             } else {
                 println!(
                     "{label:<26} {ranks:>6} {nodes:>6} {cold_ms:>15.2} {best_ms:>15.2} {heap_mb:>10.2} {lookup_ns:>12.1}"
@@ -135,7 +136,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        print_json(args, "tuner", rows)?;
     } else if let Some((description, summary)) = first_summary {
         println!("\nheap: the most bytes init held at once (this binary's allocator counts them)");
         println!("\nchoices on {description}:");

@@ -7,6 +7,9 @@ use anyhow::{bail, Context};
 use std::time::Instant;
 use tacos::collective::{Collective, CollectiveSpec};
 use tacos::pipeline::{self, Chunks, Request};
+use tacos::report::{
+    CollectiveInfo, ConcurrentSynthReport, GroupReport, TopologyInfo, SCHEMA_VERSION,
+};
 use tacos::schedule::CheckReport;
 use tacos::topology::{format_npus, Topology};
 use tacos::units::{format_size, ps_to_us};
@@ -68,31 +71,27 @@ pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
         .max()
         .unwrap_or(0);
     if args.json {
-        let groups: Vec<_> = collectives
+        let groups = collectives
             .iter()
             .zip(&reports)
             .zip(&alone)
-            .map(|((c, r), &a)| {
-                serde_json::json!({
-                    "npus": format_npus(c.npus()),
-                    "root": c.spec().root,
-                    "collective_time_us": ps_to_us(r.collective_time_ps),
-                    "alone_time_us": ps_to_us(a),
-                    "transfers": r.transfers,
-                })
+            .map(|((c, r), &a)| GroupReport {
+                collective: CollectiveInfo::new(c.spec()),
+                time_us: ps_to_us(r.collective_time_ps),
+                alone_time_us: ps_to_us(a),
+                transfers: r.transfers,
             })
             .collect();
-        let value = serde_json::json!({
-            "topology": topo.name(),
-            "collective": args.collective.name(),
-            "size_bytes": args.size,
-            "chunks_per_npu": k,
-            "groups": groups,
-            "collective_time_us": ps_to_us(together),
-            "synth_time_ms": synth_ms,
-            "seed": args.seed,
-        });
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        let report = ConcurrentSynthReport {
+            schema_version: SCHEMA_VERSION,
+            command: "synth",
+            topology: TopologyInfo::new(topo),
+            groups,
+            time_us: ps_to_us(together),
+            elapsed_ms: synth_ms,
+            seed: args.seed,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     println!("{}", topology_line(topo));
