@@ -165,7 +165,7 @@ proptest! {
                 prop_assert!(violation.value > violation.limit, "{case}: {violation:?}");
                 // The schedule itself is fine; only its program is too big.
                 let (schedule, time) = synthesized(&topo, &c, seed);
-                prop_assert!(schedule.transfers.len() > 0 && time >= best, "{case}");
+                prop_assert!(!schedule.transfers.is_empty() && time >= best, "{case}");
                 return Ok(());
             }
             Err(Error::Limit { value, limit, .. }) => {
