@@ -242,6 +242,16 @@ impl Shape {
     }
 }
 
+/// Bytes building a topology of `links` directed links holds at its peak: each link (32
+/// bytes) in the builder's list and in the topology, with the sort order and the incoming
+/// index beside them.
+pub fn topology(links: usize) -> u64 {
+    mul(
+        links as u64,
+        2 * std::mem::size_of::<crate::topology::Link>() as u64 + 16,
+    )
+}
+
 /// Bytes `Collective::new` holds for `spec`: every chunk's conditions.
 pub fn collective(spec: &CollectiveSpec) -> u64 {
     let s = Shape::of(spec, spec.npus.len());

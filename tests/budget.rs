@@ -198,3 +198,38 @@ fn baseline_estimates_are_honest() {
         );
     }
 }
+
+#[test]
+fn topology_estimates_are_honest() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    for spec in [
+        "fc:300",
+        "torus:64x64",
+        "switch:200,d=4",
+        "preset:dgx-a100,nodes=32",
+    ] {
+        let (topo, measured) = peak_of(|| topo(spec));
+        let estimate = tacos::budget::topology(topo.links().len());
+        assert_honest(&format!("building {spec}"), estimate, measured, 4);
+    }
+}
+
+#[test]
+fn a_topology_past_the_memory_limit_is_refused_before_it_is_built() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    // fc:3000 has 8,997,000 links: within MAX_LINKS, but about 700 MB to build.
+    let (result, measured) = peak_of(|| {
+        let limit = tacos::budget::MemoryLimit::new(64 << 20, tacos::budget::Origin::Caller);
+        limit.set_process_default();
+        let result = parse_spec("fc:3000", &SpecDefaults::default());
+        tacos::budget::MemoryLimit::machine().set_process_default();
+        result
+    });
+    let e = result.unwrap_err();
+    assert!(matches!(e, tacos::Error::Limit { .. }), "{e}");
+    assert!(e.to_string().contains("8997000 links"), "{e}");
+    assert!(
+        measured < 1 << 20,
+        "{measured} bytes allocated before the refusal"
+    );
+}

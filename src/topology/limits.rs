@@ -10,6 +10,7 @@
 //! 1e12 ps < 2^40 ps of latency: under 2^61, an eighth of `u64::MAX`. Sums of many
 //! transfers can still grow past it; those are checked where they are added.
 
+use crate::budget::{self, MemoryLimit};
 use crate::error::{Error, Result};
 
 /// Most NPUs a topology may have: 2^24 (16,777,216). Per-NPU tables (adjacency, chunk
@@ -106,18 +107,24 @@ pub(crate) fn check_npus(npus: u128, context: impl FnOnce() -> String) -> Result
     }
 }
 
-/// `links` as a count if at most `MAX_LINKS`, else a `Limit` error for `context`.
+/// `links` as a count if at most `MAX_LINKS` and if building them fits the memory limit
+/// (`budget::MemoryLimit`, `budget::topology`), else a `Limit` error for `context`: checked
+/// before anything is built, so a spec too big for this machine, or for a plugin's far
+/// lower limit, is refused at once rather than by the allocator.
 pub(crate) fn check_links(links: u128, context: impl FnOnce() -> String) -> Result<usize> {
-    if links <= MAX_LINKS as u128 {
-        Ok(links as usize)
-    } else {
-        Err(Error::Limit {
+    if links > MAX_LINKS as u128 {
+        return Err(Error::Limit {
             what: "links",
             value: u64::try_from(links).unwrap_or(u64::MAX),
             limit: MAX_LINKS as u64,
             context: context(),
-        })
+        });
     }
+    let links = links as usize;
+    MemoryLimit::default().admit(budget::topology(links), || {
+        format!("{}: building {links} links", context())
+    })?;
+    Ok(links)
 }
 
 #[cfg(test)]
