@@ -3,6 +3,10 @@
 #![no_main]
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+
+#[path = "common.rs"]
+mod common;
+
 use std::ffi::{c_char, CString};
 use tacos::ffi::{
     tacos_free_string, tacos_last_error, tacos_simulate_xml, tacos_synth_options_init,
@@ -35,6 +39,7 @@ fn c_string(text: &str) -> Option<CString> {
 }
 
 fuzz_target!(|call: Call| {
+    common::hold_memory();
     let (Some(topology), Some(collective)) = (c_string(&call.topology), c_string(&call.collective))
     else {
         return;

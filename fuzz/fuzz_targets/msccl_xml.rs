@@ -3,10 +3,15 @@
 //! `tacos_simulate_xml` do with a user's file.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+
+#[path = "common.rs"]
+mod common;
+
 use tacos::msccl::{parse_program, simulate_program, verify, write_program, VerifyOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
 
 fuzz_target!(|data: &[u8]| {
+    common::hold_memory();
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };

@@ -1,9 +1,14 @@
 //! An NCCL topology XML file (`NCCL_TOPO_FILE`), imported for one node and for several.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+
+#[path = "common.rs"]
+mod common;
+
 use tacos::topology::nccl_xml::{parse, NcclImportOptions};
 
 fuzz_target!(|data: &[u8]| {
+    common::hold_memory();
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };

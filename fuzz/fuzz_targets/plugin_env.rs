@@ -6,6 +6,10 @@
 //! `NCCL_TOPO_FILE` names (whatever path the input gives is replaced by that file).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+
+#[path = "common.rs"]
+mod common;
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use tacos::collective::CollectiveKind;
@@ -13,6 +17,7 @@ use tacos::plugin::{Call, Config, Scheduler, Silent, Tuning};
 use tacos::tuner::Communicator;
 
 fuzz_target!(|data: &[u8]| {
+    common::hold_memory();
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };

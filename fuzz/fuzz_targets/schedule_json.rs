@@ -2,9 +2,14 @@
 //! network it records.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+
+#[path = "common.rs"]
+mod common;
+
 use tacos::schedule::{check, Schedule};
 
 fuzz_target!(|data: &[u8]| {
+    common::hold_memory();
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
