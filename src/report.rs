@@ -405,8 +405,10 @@ pub struct TopoShowReport {
     pub out_degree: DegreeRange,
     pub in_degree: DegreeRange,
     pub link_classes: Vec<LinkClass>,
-    /// Null when some pair of alive NPUs cannot reach each other.
+    /// Null when some pair of alive NPUs cannot reach each other, or when the topology is
+    /// too large to search (`diameter_computed` false).
     pub diameter_hops: Option<usize>,
+    pub diameter_computed: bool,
 }
 
 /// Fewest and most links at an alive NPU.
@@ -429,6 +431,7 @@ impl TopoShowReport {
             in_degree: range(stats.in_degree),
             link_classes: stats.link_classes,
             diameter_hops: stats.diameter_hops,
+            diameter_computed: stats.diameter_computed,
         }
     }
 }

@@ -367,3 +367,22 @@ fn completions_cover_every_subcommand() {
     }
     assert!(fails(&["completions", "tcsh"]).contains("tcsh"));
 }
+
+#[test]
+fn topo_show_gives_the_diameter_where_it_can_search_and_says_when_it_cannot() {
+    let show = |spec: &str| {
+        let (ok, out, err) = tacos(&["topo", "show", spec, "--json"]);
+        assert!(ok, "{spec}: {err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    // Corner to corner of a 4x4 mesh: 3 + 3 hops.
+    let small = show("mesh:4x4");
+    assert_eq!(small["diameter_hops"], 6);
+    assert_eq!(small["diameter_computed"], true);
+    // 250,000 NPUs x 998,000 links is far past the search budget: answered at once,
+    // without a diameter, rather than after hours of searching.
+    let large = show("mesh:500x500");
+    assert_eq!(large["diameter_computed"], false);
+    assert!(large["diameter_hops"].is_null());
+    assert_eq!(large["links"], 998_000);
+}

@@ -91,6 +91,9 @@ impl Network {
     }
 }
 
+/// The largest schedule file read, checked before reading.
+pub const MAX_FILE_BYTES: u64 = 4 << 30;
+
 impl Schedule {
     /// A schedule with its transfers sorted by (start, src, dst, chunk) (unique in a
     /// contention-free schedule; the unstable sort is deterministic all the same).
@@ -166,9 +169,9 @@ impl Schedule {
         Ok(schedule)
     }
 
-    /// Reads a schedule file.
+    /// Reads a schedule file (at most `MAX_FILE_BYTES`).
     pub fn read(path: &Path) -> Result<Schedule> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::fsio::read_text(path, "a schedule file", MAX_FILE_BYTES)?;
         Schedule::from_json(&text, &path.display().to_string())
     }
 }

@@ -63,9 +63,12 @@ struct FileLink {
     bidirectional: bool,
 }
 
+/// The largest topology file read (about twelve million links), checked before reading.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
 /// Reads a topology JSON file.
 pub fn read(path: &Path, defaults: &SpecDefaults) -> Result<Topology> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::fsio::read_text(path, "a topology file", MAX_FILE_BYTES)?;
     parse(&text, &path.display().to_string(), defaults)
 }
 

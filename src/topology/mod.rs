@@ -385,8 +385,10 @@ impl Topology {
                 .entry((l.bandwidth_gbps.to_bits(), l.latency_us.to_bits()))
                 .or_default() += 1;
         }
-        let mut diameter = Some(0);
-        for &s in &alive {
+        let diameter_computed =
+            (alive.len() as u128) * (self.links.len() as u128 + 1) <= DIAMETER_SEARCH_MAX;
+        let mut diameter = diameter_computed.then_some(0);
+        for &s in alive.iter().filter(|_| diameter_computed) {
             let dist = self.hops_from(s);
             for &d in &alive {
                 diameter = match (diameter, dist[d]) {
@@ -410,9 +412,14 @@ impl Topology {
                 })
                 .collect(),
             diameter_hops: diameter,
+            diameter_computed,
         }
     }
 }
+
+/// The most search steps (alive NPUs x links) `stats` spends on the exact diameter, one
+/// breadth-first search per NPU: about a second; larger topologies are reported without it.
+pub const DIAMETER_SEARCH_MAX: u128 = 1 << 30;
 
 /// Links sharing one bandwidth and latency.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -433,8 +440,11 @@ pub struct TopologyStats {
     /// (min, max) links entering an alive NPU.
     pub in_degree: (usize, usize),
     pub link_classes: Vec<LinkClass>,
-    /// Longest shortest path in hops between alive NPUs; `None` when some pair is unreachable.
+    /// Longest shortest path in hops between alive NPUs; `None` when some pair is
+    /// unreachable, or when it was not computed.
     pub diameter_hops: Option<usize>,
+    /// Whether the topology was small enough to search (`DIAMETER_SEARCH_MAX`).
+    pub diameter_computed: bool,
 }
 
 /// Checks one link on its own; `label` names it in the error (`t.json: links[3]`).

@@ -85,9 +85,12 @@ struct Nic {
     ancestors: Vec<String>,
 }
 
+/// The largest NCCL topology file read; NCCL's own are a few kilobytes.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
 /// Reads an NCCL topology file.
 pub fn read(path: &Path, options: &NcclImportOptions) -> Result<NcclImport> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::fsio::read_text(path, "an NCCL topology file", MAX_FILE_BYTES)?;
     parse(&text, &path.display().to_string(), options)
 }
 

@@ -64,9 +64,16 @@ pub fn run(cmd: TopoCommand) -> anyhow::Result<()> {
             println!("in-degree     {}..{}", stats.in_degree.0, stats.in_degree.1);
             println!(
                 "diameter      {}",
-                stats
-                    .diameter_hops
-                    .map_or("unreachable pairs".to_string(), |d| format!("{d} hops"))
+                match (stats.diameter_computed, stats.diameter_hops) {
+                    (false, _) => format!(
+                        "not computed ({} alive NPUs x {} links is past {} search steps)",
+                        stats.alive_npus,
+                        stats.links,
+                        tacos::topology::DIAMETER_SEARCH_MAX
+                    ),
+                    (true, None) => "unreachable pairs".to_string(),
+                    (true, Some(d)) => format!("{d} hops"),
+                }
             );
             println!("link classes  bandwidth       latency    links");
             for c in &stats.link_classes {
