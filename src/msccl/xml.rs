@@ -489,17 +489,22 @@ impl<'a> Attrs<'a> {
         }
     }
 
-    fn fail(&self, what: &str) -> Error {
+    /// Where the element is: file, line, column, the element and what holds it.
+    fn place(&self) -> String {
         let e = self.element;
-        Error::Msccl(format!(
-            "{}:{}:{}: <{}{}>{}: {what}",
+        format!(
+            "{}:{}:{}: <{}{}>{}",
             self.origin,
             e.line,
             e.column,
             crate::error::echo(&e.name),
             self.id(),
             self.context
-        ))
+        )
+    }
+
+    fn fail(&self, what: &str) -> Error {
+        Error::Msccl(format!("{}: {what}", self.place()))
     }
 
     fn optional(&mut self, key: &str) -> Option<&'a str> {
@@ -538,17 +543,8 @@ impl<'a> Attrs<'a> {
 
     /// A value out of its range: names the file, line, column, element and attribute.
     fn invalid(&self, key: &str, value: &str, allowed: String) -> Error {
-        let e = self.element;
         Error::Invalid {
-            input: format!(
-                "{}:{}:{}: <{}{}>{}: {key}",
-                self.origin,
-                e.line,
-                e.column,
-                crate::error::echo(&e.name),
-                self.id(),
-                self.context
-            ),
+            input: format!("{}: {key}", self.place()),
             value: value.into(),
             allowed,
         }
