@@ -233,3 +233,24 @@ fn a_topology_past_the_memory_limit_is_refused_before_it_is_built() {
         "{measured} bytes allocated before the refusal"
     );
 }
+
+#[test]
+fn specs_the_fuzzer_found_too_slow_are_refused_at_the_fuzzers_limit() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    // Each took longer than the fuzzer's 10 s per input: 200,080 and 4,444,444 NPUs.
+    for spec in ["dragonfly:4x50020", "torus:4x1111111"] {
+        let (result, measured) = peak_of(|| {
+            let limit = tacos::budget::MemoryLimit::new(256 << 20, tacos::budget::Origin::Caller);
+            limit.set_process_default();
+            let result = parse_spec(spec, &SpecDefaults::default());
+            tacos::budget::MemoryLimit::machine().set_process_default();
+            result
+        });
+        let e = result.unwrap_err();
+        assert!(matches!(e, tacos::Error::Limit { .. }), "{spec}: {e}");
+        assert!(
+            measured < 1 << 20,
+            "{spec}: {measured} bytes allocated before the refusal"
+        );
+    }
+}
