@@ -24,7 +24,7 @@
 //! Each file is read back and its hash compared with the manifest's when it is first
 //! served; a file that fails was changed behind the cache's back (the cache writes
 //! whole sets, never part of one), and the size falls back from then on, with one
-//! warning. A topology whose NPU count is not the communicator's rank count is never
+//! warning, while the entry is rebuilt in the background. A topology whose NPU count is not the communicator's rank count is never
 //! compiled.
 
 use super::cache::{installed, intact, open_cached, CachedSet};
@@ -75,6 +75,8 @@ struct Background {
 /// An installed set that this process serves.
 struct Served {
     set: CachedSet,
+    /// The cluster, to rebuild the set should a file turn out changed.
+    topo: Topology,
     /// Files the verdict does not refuse.
     admitted: HashSet<String>,
     /// Files read back and found to be the manifest's bytes.
@@ -130,14 +132,17 @@ impl Scheduler {
             }
             Err(why) => why,
         };
-        let entry_dir = served.set.algorithms.parent().map(Path::to_path_buf);
         self.log.warn(&format!(
-            "{} cannot be served ({}): the cache was changed behind tacos's back; collectives of {ranks}-rank communicators fall back to the executor's algorithms for the rest of this process (remove {} to have it rebuilt)",
+            "{} cannot be served ({}): the cache was changed behind tacos's back; collectives of {ranks}-rank communicators fall back to the executor's algorithms for the rest of this process, and the entry is rebuilt in the background",
             path.display(),
-            echo(&why),
-            entry_dir.unwrap_or_default().display()
+            echo(&why)
         ));
-        self.sets.insert(ranks, None);
+        if let (Some(Some(served)), Some(config)) =
+            (self.sets.insert(ranks, None), self.config.clone())
+        {
+            let options = compile_options(&config);
+            self.start_background(config, ranks, served.topo, options);
+        }
         None
     }
 
@@ -219,6 +224,7 @@ impl Scheduler {
                     .collect();
                 Some(Served {
                     set,
+                    topo,
                     admitted,
                     intact: HashSet::new(),
                 })
@@ -607,10 +613,18 @@ mod tests {
         assert_eq!(s.select(&call_for(first, 4)), None);
         assert_eq!(s.select(&call_for(second, 4)), None);
         let warnings = log.all();
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(
             warnings[0].contains(&second.file) && warnings[0].contains("behind tacos's back"),
             "{warnings:?}"
+        );
+        // Rebuilt in the background, in place: the next job serves the file as it was.
+        assert!(s.wait(4, Duration::from_secs(600)));
+        assert!(log.all()[1].contains("rebuilding it"), "{:?}", log.all());
+        let (mut next, _) = job(&config);
+        assert!(next.select(&call_for(second, 4)).is_some());
+        assert_eq!(
+            sha256_hex(&std::fs::read(set.algorithms.join(&second.file)).unwrap()),
+            second.sha256
         );
         let _ = std::fs::remove_dir_all(&config.cache_dir);
     }
