@@ -153,8 +153,17 @@ fn verified_algorithms_for_every_call_once_the_cache_is_filled() {
         ("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=2"),
         ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
     ];
-    assert!(fill(16, &env).is_empty());
+    // The prologue's command, with the job's settings.
+    let out = Command::new(env!("CARGO_BIN_EXE_tacos"))
+        .args(["compile", "--plugin-cache", "16"])
+        .env_remove("TACOS_TARGET")
+        .envs(env)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
     let (first, _) = run(16, true, &env);
+    assert_eq!(printed.trim(), entry_of(&first).to_str().unwrap());
     all_verify(&first, 16);
     assert!(first.iter().all(|f| f.starts_with(&cache)), "{first:?}");
     only_algorithms_where_the_executor_scans(&first);
