@@ -453,3 +453,43 @@ fn a_job_on_a_cold_128_gpu_cache_falls_back_throughout_and_the_next_serves_from_
         report.problems.first()
     );
 }
+
+/// Nodes that fill their own caches in a prologue must serve the same bytes: the
+/// compile is deterministic, whatever the threads do.
+#[test]
+fn two_nodes_filling_their_own_caches_get_the_same_bytes() {
+    let entries: Vec<PathBuf> = ["node-a", "node-b"]
+        .into_iter()
+        .map(|node| {
+            let cache = scratch(node);
+            let env = [
+                ("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=2"),
+                ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+            ];
+            fill(16, &env);
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(&cache)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+                .collect();
+            assert_eq!(entries.len(), 1, "{entries:?}");
+            entries.pop().unwrap()
+        })
+        .collect();
+    let contents = |entry: &Path| {
+        let mut files = vec![(
+            "manifest.json".to_string(),
+            std::fs::read(entry.join("manifest.json")).unwrap(),
+        )];
+        for f in std::fs::read_dir(entry.join("msccl")).unwrap() {
+            let f = f.unwrap();
+            let name = f.file_name().to_string_lossy().into_owned();
+            files.push((name, std::fs::read(f.path()).unwrap()));
+        }
+        files.sort();
+        (entry.file_name().unwrap().to_owned(), files)
+    };
+    let (a, b) = (contents(&entries[0]), contents(&entries[1]));
+    assert!(a.1.len() > 1);
+    assert!(a == b, "the two nodes' entries differ");
+}

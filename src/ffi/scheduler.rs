@@ -12,9 +12,10 @@
 //!   executor's own algorithms) and the loader to compile for (`TACOS_TARGET`: `executor`,
 //!   the default, `executor-256` or `msccl-legacy`; any other value gets one warning and
 //!   the default, whose files every executor build loads), and decides once, for the
-//!   whole process, whether that size is served: only where its set is already installed
-//!   in the cache directory (`TACOS_CACHE_DIR`, default `$XDG_CACHE_HOME/tacos` or
-//!   `~/.cache/tacos`), complete and with its verdict. Otherwise every call of that size
+//!   whole process, whether that size is served: only where its set is installed in the
+//!   cache directory (`TACOS_CACHE_DIR`, default `$XDG_CACHE_HOME/tacos` or
+//!   `~/.cache/tacos`), complete and with its verdict, and was so at the first `init`.
+//!   Otherwise every call of that size
 //!   falls back for the rest of the process, and the set is compiled in the background
 //!   (the same code path as `tacos compile`) for the next job; no call waits for it.
 //!   The executor may call `init` once per communicator: later calls reuse what the

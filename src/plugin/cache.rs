@@ -17,6 +17,8 @@ use crate::msccl::{parse_program, Target};
 use crate::topology::Topology;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// A directory name for the cache of what `options` compile on `topo` with this tool:
@@ -177,17 +179,62 @@ pub fn open_cached(
     })
 }
 
+/// Which entries of a cache were installed at one moment: those whose verdict, the last
+/// thing installing a set writes, was there. A scheduler takes it when it starts (the
+/// job's first communicator, which its ranks create together), so that a set installed
+/// while the job runs is never served in it, however its ranks' first calls are spread.
+#[derive(Clone, Debug, Default)]
+pub struct CacheState {
+    verdicts: HashSet<OsString>,
+}
+
+impl CacheState {
+    /// The cache under `cache_dir` as it is now (empty where it cannot be read).
+    pub fn read(cache_dir: &Path) -> CacheState {
+        let verdicts = std::fs::read_dir(cache_dir)
+            .map(|listing| {
+                listing
+                    .filter_map(|e| e.ok().map(|e| e.file_name()))
+                    .filter(|n| n.as_encoded_bytes().ends_with(b".checked"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        CacheState { verdicts }
+    }
+
+    /// Whether entry `dir` had its verdict.
+    fn had(&self, dir: &Path) -> bool {
+        Verdict::path(dir)
+            .and_then(|p| p.file_name().map(|n| self.verdicts.contains(n)))
+            .unwrap_or(false)
+    }
+}
+
 /// The set `options` compile on `topo` where the cache holds it installed, with its
-/// verdict, now; else why not. Cheap enough for a collective call: it reads the manifest
-/// and the verdict and looks at each listed file's directory entry, but neither hashes
-/// nor parses any algorithm file (each is hashed when it is first served), and it never
-/// writes: what a job serves depends only on the cache as it finds it.
+/// verdict, and held it already in state `found`; else why not. Cheap enough for a
+/// collective call: it reads the manifest and the verdict and looks at each listed
+/// file's directory entry, but neither hashes nor parses any algorithm file (each is
+/// hashed when it is first served), and it never writes: what a job serves depends only
+/// on the cache as the job found it.
 pub fn installed(
     cache_dir: &Path,
     topo: &Topology,
     options: &CompileOptions,
+    found: &CacheState,
 ) -> std::result::Result<CachedSet, String> {
     let dir = entry_dir(cache_dir, topo, options);
+    if let Err(e) = std::fs::symlink_metadata(&dir) {
+        return Err(match e.kind() {
+            std::io::ErrorKind::NotFound => format!("there is no {}", dir.display()),
+            _ => format!("{}: {e}", dir.display()),
+        });
+    }
+    if !found.had(&dir) {
+        return Err(format!(
+            "{} was not installed when this process's scheduler started",
+            dir.display()
+        ));
+    }
     let manifest = Manifest::read(&dir).map_err(|e| e.to_string())?;
     let wanted = CompileOptions {
         jobs: 0,

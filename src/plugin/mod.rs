@@ -14,7 +14,9 @@ mod discover;
 mod scheduler;
 mod tuner;
 
-pub use cache::{cache_dir_name, installed, open_cached, open_or_compile, CachedSet, Opened};
+pub use cache::{
+    cache_dir_name, installed, open_cached, open_or_compile, CacheState, CachedSet, Opened,
+};
 pub use config::{set_memory_limit, Config, DEFAULT_GPU};
 pub use discover::{discover, plan, Discovered, Layout, NvlDomains, Plan};
 pub use scheduler::{fill_cache, Call, Scheduler};

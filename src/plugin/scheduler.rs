@@ -10,9 +10,11 @@
 //! and the ranks of a job cannot talk to each other here. So whether a communicator size
 //! is served is decided once, at its first call, from what every rank of a job sees alike
 //! (the settings, and the cache as the job found it), and never changes afterwards in the
-//! process: the size is served only where its set is already installed in the cache,
-//! complete, with the verdict on its files that installing it left ([`installed`]: the
-//! manifest and the verdict are read, no algorithm file is parsed). Otherwise the process
+//! process: the size is served only where its set is installed in the cache, complete,
+//! with the verdict on its files that installing it left, and was so already when the
+//! scheduler started (the job's first communicator, which its ranks create together,
+//! rather than first calls, which may be spread over minutes): see [`installed`], which
+//! reads the manifest and the verdict and parses no algorithm file. Otherwise the process
 //! falls back for that size for its whole life, with one warning, and compiles the set
 //! in the background, so that the next job on this cache serves it: a compile finishing
 //! part-way through a job never switches it over, since it would finish at a different
@@ -27,7 +29,7 @@
 //! warning, while the entry is rebuilt in the background. A topology whose NPU count is not the communicator's rank count is never
 //! compiled.
 
-use super::cache::{installed, intact, open_cached, CachedSet};
+use super::cache::{installed, intact, open_cached, CacheState, CachedSet};
 use super::{discover, Config, Log};
 use crate::collective::CollectiveKind;
 use crate::compile::CompileOptions;
@@ -58,6 +60,8 @@ pub struct Call {
 pub struct Scheduler {
     /// None where the settings could not be read: every call falls back.
     config: Option<Config>,
+    /// The cache as this scheduler found it when it started.
+    found: CacheState,
     log: Arc<dyn Log + Send + Sync>,
     /// Each size's decision, made at its first call: the set it serves, or None.
     sets: HashMap<usize, Option<Served>>,
@@ -84,8 +88,10 @@ struct Served {
 }
 
 impl Scheduler {
-    /// A scheduler on `config` (or on none, with a warning saying why). Nothing is read
-    /// or compiled here: the executor's `init` does not say the communicator's size.
+    /// A scheduler on `config` (or on none, with a warning saying why). It notes which
+    /// sets the cache holds installed now, and serves no other in its life; nothing else
+    /// is read or compiled here: the executor's `init` does not say the communicator's
+    /// size.
     pub fn new(config: crate::Result<Config>, log: Box<dyn Log + Send + Sync>) -> Scheduler {
         let config = match config {
             Ok(config) => {
@@ -99,8 +105,13 @@ impl Scheduler {
                 None
             }
         };
+        let found = config
+            .as_ref()
+            .map(|c| CacheState::read(&c.cache_dir))
+            .unwrap_or_default();
         Scheduler {
             config,
+            found,
             log: Arc::from(log),
             sets: HashMap::new(),
             background: HashMap::new(),
@@ -205,7 +216,7 @@ impl Scheduler {
             }
         };
         let options = compile_options(&config);
-        match installed(&config.cache_dir, &topo, &options) {
+        match installed(&config.cache_dir, &topo, &options, &self.found) {
             Ok(set) => {
                 for (file, why) in &set.refused {
                     log.warn(&format!(
@@ -491,7 +502,8 @@ mod tests {
         // The compile is done in the background: the cache now serves the next job...
         assert!(first.wait(4, Duration::from_secs(600)), "{:?}", log.all());
         let topo = topology(&config, 4, &Recorded::default()).unwrap().unwrap();
-        assert!(installed(&config.cache_dir, &topo, &compile_options(&config)).is_ok());
+        let now = CacheState::read(&config.cache_dir);
+        assert!(installed(&config.cache_dir, &topo, &compile_options(&config), &now).is_ok());
         // ...but never this process, which decided at its first call.
         for _ in 0..3 {
             assert_eq!(first.select(&ALLREDUCE_4), None);
@@ -507,6 +519,24 @@ mod tests {
         let (mut next, log) = job(&config);
         assert!(next.select(&ALLREDUCE_4).is_some(), "{:?}", log.all());
         assert!(log.all().is_empty(), "{:?}", log.all());
+        let _ = std::fs::remove_dir_all(&config.cache_dir);
+    }
+
+    #[test]
+    fn a_set_installed_after_the_scheduler_started_is_not_served_by_it() {
+        let config = settings("ring:4", "late");
+        // The job starts, then another job's compile installs the set, then the first call.
+        let (mut started_before, log) = job(&config);
+        filled(&config, 4);
+        assert_eq!(started_before.select(&ALLREDUCE_4), None);
+        assert!(
+            log.all()[0].contains("was not installed when this process's scheduler started"),
+            "{:?}",
+            log.all()
+        );
+        let (mut started_after, _) = job(&config);
+        assert!(started_after.select(&ALLREDUCE_4).is_some());
+        assert!(started_before.wait(4, Duration::from_secs(600)));
         let _ = std::fs::remove_dir_all(&config.cache_dir);
     }
 

@@ -240,6 +240,7 @@ int main(int argc, char** argv) {
     started = now();
     CHECK(s->selectAlgo(&p) == ncclSuccess, "first selectAlgo");
     timed("first selectAlgo", started);
+    calls++;
     CHECK(p.scheduled, "the first call was not scheduled");
     scheduled = p.scheduled + pass(s, nranks, -1, "warm");
   } else {
