@@ -493,3 +493,23 @@ fn two_nodes_filling_their_own_caches_get_the_same_bytes() {
     assert!(a.1.len() > 1);
     assert!(a == b, "the two nodes' entries differ");
 }
+
+#[test]
+fn a_tacos_max_memory_that_is_not_a_size_gets_one_warning_and_the_plugins_limit() {
+    let cache = scratch("max-memory");
+    let (_, text) = run(
+        4,
+        false,
+        &[
+            ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+            ("TACOS_MAX_MEMORY", "lots"),
+        ],
+    );
+    // init runs twice; the limit is read once.
+    let limit = warnings(&text, "TACOS_MAX_MEMORY");
+    assert_eq!(limit.len(), 1, "{text}");
+    assert!(
+        limit[0].contains("lots") && limit[0].contains("using the plugins' limit of 1 GiB"),
+        "{text}"
+    );
+}
