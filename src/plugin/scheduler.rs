@@ -21,7 +21,8 @@
 //! call on every node. The caller's thread never waits for a compile. A thread rather
 //! than a process per node: the plugin lives inside a GPU process, where forking is
 //! unsafe and no `tacos` binary need exist; the cache's lock makes one compile per node,
-//! and a process prepares one set at a time.
+//! a process prepares one set at a time, on one core, and each step of it is held to
+//! the plugins' memory limit.
 //!
 //! Each file is read back and its hash compared with the manifest's when it is first
 //! served; a file that fails was changed behind the cache's back (the cache writes
@@ -307,8 +308,13 @@ pub fn fill_cache(
         .unwrap_or(set.algorithms))
 }
 
+/// Threads a background compile (and its check of the files) runs on: it shares the
+/// node with a training job, whose data loaders need the cores; a prologue
+/// ([`fill_cache`]) uses them all.
+const BACKGROUND_THREADS: usize = 1;
+
 /// The background's part: the set opened or compiled in the cache and its files checked,
-/// one set at a time per process (sets compete for the same cores); whether it is there.
+/// on [`BACKGROUND_THREADS`], one set at a time per process; whether it is there.
 fn prepare(
     cache_dir: &Path,
     topo: &Topology,
@@ -317,7 +323,19 @@ fn prepare(
 ) -> bool {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    match open_cached(cache_dir, topo, options, log) {
+    let options = CompileOptions {
+        jobs: BACKGROUND_THREADS,
+        ..options.clone()
+    };
+    let open = || open_cached(cache_dir, topo, &options, log);
+    let opened = match rayon::ThreadPoolBuilder::new()
+        .num_threads(BACKGROUND_THREADS)
+        .build()
+    {
+        Ok(pool) => pool.install(open),
+        Err(_) => open(),
+    };
+    match opened {
         Ok(_) => true,
         Err(tried) => {
             log.warn(&format!(
