@@ -168,7 +168,7 @@ impl Scheduler {
     /// prepares in the background (deciding, as a first call would, if no call has yet);
     /// whether the cache now holds it: at once where this process serves it, false where
     /// it prepares nothing for it or the preparation failed or is still going. It never
-    /// changes what this process serves. For tests, benchmarks and a job's prologue.
+    /// changes what this process serves. For tests and benchmarks.
     pub fn wait(&mut self, ranks: usize, timeout: Duration) -> bool {
         if self.serves(ranks) {
             return true;
@@ -243,7 +243,7 @@ impl Scheduler {
             }
             Err(why) => {
                 log.warn(&format!(
-                    "no complete algorithm set for {ranks} ranks in the cache ({}); collectives of {ranks}-rank communicators run on the executor's own algorithms for the whole of this process, and the set is compiled in the background for the next job (to serve from a job's start, fill the cache before it: see the README's MSCCL scheduler section)",
+                    "no complete algorithm set for {ranks} ranks in the cache ({}); {ranks}-rank collectives run on the executor's own algorithms for the whole of this process, and the set is compiled in the background for the next job (to serve a job from its start, fill the cache before it: tacos compile --plugin-cache {ranks})",
                     echo(&why)
                 ));
                 self.start_background(config, ranks, topo, options);
