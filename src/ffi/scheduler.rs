@@ -3,32 +3,35 @@
 //!
 //! This module only marshals the ABI; what the plugin decides is [`crate::plugin`]'s.
 //!
-//! - `init` reads the settings ([`Config::from_process`]) and starts a
-//!   [`plugin::Scheduler`], which reads and compiles nothing yet (the executor's `init`
-//!   does not say the communicator's size). The first call for a communicator size finds
-//!   the cluster (`TACOS_TOPOLOGY`; else `NCCL_TOPO_FILE` repeated over `TACOS_NODES`
-//!   nodes, or over as many nodes as the rank count needs; else nothing, and every call
-//!   falls back to the executor's own algorithms) and the loader to compile for
-//!   (`TACOS_TARGET`: `executor`, the default, `executor-256` or `msccl-legacy`; any other
-//!   value gets one warning and the default, whose files every executor build loads),
-//!   then opens or compiles its algorithm set in the cache directory (`TACOS_CACHE_DIR`,
-//!   default `$XDG_CACHE_HOME/tacos` or `~/.cache/tacos`) through
-//!   [`plugin::open_or_compile`], the same code path as `tacos compile`, on a worker
-//!   thread. Calls wait for it at most `TACOS_INIT_BUDGET` seconds (default 2) in all,
-//!   then fall back until the whole set is installed and checked. The ranks of one node
-//!   take turns on a lock, so one compiles and the others read its result; a corrupted
-//!   entry is detected by its hashes and rebuilt, with one warning. The executor may call
-//!   `init` once per communicator without `teardown` in between: later calls reuse what
-//!   the first found.
+//! - `init` holds the process to the plugins' memory limit ([`plugin::set_memory_limit`]),
+//!   reads the settings ([`Config::from_process`]) and starts a [`plugin::Scheduler`],
+//!   which reads and compiles nothing yet (the executor's `init` does not say the
+//!   communicator's size). The first call for a communicator size finds the cluster
+//!   (`TACOS_TOPOLOGY`; else `NCCL_TOPO_FILE` repeated over `TACOS_NODES` nodes, or over
+//!   as many nodes as the rank count needs; else nothing, and every call falls back to the
+//!   executor's own algorithms) and the loader to compile for (`TACOS_TARGET`: `executor`,
+//!   the default, `executor-256` or `msccl-legacy`; any other value gets one warning and
+//!   the default, whose files every executor build loads), and decides once, for the
+//!   whole process, whether that size is served: only where its set is installed in the
+//!   cache directory (`TACOS_CACHE_DIR`, default `$XDG_CACHE_HOME/tacos` or
+//!   `~/.cache/tacos`), complete and with its verdict, and was so at the first `init`.
+//!   Otherwise every call of that size
+//!   falls back for the rest of the process, and the set is compiled in the background
+//!   (the same code path as `tacos compile`) for the next job; no call waits for it.
+//!   The executor may call `init` once per communicator: later calls reuse what the
+//!   first found.
 //! - `selectAlgo` matches function, rank count, in-place or out-of-place and message size
 //!   against the manifest (every file was checked against the target's loader rules when
-//!   the set was opened: one that breaks any is never handed over), loads it through the executor's `mscclLoadAlgo`
+//!   the set was installed: one that breaks any is never handed over), loads it through
+//!   the executor's `mscclLoadAlgo`
 //!   (looked up at run time) once per rank and file, and sets `scheduled` and `handle`.
 //!   Anything it cannot serve (rooted collectives, Send/Recv, AllToAllv, Avg reductions,
 //!   counts that are not a multiple of the algorithm's chunks, a rank count the topology
 //!   does not have) it leaves unscheduled, so the executor falls back; it always returns
 //!   success, because the executor fails the collective otherwise.
-//! - `teardown` unloads every handle it loaded.
+//! - `teardown` unloads every handle it loaded. What the scheduler decided stays: a
+//!   process that creates communicators again keeps serving (or not) what it did, since
+//!   its cache may have changed meanwhile while other nodes' did not.
 //!
 //! Nothing panics across the ABI; warnings go to stderr once each, prefixed `tacos:`.
 
@@ -57,7 +60,7 @@ pub static mscclScheduler: PluginTable<mscclSchedulerInterface> =
         teardown: Some(teardown),
     });
 
-/// What every entry point shares; `None` before `init` and after `teardown`.
+/// What every entry point shares; `None` before the first `init`.
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 
 type LoadAlgo = unsafe extern "C" fn(*const c_char, *mut mscclAlgoHandle_t, c_int) -> ncclResult_t;
@@ -192,6 +195,7 @@ fn measure(p: &mscclSchedulerParam, kind: CollectiveKind, elem: usize) -> Option
 
 unsafe extern "C" fn init() -> ncclResult_t {
     guard(ncclSuccess, || {
+        plugin::set_memory_limit(&Stderr);
         let mut state = STATE.lock().unwrap_or_else(|p| p.into_inner());
         if state.is_none() {
             *state = Some(State::start());
@@ -263,9 +267,10 @@ unsafe extern "C" fn select_algo(param: *mut mscclSchedulerParam) -> ncclResult_
 unsafe extern "C" fn teardown() -> ncclResult_t {
     guard(ncclSuccess, || {
         let mut state = STATE.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(state) = state.take() {
+        if let Some(state) = state.as_mut() {
+            let handles = std::mem::take(&mut state.handles);
             if let Some(executor) = state.executor {
-                for (_, handle) in state.handles {
+                for (_, handle) in handles {
                     (executor.unload)(handle);
                 }
             }

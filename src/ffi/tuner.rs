@@ -140,6 +140,7 @@ fn log_line(message: &str) -> CString {
 /// Runs `start` for `context`, which is set to the new context, or to null if even that
 /// failed (every entry point takes null for "change nothing").
 unsafe fn init(context: *mut *mut c_void, log: Logger, start: impl FnOnce() -> Tuning) {
+    crate::plugin::set_memory_limit(&log);
     if context.is_null() {
         log.warn("init was given no place for its context; NCCL keeps its own choices");
         return;

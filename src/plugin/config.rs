@@ -2,20 +2,17 @@
 //! drives the plugins without a process environment (tests, benchmarks) builds one by
 //! hand or through [`Config::from_env`] with its own lookup.
 
+use super::Log;
+use crate::budget::{MemoryLimit, PLUGIN_MAX_MEMORY};
 use crate::error::{echo, Error, Result};
 use crate::msccl::{Profile, Target};
 use crate::tuner::GpuArch;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Once;
 
 /// GPU generation assumed when `TACOS_GPU_ARCH` is not set.
 pub const DEFAULT_GPU: GpuArch = GpuArch::Hopper;
-
-/// How long the scheduler holds the executor's calls when `TACOS_INIT_BUDGET` is unset.
-pub const DEFAULT_INIT_BUDGET: Duration = Duration::from_secs(2);
-/// The largest `TACOS_INIT_BUDGET` taken: an hour.
-pub const MAX_INIT_BUDGET: Duration = Duration::from_secs(3600);
 
 /// What both plugins read from the environment, parsed.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,15 +38,10 @@ pub struct Config {
     /// `$XDG_CACHE_HOME/tacos`, else `$HOME/.cache/tacos`, else under the system's
     /// temporary directory.
     pub cache_dir: PathBuf,
-    /// `TACOS_INIT_BUDGET` (seconds, 0 to [`MAX_INIT_BUDGET`]): the longest the scheduler
-    /// holds the executor's calls for one communicator size while its algorithm set is
-    /// opened or compiled; past it, calls fall back while the work goes on in the
-    /// background. Default [`DEFAULT_INIT_BUDGET`].
-    pub init_budget: Duration,
     /// `NCCL_ALGO` or `NCCL_PROTO` is set: the user chose NCCL's algorithms.
     pub user_chose_algorithms: bool,
     /// Scheduler settings that did not parse and were replaced (`TACOS_NODES` ignored,
-    /// `TACOS_TARGET` and `TACOS_INIT_BUDGET` the default), one message each.
+    /// `TACOS_TARGET` the default), one message each.
     pub warnings: Vec<String>,
 }
 
@@ -120,22 +112,6 @@ impl Config {
                 None
             }
         });
-        let init_budget = get("TACOS_INIT_BUDGET").map_or(DEFAULT_INIT_BUDGET, |v| {
-            match v.trim().parse::<f64>() {
-                Ok(s) if (0.0..=MAX_INIT_BUDGET.as_secs_f64()).contains(&s) => {
-                    Duration::from_secs_f64(s)
-                }
-                _ => {
-                    warnings.push(format!(
-                        "TACOS_INIT_BUDGET='{}' must be a number of seconds from 0 to {}; using {}",
-                        echo(&v),
-                        MAX_INIT_BUDGET.as_secs(),
-                        DEFAULT_INIT_BUDGET.as_secs()
-                    ));
-                    DEFAULT_INIT_BUDGET
-                }
-            }
-        });
         let dir = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
         let cache_dir = dir("TACOS_CACHE_DIR")
             .or_else(|| dir("XDG_CACHE_HOME").map(|d| d.join("tacos")))
@@ -151,7 +127,6 @@ impl Config {
             gpu,
             target,
             cache_dir,
-            init_budget,
             user_chose_algorithms: get("NCCL_ALGO").is_some() || get("NCCL_PROTO").is_some(),
             warnings,
         })
@@ -166,6 +141,27 @@ impl Config {
     pub fn gpu(&self) -> GpuArch {
         self.gpu.unwrap_or(DEFAULT_GPU)
     }
+}
+
+/// Holds everything this process's plugins compute to `TACOS_MAX_MEMORY` where it is
+/// set, else to the plugins' own limit ([`MemoryLimit::plugin`]), which is far below
+/// the command line's: they share the host with a training job. Done once per process
+/// (both plugins' `init` call it); a value that is not a size gets one warning through
+/// `log` and the plugins' limit.
+pub fn set_memory_limit(log: &dyn Log) {
+    static SET: Once = Once::new();
+    SET.call_once(|| {
+        let limit = MemoryLimit::from_env().unwrap_or_else(|e| {
+            log.warn(&format!(
+                "{e}; using the plugins' limit of {} GiB",
+                PLUGIN_MAX_MEMORY >> 30
+            ));
+            None
+        });
+        limit
+            .unwrap_or_else(MemoryLimit::plugin)
+            .set_process_default();
+    });
 }
 
 #[cfg(test)]
@@ -215,27 +211,6 @@ pub(super) mod tests {
         assert_eq!(c.nodes, Some(4));
         assert_eq!(c.target.profile, Profile::Executor256);
         assert!(c.warnings.is_empty());
-    }
-
-    #[test]
-    fn the_init_budget_is_seconds_within_an_hour_else_the_default_with_a_warning() {
-        assert_eq!(Config::default().init_budget, Duration::from_secs(2));
-        for (value, seconds) in [("0.5", 0.5), (" 10 ", 10.0), ("0", 0.0), ("3600", 3600.0)] {
-            let c = config(&[("TACOS_INIT_BUDGET", value)]).unwrap();
-            assert_eq!(c.init_budget.as_secs_f64(), seconds, "{value}");
-            assert!(c.warnings.is_empty(), "{value}: {:?}", c.warnings);
-        }
-        for value in ["fast", "-1", "3601", "nan", "inf", "2s", "\x1b[31m"] {
-            let c = config(&[("TACOS_INIT_BUDGET", value)]).unwrap();
-            assert_eq!(c.init_budget, DEFAULT_INIT_BUDGET, "{value}");
-            assert_eq!(c.warnings.len(), 1, "{value}: {:?}", c.warnings);
-            let w = &c.warnings[0];
-            assert!(
-                w.starts_with("TACOS_INIT_BUDGET='") && w.contains("from 0 to 3600; using 2"),
-                "{w}"
-            );
-            assert!(!w.contains('\x1b'), "control characters are escaped: {w}");
-        }
     }
 
     #[test]

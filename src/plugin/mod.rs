@@ -14,10 +14,12 @@ mod discover;
 mod scheduler;
 mod tuner;
 
-pub use cache::{cache_dir_name, open_cached, open_or_compile, CachedSet, Opened};
-pub use config::{Config, DEFAULT_GPU, DEFAULT_INIT_BUDGET, MAX_INIT_BUDGET};
+pub use cache::{
+    cache_dir_name, installed, open_cached, open_or_compile, CacheState, CachedSet, Opened,
+};
+pub use config::{set_memory_limit, Config, DEFAULT_GPU};
 pub use discover::{discover, plan, Discovered, Layout, NvlDomains, Plan};
-pub use scheduler::{Call, Scheduler};
+pub use scheduler::{fill_cache, Call, Scheduler};
 pub use tuner::{tuner_for, CostTable, Tuning, FORMULA_RANKS_MAX, SIMULATED_RANKS_MAX};
 
 /// Where a plugin's messages go: the host's logger, stderr, or nowhere.

@@ -6,35 +6,37 @@
 //! call's element count. Loading files and keeping their handles is the ABI's part
 //! (`ffi::scheduler`).
 //!
-//! Nothing slow runs on the caller's thread for longer than the budget
-//! ([`Config::init_budget`], `TACOS_INIT_BUDGET`): the first call for a communicator size
-//! starts a worker thread that finds the cluster, opens the set in the cache or compiles
-//! it there (the ranks of a node take turns on the cache's lock, so one compiles and the
-//! others, blocked on the lock without using a core, open its result), and checks every
-//! file; calls wait for it at most the budget in all, then fall back until it is done. A
-//! thread rather than a process per node: the plugin lives inside a GPU process, where
-//! forking is unsafe and no `tacos` binary need exist, and the lock already makes one
-//! compile per node. A set is served only whole: once it is installed in the cache and
-//! every file has been read back, found to be the bytes its manifest names (SHA-256)
-//! and passed the target's loader rules, so every rank of a job serves the same bytes
-//! for the same call, and a file that fails is never served (its calls fall back, with
-//! one warning). What the rules found is kept beside the entry, keyed by the manifest's
-//! hash and the target, so later processes only check the hashes. A topology whose NPU count is not the communicator's rank count is
-//! never compiled.
+//! Ranks that run different algorithms for one collective call hang or corrupt the job,
+//! and the ranks of a job cannot talk to each other here. So whether a communicator size
+//! is served is decided once, at its first call, from what every rank of a job sees alike
+//! (the settings, and the cache as the job found it), and never changes afterwards in the
+//! process: the size is served only where its set is installed in the cache, complete,
+//! with the verdict on its files that installing it left, and was so already when the
+//! scheduler started (the job's first communicator, which its ranks create together,
+//! rather than first calls, which may be spread over minutes): see [`installed`], which
+//! reads the manifest and the verdict and parses no algorithm file. Otherwise the process
+//! falls back for that size for its whole life, with one warning, and compiles the set
+//! in the background, so that the next job on this cache serves it: a compile finishing
+//! part-way through a job never switches it over, since it would finish at a different
+//! call on every node. The caller's thread never waits for a compile. A thread rather
+//! than a process per node: the plugin lives inside a GPU process, where forking is
+//! unsafe and no `tacos` binary need exist; the cache's lock makes one compile per node,
+//! a process prepares one set at a time, on one core, and each step of it is held to
+//! the plugins' memory limit.
+//!
+//! Each file is read back and its hash compared with the manifest's when it is first
+//! served; a file that fails was changed behind the cache's back (the cache writes
+//! whole sets, never part of one), and the size falls back from then on, with one
+//! warning, while the entry is rebuilt in the background. A topology whose NPU count is not the communicator's rank count is never
+//! compiled.
 
-use super::cache::open_cached;
+use super::cache::{installed, intact, open_cached, CacheState, CachedSet};
 use super::{discover, Config, Log};
 use crate::collective::CollectiveKind;
-use crate::compile::{
-    loader_problems, parent_and_name, read_regular, sha256_hex, CompileOptions, Entry, Manifest,
-};
+use crate::compile::CompileOptions;
 use crate::error::echo;
-use crate::fsio::write_atomic;
-use crate::msccl::{parse_program, Target};
 use crate::topology::nccl_xml::{self, NcclImportOptions};
 use crate::topology::Topology;
-use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -54,43 +56,43 @@ pub struct Call {
     pub count: usize,
 }
 
-/// One process's scheduler: its settings and the algorithm set of each communicator size.
+/// One process's scheduler: its settings and, per communicator size, whether and what
+/// it serves.
 pub struct Scheduler {
     /// None where the settings could not be read: every call falls back.
     config: Option<Config>,
+    /// The cache as this scheduler found it when it started.
+    found: CacheState,
     log: Arc<dyn Log + Send + Sync>,
-    sets: HashMap<usize, SetState>,
+    /// Each size's decision, made at its first call: the set it serves, or None.
+    sets: HashMap<usize, Option<Served>>,
+    /// The sets this process compiles in the background, by size.
+    background: HashMap<usize, Arc<Background>>,
 }
 
-/// A communicator size's algorithm set.
-enum SetState {
-    /// Being prepared on a worker thread; calls wait for it until `deadline`.
-    Preparing {
-        outcome: Arc<Outcome>,
-        deadline: Instant,
-        warned: bool,
-    },
-    /// Done: the set, or None where this size is not served.
-    Settled(Option<Box<Served>>),
-}
-
-/// Where a worker leaves its result.
+/// A set being prepared in the background; `done` holds whether it ended in the cache.
 #[derive(Default)]
-struct Outcome {
-    done: Mutex<Option<Option<Served>>>,
-    ready: Condvar,
+struct Background {
+    done: Mutex<Option<bool>>,
+    ended: Condvar,
 }
 
-/// A complete, checked set: its manifest, where its files are, and the files that passed.
+/// An installed set that this process serves.
 struct Served {
-    algorithms: PathBuf,
-    manifest: Manifest,
+    set: CachedSet,
+    /// The cluster, to rebuild the set should a file turn out changed.
+    topo: Topology,
+    /// Files the verdict does not refuse.
     admitted: HashSet<String>,
+    /// Files read back and found to be the manifest's bytes.
+    intact: HashSet<String>,
 }
 
 impl Scheduler {
-    /// A scheduler on `config` (or on none, with a warning saying why). Nothing is read
-    /// or compiled here: the executor's `init` does not say the communicator's size.
+    /// A scheduler on `config` (or on none, with a warning saying why). It notes which
+    /// sets the cache holds installed now, and serves no other in its life; nothing else
+    /// is read or compiled here: the executor's `init` does not say the communicator's
+    /// size.
     pub fn new(config: crate::Result<Config>, log: Box<dyn Log + Send + Sync>) -> Scheduler {
         let config = match config {
             Ok(config) => {
@@ -104,224 +106,245 @@ impl Scheduler {
                 None
             }
         };
+        let found = config
+            .as_ref()
+            .map(|c| CacheState::read(&c.cache_dir))
+            .unwrap_or_default();
         Scheduler {
             config,
+            found,
             log: Arc::from(log),
             sets: HashMap::new(),
+            background: HashMap::new(),
         }
     }
 
-    /// The file to load for `call`, or None where the executor should fall back (also
-    /// while its set is still being prepared after the budget is spent).
+    /// The file to load for `call`, or None where the executor should fall back.
     pub fn select(&mut self, call: &Call) -> Option<PathBuf> {
-        let served = self.served(call.ranks, None)?;
+        let ranks = call.ranks;
+        let served = self.served(ranks)?;
         let entry = served
+            .set
             .manifest
-            .select(call.kind, call.ranks, call.in_place, call.bytes)?;
-        if entry.chunks_per_loop == 0 || call.count % entry.chunks_per_loop != 0 {
+            .select(call.kind, ranks, call.in_place, call.bytes)?;
+        if entry.chunks_per_loop == 0
+            || call.count % entry.chunks_per_loop != 0
+            || !served.admitted.contains(&entry.file)
+        {
             return None;
         }
-        served
-            .admitted
-            .contains(&entry.file)
-            .then(|| served.algorithms.join(&entry.file))
-    }
-
-    /// Waits up to `timeout` (beyond the budget) for the set of `ranks`-rank communicators
-    /// to be settled, starting it if needed; whether it is served. For benchmarks and
-    /// tests: the executor's calls never wait past the budget.
-    pub fn wait(&mut self, ranks: usize, timeout: Duration) -> bool {
-        self.served(ranks, Some(Instant::now() + timeout)).is_some()
-    }
-
-    /// The set for `ranks`, started on first use, waited for until its deadline (or
-    /// `until`), None while it is not ready or where it is not served.
-    fn served(&mut self, ranks: usize, until: Option<Instant>) -> Option<&Served> {
-        if !self.sets.contains_key(&ranks) {
-            let state = self.start(ranks);
-            self.sets.insert(ranks, state);
+        let path = served.set.algorithms.join(&entry.file);
+        if served.intact.contains(&entry.file) {
+            return Some(path);
         }
-        let state = self.sets.get_mut(&ranks)?;
-        if let SetState::Preparing {
-            outcome,
-            deadline,
-            warned,
-        } = state
-        {
-            let deadline = until.unwrap_or(*deadline);
-            let mut done = outcome.done.lock().unwrap_or_else(|p| p.into_inner());
-            while done.is_none() {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                done = outcome
-                    .ready
-                    .wait_timeout(done, left)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
+        let why = match intact(&served.set.algorithms, entry) {
+            Ok(_) => {
+                served.intact.insert(entry.file.clone());
+                return Some(path);
             }
-            match done.take() {
-                Some(settled) => {
-                    drop(done);
-                    *state = SetState::Settled(settled.map(Box::new));
-                }
-                None => {
-                    if !*warned {
-                        *warned = true;
-                        let budget = self
-                            .config
-                            .as_ref()
-                            .map_or(0.0, |c| c.init_budget.as_secs_f64());
-                        self.log.warn(&format!(
-                            "the algorithm set for {ranks} ranks is not ready within TACOS_INIT_BUDGET={budget} s; it is prepared in the background and collectives fall back to the executor's algorithms until it is"
-                        ));
-                    }
-                    return None;
-                }
-            }
-        }
-        match state {
-            SetState::Settled(served) => served.as_deref(),
-            SetState::Preparing { .. } => None,
-        }
-    }
-
-    /// Starts preparing the set for `ranks` on a worker thread.
-    fn start(&self, ranks: usize) -> SetState {
-        let Some(config) = self.config.clone() else {
-            return SetState::Settled(None);
+            Err(why) => why,
         };
-        let outcome = Arc::new(Outcome::default());
-        let deadline = Instant::now() + config.init_budget;
-        let (log, result) = (self.log.clone(), outcome.clone());
+        self.log.warn(&format!(
+            "{} cannot be served ({}): the cache was changed behind tacos's back; collectives of {ranks}-rank communicators fall back to the executor's algorithms for the rest of this process, and the entry is rebuilt in the background",
+            path.display(),
+            echo(&why)
+        ));
+        if let (Some(Some(served)), Some(config)) =
+            (self.sets.insert(ranks, None), self.config.clone())
+        {
+            let options = compile_options(&config);
+            self.start_background(config, ranks, served.topo, options);
+        }
+        None
+    }
+
+    /// Whether this process serves `ranks`-rank communicators (deciding it, as their
+    /// first call would, if no call has yet).
+    pub fn serves(&mut self, ranks: usize) -> bool {
+        self.served(ranks).is_some()
+    }
+
+    /// Waits up to `timeout` for the set of `ranks`-rank communicators that this process
+    /// prepares in the background (deciding, as a first call would, if no call has yet);
+    /// whether the cache now holds it: at once where this process serves it, false where
+    /// it prepares nothing for it or the preparation failed or is still going. It never
+    /// changes what this process serves. For tests and benchmarks.
+    pub fn wait(&mut self, ranks: usize, timeout: Duration) -> bool {
+        if self.serves(ranks) {
+            return true;
+        }
+        let Some(background) = self.background.get(&ranks) else {
+            return false;
+        };
+        let deadline = Instant::now() + timeout;
+        let mut done = background.done.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(ok) = *done {
+                return ok;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            done = background
+                .ended
+                .wait_timeout(done, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// The set served for `ranks`, decided at the first call.
+    fn served(&mut self, ranks: usize) -> Option<&mut Served> {
+        if !self.sets.contains_key(&ranks) {
+            let decided = self.decide(ranks);
+            self.sets.insert(ranks, decided);
+        }
+        self.sets.get_mut(&ranks)?.as_mut()
+    }
+
+    /// Whether `ranks` is served, from the settings and the cache as they are now: the
+    /// set where it is installed, else None (compiling it in the background where there
+    /// is a cluster of that size).
+    fn decide(&mut self, ranks: usize) -> Option<Served> {
+        let config = self.config.clone()?;
+        let log = &*self.log;
+        let topo = match topology(&config, ranks, log) {
+            Ok(topo) => topo?,
+            Err(e) => {
+                log.warn(&format!("{e}; falling back to the executor's algorithms"));
+                return None;
+            }
+        };
+        let options = compile_options(&config);
+        match installed(&config.cache_dir, &topo, &options, &self.found) {
+            Ok(set) => {
+                for (file, why) in &set.refused {
+                    log.warn(&format!(
+                        "{} does not load in target {} ({}); its calls fall back to the executor's algorithms",
+                        set.algorithms.join(file).display(),
+                        config.target,
+                        echo(why)
+                    ));
+                }
+                let admitted = set
+                    .manifest
+                    .entries
+                    .iter()
+                    .filter(|e| !set.refused.iter().any(|(file, _)| file == &e.file))
+                    .map(|e| e.file.clone())
+                    .collect();
+                Some(Served {
+                    set,
+                    topo,
+                    admitted,
+                    intact: HashSet::new(),
+                })
+            }
+            Err(why) => {
+                log.warn(&format!(
+                    "no complete algorithm set for {ranks} ranks in the cache ({}); {ranks}-rank collectives run on the executor's own algorithms for the whole of this process, and the set is compiled in the background for the next job (to serve a job from its start, fill the cache before it: tacos compile --plugin-cache {ranks})",
+                    echo(&why)
+                ));
+                self.start_background(config, ranks, topo, options);
+                None
+            }
+        }
+    }
+
+    /// Compiles the set of `ranks` into the cache on a thread of its own.
+    fn start_background(
+        &mut self,
+        config: Config,
+        ranks: usize,
+        topo: Topology,
+        options: CompileOptions,
+    ) {
+        let background = Arc::new(Background::default());
+        let (log, result) = (self.log.clone(), background.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("tacos-set-{ranks}"))
             .spawn(move || {
-                let settled = prepare(&config, ranks, &*log);
-                *result.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(settled);
-                result.ready.notify_all();
+                let ok = prepare(&config.cache_dir, &topo, &options, &*log);
+                *result.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(ok);
+                result.ended.notify_all();
             });
         match spawned {
-            Ok(_) => SetState::Preparing {
-                outcome,
-                deadline,
-                warned: false,
-            },
-            Err(e) => {
-                self.log.warn(&format!(
-                    "cannot start a thread to prepare the algorithm set ({e}); falling back to the executor's algorithms"
-                ));
-                SetState::Settled(None)
+            Ok(_) => {
+                self.background.insert(ranks, background);
             }
+            Err(e) => self.log.warn(&format!(
+                "cannot start a thread to compile the algorithm set for {ranks} ranks ({e})"
+            )),
         }
     }
 }
 
-/// The worker's part: the cluster for `ranks` ranks, its set opened or compiled in the
-/// cache, every file checked (side by side); None (with a warning) where this size is not
-/// served. Sets are opened one at a time per process: they compete for the same cores.
-fn prepare(config: &Config, ranks: usize, log: &(dyn Log + Sync)) -> Option<Served> {
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let topo = match topology(config, ranks, log) {
-        Ok(topo) => topo?,
-        Err(e) => {
-            log.warn(&format!("{e}; falling back to the executor's algorithms"));
-            return None;
-        }
-    };
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let options = CompileOptions {
+/// What the scheduler compiles: the fast preset, for the settings' target.
+fn compile_options(config: &Config) -> CompileOptions {
+    CompileOptions {
         target: config.target.clone(),
         ..CompileOptions::fast()
+    }
+}
+
+/// Fills the cache with the set for `ranks`-rank communicators as the scheduler would in
+/// the background (the same cluster, options and entry), waiting for it: what a job's
+/// prologue runs (`tacos compile --plugin-cache RANKS`) so that the job serves from its
+/// first call. The entry's directory, or why there is none.
+pub fn fill_cache(
+    config: &Config,
+    ranks: usize,
+    log: &(dyn Log + Sync),
+) -> Result<PathBuf, String> {
+    let topo = topology(config, ranks, log)?.ok_or_else(|| {
+        format!("the settings give no cluster of {ranks} GPUs (see the warnings)")
+    })?;
+    let set = open_cached(&config.cache_dir, &topo, &compile_options(config), log)?;
+    Ok(set
+        .algorithms
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or(set.algorithms))
+}
+
+/// Threads a background compile (and its check of the files) runs on: it shares the
+/// node with a training job, whose data loaders need the cores; a prologue
+/// ([`fill_cache`]) uses them all.
+const BACKGROUND_THREADS: usize = 1;
+
+/// The background's part: the set opened or compiled in the cache and its files checked,
+/// on [`BACKGROUND_THREADS`], one set at a time per process; whether it is there.
+fn prepare(
+    cache_dir: &Path,
+    topo: &Topology,
+    options: &CompileOptions,
+    log: &(dyn Log + Sync),
+) -> bool {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let options = CompileOptions {
+        jobs: BACKGROUND_THREADS,
+        ..options.clone()
     };
-    let set = match open_cached(&config.cache_dir, &topo, &options, log) {
-        Ok(set) => set,
+    let open = || open_cached(cache_dir, topo, &options, log);
+    let opened = match rayon::ThreadPoolBuilder::new()
+        .num_threads(BACKGROUND_THREADS)
+        .build()
+    {
+        Ok(pool) => pool.install(open),
+        Err(_) => open(),
+    };
+    match opened {
+        Ok(_) => true,
         Err(tried) => {
             log.warn(&format!(
-                "no algorithm set for {} ({tried}); falling back to the executor's algorithms",
+                "cannot compile the algorithm set for {} into the cache ({tried})",
                 topo.name()
             ));
-            return None;
+            false
         }
-    };
-    let refused = refusals(&set.algorithms, &set.manifest, ranks, &config.target);
-    for (file, why) in &refused {
-        log.warn(&format!(
-            "{} does not load in target {} ({}); its calls fall back to the executor's algorithms",
-            set.algorithms.join(file).display(),
-            config.target,
-            echo(why)
-        ));
     }
-    let admitted = set
-        .manifest
-        .entries
-        .iter()
-        .filter(|e| !refused.iter().any(|(file, _)| file == &e.file))
-        .map(|e| e.file.clone())
-        .collect();
-    Some(Served {
-        algorithms: set.algorithms,
-        manifest: set.manifest,
-        admitted,
-    })
-}
-
-/// What checking a set's files found, kept beside its cache entry (`.NAME.checked`) so
-/// later processes need not parse every file again: keyed by the SHA-256 of the
-/// manifest (which holds every file's) and the target, so it speaks only for the very
-/// bytes and loader it was made for.
-#[derive(Serialize, Deserialize, PartialEq)]
-struct Verdict {
-    manifest_sha256: String,
-    target: String,
-    /// (file, why) for every file that may not be served.
-    refused: Vec<(String, String)>,
-}
-
-/// The files of the set in `algorithms` that may not be served, and why: from the
-/// verdict kept beside the entry where it is for this manifest and target, else by
-/// checking every file side by side (and keeping the verdict, where the cache can be
-/// written).
-fn refusals(
-    algorithms: &Path,
-    manifest: &Manifest,
-    ranks: usize,
-    target: &Target,
-) -> Vec<(String, String)> {
-    let key = Verdict {
-        manifest_sha256: sha256_hex(manifest.to_json().as_bytes()),
-        target: format!("{target:?}"),
-        refused: Vec::new(),
-    };
-    let kept = algorithms.parent().and_then(|entry| {
-        let (parent, name) = parent_and_name(entry).ok()?;
-        Some(parent.join(format!(".{name}.checked")))
-    });
-    let known = kept.as_ref().and_then(|path| {
-        let bytes = read_regular(path).ok()?;
-        let verdict: Verdict = serde_json::from_slice(&bytes).ok()?;
-        let same =
-            (&verdict.manifest_sha256, &verdict.target) == (&key.manifest_sha256, &key.target);
-        same.then_some(verdict.refused)
-    });
-    if let Some(refused) = known {
-        return refused;
-    }
-    let refused: Vec<(String, String)> = manifest
-        .entries
-        .par_iter()
-        .filter_map(|e| refusal(algorithms, e, ranks, target).map(|why| (e.file.clone(), why)))
-        .collect();
-    if let Some(path) = kept {
-        let verdict = Verdict { refused, ..key };
-        if let Ok(json) = serde_json::to_vec(&verdict) {
-            let _ = write_atomic(&path, &json);
-        }
-        return verdict.refused;
-    }
-    refused
 }
 
 /// The cluster for `ranks` ranks, or None (with a warning) where the settings give none
@@ -358,31 +381,6 @@ fn topology(config: &Config, ranks: usize, log: &dyn Log) -> Result<Option<Topol
     Ok(Some(found.topology))
 }
 
-/// Why the file of `entry` in `algorithms` may not be served, if so: it must be the bytes
-/// the manifest names, a program for `ranks` GPUs with the manifest's chunk count, that
-/// passes `target`'s loader rules.
-fn refusal(algorithms: &Path, entry: &Entry, ranks: usize, target: &Target) -> Option<String> {
-    let path = algorithms.join(&entry.file);
-    match read_regular(&path) {
-        Err(e) => Some(e.to_string()),
-        Ok(bytes) if sha256_hex(&bytes) != entry.sha256 => {
-            Some("its bytes are not those the manifest names (SHA-256 mismatch)".into())
-        }
-        Ok(bytes) => match parse_program(&String::from_utf8_lossy(&bytes), &entry.file) {
-            Err(e) => Some(e.to_string()),
-            Ok(p) if p.gpus.len() != ranks || p.nchunksperloop != entry.chunks_per_loop => {
-                Some(format!(
-                    "it has {} GPUs and {} chunks per loop, the manifest says {ranks} and {}",
-                    p.gpus.len(),
-                    p.nchunksperloop,
-                    entry.chunks_per_loop
-                ))
-            }
-            Ok(p) => loader_problems(&p, target).into_iter().next(),
-        },
-    }
-}
-
 /// GPUs one NCCL topology file describes.
 fn gpus_per_node(file: &str) -> Option<usize> {
     nccl_xml::read(Path::new(file), &NcclImportOptions::default())
@@ -392,8 +390,10 @@ fn gpus_per_node(file: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cache::refusal;
     use super::*;
-    use crate::msccl::read_program;
+    use crate::compile::{sha256_hex, Entry};
+    use crate::msccl::{read_program, Target};
 
     /// Keeps every warning.
     #[derive(Clone, Default)]
@@ -412,27 +412,38 @@ mod tests {
         }
     }
 
-    /// A scheduler on `topology` with a fresh cache and `budget` seconds.
-    fn scheduler(topology: &str, cache: &str, budget: u64) -> (Scheduler, Recorded, PathBuf) {
+    /// Settings naming `topology` with a fresh cache of this test's.
+    fn settings(topology: &str, cache: &str) -> Config {
         let dir = std::env::temp_dir().join(format!(
             "tacos-plugin-scheduler-{}-{cache}",
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let config = Config {
+        Config {
             topology: Some(topology.into()),
-            cache_dir: dir.clone(),
-            init_budget: Duration::from_secs(budget),
+            cache_dir: dir,
             ..Config::default()
-        };
+        }
+    }
+
+    /// A scheduler (a new process) on `config`, and what it warns.
+    fn job(config: &Config) -> (Scheduler, Recorded) {
         let log = Recorded::default();
-        (Scheduler::new(Ok(config), Box::new(log.clone())), log, dir)
+        (
+            Scheduler::new(Ok(config.clone()), Box::new(log.clone())),
+            log,
+        )
+    }
+
+    /// `config`'s cache filled for `ranks` as a prologue would.
+    fn filled(config: &Config, ranks: usize) -> PathBuf {
+        fill_cache(config, ranks, &Recorded::default()).expect("the cache is filled")
     }
 
     /// The set the scheduler serves for `ranks`.
-    fn served(s: &Scheduler, ranks: usize) -> &Served {
+    fn served(s: &Scheduler, ranks: usize) -> &CachedSet {
         match s.sets.get(&ranks) {
-            Some(SetState::Settled(Some(served))) => served,
+            Some(Some(served)) => &served.set,
             _ => panic!("no set for {ranks} ranks"),
         }
     }
@@ -447,20 +458,22 @@ mod tests {
         }
     }
 
+    const ALLREDUCE_4: Call = Call {
+        kind: CollectiveKind::AllReduce,
+        ranks: 4,
+        in_place: true,
+        bytes: 1 << 20,
+        count: 1 << 18,
+    };
+
     #[test]
     fn every_call_gets_a_file_declaring_its_collective_placement_and_size() {
-        let (mut s, log, dir) = scheduler("ring:4", "select", 600);
-        let any = Call {
-            kind: CollectiveKind::AllReduce,
-            ranks: 4,
-            in_place: true,
-            bytes: 1 << 20,
-            count: 1 << 18,
-        };
-        // Within the budget the first call waits for the set.
-        assert!(s.select(&any).is_some());
+        let config = settings("ring:4", "select");
+        filled(&config, 4);
+        let (mut s, log) = job(&config);
+        assert!(s.select(&ALLREDUCE_4).is_some(), "{:?}", log.all());
         let set = served(&s, 4);
-        assert!(set.algorithms.starts_with(&dir), "{:?}", set.algorithms);
+        assert!(set.algorithms.starts_with(&config.cache_dir));
         let entries = set.manifest.entries.clone();
         let mut divisible = false;
         for e in &entries {
@@ -496,43 +509,62 @@ mod tests {
             .filter(|w| w.contains("8 ranks"))
             .collect();
         assert_eq!(mismatch.len(), 1, "one warning per problem: {mismatch:?}");
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&config.cache_dir);
     }
 
     #[test]
-    fn past_the_budget_calls_fall_back_until_the_whole_set_is_ready() {
-        let (mut s, log, dir) = scheduler("ring:4", "budget", 0);
-        let call = Call {
-            kind: CollectiveKind::AllReduce,
-            ranks: 4,
-            in_place: true,
-            bytes: 1 << 20,
-            count: 1 << 18,
-        };
-        // A zero budget: the first calls return at once with nothing (a cold cache cannot
-        // be compiled in no time), and say so once.
-        assert_eq!(s.select(&call), None);
-        assert_eq!(s.select(&call), None);
-        assert!(s.wait(4, Duration::from_secs(600)), "{:?}", log.all());
-        assert!(s.select(&call).is_some());
-        let waits: Vec<String> = log
-            .all()
-            .into_iter()
-            .filter(|w| w.contains("TACOS_INIT_BUDGET=0"))
-            .collect();
-        assert_eq!(waits.len(), 1, "{:?}", log.all());
-        let _ = std::fs::remove_dir_all(&dir);
+    fn a_cold_cache_falls_back_for_the_whole_process_and_the_next_job_serves() {
+        let config = settings("ring:4", "cold");
+        let (mut first, log) = job(&config);
+        assert_eq!(first.select(&ALLREDUCE_4), None);
+        // The compile is done in the background: the cache now serves the next job...
+        assert!(first.wait(4, Duration::from_secs(600)), "{:?}", log.all());
+        let topo = topology(&config, 4, &Recorded::default()).unwrap().unwrap();
+        let now = CacheState::read(&config.cache_dir);
+        assert!(installed(&config.cache_dir, &topo, &compile_options(&config), &now).is_ok());
+        // ...but never this process, which decided at its first call.
+        for _ in 0..3 {
+            assert_eq!(first.select(&ALLREDUCE_4), None);
+        }
+        assert!(!first.serves(4));
+        let cold: Vec<String> = log.all();
+        assert_eq!(cold.len(), 1, "one warning: {cold:?}");
+        assert!(
+            cold[0].contains("no complete algorithm set for 4 ranks")
+                && cold[0].contains("for the whole of this process"),
+            "{cold:?}"
+        );
+        let (mut next, log) = job(&config);
+        assert!(next.select(&ALLREDUCE_4).is_some(), "{:?}", log.all());
+        assert!(log.all().is_empty(), "{:?}", log.all());
+        let _ = std::fs::remove_dir_all(&config.cache_dir);
+    }
+
+    #[test]
+    fn a_set_installed_after_the_scheduler_started_is_not_served_by_it() {
+        let config = settings("ring:4", "late");
+        // The job starts, then another job's compile installs the set, then the first call.
+        let (mut started_before, log) = job(&config);
+        filled(&config, 4);
+        assert_eq!(started_before.select(&ALLREDUCE_4), None);
+        assert!(
+            log.all()[0].contains("was not installed when this process's scheduler started"),
+            "{:?}",
+            log.all()
+        );
+        let (mut started_after, _) = job(&config);
+        assert!(started_after.select(&ALLREDUCE_4).is_some());
+        assert!(started_before.wait(4, Duration::from_secs(600)));
+        let _ = std::fs::remove_dir_all(&config.cache_dir);
     }
 
     #[test]
     fn a_topology_of_another_size_is_never_compiled() {
-        let (mut s, log, dir) = scheduler("ring:4", "mismatch", 600);
+        let config = settings("ring:4", "mismatch");
+        let (mut s, log) = job(&config);
         let call = Call {
-            kind: CollectiveKind::AllReduce,
             ranks: 8,
-            in_place: true,
-            bytes: 1 << 20,
-            count: 1 << 18,
+            ..ALLREDUCE_4
         };
         assert_eq!(s.select(&call), None);
         assert!(!s.wait(8, Duration::from_secs(600)));
@@ -542,47 +574,115 @@ mod tests {
             log.all()
         );
         // Nothing was written: no cache directory at all.
-        assert!(!dir.exists(), "{}", dir.display());
+        assert!(!config.cache_dir.exists(), "{}", config.cache_dir.display());
+    }
+
+    /// The verdict kept beside the cache entry that holds `set`, as JSON.
+    fn verdict_path(set: &CachedSet) -> PathBuf {
+        let entry = set.algorithms.parent().unwrap();
+        let name = entry.file_name().unwrap().to_string_lossy();
+        entry.parent().unwrap().join(format!(".{name}.checked"))
+    }
+
+    #[test]
+    fn a_warm_entry_serves_from_its_verdict_without_checking_the_files_again() {
+        let config = settings("ring:4", "verdict");
+        filled(&config, 4);
+        let (mut s, _) = job(&config);
+        assert!(s.serves(4));
+        let set = served(&s, 4).clone();
+        let (kept, other) = (&set.manifest.entries[0], &set.manifest.entries[1]);
+        // The verdict edited to refuse an intact file: a new process follows the verdict
+        // (checking the file again would admit it).
+        let path = verdict_path(&set);
+        let mut verdict: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(verdict["refused"], serde_json::json!([]), "{verdict}");
+        verdict["refused"] = serde_json::json!([[kept.file, "refused by hand"]]);
+        std::fs::write(&path, verdict.to_string()).unwrap();
+        let (mut s, log) = job(&config);
+        assert_eq!(s.select(&call_for(kept, 4)), None);
+        assert!(s.select(&call_for(other, 4)).is_some());
+        let warnings = log.all();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains(&kept.file) && warnings[0].contains("refused by hand"),
+            "{warnings:?}"
+        );
+        let _ = std::fs::remove_dir_all(&config.cache_dir);
     }
 
     #[test]
     fn a_file_the_loader_would_refuse_is_never_handed_over() {
-        let (mut s, _, dir) = scheduler("ring:4", "refuse", 600);
-        assert!(s.wait(4, Duration::from_secs(600)));
-        let set = served(&s, 4);
-        let (algorithms, e) = (set.algorithms.clone(), set.manifest.entries[0].clone());
+        let config = settings("ring:4", "refuse");
+        filled(&config, 4);
+        let (mut s, _) = job(&config);
+        assert!(s.serves(4));
+        let set = served(&s, 4).clone();
+        let (e, other) = (&set.manifest.entries[0], &set.manifest.entries[1]);
         // The file broken and the manifest's hash made to match: the cache's hashes pass,
-        // the file's own check does not.
+        // the file's own check does not. The manifest changed, so its verdict is void:
+        // this job falls back, and the background checks the files again.
         let broken = "<algo broken";
-        std::fs::write(algorithms.join(&e.file), broken).unwrap();
-        let manifest_path = algorithms.parent().unwrap().join("manifest.json");
+        std::fs::write(set.algorithms.join(&e.file), broken).unwrap();
+        let manifest_path = set.algorithms.parent().unwrap().join("manifest.json");
         let manifest = std::fs::read_to_string(&manifest_path).unwrap();
         let forged = manifest.replace(&e.sha256, &sha256_hex(broken.as_bytes()));
         std::fs::write(&manifest_path, forged).unwrap();
-        let log = Recorded::default();
-        let config = s.config.clone().unwrap();
-        let mut s = Scheduler::new(Ok(config), Box::new(log.clone()));
-        assert_eq!(s.select(&call_for(&e, 4)), None);
-        assert_eq!(s.select(&call_for(&e, 4)), None);
+        let (mut s, log) = job(&config);
+        assert_eq!(s.select(&call_for(other, 4)), None);
+        assert!(s.wait(4, Duration::from_secs(600)), "{:?}", log.all());
+        assert!(log.all()[0].contains("no verdict"), "{:?}", log.all());
+        // The next job serves every file but that one, with one warning naming it.
+        let (mut s, log) = job(&config);
+        assert_eq!(s.select(&call_for(e, 4)), None);
+        assert_eq!(s.select(&call_for(e, 4)), None);
+        assert!(s.select(&call_for(other, 4)).is_some());
         let refusals = log.all();
-        assert_eq!(refusals.len(), 1, "checked once: {refusals:?}");
+        assert_eq!(refusals.len(), 1, "{refusals:?}");
         assert!(refusals[0].contains(&e.file), "{refusals:?}");
-        // A later process takes the verdict kept beside the entry: the same refusal.
-        let again = Recorded::default();
-        let config = s.config.clone().unwrap();
-        let mut later = Scheduler::new(Ok(config), Box::new(again.clone()));
-        assert_eq!(later.select(&call_for(&e, 4)), None);
-        assert_eq!(again.all(), refusals);
-        // The other files are still served.
-        let other = served(&s, 4).manifest.entries[1].clone();
-        assert!(s.select(&call_for(&other, 4)).is_some());
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&config.cache_dir);
+    }
+
+    #[test]
+    fn a_file_changed_behind_the_caches_back_ends_serving_for_the_process() {
+        let config = settings("ring:4", "changed");
+        filled(&config, 4);
+        let (mut s, log) = job(&config);
+        let set = {
+            assert!(s.serves(4));
+            served(&s, 4).clone()
+        };
+        let (first, second) = (&set.manifest.entries[0], &set.manifest.entries[1]);
+        assert!(s.select(&call_for(first, 4)).is_some());
+        std::fs::write(set.algorithms.join(&second.file), "<algo edited").unwrap();
+        assert_eq!(s.select(&call_for(second, 4)), None);
+        // The whole size falls back from then on, the file already served included.
+        assert_eq!(s.select(&call_for(first, 4)), None);
+        assert_eq!(s.select(&call_for(second, 4)), None);
+        let warnings = log.all();
+        assert!(
+            warnings[0].contains(&second.file) && warnings[0].contains("behind tacos's back"),
+            "{warnings:?}"
+        );
+        // Rebuilt in the background, in place: the next job serves the file as it was.
+        assert!(s.wait(4, Duration::from_secs(600)));
+        assert!(log.all()[1].contains("rebuilding it"), "{:?}", log.all());
+        let (mut next, _) = job(&config);
+        assert!(next.select(&call_for(second, 4)).is_some());
+        assert_eq!(
+            sha256_hex(&std::fs::read(set.algorithms.join(&second.file)).unwrap()),
+            second.sha256
+        );
+        let _ = std::fs::remove_dir_all(&config.cache_dir);
     }
 
     #[test]
     fn a_file_over_the_targets_limits_is_refused_by_its_loader_rules() {
-        let (mut s, _, dir) = scheduler("ring:4", "limits", 600);
-        assert!(s.wait(4, Duration::from_secs(600)));
+        let config = settings("ring:4", "limits");
+        filled(&config, 4);
+        let (mut s, _) = job(&config);
+        assert!(s.serves(4));
         let set = served(&s, 4);
         let target = Target::default();
         let e = &set.manifest.entries[0];
@@ -592,7 +692,7 @@ mod tests {
         tight.limits.max_steps_per_tb = 1;
         let why = refusal(&set.algorithms, e, 4, &tight).expect("refused");
         assert!(why.contains("steps"), "{why}");
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&config.cache_dir);
     }
 
     #[test]
@@ -600,17 +700,10 @@ mod tests {
         let log = Recorded::default();
         let bad = Err(crate::Error::Spec("TACOS_NIC_GBPS='x'".into()));
         let mut s = Scheduler::new(bad, Box::new(log.clone()));
-        let call = Call {
-            kind: CollectiveKind::AllReduce,
-            ranks: 4,
-            in_place: true,
-            bytes: 1 << 20,
-            count: 1 << 18,
-        };
-        assert_eq!(s.select(&call), None);
+        assert_eq!(s.select(&ALLREDUCE_4), None);
         let mut s = Scheduler::new(Ok(Config::default()), Box::new(log.clone()));
         assert!(!s.wait(4, Duration::from_secs(600)));
-        assert_eq!(s.select(&call), None);
+        assert_eq!(s.select(&ALLREDUCE_4), None);
         let warnings = log.all();
         assert!(warnings[0].contains("TACOS_NIC_GBPS='x'"), "{warnings:?}");
         assert!(warnings[1].contains("neither TACOS_TOPOLOGY nor NCCL_TOPO_FILE"));

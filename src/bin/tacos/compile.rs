@@ -25,7 +25,7 @@ pub struct CompileArgs {
     /// Directory to write, created whole or not at all: the algorithm files alone in
     /// DIR/msccl (point MSCCL_ALGO_DIR there) and manifest.json in DIR (replaces an
     /// earlier compiled directory; any other directory only with --force)
-    #[arg(long, value_name = "DIR", required_unless_present = "check")]
+    #[arg(long, value_name = "DIR", required_unless_present_any = ["check", "plugin_cache"])]
     pub out: Option<PathBuf>,
     /// Instead of compiling, re-check a compiled directory: against its manifest (edited,
     /// missing, extra or stale files, every program re-verified) and for anything in
@@ -35,6 +35,13 @@ pub struct CompileArgs {
     /// manifest's topology must be that one and every prediction is re-timed on it
     #[arg(long, value_name = "DIR", conflicts_with = "out")]
     pub check: Option<PathBuf>,
+    /// Instead, fill the MSCCL scheduler plugin's cache with the set it serves to
+    /// communicators of RANKS ranks, read from the plugin's own settings in the
+    /// environment (TACOS_TOPOLOGY or NCCL_TOPO_FILE, TACOS_NODES, TACOS_TARGET,
+    /// TACOS_CACHE_DIR, ...): what a job's prologue runs so the job serves from its first
+    /// call. Prints the cache entry
+    #[arg(long, value_name = "RANKS", value_parser = at_least_one, conflicts_with_all = ["out", "check", "spec"])]
+    pub plugin_cache: Option<usize>,
     /// Collectives, comma-separated: allreduce, allgather, reducescatter, alltoall
     /// [default: allreduce,allgather,reducescatter]
     #[arg(long, value_delimiter = ',', value_parser = collective_kind)]
@@ -126,7 +133,27 @@ impl CompileArgs {
     }
 }
 
+/// Warnings on stderr.
+struct Warnings;
+
+impl tacos::plugin::Log for Warnings {
+    fn info(&self, _: &str) {}
+    fn warn(&self, message: &str) {
+        eprintln!("warning: {message}");
+    }
+}
+
 pub fn run(args: CompileArgs) -> anyhow::Result<()> {
+    if let Some(ranks) = args.plugin_cache {
+        let config = tacos::plugin::Config::from_process()?;
+        for w in &config.warnings {
+            tacos::plugin::Log::warn(&Warnings, w);
+        }
+        let entry =
+            tacos::plugin::fill_cache(&config, ranks, &Warnings).map_err(anyhow::Error::msg)?;
+        println!("{}", entry.display());
+        return Ok(());
+    }
     if let Some(dir) = &args.check {
         // Without --target or a --max-* option the manifest's target is checked.
         let target = match args.target.given() {
