@@ -18,6 +18,7 @@ pub mod error;
 pub mod ffi;
 pub mod fsio;
 pub mod msccl;
+pub mod panics;
 pub mod pipeline;
 pub mod plugin;
 pub mod report;

@@ -19,7 +19,7 @@ pub use cache::{
 };
 pub use config::{set_memory_limit, Config, DEFAULT_GPU};
 pub use discover::{discover, plan, Discovered, Layout, NvlDomains, Plan};
-pub use scheduler::{fill_cache, Call, Scheduler};
+pub use scheduler::{fill_cache, Call, Scheduler, BACKGROUND_MAX_RANKS};
 pub use tuner::{tuner_for, CostTable, Tuning, FORMULA_RANKS_MAX, SIMULATED_RANKS_MAX};
 
 /// Where a plugin's messages go: the host's logger, stderr, or nowhere.

@@ -246,7 +246,13 @@ impl Scheduler {
                     "no complete algorithm set for {ranks} ranks in the cache ({}); {ranks}-rank collectives run on the executor's own algorithms for the whole of this process, and the set is compiled in the background for the next job (to serve a job from its start, fill the cache before it: tacos compile --plugin-cache {ranks})",
                     echo(&why)
                 ));
-                self.start_background(config, ranks, topo, options);
+                if ranks <= BACKGROUND_MAX_RANKS {
+                    self.start_background(config, ranks, topo, options);
+                } else {
+                    log.warn(&format!(
+                        "{ranks} ranks is more than the {BACKGROUND_MAX_RANKS} a background compile takes on (it would hold a core of the job for hours); run the prologue command instead"
+                    ));
+                }
                 None
             }
         }
@@ -265,7 +271,13 @@ impl Scheduler {
         let spawned = std::thread::Builder::new()
             .name(format!("tacos-set-{ranks}"))
             .spawn(move || {
-                let ok = prepare(&config.cache_dir, &topo, &options, &*log);
+                let ok = crate::panics::catch(|| prepare(&config.cache_dir, &topo, &options, &*log))
+                    .unwrap_or_else(|panic| {
+                        log.warn(&format!(
+                            "compiling the algorithm set for {ranks} ranks stopped: {panic} (please report)"
+                        ));
+                        false
+                    });
                 *result.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(ok);
                 result.ended.notify_all();
             });
@@ -307,6 +319,11 @@ pub fn fill_cache(
         .map(Path::to_path_buf)
         .unwrap_or(set.algorithms))
 }
+
+/// The largest communicator whose set is compiled in the background of a job: one core
+/// compiles 128 GPUs' set in about 15 s and the time grows faster than the GPUs; larger
+/// clusters fill the cache in a prologue (`tacos compile --plugin-cache RANKS`).
+pub const BACKGROUND_MAX_RANKS: usize = 1024;
 
 /// Threads a background compile (and its check of the files) runs on: it shares the
 /// node with a training job, whose data loaders need the cores; a prologue
@@ -575,6 +592,26 @@ mod tests {
         );
         // Nothing was written: no cache directory at all.
         assert!(!config.cache_dir.exists(), "{}", config.cache_dir.display());
+    }
+
+    #[test]
+    fn a_cluster_past_the_background_limit_is_left_to_the_prologue() {
+        // 2,048 GPUs: the cluster is built (to check its size) but no compile starts.
+        let config = settings("preset:dgx-a100,nodes=256", "too-big");
+        let (mut s, log) = job(&config);
+        let call = Call {
+            ranks: 2048,
+            ..ALLREDUCE_4
+        };
+        assert_eq!(s.select(&call), None);
+        assert!(!s.wait(2048, Duration::from_secs(600)));
+        assert!(
+            log.all()
+                .iter()
+                .any(|w| w.contains("more than the 1024 a background compile takes on")),
+            "{:?}",
+            log.all()
+        );
     }
 
     /// The verdict kept beside the cache entry that holds `set`, as JSON.
