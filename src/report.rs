@@ -684,6 +684,20 @@ pub struct TunerBenchRow {
     pub lookup_ns: f64,
 }
 
+/// A row of `tacos bench scheduler`: the MSCCL scheduler on one cluster.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SchedulerBenchRow {
+    /// The `TACOS_TOPOLOGY` spec.
+    pub topology: String,
+    pub gpus: usize,
+    /// The first call of a size on a cold cache (it falls back).
+    pub cold_first_call_ms: f64,
+    /// Until the background compile has the set in the cache.
+    pub background_fill_ms: f64,
+    /// The first call of a size on a warm cache (it serves).
+    pub warm_first_call_ms: f64,
+}
+
 /// `tacos synth --npus A --npus B ... --json`: several collectives synthesized together.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ConcurrentSynthReport {

@@ -6,10 +6,11 @@
 //! On the warm cache: how long a new process's first call takes to return served (the
 //! manifest and verdict read, the chosen file hashed). No call waits for a compile.
 
-use super::bench::BenchArgs;
+use super::bench::{print_json, BenchArgs};
 use std::time::{Duration, Instant};
 use tacos::collective::CollectiveKind;
 use tacos::plugin::{Call, Config, Scheduler, Silent};
+use tacos::report::SchedulerBenchRow;
 
 /// Clusters to time: (topology spec, GPUs).
 const CASES: &[(&str, usize)] = &[
@@ -83,10 +84,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         if args.json {
-            rows.push(serde_json::json!({
-                "topology": spec, "gpus": gpus, "cold_first_call_ms": ms(cold),
-                "background_fill_ms": ms(fill), "warm_first_call_ms": ms(warm),
-            }));
+            rows.push(SchedulerBenchRow {
+                topology: spec.to_string(),
+                gpus,
+                cold_first_call_ms: ms(cold),
+                background_fill_ms: ms(fill),
+                warm_first_call_ms: ms(warm),
+            });
         } else {
             println!(
                 "{spec:<26} {gpus:>5} {:>20.2} {:>22.1} {:>20.2}",
@@ -97,8 +101,5 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    }
-    Ok(())
+    print_json(args, "scheduler", rows)
 }
