@@ -17,6 +17,7 @@ use crate::schedule::{later, link_time_ps};
 use crate::topology::{Link, Topology};
 use crate::units::Picos;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Range;
 
 pub(super) fn run(topo: &Topology, work: &Workload) -> Result<SimResult> {
     Engine::new(topo, work)?.run()
@@ -208,8 +209,9 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// The links of the hop message `m` is on: one link, or a run through switches.
-    fn hop_links(&self, m: usize) -> &[u32] {
+    /// Where in `route_links` the hop message `m` is on lies: one link, or a run of links
+    /// through switches.
+    fn hop_range(&self, m: usize) -> Range<usize> {
         let start = (self.route_start[m] + self.hop[m]) as usize;
         let end = self.route_start[m + 1] as usize;
         let mut stop = start + 1;
@@ -220,25 +222,25 @@ impl<'a> Engine<'a> {
         {
             stop += 1;
         }
-        &self.route_links[start..stop]
+        start..stop
     }
 
     fn enqueue(&mut self, m: usize, now: Picos) {
-        for i in 0..self.hop_links(m).len() {
-            let link = self.hop_links(m)[i];
+        for i in self.hop_range(m) {
+            let link = self.route_links[i];
             self.queues[link as usize].push_back((now, m as u32));
             self.touched.push(link);
         }
     }
 
     fn hop_done(&mut self, m: usize, now: Picos) {
-        let links = self.hop_links(m).len();
-        for i in 0..links {
-            let link = self.hop_links(m)[i];
+        let hop = self.hop_range(m);
+        for i in hop.clone() {
+            let link = self.route_links[i];
             self.link_busy[link as usize] = false;
             self.touched.push(link);
         }
-        self.hop[m] += links as u32;
+        self.hop[m] += hop.len() as u32;
         if self.route_start[m] + self.hop[m] < self.route_start[m + 1] {
             self.enqueue(m, now);
         } else {
@@ -309,10 +311,11 @@ impl<'a> Engine<'a> {
         switched.dedup();
         for (_, m) in switched {
             let m = m as usize;
-            let links = self.hop_links(m);
+            let hop = self.hop_range(m);
+            let links = &self.route_links[hop.clone()];
             if links.iter().all(|&l| !self.link_busy[l as usize]) {
-                for i in 0..links.len() {
-                    let link = self.hop_links(m)[i] as usize;
+                for i in hop {
+                    let link = self.route_links[i] as usize;
                     self.queues[link].retain(|e| e.1 as usize != m);
                 }
                 self.start(m, now)?;
@@ -327,7 +330,8 @@ impl<'a> Engine<'a> {
     fn start(&mut self, m: usize, now: Picos) -> Result<()> {
         let bytes = self.work.bytes.of(m);
         let topo = self.topo;
-        let links = self.hop_links(m).to_vec();
+        let hop = self.hop_range(m);
+        let links = &self.route_links[hop.clone()];
         let first = topo.link(links[0] as usize);
         let l = &Link {
             src: first.src,
@@ -345,8 +349,8 @@ impl<'a> Engine<'a> {
         let end = later(now, took, || {
             format!("simulation: message {m} on link {} -> {}", l.src, l.dst)
         })?;
-        for link in links {
-            let link = link as usize;
+        for i in hop {
+            let link = self.route_links[i] as usize;
             self.link_busy_ps[link] = later(self.link_busy_ps[link], took, || {
                 format!("simulation: busy time of link {} -> {}", l.src, l.dst)
             })?;
