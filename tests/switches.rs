@@ -269,3 +269,46 @@ fn every_command_works_on_a_star_or_asks_for_unwind() {
     let (ok, _, err) = tacos(&["topo", "show", json.to_str().unwrap()]);
     assert!(ok, "{err}");
 }
+
+#[test]
+fn a_schedule_for_the_unwound_switch_runs_through_the_star() {
+    let dir = std::env::temp_dir().join(format!("tacos-switches-sched-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ag.json");
+    let file = file.to_str().unwrap();
+    let (ok, _, err) = tacos(&[
+        "synth",
+        "switch:8",
+        "-c",
+        "allgather",
+        "-s",
+        "8MB",
+        "--out",
+        file,
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = tacos(&["simulate", "star:8,lat=0.25", "--schedule", file, "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // Seven 1 MB shares into each 50 GB/s port: 140 us, the ingress bound.
+    let ingress = v["bounds"]["ingress_us"].as_f64().unwrap();
+    assert!((ingress - 140.0).abs() < 1e-6, "{v}");
+    assert!(v["time_us"].as_f64().unwrap() >= ingress, "{v}");
+    // A ring's schedule runs too: its neighbours are joined through the switch.
+    let (ok, _, _) = tacos(&[
+        "synth",
+        "ring:8",
+        "-c",
+        "allgather",
+        "-s",
+        "8MB",
+        "--out",
+        file,
+    ]);
+    assert!(ok);
+    let (ok, _, err) = tacos(&["simulate", "star:8", "--schedule", file]);
+    assert!(
+        ok,
+        "a ring's neighbours are joined through the switch: {err}"
+    );
+}
