@@ -312,3 +312,59 @@ fn a_schedule_for_the_unwound_switch_runs_through_the_star() {
         "a ring's neighbours are joined through the switch: {err}"
     );
 }
+
+#[test]
+fn unwinding_splits_the_narrower_port_and_merges_parallel_links() {
+    // NPU 0's port is 30 GB/s, the others' 60; hops 0.5 us; a direct 0 -> 1 link of
+    // 10 GB/s and 0.1 us besides. NPU 2 failed, so the switch joins two NPUs: d = n - 1
+    // = 1, and each pair gets min(up, down) / 1, both hops' latency.
+    let t = json(
+        r#"{"npus": 3, "switches": ["s"], "latency_us": 0.5, "links": [
+        {"src": 0, "dst": "s", "bidirectional": true, "bandwidth_gbps": 30},
+        {"src": 1, "dst": "s", "bidirectional": true, "bandwidth_gbps": 60},
+        {"src": 2, "dst": "s", "bidirectional": true, "bandwidth_gbps": 60},
+        {"src": 0, "dst": 1, "bandwidth_gbps": 10, "latency_us": 0.1}
+    ], "failed": [2]}"#,
+    );
+    // Failing NPU 2 leaves the switch its other links, so the file loads.
+    let t = t.unwrap();
+    let u = t.unwind(None).unwrap();
+    let figures = |a, b| {
+        let l = u.link(u.link_between(a, b).unwrap());
+        (l.bandwidth_gbps, l.latency_us)
+    };
+    assert_eq!(figures(0, 1), (30.0 + 10.0, 0.1));
+    assert_eq!(figures(1, 0), (30.0, 1.0));
+    assert_eq!(u.failed(), [2]);
+    assert_eq!(u.links().len(), 2, "NPU 2 failed keeps no links");
+}
+
+#[test]
+fn switches_count_toward_the_npu_limit() {
+    let max = tacos::topology::MAX_NPUS;
+    let text = format!(r#"{{"npus": {max}, "switches": ["s"], "links": []}}"#);
+    let e = json(&text).unwrap_err().to_string();
+    assert!(
+        e.contains("switches") && e.contains(&max.to_string()),
+        "{e}"
+    );
+}
+
+#[test]
+fn unwinding_splits_each_port_over_its_peers() {
+    // Three NPUs, NPU 0's port 30 GB/s, the others' 60: d = 2, min(up, down) / 2.
+    let t = json(
+        r#"{"npus": 3, "switches": ["s"], "links": [
+        {"src": 0, "dst": "s", "bidirectional": true, "bandwidth_gbps": 30},
+        {"src": 1, "dst": "s", "bidirectional": true, "bandwidth_gbps": 60},
+        {"src": 2, "dst": "s", "bidirectional": true, "bandwidth_gbps": 60}
+    ]}"#,
+    )
+    .unwrap();
+    let u = t.unwind(None).unwrap();
+    let bw = |a, b| u.link(u.link_between(a, b).unwrap()).bandwidth_gbps;
+    assert_eq!(
+        [bw(0, 1), bw(0, 2), bw(1, 0), bw(1, 2), bw(2, 0), bw(2, 1)],
+        [15.0, 15.0, 15.0, 30.0, 15.0, 30.0]
+    );
+}

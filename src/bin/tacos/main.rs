@@ -141,16 +141,17 @@ impl TopologyArgs {
         self.with_failures(topo)
     }
 
-    /// `topo` with the switches unwound and the failures the arguments give.
+    /// `topo` with the failures the arguments give, then its switches unwound (among
+    /// the NPUs still attached, as the file's own failures are).
     pub fn with_failures(&self, mut topo: Topology) -> tacos::Result<Topology> {
-        if let Some(degree) = self.unwind {
-            topo = topo.unwind(degree)?;
-        }
         if let Some(pairs) = &self.fail_links {
             topo = topo.fail_links(pairs)?;
         }
         if let Some(npus) = &self.fail_npus {
             topo = topo.fail_npus(npus)?;
+        }
+        if let Some(degree) = self.unwind {
+            topo = topo.unwind(degree)?;
         }
         Ok(topo)
     }
