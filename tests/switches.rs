@@ -368,3 +368,27 @@ fn unwinding_splits_each_port_over_its_peers() {
         [15.0, 15.0, 15.0, 30.0, 15.0, 30.0]
     );
 }
+
+#[test]
+fn the_library_refuses_switches_where_it_cannot_route_yet() {
+    use tacos::baselines::Baseline;
+    use tacos::synth::{synthesize, SynthOptions};
+    let t = star8();
+    let c = Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
+    let hint = |e: Error| {
+        let text = e.to_string();
+        assert!(
+            text.contains("--unwind") && text.contains("'switch'"),
+            "{text}"
+        );
+    };
+    hint(synthesize(&t, &c, &SynthOptions::default()).unwrap_err());
+    for b in Baseline::ALL {
+        hint(b.schedule(&t, c.spec()).unwrap_err());
+    }
+    hint(t.subset(&[0, 1]).unwrap_err());
+    // Unwound, the same calls work.
+    let u = t.unwind(None).unwrap();
+    let c = Collective::over_all(&u, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
+    synthesize(&u, &c, &SynthOptions::default()).unwrap();
+}
