@@ -392,3 +392,13 @@ fn the_library_refuses_switches_where_it_cannot_route_yet() {
     let c = Collective::over_all(&u, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
     synthesize(&u, &c, &SynthOptions::default()).unwrap();
 }
+
+#[test]
+fn an_unwinding_past_the_link_limit_is_refused_before_it_is_built() {
+    // 10,000 NPUs unwound: 10,000 x 9,999 links, past 2^25.
+    let e = spec("star:10000").unwind(None).unwrap_err().to_string();
+    assert!(
+        e.contains("99990000 links") && e.contains("33554432"),
+        "{e}"
+    );
+}

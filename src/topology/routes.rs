@@ -20,11 +20,6 @@ pub struct RouteTree {
 }
 
 impl RouteTree {
-    /// The NPU the routes start at.
-    pub fn src(&self) -> NpuId {
-        self.src
-    }
-
     /// The links from `src` to `dst`, in order; `None` when `dst` cannot be reached
     /// through switches alone, is `src`, or is not a vertex.
     pub fn route_to(&self, topo: &Topology, dst: NpuId) -> Option<Vec<LinkId>> {

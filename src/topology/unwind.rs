@@ -3,6 +3,7 @@
 //! reproducible and the parts that do not route through switches yet can run.
 
 use super::builders::{unwound_degree, unwound_pairs};
+use super::limits::check_links;
 use super::{Link, NpuId, Topology};
 use crate::error::{echo, Error, Result};
 use std::collections::BTreeMap;
@@ -26,22 +27,29 @@ impl Topology {
                 allowed: "at least 1 (links per NPU through each switch)".into(),
             });
         }
+        // Counted before anything is built: a large switch unwinds into n (n - 1) links.
+        let ports = self
+            .switches()
+            .map(|s| self.ports(s))
+            .collect::<Result<Vec<_>>>()?;
+        let degree = |n: usize| unwound_degree(n, d.unwrap_or(n.saturating_sub(1)));
+        let count = ports
+            .iter()
+            .map(|p| p.len() as u128 * degree(p.len()) as u128)
+            .sum::<u128>()
+            + self.links().iter().filter(|l| self.joins_npus(l)).count() as u128;
+        check_links(count, || format!("'{}' unwound", echo(self.name())))?;
         let mut merged: BTreeMap<(NpuId, NpuId), (f64, f64)> = BTreeMap::new();
         let mut add = |src: NpuId, dst: NpuId, bw: f64, lat: f64| {
             let e = merged.entry((src, dst)).or_insert((0.0, lat));
             *e = (e.0 + bw, e.1.min(lat));
         };
-        for l in self
-            .links()
-            .iter()
-            .filter(|l| !self.is_switch(l.src) && !self.is_switch(l.dst))
-        {
+        for l in self.links().iter().filter(|l| self.joins_npus(l)) {
             add(l.src, l.dst, l.bandwidth_gbps, l.latency_us);
         }
-        for s in self.switches() {
-            let ports = self.ports(s)?;
+        for ports in &ports {
             let n = ports.len();
-            let d = unwound_degree(n, d.unwrap_or(n.saturating_sub(1)));
+            let d = degree(n);
             for (i, j) in unwound_pairs(n, d) {
                 let (up, down) = (ports[i].1, ports[j].2);
                 let bw = up.bandwidth_gbps.min(down.bandwidth_gbps) / d as f64;
@@ -63,6 +71,11 @@ impl Topology {
         } else {
             unwound.fail_npus(self.failed())
         }
+    }
+
+    /// Whether `l` joins two NPUs (no switch at either end): unwinding keeps it.
+    fn joins_npus(&self, l: &Link) -> bool {
+        !self.is_switch(l.src) && !self.is_switch(l.dst)
     }
 
     /// The NPUs attached to switch `s`, in id order, with their link up into it and their
