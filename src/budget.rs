@@ -375,7 +375,7 @@ fn mean_hops(topo: &Topology) -> u64 {
 
 /// Hops from `src` to every NPU (None where none leads).
 fn hops_from(topo: &Topology, src: NpuId) -> Vec<Option<u64>> {
-    let mut hops = vec![None; topo.npus()];
+    let mut hops = vec![None; topo.vertices()];
     hops[src] = Some(0);
     let mut queue = VecDeque::from([src]);
     while let Some(u) = queue.pop_front() {

@@ -33,7 +33,14 @@ pub struct TopologyInfo {
     pub npus: usize,
     /// Directed links.
     pub links: usize,
+    /// Switch vertices; left out for a topology of NPUs only.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub switches: usize,
     pub failed_npus: Vec<NpuId>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl TopologyInfo {
@@ -42,6 +49,7 @@ impl TopologyInfo {
             name: topo.name().to_string(),
             npus: topo.npus(),
             links: topo.links().len(),
+            switches: topo.switches().len(),
             failed_npus: topo.failed().to_vec(),
         }
     }

@@ -142,7 +142,7 @@ fn malformed_and_disconnected_files_are_named() {
     .unwrap();
     let line = fails(&["synth", bad.to_str().unwrap()]);
     assert!(
-        line.contains("bad.json:4:") && line.contains("links[0].dst"),
+        line.contains("bad.json") && line.contains("links[0].dst") && line.contains("one"),
         "{line}"
     );
 

@@ -30,6 +30,41 @@ fn cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+/// A random fabric of 1 to 8 NPUs and 1 to 4 switches: switch i linked both ways to NPU
+/// i mod n (so each has a link in and out), random one-way links between any two vertices
+/// on top, each with its own figures.
+fn fabric() -> impl Strategy<Value = Topology> {
+    (1usize..9, 1usize..5)
+        .prop_flat_map(|(n, s)| {
+            let v = n + s;
+            (
+                Just((n, s)),
+                prop::collection::vec((0..v, 0..v), 0..2 * v),
+                prop::collection::vec((1.0f64..400.0, 0.0f64..5.0), 2 * s + 2 * v),
+            )
+        })
+        .prop_map(|((n, s), extra, params)| {
+            let mut pairs: Vec<(usize, usize)> = (0..s)
+                .flat_map(|i| [(i % n, n + i), (n + i, i % n)])
+                .collect();
+            pairs.extend(extra.into_iter().filter(|(a, b)| a != b));
+            pairs.sort_unstable();
+            pairs.dedup();
+            let links = pairs
+                .into_iter()
+                .zip(params)
+                .map(|((src, dst), (bandwidth_gbps, latency_us))| Link {
+                    src,
+                    dst,
+                    bandwidth_gbps,
+                    latency_us,
+                })
+                .collect();
+            let names = (0..s).map(|i| format!("sw{i}")).collect();
+            Topology::with_switches(format!("fabric{n}x{s}"), n, names, links).unwrap()
+        })
+}
+
 /// A random connected topology of 2 to 12 NPUs: a ring both ways through a random order
 /// of the NPUs (each direction its own bandwidth and latency), random one-way links on
 /// top, and up to two NPUs failed. Failing one NPU of a two-way ring leaves the rest
@@ -300,6 +335,28 @@ proptest! {
         prop_assert_eq!(phases.reduce_scatter_ps, rs);
         prop_assert_eq!(phases.phased_ps, rs + ag);
         prop_assert!(time >= Bounds::new(&topo, &all_reduce).best_ps());
+    }
+
+    /// A random fabric (NPUs and switches, links between any two vertices) reads back from
+    /// its JSON the same; every route joins its two NPUs through switches only.
+    #[test]
+    fn fabrics_read_back_the_same_and_route_through_switches_only(topo in fabric()) {
+        let text = topology_file::to_json(&topo);
+        let read = topology_file::parse(&text, "written", &SpecDefaults::default())
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        prop_assert_eq!(&read, &topo);
+        for a in 0..topo.npus() {
+            for b in (0..topo.npus()).filter(|&b| b != a) {
+                let Some(route) = topo.route(a, b) else { continue };
+                prop_assert_eq!(topo.link(route[0]).src, a);
+                prop_assert_eq!(topo.link(route[route.len() - 1]).dst, b);
+                for w in route.windows(2) {
+                    let via = topo.link(w[0]).dst;
+                    prop_assert_eq!(via, topo.link(w[1]).src);
+                    prop_assert!(topo.is_switch(via), "route {:?} crosses NPU {}", route, via);
+                }
+            }
+        }
     }
 
     /// Topology and schedule JSON read back to what was written.

@@ -248,8 +248,13 @@ fn span_flags(span: &str) -> Vec<String> {
 
 /// Flags of the topology arguments every topology-taking command shares: documented once,
 /// in the `--fail-npus` row and the Topologies section, not in every command's row.
-const SHARED_TOPOLOGY_FLAGS: [&str; 4] =
-    ["--bandwidth", "--latency", "--fail-npus", "--fail-links"];
+const SHARED_TOPOLOGY_FLAGS: [&str; 5] = [
+    "--bandwidth",
+    "--latency",
+    "--fail-npus",
+    "--fail-links",
+    "--unwind",
+];
 
 /// The Commands table against `--help`. The rule: every flag a row shows for a command
 /// exists in that command's `--help` (short flags through their long names); a command

@@ -100,6 +100,7 @@ impl Baseline {
 
     /// The baseline's schedule for `spec` on `topo`.
     pub fn schedule(self, topo: &Topology, spec: &CollectiveSpec) -> Result<Schedule> {
+        topo.refuse_switches(&format!("the {} baseline", self.name()))?;
         if !self.kinds().contains(&spec.kind) {
             return Err(Error::Baseline(format!(
                 "{} does not define {} (it defines {})",

@@ -40,7 +40,7 @@ pub(super) fn min_cut_ratio(
     sources: &[NpuId],
     sinks: &[NpuId],
 ) -> Option<CutRatio> {
-    let is_source = membership(topo.npus(), sources);
+    let is_source = membership(topo.vertices(), sources);
     let others = |t: NpuId| sources.len() - usize::from(is_source[t]);
     // Start from the cuts that leave out only one sink: its incoming bandwidth.
     let mut ratio = f64::INFINITY;
@@ -79,7 +79,7 @@ pub(super) fn min_cut_ratio(
 /// allowance with the least incoming bandwidth (where tight cuts are most likely) plus an
 /// even spread of the rest.
 fn sample(topo: &Topology, sinks: &[NpuId]) -> Vec<NpuId> {
-    let per_sink = (topo.npus() * topo.links().len()).max(1);
+    let per_sink = (topo.vertices() * topo.links().len()).max(1);
     let allowed = (WORK_BUDGET / per_sink).max(MIN_SINKS);
     if sinks.len() <= allowed {
         return sinks.to_vec();
@@ -122,7 +122,7 @@ fn violated_cut(
     ratio: f64,
     scale: f64,
 ) -> Option<f64> {
-    let n = topo.npus();
+    let n = topo.vertices();
     let super_source = n;
     let mut net = SparseCapacity::<i64>::new(n + 1, super_source, t);
     for l in topo.links() {
@@ -159,7 +159,7 @@ pub(super) fn min_cut_gbps(topo: &Topology, npus: &[NpuId]) -> Option<CutRatio> 
     let scale = capacity_scale(topo);
     let mut best = f64::INFINITY;
     for t in checked {
-        let mut net = SparseCapacity::<i64>::new(topo.npus(), s, t);
+        let mut net = SparseCapacity::<i64>::new(topo.vertices(), s, t);
         for l in topo.links() {
             net.set_capacity(l.src, l.dst, (l.bandwidth_gbps * scale).round() as i64);
         }
@@ -184,15 +184,15 @@ pub(super) fn all_to_all_cut_ratio(topo: &Topology, npus: &[NpuId]) -> Option<Cu
     if npus.len() < 2 {
         return None;
     }
-    let is_member = membership(topo.npus(), npus);
-    let per_order = topo.npus() + topo.links().len();
+    let is_member = membership(topo.vertices(), npus);
+    let per_order = topo.vertices() + topo.links().len();
     let balls = (WORK_BUDGET / per_order.max(1))
         .max(MIN_SINKS)
         .min(npus.len());
-    let mut orders: Vec<Vec<NpuId>> = vec![(0..topo.npus()).collect()];
+    let mut orders: Vec<Vec<NpuId>> = vec![(0..topo.vertices()).collect()];
     for &centre in npus.iter().step_by(npus.len().div_ceil(balls)) {
         let hops = topo.hops_from(centre);
-        let mut order: Vec<NpuId> = (0..topo.npus()).collect();
+        let mut order: Vec<NpuId> = (0..topo.vertices()).collect();
         order.sort_by_key(|&v| (hops[v], v));
         orders.push(order);
     }
@@ -200,7 +200,7 @@ pub(super) fn all_to_all_cut_ratio(topo: &Topology, npus: &[NpuId]) -> Option<Cu
     for order in &orders {
         if let Some((ratio, prefix)) = best_prefix(topo, &is_member, npus.len(), order) {
             if best.as_ref().map_or(true, |(b, _)| ratio < *b) {
-                let mut inside = vec![false; topo.npus()];
+                let mut inside = vec![false; topo.vertices()];
                 for &v in &order[..prefix] {
                     inside[v] = true;
                 }
@@ -227,7 +227,7 @@ fn best_prefix(
     members: usize,
     order: &[NpuId],
 ) -> Option<(f64, usize)> {
-    let mut inside = vec![false; topo.npus()];
+    let mut inside = vec![false; topo.vertices()];
     let (mut leaving, mut entering, mut count) = (0.0f64, 0.0f64, 0usize);
     let mut best: Option<(f64, usize)> = None;
     for (i, &v) in order.iter().enumerate() {

@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | ingress | an NPU must take in what it lacks over its incoming links: All-Gather and All-to-All (P-1)/P S, Reduce-Scatter S/P, All-Reduce S, Broadcast S (every NPU but the root), Reduce and Gather the root S and (P-1)/P S |
 //! | egress | an NPU must send out what only it holds: All-Gather S/P, Reduce-Scatter and All-to-All (P-1)/P S, All-Reduce S, Broadcast the root S, Reduce S (every NPU but the root), Scatter the root (P-1)/P S |
-//! | traffic | the links together must carry the least number of link crossings every piece needs, at the sum of every link's bandwidth: All-Reduce 2(P-1) S (one-way gossip needs 2P-2 messages per byte; P S when NPUs outside the collective could combine), All-to-All the hop count between every pair times S/P |
+//! | traffic | the NPUs' ports together must carry the least number of NPU-to-NPU messages every piece needs, at the summed bandwidth of the links leaving (or entering) NPUs, every link's without switches: All-Reduce 2(P-1) S (one-way gossip needs 2P-2 messages per byte; P S when NPUs outside the collective could combine), All-to-All the hop count between every pair times S/P; through one switch, All-Reduce's is the classic 2(P-1)/P S per port |
 //! | latency | the first byte of a needed piece crosses at least the alpha-shortest path |
 //! | cut | for a set X of vertices, what must leave X over the bandwidth leaving X (see `cut`) |
 //! | ideal | size x busbw factor / smallest NPU bandwidth + alpha diameter (the paper's) |
@@ -106,7 +106,7 @@ impl Bounds {
     }
 
     fn assemble(topo: &Topology, collective: &Collective, fixed: &SizeFree) -> Bounds {
-        let total_gbps: f64 = topo.links().iter().map(|l| l.bandwidth_gbps).sum();
+        let total_gbps = npu_port_gbps(topo);
         let traffic_ps = if fixed.crossings > 0.0 && total_gbps > 0.0 {
             bytes_over_gbps_ps(fixed.crossings * collective.chunk_bytes(), total_gbps).floor()
                 as Picos
@@ -267,6 +267,19 @@ fn volume_bound_ps(
         ));
     }
     worst.floor() as Picos
+}
+
+/// What every NPU-to-NPU message must pass through: the lesser of the summed bandwidths of
+/// the links leaving NPUs and of those entering NPUs (every link, without switches).
+fn npu_port_gbps(topo: &Topology) -> f64 {
+    let sum = |at: fn(&crate::topology::Link) -> usize| -> f64 {
+        topo.links()
+            .iter()
+            .filter(|l| !topo.is_switch(at(l)))
+            .map(|l| l.bandwidth_gbps)
+            .sum()
+    };
+    sum(|l| l.src).min(sum(|l| l.dst))
 }
 
 /// Picoseconds to move `bytes` at `gbps` (1 GB/s = 1 byte per ns).

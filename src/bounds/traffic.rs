@@ -1,5 +1,9 @@
-//! The traffic bound's count: the fewest link crossings, summed over chunks, that any
-//! algorithm makes (a chunk split over several paths makes them per byte).
+//! The traffic bound's count: the fewest NPU-to-NPU messages, summed over chunks, that
+//! any algorithm makes (a chunk split over several paths makes them per byte). Each leaves
+//! an NPU over one of its outgoing links and enters one over an incoming link; a message
+//! through switches is one message (switches forward, never hold or combine), so hops are
+//! counted between NPUs, a link into a switch counting none. Without switches a message is
+//! a link crossing.
 //!
 //! A copied chunk must enter every NPU that lacks it (one crossing each) and travel from
 //! its nearest holder to the farthest of them (one per hop). A chunk summed into one NPU
@@ -12,7 +16,7 @@ use crate::collective::Collective;
 use crate::topology::{NpuId, Topology};
 use std::collections::VecDeque;
 
-/// The fewest link crossings of the collective's chunks, in chunks.
+/// The fewest NPU-to-NPU messages of the collective's chunks, in chunks.
 pub(super) fn least_crossings(topo: &Topology, collective: &Collective) -> f64 {
     let mut from_holders = HopCache::new(topo);
     let reversed = topo.reversed();
@@ -61,11 +65,15 @@ fn farthest_or_count(hops: &[usize], npus: &[NpuId]) -> usize {
     farthest.max(npus.len())
 }
 
-/// Whether an NPU outside `npus` has a link, so it could relay and combine.
+/// Whether an NPU outside `npus` has a link, so it could relay and combine (a switch
+/// forwards but never combines, so it counts as inside).
 fn outsiders_have_links(topo: &Topology, npus: &[NpuId]) -> bool {
-    let mut inside = vec![false; topo.npus()];
+    let mut inside = vec![false; topo.vertices()];
     for &u in npus {
         inside[u] = true;
+    }
+    for s in topo.switches() {
+        inside[s] = true;
     }
     topo.links()
         .iter()
@@ -85,20 +93,27 @@ impl<'a> HopCache<'a> {
         HopCache { topo, last: None }
     }
 
-    /// Hops from the nearest of `sources` to every NPU (`usize::MAX` where unreachable).
+    /// Messages from the nearest of `sources` to every vertex (`usize::MAX` where
+    /// unreachable): a breadth-first search in which a link into a switch costs nothing.
     fn hops(&mut self, sources: &[NpuId]) -> &[usize] {
         let topo = self.topo;
         if self.last.as_ref().map_or(true, |(s, _)| s != sources) {
-            let mut dist = vec![usize::MAX; topo.npus()];
+            let mut dist = vec![usize::MAX; topo.vertices()];
             let mut queue: VecDeque<NpuId> = sources.iter().copied().collect();
             for &s in sources {
                 dist[s] = 0;
             }
             while let Some(u) = queue.pop_front() {
                 for l in &topo.links()[topo.out_links(u)] {
-                    if dist[l.dst] == usize::MAX {
-                        dist[l.dst] = dist[u] + 1;
-                        queue.push_back(l.dst);
+                    let free = topo.is_switch(l.dst);
+                    let d = dist[u] + usize::from(!free);
+                    if d < dist[l.dst] {
+                        dist[l.dst] = d;
+                        if free {
+                            queue.push_front(l.dst);
+                        } else {
+                            queue.push_back(l.dst);
+                        }
                     }
                 }
             }

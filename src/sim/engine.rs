@@ -2,15 +2,22 @@
 //! completion at `now` frees its link, moves its message to the next hop or lands it (which
 //! may make dependent messages ready), and only then do the touched links pick their next
 //! message, so a link's queue order is (time reached the link, message index) exactly.
+//!
+//! A hop is one link, or a run of links through switches (from an NPU to the next NPU on
+//! the route): that run is cut-through, holding all its links at once for the sum of their
+//! latencies plus the bytes at the narrowest one's bandwidth. A switched hop starts once
+//! every link of it is free; waiting hops are tried in queue order (time reached, index)
+//! and one whose links are taken does not hold up the ones behind it.
 
 use super::route::Router;
 use super::workload::{ArrivalGroups, Dependencies, Workload, NONE};
 use super::{MessageTiming, SimResult};
 use crate::error::{Error, Result};
 use crate::schedule::{later, link_time_ps};
-use crate::topology::Topology;
+use crate::topology::{Link, Topology};
 use crate::units::Picos;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Range;
 
 pub(super) fn run(topo: &Topology, work: &Workload) -> Result<SimResult> {
     Engine::new(topo, work)?.run()
@@ -22,7 +29,7 @@ struct Engine<'a> {
     /// `route_links[route_start[m]..route_start[m + 1]]` are the links message m crosses.
     route_start: Vec<u32>,
     route_links: Vec<u32>,
-    /// Index of the hop each message is on.
+    /// Per message: where in its route the hop it is on starts (0 = its first link).
     hop: Vec<u32>,
     /// Dependencies not yet met (for arrival groups: 1 while the prefix is incomplete).
     pending: Vec<u32>,
@@ -202,21 +209,38 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn link_of(&self, m: usize) -> usize {
-        self.route_links[(self.route_start[m] + self.hop[m]) as usize] as usize
+    /// Where in `route_links` the hop message `m` is on lies: one link, or a run of links
+    /// through switches.
+    fn hop_range(&self, m: usize) -> Range<usize> {
+        let start = (self.route_start[m] + self.hop[m]) as usize;
+        let end = self.route_start[m + 1] as usize;
+        let mut stop = start + 1;
+        while stop < end
+            && self
+                .topo
+                .is_switch(self.topo.link(self.route_links[stop - 1] as usize).dst)
+        {
+            stop += 1;
+        }
+        start..stop
     }
 
     fn enqueue(&mut self, m: usize, now: Picos) {
-        let link = self.link_of(m);
-        self.queues[link].push_back((now, m as u32));
-        self.touched.push(link as u32);
+        for i in self.hop_range(m) {
+            let link = self.route_links[i];
+            self.queues[link as usize].push_back((now, m as u32));
+            self.touched.push(link);
+        }
     }
 
     fn hop_done(&mut self, m: usize, now: Picos) {
-        let link = self.link_of(m);
-        self.link_busy[link] = false;
-        self.touched.push(link as u32);
-        self.hop[m] += 1;
+        let hop = self.hop_range(m);
+        for i in hop.clone() {
+            let link = self.route_links[i];
+            self.link_busy[link as usize] = false;
+            self.touched.push(link);
+        }
+        self.hop[m] += hop.len() as u32;
         if self.route_start[m] + self.hop[m] < self.route_start[m + 1] {
             self.enqueue(m, now);
         } else {
@@ -266,40 +290,78 @@ impl<'a> Engine<'a> {
 
     fn serve_touched(&mut self, now: Picos) -> Result<()> {
         let mut touched = std::mem::take(&mut self.touched);
+        let mut switched = Vec::new();
         for &link in &touched {
             order_arrivals(&mut self.queues[link as usize], now);
-            self.serve(link as usize, now)?;
+            let l = self.topo.link(link as usize);
+            if self.topo.is_switch(l.src) || self.topo.is_switch(l.dst) {
+                if !self.link_busy[link as usize] {
+                    switched.extend(self.queues[link as usize].iter().copied());
+                }
+            } else if !self.link_busy[link as usize] {
+                if let Some((_, m)) = self.queues[link as usize].pop_front() {
+                    self.start(m as usize, now)?;
+                }
+            }
         }
         touched.clear();
         self.touched = touched;
+        // Switched hops waiting on a freed link, in queue order across all of them.
+        switched.sort_unstable();
+        switched.dedup();
+        for (_, m) in switched {
+            let m = m as usize;
+            let hop = self.hop_range(m);
+            let links = &self.route_links[hop.clone()];
+            if links.iter().all(|&l| !self.link_busy[l as usize]) {
+                for i in hop {
+                    let link = self.route_links[i] as usize;
+                    self.queues[link].retain(|e| e.1 as usize != m);
+                }
+                self.start(m, now)?;
+            }
+        }
         Ok(())
     }
 
-    /// A free link starts carrying the first message of its queue. A time past the
-    /// clock is an error: a wrapped or saturated one would be a wrong answer.
-    fn serve(&mut self, link: usize, now: Picos) -> Result<()> {
-        if self.link_busy[link] {
-            return Ok(());
-        }
-        let Some((_, m)) = self.queues[link].pop_front() else {
-            return Ok(());
+    /// Message `m` takes every link of its hop at `now`, for the cut-through time: the
+    /// links' summed latency, the bytes at the narrowest bandwidth. A time past the clock
+    /// is an error: a wrapped or saturated one would be a wrong answer.
+    fn start(&mut self, m: usize, now: Picos) -> Result<()> {
+        let bytes = self.work.bytes.of(m);
+        let topo = self.topo;
+        let hop = self.hop_range(m);
+        let links = &self.route_links[hop.clone()];
+        let first = topo.link(links[0] as usize);
+        let l = &Link {
+            src: first.src,
+            dst: topo.link(links[links.len() - 1] as usize).dst,
+            bandwidth_gbps: links
+                .iter()
+                .map(|&l| topo.link(l as usize).bandwidth_gbps)
+                .fold(f64::INFINITY, f64::min),
+            latency_us: links
+                .iter()
+                .map(|&l| topo.link(l as usize).latency_us)
+                .sum(),
         };
-        let bytes = self.work.bytes.of(m as usize);
-        let l = self.topo.link(link);
         let took = link_time_ps(l, bytes)?;
         let end = later(now, took, || {
             format!("simulation: message {m} on link {} -> {}", l.src, l.dst)
         })?;
-        self.link_busy_ps[link] = later(self.link_busy_ps[link], took, || {
-            format!("simulation: busy time of link {} -> {}", l.src, l.dst)
-        })?;
-        self.link_busy[link] = true;
-        self.link_bytes[link] += bytes;
+        for i in hop {
+            let link = self.route_links[i] as usize;
+            self.link_busy_ps[link] = later(self.link_busy_ps[link], took, || {
+                format!("simulation: busy time of link {} -> {}", l.src, l.dst)
+            })?;
+            self.link_busy[link] = true;
+            self.link_bytes[link] += bytes;
+        }
         let spare = &mut self.spare;
         self.events
             .entry(end)
             .or_insert_with(|| spare.pop().unwrap_or_default())
-            .push(m);
+            .push(m as u32);
         Ok(())
     }
 }

@@ -3,7 +3,9 @@
 //! It executes messages, not promises: a message is issued once the messages it depends on
 //! have arrived and the previous message of its flow (same source and destination) has been
 //! issued, so every flow is FIFO the way a runtime connection is. A message between
-//! neighbours takes their link; one between non-neighbours is routed on a shortest path (by
+//! neighbours takes their link; one between NPUs joined through switches takes the route
+//! `Topology::route_tree` gives and holds all its links at once (cut-through: the summed
+//! latency, the bytes at the narrowest link); any other is routed on a shortest path (by
 //! alpha-beta cost) and occupies each hop in turn (store and forward). Each directed link
 //! carries one message at a time, serving its queue in order of arrival at the link, ties
 //! broken by message index. Timestamps in a schedule are only used to order its transfers.

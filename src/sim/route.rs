@@ -1,7 +1,8 @@
-//! Routes for messages between non-neighbours: shortest paths by alpha-beta cost.
+//! Routes for messages between non-neighbours: through switches only where such a route
+//! exists (`Topology::route_tree`), else shortest paths by alpha-beta cost.
 
 use crate::error::{Error, Npus, Result};
-use crate::topology::{Link, LinkId, NpuId, Topology};
+use crate::topology::{Link, LinkId, NpuId, RouteTree, Topology};
 use crate::units::Picos;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -11,6 +12,8 @@ pub(super) struct Router<'a> {
     topo: &'a Topology,
     /// (src, bytes bits) -> the link that reaches each NPU on a shortest path.
     trees: HashMap<(NpuId, u64), Vec<Option<LinkId>>>,
+    /// src -> routes through switches only, preferred where they exist.
+    switched: HashMap<NpuId, RouteTree>,
 }
 
 impl<'a> Router<'a> {
@@ -18,6 +21,7 @@ impl<'a> Router<'a> {
         Router {
             topo,
             trees: HashMap::new(),
+            switched: HashMap::new(),
         }
     }
 
@@ -28,6 +32,16 @@ impl<'a> Router<'a> {
             return Ok(());
         }
         let topo = self.topo;
+        if topo.has_switches() {
+            let tree = self
+                .switched
+                .entry(src)
+                .or_insert_with(|| topo.route_tree(src));
+            if let Some(route) = tree.route_to(topo, dst) {
+                path.extend(route.iter().map(|&l| l as u32));
+                return Ok(());
+            }
+        }
         let tree = self
             .trees
             .entry((src, bytes.to_bits()))
@@ -66,8 +80,8 @@ pub(crate) fn shortest_paths(
     src: NpuId,
     weight: impl Fn(&Link) -> Picos,
 ) -> ShortestPaths {
-    let mut dist = vec![u128::MAX; topo.npus()];
-    let mut via = vec![None; topo.npus()];
+    let mut dist = vec![u128::MAX; topo.vertices()];
+    let mut via = vec![None; topo.vertices()];
     let mut heap = BinaryHeap::from([Reverse((0u128, src))]);
     dist[src] = 0;
     while let Some(Reverse((d, u))) = heap.pop() {

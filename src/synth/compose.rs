@@ -58,6 +58,7 @@ pub fn synthesize_concurrent(
     collectives: &[Collective],
     options: &SynthOptions,
 ) -> Result<Synthesis> {
+    topo.refuse_switches("synthesis")?;
     if collectives.is_empty() {
         return Err(Error::Synthesis("no collective to synthesize".into()));
     }

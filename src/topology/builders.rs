@@ -110,15 +110,26 @@ fn add_dim(set: &mut LinkSet, dim: &Dim, members: &[NpuId]) {
             }
         }
         DimKind::Switch { degree } => {
-            let d = degree.min(n.saturating_sub(1));
-            for i in 0..n {
-                for k in 1..=d {
-                    set.add(members[i], members[(i + k) % n], bw / d as f64, lat);
-                }
+            let d = unwound_degree(n, degree);
+            for (i, j) in unwound_pairs(n, d) {
+                set.add(members[i], members[j], bw / d as f64, lat);
             }
         }
         DimKind::Ring | DimKind::UniRing => {}
     }
+}
+
+/// The degree a switch of `n` NPUs is unwound with when `degree` is asked for: at most
+/// n-1, the peers there are.
+pub(crate) fn unwound_degree(n: usize, degree: usize) -> usize {
+    degree.min(n.saturating_sub(1))
+}
+
+/// The TACOS paper's unwinding of a switch among `n` NPUs with degree `d`: member i links
+/// to members i+1 .. i+d mod n, each link carrying the port's bandwidth divided by d.
+/// `compose` and `Topology::unwind` both take their pairs from here.
+pub(crate) fn unwound_pairs(n: usize, d: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n).flat_map(move |i| (1..=d).map(move |k| (i, (i + k) % n)))
 }
 
 /// Composes dimensions into one topology: NPU id = sum of coordinate x stride, the first
@@ -190,6 +201,32 @@ pub fn compose(name: impl Into<String>, dims: &[Dim]) -> Result<Topology> {
     }
     let sizes = dims.iter().map(|d| d.size).collect();
     Ok(set.into_topology(name, npus)?.with_dimensions(sizes))
+}
+
+/// `n` NPUs around one switch vertex named `switch`: each NPU's port is a link up into it
+/// and a link down from it, both of `bandwidth_gbps` and `latency_us` (a route between two
+/// NPUs crosses two links, so it takes twice the latency).
+pub fn star(name: &str, n: usize, bandwidth_gbps: f64, latency_us: f64) -> Result<Topology> {
+    if n == 0 {
+        return Err(Error::Invalid {
+            input: format!("NPUs of '{}'", echo(name)),
+            value: "0".into(),
+            allowed: "at least 1".into(),
+        });
+    }
+    let context = || format!("'{}'", echo(name));
+    check_npus(n as u128 + 1, context)?;
+    let mut links = Vec::with_capacity(check_links(2 * n as u128, context)?);
+    // Ids in (src, dst) order: every NPU's link up, then the switch's links down.
+    for (src, dst) in (0..n).map(|npu| (npu, n)).chain((0..n).map(|npu| (n, npu))) {
+        links.push(Link {
+            src,
+            dst,
+            bandwidth_gbps,
+            latency_us,
+        });
+    }
+    Topology::with_switches(name, n, vec!["switch".into()], links)
 }
 
 /// A binary hypercube of 2^dims NPUs: i <-> i xor 2^k.

@@ -6,14 +6,19 @@
 //!   "npus": 4,
 //!   "bandwidth_gbps": 50,
 //!   "latency_us": 0.5,
+//!   "switches": ["nvs0"],
 //!   "links": [
 //!     { "src": 0, "dst": 1, "bidirectional": true },
-//!     { "src": 1, "dst": 2, "bandwidth_gbps": 100, "latency_us": 0.7 }
+//!     { "src": 1, "dst": 2, "bandwidth_gbps": 100, "latency_us": 0.7 },
+//!     { "src": 2, "dst": "nvs0", "bidirectional": true },
+//!     { "src": 3, "dst": "nvs0", "bidirectional": true }
 //!   ],
 //!   "failed": []
 //! }
 //! ```
 //!
+//! `switches` (optional) names switch vertices; a link's `src` and `dst` are an NPU number
+//! or a switch's name. Switches take ids after the NPUs, in the order listed.
 //! `bandwidth_gbps` (GB/s) and `latency_us` on a link override the file's top-level
 //! defaults, which override the command line's `--bandwidth` and `--latency`.
 //! `bidirectional: true` adds the reverse link with the same figures. Unknown fields
@@ -45,16 +50,26 @@ struct TopologyFile {
     bandwidth_gbps: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     latency_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    switches: Vec<String>,
     links: Vec<FileLink>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     failed: Vec<NpuId>,
 }
 
+/// One end of a link: an NPU by number or a switch by name.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum End {
+    Npu(NpuId),
+    Switch(String),
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileLink {
-    src: NpuId,
-    dst: NpuId,
+    src: End,
+    dst: End,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     bandwidth_gbps: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,7 +124,37 @@ fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Resul
             allowed: "at least 1".into(),
         });
     }
-    check_npus(file.npus as u128, || field("npus"))?;
+    check_npus(file.npus as u128 + file.switches.len() as u128, || {
+        field("npus and switches")
+    })?;
+    let mut switch_ids = HashMap::with_capacity(file.switches.len());
+    for (i, name) in file.switches.iter().enumerate() {
+        if name.is_empty() || switch_ids.insert(name.as_str(), file.npus + i).is_some() {
+            return Err(Error::Invalid {
+                input: field(&format!("switches[{i}]")),
+                value: name.clone(),
+                allowed: "a non-empty name no other switch has".into(),
+            });
+        }
+    }
+    let vertex = |end: &End, at: String| match end {
+        End::Npu(n) => Ok(*n),
+        End::Switch(name) => switch_ids
+            .get(name.as_str())
+            .copied()
+            .ok_or_else(|| Error::Invalid {
+                input: field(&at),
+                value: name.clone(),
+                allowed: if file.switches.is_empty() {
+                    "an NPU number (the file lists no \"switches\")".into()
+                } else {
+                    format!(
+                        "an NPU number or a switch the file lists: {}",
+                        echo(&file.switches.join(", "))
+                    )
+                },
+            }),
+    };
     let directed = file.links.iter().map(|l| 1 + l.bidirectional as u128).sum();
     check_links(directed, || field("links"))?;
     if let Some(v) = file.bandwidth_gbps {
@@ -124,17 +169,18 @@ fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Resul
     let mut seen: HashMap<(NpuId, NpuId), usize> = HashMap::new();
     for (i, fl) in file.links.iter().enumerate() {
         let link = Link {
-            src: fl.src,
-            dst: fl.dst,
+            src: vertex(&fl.src, format!("links[{i}].src"))?,
+            dst: vertex(&fl.dst, format!("links[{i}].dst"))?,
             bandwidth_gbps: fl.bandwidth_gbps.unwrap_or(bandwidth),
             latency_us: fl.latency_us.unwrap_or(latency),
         };
-        check_link(&field(&format!("links[{i}]")), &link, file.npus)?;
+        let label = field(&format!("links[{i}]"));
+        check_link(&label, &link, file.npus, file.switches.len())?;
         let mut both = vec![link.clone()];
         if fl.bidirectional {
             both.push(Link {
-                src: fl.dst,
-                dst: fl.src,
+                src: link.dst,
+                dst: link.src,
                 ..link
             });
         }
@@ -149,7 +195,7 @@ fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Resul
         }
     }
     let name = file.name.unwrap_or_else(|| origin.to_string());
-    let topo = Topology::new(name, file.npus, links).map_err(in_file)?;
+    let topo = Topology::with_switches(name, file.npus, file.switches, links).map_err(in_file)?;
     if file.failed.is_empty() {
         Ok(topo)
     } else {
@@ -160,18 +206,26 @@ fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Resul
 /// The JSON form of a topology: every directed link written out, so reading it back
 /// gives the same topology.
 pub fn to_json(topo: &Topology) -> String {
+    let end = |v: usize| match topo.switch_name(v) {
+        Some(name) => End::Switch(name.to_string()),
+        None => End::Npu(v),
+    };
     let file = TopologyFile {
         version: Some(FORMAT_VERSION),
         name: Some(topo.name().to_string()),
         npus: topo.npus(),
         bandwidth_gbps: None,
         latency_us: None,
+        switches: topo
+            .switches()
+            .filter_map(|v| topo.switch_name(v).map(str::to_string))
+            .collect(),
         links: topo
             .links()
             .iter()
             .map(|l| FileLink {
-                src: l.src,
-                dst: l.dst,
+                src: end(l.src),
+                dst: end(l.dst),
                 bandwidth_gbps: Some(l.bandwidth_gbps),
                 latency_us: Some(l.latency_us),
                 bidirectional: false,

@@ -1,5 +1,8 @@
-//! The network: NPUs and directed links, each with its own latency and bandwidth.
+//! The network: NPUs, switches and directed links, each with its own latency and bandwidth.
 //!
+//! Vertices are NPUs (ids `0..npus()`) and switches (ids `npus()..vertices()`): a switch
+//! forwards and holds nothing, so every collective, schedule and failed-NPU list speaks of
+//! NPUs only, and a transfer between two NPUs crosses switches on a `route`.
 //! A `Topology` is immutable once built. Links are kept sorted by (src, dst) and unique,
 //! with compressed adjacency in both directions, so the synthesizer and the simulator
 //! walk a sparse graph: nothing here is an n x n matrix.
@@ -9,11 +12,14 @@ pub mod file;
 pub mod limits;
 pub mod nccl_xml;
 mod presets;
+mod routes;
 pub mod spec;
+mod unwind;
 
-pub use builders::{compose, Dim, DimKind};
+pub use builders::{compose, star, Dim, DimKind};
 pub use limits::{MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MAX_LINKS, MAX_NPUS, MIN_BANDWIDTH_GBPS};
 pub use presets::PRESETS;
+pub use routes::RouteTree;
 pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
 
 use crate::error::{echo, Error, Npus, Result};
@@ -23,14 +29,16 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 
 /// Index of an NPU, 0-based.
 pub type NpuId = usize;
+/// Index of a vertex: an NPU (`0..npus()`) or a switch (`npus()..vertices()`).
+pub type VertexId = usize;
 /// Index of a link in `Topology::links()`.
 pub type LinkId = usize;
 
-/// A directed link from `src` to `dst`.
+/// A directed link from vertex `src` to vertex `dst`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Link {
-    pub src: NpuId,
-    pub dst: NpuId,
+    pub src: VertexId,
+    pub dst: VertexId,
     /// Bandwidth in GB/s (1e9 bytes per second), `MIN_BANDWIDTH_GBPS..=MAX_BANDWIDTH_GBPS`.
     pub bandwidth_gbps: f64,
     /// Latency (alpha) in microseconds, `0..=MAX_LATENCY_US`.
@@ -44,11 +52,13 @@ impl Link {
     }
 }
 
-/// A network of NPUs joined by directed links.
+/// A network of NPUs and switches joined by directed links.
 #[derive(Clone, Debug)]
 pub struct Topology {
     name: String,
     npus: usize,
+    /// Names of the switches, vertex `npus + i` being `switches[i]`.
+    switches: Vec<String>,
     links: Vec<Link>,
     failed: Vec<NpuId>,
     /// Sizes of the dimensions the topology was composed of (first varying fastest in NPU
@@ -63,7 +73,10 @@ pub struct Topology {
 
 impl PartialEq for Topology {
     fn eq(&self, other: &Self) -> bool {
-        self.npus == other.npus && self.links == other.links && self.failed == other.failed
+        self.npus == other.npus
+            && self.switches == other.switches
+            && self.links == other.links
+            && self.failed == other.failed
     }
 }
 
@@ -72,12 +85,25 @@ impl Topology {
     /// (src, dst) pair, bandwidth and latency within `limits`' ranges; and at most
     /// `MAX_NPUS` NPUs and `MAX_LINKS` links, checked before anything is allocated.
     pub fn new(name: impl Into<String>, npus: usize, links: Vec<Link>) -> Result<Topology> {
-        Self::with_failed(name, npus, links, Vec::new())
+        Self::with_failed(name, npus, Vec::new(), links, Vec::new())
+    }
+
+    /// As `new`, with switch vertices `npus..npus + switches.len()` named by `switches`
+    /// (unique, non-empty names); links may join any two vertices. Every switch needs a
+    /// link in and a link out, else it could never forward anything.
+    pub fn with_switches(
+        name: impl Into<String>,
+        npus: usize,
+        switches: Vec<String>,
+        links: Vec<Link>,
+    ) -> Result<Topology> {
+        Self::with_failed(name, npus, switches, links, Vec::new())
     }
 
     fn with_failed(
         name: impl Into<String>,
         npus: usize,
+        switches: Vec<String>,
         mut links: Vec<Link>,
         mut failed: Vec<NpuId>,
     ) -> Result<Topology> {
@@ -89,13 +115,16 @@ impl Topology {
                 allowed: "at least 1".into(),
             });
         }
-        limits::check_npus(npus as u128, || format!("topology '{}'", echo(&name)))?;
+        let vertices = npus as u128 + switches.len() as u128;
+        limits::check_npus(vertices, || format!("topology '{}'", echo(&name)))?;
         limits::check_links(links.len() as u128, || {
             format!("topology '{}'", echo(&name))
         })?;
+        check_switch_names(&switches)?;
+        let vertices = npus + switches.len();
         let label = format!("link of '{}'", echo(&name));
         for l in &links {
-            check_link(&label, l, npus)?;
+            check_link(&label, l, npus, switches.len())?;
         }
         failed.sort_unstable();
         failed.dedup();
@@ -112,23 +141,23 @@ impl Topology {
                 let (a, b) = (&links[w[0]], &links[w[1]]);
                 if key(a) == key(b) {
                     return Err(Error::Topology(format!(
-                        "links[{}] and links[{}] both connect NPU {} to NPU {}; give one link with the summed bandwidth",
+                        "links[{}] and links[{}] both connect {} to {}; give one link with the summed bandwidth",
                         w[0].min(w[1]),
                         w[0].max(w[1]),
-                        a.src,
-                        a.dst
+                        vertex_label(npus, &switches, a.src),
+                        vertex_label(npus, &switches, a.dst)
                     )));
                 }
             }
         }
         links.sort_by_key(|l| (l.src, l.dst));
-        let mut out_start = vec![0; npus + 1];
-        let mut in_start = vec![0; npus + 1];
+        let mut out_start = vec![0; vertices + 1];
+        let mut in_start = vec![0; vertices + 1];
         for l in &links {
             out_start[l.src + 1] += 1;
             in_start[l.dst + 1] += 1;
         }
-        for v in 0..npus {
+        for v in 0..vertices {
             out_start[v + 1] += out_start[v];
             in_start[v + 1] += in_start[v];
         }
@@ -138,9 +167,24 @@ impl Topology {
             in_index[fill[l.dst]] = id;
             fill[l.dst] += 1;
         }
+        for s in npus..vertices {
+            let (outs, ins) = (
+                out_start[s + 1] - out_start[s],
+                in_start[s + 1] - in_start[s],
+            );
+            if outs == 0 || ins == 0 {
+                return Err(Error::Topology(format!(
+                    "switch '{}' of '{}' has no link {}; a switch needs a link in and a link out to forward anything",
+                    echo(&switches[s - npus]),
+                    echo(&name),
+                    if ins == 0 { "in" } else { "out" }
+                )));
+            }
+        }
         Ok(Topology {
             name,
             npus,
+            switches,
             links,
             failed,
             dims: None,
@@ -158,6 +202,52 @@ impl Topology {
     /// Number of NPU ids, failed ones included.
     pub fn npus(&self) -> usize {
         self.npus
+    }
+
+    /// Number of vertices: NPUs and switches.
+    pub fn vertices(&self) -> usize {
+        self.npus + self.switches.len()
+    }
+
+    /// Ids of the switch vertices (empty for a topology of NPUs only).
+    pub fn switches(&self) -> std::ops::Range<VertexId> {
+        self.npus..self.vertices()
+    }
+
+    /// Whether the topology has switch vertices.
+    pub fn has_switches(&self) -> bool {
+        !self.switches.is_empty()
+    }
+
+    /// Whether vertex `v` is a switch.
+    pub fn is_switch(&self, v: VertexId) -> bool {
+        self.switches().contains(&v)
+    }
+
+    /// The name of switch `v`; `None` when `v` is not a switch.
+    pub fn switch_name(&self, v: VertexId) -> Option<&str> {
+        v.checked_sub(self.npus)
+            .and_then(|i| self.switches.get(i))
+            .map(String::as_str)
+    }
+
+    /// How messages name a vertex: `NPU 3` or `switch 'nvs0'`.
+    pub fn vertex_label(&self, v: VertexId) -> String {
+        vertex_label(self.npus, &self.switches, v)
+    }
+
+    /// `Ok` on a topology of NPUs only; else the error saying that `what` does not work
+    /// through switch vertices yet and that `--unwind` turns them into NPU-to-NPU links.
+    pub fn refuse_switches(&self, what: &str) -> Result<()> {
+        if self.switches.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Topology(format!(
+            "{what} does not handle switch vertices yet, and '{}' has {} (first '{}'); unwind them into NPU-to-NPU links with --unwind",
+            echo(&self.name),
+            self.switches.len(),
+            echo(&self.switches[0])
+        )))
     }
 
     /// The same topology, recorded as composed of dimensions of these sizes.
@@ -198,19 +288,19 @@ impl Topology {
         (0..self.npus).filter(|&n| !self.is_failed(n)).collect()
     }
 
-    /// Ids of the links leaving `npu`.
-    pub fn out_links(&self, npu: NpuId) -> std::ops::Range<LinkId> {
-        self.out_start[npu]..self.out_start[npu + 1]
+    /// Ids of the links leaving vertex `v`.
+    pub fn out_links(&self, v: VertexId) -> std::ops::Range<LinkId> {
+        self.out_start[v]..self.out_start[v + 1]
     }
 
-    /// Ids of the links entering `npu`.
-    pub fn in_links(&self, npu: NpuId) -> &[LinkId] {
-        &self.in_index[self.in_start[npu]..self.in_start[npu + 1]]
+    /// Ids of the links entering vertex `v`.
+    pub fn in_links(&self, v: VertexId) -> &[LinkId] {
+        &self.in_index[self.in_start[v]..self.in_start[v + 1]]
     }
 
-    /// The link from `src` to `dst`, if there is one.
-    pub fn link_between(&self, src: NpuId, dst: NpuId) -> Option<LinkId> {
-        if src >= self.npus || dst >= self.npus {
+    /// The link from vertex `src` to vertex `dst`, if there is one.
+    pub fn link_between(&self, src: VertexId, dst: VertexId) -> Option<LinkId> {
+        if src >= self.vertices() || dst >= self.vertices() {
             return None;
         }
         let range = self.out_links(src);
@@ -227,7 +317,7 @@ impl Topology {
         if let Some(&bad) = npus.iter().find(|&&n| n >= self.npus) {
             return Err(not_an_npu(bad, self.npus));
         }
-        let mut gone = vec![false; self.npus];
+        let mut gone = vec![false; self.vertices()];
         for &n in npus {
             gone[n] = true;
         }
@@ -239,7 +329,11 @@ impl Topology {
             .collect();
         let mut failed = self.failed.clone();
         failed.extend_from_slice(npus);
-        Ok(Self::with_failed(self.name.clone(), self.npus, links, failed)?.keep_dims(self))
+        let switches = self.switches.clone();
+        Ok(
+            Self::with_failed(self.name.clone(), self.npus, switches, links, failed)?
+                .keep_dims(self),
+        )
     }
 
     /// The same topology without the links between each given pair, in both directions.
@@ -257,8 +351,9 @@ impl Topology {
         }
         let joins = |l: &Link| cut.contains(&(l.src.min(l.dst), l.src.max(l.dst)));
         let links = self.links.iter().filter(|l| !joins(l)).cloned().collect();
+        let (switches, failed) = (self.switches.clone(), self.failed.clone());
         Ok(
-            Self::with_failed(self.name.clone(), self.npus, links, self.failed.clone())?
+            Self::with_failed(self.name.clone(), self.npus, switches, links, failed)?
                 .keep_dims(self),
         )
     }
@@ -266,6 +361,7 @@ impl Topology {
     /// The sub-topology induced by `npus`, renumbered 0..k-1 in the order given: what a
     /// communicator over those NPUs sees when it can only route among its own members.
     pub fn subset(&self, npus: &[NpuId]) -> Result<Topology> {
+        self.refuse_switches("a sub-topology (communicator subset)")?;
         let mut new_id = vec![usize::MAX; self.npus];
         for (i, &n) in npus.iter().enumerate() {
             if n >= self.npus || self.is_failed(n) {
@@ -297,9 +393,10 @@ impl Topology {
         Topology::new(format!("{} (subset)", self.name), npus.len(), links)
     }
 
-    /// Hop counts from `src` to every NPU (`usize::MAX` where unreachable).
-    pub fn hops_from(&self, src: NpuId) -> Vec<usize> {
-        let mut dist = vec![usize::MAX; self.npus];
+    /// Hop counts from `src` to every vertex (`usize::MAX` where unreachable); a switch
+    /// on the way counts as a hop like any vertex.
+    pub fn hops_from(&self, src: VertexId) -> Vec<usize> {
+        let mut dist = vec![usize::MAX; self.vertices()];
         let mut queue = VecDeque::from([src]);
         dist[src] = 0;
         while let Some(u) = queue.pop_front() {
@@ -357,7 +454,8 @@ impl Topology {
                 ..l.clone()
             })
             .collect();
-        Self::with_failed(self.name.clone(), self.npus, links, self.failed.clone())
+        let (switches, failed) = (self.switches.clone(), self.failed.clone());
+        Self::with_failed(self.name.clone(), self.npus, switches, links, failed)
             .expect("reversing a valid topology keeps it valid")
             .keep_dims(self)
     }
@@ -399,6 +497,7 @@ impl Topology {
         }
         TopologyStats {
             npus: self.npus,
+            switches: self.switches.len(),
             alive_npus: alive.len(),
             links: self.links.len(),
             out_degree: range(&out_deg),
@@ -433,6 +532,9 @@ pub struct LinkClass {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TopologyStats {
     pub npus: usize,
+    /// Switch vertices (0 for a topology of NPUs only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub switches: usize,
     pub alive_npus: usize,
     pub links: usize,
     /// (min, max) links leaving an alive NPU.
@@ -447,15 +549,47 @@ pub struct TopologyStats {
     pub diameter_computed: bool,
 }
 
-/// Checks one link on its own; `label` names it in the error (`t.json: links[3]`).
-pub(crate) fn check_link(label: &str, l: &Link, npus: usize) -> Result<()> {
-    let input = |field: &str| format!("{label} ({}->{}) {field}", l.src, l.dst);
-    for end in [l.src, l.dst] {
-        if end >= npus {
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// `NPU 3` or `switch 'nvs0'`, for messages.
+fn vertex_label(npus: usize, switches: &[String], v: VertexId) -> String {
+    match v.checked_sub(npus).and_then(|i| switches.get(i)) {
+        Some(name) => format!("switch '{}'", echo(name)),
+        None => format!("NPU {v}"),
+    }
+}
+
+/// Switch names must be non-empty and unique: files name link ends by them.
+fn check_switch_names(switches: &[String]) -> Result<()> {
+    let mut seen = HashSet::with_capacity(switches.len());
+    for (i, s) in switches.iter().enumerate() {
+        if s.is_empty() || !seen.insert(s.as_str()) {
             return Err(Error::Invalid {
-                input: input("NPU"),
+                input: format!("switches[{i}]"),
+                value: s.clone(),
+                allowed: "a non-empty name no other switch has".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks one link on its own; `label` names it in the error (`t.json: links[3]`).
+/// Its ends must be among the `npus` NPUs and `switches` switches.
+pub(crate) fn check_link(label: &str, l: &Link, npus: usize, switches: usize) -> Result<()> {
+    let input = |field: &str| format!("{label} ({}->{}) {field}", l.src, l.dst);
+    let (what, a_what, vertices) = match switches {
+        0 => ("NPU", "an NPU", npus),
+        _ => ("vertex", "a vertex", npus + switches),
+    };
+    for end in [l.src, l.dst] {
+        if end >= vertices {
+            return Err(Error::Invalid {
+                input: input(what),
                 value: end.to_string(),
-                allowed: format!("an NPU of the topology, 0..{}", npus - 1),
+                allowed: format!("{a_what} of the topology, 0..{}", vertices - 1),
             });
         }
     }
@@ -463,7 +597,7 @@ pub(crate) fn check_link(label: &str, l: &Link, npus: usize) -> Result<()> {
         return Err(Error::Invalid {
             input: input("dst"),
             value: l.dst.to_string(),
-            allowed: "another NPU than src (a link cannot join an NPU to itself)".into(),
+            allowed: format!("another {what} than src (a link cannot join {a_what} to itself)"),
         });
     }
     if !limits::bandwidth_in_range(l.bandwidth_gbps) {

@@ -1,7 +1,7 @@
 //! Topology specs as the command line takes them: a JSON file path, or a builder string
 //! such as `mesh:4x4`, `switch:8,d=2`, `rfs:2x4x8,bw=200:100:50` or `preset:dgx1`.
 
-use super::builders::{compose, dragonfly, hypercube, Dim, DimKind};
+use super::builders::{compose, dragonfly, hypercube, star, Dim, DimKind};
 use super::limits::{
     bandwidth_in_range, check_bandwidth, check_latency, latency_in_range, BANDWIDTH_ALLOWED,
 };
@@ -36,6 +36,10 @@ pub const BUILDERS: &[(&str, &str)] = &[
     (
         "switch:N[,d=D]",
         "switch unwound with degree D (default N-1), bandwidth split over D links",
+    ),
+    (
+        "star:N",
+        "N NPUs around one switch vertex, each with one link up and one down (bw, lat per link)",
     ),
     ("mesh:AxB | mesh:AxBxC", "2D or 3D mesh"),
     ("torus:AxB | torus:AxBxC", "2D or 3D torus"),
@@ -211,6 +215,13 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
             allow(&["bw", "lat", "d"])?;
             let (kinds, plain) = multi_kinds(spec, shape, &opts)?;
             composed(dims_of(&plain, &kinds)?)
+        }
+        "star" => {
+            allow(&["bw", "lat"])?;
+            let n = count(spec, shape)?;
+            let bw = single(spec, "bw", &opts.bw, defaults.bandwidth_gbps)?;
+            let lat = single(spec, "lat", &opts.lat, defaults.latency_us)?;
+            star(&name, n, bw, lat).map(built)
         }
         "hypercube" => {
             allow(&["bw", "lat"])?;

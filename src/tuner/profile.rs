@@ -57,6 +57,7 @@ pub(crate) struct Profiler<'a> {
 
 impl<'a> Profiler<'a> {
     pub fn new(topo: &'a Topology, domain_size: usize) -> Result<Profiler<'a>> {
+        topo.refuse_switches("the NCCL tuner")?;
         let zero_alpha = with_latencies(topo, |_| 0.0)?;
         Ok(Profiler {
             topo,

@@ -114,6 +114,11 @@ pub struct TopologyArgs {
     /// Links that have failed, both directions of each pair, e.g. 3-4,8-12
     #[arg(long, value_name = "PAIRS", value_parser = link_pairs)]
     pub fail_links: Option<LinkPairs>,
+    /// Replace every switch vertex by the TACOS paper's unwinding: each NPU on the switch
+    /// linked to its next D peers, its port's bandwidth split over them [D default: the
+    /// switch's NPUs - 1]
+    #[arg(long, value_name = "D", num_args = 0..=1)]
+    pub unwind: Option<Option<usize>>,
 }
 
 impl TopologyArgs {
@@ -136,13 +141,17 @@ impl TopologyArgs {
         self.with_failures(topo)
     }
 
-    /// `topo` with the failures the arguments give.
+    /// `topo` with the failures the arguments give, then its switches unwound (among
+    /// the NPUs still attached, as the file's own failures are).
     pub fn with_failures(&self, mut topo: Topology) -> tacos::Result<Topology> {
         if let Some(pairs) = &self.fail_links {
             topo = topo.fail_links(pairs)?;
         }
         if let Some(npus) = &self.fail_npus {
             topo = topo.fail_npus(npus)?;
+        }
+        if let Some(degree) = self.unwind {
+            topo = topo.unwind(degree)?;
         }
         Ok(topo)
     }

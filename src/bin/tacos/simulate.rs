@@ -445,20 +445,36 @@ fn schedule_topology(
     }
 }
 
-/// A schedule file must be correct on the topology and send only over its links.
+/// A schedule file must be correct on the topology and send only over its links, or
+/// through its switches (a route of switches only, one search per source NPU).
 fn check_on_links(schedule: &Schedule, topo: &Topology) -> anyhow::Result<()> {
     check_data_flow(schedule, topo)?;
+    let mut trees = std::collections::HashMap::new();
+    let mut joined = |src: usize, dst: usize| {
+        topo.link_between(src, dst).is_some()
+            || (topo.has_switches()
+                && trees
+                    .entry(src)
+                    .or_insert_with(|| topo.route_tree(src))
+                    .route_to(topo, dst)
+                    .is_some())
+    };
     if let Some((i, t)) = schedule
         .transfers
         .iter()
         .enumerate()
-        .find(|(_, t)| topo.link_between(t.src, t.dst).is_none())
+        .find(|(_, t)| !joined(t.src, t.dst))
     {
         bail!(
-            "transfer {i} (chunk {}) goes from NPU {} to NPU {}, which no link joins",
+            "transfer {i} (chunk {}) goes from NPU {} to NPU {}, which no link {}joins",
             t.chunk,
             t.src,
-            t.dst
+            t.dst,
+            if topo.has_switches() {
+                "or route through switches "
+            } else {
+                ""
+            }
         );
     }
     Ok(())

@@ -43,6 +43,9 @@ pub fn run(cmd: TopoCommand) -> anyhow::Result<()> {
                 return Ok(());
             }
             println!("topology      {}", tacos::error::echo(topo.name()));
+            if stats.switches > 0 {
+                println!("switches      {}", stats.switches);
+            }
             println!(
                 "NPUs          {}{}",
                 stats.npus,

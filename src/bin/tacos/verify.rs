@@ -195,6 +195,7 @@ fn time(
         latency: args.latency,
         fail_npus: None,
         fail_links: None,
+        unwind: None,
     }
     .topology()?;
     let sim = simulate_program(&topo, program, size)?;

@@ -72,6 +72,7 @@ fn default_in_place(kind: CollectiveKind) -> bool {
 
 /// Lowers `schedule` (made for `topo`) to a program; rank r is the collective's r-th NPU.
 pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<Program> {
+    topo.refuse_switches("lowering to MSCCL")?;
     let (layout, flow) = prepare(schedule, topo, options)?;
     let spec = &schedule.collective;
     let kind = spec.kind;

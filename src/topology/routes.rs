@@ -1,0 +1,78 @@
+//! Routes between NPUs through switches: which links a transfer from one NPU to another
+//! holds when switches stand between them.
+//!
+//! A route never passes through a third NPU (that would be a relay, which schedules make
+//! explicit); it is a direct NPU-to-NPU link, or a path whose inner vertices are all
+//! switches. Among those it is the shortest by summed latency, then by hops, ties broken
+//! toward the lowest-numbered vertex, so routes are reproducible.
+
+use super::{LinkId, NpuId, Topology};
+use crate::units::us_to_ps;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Shortest routes from one NPU to every other, through switches only.
+#[derive(Clone, Debug)]
+pub struct RouteTree {
+    src: NpuId,
+    /// The last link on the route to each vertex (`None` for `src` and where unreachable).
+    via: Vec<Option<LinkId>>,
+}
+
+impl RouteTree {
+    /// The links from `src` to `dst`, in order; `None` when `dst` cannot be reached
+    /// through switches alone, is `src`, or is not a vertex.
+    pub fn route_to(&self, topo: &Topology, dst: NpuId) -> Option<Vec<LinkId>> {
+        let mut path = Vec::new();
+        let mut at = dst;
+        while at != self.src {
+            let l = (*self.via.get(at)?)?;
+            path.push(l);
+            at = topo.link(l).src;
+        }
+        path.reverse();
+        (!path.is_empty()).then_some(path)
+    }
+}
+
+impl Topology {
+    /// Shortest routes from NPU `src` through switches (see the module's rule). One search
+    /// over the switches reachable from `src`: keep the tree to route many messages.
+    pub fn route_tree(&self, src: NpuId) -> RouteTree {
+        let n = self.vertices();
+        let mut best: Vec<(u128, usize)> = vec![(u128::MAX, usize::MAX); n];
+        let mut via = vec![None; n];
+        if src >= self.npus() {
+            return RouteTree { src, via };
+        }
+        best[src] = (0, 0);
+        let mut heap = BinaryHeap::from([Reverse((0u128, 0usize, src))]);
+        while let Some(Reverse((d, h, u))) = heap.pop() {
+            if (d, h) > best[u] || (u != src && !self.is_switch(u)) {
+                continue;
+            }
+            for l in self.out_links(u) {
+                let link = self.link(l);
+                let next = (d + u128::from(us_to_ps(link.latency_us)), h + 1);
+                if next < best[link.dst] {
+                    best[link.dst] = next;
+                    via[link.dst] = Some(l);
+                    heap.push(Reverse((next.0, next.1, link.dst)));
+                }
+            }
+        }
+        RouteTree { src, via }
+    }
+
+    /// The links a transfer from NPU `src` to NPU `dst` holds: the direct link when there
+    /// is one, else the shortest route through switches; `None` when there is neither.
+    pub fn route(&self, src: NpuId, dst: NpuId) -> Option<Vec<LinkId>> {
+        if let Some(l) = self.link_between(src, dst) {
+            return Some(vec![l]);
+        }
+        if !self.has_switches() || src >= self.npus() || dst >= self.npus() {
+            return None;
+        }
+        self.route_tree(src).route_to(self, dst)
+    }
+}
