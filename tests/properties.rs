@@ -44,25 +44,35 @@ fn fabric() -> impl Strategy<Value = Topology> {
             )
         })
         .prop_map(|((n, s), extra, params)| {
-            let mut pairs: Vec<(usize, usize)> = (0..s)
+            let pairs: Vec<(usize, usize)> = (0..s)
                 .flat_map(|i| [(i % n, n + i), (n + i, i % n)])
                 .collect();
-            pairs.extend(extra.into_iter().filter(|(a, b)| a != b));
-            pairs.sort_unstable();
-            pairs.dedup();
-            let links = pairs
-                .into_iter()
-                .zip(params)
-                .map(|((src, dst), (bandwidth_gbps, latency_us))| Link {
-                    src,
-                    dst,
-                    bandwidth_gbps,
-                    latency_us,
-                })
-                .collect();
+            let links = links(pairs, extra, params);
             let names = (0..s).map(|i| format!("sw{i}")).collect();
             Topology::with_switches(format!("fabric{n}x{s}"), n, names, links).unwrap()
         })
+}
+
+/// The links of `pairs` and of the `extra` pairs that are not self loops, each pair once
+/// (sorted), with the figures of `params` in that order.
+fn links(
+    mut pairs: Vec<(usize, usize)>,
+    extra: Vec<(usize, usize)>,
+    params: Vec<(f64, f64)>,
+) -> Vec<Link> {
+    pairs.extend(extra.into_iter().filter(|(a, b)| a != b));
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
+        .into_iter()
+        .zip(params)
+        .map(|((src, dst), (bandwidth_gbps, latency_us))| Link {
+            src,
+            dst,
+            bandwidth_gbps,
+            latency_us,
+        })
+        .collect()
 }
 
 /// A random connected topology of 2 to 12 NPUs: a ring both ways through a random order
@@ -92,19 +102,7 @@ fn topology() -> impl Strategy<Value = Topology> {
                 let (a, b) = (order[i], order[(i + 1) % n]);
                 pairs.extend([(a, b), (b, a)]);
             }
-            pairs.extend(extra.into_iter().filter(|(a, b)| a != b));
-            pairs.sort_unstable();
-            pairs.dedup();
-            let links = pairs
-                .into_iter()
-                .zip(params)
-                .map(|((src, dst), (bandwidth_gbps, latency_us))| Link {
-                    src,
-                    dst,
-                    bandwidth_gbps,
-                    latency_us,
-                })
-                .collect();
+            let links = links(pairs, extra, params);
             let topo = Topology::new(format!("random{n}"), n, links).unwrap();
             // At least two NPUs stay.
             let mut failed = failed;
