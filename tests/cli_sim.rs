@@ -11,14 +11,19 @@ fn tacos(args: &[&str]) -> Output {
         .expect("the tacos binary runs")
 }
 
-fn ok_json(args: &[&str]) -> serde_json::Value {
+/// Runs the command, which must succeed.
+fn succeeds(args: &[&str]) -> Output {
     let out = tacos(args);
     assert!(
         out.status.success(),
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
+    out
+}
+
+fn ok_json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_slice(&succeeds(args).stdout).expect("JSON output")
 }
 
 fn error_of(args: &[&str]) -> String {
@@ -105,12 +110,7 @@ fn a_schedule_file_is_simulated_on_its_topology_and_refused_elsewhere() {
     let dir = scratch("schedule");
     let file = dir.join("mesh.json");
     let f = file.to_str().unwrap();
-    let out = tacos(&["synth", "mesh:3x3", "-s", "9MB", "--out", f]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(&["synth", "mesh:3x3", "-s", "9MB", "--out", f]);
     let v = ok_json(&["simulate", "mesh:3x3", "--schedule", f, "--json"]);
     assert_eq!(v["time_us"], v["schedule_time_us"]);
     assert_eq!(v["links"].as_array().unwrap().len(), 24);
@@ -134,7 +134,7 @@ fn a_schedule_file_is_simulated_on_its_topology_and_refused_elsewhere() {
 fn heat_map_is_a_readable_svg() {
     let dir = scratch("heatmap");
     let svg = dir.join("load.svg");
-    let out = tacos(&[
+    succeeds(&[
         "compare",
         "mesh:3x3",
         "-s",
@@ -142,11 +142,6 @@ fn heat_map_is_a_readable_svg() {
         "--heatmap",
         svg.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
     assert!(text.contains("Link utilization, allgather of"));
@@ -239,7 +234,7 @@ fn a_schedule_file_without_a_spec_runs_on_the_network_it_records() {
     let f = file.to_str().unwrap();
     // uniring:4 at 10 GB/s, All-Gather of 4 MB: 1 MB chunks take 0.5 + 100 us, and the
     // last chunk needs three hops.
-    let out = tacos(&[
+    succeeds(&[
         "synth",
         "uniring:4",
         "--bandwidth",
@@ -249,11 +244,6 @@ fn a_schedule_file_without_a_spec_runs_on_the_network_it_records() {
         "--out",
         f,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let v = ok_json(&["simulate", "--schedule", f, "--json"]);
     assert!(
         (v["time_us"].as_f64().unwrap() - 3.0 * 100.5).abs() < 1e-6,
@@ -293,7 +283,7 @@ fn a_recorded_network_keeps_its_failures() {
     let dir = scratch("failed");
     let file = dir.join("ring.json");
     let f = file.to_str().unwrap();
-    let out = tacos(&[
+    succeeds(&[
         "synth",
         "ring:5",
         "--fail-npus",
@@ -303,11 +293,6 @@ fn a_recorded_network_keeps_its_failures() {
         "--out",
         f,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let v = ok_json(&["simulate", "--schedule", f, "--json"]);
     // ring:5 without NPU 4 is the line 0-1-2-3: six directed links, four NPUs taking part.
     assert_eq!(v["links"].as_array().unwrap().len(), 6, "{v}");
@@ -321,17 +306,12 @@ fn a_recorded_network_keeps_its_failures() {
     old.as_object_mut().unwrap().remove("network").unwrap();
     let old_file = dir.join("old.json");
     std::fs::write(&old_file, old.to_string()).unwrap();
-    let out = tacos(&[
+    let out = succeeds(&[
         "simulate",
         "--schedule",
         old_file.to_str().unwrap(),
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("records no network") && err.contains("'ring:5'"),
@@ -348,14 +328,9 @@ fn xml_without_a_size_is_timed_at_its_min_bytes() {
     // nccl-tests size on 4 GPUs, and the simulator takes the size back.
     let gather = dir.join("gather.xml");
     let g = gather.to_str().unwrap();
-    let out = tacos(&[
+    succeeds(&[
         "synth", "mesh:2x2", "-c", "gather", "-s", "1MiB", "--xml", g,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(std::fs::read_to_string(&gather)
         .unwrap()
         .contains("minBytes=\"262144\""));
@@ -371,7 +346,7 @@ fn xml_without_a_size_is_timed_at_its_min_bytes() {
     // All-Gather measures the whole buffer: minBytes is the size.
     let ag = dir.join("ag.xml");
     let a = ag.to_str().unwrap();
-    let out = tacos(&[
+    succeeds(&[
         "synth",
         "mesh:2x2",
         "-s",
@@ -381,11 +356,6 @@ fn xml_without_a_size_is_timed_at_its_min_bytes() {
         "--xml",
         a,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let v = ok_json(&["simulate", "mesh:2x2", "--xml", a, "--json"]);
     assert_eq!(v["collective"]["size_bytes"], 65536, "{v}");
     // -s still wins.
