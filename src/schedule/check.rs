@@ -6,12 +6,13 @@
 //! contributor. A copy overwrites the destination's content with what the source held when
 //! the transfer started; a reduce adds it, and adding a contribution twice is an error.
 
-use super::{link_time_ps, Op, Schedule, Transfer};
+use super::{route_time_ps, Op, Schedule, Transfer};
 use crate::budget::{self, MemoryLimit};
 use crate::collective::Collective;
 use crate::error::{Error, Result};
-use crate::topology::{format_npus, Topology};
+use crate::topology::{format_npus, LinkId, NpuId, RouteTree, Topology};
 use crate::units::{ps_to_us, Picos};
+use std::collections::HashMap;
 
 /// What a passing check found.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,8 +22,9 @@ pub struct CheckReport {
     pub transfers: usize,
 }
 
-/// Checks a timed schedule: every transfer uses an existing link and takes exactly the
-/// link's alpha + size / bandwidth, no link carries two chunks at once, every sender holds
+/// Checks a timed schedule: every transfer uses an existing link, or a route through
+/// switches (`Topology::route`, held cut-through), and takes exactly its alpha + size /
+/// bandwidth (`route_time_ps`), no link carries two chunks at once, every sender holds
 /// the chunk when it sends, and every postcondition holds at the end.
 pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
     let collective = collective_of(schedule, topo)?;
@@ -34,29 +36,36 @@ pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
         )));
     }
     let mut per_link: Vec<Vec<Occupancy<usize>>> = vec![Vec::new(); topo.links().len()];
+    let mut routes = Routes::new(topo);
     for (i, t) in schedule.transfers.iter().enumerate() {
         check_static(i, t, &collective, topo)?;
-        let link = topo.link_between(t.src, t.dst).ok_or_else(|| {
+        let route = routes.between(t.src, t.dst).ok_or_else(|| {
             fail(
                 i,
                 t,
-                format!("there is no link from NPU {} to NPU {}", t.src, t.dst),
+                format!(
+                    "there is no link or route through switches from NPU {} to NPU {}",
+                    t.src, t.dst
+                ),
             )
         })?;
-        let needed = link_time_ps(topo.link(link), schedule.chunk_bytes)
+        let needed = route_time_ps(topo, route, schedule.chunk_bytes)
             .map_err(|e| fail(i, t, e.to_string()))?;
         if t.end_ps.checked_sub(t.start_ps) != Some(needed) {
             return Err(fail(
                 i,
                 t,
                 format!(
-                    "takes {:.6} us but the link needs {:.6} us",
+                    "takes {:.6} us but its {} needs {:.6} us",
                     ps_to_us(t.end_ps.saturating_sub(t.start_ps)),
+                    if route.len() == 1 { "link" } else { "route" },
                     ps_to_us(needed)
                 ),
             ));
         }
-        per_link[link].push((t.start_ps, t.end_ps, i));
+        for &link in route {
+            per_link[link].push((t.start_ps, t.end_ps, i));
+        }
     }
     if let Some((a, b)) = first_overlap(per_link) {
         let (ta, tb) = (&schedule.transfers[a], &schedule.transfers[b]);
@@ -83,12 +92,15 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
         .map(|(i, s)| check(s, topo).map_err(|e| Error::Schedule(format!("schedule {i}: {e}"))))
         .collect::<Result<Vec<_>>>()?;
     let mut per_link: Vec<Vec<Occupancy<(usize, usize)>>> = vec![Vec::new(); topo.links().len()];
+    let mut routes = Routes::new(topo);
     for (s, schedule) in schedules.iter().enumerate() {
         for (i, t) in schedule.transfers.iter().enumerate() {
-            let link = topo
-                .link_between(t.src, t.dst)
-                .expect("check found every transfer's link");
-            per_link[link].push((t.start_ps, t.end_ps, (s, i)));
+            let route = routes
+                .between(t.src, t.dst)
+                .expect("check found every transfer's route");
+            for &link in route {
+                per_link[link].push((t.start_ps, t.end_ps, (s, i)));
+            }
         }
     }
     if let Some(((sa, a), (sb, b))) = first_overlap(per_link) {
@@ -101,6 +113,47 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
         )));
     }
     Ok(reports)
+}
+
+/// The links each NPU pair's transfers hold (`Topology::route`), looked up once per pair.
+struct Routes<'a> {
+    topo: &'a Topology,
+    /// The last direct link found (most transfers use one: no map lookup for them).
+    direct: [LinkId; 1],
+    known: HashMap<(NpuId, NpuId), Option<Vec<LinkId>>>,
+    trees: HashMap<NpuId, RouteTree>,
+}
+
+impl<'a> Routes<'a> {
+    fn new(topo: &'a Topology) -> Routes<'a> {
+        Routes {
+            topo,
+            direct: [0],
+            known: HashMap::new(),
+            trees: HashMap::new(),
+        }
+    }
+
+    fn between(&mut self, src: NpuId, dst: NpuId) -> Option<&[LinkId]> {
+        let topo = self.topo;
+        if let Some(l) = topo.link_between(src, dst) {
+            self.direct = [l];
+            return Some(&self.direct);
+        }
+        if !topo.has_switches() {
+            return None;
+        }
+        let trees = &mut self.trees;
+        self.known
+            .entry((src, dst))
+            .or_insert_with(|| {
+                trees
+                    .entry(src)
+                    .or_insert_with(|| topo.route_tree(src))
+                    .route_to(topo, dst)
+            })
+            .as_deref()
+    }
 }
 
 /// (start, end, transfer) of one transfer on a link.

@@ -9,7 +9,7 @@ pub use check::{check, check_concurrent, check_data_flow, CheckReport};
 use crate::collective::{ChunkId, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::fsio::parse_json;
-use crate::topology::{Link, NpuId, Topology};
+use crate::topology::{Link, LinkId, NpuId, Topology};
 use crate::units::{Picos, PICOS_PER_US};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -64,6 +64,9 @@ pub struct Schedule {
 #[serde(deny_unknown_fields)]
 pub struct Network {
     pub npus: usize,
+    /// Switch vertices `npus..npus + switches.len()`, by name (none for NPUs only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<NpuId>,
     pub links: Vec<Link>,
@@ -74,6 +77,10 @@ impl Network {
     pub fn of(topo: &Topology) -> Network {
         Network {
             npus: topo.npus(),
+            switches: topo
+                .switches()
+                .filter_map(|v| topo.switch_name(v).map(str::to_string))
+                .collect(),
             failed: topo.failed().to_vec(),
             links: topo.links().to_vec(),
         }
@@ -82,7 +89,9 @@ impl Network {
     /// The topology again, named `name`; `origin` (the file) prefixes errors.
     pub fn topology(&self, name: &str, origin: &str) -> Result<Topology> {
         let in_file = |e: Error| Error::Schedule(format!("{origin}: network: {e}"));
-        let topo = Topology::new(name, self.npus, self.links.clone()).map_err(in_file)?;
+        let topo =
+            Topology::with_switches(name, self.npus, self.switches.clone(), self.links.clone())
+                .map_err(in_file)?;
         if self.failed.is_empty() {
             Ok(topo)
         } else {
@@ -143,6 +152,10 @@ impl Schedule {
         out.push_str(head.trim_end_matches(['\n', '}']).trim_end());
         if let Some(n) = &self.network {
             out.push_str(&format!(",\n  \"network\": {{\"npus\": {}", n.npus));
+            if !n.switches.is_empty() {
+                let switches = serde_json::to_string(&n.switches).expect("names serialize");
+                out.push_str(&format!(", \"switches\": {switches}"));
+            }
             if !n.failed.is_empty() {
                 let failed = serde_json::to_string(&n.failed).expect("NPU ids serialize");
                 out.push_str(&format!(", \"failed\": {failed}"));
@@ -195,6 +208,13 @@ pub fn link_time_ps(link: &Link, bytes: f64) -> Result<Picos> {
         )),
         ps => Ok(ps.max(1)),
     }
+}
+
+/// The time a transfer over `route` (a direct link, or consecutive links through
+/// switches) takes for `bytes`: `link_time_ps` of the route's cut-through link
+/// (`Topology::route_link`).
+pub fn route_time_ps(topo: &Topology, route: &[LinkId], bytes: f64) -> Result<Picos> {
+    link_time_ps(&topo.route_link(route.iter().copied()), bytes)
 }
 
 /// A figure as a message shows it: plainly, or in scientific notation when it is huge

@@ -14,7 +14,7 @@ use super::workload::{ArrivalGroups, Dependencies, Workload, NONE};
 use super::{MessageTiming, SimResult};
 use crate::error::{Error, Result};
 use crate::schedule::{later, link_time_ps};
-use crate::topology::{Link, Topology};
+use crate::topology::Topology;
 use crate::units::Picos;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Range;
@@ -331,20 +331,7 @@ impl<'a> Engine<'a> {
         let bytes = self.work.bytes.of(m);
         let topo = self.topo;
         let hop = self.hop_range(m);
-        let links = &self.route_links[hop.clone()];
-        let first = topo.link(links[0] as usize);
-        let l = &Link {
-            src: first.src,
-            dst: topo.link(links[links.len() - 1] as usize).dst,
-            bandwidth_gbps: links
-                .iter()
-                .map(|&l| topo.link(l as usize).bandwidth_gbps)
-                .fold(f64::INFINITY, f64::min),
-            latency_us: links
-                .iter()
-                .map(|&l| topo.link(l as usize).latency_us)
-                .sum(),
-        };
+        let l = &topo.route_link(self.route_links[hop.clone()].iter().map(|&l| l as usize));
         let took = link_time_ps(l, bytes)?;
         let end = later(now, took, || {
             format!("simulation: message {m} on link {} -> {}", l.src, l.dst)

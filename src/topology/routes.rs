@@ -6,7 +6,7 @@
 //! switches. Among those it is the shortest by summed latency, then by hops, ties broken
 //! toward the lowest-numbered vertex, so routes are reproducible.
 
-use super::{LinkId, NpuId, Topology};
+use super::{Link, LinkId, NpuId, Topology};
 use crate::units::us_to_ps;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -62,6 +62,29 @@ impl Topology {
             }
         }
         RouteTree { src, via }
+    }
+
+    /// The single link a message crossing `route` (consecutive links) behaves as, held
+    /// cut-through: from the route's first vertex to its last, the links' summed latency,
+    /// the narrowest bandwidth. Everything that times a transfer through switches (the
+    /// synthesizer, the checker, the simulator) times this link, so they agree exactly.
+    pub fn route_link(&self, route: impl IntoIterator<Item = LinkId>) -> Link {
+        let mut bandwidth_gbps = f64::INFINITY;
+        let mut latency_us = 0.0;
+        let (mut src, mut dst) = (None, 0);
+        for l in route {
+            let link = self.link(l);
+            src.get_or_insert(link.src);
+            dst = link.dst;
+            bandwidth_gbps = bandwidth_gbps.min(link.bandwidth_gbps);
+            latency_us += link.latency_us;
+        }
+        Link {
+            src: src.unwrap_or(0),
+            dst,
+            bandwidth_gbps,
+            latency_us,
+        }
     }
 
     /// The links a transfer from NPU `src` to NPU `dst` holds: the direct link when there
