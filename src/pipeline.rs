@@ -537,7 +537,6 @@ fn search<T: Send>(
     options: &Options,
     evaluate: impl Fn(Checked) -> Result<(T, Picos)> + Sync,
 ) -> Result<Vec<(Trial, Result<T>)>> {
-    topo.refuse_switches("synthesis")?;
     if options.seeds.is_empty() {
         return Err(Error::Invalid {
             input: "seeds".into(),

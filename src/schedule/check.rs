@@ -44,8 +44,14 @@ pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
                 i,
                 t,
                 format!(
-                    "there is no link or route through switches from NPU {} to NPU {}",
-                    t.src, t.dst
+                    "there is no link {}from NPU {} to NPU {}",
+                    if topo.has_switches() {
+                        "or route through switches "
+                    } else {
+                        ""
+                    },
+                    t.src,
+                    t.dst
                 ),
             )
         })?;
@@ -56,7 +62,7 @@ pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
                 i,
                 t,
                 format!(
-                    "takes {:.6} us but its {} needs {:.6} us",
+                    "takes {:.6} us but the {} needs {:.6} us",
                     ps_to_us(t.end_ps.saturating_sub(t.start_ps)),
                     if route.len() == 1 { "link" } else { "route" },
                     ps_to_us(needed)

@@ -19,6 +19,7 @@
 //! Collectives synthesized together share links without contention: "concurrent" means
 //! one matching problem, not separate schedules that would collide on shared links.
 
+use super::fabric::Fabric;
 use super::greedy::{match_chunks, ChunkTask, Problem};
 use super::retime::{compact, ready_first};
 use super::{join, SynthOptions};
@@ -58,7 +59,6 @@ pub fn synthesize_concurrent(
     collectives: &[Collective],
     options: &SynthOptions,
 ) -> Result<Synthesis> {
-    topo.refuse_switches("synthesis")?;
     if collectives.is_empty() {
         return Err(Error::Synthesis("no collective to synthesize".into()));
     }
@@ -67,7 +67,9 @@ pub fn synthesize_concurrent(
         format!("synthesizing {} on {}", describe(&specs), topo.name())
     })?;
     let seed = options.seed;
+    let fabric = Fabric::new(topo)?;
     let reversed = topo.reversed();
+    let fabric_back = fabric.reversed(topo, &reversed)?;
     let duals = duals(&reversed, collectives)?;
     let reducing = Joint::new(present(&duals));
     let halves = all_gather_halves(topo, collectives)?;
@@ -78,15 +80,15 @@ pub fn synthesize_concurrent(
         .collect();
     let copying = Joint::new(present(&copied));
 
-    let reductions = reduce(topo, &reversed, &reducing, seed)?;
+    let reductions = reduce(&fabric, &fabric_back, &reducing, seed)?;
     // Phase 2 on top of some re-timing of the reductions, with chunks released as `release`
     // says; returns (end, reductions, copies).
     let copy = |reductions: Vec<Transfer>, release: &Release| -> Result<Variant> {
         let copies = if copying.is_empty() {
             Vec::new()
         } else {
-            let reserved = reservations(topo, &reductions);
-            match_chunks(topo, &copying.problem(release, reserved), seed)?
+            let reserved = reservations(&fabric, &reductions);
+            match_chunks(&fabric, &copying.problem(release, reserved), seed)?
         };
         Ok((end_of(&reductions, &copies), reductions, copies))
     };
@@ -97,7 +99,8 @@ pub fn synthesize_concurrent(
             copy(reduced, &|i, c| ready[i].get(c).copied().unwrap_or(0))
         };
         // Phased, and pipelined on the compacted reductions and on the list-scheduled
-        // ones (each wins somewhere): independent matchings, run side by side.
+        // ones (each wins somewhere; list scheduling is for single links, not routes
+        // through switches): independent matchings, run side by side.
         let (phased, compacted, listed) = std::thread::scope(|s| {
             let phased = s.spawn(|| {
                 copy(reductions.clone(), &|i, _| {
@@ -108,19 +111,20 @@ pub fn synthesize_concurrent(
                     }
                 })
             });
-            let listed = s.spawn(|| {
-                let mut early = reductions.clone();
-                ready_first(topo, &mut early)?;
-                pipelined(early)
+            let listed = fabric.routes.is_none().then(|| {
+                s.spawn(|| {
+                    let mut early = reductions.clone();
+                    ready_first(topo, &mut early)?;
+                    pipelined(early)
+                })
             });
             let compacted = pipelined(reductions.clone());
-            (join(phased), compacted, join(listed))
+            (join(phased), compacted, listed.map(join))
         });
-        let (phased, compacted, listed) = (phased?, compacted?, listed?);
-        let pipelined = if listed.0 < compacted.0 {
-            listed
-        } else {
-            compacted
+        let (phased, compacted) = (phased?, compacted?);
+        let pipelined = match listed.transpose()? {
+            Some(listed) if listed.0 < compacted.0 => listed,
+            _ => compacted,
         };
         let times = AllReduceTimes {
             reduce_scatter_ps: reduced_by,
@@ -235,8 +239,8 @@ fn present<'a, C: std::borrow::Borrow<Collective> + 'a>(
 /// Phase 1: matches the copying duals on the reversed topology and returns their time
 /// reversal as reductions (joint chunk ids), compacted.
 fn reduce(
-    topo: &Topology,
-    reversed: &Topology,
+    fabric: &Fabric<'_>,
+    reversed: &Fabric<'_>,
     duals: &Joint<'_>,
     seed: u64,
 ) -> Result<Vec<Transfer>> {
@@ -256,7 +260,7 @@ fn reduce(
             ..t
         })
         .collect();
-    compact(topo, &mut reductions);
+    compact(fabric, &mut reductions);
     Ok(reductions)
 }
 
@@ -289,18 +293,17 @@ fn reduced_at(
     ready
 }
 
-/// Per link of `topo`: the intervals the given transfers occupy, sorted (nothing at all
-/// when there are no transfers).
-fn reservations(topo: &Topology, transfers: &[Transfer]) -> Vec<Vec<(Picos, Picos)>> {
+/// Per physical link of the fabric: the intervals the given transfers occupy, sorted
+/// (nothing at all when there are no transfers).
+fn reservations(fabric: &Fabric<'_>, transfers: &[Transfer]) -> Vec<Vec<(Picos, Picos)>> {
     if transfers.is_empty() {
         return Vec::new();
     }
-    let mut reserved = vec![Vec::new(); topo.links().len()];
+    let mut reserved = vec![Vec::new(); fabric.physical_links()];
     for t in transfers {
-        let link = topo
-            .link_between(t.src, t.dst)
-            .expect("reductions use links of the topology");
-        reserved[link].push((t.start_ps, t.end_ps));
+        fabric.for_each_link(fabric.channel(t.src, t.dst), |l| {
+            reserved[l].push((t.start_ps, t.end_ps))
+        });
     }
     reserved.iter_mut().for_each(|r| r.sort_unstable());
     reserved

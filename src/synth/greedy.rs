@@ -10,6 +10,7 @@
 //! NPUs that do not need them (a sub-collective, Gather, Scatter, All-to-All), to a relay
 //! that is strictly closer to a target than every copy so far (see `relay`).
 
+use super::fabric::{Fabric, Routes};
 use super::fast::FastPaths;
 use super::relay::Relays;
 use crate::collective::ChunkId;
@@ -25,10 +26,57 @@ use std::collections::BinaryHeap;
 
 const NEVER: Picos = Picos::MAX;
 const IDLE: usize = usize::MAX;
+const UNPLANNED: u32 = u32::MAX;
+/// How deep the event's plan searches for a way to give one more receiver a sender.
+const PLAN_DEPTH: usize = 8;
 /// Most (NPU, chunk) pairs one matching tracks (chunk ids must also fit pools' u32).
 const MAX_STATES: usize = 1 << 31;
 /// Pool entries compared when picking a relayed chunk.
 const URGENCY_SAMPLES: usize = 4;
+
+/// The search for an event's plan (see `Matcher::plan`).
+struct Plan<'e> {
+    /// (receiver port, sender port, channel); `ports[p]..ports[p + 1]` are port p's.
+    edges: &'e [(u32, u32, u32)],
+    ports: &'e [usize],
+    /// Sender port -> the edge that has it.
+    owner: std::collections::HashMap<u32, usize>,
+    /// Sender ports visited by the current search.
+    seen: std::collections::HashSet<u32>,
+}
+
+impl Plan<'_> {
+    /// Gives receiver port `port` a sender, moving others' senders along an augmenting
+    /// path of at most `PLAN_DEPTH` steps; edges are tried from `offset` on, so equal
+    /// choices are spread at random.
+    fn augment(&mut self, port: usize, offset: usize, depth: usize) -> bool {
+        let range = self.ports[port]..self.ports[port + 1];
+        let len = range.len();
+        let order = (0..len).map(|i| range.start + (i + offset) % len);
+        for e in order.clone() {
+            if !self.owner.contains_key(&self.edges[e].1) {
+                self.owner.insert(self.edges[e].1, e);
+                return true;
+            }
+        }
+        if depth >= PLAN_DEPTH {
+            return false;
+        }
+        for e in order {
+            let up = self.edges[e].1;
+            if !self.seen.insert(up) {
+                continue;
+            }
+            let holder = self.owner[&up];
+            let holder_port = self.ports.partition_point(|&p| p <= holder) - 1;
+            if self.augment(holder_port, 0, depth + 1) {
+                self.owner.insert(up, e);
+                return true;
+            }
+        }
+        false
+    }
+}
 
 /// One chunk as the matcher sees it.
 #[derive(Clone, Debug)]
@@ -49,8 +97,8 @@ pub(super) struct Problem<'a> {
     pub chunks: Vec<ChunkTask<'a>>,
     /// Bytes of a chunk of each class (concurrent collectives may differ).
     pub class_bytes: Vec<f64>,
-    /// Per link, sorted disjoint [start, end) intervals already taken by other transfers;
-    /// empty when nothing is reserved.
+    /// Per physical link, sorted disjoint [start, end) intervals already taken by other
+    /// transfers; empty when nothing is reserved.
     pub reserved: Vec<Vec<(Picos, Picos)>>,
 }
 
@@ -59,21 +107,27 @@ pub(super) struct Problem<'a> {
 enum Event {
     /// A chunk becomes available at its `pre` NPUs.
     Release(ChunkId),
-    /// A reservation on this link ends.
+    /// A reservation on this physical link ends.
     Wake(LinkId),
 }
 
-/// Matches `problem` on `topo` and returns the transfers that carried a useful chunk.
+/// Matches `problem` on `fabric` and returns the transfers that carried a useful chunk.
 pub(super) fn match_chunks(
-    topo: &Topology,
+    fabric: &Fabric<'_>,
     problem: &Problem<'_>,
     seed: u64,
 ) -> Result<Vec<Transfer>> {
-    Matcher::new(topo, problem, seed)?.run()
+    Matcher::new(&fabric.view, fabric.routes.as_ref(), problem, seed)?.run()
 }
 
+/// The matcher. `topo` is the fabric's view: its links are channels (see `fabric`), and
+/// "link" below means a channel unless it says physical link.
 struct Matcher<'a> {
     topo: &'a Topology,
+    /// The physical links each channel holds, where channels go through switches.
+    routes: Option<&'a Routes>,
+    /// Per physical link, whether a channel holding it carries a chunk (with `routes` only).
+    link_busy: Vec<bool>,
     problem: &'a Problem<'a>,
     chunks: usize,
     /// Whether every chunk has the same size (the usual case: no per-chunk class lookups).
@@ -84,16 +138,26 @@ struct Matcher<'a> {
     max_cost: Vec<Picos>,
     /// Index into `transfers` of the chunk each link carries, or IDLE.
     busy: Vec<usize>,
-    /// Per link, the first reservation that has not ended yet.
+    /// Per physical link, the first reservation that has not ended yet.
     next_reserved: Vec<usize>,
-    /// Per link, when a wake-up is already scheduled (NEVER if none).
+    /// Per physical link, when a wake-up is already scheduled (NEVER if none).
     wake_at: Vec<Picos>,
     /// When each NPU got each chunk (`npu * chunks + chunk`), NEVER if it has not.
     held_since: Vec<Picos>,
+    /// Whether each NPU holds each chunk, one bit per (NPU, chunk): the same facts as
+    /// `held_since`, 64 times denser, for the checks made on every pool entry.
+    held: Vec<u64>,
     /// Whether each NPU must end with each chunk, one bit per (NPU, chunk).
     wants: Vec<u64>,
     /// Postconditions not yet met.
     unsatisfied: usize,
+    /// Per NPU, the chunks it wants and does not hold yet (kept through switches only).
+    missing: Vec<u32>,
+    /// Through switches, per physical link: the channel the event's plan gives the
+    /// sender's port that link leaves, or UNPLANNED.
+    plan_up: Vec<u32>,
+    /// Ports planned at this event (to clear afterwards).
+    planned: Vec<LinkId>,
     /// Set when some chunk must cross NPUs that do not want it.
     relays: Option<Relays>,
     /// Set when some links are much slower than others.
@@ -114,7 +178,12 @@ struct Matcher<'a> {
 }
 
 impl<'a> Matcher<'a> {
-    fn new(topo: &'a Topology, problem: &'a Problem<'a>, seed: u64) -> Result<Matcher<'a>> {
+    fn new(
+        topo: &'a Topology,
+        routes: Option<&'a Routes>,
+        problem: &'a Problem<'a>,
+        seed: u64,
+    ) -> Result<Matcher<'a>> {
         let chunks = problem.chunks.len();
         let n = topo.npus();
         let links = topo.links().len();
@@ -150,19 +219,26 @@ impl<'a> Matcher<'a> {
         } else {
             None
         };
+        let physical = routes.map_or(links, Routes::physical);
         let mut m = Matcher {
             topo,
+            routes,
+            link_busy: vec![false; if routes.is_some() { physical } else { 0 }],
             problem,
             chunks,
             one_class: problem.class_bytes.len() == 1,
             cost,
             max_cost,
             busy: vec![IDLE; links],
-            next_reserved: vec![0; links],
-            wake_at: vec![NEVER; links],
+            next_reserved: vec![0; physical],
+            wake_at: vec![NEVER; physical],
             held_since: vec![NEVER; n * chunks],
+            held: vec![0; (n * chunks).div_ceil(64)],
             wants: vec![0; (n * chunks).div_ceil(64)],
             unsatisfied: 0,
+            missing: vec![0; if routes.is_some() { n } else { 0 }],
+            plan_up: vec![UNPLANNED; if routes.is_some() { physical } else { 0 }],
+            planned: Vec::new(),
             relays,
             fast,
             pools: vec![Vec::new(); links],
@@ -179,6 +255,9 @@ impl<'a> Matcher<'a> {
                 let i = npu * chunks + c;
                 m.wants[i / 64] |= 1 << (i % 64);
                 m.unsatisfied += 1;
+                if let Some(missing) = m.missing.get_mut(npu) {
+                    *missing += 1;
+                }
             }
         }
         for (c, chunk) in problem.chunks.iter().enumerate() {
@@ -220,7 +299,7 @@ impl<'a> Matcher<'a> {
                             self.receive(npu, c, now);
                         }
                     }
-                    Event::Wake(link) => self.mark_dirty(self.topo.link(link).dst),
+                    Event::Wake(link) => self.physical_freed(link, IDLE),
                 }
             }
             self.match_dirty(now)?;
@@ -241,7 +320,8 @@ impl<'a> Matcher<'a> {
     }
 
     fn held(&self, npu: NpuId, chunk: usize) -> bool {
-        self.held_since[npu * self.chunks + chunk] != NEVER
+        let i = npu * self.chunks + chunk;
+        self.held[i / 64] & (1 << (i % 64)) != 0
     }
 
     fn wants(&self, npu: NpuId, chunk: usize) -> bool {
@@ -288,9 +368,14 @@ impl<'a> Matcher<'a> {
         if self.held(npu, chunk) {
             return;
         }
-        self.held_since[npu * self.chunks + chunk] = now;
+        let i = npu * self.chunks + chunk;
+        self.held_since[i] = now;
+        self.held[i / 64] |= 1 << (i % 64);
         if self.wants(npu, chunk) {
             self.unsatisfied -= 1;
+            if let Some(missing) = self.missing.get_mut(npu) {
+                *missing -= 1;
+            }
         }
         let class = self.class(chunk);
         if let Some(r) = &mut self.relays {
@@ -303,7 +388,11 @@ impl<'a> Matcher<'a> {
             let dst = self.topo.link(link).dst;
             if self.useful(dst, chunk) {
                 self.pools[link].push(chunk as u32);
-                self.mark_dirty(dst);
+                // Through switches most channels wait for a port; the destination is
+                // marked when the route frees (`physical_freed`).
+                if self.routes.map_or(true, |r| self.route_free(r, link)) {
+                    self.mark_dirty(dst);
+                }
             }
         }
     }
@@ -329,6 +418,14 @@ impl<'a> Matcher<'a> {
         let idx = std::mem::replace(&mut self.busy[link], IDLE);
         let (src, dst) = (self.transfers[idx].src, self.transfers[idx].dst);
         self.mark_dirty(dst);
+        if let Some(routes) = self.routes {
+            for &l in routes.links(link) {
+                self.link_busy[l as usize] = false;
+            }
+            for &l in routes.links(link) {
+                self.physical_freed(l as usize, link);
+            }
+        }
         let mut chunk = self.transfers[idx].chunk;
         if self.held(dst, chunk) {
             match self.replacement(link, chunk, self.transfers[idx].start_ps, now) {
@@ -374,30 +471,139 @@ impl<'a> Matcher<'a> {
     fn match_dirty(&mut self, now: Picos) -> Result<()> {
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
-        if self.relays.is_some() {
+        if self.relays.is_some() || self.routes.is_some() {
             // A relayed chunk goes to whichever closer NPU takes it first; in id order
             // low ids would always win and draw every route the same way.
             dirty.shuffle(&mut self.rng);
         }
+        if self.routes.is_some() {
+            // Through a switch every receiver competes for the same senders: the one
+            // that lacks the most goes first, so no NPU falls behind and finishes last.
+            let missing = &self.missing;
+            dirty.sort_by_key(|&npu| Reverse(missing[npu]));
+            self.plan(&dirty, now);
+        }
         for &npu in &dirty {
             self.is_dirty[npu] = false;
             self.match_destination(npu, now)?;
+        }
+        for up in std::mem::take(&mut self.planned) {
+            self.plan_up[up] = UNPLANNED;
         }
         dirty.clear();
         self.dirty = dirty;
         Ok(())
     }
 
-    /// Whether `link` can start a chunk at `now`: it carries nothing and no reservation
-    /// falls within the time its largest chunk would take. If a reservation is in the
-    /// way, a wake-up is scheduled for when it ends.
-    #[inline]
-    fn available(&mut self, link: LinkId, now: Picos) -> bool {
-        self.busy[link] == IDLE
-            && (self.problem.reserved.is_empty() || self.clear_of_reservations(link, now))
+    /// Through switches: gives as many of the receivers' free ports as possible a sender
+    /// with something useful, each sender's port to one receiver (a maximum matching of
+    /// sender ports to receiver ports over the free channels, by augmenting paths of
+    /// bounded length). Receivers then draw their chunks from the planned channel first.
+    /// Without the plan, receivers served in turn take senders at random, and the last
+    /// ones can be left with none (on a star, with only themselves).
+    fn plan(&mut self, receivers: &[NpuId], now: Picos) {
+        let Some(routes) = self.routes else {
+            return;
+        };
+        // (receiver port, sender port, channel), grouped by receiver port.
+        let mut edges: Vec<(u32, u32, u32)> = Vec::new();
+        let mut ports: Vec<usize> = vec![0];
+        for &d in receivers {
+            let first = edges.len();
+            for &c in self.topo.in_links(d) {
+                let route = routes.links(c);
+                if route.len() < 2 || !self.available(c, now) || !self.has_useful(c) {
+                    continue;
+                }
+                edges.push((route[route.len() - 1], route[0], c as u32));
+            }
+            edges[first..].sort_by_key(|e| e.0);
+            for i in first + 1..edges.len() {
+                if edges[i].0 != edges[i - 1].0 {
+                    ports.push(i);
+                }
+            }
+            if edges.len() > first {
+                ports.push(edges.len());
+            }
+        }
+        let mut plan = Plan {
+            edges: &edges,
+            ports: &ports,
+            owner: std::collections::HashMap::new(),
+            seen: std::collections::HashSet::new(),
+        };
+        for port in 0..ports.len() - 1 {
+            let offset = self.rng.random_range(0..ports[port + 1] - ports[port]);
+            plan.seen.clear();
+            plan.augment(port, offset, 0);
+        }
+        for (&up, &edge) in &plan.owner {
+            self.plan_up[up as usize] = edges[edge].2;
+            self.planned.push(up as usize);
+        }
     }
 
-    fn clear_of_reservations(&mut self, link: LinkId, now: Picos) -> bool {
+    /// Whether channel `link`'s pool has a chunk still useful to its destination (stale
+    /// entries found on the way are dropped).
+    fn has_useful(&mut self, link: LinkId) -> bool {
+        let dst = self.topo.link(link).dst;
+        while let Some(&c) = self.pools[link].last() {
+            if self.useful(dst, c as usize) {
+                return true;
+            }
+            self.pools[link].pop();
+        }
+        false
+    }
+
+    /// Whether `link` can start a chunk at `now`: it carries nothing, no other channel
+    /// holds a physical link of its route, and no reservation falls within the time its
+    /// largest chunk would take. If a reservation is in the way, a wake-up is scheduled for
+    /// when it ends.
+    #[inline]
+    fn available(&mut self, link: LinkId, now: Picos) -> bool {
+        if self.busy[link] != IDLE {
+            return false;
+        }
+        let span = self.max_cost[link];
+        let Some(routes) = self.routes else {
+            return self.problem.reserved.is_empty() || self.clear_of_reservations(link, span, now);
+        };
+        let route = routes.links(link);
+        if route.iter().any(|&l| self.link_busy[l as usize]) {
+            return false;
+        }
+        self.problem.reserved.is_empty()
+            || route
+                .iter()
+                .all(|&l| self.clear_of_reservations(l as usize, span, now))
+    }
+
+    /// A physical link was freed (by channel `by`, or a reservation ended): the
+    /// destinations of the other channels holding it may now match.
+    fn physical_freed(&mut self, link: LinkId, by: LinkId) {
+        let Some(routes) = self.routes else {
+            self.mark_dirty(self.topo.link(link).dst);
+            return;
+        };
+        for &c in routes.users(link) {
+            let c = c as usize;
+            if c != by && !self.pools[c].is_empty() && self.route_free(routes, c) {
+                self.mark_dirty(self.topo.link(c).dst);
+            }
+        }
+    }
+
+    /// Whether channel `c` carries nothing and no other channel holds a link of its route
+    /// (reservations aside).
+    #[inline]
+    fn route_free(&self, routes: &Routes, c: LinkId) -> bool {
+        self.busy[c] == IDLE && routes.links(c).iter().all(|&l| !self.link_busy[l as usize])
+    }
+
+    /// Whether physical link `link` is clear of reservations during [now, now + span).
+    fn clear_of_reservations(&mut self, link: LinkId, span: Picos, now: Picos) -> bool {
         let reserved = &self.problem.reserved[link];
         let mut next = self.next_reserved[link];
         while next < reserved.len() && reserved[next].1 <= now {
@@ -406,7 +612,7 @@ impl<'a> Matcher<'a> {
         self.next_reserved[link] = next;
         match reserved.get(next) {
             // Saturating: past the clock's end, the reservation is in the way.
-            Some(&(start, end)) if start < now.saturating_add(self.max_cost[link]) => {
+            Some(&(start, end)) if start < now.saturating_add(span) => {
                 if self.wake_at[link] != end {
                     self.wake_at[link] = end;
                     self.events.push(Reverse((end, Event::Wake(link))));
@@ -427,11 +633,11 @@ impl<'a> Matcher<'a> {
             .in_links(dst)
             .iter()
             .copied()
-            .filter(|&l| self.available(l, now))
+            .filter(|&l| self.plan_allows(l) && self.available(l, now))
             .collect();
         let mut sampling = free.clone();
         while !sampling.is_empty() {
-            let i = self.rng.random_range(0..sampling.len());
+            let i = self.sample(&sampling);
             let link = sampling[i];
             if self.pools[link].is_empty() {
                 sampling.swap_remove(i);
@@ -448,7 +654,7 @@ impl<'a> Matcher<'a> {
                 self.pools[link].swap_remove(j);
                 continue;
             }
-            let best = self.cheapest_holder(&free, chunk);
+            let best = self.cheapest_holder(&free, chunk, link);
             let arrival = later(now, self.cost(best, chunk), || {
                 format!("synthesis: chunk {chunk} arriving at NPU {dst}")
             })?;
@@ -470,10 +676,50 @@ impl<'a> Matcher<'a> {
                 self.pools[link].swap_remove(j);
             }
             self.start(best, chunk, now, arrival);
-            free.retain(|&l| l != best);
-            sampling.retain(|&l| l != best);
+            if self.routes.is_some() {
+                // Channels sharing a physical link with `best` (into the same switch
+                // port) are taken too.
+                if self.is_planned(best) {
+                    let up = self.routes.map_or(0, |r| r.links(best)[0] as usize);
+                    self.plan_up[up] = UNPLANNED;
+                }
+                free.retain(|&l| l != best && self.available(l, now));
+                sampling.retain(|&l| l != best && self.available(l, now));
+            } else {
+                free.retain(|&l| l != best);
+                sampling.retain(|&l| l != best);
+            }
         }
         Ok(())
+    }
+
+    /// A random entry of `links` (free links into one NPU); through switches, the link
+    /// the event's plan gave this NPU, while it is among them.
+    fn sample(&mut self, links: &[LinkId]) -> usize {
+        if self.routes.is_some() {
+            if let Some(i) = links.iter().position(|&l| self.is_planned(l)) {
+                return i;
+            }
+        }
+        self.rng.random_range(0..links.len())
+    }
+
+    /// Whether the event's plan chose channel `link`.
+    fn is_planned(&self, link: LinkId) -> bool {
+        self.routes.is_some_and(|r| {
+            let up = r.links(link)[0] as usize;
+            self.plan_up[up] == link as u32
+        })
+    }
+
+    /// Whether the plan leaves channel `link` free to use: its first link (the sender's
+    /// port) is not promised to another channel.
+    fn plan_allows(&self, link: LinkId) -> bool {
+        self.routes.map_or(true, |r| {
+            let up = r.links(link)[0] as usize;
+            let owner = self.plan_up[up];
+            owner == UNPLANNED || owner == link as u32
+        })
     }
 
     /// A random entry of `link`'s pool; with relays, the most urgent of a few random ones
@@ -497,21 +743,25 @@ impl<'a> Matcher<'a> {
         best.1
     }
 
-    /// The cheapest link in `links` whose source holds `chunk`, ties broken at random.
-    fn cheapest_holder(&mut self, links: &[LinkId], chunk: usize) -> LinkId {
+    /// The cheapest link in `links` whose source holds `chunk`, ties broken at random;
+    /// through switches, ties go to `sampled` (the link the chunk was drawn from, which
+    /// the event's plan may have chosen).
+    fn cheapest_holder(&mut self, links: &[LinkId], chunk: usize, sampled: LinkId) -> LinkId {
         let costs = &self.cost[self.class(chunk) * self.busy.len()..];
+        let switched = self.routes.is_some();
         let mut best = IDLE;
-        let mut best_cost = Picos::MAX;
+        let mut best_key = (Picos::MAX, true);
         let mut ties = 0;
         for &l in links {
             if !self.held(self.topo.link(l).src, chunk) {
                 continue;
             }
-            if costs[l] < best_cost {
+            let key = (costs[l], switched && l != sampled);
+            if key < best_key {
                 best = l;
-                best_cost = costs[l];
+                best_key = key;
                 ties = 1;
-            } else if costs[l] == best_cost {
+            } else if key == best_key {
                 ties += 1;
                 if self.rng.random_range(0..ties) == 0 {
                     best = l;
@@ -533,6 +783,11 @@ impl<'a> Matcher<'a> {
             f.reach(l.dst, chunk, end);
         }
         self.busy[link] = self.transfers.len();
+        if let Some(routes) = self.routes {
+            for &p in routes.links(link) {
+                self.link_busy[p as usize] = true;
+            }
+        }
         self.transfers.push(Transfer {
             chunk,
             src: l.src,

@@ -14,6 +14,7 @@
 //! simulated time of what is emitted.
 
 mod compose;
+mod fabric;
 mod fast;
 mod greedy;
 mod relay;

@@ -7,6 +7,7 @@
 //! those dependencies and one chunk per link at a time, so correctness and freedom from
 //! contention are kept.
 
+use super::fabric::Fabric;
 use crate::collective::ChunkId;
 use crate::error::Result;
 use crate::schedule::{later, Transfer};
@@ -15,20 +16,22 @@ use crate::units::Picos;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Moves every transfer as early as its inputs and its link allow, keeping each link's
-/// order: nothing starts later than before.
-pub(super) fn compact(topo: &Topology, transfers: &mut [Transfer]) {
-    let tree = Tree::new(topo, transfers);
+/// Moves every transfer as early as its inputs and its links allow (every physical link
+/// of its route, on a fabric), keeping each link's order: nothing starts later than before.
+pub(super) fn compact(fabric: &Fabric<'_>, transfers: &mut [Transfer]) {
+    let tree = Tree::new(&fabric.view, transfers);
     let mut order: Vec<usize> = (0..transfers.len()).collect();
     order.sort_by_key(|&i| transfers[i].start_ps);
-    let mut link_free = vec![0; topo.links().len()];
+    let mut link_free = vec![0; fabric.physical_links()];
     let mut ready = vec![0; transfers.len()];
     for i in order {
         let t = &mut transfers[i];
         let took = t.end_ps - t.start_ps;
-        t.start_ps = ready[i].max(link_free[tree.link[i]]);
+        let mut start = ready[i];
+        fabric.for_each_link(tree.link[i], |l| start = start.max(link_free[l]));
+        t.start_ps = start;
         t.end_ps = t.start_ps + took;
-        link_free[tree.link[i]] = t.end_ps;
+        fabric.for_each_link(tree.link[i], |l| link_free[l] = start + took);
         for &d in tree.dependents(t.dst, t.chunk) {
             ready[d] = ready[d].max(t.end_ps);
         }
@@ -38,7 +41,7 @@ pub(super) fn compact(topo: &Topology, transfers: &mut [Transfer]) {
 /// List scheduling: each link, whenever it is free, starts the transfer whose inputs
 /// arrived first (ties to the earlier original start), so a chunk moves on as soon as its
 /// partial sums are in, whatever order the links had before. Times may grow, so a time
-/// past the clock is an error.
+/// past the clock is an error. Transfers use one link each (no routes through switches).
 pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) -> Result<()> {
     let tree = Tree::new(topo, transfers);
     let mut waiting: Vec<usize> = transfers

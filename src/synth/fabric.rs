@@ -1,0 +1,221 @@
+//! Channels: what the matcher sends over when switches stand between NPUs.
+//!
+//! The matcher works on a graph of NPUs only. On a topology without switches that graph is
+//! the topology itself and a channel is a link. With switches, a channel is also any pair
+//! of NPUs joined through switches: it behaves as one link (`Topology::route_link`: the
+//! route's summed latency, its narrowest bandwidth, held cut-through) and holds every
+//! physical link of its route while it carries a chunk. Which channels are used is decided
+//! anew at every event (an NPU's port into a switch is free for whichever peer the matcher
+//! picks), which is the switch's dynamic connectivity that a static unwinding fixes once.
+//!
+//! Channels are the NPU pairs joined by a direct link, plus the pairs joined through
+//! switches by routes of at most `h` links, for the smallest `h` that still connects every
+//! alive NPU to every other: on a rail-optimized cluster that is one switch (NVSwitch peers
+//! and rail peers), as NCCL's own rings and trees use it; a leaf-spine fabric with NPUs on
+//! its leaves gets routes through the spine too. Longer routes only add contention on the
+//! links the shorter ones already use, and their number grows as the square of the NPUs.
+
+use crate::error::{Error, Result};
+use crate::topology::{Link, LinkId, NpuId, Topology};
+use std::borrow::Cow;
+
+/// The most channels one matching builds (each holds a pool and a route).
+const MAX_CHANNELS: usize = 1 << 24;
+
+/// The matcher's view of a topology: NPUs and channels.
+pub(super) struct Fabric<'a> {
+    /// One link per channel, between NPUs only (the topology itself when it has no
+    /// switches).
+    pub view: Cow<'a, Topology>,
+    /// The physical links each channel holds; None when every channel is one link.
+    pub routes: Option<Routes>,
+}
+
+/// Per channel, the physical links it holds; per physical link, the channels holding it.
+pub(super) struct Routes {
+    start: Vec<u32>,
+    links: Vec<u32>,
+    user_start: Vec<u32>,
+    users: Vec<u32>,
+}
+
+impl Routes {
+    /// The physical links channel `c` holds, in order.
+    pub fn links(&self, c: LinkId) -> &[u32] {
+        &self.links[self.start[c] as usize..self.start[c + 1] as usize]
+    }
+
+    /// The channels that hold physical link `l`.
+    pub fn users(&self, l: LinkId) -> &[u32] {
+        &self.users[self.user_start[l] as usize..self.user_start[l + 1] as usize]
+    }
+
+    /// How many physical links there are.
+    pub fn physical(&self) -> usize {
+        self.user_start.len() - 1
+    }
+}
+
+/// One channel while the list is built: its link in the view and its route.
+type Channel = (Link, Vec<LinkId>);
+
+impl<'a> Fabric<'a> {
+    /// The channels of `topo` (see the module's rule).
+    pub fn new(topo: &'a Topology) -> Result<Fabric<'a>> {
+        if !topo.has_switches() {
+            return Ok(Fabric {
+                view: Cow::Borrowed(topo),
+                routes: None,
+            });
+        }
+        let alive = topo.alive_npus();
+        let mut direct: Vec<Channel> = Vec::new();
+        let mut switched: Vec<Channel> = Vec::new();
+        for &s in &alive {
+            for l in topo.out_links(s) {
+                if !topo.is_switch(topo.link(l).dst) {
+                    direct.push((topo.link(l).clone(), vec![l]));
+                }
+            }
+            let tree = topo.route_tree(s);
+            for &d in &alive {
+                if d == s || topo.link_between(s, d).is_some() {
+                    continue;
+                }
+                if let Some(route) = tree.route_to(topo, d) {
+                    if direct.len() + switched.len() >= MAX_CHANNELS {
+                        return Err(too_many(topo));
+                    }
+                    switched.push((topo.route_link(route.iter().copied()), route));
+                }
+            }
+        }
+        let mut lengths: Vec<usize> = switched.iter().map(|(_, r)| r.len()).collect();
+        lengths.sort_unstable();
+        lengths.dedup();
+        // The fewest hops that connect everything; all routes when nothing does (the
+        // matcher then names what cannot be reached).
+        let mut chosen = None;
+        for &h in &lengths {
+            let channels: Vec<Channel> = direct
+                .iter()
+                .cloned()
+                .chain(switched.iter().filter(|(_, r)| r.len() <= h).cloned())
+                .collect();
+            let fabric = Fabric::from_channels(topo, channels)?;
+            let connected = fabric.view.check_strongly_connected(&alive).is_ok();
+            chosen = Some(fabric);
+            if connected {
+                break;
+            }
+        }
+        match chosen {
+            Some(fabric) => Ok(fabric),
+            None => Fabric::from_channels(topo, direct),
+        }
+    }
+
+    /// The same channels on `reversed` (`topo.reversed()` of this fabric's topology), each
+    /// in the other direction over the reversed links of its route, so a schedule matched
+    /// there and reversed in time uses exactly the routes `Topology::route` gives.
+    pub fn reversed(&self, topo: &Topology, reversed: &'a Topology) -> Result<Fabric<'a>> {
+        let Some(routes) = &self.routes else {
+            return Fabric::new(reversed);
+        };
+        let back = |l: u32| {
+            let link = topo.link(l as usize);
+            reversed
+                .link_between(link.dst, link.src)
+                .expect("the reversed topology has every link reversed")
+        };
+        let channels = self
+            .view
+            .links()
+            .iter()
+            .enumerate()
+            .map(|(c, link)| {
+                let route: Vec<LinkId> = routes.links(c).iter().rev().map(|&l| back(l)).collect();
+                let link = Link {
+                    src: link.dst,
+                    dst: link.src,
+                    ..link.clone()
+                };
+                (link, route)
+            })
+            .collect();
+        Fabric::from_channels(reversed, channels)
+    }
+
+    /// The fabric of `channels` over `topo`'s physical links.
+    fn from_channels(topo: &Topology, mut channels: Vec<Channel>) -> Result<Fabric<'a>> {
+        channels.sort_by_key(|(l, _)| (l.src, l.dst));
+        let mut start = Vec::with_capacity(channels.len() + 1);
+        let mut links = Vec::new();
+        let mut user_start = vec![0u32; topo.links().len() + 1];
+        start.push(0);
+        for (_, route) in &channels {
+            for &l in route {
+                links.push(l as u32);
+                user_start[l + 1] += 1;
+            }
+            start.push(u32::try_from(links.len()).map_err(|_| too_many(topo))?);
+        }
+        for l in 0..topo.links().len() {
+            user_start[l + 1] += user_start[l];
+        }
+        let mut fill = user_start.clone();
+        let mut users = vec![0u32; links.len()];
+        for (c, (_, route)) in channels.iter().enumerate() {
+            for &l in route {
+                users[fill[l] as usize] = c as u32;
+                fill[l] += 1;
+            }
+        }
+        let view_links: Vec<Link> = channels.into_iter().map(|(l, _)| l).collect();
+        let view = Topology::new(topo.name(), topo.npus(), view_links)?;
+        let view = if topo.failed().is_empty() {
+            view
+        } else {
+            view.fail_npus(topo.failed())?
+        };
+        Ok(Fabric {
+            view: Cow::Owned(view),
+            routes: Some(Routes {
+                start,
+                links,
+                user_start,
+                users,
+            }),
+        })
+    }
+
+    /// The channel from `src` to `dst` (a transfer of a schedule matched on this fabric).
+    pub fn channel(&self, src: NpuId, dst: NpuId) -> LinkId {
+        self.view
+            .link_between(src, dst)
+            .expect("transfers use channels of the fabric")
+    }
+
+    /// Calls `f` with each physical link channel `c` holds.
+    pub fn for_each_link(&self, c: LinkId, mut f: impl FnMut(LinkId)) {
+        match &self.routes {
+            None => f(c),
+            Some(r) => r.links(c).iter().for_each(|&l| f(l as usize)),
+        }
+    }
+
+    /// How many physical links the topology has.
+    pub fn physical_links(&self) -> usize {
+        match &self.routes {
+            None => self.view.links().len(),
+            Some(r) => r.physical(),
+        }
+    }
+}
+
+fn too_many(topo: &Topology) -> Error {
+    Error::Synthesis(format!(
+        "{} joins more than {MAX_CHANNELS} NPU pairs through switches; synthesize it unwound (--unwind)",
+        topo.name()
+    ))
+}
