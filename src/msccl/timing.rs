@@ -115,8 +115,8 @@ fn size_divisor(program: &Program) -> Result<usize> {
     Ok(layout.size_divisor())
 }
 
-/// A message that can go: (when, tie-break, message).
-type Ready = (Picos, (u32, usize), u32);
+/// A message that can go: (when it may start, when it became ready, tie-break, message).
+type Ready = (Picos, Picos, (u32, usize), u32);
 
 /// Per threadblock of one GPU, the latest receive a step has waited for: (1 + the
 /// receiving step's index, message id), or (0, _) for none yet.
@@ -199,7 +199,9 @@ impl ProgramTimer {
                 let (src, dst) = (ranks[g], ranks[peer]);
                 timer.src[m] = src;
                 timer.dst[m] = dst;
-                timer.route_links.extend_from_slice(routes.between(src, dst));
+                timer
+                    .route_links
+                    .extend_from_slice(routes.between(src, dst));
                 timer.route_at.push(timer.route_links.len() as u32);
                 timer.count[m] = trace.messages[m].count;
                 timer.tb[m] = t as u32;
@@ -271,21 +273,27 @@ impl ProgramTimer {
         let mut link_free: Vec<Picos> = vec![0; topo.links().len()];
         let mut queue: BinaryHeap<Reverse<Ready>> = (0..n)
             .filter(|&m| waiting[m] == 0)
-            .map(|m| Reverse((0, self.tie[m], m as u32)))
+            .map(|m| Reverse((0, 0, self.tie[m], m as u32)))
             .collect();
-        while let Some(Reverse((at, _, m))) = queue.pop() {
+        while let Some(Reverse((at, since, tie, m))) = queue.pop() {
             let m = m as usize;
-            let bytes = self.count[m] as f64 * chunk_bytes;
             let route = self.route_of(m);
-            let (begin, cost) = match route {
-                [] => (at, 0),
-                _ => (
-                    route.iter().map(|&l| link_free[l]).fold(at, Picos::max),
-                    topo.route_link(route.iter().copied()).transfer_ps(bytes),
-                ),
+            // As in the simulator, a link serves its messages in the order they reached it,
+            // while a message through switches goes once all its links are free: until
+            // then it reserves nothing and tries again, so one that needs other links
+            // goes first instead of waiting behind it.
+            let free = route.iter().map(|&l| link_free[l]).fold(at, Picos::max);
+            if free > at && route.len() > 1 {
+                queue.push(Reverse((free, since, tie, m as u32)));
+                continue;
+            }
+            let bytes = self.count[m] as f64 * chunk_bytes;
+            let cost = match route {
+                [] => 0,
+                _ => topo.route_link(route.iter().copied()).transfer_ps(bytes),
             };
-            start[m] = begin;
-            let arrival = begin + cost;
+            start[m] = free;
+            let arrival = free + cost;
             for &l in route {
                 link_free[l] = arrival;
             }
@@ -297,7 +305,7 @@ impl ProgramTimer {
                 ready[w] = ready[w].max(arrival);
                 waiting[w] -= 1;
                 if waiting[w] == 0 {
-                    queue.push(Reverse((ready[w], self.tie[w], w as u32)));
+                    queue.push(Reverse((ready[w], ready[w], self.tie[w], w as u32)));
                 }
             }
         }
