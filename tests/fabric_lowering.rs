@@ -290,3 +290,24 @@ fn a_timed_ring_through_a_star_passes_the_checker_and_lowers_to_its_time() {
     let e = check(&crowded, &t).unwrap_err().to_string();
     assert!(e.contains("still occupies the link"), "{e}");
 }
+
+#[test]
+fn every_baseline_lowers_on_both_fabrics_to_a_verified_program() {
+    // Sends through switches are send/receive pairs between the GPUs; on the two-level
+    // fabric GPU 0's sends to GPUs 6 and 7 too (the simulator relays them).
+    for t in [star8(), two_level()] {
+        for baseline in Baseline::ALL {
+            for &kind in baseline.kinds() {
+                let cspec = spec(&t, kind, 1, SIZE);
+                let what = format!("{} {baseline} {kind}", t.name());
+                let s = baseline.schedule(&t, &cspec).unwrap();
+                let program = lowered(&t, &s);
+                let time = simulate_program_on(&t, &program, SIZE, &cspec.npus)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"))
+                    .time_ps;
+                let bounds = Bounds::new(&t, &Collective::new(&t, cspec).unwrap());
+                assert!(time >= bounds.best_ps(), "{what}: {time} {bounds:?}");
+            }
+        }
+    }
+}
