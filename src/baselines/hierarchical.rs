@@ -6,15 +6,28 @@
 
 use super::{span, Plan};
 use crate::collective::{ChunkId, CollectiveKind, CollectiveSpec};
-use crate::error::{Error, Result};
+use crate::error::{echo, Error, Result};
 use crate::schedule::Op;
 use crate::topology::{NpuId, Topology};
 
 pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
-    let Some(dims) = topo.dimensions() else {
-        return Err(Error::Baseline(
-            "hierarchical needs a topology composed of dimensions (a builder such as mesh:4x4, torus:4x4x4, rfs:2x4x8, multi:R4xF4 or a preset)".into(),
-        ));
+    let levels;
+    let dims = match topo.dimensions() {
+        Some(dims) => dims,
+        None if topo.has_switches() => {
+            levels = switch_levels(topo).ok_or_else(|| {
+                Error::Baseline(format!(
+                    "hierarchical needs a topology composed of dimensions, and the switches of '{}' do not join its NPUs in the lines of a grid (NPU ids with the first dimension fastest, each line within one switch's NPUs)",
+                    echo(topo.name())
+                ))
+            })?;
+            &levels
+        }
+        None => {
+            return Err(Error::Baseline(
+                "hierarchical needs a topology composed of dimensions (a builder such as mesh:4x4, torus:4x4x4, rfs:2x4x8, multi:R4xF4 or a preset)".into(),
+            ))
+        }
     };
     let n: usize = dims.iter().product();
     if n != topo.npus() || spec.npus != (0..n).collect::<Vec<_>>() {
@@ -53,6 +66,61 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
         }
     }
     Ok(plan)
+}
+
+/// The levels of a fabric built without recorded dimensions, read from its switches:
+/// each switch's group is the NPUs it has a link with. Dimension 0 is the longest run
+/// 0, 1, 2, ... of NPU ids that one group holds, dimension j the longest run 0, s, 2s, ...
+/// (s the product of the sizes before it), each cut to divide the NPU count; every line
+/// of the grid so formed must lie within one group (its sends go through that switch).
+/// A star is one dimension; nodes on a node switch joined by rail switches are two.
+fn switch_levels(topo: &Topology) -> Option<Vec<usize>> {
+    let n = topo.npus();
+    let groups: Vec<Vec<NpuId>> = topo
+        .switches()
+        .map(|s| {
+            let mut group: Vec<NpuId> = topo
+                .out_links(s)
+                .map(|l| topo.link(l).dst)
+                .chain(topo.in_links(s).iter().map(|&l| topo.link(l).src))
+                .filter(|&v| !topo.is_switch(v))
+                .collect();
+            group.sort_unstable();
+            group.dedup();
+            group
+        })
+        .collect();
+    let holds = |g: &[NpuId], v: NpuId| g.binary_search(&v).is_ok();
+    let mut dims = Vec::new();
+    let mut stride = 1;
+    while stride < n {
+        let run = groups
+            .iter()
+            .map(|g| {
+                (0..)
+                    .take_while(|&q| q * stride < n && holds(g, q * stride))
+                    .count()
+            })
+            .max()?;
+        let size = (2..=run).rev().find(|&d| n % (stride * d) == 0)?;
+        dims.push(size);
+        stride *= size;
+    }
+    let mut groups_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, g) in groups.iter().enumerate() {
+        for &v in g {
+            groups_of[v].push(i);
+        }
+    }
+    let grid = Grid::new(&dims, 1);
+    let in_one_group = |line: &[NpuId]| {
+        groups_of[line[0]]
+            .iter()
+            .any(|&i| line.iter().all(|&v| holds(&groups[i], v)))
+    };
+    (0..dims.len())
+        .all(|j| grid.lines(j).iter().all(|line| in_one_group(line)))
+        .then_some(dims)
 }
 
 /// NPU ids as coordinates: id = sum of coordinate x stride, the first dimension fastest.

@@ -76,62 +76,189 @@ pub(super) fn plan(
 /// A ring order over `npus` that follows links where it can: a Hamiltonian cycle of the
 /// links among them when a bounded search finds one (Warnsdorff's rule: go first where
 /// fewest ways on remain), otherwise the best greedy walk, jumping to the nearest NPU
-/// not yet on the ring when stuck. Starts at `npus[0]`; reproducible.
+/// not yet on the ring when stuck. On a fabric two NPUs joined through switches only are
+/// neighbours too: a send between them is one transfer on its route. Starts at
+/// `npus[0]`; reproducible.
 pub fn ring_order(topo: &Topology, npus: &[NpuId]) -> Vec<NpuId> {
     if npus.len() <= 2 {
         return npus.to_vec();
     }
-    let mut member = vec![false; topo.npus()];
+    let mut member = vec![false; topo.vertices()];
     for &n in npus {
         member[n] = true;
     }
-    let mut search = Search {
-        topo,
-        member: &member,
-        on_ring: vec![false; topo.npus()],
-        path: Vec::with_capacity(npus.len()),
-        want: npus.len(),
-        budget: SEARCH_STEPS_PER_NPU * npus.len(),
-    };
-    search.on_ring[npus[0]] = true;
-    search.path.push(npus[0]);
+    let neighbours = Neighbours::new(topo, &member, npus);
+    let mut search = Search::new(&neighbours, npus.len(), SEARCH_STEPS_PER_NPU * npus.len());
+    search.visit(npus[0]);
     if search.extend() {
         return search.path;
     }
-    greedy_walk(topo, &member, npus)
+    greedy_walk(topo, &member, &neighbours, npus)
+}
+
+/// The members each member can send to in one transfer, in id order: over a link, or on
+/// a fabric through switches only (`Topology::route`); and, reversed, who can send to
+/// each. Compressed rows indexed by NPU id; non-members have none.
+struct Neighbours {
+    out_start: Vec<usize>,
+    out: Vec<NpuId>,
+    in_start: Vec<usize>,
+    ins: Vec<NpuId>,
+}
+
+impl Neighbours {
+    fn new(topo: &Topology, member: &[bool], npus: &[NpuId]) -> Neighbours {
+        let n = topo.npus();
+        let mut rows: Vec<Vec<NpuId>> = vec![Vec::new(); n];
+        let mut reach = Reach::new(topo);
+        for &u in npus {
+            rows[u] = if topo.has_switches() {
+                reach.members_from(u, member)
+            } else {
+                topo.out_links(u)
+                    .map(|l| topo.link(l).dst)
+                    .filter(|&v| member[v])
+                    .collect()
+            };
+        }
+        let (out_start, out) = compress(&rows);
+        let mut back: Vec<Vec<NpuId>> = vec![Vec::new(); n];
+        for (u, row) in rows.iter().enumerate() {
+            for &v in row {
+                back[v].push(u);
+            }
+        }
+        let (in_start, ins) = compress(&back);
+        Neighbours {
+            out_start,
+            out,
+            in_start,
+            ins,
+        }
+    }
+
+    fn of(&self, u: NpuId) -> &[NpuId] {
+        &self.out[self.out_start[u]..self.out_start[u + 1]]
+    }
+
+    fn to(&self, v: NpuId) -> &[NpuId] {
+        &self.ins[self.in_start[v]..self.in_start[v + 1]]
+    }
+
+    fn joined(&self, u: NpuId, v: NpuId) -> bool {
+        self.of(u).binary_search(&v).is_ok()
+    }
+}
+
+/// Rows as (start of each row, the rows one after another).
+fn compress(rows: &[Vec<NpuId>]) -> (Vec<usize>, Vec<NpuId>) {
+    let mut start = Vec::with_capacity(rows.len() + 1);
+    start.push(0);
+    for row in rows {
+        start.push(start.last().expect("starts with 0") + row.len());
+    }
+    (start, rows.concat())
+}
+
+/// A walk from one NPU over its links and on through switches, reusing its marks.
+struct Reach<'a> {
+    topo: &'a Topology,
+    seen: Vec<bool>,
+    stack: Vec<usize>,
+}
+
+impl<'a> Reach<'a> {
+    fn new(topo: &'a Topology) -> Reach<'a> {
+        Reach {
+            topo,
+            seen: vec![false; topo.vertices()],
+            stack: Vec::new(),
+        }
+    }
+
+    /// The members other than `u` that `u` reaches by a link or through switches only,
+    /// in id order.
+    fn members_from(&mut self, u: NpuId, member: &[bool]) -> Vec<NpuId> {
+        let topo = self.topo;
+        let mut found = Vec::new();
+        let mut touched = vec![u];
+        self.seen[u] = true;
+        self.stack.push(u);
+        while let Some(x) = self.stack.pop() {
+            for l in topo.out_links(x) {
+                let v = topo.link(l).dst;
+                if self.seen[v] {
+                    continue;
+                }
+                self.seen[v] = true;
+                touched.push(v);
+                if topo.is_switch(v) {
+                    self.stack.push(v);
+                } else if member[v] {
+                    found.push(v);
+                }
+            }
+        }
+        for v in touched {
+            self.seen[v] = false;
+        }
+        found.sort_unstable();
+        found
+    }
 }
 
 struct Search<'a> {
-    topo: &'a Topology,
-    member: &'a [bool],
+    neighbours: &'a Neighbours,
     on_ring: Vec<bool>,
+    /// Per member, how many of its neighbours are not on the ring yet.
+    onward: Vec<usize>,
     path: Vec<NpuId>,
     want: usize,
     budget: usize,
 }
 
-impl Search<'_> {
-    /// Members linked from `u` and not on the ring yet, fewest onward choices first.
+impl<'a> Search<'a> {
+    fn new(neighbours: &'a Neighbours, want: usize, budget: usize) -> Search<'a> {
+        let n = neighbours.out_start.len() - 1;
+        Search {
+            neighbours,
+            on_ring: vec![false; n],
+            onward: (0..n).map(|u| neighbours.of(u).len()).collect(),
+            path: Vec::with_capacity(want),
+            want,
+            budget,
+        }
+    }
+
+    /// Puts `v` on the ring (at the end of the path).
+    fn visit(&mut self, v: NpuId) {
+        self.on_ring[v] = true;
+        self.path.push(v);
+        for &w in self.neighbours.to(v) {
+            self.onward[w] -= 1;
+        }
+    }
+
+    /// Takes the last NPU off the ring.
+    fn retreat(&mut self) {
+        let v = self.path.pop().expect("a path to retreat on");
+        self.on_ring[v] = false;
+        for &w in self.neighbours.to(v) {
+            self.onward[w] += 1;
+        }
+    }
+
+    /// Members joined from `u` and not on the ring yet, fewest onward choices first.
     fn choices(&self, u: NpuId) -> Vec<NpuId> {
         let mut next: Vec<(usize, NpuId)> = self
-            .topo
-            .out_links(u)
-            .map(|l| self.topo.link(l).dst)
-            .filter(|&v| self.member[v] && !self.on_ring[v])
-            .map(|v| (self.onward(v), v))
+            .neighbours
+            .of(u)
+            .iter()
+            .filter(|&&v| !self.on_ring[v])
+            .map(|&v| (self.onward[v], v))
             .collect();
         next.sort_unstable();
         next.into_iter().map(|(_, v)| v).collect()
-    }
-
-    fn onward(&self, v: NpuId) -> usize {
-        self.topo
-            .out_links(v)
-            .filter(|&l| {
-                let w = self.topo.link(l).dst;
-                self.member[w] && !self.on_ring[w]
-            })
-            .count()
     }
 
     /// Depth-first extension of `path` into a closed cycle; false when it cannot or the
@@ -139,20 +266,18 @@ impl Search<'_> {
     fn extend(&mut self) -> bool {
         let u = *self.path.last().expect("starts with one NPU");
         if self.path.len() == self.want {
-            return self.topo.link_between(u, self.path[0]).is_some();
+            return self.neighbours.joined(u, self.path[0]);
         }
         for v in self.choices(u) {
             if self.budget == 0 {
                 return false;
             }
             self.budget -= 1;
-            self.on_ring[v] = true;
-            self.path.push(v);
+            self.visit(v);
             if self.extend() {
                 return true;
             }
-            self.path.pop();
-            self.on_ring[v] = false;
+            self.retreat();
         }
         false
     }
@@ -160,16 +285,14 @@ impl Search<'_> {
 
 /// Warnsdorff's walk without backtracking; when stuck, on to the nearest member not yet
 /// visited (by hops).
-fn greedy_walk(topo: &Topology, member: &[bool], npus: &[NpuId]) -> Vec<NpuId> {
-    let mut search = Search {
-        topo,
-        member,
-        on_ring: vec![false; topo.npus()],
-        path: vec![npus[0]],
-        want: npus.len(),
-        budget: 0,
-    };
-    search.on_ring[npus[0]] = true;
+fn greedy_walk(
+    topo: &Topology,
+    member: &[bool],
+    neighbours: &Neighbours,
+    npus: &[NpuId],
+) -> Vec<NpuId> {
+    let mut search = Search::new(neighbours, npus.len(), 0);
+    search.visit(npus[0]);
     while search.path.len() < npus.len() {
         let u = *search.path.last().expect("not empty");
         let v = match search.choices(u).first() {
@@ -181,19 +304,20 @@ fn greedy_walk(topo: &Topology, member: &[bool], npus: &[NpuId]) -> Vec<NpuId> {
                     .expect("some left")
             }),
         };
-        search.on_ring[v] = true;
-        search.path.push(v);
+        search.visit(v);
     }
     search.path
 }
 
+/// The nearest member by hops (through NPUs or switches) not yet `seen`; `member` is
+/// indexed by vertex, `seen` by NPU.
 fn nearest_unvisited(
     topo: &Topology,
     from: NpuId,
     member: &[bool],
     seen: &[bool],
 ) -> Option<NpuId> {
-    let mut visited = vec![false; topo.npus()];
+    let mut visited = vec![false; topo.vertices()];
     let mut queue = VecDeque::from([from]);
     visited[from] = true;
     while let Some(u) = queue.pop_front() {

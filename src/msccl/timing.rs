@@ -1,6 +1,7 @@
 //! Times a program with the simulator's alpha-beta rules: every message a program sends
 //! becomes a `sim::Message` from its GPU's NPU to its peer's, and the simulator does the
-//! rest (one message per link at a time, FIFO flows, multi-hop routes).
+//! rest (one message per link at a time, FIFO flows, multi-hop routes; on a fabric a
+//! message between GPUs joined through switches holds its route's links cut-through).
 //!
 //! A message depends on the receives its sending step waited for on its own GPU: the
 //! earlier receives of its threadblock and, through dependencies, those of the steps it
@@ -12,10 +13,10 @@ use super::exec::{self, Trace};
 use super::{Layout, Program};
 use crate::error::{Error, Result};
 use crate::sim::{simulate_messages, Message, SimResult};
-use crate::topology::{LinkId, NpuId, Topology};
+use crate::topology::{LinkId, NpuId, RouteTree, Topology};
 use crate::units::Picos;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 /// Times `program` on `topo`, rank r on the r-th alive NPU, for a collective of
 /// `size_bytes` (nccl-tests' convention, as `tacos synth --size`).
@@ -46,11 +47,13 @@ pub fn simulate_program_on(
 /// flow), so that it can be timed at many sizes for the cost of the simulation alone.
 #[derive(Clone, Debug)]
 pub struct ProgramTimer {
-    /// Per message, in the order sent: its NPUs, the link between them if any, chunks,
-    /// sending threadblock, and (chain of steps, sending step) to break ties.
+    /// Per message, in the order sent: its NPUs, the links it holds (`route_links[
+    /// route_at[m]..route_at[m + 1]]`), chunks, sending threadblock, and (chain of steps,
+    /// sending step) to break ties.
     src: Vec<NpuId>,
     dst: Vec<NpuId>,
-    link: Vec<Option<LinkId>>,
+    route_at: Vec<u32>,
+    route_links: Vec<LinkId>,
     count: Vec<u32>,
     tb: Vec<u32>,
     tie: Vec<(u32, usize)>,
@@ -112,8 +115,8 @@ fn size_divisor(program: &Program) -> Result<usize> {
     Ok(layout.size_divisor())
 }
 
-/// A message that can go: (when, tie-break, message).
-type Ready = (Picos, (u32, usize), u32);
+/// A message that can go: (when it may start, when it became ready, tie-break, message).
+type Ready = (Picos, Picos, (u32, usize), u32);
 
 /// Per threadblock of one GPU, the latest receive a step has waited for: (1 + the
 /// receiving step's index, message id), or (0, _) for none yet.
@@ -162,7 +165,8 @@ impl ProgramTimer {
         let mut timer = ProgramTimer {
             src: vec![0; messages],
             dst: vec![0; messages],
-            link: vec![None; messages],
+            route_at: Vec::with_capacity(messages + 1),
+            route_links: Vec::new(),
             count: vec![0; messages],
             tb: vec![0; messages],
             tie: vec![(0, 0); messages],
@@ -174,6 +178,8 @@ impl ProgramTimer {
         // Messages are numbered as they are sent, so their dependencies are laid out in
         // order as the run goes.
         timer.deps_at.push(0);
+        timer.route_at.push(0);
+        let mut routes = Routes::new(topo);
         for &gid in &trace.order {
             let (t, s) = index.locate(gid);
             let (g, tb) = index.tbs[t];
@@ -193,7 +199,10 @@ impl ProgramTimer {
                 let (src, dst) = (ranks[g], ranks[peer]);
                 timer.src[m] = src;
                 timer.dst[m] = dst;
-                timer.link[m] = topo.link_between(src, dst);
+                timer
+                    .route_links
+                    .extend_from_slice(routes.between(src, dst));
+                timer.route_at.push(timer.route_links.len() as u32);
                 timer.count[m] = trace.messages[m].count;
                 timer.tb[m] = t as u32;
                 timer.tie[m] = (trace.depth[gid], gid);
@@ -209,6 +218,10 @@ impl ProgramTimer {
         timer
     }
 
+    fn route_of(&self, m: usize) -> &[LinkId] {
+        &self.route_links[self.route_at[m] as usize..self.route_at[m + 1] as usize]
+    }
+
     fn deps_of(&self, m: usize) -> &[u32] {
         &self.deps[self.deps_at[m] as usize..self.deps_at[m + 1] as usize]
     }
@@ -217,7 +230,8 @@ impl ProgramTimer {
     ///
     /// The order is that of a run in which every link carries, whenever it is free, the
     /// message that became ready first (its data has arrived and its connection's earlier
-    /// message has too), at the alpha-beta cost of the link: it keeps each connection's
+    /// message has too), at the alpha-beta cost of the link (of the route, held
+    /// cut-through, when it goes through switches): it keeps each connection's
     /// order, and where channels share a link it interleaves them by when their data is
     /// ready, as the executor's channels (separate connections) do. The simulator keeps a
     /// single queue per link, so an order that put a message ahead of one that is ready
@@ -259,18 +273,28 @@ impl ProgramTimer {
         let mut link_free: Vec<Picos> = vec![0; topo.links().len()];
         let mut queue: BinaryHeap<Reverse<Ready>> = (0..n)
             .filter(|&m| waiting[m] == 0)
-            .map(|m| Reverse((0, self.tie[m], m as u32)))
+            .map(|m| Reverse((0, 0, self.tie[m], m as u32)))
             .collect();
-        while let Some(Reverse((at, _, m))) = queue.pop() {
+        while let Some(Reverse((at, since, tie, m))) = queue.pop() {
             let m = m as usize;
+            let route = self.route_of(m);
+            // As in the simulator, a link serves its messages in the order they reached it,
+            // while a message through switches goes once all its links are free: until
+            // then it reserves nothing and tries again, so one that needs other links
+            // goes first instead of waiting behind it.
+            let free = route.iter().map(|&l| link_free[l]).fold(at, Picos::max);
+            if free > at && route.len() > 1 {
+                queue.push(Reverse((free, since, tie, m as u32)));
+                continue;
+            }
             let bytes = self.count[m] as f64 * chunk_bytes;
-            let (begin, cost) = match self.link[m] {
-                Some(l) => (at.max(link_free[l]), topo.link(l).transfer_ps(bytes)),
-                None => (at, 0),
+            let cost = match route {
+                [] => 0,
+                _ => topo.route_link(route.iter().copied()).transfer_ps(bytes),
             };
-            start[m] = begin;
-            let arrival = begin + cost;
-            if let Some(l) = self.link[m] {
+            start[m] = free;
+            let arrival = free + cost;
+            for &l in route {
                 link_free[l] = arrival;
             }
             let released = dependents[dependents_at[m] as usize..dependents_at[m + 1] as usize]
@@ -281,7 +305,7 @@ impl ProgramTimer {
                 ready[w] = ready[w].max(arrival);
                 waiting[w] -= 1;
                 if waiting[w] == 0 {
-                    queue.push(Reverse((ready[w], self.tie[w], w as u32)));
+                    queue.push(Reverse((ready[w], ready[w], self.tie[w], w as u32)));
                 }
             }
         }
@@ -308,5 +332,45 @@ impl ProgramTimer {
                 }
             })
             .collect()
+    }
+}
+
+/// The links a message between two NPUs holds (`Topology::route`): their link, or on a
+/// fabric the route through switches; none where the simulator would relay it through
+/// other NPUs (the order then ignores its cost). Routes are found once per source.
+struct Routes<'a> {
+    topo: &'a Topology,
+    direct: [LinkId; 1],
+    trees: HashMap<NpuId, RouteTree>,
+    known: HashMap<(NpuId, NpuId), Vec<LinkId>>,
+}
+
+impl<'a> Routes<'a> {
+    fn new(topo: &'a Topology) -> Routes<'a> {
+        Routes {
+            topo,
+            direct: [0],
+            trees: HashMap::new(),
+            known: HashMap::new(),
+        }
+    }
+
+    fn between(&mut self, src: NpuId, dst: NpuId) -> &[LinkId] {
+        let topo = self.topo;
+        if let Some(l) = topo.link_between(src, dst) {
+            self.direct = [l];
+            return &self.direct;
+        }
+        if !topo.has_switches() {
+            return &[];
+        }
+        let trees = &mut self.trees;
+        self.known.entry((src, dst)).or_insert_with(|| {
+            trees
+                .entry(src)
+                .or_insert_with(|| topo.route_tree(src))
+                .route_to(topo, dst)
+                .unwrap_or_default()
+        })
     }
 }

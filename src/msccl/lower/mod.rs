@@ -71,8 +71,9 @@ fn default_in_place(kind: CollectiveKind) -> bool {
 }
 
 /// Lowers `schedule` (made for `topo`) to a program; rank r is the collective's r-th NPU.
+/// A transfer between NPUs joined through switches is one send and receive between their
+/// GPUs, as any other: the connection between peers is the runtime's.
 pub fn lower(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<Program> {
-    topo.refuse_switches("lowering to MSCCL")?;
     let (layout, flow) = prepare(schedule, topo, options)?;
     let spec = &schedule.collective;
     let kind = spec.kind;
