@@ -493,6 +493,14 @@ fn npus_cut_off_between_switches_are_named_with_their_switch() {
         } => assert_eq!((npus, switch.as_str()), (vec![2, 3], "switch 'right'")),
         other => panic!("{other:?}"),
     }
+    // A Broadcast from NPU 0 goes the link's way; a Reduce to it would have to come back.
+    assert!(Collective::over_all(&one_way, CollectiveKind::Broadcast, Some(0), 1, 1 << 20).is_ok());
+    let e =
+        Collective::over_all(&one_way, CollectiveKind::Reduce, Some(0), 1, 1 << 20).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "disconnected topology: NPUs 2-3 (on switch 'right') cannot reach root 0"
+    );
     // Without the link the two halves are islands: NPU 0 cannot reach the right one.
     let islands = fabric(&format!(
         r#"{{"npus": 4, "switches": ["left", "right"], "links": [{ports}]}}"#

@@ -429,50 +429,47 @@ impl Topology {
         let Some(&first) = npus.first() else {
             return Ok(());
         };
-        for reversed in [false, true] {
-            let dist = if reversed {
-                self.reversed().hops_from(first)
-            } else {
-                self.hops_from(first)
-            };
-            let cut_off = |v: VertexId| dist[v] == usize::MAX;
-            let missing: Vec<NpuId> = npus.iter().copied().filter(|&v| cut_off(v)).collect();
-            if missing.is_empty() {
-                continue;
-            }
-            let side = self.cut_off_side(missing, cut_off);
-            return Err(if reversed {
-                Error::Disconnected {
-                    from: side,
-                    to: Npus::Npu(first),
-                }
-            } else {
-                Error::Disconnected {
-                    from: Npus::Npu(first),
-                    to: side,
-                }
+        if let Some(side) = self.cut_off(first, npus, false) {
+            return Err(Error::Disconnected {
+                from: Npus::Npu(first),
+                to: side,
+            });
+        }
+        if let Some(side) = self.cut_off(first, npus, true) {
+            return Err(Error::Disconnected {
+                from: side,
+                to: Npus::Npu(first),
             });
         }
         Ok(())
     }
 
-    /// NPUs `missing` (not empty) as an error names them: with the lowest-numbered switch
-    /// that the first of them is linked to and that is cut off with them, if any.
-    fn cut_off_side(&self, missing: Vec<NpuId>, cut_off: impl Fn(VertexId) -> bool) -> Npus {
-        let first = missing[0];
+    /// The NPUs of `targets` that `src` cannot reach (`backwards`: that cannot reach
+    /// `src`), as an error names them: with the lowest-numbered switch that the first of
+    /// them is linked to and that is cut off with them, if any, where the fabric is
+    /// broken. `None` when there are none.
+    pub(crate) fn cut_off(&self, src: NpuId, targets: &[NpuId], backwards: bool) -> Option<Npus> {
+        let dist = if backwards {
+            self.reversed().hops_from(src)
+        } else {
+            self.hops_from(src)
+        };
+        let cut_off = |v: VertexId| dist[v] == usize::MAX;
+        let missing: Vec<NpuId> = targets.iter().copied().filter(|&v| cut_off(v)).collect();
+        let &first = missing.first()?;
         let outs = self.out_links(first).map(|l| self.links[l].dst);
         let ins = self.in_links(first).iter().map(|&l| self.links[l].src);
         let switch = outs
             .chain(ins)
             .filter(|&v| self.is_switch(v) && cut_off(v))
             .min();
-        match switch {
+        Some(match switch {
             Some(s) => Npus::OnSwitch {
                 npus: missing,
                 switch: self.vertex_label(s),
             },
             None => Npus::Set(missing),
-        }
+        })
     }
 
     /// The topology with every link reversed (same bandwidth and latency).
