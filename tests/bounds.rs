@@ -259,7 +259,7 @@ fn all_to_all_bisection_by_hand() {
     assert_ms(b.traffic_ps, 64_000.0 / 2400.0);
 }
 
-/// The cut bound by enumerating every vertex set.
+/// The cut bound by enumerating every vertex set, switches included.
 fn brute_force_cut_ms(topo: &Topology, kind: CollectiveKind, size: u64) -> Option<f64> {
     let n = topo.npus();
     let (net, sources, sinks, unit): (Topology, Vec<usize>, Vec<usize>, f64) = match kind {
@@ -285,7 +285,7 @@ fn brute_force_cut_ms(topo: &Topology, kind: CollectiveKind, size: u64) -> Optio
         _ => unreachable!(),
     };
     let mut best: Option<f64> = None;
-    for set in 1u32..(1 << n) - 1 {
+    for set in 1u32..(1 << topo.vertices()) - 1 {
         let inside = |u: usize| set & (1 << u) != 0;
         let members = sources.iter().filter(|&&u| inside(u)).count();
         if members == 0 || sinks.iter().all(|&t| inside(t)) {
@@ -305,6 +305,19 @@ fn brute_force_cut_ms(topo: &Topology, kind: CollectiveKind, size: u64) -> Optio
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
+
+    #[test]
+    fn max_flow_cut_bound_through_switches_equals_brute_force(seed in any::<u64>(), npus in 2usize..7, switches in 1usize..4, extra in 0usize..8, kind in 0usize..4) {
+        let kind = [CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::Broadcast, CollectiveKind::Gather][kind];
+        let topo = common::random_fabric(seed, npus, switches, extra);
+        let c = Collective::over_all(&topo, kind, kind.has_root().then_some(0), 1, GB).unwrap();
+        let fast = cut_bound(&topo, &c).map(|b| b.time_ps as f64 / 1e9);
+        let slow = brute_force_cut_ms(&topo, kind, GB);
+        match (fast, slow) {
+            (Some(f), Some(s)) => prop_assert!((f - s).abs() <= 1e-6 * s, "{kind}: max-flow {f} ms, enumeration {s} ms"),
+            (f, s) => prop_assert!(f.is_none() && s.is_none(), "{kind}: {f:?} vs {s:?}"),
+        }
+    }
 
     #[test]
     fn max_flow_cut_bound_equals_brute_force(seed in any::<u64>(), npus in 2usize..8, extra in 0usize..14, kind in 0usize..4) {
