@@ -21,8 +21,9 @@ const PANEL: f64 = 360.0;
 const MARGIN: f64 = 70.0;
 const COLUMNS: usize = 3;
 
-/// Most characters of a switch's name a tick shows; its cell's tooltip has the whole.
-const TICK_CHARS: usize = 10;
+/// Most characters of a switch's name a tick shows (about 50 pixels, within the margin
+/// beside the axis caption); its cells' tooltips have the whole.
+const TICK_CHARS: usize = 8;
 
 /// An SVG of each (name, report)'s link utilization on `topo`.
 pub fn heatmap_svg(title: &str, topo: &Topology, panels: &[(String, &SimReport)]) -> String {
@@ -143,7 +144,9 @@ fn panel(
         x0 + PANEL / 2.0,
         y0 + PANEL + 32.0
     );
-    let (lx, ly) = (x0 - 34.0, y0 + PANEL / 2.0);
+    // Left of the switches' names when there are some.
+    let caption_gap = if topo.has_switches() { 62.0 } else { 34.0 };
+    let (lx, ly) = (x0 - caption_gap, y0 + PANEL / 2.0);
     let _ = writeln!(
         svg,
         r#"<text x="{lx:.1}" y="{ly:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 {lx:.1} {ly:.1})">source {what}</text>"#
@@ -273,9 +276,9 @@ mod tests {
         let down = cell(234.0, 378.0, "switch 'node0.nvswitch' -&gt; NPU 2");
         assert!(svg.contains(&up), "{svg}");
         assert!(svg.contains(&down), "{svg}");
-        // The line where the switches begin, their ticks by name, cut to ten characters.
+        // The line where the switches begin, their ticks by name, cut to eight characters.
         assert!(svg.contains(r#"<path d="M378.00 90 v360 M90 378.00 h360""#));
-        assert_eq!(svg.matches(">node0.nvsw…</text>").count(), 2);
+        assert_eq!(svg.matches(">node0.nv…</text>").count(), 2);
         assert!(svg.contains("destination NPU / switch") && svg.contains("source NPU / switch"));
     }
 }
