@@ -123,6 +123,9 @@ pub enum Npus {
     Root(NpuId),
     /// A set of NPUs (also of one), as `format_npus` lists them.
     Set(Vec<NpuId>),
+    /// A set of NPUs cut off together with a switch they are linked to, where the fabric
+    /// is broken; `switch` as `Topology::vertex_label` names it.
+    OnSwitch { npus: Vec<NpuId>, switch: String },
 }
 
 impl fmt::Display for Npus {
@@ -131,6 +134,9 @@ impl fmt::Display for Npus {
             Npus::Npu(n) => write!(f, "NPU {n}"),
             Npus::Root(r) => write!(f, "root {r}"),
             Npus::Set(set) => write!(f, "NPUs {}", format_npus(set)),
+            Npus::OnSwitch { npus, switch } => {
+                write!(f, "NPUs {} (on {switch})", format_npus(npus))
+            }
         }
     }
 }

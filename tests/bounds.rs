@@ -6,7 +6,7 @@ mod common;
 
 use proptest::prelude::*;
 use tacos::baselines::Baseline;
-use tacos::bounds::{chunked_bound_ps, cut_bound, Bounds};
+use tacos::bounds::{chunked_bound_ps, cut_bound, Bounds, CutBound};
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::sim::simulate_schedule;
 use tacos::synth::{synthesize, SynthOptions};
@@ -259,7 +259,7 @@ fn all_to_all_bisection_by_hand() {
     assert_ms(b.traffic_ps, 64_000.0 / 2400.0);
 }
 
-/// The cut bound by enumerating every vertex set.
+/// The cut bound by enumerating every vertex set, switches included.
 fn brute_force_cut_ms(topo: &Topology, kind: CollectiveKind, size: u64) -> Option<f64> {
     let n = topo.npus();
     let (net, sources, sinks, unit): (Topology, Vec<usize>, Vec<usize>, f64) = match kind {
@@ -285,7 +285,7 @@ fn brute_force_cut_ms(topo: &Topology, kind: CollectiveKind, size: u64) -> Optio
         _ => unreachable!(),
     };
     let mut best: Option<f64> = None;
-    for set in 1u32..(1 << n) - 1 {
+    for set in 1u32..(1 << topo.vertices()) - 1 {
         let inside = |u: usize| set & (1 << u) != 0;
         let members = sources.iter().filter(|&&u| inside(u)).count();
         if members == 0 || sinks.iter().all(|&t| inside(t)) {
@@ -305,6 +305,19 @@ fn brute_force_cut_ms(topo: &Topology, kind: CollectiveKind, size: u64) -> Optio
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
+
+    #[test]
+    fn max_flow_cut_bound_through_switches_equals_brute_force(seed in any::<u64>(), npus in 2usize..7, switches in 1usize..4, extra in 0usize..8, kind in 0usize..4) {
+        let kind = [CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::Broadcast, CollectiveKind::Gather][kind];
+        let topo = common::random_fabric(seed, npus, switches, extra);
+        let c = Collective::over_all(&topo, kind, kind.has_root().then_some(0), 1, GB).unwrap();
+        let fast = cut_bound(&topo, &c).map(|b| b.time_ps as f64 / 1e9);
+        let slow = brute_force_cut_ms(&topo, kind, GB);
+        match (fast, slow) {
+            (Some(f), Some(s)) => prop_assert!((f - s).abs() <= 1e-6 * s, "{kind}: max-flow {f} ms, enumeration {s} ms"),
+            (f, s) => prop_assert!(f.is_none() && s.is_none(), "{kind}: {f:?} vs {s:?}"),
+        }
+    }
 
     #[test]
     fn max_flow_cut_bound_equals_brute_force(seed in any::<u64>(), npus in 2usize..8, extra in 0usize..14, kind in 0usize..4) {
@@ -370,4 +383,87 @@ proptest! {
         prop_assert!(bound > 0);
         prop_assert!(s.collective_time_ps() >= bound, "{spec} {kind} K={k}: {} < {bound}", s.collective_time_ps());
     }
+}
+
+#[test]
+fn star_ports_bound_every_collective_by_hand() {
+    // star:8: 50 GB/s up and down per port, 0.5 us a hop; S = 8 GB, a share 1 GB.
+    let size = 8 * GB;
+    // All-Gather: 7 shares into each port, 140 ms; one out, 20 ms; 56 share-messages
+    // over 8 ports at 50 GB/s, 140 ms; the tightest cut is one port's.
+    let ag = bounds("star:8", CollectiveKind::AllGather, size);
+    assert_ms(ag.ingress_ps, 140.0);
+    assert_ms(ag.egress_ps, 20.0);
+    assert_ms(ag.traffic_ps, 140.0);
+    assert_ms(ag.cut.unwrap().time_ps, 140.0);
+    assert_eq!(ag.latency_ps, 1_000_000);
+    // Reduce-Scatter is All-Gather turned round.
+    let rs = bounds("star:8", CollectiveKind::ReduceScatter, size);
+    assert_ms(rs.ingress_ps, 20.0);
+    assert_ms(rs.egress_ps, 140.0);
+    assert_ms(rs.best_ps(), 140.0);
+    // All-Reduce: 2(n-1)/n S per port, 2 x 7/8 x 8 GB / 50 GB/s = 280 ms, above the
+    // whole buffer through one port (160 ms) that ingress, egress and the cut give.
+    let ar = bounds("star:8", CollectiveKind::AllReduce, size);
+    assert_ms(ar.traffic_ps, 280.0);
+    assert_ms(ar.ingress_ps, 160.0);
+    assert_ms(ar.egress_ps, 160.0);
+    assert_ms(ar.cut.unwrap().time_ps, 160.0);
+    assert_eq!((ar.best_name(), ar.best_ps()), ("traffic", ar.traffic_ps));
+}
+
+/// Two leaves of four NPUs (100 GB/s ports) under one spine, each leaf's uplink 25 GB/s
+/// each way (16:1 oversubscribed), 0.5 us a hop.
+fn two_level() -> Topology {
+    let link = |src, dst, bandwidth_gbps| Link {
+        src,
+        dst,
+        bandwidth_gbps,
+        latency_us: 0.5,
+    };
+    let (leaf, spine) = (|n: usize| 8 + n / 4, 10);
+    let mut links = Vec::new();
+    for n in 0..8 {
+        links.extend([link(n, leaf(n), 100.0), link(leaf(n), n, 100.0)]);
+    }
+    for l in [8, 9] {
+        links.extend([link(l, spine, 25.0), link(spine, l, 25.0)]);
+    }
+    let names = ["leaf0", "leaf1", "spine"].map(String::from).to_vec();
+    Topology::with_switches("two-level", 8, names, links).unwrap()
+}
+
+#[test]
+fn an_oversubscribed_spine_is_the_cut_bound_by_hand() {
+    let t = two_level();
+    let size = 8 * GB;
+    let bounds = |kind| {
+        let c = Collective::over_all(&t, kind, None, 1, size).unwrap();
+        Bounds::new(&t, &c)
+    };
+    // All-Gather: each port takes 7 shares of 1 GB at 100 GB/s, 70 ms, and the ports
+    // together 56 messages, 70 ms; but a leaf's four shares must cross its 25 GB/s
+    // uplink: 160 ms, the cut. The farthest NPU is four hops away: 2 us.
+    let ag = bounds(CollectiveKind::AllGather);
+    assert_ms(ag.ingress_ps, 70.0);
+    assert_ms(ag.egress_ps, 10.0);
+    assert_ms(ag.traffic_ps, 70.0);
+    assert_eq!(
+        ag.cut,
+        Some(CutBound {
+            time_ps: 160 * 1_000_000_000,
+            exact: true
+        })
+    );
+    assert_eq!(ag.latency_ps, 2_000_000);
+    assert_eq!((ag.best_name(), ag.best_ps()), ("cut", 160 * 1_000_000_000));
+    let rs = bounds(CollectiveKind::ReduceScatter);
+    assert_ms(rs.cut.unwrap().time_ps, 160.0);
+    // All-Reduce: a leaf's partial sums, the whole 8 GB, must cross the uplink each way:
+    // 320 ms, above the ports' 2 x 7/8 x 8 GB / 100 GB/s = 140 ms.
+    let ar = bounds(CollectiveKind::AllReduce);
+    assert_ms(ar.traffic_ps, 140.0);
+    assert_ms(ar.ingress_ps, 80.0);
+    assert_ms(ar.cut.unwrap().time_ps, 320.0);
+    assert_eq!(ar.best_name(), "cut");
 }

@@ -431,3 +431,128 @@ fn a_size_range_the_target_refuses_is_invalid_with_the_range() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+/// A topology from JSON text, with the crate's default figures.
+fn fabric(json: &str) -> tacos::Result<tacos::topology::Topology> {
+    tacos::topology::file::parse(json, "fabric.json", &SpecDefaults::default())
+}
+
+#[test]
+fn a_switch_with_no_links_is_named() {
+    let e = fabric(
+        r#"{"npus": 2, "switches": ["idle"], "links": [{"src": 0, "dst": 1, "bidirectional": true}]}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("switch 'idle'") && e.contains("no link"), "{e}");
+}
+
+#[test]
+fn a_link_naming_an_unknown_switch_names_it_and_the_known_ones() {
+    let e = fabric(
+        r#"{"npus": 2, "switches": ["nvs0"], "links": [
+        {"src": 0, "dst": "nvs0", "bidirectional": true}, {"src": 1, "dst": "nvs9", "bidirectional": true}]}"#,
+    );
+    match e {
+        Err(Error::Invalid {
+            input,
+            value,
+            allowed,
+        }) => {
+            assert_eq!(
+                (input.as_str(), value.as_str()),
+                ("fabric.json: links[1].dst", "nvs9")
+            );
+            assert!(allowed.ends_with("the file lists: nvs0"), "{allowed}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn npus_cut_off_between_switches_are_named_with_their_switch() {
+    use tacos::error::Npus;
+    // NPUs 0-1 on 'left', 2-3 on 'right', and a link from left to right only: 2 and 3
+    // are reached, but reach nothing beyond 'right'.
+    let ports = r#"{"src": 0, "dst": "left", "bidirectional": true}, {"src": 1, "dst": "left", "bidirectional": true},
+        {"src": 2, "dst": "right", "bidirectional": true}, {"src": 3, "dst": "right", "bidirectional": true}"#;
+    let one_way = fabric(&format!(
+        r#"{{"npus": 4, "switches": ["left", "right"], "links": [{ports}, {{"src": "left", "dst": "right"}}]}}"#
+    ))
+    .unwrap();
+    let e =
+        Collective::over_all(&one_way, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "disconnected topology: NPUs 2-3 (on switch 'right') cannot reach NPU 0"
+    );
+    match e {
+        Error::Disconnected {
+            from: Npus::OnSwitch { npus, switch },
+            to: Npus::Npu(0),
+        } => assert_eq!((npus, switch.as_str()), (vec![2, 3], "switch 'right'")),
+        other => panic!("{other:?}"),
+    }
+    // A Broadcast from NPU 0 goes the link's way; a Reduce to it would have to come back.
+    assert!(Collective::over_all(&one_way, CollectiveKind::Broadcast, Some(0), 1, 1 << 20).is_ok());
+    let e =
+        Collective::over_all(&one_way, CollectiveKind::Reduce, Some(0), 1, 1 << 20).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "disconnected topology: NPUs 2-3 (on switch 'right') cannot reach root 0"
+    );
+    // Without the link the two halves are islands: NPU 0 cannot reach the right one.
+    let islands = fabric(&format!(
+        r#"{{"npus": 4, "switches": ["left", "right"], "links": [{ports}]}}"#
+    ))
+    .unwrap();
+    let e = islands.check_strongly_connected(&[0, 1, 2, 3]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "disconnected topology: NPU 0 cannot reach NPUs 2-3 (on switch 'right')"
+    );
+}
+
+#[test]
+fn a_route_through_more_switches_than_the_limit_is_refused_naming_the_pair() {
+    use tacos::topology::{Link, Topology, MAX_ROUTE_LINKS};
+    // NPU 0, a chain of `switches` switches, NPU 1, both ways: a route of switches + 1
+    // links, the only one between the two NPUs.
+    let chain = |switches: usize| {
+        let names = (0..switches).map(|i| format!("s{i}")).collect();
+        let mut links = Vec::new();
+        let path: Vec<usize> = std::iter::once(0)
+            .chain(2..2 + switches)
+            .chain(std::iter::once(1))
+            .collect();
+        for w in path.windows(2) {
+            for (src, dst) in [(w[0], w[1]), (w[1], w[0])] {
+                links.push(Link {
+                    src,
+                    dst,
+                    bandwidth_gbps: 100.0,
+                    latency_us: 0.1,
+                });
+            }
+        }
+        Topology::with_switches("chain", 2, names, links).unwrap()
+    };
+    let longest = chain(MAX_ROUTE_LINKS - 1);
+    assert_eq!(longest.try_route(0, 1).unwrap().len(), MAX_ROUTE_LINKS);
+    assert_eq!(longest.route(1, 0).unwrap().len(), MAX_ROUTE_LINKS);
+    let too_long = chain(MAX_ROUTE_LINKS);
+    assert_eq!(too_long.route(0, 1), None);
+    assert!(too_long.route_tree(0).route_to(&too_long, 1).is_none());
+    match too_long.try_route(1, 0) {
+        Err(Error::Limit {
+            what,
+            value,
+            limit,
+            context,
+        }) => {
+            assert_eq!((what, value, limit), ("links", 17, 16));
+            assert_eq!(context, "the route from NPU 1 to NPU 0 through switches");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -213,12 +213,17 @@ fn nccl_attributes_out_of_range_name_the_element() {
 
 #[test]
 fn nccl_nodes_are_checked_before_the_nodes_are_built() {
-    // 2 GPUs x 100000 nodes: 2 x 1 links in each node, 2 rails of 100000 x 99999.
+    // 2 GPUs per node on a PCIe switch vertex (2 x 2 links) and on the one network switch
+    // (no NIC listed, 2 x 2 links): 8 links and 3 vertices a node, plus the network.
     let xml = two_gpus("", "");
-    assert_eq!(
-        limit(nccl_error(&xml, 100_000)),
-        ("links", 100_000 * 2 + 2 * 100_000 * 99_999)
-    );
+    let options = NcclImportOptions {
+        nodes: 1000,
+        ..Default::default()
+    };
+    let t = parse_nccl(&xml, "x.xml", &options).unwrap().topology;
+    assert_eq!((t.vertices(), t.links().len()), (3 * 1000 + 1, 8 * 1000));
+    // 5,000,000 nodes: 15,000,001 vertices are allowed, 40,000,000 links are not.
+    assert_eq!(limit(nccl_error(&xml, 5_000_000)), ("links", 40_000_000));
     assert_eq!(limit(nccl_error(&xml, 10_000_000)), ("NPUs", 20_000_000));
 }
 

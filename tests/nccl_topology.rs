@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 use tacos::topology::nccl_xml::{parse, read, NcclImportOptions};
-use tacos::topology::{parse_spec_with_warnings, SpecDefaults};
+use tacos::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
 use tacos::Error;
 
 /// Four sm80 GPUs, each with 12 NVLinks into NVSwitches (2 per switch over 6 switches, as
@@ -38,8 +38,25 @@ fn nvswitch_dump() -> String {
     format!("<system version=\"1\"><cpu numaid=\"0\">{gpus}</cpu></system>")
 }
 
+/// The bandwidth and latency of the route from `a` to `b`, `None` where there is none.
+fn route(t: &Topology, a: usize, b: usize) -> Option<(f64, f64)> {
+    let link = t.route_link(t.route(a, b)?);
+    Some((link.bandwidth_gbps, link.latency_us))
+}
+
+/// The bandwidths of the links entering GPU `npu`, smallest first.
+fn ports_in(t: &Topology, npu: usize) -> Vec<f64> {
+    let mut bw: Vec<f64> = t
+        .in_links(npu)
+        .iter()
+        .map(|&l| t.link(l).bandwidth_gbps)
+        .collect();
+    bw.sort_by(f64::total_cmp);
+    bw
+}
+
 #[test]
-fn nvswitch_dumps_import_as_unwound_switches_with_their_nics() {
+fn nvswitch_dumps_import_as_switch_vertices_with_rails() {
     let options = NcclImportOptions {
         nodes: 2,
         ..Default::default()
@@ -48,14 +65,29 @@ fn nvswitch_dumps_import_as_unwound_switches_with_their_nics() {
     assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
     let t = &imported.topology;
     assert_eq!(t.npus(), 8);
-    // 12 NVLinks x 25 GB/s = 300 GB/s per GPU over 3 peers.
-    let bw = |a, b| t.link(t.link_between(a, b).unwrap()).bandwidth_gbps;
-    assert_eq!(bw(0, 1), 100.0);
-    // Two 25 GB/s NICs (200000 Mb/s) under the bridges of GPUs 0 and 2, each shared by two
-    // GPUs: 12.5 GB/s per GPU, and with 2 nodes each GPU reaches its twin only.
-    assert_eq!(bw(0, 4), 12.5);
-    assert_eq!(bw(1, 5), 12.5);
-    assert!(t.link_between(0, 5).is_none());
+    // One NVSwitch vertex per node (the six NVSwitch devices are one fabric), then one
+    // rail per NIC in use.
+    let names: Vec<&str> = t.switches().filter_map(|s| t.switch_name(s)).collect();
+    assert_eq!(
+        names,
+        ["node0.nvswitch", "node1.nvswitch", "rail0", "rail1"]
+    );
+    // 12 NVLinks x 25 GB/s (sm80) = 300 GB/s up and down, half the 0.7 us on each hop;
+    // the direct route inside the node is the NVSwitch's, not the rail's (2 us).
+    assert_eq!(route(t, 0, 1), Some((300.0, 0.7)));
+    assert_eq!(route(t, 0, 3), Some((300.0, 0.7)));
+    assert!(t.link_between(0, 1).is_none());
+    // NIC A (GPU 0's bridge) serves GPUs 0 and 3; GPU 1's bridge has none, so it takes
+    // the less used of the two, NIC B, which GPU 2's bridge holds. Each GPU gets half of
+    // 200000 Mb/s = 25 GB/s on the rail of its NIC; a rail joins that NIC of both nodes.
+    for gpu in 0..8 {
+        assert_eq!(ports_in(t, gpu), [12.5, 300.0], "GPU {gpu}");
+    }
+    assert_eq!(route(t, 0, 4), Some((12.5, 2.0)));
+    assert_eq!(route(t, 3, 4), Some((12.5, 2.0)));
+    assert_eq!(route(t, 1, 6), Some((12.5, 2.0)));
+    // GPU 1 of node 1 is on the other rail: only a relay reaches it.
+    assert_eq!(route(t, 0, 5), None);
     assert_eq!(imported.gpu_busids[3], "0000:4c:00.0");
 }
 
@@ -96,26 +128,64 @@ fn partial_cloud_files_import_with_warnings_naming_the_options() {
     };
     let path = corpus.join("ndv4-topo.xml").display().to_string();
     let pcie = read(path.as_ref(), &NcclImportOptions::default()).unwrap();
-    assert_eq!(pcie.topology.npus(), 8);
+    let t = &pcie.topology;
+    assert_eq!(t.npus(), 8);
     assert_eq!(pcie.warnings.len(), 1);
     assert!(pcie.warnings[0].contains("no NVLinks") && pcie.warnings[0].contains("nvswitch="));
-    // 16 GT/s x 16 lanes, 128b/130b: 31.5 GB/s per GPU over 7 peers.
-    let l = pcie
-        .topology
-        .link(pcie.topology.link_between(0, 1).unwrap());
-    assert!((l.bandwidth_gbps - 16.0 * 16.0 * 128.0 / 130.0 / 8.0 / 7.0).abs() < 1e-9);
+    // The file's eight GPUs at 16 GT/s x 16 lanes, 128b/130b: 31.5 GB/s each into one
+    // PCIe switch vertex, which every GPU-to-GPU route crosses.
+    let pcie_gbps = 16.0 * 16.0 * 128.0 / 130.0 / 8.0;
+    assert_eq!(t.switch_name(8), Some("node0.pcie"));
+    assert_eq!(t.vertices(), 9);
+    for gpu in 0..8 {
+        assert_eq!(ports_in(t, gpu), [pcie_gbps], "GPU {gpu}");
+    }
+    assert_eq!(route(t, 0, 7), Some((pcie_gbps, 1.0)));
+}
 
-    let spec = format!("nccl:{path},nodes=2,nvswitch=300,nic=25");
+/// Azure NDv4 by hand from the file: 8 GPUs (class 0x0302), two under each of four PCIe
+/// bridges with two NICs (class 0x0207) each, so every GPU has a NIC of its own. Two
+/// nodes with nvswitch=300 and nic=25: 16 GPUs, 2 NVSwitch vertices and 8 rails (one per
+/// NIC), and every GPU has a 300 GB/s NVSwitch port and a 25 GB/s rail port.
+#[test]
+fn ndv4_imports_as_two_nvswitch_nodes_on_eight_rails() {
+    let Some(corpus) = common::corpus("nccl-topo") else {
+        return;
+    };
+    let spec = format!(
+        "nccl:{},nodes=2,nvswitch=300,nic=25",
+        corpus.join("ndv4-topo.xml").display()
+    );
     let (t, warnings) = parse_spec_with_warnings(&spec, &SpecDefaults::default()).unwrap();
-    assert_eq!(t.npus(), 16);
     assert!(
         warnings.iter().any(|w| w.contains("nvswitch= option")),
         "{warnings:?}"
     );
-    // NDv4: one NIC per GPU, so every GPU keeps a whole 25 GB/s rail.
-    assert_eq!(t.link(t.link_between(0, 8).unwrap()).bandwidth_gbps, 25.0);
+    assert_eq!(t.npus(), 16);
+    assert_eq!(t.switches().len(), 10);
+    let rails = t
+        .switches()
+        .filter(|&s| t.switch_name(s).unwrap().starts_with("rail"))
+        .count();
+    assert_eq!(rails, 8);
+    for gpu in 0..16 {
+        assert_eq!(ports_in(&t, gpu), [25.0, 300.0], "GPU {gpu}");
+    }
+    // Rank i of each node shares rail i (numbered by the first GPU using it); the other
+    // node's other GPUs are a relay away.
+    for gpu in 0..8 {
+        assert_eq!(route(&t, gpu, gpu + 8), Some((25.0, 2.0)), "GPU {gpu}");
+        assert_eq!(route(&t, gpu, (gpu + 1) % 8 + 8), None, "GPU {gpu}");
+    }
+    assert_eq!(route(&t, 0, 1), Some((300.0, 0.7)));
+}
 
-    // NDv2: one NIC for eight GPUs.
+#[test]
+fn one_nic_for_a_whole_node_is_one_rail_shared_by_its_gpus() {
+    let Some(corpus) = common::corpus("nccl-topo") else {
+        return;
+    };
+    // NDv2: one NIC (no speed given) for eight GPUs.
     let (t, warnings) = parse_spec_with_warnings(
         &format!("nccl:{}/ndv2-topo.xml,nodes=2", corpus.display()),
         &SpecDefaults::default(),
@@ -125,10 +195,35 @@ fn partial_cloud_files_import_with_warnings_naming_the_options() {
         warnings.iter().any(|w| w.contains("NIC speeds missing")),
         "{warnings:?}"
     );
-    assert_eq!(
-        t.link(t.link_between(3, 11).unwrap()).bandwidth_gbps,
-        25.0 / 8.0
+    let names: Vec<&str> = t.switches().filter_map(|s| t.switch_name(s)).collect();
+    assert_eq!(names, ["node0.pcie", "node1.pcie", "rail0"]);
+    assert_eq!(route(&t, 3, 11), Some((25.0 / 8.0, 2.0)));
+    assert_eq!(route(&t, 3, 12), Some((25.0 / 8.0, 2.0)));
+}
+
+#[test]
+fn a_file_without_nics_gets_one_network_switch_and_says_so() {
+    let xml = "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x030200\"/><pci busid=\"0000:02:00.0\" class=\"0x030200\"/></cpu></system>";
+    let options = NcclImportOptions {
+        nodes: 3,
+        nic_gbps: Some(50.0),
+        ..Default::default()
+    };
+    let imported = parse(xml, "bare.xml", &options).unwrap();
+    assert!(
+        imported
+            .warnings
+            .iter()
+            .any(|w| w.contains("no rails can be told apart") && w.contains("50 GB/s")),
+        "{:?}",
+        imported.warnings
     );
+    let t = &imported.topology;
+    let network = t.vertices() - 1;
+    assert_eq!(t.switch_name(network), Some("network"));
+    // Any GPU reaches any GPU of another node through the one switch.
+    assert_eq!(route(t, 0, 5), Some((50.0, 2.0)));
+    assert_eq!(t.in_links(network).len(), 6);
 }
 
 #[test]

@@ -347,27 +347,19 @@ fn check_reachable(
     all: &[NpuId],
     root: Option<NpuId>,
 ) -> Result<()> {
-    let root_reaches = |r: NpuId| {
-        let missing = topo.unreachable_from(r, all);
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::Disconnected {
-                from: Npus::Root(r),
-                to: Npus::Set(missing),
-            })
-        }
+    let root_reaches = |r: NpuId| match topo.cut_off(r, all, false) {
+        None => Ok(()),
+        Some(missing) => Err(Error::Disconnected {
+            from: Npus::Root(r),
+            to: missing,
+        }),
     };
-    let reach_root = |r: NpuId| {
-        let missing = topo.reversed().unreachable_from(r, all);
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::Disconnected {
-                from: Npus::Set(missing),
-                to: Npus::Root(r),
-            })
-        }
+    let reach_root = |r: NpuId| match topo.cut_off(r, all, true) {
+        None => Ok(()),
+        Some(missing) => Err(Error::Disconnected {
+            from: missing,
+            to: Npus::Root(r),
+        }),
     };
     match (kind, root) {
         (CollectiveKind::Broadcast | CollectiveKind::Scatter, Some(r)) => root_reaches(r),

@@ -143,7 +143,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// A stable fingerprint of the network a program runs on, in hex: SHA-256 over a fixed
 /// binary encoding of the NPU count, the failed NPUs (sorted) and every link in (src, dst)
 /// order with its bandwidth and latency as IEEE-754 bit patterns (-0 taken as 0), all
-/// integers little-endian. It depends on nothing else (not the name, not how the topology
+/// integers little-endian; then, only where there are switch vertices (so that the hashes
+/// of topologies without them stay as they were), their count and each name as its
+/// length and UTF-8 bytes. It depends on nothing else (not the name, not how the topology
 /// was written, not map order): two specs giving the same links hash alike, and a link
 /// whose figures differ in the last bit hashes differently, which only costs a recompile.
 pub fn topology_hash(topo: &Topology) -> String {
@@ -162,6 +164,15 @@ pub fn topology_hash(topo: &Topology) -> String {
         word(&mut h, l.dst as u64);
         word(&mut h, float(l.bandwidth_gbps));
         word(&mut h, float(l.latency_us));
+    }
+    // The link count fixes where the links end, so these trailing words cannot be read
+    // as links of another topology.
+    if topo.has_switches() {
+        word(&mut h, topo.switches().len() as u64);
+        for name in topo.switches().filter_map(|s| topo.switch_name(s)) {
+            word(&mut h, name.len() as u64);
+            h.update(name.as_bytes());
+        }
     }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -250,6 +261,39 @@ mod tests {
         let by_hand = Topology::new("by hand", 4, ring.links().to_vec()).unwrap();
         assert_eq!(topology_hash(&ring), topology_hash(&by_hand));
         assert_eq!(topology_hash(&a).len(), 64);
+    }
+
+    #[test]
+    fn topology_hash_sees_switch_names_and_links_and_keeps_plain_hashes() {
+        let star = |switch: &str, bw: f64| {
+            let links = vec![
+                link(0, 2, bw),
+                link(1, 2, bw),
+                link(2, 0, bw),
+                link(2, 1, bw),
+            ];
+            Topology::with_switches("star", 2, vec![switch.into()], links).unwrap()
+        };
+        assert_eq!(
+            topology_hash(&star("nvs", 50.0)),
+            topology_hash(&star("nvs", 50.0))
+        );
+        assert_ne!(
+            topology_hash(&star("nvs", 50.0)),
+            topology_hash(&star("nvs1", 50.0))
+        );
+        assert_ne!(
+            topology_hash(&star("nvs", 50.0)),
+            topology_hash(&star("nvs", 25.0))
+        );
+        // Without switches the encoding is the documented one, written out by hand here,
+        // so compiled directories of such topologies keep their hashes.
+        let plain = Topology::new("plain", 2, vec![link(0, 1, 50.0)]).unwrap();
+        let mut bytes = b"tacos-topology/1\0".to_vec();
+        for w in [2, 0, 1, 0, 1, 50f64.to_bits(), 0.5f64.to_bits()] {
+            bytes.extend(u64::to_le_bytes(w));
+        }
+        assert_eq!(topology_hash(&plain), sha256_hex(&bytes));
     }
 
     #[test]

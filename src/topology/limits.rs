@@ -22,6 +22,11 @@ pub const MAX_NPUS: usize = 1 << 24;
 /// count their links from the shape before building, so `fc:100000` is refused at once.
 pub const MAX_LINKS: usize = 1 << 25;
 
+/// Most links on a route between two NPUs through switches: 16, four times a three-tier
+/// fat tree's six. A longer route is a mistake in the fabric (a chain of switches), and
+/// the walks and hold lists of every transfer stay short.
+pub const MAX_ROUTE_LINKS: usize = 16;
+
 /// Slowest link bandwidth, GB/s (1 MB/s: slower than 10 Mb Ethernet).
 pub const MIN_BANDWIDTH_GBPS: f64 = 1e-3;
 

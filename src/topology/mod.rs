@@ -17,7 +17,9 @@ pub mod spec;
 mod unwind;
 
 pub use builders::{compose, star, Dim, DimKind};
-pub use limits::{MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MAX_LINKS, MAX_NPUS, MIN_BANDWIDTH_GBPS};
+pub use limits::{
+    MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MAX_LINKS, MAX_NPUS, MAX_ROUTE_LINKS, MIN_BANDWIDTH_GBPS,
+};
 pub use presets::PRESETS;
 pub use routes::RouteTree;
 pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
@@ -421,26 +423,53 @@ impl Topology {
     }
 
     /// Checks that every NPU in `npus` reaches every other one; the error names the NPUs
-    /// the first one cannot reach, or that cannot reach it.
+    /// the first one cannot reach, or that cannot reach it, and the switch cut off with
+    /// them where there is one (a one-way link between switches, a switch of its own).
     pub fn check_strongly_connected(&self, npus: &[NpuId]) -> Result<()> {
         let Some(&first) = npus.first() else {
             return Ok(());
         };
-        let cannot_be_reached = self.unreachable_from(first, npus);
-        if !cannot_be_reached.is_empty() {
+        if let Some(side) = self.cut_off(first, npus, false) {
             return Err(Error::Disconnected {
                 from: Npus::Npu(first),
-                to: Npus::Set(cannot_be_reached),
+                to: side,
             });
         }
-        let cannot_reach = self.reversed().unreachable_from(first, npus);
-        if !cannot_reach.is_empty() {
+        if let Some(side) = self.cut_off(first, npus, true) {
             return Err(Error::Disconnected {
-                from: Npus::Set(cannot_reach),
+                from: side,
                 to: Npus::Npu(first),
             });
         }
         Ok(())
+    }
+
+    /// The NPUs of `targets` that `src` cannot reach (`backwards`: that cannot reach
+    /// `src`), as an error names them: with the lowest-numbered switch that the first of
+    /// them is linked to and that is cut off with them, if any, where the fabric is
+    /// broken. `None` when there are none.
+    pub(crate) fn cut_off(&self, src: NpuId, targets: &[NpuId], backwards: bool) -> Option<Npus> {
+        let dist = if backwards {
+            self.reversed().hops_from(src)
+        } else {
+            self.hops_from(src)
+        };
+        let cut_off = |v: VertexId| dist[v] == usize::MAX;
+        let missing: Vec<NpuId> = targets.iter().copied().filter(|&v| cut_off(v)).collect();
+        let &first = missing.first()?;
+        let outs = self.out_links(first).map(|l| self.links[l].dst);
+        let ins = self.in_links(first).iter().map(|&l| self.links[l].src);
+        let switch = outs
+            .chain(ins)
+            .filter(|&v| self.is_switch(v) && cut_off(v))
+            .min();
+        Some(match switch {
+            Some(s) => Npus::OnSwitch {
+                npus: missing,
+                switch: self.vertex_label(s),
+            },
+            None => Npus::Set(missing),
+        })
     }
 
     /// The topology with every link reversed (same bandwidth and latency).

@@ -1,25 +1,39 @@
-//! Import of NCCL topology XML (`NCCL_TOPO_FILE`, `NCCL_TOPO_DUMP_FILE`).
+//! Import of NCCL topology XML (`NCCL_TOPO_FILE`, `NCCL_TOPO_DUMP_FILE`) as a fabric:
+//! GPUs are NPUs; NVSwitches, the PCIe tree and the network's rails are switch vertices.
 //!
 //! GPUs are `<pci>` devices of class 0x0300/0x0302; their `<gpu>` child may list
-//! `<nvlink target=... count=...>` to other GPUs (direct NVLinks) or to NVSwitches. An
-//! NVSwitch fabric is unwound like every switch here: each GPU's NVLink bandwidth is split
-//! evenly over its peers. NICs are class 0x0200/0x0207 with `<net speed>` in Mb/s; each GPU
-//! uses the NIC closest to it in the PCI tree, shared evenly by the GPUs that use it. Several
-//! nodes of the same machine are joined GPU by GPU through rail switches, unwound.
+//! `<nvlink target=... count=...>` to other GPUs (direct NVLinks, kept as GPU-to-GPU
+//! links) or to NVSwitches. A node's NVSwitches become one switch vertex `node<N>.nvswitch`:
+//! NCCL spreads every GPU's NVLinks over all of them and treats them as one fabric, so
+//! each GPU gets one link up and one link down with its total NVLink bandwidth to the
+//! switches. A file without NVLinks joins its GPUs through one vertex as well,
+//! `node<N>.nvswitch` when the nvswitch= option says they share one, else `node<N>.pcie`
+//! at each GPU's PCIe bandwidth. Each hop into or out of these switches takes half the
+//! option's latency, so a GPU-to-GPU route takes the whole.
+//!
+//! NICs are class 0x0200/0x0207 with `<net speed>` in Mb/s; each GPU uses the NIC closest
+//! to it in the PCI tree. With several nodes (identical copies of the file) the network is
+//! rail-optimized, as NCCL's rings and trees assume: the NIC a GPU uses is its link up to,
+//! and down from, a rail switch `rail<R>` joining that NIC of every node, rails numbered
+//! in the order of the first GPU (in rank order) using them. A NIC shared by k GPUs gives
+//! each a link of 1/k of its speed: a NIC vertex between them would open a PCIe path
+//! between those GPUs that routes inside the node would take. A file that lists no NIC
+//! gives no rails to tell apart, so every GPU gets its own NIC of the nic= speed into one
+//! `network` switch (a non-blocking fabric), with a warning. Each network hop takes half
+//! the NIC latency.
 //!
 //! Cloud images often ship partial files (only the PCI tree). What is missing is taken from
 //! the options (or their defaults) and every such choice is reported as a warning.
 //!
 //! Every figure is checked before use: bandwidths (options, PCIe `link_speed` x
 //! `link_width`, `<net speed>`) and latencies against `limits`' ranges, NVLink counts
-//! from 1 to `MAX_NVLINK_COUNT`, and the NPUs and links of all nodes together against
+//! from 1 to `MAX_NVLINK_COUNT`, and the vertices and links of all nodes together against
 //! `MAX_NPUS` and `MAX_LINKS` before any link is built.
 
-use super::builders::LinkSet;
 use super::limits::{
     bandwidth_in_range, check_bandwidth, check_latency, check_links, check_npus, BANDWIDTH_ALLOWED,
 };
-use super::Topology;
+use super::{Link, Topology};
 use crate::error::{echo, Error, Result};
 use crate::xmltree::{self, Element};
 use std::collections::{BTreeMap, HashMap};
@@ -113,53 +127,20 @@ pub fn parse(text: &str, origin: &str, options: &NcclImportOptions) -> Result<Nc
             "{origin}: no GPU found (no <pci> of class 0x0300 or 0x0302)"
         )));
     }
-    // At most every GPU pair of a node, and every pair of nodes on each rail.
-    let (g, nodes) = (gpus.len() as u128, options.nodes as u128);
-    let context = || format!("{origin} on {nodes} node(s)");
-    check_npus(g * nodes, context)?;
-    check_links(nodes * g * (g - 1) + g * nodes * (nodes - 1), context)?;
     // Rank order: the CUDA device number where the file gives it, else bus id order.
     gpus.sort_by(|a, b| (a.dev, &a.busid).cmp(&(b.dev, &b.busid)));
     let mut warnings = Vec::new();
-    let g = gpus.len();
-    let mut set = LinkSet::default();
-    intra_node(
-        &gpus,
-        &switch_busids,
-        options,
-        origin,
-        &mut warnings,
-        &mut |a, b, bw, lat| {
-            for node in 0..options.nodes {
-                set.add(node * g + a, node * g + b, bw, lat);
-            }
-        },
-    );
-    if options.nodes > 1 {
-        let rail = rail_bandwidths(&gpus, &nics, options, origin, &mut warnings);
-        let peers = options.nodes - 1;
-        for (local, &bw) in rail.iter().enumerate() {
-            for a in 0..options.nodes {
-                for b in 0..options.nodes {
-                    if a != b {
-                        set.add(
-                            a * g + local,
-                            b * g + local,
-                            bw / peers as f64,
-                            options.nic_latency_us,
-                        );
-                    }
-                }
-            }
-        }
-    }
+    let node = intra_node(&gpus, &switch_busids, options, origin, &mut warnings);
+    let network =
+        (options.nodes > 1).then(|| network(&gpus, &nics, options, origin, &mut warnings));
     let name = if options.nodes > 1 {
         format!("{origin} x {} nodes", options.nodes)
     } else {
         origin.to_string()
     };
+    let topology = build(name, gpus.len(), &node, network.as_ref(), options)?;
     Ok(NcclImport {
-        topology: set.into_topology(name, g * options.nodes)?,
+        topology,
         gpu_busids: gpus.into_iter().map(|gpu| gpu.busid).collect(),
         warnings,
     })
@@ -376,14 +357,105 @@ fn nvlink_default(sm: Option<u32>) -> Option<f64> {
     }
 }
 
+/// One node's links in local GPU numbers, repeated for every node.
+struct Node {
+    /// Direct NVLinks: (from, to, GB/s).
+    direct: Vec<(usize, usize, f64)>,
+    /// The switch joining the node's GPUs, if any: its name within the node and each
+    /// GPU's port bandwidth (0 for a GPU not on it).
+    hub: Option<(&'static str, Vec<f64>)>,
+    /// Latency of a direct link; a hop into or out of the hub takes half.
+    latency_us: f64,
+}
+
+/// The network between nodes.
+struct Network {
+    /// Its switches: `rail<R>`, or the one `network`.
+    switches: Vec<String>,
+    /// Per GPU of a node: (its switch, as an index into `switches`; its GB/s).
+    ports: Vec<(usize, f64)>,
+}
+
+/// Makes `nodes` copies of `node` joined by `network`, checking the counts first.
+fn build(
+    name: String,
+    g: usize,
+    node: &Node,
+    network: Option<&Network>,
+    options: &NcclImportOptions,
+) -> Result<Topology> {
+    let nodes = options.nodes;
+    let hub_ports = node
+        .hub
+        .as_ref()
+        .map_or(0, |(_, ports)| ports.iter().filter(|&&bw| bw > 0.0).count());
+    let per_node_switches = u128::from(node.hub.is_some());
+    let network_switches = network.map_or(0, |n| n.switches.len()) as u128;
+    let (gpus, copies) = (g as u128, nodes as u128);
+    let context = || format!("{name}: GPUs and switches");
+    let npus = check_npus(gpus * copies, context)?;
+    check_npus(
+        gpus * copies + per_node_switches * copies + network_switches,
+        context,
+    )?;
+    let per_node_links = node.direct.len() as u128 + 2 * hub_ports as u128;
+    let network_links = if network.is_some() { 2 * gpus } else { 0 };
+    let count = check_links(copies * (per_node_links + network_links), || {
+        format!("{name}: links")
+    })?;
+    let mut switches = Vec::new();
+    let mut links = Vec::with_capacity(count);
+    let mut both = |a: usize, b: usize, bandwidth_gbps: f64, latency_us: f64| {
+        for (src, dst) in [(a, b), (b, a)] {
+            links.push(Link {
+                src,
+                dst,
+                bandwidth_gbps,
+                latency_us,
+            });
+        }
+    };
+    for n in 0..nodes {
+        let base = n * g;
+        if let Some((hub, ports)) = &node.hub {
+            let s = npus + switches.len();
+            switches.push(format!("node{n}.{hub}"));
+            for (i, &bw) in ports.iter().enumerate().filter(|&(_, &bw)| bw > 0.0) {
+                both(base + i, s, bw, node.latency_us / 2.0);
+            }
+        }
+    }
+    if let Some(net) = network {
+        let first = npus + switches.len();
+        switches.extend(net.switches.iter().cloned());
+        for n in 0..nodes {
+            for (i, &(rail, bw)) in net.ports.iter().enumerate() {
+                both(n * g + i, first + rail, bw, options.nic_latency_us / 2.0);
+            }
+        }
+    }
+    for n in 0..nodes {
+        for &(a, b, bw) in &node.direct {
+            links.push(Link {
+                src: n * g + a,
+                dst: n * g + b,
+                bandwidth_gbps: bw,
+                latency_us: node.latency_us,
+            });
+        }
+    }
+    Topology::with_switches(name, npus, switches, links)
+}
+
+/// The links inside one node: direct NVLinks, and the switch (NVSwitch, else PCIe)
+/// joining its GPUs.
 fn intra_node(
     gpus: &[Gpu],
     switch_busids: &[String],
     options: &NcclImportOptions,
     origin: &str,
     warnings: &mut Vec<String>,
-    add: &mut dyn FnMut(usize, usize, f64, f64),
-) {
+) -> Node {
     let g = gpus.len();
     let index: HashMap<&str, usize> = gpus
         .iter()
@@ -392,14 +464,17 @@ fn intra_node(
         .collect();
     let any_nvlink = gpus.iter().any(|gpu| !gpu.nvlinks.is_empty());
     if !any_nvlink {
-        if g < 2 {
-            return;
-        }
-        if let Some(per_gpu) = options.nvswitch_gbps {
+        let (hub, ports, latency_us) = if g < 2 {
+            return Node {
+                direct: Vec::new(),
+                hub: None,
+                latency_us: options.nvlink_latency_us,
+            };
+        } else if let Some(per_gpu) = options.nvswitch_gbps {
             warnings.push(format!(
                 "{origin}: the file lists no NVLinks; joining its {g} GPUs through an NVSwitch at {per_gpu} GB/s each (nvswitch= option)"
             ));
-            unwound(g, &vec![per_gpu; g], options.nvlink_latency_us, add);
+            ("nvswitch", vec![per_gpu; g], options.nvlink_latency_us)
         } else {
             let per_gpu: Vec<f64> = gpus
                 .iter()
@@ -409,9 +484,13 @@ fn intra_node(
                 "{origin}: the file lists no NVLinks; joining its {g} GPUs over PCIe only ({:.1} GB/s each); set nvswitch=GBPS if they share an NVSwitch",
                 per_gpu.iter().cloned().fold(f64::INFINITY, f64::min)
             ));
-            unwound(g, &per_gpu, options.pcie_latency_us, add);
-        }
-        return;
+            ("pcie", per_gpu, options.pcie_latency_us)
+        };
+        return Node {
+            direct: Vec::new(),
+            hub: Some((hub, ports)),
+            latency_us,
+        };
     }
     let mut per_link_warned = false;
     let mut direct: BTreeMap<(usize, usize), f64> = BTreeMap::new();
@@ -445,46 +524,33 @@ fn intra_node(
             }
         }
     }
-    for (&(a, b), &bw) in &direct {
-        add(a, b, bw, options.nvlink_latency_us);
-    }
-    let on_switch: Vec<usize> = (0..g).filter(|&i| into_switch[i] > 0.0).collect();
-    if on_switch.len() > 1 {
-        let peers = (on_switch.len() - 1) as f64;
-        for &a in &on_switch {
-            for &b in &on_switch {
-                if a != b && !direct.contains_key(&(a, b)) {
-                    add(a, b, into_switch[a] / peers, options.nvlink_latency_us);
-                }
-            }
-        }
+    // A switch with one GPU on it joins nothing.
+    let on_switch = into_switch.iter().filter(|&&bw| bw > 0.0).count();
+    Node {
+        direct: direct.into_iter().map(|((a, b), bw)| (a, b, bw)).collect(),
+        hub: (on_switch > 1).then_some(("nvswitch", into_switch)),
+        latency_us: options.nvlink_latency_us,
     }
 }
 
-/// Joins `g` GPUs as an unwound switch: GPU i's bandwidth split over its g-1 peers.
-fn unwound(g: usize, per_gpu: &[f64], latency: f64, add: &mut dyn FnMut(usize, usize, f64, f64)) {
-    for (a, &bw) in per_gpu.iter().enumerate() {
-        for b in (0..g).filter(|&b| b != a) {
-            add(a, b, bw / (g - 1) as f64, latency);
-        }
-    }
-}
-
-/// Each GPU's bandwidth off the node: its NIC's speed shared among the GPUs that use it.
-/// A GPU uses the NIC sharing its deepest PCI ancestor.
-fn rail_bandwidths(
+/// Each GPU's way off the node: its NIC's rail and its share of the NIC's speed. A GPU
+/// uses the NIC sharing its deepest PCI ancestor.
+fn network(
     gpus: &[Gpu],
     nics: &[Nic],
     options: &NcclImportOptions,
     origin: &str,
     warnings: &mut Vec<String>,
-) -> Vec<f64> {
+) -> Network {
     let fallback = options.nic_gbps.unwrap_or(DEFAULT_NIC_GBPS);
     if nics.is_empty() {
         warnings.push(format!(
-            "{origin}: the file lists no NIC; giving each GPU its own {fallback} GB/s NIC (nic= option)"
+            "{origin}: the file lists no NIC, so no rails can be told apart; giving each GPU its own {fallback} GB/s NIC (nic= option) into one non-blocking network switch"
         ));
-        return vec![fallback; gpus.len()];
+        return Network {
+            switches: vec!["network".into()],
+            ports: vec![(0, fallback); gpus.len()],
+        };
     }
     if nics.iter().any(|n| n.gbps.is_none()) {
         warnings.push(format!(
@@ -507,14 +573,21 @@ fn rail_bandwidths(
             k
         })
         .collect();
-    choice
+    let mut rail_of = vec![None; nics.len()];
+    let mut switches = Vec::new();
+    let ports = choice
         .iter()
         .map(|&k| {
+            let rail = *rail_of[k].get_or_insert_with(|| {
+                switches.push(format!("rail{}", switches.len()));
+                switches.len() - 1
+            });
             let speed = match options.nic_gbps {
                 Some(forced) => forced,
                 None => nics[k].gbps.unwrap_or(fallback),
             };
-            speed / users[k] as f64
+            (rail, speed / users[k] as f64)
         })
-        .collect()
+        .collect();
+    Network { switches, ports }
 }

@@ -4,9 +4,14 @@
 //! A route never passes through a third NPU (that would be a relay, which schedules make
 //! explicit); it is a direct NPU-to-NPU link, or a path whose inner vertices are all
 //! switches. Among those it is the shortest by summed latency, then by hops, ties broken
-//! toward the lowest-numbered vertex, so routes are reproducible.
+//! toward the lowest-numbered vertex, so routes are reproducible. A pair whose shortest
+//! route has more than `MAX_ROUTE_LINKS` links has no route (`try_route` says why), even
+//! where a slower one within the limit exists: no fabric built sanely has one, and
+//! keeping the search latency-first keeps it one pass.
 
+use super::limits::MAX_ROUTE_LINKS;
 use super::{Link, LinkId, NpuId, Topology};
+use crate::error::{Error, Npus, Result};
 use crate::units::us_to_ps;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -21,17 +26,33 @@ pub struct RouteTree {
 
 impl RouteTree {
     /// The links from `src` to `dst`, in order; `None` when `dst` cannot be reached
-    /// through switches alone, is `src`, or is not a vertex.
+    /// through switches alone within `MAX_ROUTE_LINKS` links, is `src`, or is not a vertex.
     pub fn route_to(&self, topo: &Topology, dst: NpuId) -> Option<Vec<LinkId>> {
+        self.links_to(topo, dst).ok()
+    }
+
+    /// The route to `dst`, or why there is none: `Err(Some(links))` when it is longer
+    /// than `MAX_ROUTE_LINKS`, `Err(None)` when there is no route at all.
+    fn links_to(
+        &self,
+        topo: &Topology,
+        dst: NpuId,
+    ) -> std::result::Result<Vec<LinkId>, Option<usize>> {
         let mut path = Vec::new();
         let mut at = dst;
         while at != self.src {
-            let l = (*self.via.get(at)?)?;
+            let l = self.via.get(at).copied().flatten().ok_or(None)?;
             path.push(l);
             at = topo.link(l).src;
         }
+        if path.is_empty() {
+            return Err(None);
+        }
+        if path.len() > MAX_ROUTE_LINKS {
+            return Err(Some(path.len()));
+        }
         path.reverse();
-        (!path.is_empty()).then_some(path)
+        Ok(path)
     }
 }
 
@@ -88,7 +109,8 @@ impl Topology {
     }
 
     /// The links a transfer from NPU `src` to NPU `dst` holds: the direct link when there
-    /// is one, else the shortest route through switches; `None` when there is neither.
+    /// is one, else the shortest route through switches; `None` when there is neither (or
+    /// the route is longer than `MAX_ROUTE_LINKS`: `try_route` says which).
     pub fn route(&self, src: NpuId, dst: NpuId) -> Option<Vec<LinkId>> {
         if let Some(l) = self.link_between(src, dst) {
             return Some(vec![l]);
@@ -97,5 +119,34 @@ impl Topology {
             return None;
         }
         self.route_tree(src).route_to(self, dst)
+    }
+
+    /// As `route`, with an error naming the pair where there is no route: a `Limit` when
+    /// the route through switches is longer than `MAX_ROUTE_LINKS`, else `Disconnected`.
+    pub fn try_route(&self, src: NpuId, dst: NpuId) -> Result<Vec<LinkId>> {
+        if let Some(l) = self.link_between(src, dst) {
+            return Ok(vec![l]);
+        }
+        let found = if self.has_switches() && src < self.npus() && dst < self.npus() {
+            self.route_tree(src).links_to(self, dst)
+        } else {
+            Err(None)
+        };
+        found.map_err(|too_long| match too_long {
+            Some(links) => Error::Limit {
+                what: "links",
+                value: links as u64,
+                limit: MAX_ROUTE_LINKS as u64,
+                context: format!(
+                    "the route from {} to {} through switches",
+                    self.vertex_label(src),
+                    self.vertex_label(dst)
+                ),
+            },
+            None => Error::Disconnected {
+                from: Npus::Npu(src),
+                to: Npus::Npu(dst),
+            },
+        })
     }
 }

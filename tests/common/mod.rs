@@ -45,6 +45,39 @@ pub fn random_topology(
     Topology::new(format!("random {seed}"), npus, links).unwrap()
 }
 
+/// A random fabric: `npus` NPUs each linked both ways to one of `switches` switches,
+/// the switches in a line both ways, plus up to `extra` links between any two vertices;
+/// bandwidths drawn from a few.
+pub fn random_fabric(seed: u64, npus: usize, switches: usize, extra: usize) -> Topology {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let vertices = npus + switches;
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for n in 0..npus {
+        let s = npus + rng.random_range(0..switches);
+        pairs.extend([(n, s), (s, n)]);
+    }
+    for s in npus + 1..vertices {
+        pairs.extend([(s - 1, s), (s, s - 1)]);
+    }
+    for _ in 0..extra {
+        let (a, b) = (rng.random_range(0..vertices), rng.random_range(0..vertices));
+        if a != b && !pairs.contains(&(a, b)) {
+            pairs.push((a, b));
+        }
+    }
+    let links = pairs
+        .into_iter()
+        .map(|(src, dst)| Link {
+            src,
+            dst,
+            bandwidth_gbps: [10.0, 25.0, 40.0, 100.0][rng.random_range(0..4)],
+            latency_us: 0.5,
+        })
+        .collect();
+    let names = (0..switches).map(|i| format!("s{i}")).collect();
+    Topology::with_switches(format!("fabric {seed}"), npus, names, links).unwrap()
+}
+
 /// The cdylib cargo built with this test: in `deps/` next to the test binary, and copied to
 /// the profile directory above it; the newest of them.
 pub fn cdylib() -> PathBuf {

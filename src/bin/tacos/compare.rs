@@ -107,7 +107,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
                 ))
             })
             .collect();
-        let svg = heatmap_svg(&format!("Link utilization, {title}"), topo.npus(), &panels);
+        let svg = heatmap_svg(&format!("Link utilization, {title}"), &topo, &panels);
         write_atomic(path, svg.as_bytes()).context("cannot write the heat map")?;
     }
     if args.json {
