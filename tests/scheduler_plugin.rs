@@ -395,7 +395,6 @@ fn without_a_usable_topology_every_call_falls_back() {
 }
 
 #[test]
-#[ignore = "needs synthesis through switches: NCCL files import as fabrics"]
 fn an_nccl_topology_file_serves_as_many_nodes_as_the_ranks_need() {
     let cache = scratch("nccl");
     let Some(file) = common::corpus("nccl-topo/ndv4-topo.xml") else {

@@ -370,23 +370,35 @@ fn unwinding_splits_each_port_over_its_peers() {
 }
 
 #[test]
-fn the_library_refuses_switches_where_it_cannot_route_yet() {
-    use tacos::synth::{synthesize, SynthOptions};
-    let t = star8();
-    let c = Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
-    let hint = |e: Error| {
-        let text = e.to_string();
-        assert!(
-            text.contains("--unwind") && text.contains("'switch'"),
-            "{text}"
-        );
-    };
-    hint(synthesize(&t, &c, &SynthOptions::default()).unwrap_err());
-    hint(t.subset(&[0, 1]).unwrap_err());
-    // Unwound, the same calls work.
-    let u = t.unwind(None).unwrap();
-    let c = Collective::over_all(&u, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
-    synthesize(&u, &c, &SynthOptions::default()).unwrap();
+fn a_subset_of_a_fabric_keeps_the_switches_its_npus_use() {
+    // Two stars joined by one NPU-to-NPU link: 0-3 on 'left', 4-7 on 'right'.
+    let t = json(
+        r#"{"npus": 8, "switches": ["left", "right"], "links": [
+            {"src": 0, "dst": "left", "bidirectional": true},
+            {"src": 1, "dst": "left", "bidirectional": true},
+            {"src": 2, "dst": "left", "bidirectional": true},
+            {"src": 3, "dst": "left", "bidirectional": true},
+            {"src": 4, "dst": "right", "bidirectional": true},
+            {"src": 5, "dst": "right", "bidirectional": true},
+            {"src": 6, "dst": "right", "bidirectional": true},
+            {"src": 7, "dst": "right", "bidirectional": true},
+            {"src": 3, "dst": 4, "bidirectional": true}
+        ]}"#,
+    )
+    .unwrap();
+    let s = t.subset(&[5, 1, 6, 2]).unwrap();
+    // NPUs 5, 1, 6, 2 become 0..3; both switches stay (each joins two kept NPUs).
+    assert_eq!((s.npus(), s.vertices()), (4, 6));
+    assert_eq!(ends(&s, &s.route(0, 2).unwrap()), [(0, 5), (5, 2)]);
+    assert_eq!(ends(&s, &s.route(1, 3).unwrap()), [(1, 4), (4, 3)]);
+    assert!(
+        s.route(0, 1).is_none(),
+        "5 and 1 were joined only through 4 and 3"
+    );
+    // A subset on one star drops the other switch, which would join nothing.
+    let one = t.subset(&[0, 2]).unwrap();
+    assert_eq!((one.npus(), one.vertices()), (2, 3));
+    assert_eq!(one.switch_name(2), Some("left"));
 }
 
 #[test]

@@ -101,7 +101,6 @@ fn topologies_too_large_for_any_model_are_left_to_nccl() {
 }
 
 #[test]
-#[ignore = "needs synthesis through switches: NCCL files import as fabrics"]
 fn an_nccl_topology_file_is_imported_for_every_node() {
     // Azure NDv4: 8 A100s per node; the file lacks link speeds, so warnings are logged
     // (the harness allows them only in untouched mode): run with the figures given.

@@ -98,7 +98,6 @@ pub fn compile(
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<AlgorithmSet> {
     options.validate()?;
-    topo.refuse_switches("compile")?;
     let bands = options.sizes.bands(options.band_octaves);
     for &kind in &options.collectives {
         Collective::over_all(topo, kind, None, 1, bands[0].min_bytes).map_err(|e| {

@@ -338,6 +338,16 @@ impl Topology {
         )
     }
 
+    /// The same vertices, switches and failed NPUs with other `links` (the same pairs
+    /// with other figures, for instance).
+    pub fn relinked(&self, links: Vec<Link>) -> Result<Topology> {
+        let (switches, failed) = (self.switches.clone(), self.failed.clone());
+        Ok(
+            Self::with_failed(self.name.clone(), self.npus, switches, links, failed)?
+                .keep_dims(self),
+        )
+    }
+
     /// The same topology without the links between each given pair, in both directions.
     pub fn fail_links(&self, pairs: &[(NpuId, NpuId)]) -> Result<Topology> {
         let mut cut = HashSet::with_capacity(pairs.len());
@@ -362,9 +372,9 @@ impl Topology {
 
     /// The sub-topology induced by `npus`, renumbered 0..k-1 in the order given: what a
     /// communicator over those NPUs sees when it can only route among its own members.
+    /// Switches are shared by everyone and stay, numbered after the NPUs as before.
     pub fn subset(&self, npus: &[NpuId]) -> Result<Topology> {
-        self.refuse_switches("a sub-topology (communicator subset)")?;
-        let mut new_id = vec![usize::MAX; self.npus];
+        let mut new_id = vec![usize::MAX; self.vertices()];
         for (i, &n) in npus.iter().enumerate() {
             if n >= self.npus || self.is_failed(n) {
                 return Err(Error::Invalid {
@@ -382,6 +392,10 @@ impl Topology {
             }
             new_id[n] = i;
         }
+        let switches = self.switches_serving(&new_id);
+        for (i, &v) in switches.iter().enumerate() {
+            new_id[v] = npus.len() + i;
+        }
         let links = self
             .links
             .iter()
@@ -392,7 +406,35 @@ impl Topology {
                 ..l.clone()
             })
             .collect();
-        Topology::new(format!("{} (subset)", self.name), npus.len(), links)
+        let names = switches
+            .iter()
+            .map(|&v| self.switches[v - self.npus].clone())
+            .collect();
+        Topology::with_switches(format!("{} (subset)", self.name), npus.len(), names, links)
+    }
+
+    /// The switches that still forward something among the NPUs `kept` marks (not
+    /// `usize::MAX`): each needs a link in and a link out among kept vertices, and
+    /// dropping one may leave another without (a spine above dropped rails).
+    fn switches_serving(&self, kept: &[usize]) -> Vec<VertexId> {
+        let mut keep: Vec<bool> = (0..self.vertices())
+            .map(|v| self.is_switch(v) || kept[v] != usize::MAX)
+            .collect();
+        loop {
+            let (mut ins, mut outs) = (vec![0usize; keep.len()], vec![0usize; keep.len()]);
+            for l in self.links.iter().filter(|l| keep[l.src] && keep[l.dst]) {
+                outs[l.src] += 1;
+                ins[l.dst] += 1;
+            }
+            let idle: Vec<VertexId> = self
+                .switches()
+                .filter(|&v| keep[v] && (ins[v] == 0 || outs[v] == 0))
+                .collect();
+            if idle.is_empty() {
+                return self.switches().filter(|&v| keep[v]).collect();
+            }
+            idle.into_iter().for_each(|v| keep[v] = false);
+        }
     }
 
     /// Hop counts from `src` to every vertex (`usize::MAX` where unreachable); a switch

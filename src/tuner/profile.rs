@@ -26,7 +26,7 @@ use crate::error::{Error, Npus};
 use crate::schedule::Schedule;
 use crate::sim::route::{shortest_paths, ShortestPaths};
 use crate::sim::{schedule_messages, simulate_schedule};
-use crate::topology::{Link, NpuId, Topology};
+use crate::topology::{Link, NpuId, RouteTree, Topology};
 use crate::units::{ps_to_us, us_to_ps, Picos};
 use std::collections::HashMap;
 
@@ -57,7 +57,6 @@ pub(crate) struct Profiler<'a> {
 
 impl<'a> Profiler<'a> {
     pub fn new(topo: &'a Topology, domain_size: usize) -> Result<Profiler<'a>> {
-        topo.refuse_switches("the NCCL tuner")?;
         let zero_alpha = with_latencies(topo, |_| 0.0)?;
         Ok(Profiler {
             topo,
@@ -111,23 +110,31 @@ impl<'a> Profiler<'a> {
     }
 
     /// [`longest_chain_ps`] with each step taking the `hop` costs of its route (the direct
-    /// link, else the cheapest path).
+    /// link, or the route through switches as the one link it behaves as, else the
+    /// cheapest path).
     fn longest_chain_ps(&self, steps: &[Step], hop: impl Fn(&Link) -> Picos) -> Result<Picos> {
         let topo = self.topo;
         let mut routes: HashMap<NpuId, ShortestPaths> = HashMap::new();
-        longest_chain_ps(steps, |src, dst| match topo.link_between(src, dst) {
-            Some(l) => Ok(hop(topo.link(l))),
-            None => {
-                let paths = routes
-                    .entry(src)
-                    .or_insert_with(|| shortest_paths(topo, src, &hop));
-                match paths.dist[dst] {
-                    Picos::MAX => Err(Error::Disconnected {
-                        from: Npus::Npu(src),
-                        to: Npus::Npu(dst),
-                    }),
-                    d => Ok(d),
+        let mut switched: HashMap<NpuId, RouteTree> = HashMap::new();
+        longest_chain_ps(steps, |src, dst| {
+            if let Some(l) = topo.link_between(src, dst) {
+                return Ok(hop(topo.link(l)));
+            }
+            if topo.has_switches() {
+                let tree = switched.entry(src).or_insert_with(|| topo.route_tree(src));
+                if let Some(route) = tree.route_to(topo, dst) {
+                    return Ok(hop(&topo.route_link(route)));
                 }
+            }
+            let paths = routes
+                .entry(src)
+                .or_insert_with(|| shortest_paths(topo, src, &hop));
+            match paths.dist[dst] {
+                Picos::MAX => Err(Error::Disconnected {
+                    from: Npus::Npu(src),
+                    to: Npus::Npu(dst),
+                }),
+                d => Ok(d),
             }
         })
     }
@@ -178,7 +185,7 @@ fn with_latencies(topo: &Topology, latency: impl Fn(&Link) -> f64) -> Result<Top
             ..l.clone()
         })
         .collect();
-    Topology::new(topo.name(), topo.npus(), links)?.fail_npus(topo.failed())
+    topo.relinked(links)
 }
 
 /// One step of an algorithm between two NPUs, and the earlier steps it waits for.
