@@ -37,6 +37,10 @@ pub(super) struct Routes {
     links: Vec<u32>,
     user_start: Vec<u32>,
     users: Vec<u32>,
+    /// Per NPU, (port, channel) of the channels into it ordered by their last link (the
+    /// NPU's port they come in by): `into[into_start[npu]..into_start[npu + 1]]`.
+    into_start: Vec<u32>,
+    into: Vec<(u32, u32)>,
 }
 
 impl Routes {
@@ -53,6 +57,11 @@ impl Routes {
     /// How many physical links there are.
     pub fn physical(&self) -> usize {
         self.user_start.len() - 1
+    }
+
+    /// (port, channel) of the channels into `npu`, those sharing a port next to each other.
+    pub fn into(&self, npu: NpuId) -> &[(u32, u32)] {
+        &self.into[self.into_start[npu] as usize..self.into_start[npu + 1] as usize]
     }
 }
 
@@ -171,6 +180,23 @@ impl<'a> Fabric<'a> {
                 fill[l] += 1;
             }
         }
+        let mut into: Vec<(usize, LinkId, u32)> = channels
+            .iter()
+            .enumerate()
+            .map(|(c, (l, route))| (l.dst, route[route.len() - 1], c as u32))
+            .collect();
+        into.sort_unstable();
+        let mut into_start = vec![0u32; topo.npus() + 1];
+        for &(dst, _, _) in &into {
+            into_start[dst + 1] += 1;
+        }
+        for npu in 0..topo.npus() {
+            into_start[npu + 1] += into_start[npu];
+        }
+        let into = into
+            .into_iter()
+            .map(|(_, port, c)| (port as u32, c))
+            .collect();
         let view_links: Vec<Link> = channels.into_iter().map(|(l, _)| l).collect();
         let view = Topology::new(topo.name(), topo.npus(), view_links)?;
         let view = if topo.failed().is_empty() {
@@ -185,6 +211,8 @@ impl<'a> Fabric<'a> {
                 links,
                 user_start,
                 users,
+                into_start,
+                into,
             }),
         })
     }

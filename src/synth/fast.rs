@@ -36,6 +36,10 @@ pub(super) struct FastPaths {
     dist: Vec<Vec<Picos>>,
     /// Per (NPU, chunk): earliest arrival over fast links from a copy held or in flight.
     eta: Vec<Picos>,
+    /// Per group: whether fast links lead from every member to every other.
+    complete: Vec<bool>,
+    /// Per (group, chunk), one bit: whether a copy is held or in flight in the group.
+    copies: Vec<u64>,
 }
 
 impl FastPaths {
@@ -83,7 +87,7 @@ impl FastPaths {
             }
             members.push(list);
         }
-        let dist = members
+        let dist: Vec<Vec<Picos>> = members
             .iter()
             .map(|list| {
                 list.iter()
@@ -91,7 +95,11 @@ impl FastPaths {
                     .collect()
             })
             .collect();
+        let complete = dist.iter().map(|d| d.iter().all(|&t| t != NEVER)).collect();
+        let copies = vec![0; (members.len() * chunks).div_ceil(64)];
         Some(FastPaths {
+            complete,
+            copies,
             chunks,
             slow,
             group,
@@ -109,6 +117,8 @@ impl FastPaths {
     /// A copy of `chunk` is at `npu` from time `at` (held, or arriving then).
     pub(super) fn reach(&mut self, npu: NpuId, chunk: usize, at: Picos) {
         let g = self.group[npu];
+        let bit = g * self.chunks + chunk;
+        self.copies[bit / 64] |= 1 << (bit % 64);
         let size = self.members[g].len();
         let row = &self.dist[g][self.index[npu] * size..(self.index[npu] + 1) * size];
         for (j, &d) in row.iter().enumerate() {
@@ -118,6 +128,18 @@ impl FastPaths {
                 *e = (*e).min(at.saturating_add(d));
             }
         }
+    }
+
+    /// Whether a copy of `chunk` held or in flight in `npu`'s fast group will reach it
+    /// over fast links, known without the per-(NPU, chunk) table where every member
+    /// reaches every other (one bit per group and chunk, which stays in cache).
+    pub(super) fn comes_by_fast_links(&self, npu: NpuId, chunk: usize) -> bool {
+        let g = self.group[npu];
+        let bit = g * self.chunks + chunk;
+        if self.copies[bit / 64] & (1 << (bit % 64)) == 0 {
+            return false;
+        }
+        self.complete[g] || self.eta[npu * self.chunks + chunk] != NEVER
     }
 
     /// Whether `chunk` reaches `npu` over fast links by `time` anyway.

@@ -386,7 +386,7 @@ impl<'a> Matcher<'a> {
         }
         for link in self.topo.out_links(npu) {
             let dst = self.topo.link(link).dst;
-            if self.useful(dst, chunk) {
+            if self.useful(dst, chunk) && !self.comes_fast(link, dst, chunk) {
                 self.pools[link].push(chunk as u32);
                 // Through switches most channels wait for a port; the destination is
                 // marked when the route frees (`physical_freed`).
@@ -395,6 +395,20 @@ impl<'a> Matcher<'a> {
                 }
             }
         }
+    }
+
+    /// Through switches: whether `link` is slow and a copy of `chunk` is already in or on
+    /// its way into `dst`'s fast group, whose members all take it on: offering it over
+    /// the slow link as well would only add a pool entry to discard later (on a
+    /// rail-optimized cluster, most chunks reach a node once over a NIC and spread
+    /// over NVSwitch).
+    #[inline]
+    fn comes_fast(&self, link: LinkId, dst: NpuId, chunk: usize) -> bool {
+        self.routes.is_some()
+            && self
+                .fast
+                .as_ref()
+                .is_some_and(|f| f.is_slow(link) && f.comes_by_fast_links(dst, chunk))
     }
 
     /// Earliest time a chunk already in flight to `npu` arrives there.
@@ -510,14 +524,13 @@ impl<'a> Matcher<'a> {
         let mut ports: Vec<usize> = vec![0];
         for &d in receivers {
             let first = edges.len();
-            for &c in self.topo.in_links(d) {
+            for c in self.free_into(d, now) {
                 let route = routes.links(c);
-                if route.len() < 2 || !self.available(c, now) || !self.has_useful(c) {
+                if route.len() < 2 || !self.has_useful(c) {
                     continue;
                 }
                 edges.push((route[route.len() - 1], route[0], c as u32));
             }
-            edges[first..].sort_by_key(|e| e.0);
             for i in first + 1..edges.len() {
                 if edges[i].0 != edges[i - 1].0 {
                     ports.push(i);
@@ -542,6 +555,36 @@ impl<'a> Matcher<'a> {
             self.plan_up[up as usize] = edges[edge].2;
             self.planned.push(up as usize);
         }
+    }
+
+    /// The links into `dst` that can start a chunk at `now` (and that the event's plan
+    /// leaves free). Through switches, a port that is busy rules out every channel coming
+    /// in by it at once, and the links come grouped by port.
+    fn free_into(&mut self, dst: NpuId, now: Picos) -> Vec<LinkId> {
+        let Some(routes) = self.routes else {
+            return self
+                .topo
+                .in_links(dst)
+                .iter()
+                .copied()
+                .filter(|&l| self.available(l, now))
+                .collect();
+        };
+        let mut free = Vec::new();
+        let into = routes.into(dst);
+        let mut i = 0;
+        while i < into.len() {
+            let (port, c) = (into[i].0 as usize, into[i].1 as usize);
+            if self.link_busy[port] {
+                i += into[i..].partition_point(|e| e.0 as usize == port);
+                continue;
+            }
+            if self.plan_allows(c) && self.available(c, now) {
+                free.push(c);
+            }
+            i += 1;
+        }
+        free
     }
 
     /// Whether channel `link`'s pool has a chunk still useful to its destination (stale
@@ -628,13 +671,7 @@ impl<'a> Matcher<'a> {
     /// source holds it (ties broken at random), until every free link is busy or nothing
     /// is left.
     fn match_destination(&mut self, dst: NpuId, now: Picos) -> Result<()> {
-        let topo = self.topo;
-        let mut free: Vec<LinkId> = topo
-            .in_links(dst)
-            .iter()
-            .copied()
-            .filter(|&l| self.plan_allows(l) && self.available(l, now))
-            .collect();
+        let mut free = self.free_into(dst, now);
         let mut sampling = free.clone();
         while !sampling.is_empty() {
             let i = self.sample(&sampling);
