@@ -622,6 +622,25 @@ pub struct SynthBenchRow {
     pub bounds: BoundsReport,
 }
 
+/// A row of `tacos bench fabric`: synthesis through switch vertices, against the bounds
+/// and against the Ring baseline on the same fabric.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FabricBenchRow {
+    pub topology: TopologyInfo,
+    /// The K kept (the fastest of those tried).
+    pub collective: CollectiveInfo,
+    /// Wall time of the synthesis at the K kept.
+    pub elapsed_ms: f64,
+    /// The synthesized schedule's time against the bounds.
+    #[serde(flatten)]
+    pub timing: Timing,
+    pub bounds: BoundsReport,
+    /// The Ring baseline's simulated time on the same fabric (None where it is not defined).
+    pub ring_us: Option<f64>,
+    /// Ring's time over the synthesized one.
+    pub speedup_over_ring: Option<f64>,
+}
+
 /// A row of `tacos bench sim`: the simulator's speed on one schedule.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SimBenchRow {

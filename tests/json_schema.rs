@@ -316,6 +316,26 @@ fn bench_reports_its_rows_with_the_common_fields() {
     );
     assert!(row["transfers"].as_u64().unwrap() > 0 && f64_at(row, "elapsed_ms") > 0.0);
 
+    let fabric = run_json(&["bench", "fabric", "--filter", "switch:8", "--json"]);
+    header(&fabric, "bench");
+    assert_eq!(fabric["subject"], "fabric");
+    let rows = fabric["rows"].as_array().unwrap();
+    // All-Gather, Reduce-Scatter and All-Reduce.
+    assert_eq!(rows.len(), 3, "{fabric}");
+    for row in rows {
+        topology_fields(&row["topology"]);
+        collective_fields(&row["collective"]);
+        bounds_fields(&row["bounds"]);
+        // Ring on the same fabric is a schedule like any other: never below the bounds,
+        // and the speedup is its time over the synthesized one.
+        let (ring, time) = (f64_at(row, "ring_us"), f64_at(row, "time_us"));
+        assert!(ring >= f64_at(&row["bounds"], "best_us"), "{row}");
+        assert!(
+            (f64_at(row, "speedup_over_ring") - ring / time).abs() < 1e-6,
+            "{row}"
+        );
+    }
+
     let lowering = run_json(&["bench", "lowering", "--filter", "hypercube", "--json"]);
     header(&lowering, "bench");
     assert_eq!(lowering["subject"], "lowering");

@@ -31,6 +31,8 @@ pub enum BenchSubject {
     Compile,
     /// The MSCCL scheduler plugin's init through its entry point, with a cold and a warm cache
     Scheduler,
+    /// Synthesis through switch vertices on switched machines, against the bounds and Ring
+    Fabric,
 }
 
 #[derive(Debug, Args)]
@@ -47,10 +49,11 @@ pub struct BenchArgs {
     /// Seed for the synthesizer
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Collective to synthesize (rooted ones from NPU 0); the C++ reference times are
-    /// for allgather only
-    #[arg(short, long, default_value = "allgather", value_parser = collective_kind)]
-    pub collective: CollectiveKind,
+    /// Collective to synthesize (rooted ones from NPU 0; default allgather, and for
+    /// `fabric` allgather, reducescatter and allreduce); the C++ reference times are for
+    /// allgather only
+    #[arg(short, long, value_parser = collective_kind)]
+    pub collective: Option<CollectiveKind>,
     /// Print the rows as JSON instead of a table (synth, sim, lowering, compile: one
     /// report, docs/json.md)
     #[arg(long)]
@@ -91,6 +94,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchSubject::Sim => return super::bench_sim::run(&args, &bar),
         BenchSubject::Lowering => return super::bench_lowering::run(&args, &bar),
         BenchSubject::Compile => return super::bench_compile::run(&args, &bar),
+        BenchSubject::Fabric => return super::bench_fabric::run(&args, &bar),
         _ => {}
     }
     let mut rows = Vec::new();
@@ -109,9 +113,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         bar.step(spec);
         let topo = parse_spec(spec, &SpecDefaults::default())?;
-        let root = args.collective.has_root().then_some(0);
-        let collective = Collective::over_all(&topo, args.collective, root, k, SIZE)?;
-        let reference_ms = reference_ms.filter(|_| args.collective == CollectiveKind::AllGather);
+        let kind = args.collective.unwrap_or(CollectiveKind::AllGather);
+        let root = kind.has_root().then_some(0);
+        let collective = Collective::over_all(&topo, kind, root, k, SIZE)?;
+        let reference_ms = reference_ms.filter(|_| kind == CollectiveKind::AllGather);
         let options = SynthOptions { seed: args.seed };
         let (best, schedule) = best_of(Duration::from_millis(300), || {
             Ok(synthesize(&topo, &collective, &options)?)
