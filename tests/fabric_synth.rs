@@ -1,10 +1,11 @@
 //! Synthesis through switch vertices: the matcher picks, at every event, which peer each
 //! NPU's switch port serves. Every schedule is replayed by the independent checker (which
-//! routes each transfer through `Topology::route`, holding its links cut-through) and
-//! compared with bounds worked out by hand.
+//! routes each transfer through `Topology::route`, holding its links cut-through) and by
+//! the simulator, and compared with bounds worked out by hand.
 
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::schedule::{check, Schedule};
+use tacos::sim::simulate_schedule;
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{file, parse_spec, SpecDefaults, Topology};
 use tacos::units::us_to_ps;
@@ -21,6 +22,15 @@ fn synth(t: &Topology, kind: CollectiveKind, k: usize, size: u64, seed: u64) -> 
     let s = synthesize(t, &c, &SynthOptions { seed }).unwrap();
     let report = check(&s, t).unwrap_or_else(|e| panic!("{} {kind:?} K={k}: {e}", t.name()));
     assert_eq!(report.collective_time_ps, s.collective_time_ps());
+    // Contention-free on its routes: the simulator, keeping the schedule's order on the
+    // switch ports, runs it on its own clock.
+    let simulated = simulate_schedule(t, &s).unwrap().time_ps;
+    assert_eq!(
+        simulated,
+        s.collective_time_ps(),
+        "{} {kind:?} K={k}",
+        t.name()
+    );
     s
 }
 

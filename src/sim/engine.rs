@@ -7,7 +7,12 @@
 //! the route): that run is cut-through, holding all its links at once for the sum of their
 //! latencies plus the bytes at the narrowest one's bandwidth. A switched hop starts once
 //! every link of it is free; waiting hops are tried in queue order (time reached, index)
-//! and one whose links are taken does not hold up the ones behind it.
+//! and one whose links are taken does not hold up the ones behind it. A schedule's
+//! messages (`Workload::planned`) cross links through switches in the schedule's order
+//! instead: a hop also waits until every message planned to start earlier on each of its
+//! links has started (`Planned`). Greedy order can let a message ready early take a
+//! switch port another was planned to use first, and lose the schedule's own timing; in
+//! planned order, a schedule that is contention-free on its routes runs on its clock.
 
 use super::route::Router;
 use super::workload::{ArrivalGroups, Dependencies, Workload, NONE};
@@ -51,6 +56,8 @@ struct Engine<'a> {
     /// in index order before the link next picks one.
     queues: Vec<VecDeque<(Picos, u32)>>,
     link_busy: Vec<bool>,
+    /// For a schedule's messages: the order they take on links through switches.
+    planned: Option<Planned>,
     /// Links whose state changed at the current timestamp.
     touched: Vec<u32>,
     /// Messages whose current hop ends at each future time. Hops of equal cost end
@@ -96,7 +103,12 @@ impl<'a> Engine<'a> {
                 flow_blocked[m] = true;
             }
         }
+        let planned = work
+            .planned
+            .as_deref()
+            .map(|times| Planned::new(topo, times, &route_start, &route_links));
         let mut engine = Engine {
+            planned,
             topo,
             work,
             route_start,
@@ -228,7 +240,10 @@ impl<'a> Engine<'a> {
     fn enqueue(&mut self, m: usize, now: Picos) {
         for i in self.hop_range(m) {
             let link = self.route_links[i];
-            self.queues[link as usize].push_back((now, m as u32));
+            match &mut self.planned {
+                Some(p) if p.orders(link as usize) => p.waiting[m] = true,
+                _ => self.queues[link as usize].push_back((now, m as u32)),
+            }
             self.touched.push(link);
         }
     }
@@ -291,7 +306,18 @@ impl<'a> Engine<'a> {
     fn serve_touched(&mut self, now: Picos) -> Result<()> {
         let mut touched = std::mem::take(&mut self.touched);
         let mut switched = Vec::new();
+        let mut planned_links = Vec::new();
         for &link in &touched {
+            if self
+                .planned
+                .as_ref()
+                .is_some_and(|p| p.orders(link as usize))
+            {
+                if !self.link_busy[link as usize] {
+                    planned_links.push(link as usize);
+                }
+                continue;
+            }
             order_arrivals(&mut self.queues[link as usize], now);
             let l = self.topo.link(link as usize);
             if self.topo.is_switch(l.src) || self.topo.is_switch(l.dst) {
@@ -317,6 +343,38 @@ impl<'a> Engine<'a> {
                 for i in hop {
                     let link = self.route_links[i] as usize;
                     self.queues[link].retain(|e| e.1 as usize != m);
+                }
+                self.start(m, now)?;
+            }
+        }
+        planned_links.sort_unstable();
+        planned_links.dedup();
+        for link in planned_links {
+            self.serve_planned(link, now)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the messages due next on free link `link` (planned order) whose hops can
+    /// start: every link free, and no message planned earlier on any of them still to go.
+    fn serve_planned(&mut self, link: usize, now: Picos) -> Result<()> {
+        let Some(p) = &self.planned else {
+            return Ok(());
+        };
+        let due: Vec<usize> = p.due(link).collect();
+        for m in due {
+            let hop = self.hop_range(m);
+            let Some(p) = &self.planned else {
+                return Ok(());
+            };
+            let ready = p.waiting[m]
+                && self.route_links[hop.clone()]
+                    .iter()
+                    .all(|&l| !self.link_busy[l as usize] && p.is_due(l as usize, m));
+            if ready {
+                let links: Vec<usize> = self.route_links[hop].iter().map(|&l| l as usize).collect();
+                if let Some(p) = &mut self.planned {
+                    p.started(m, &links);
                 }
                 self.start(m, now)?;
             }
@@ -350,6 +408,102 @@ impl<'a> Engine<'a> {
             .or_insert_with(|| spare.pop().unwrap_or_default())
             .push(m as u32);
         Ok(())
+    }
+}
+
+/// The planned order of a schedule's messages on links through switches.
+struct Planned {
+    /// Each message's planned start.
+    times: Vec<Picos>,
+    /// Per link through a switch, the messages crossing it by (planned start, index):
+    /// `users[user_start[l]..user_start[l + 1]]`, with whether each has started, and the
+    /// first that has not.
+    user_start: Vec<u32>,
+    users: Vec<u32>,
+    started: Vec<bool>,
+    first_open: Vec<u32>,
+    /// Per message: whether it waits at a hop through switches.
+    waiting: Vec<bool>,
+}
+
+impl Planned {
+    fn new(topo: &Topology, times: &[Picos], route_start: &[u32], route_links: &[u32]) -> Planned {
+        let links = topo.links().len();
+        let through_switch = |l: usize| {
+            let link = topo.link(l);
+            topo.is_switch(link.src) || topo.is_switch(link.dst)
+        };
+        let mut user_start = vec![0u32; links + 1];
+        for &l in route_links {
+            if through_switch(l as usize) {
+                user_start[l as usize + 1] += 1;
+            }
+        }
+        for l in 0..links {
+            user_start[l + 1] += user_start[l];
+        }
+        let mut fill = user_start.clone();
+        let mut users = vec![0u32; user_start[links] as usize];
+        for m in 0..route_start.len() - 1 {
+            for &l in &route_links[route_start[m] as usize..route_start[m + 1] as usize] {
+                if through_switch(l as usize) {
+                    users[fill[l as usize] as usize] = m as u32;
+                    fill[l as usize] += 1;
+                }
+            }
+        }
+        for l in 0..links {
+            users[user_start[l] as usize..user_start[l + 1] as usize]
+                .sort_unstable_by_key(|&m| (times[m as usize], m));
+        }
+        Planned {
+            times: times.to_vec(),
+            first_open: user_start[..links].to_vec(),
+            started: vec![false; users.len()],
+            user_start,
+            users,
+            waiting: vec![false; route_start.len() - 1],
+        }
+    }
+
+    /// Whether `link` goes through a switch (its messages keep the planned order).
+    fn orders(&self, link: usize) -> bool {
+        self.user_start[link] != self.user_start[link + 1]
+    }
+
+    /// The messages not started on `link` that are planned first (at the same time).
+    fn due(&self, link: usize) -> impl Iterator<Item = usize> + '_ {
+        let range = self.first_open[link] as usize..self.user_start[link + 1] as usize;
+        let first = self.users.get(range.start).map(|&m| self.times[m as usize]);
+        range
+            .filter(|&p| !self.started[p])
+            .map(|p| self.users[p] as usize)
+            .take_while(move |&m| Some(self.times[m]) == first)
+    }
+
+    /// Whether no message planned before `m` on `link` is still to start there.
+    fn is_due(&self, link: usize, m: usize) -> bool {
+        let first = self.first_open[link] as usize;
+        first < self.user_start[link + 1] as usize
+            && self.times[self.users[first] as usize] == self.times[m]
+    }
+
+    /// `m` started on `links`.
+    fn started(&mut self, m: usize, links: &[usize]) {
+        self.waiting[m] = false;
+        let key = (self.times[m], m as u32);
+        for &l in links {
+            let range = self.user_start[l] as usize..self.user_start[l + 1] as usize;
+            let list = &self.users[range.clone()];
+            if let Ok(i) = list.binary_search_by_key(&key, |&u| (self.times[u as usize], u)) {
+                self.started[range.start + i] = true;
+            }
+            let mut first = self.first_open[l] as usize;
+            while first < range.end && self.started[first] {
+                first += 1;
+            }
+            self.first_open[l] = first as u32;
+        }
     }
 }
 

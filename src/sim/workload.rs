@@ -21,6 +21,9 @@ pub(super) struct Workload {
     pub dst: Vec<u32>,
     pub bytes: Bytes,
     pub deps: Dependencies,
+    /// A schedule's start time of each message: on links through switches, messages go
+    /// in this order (equal times in any order). None for plain messages.
+    pub planned: Option<Vec<Picos>>,
 }
 
 /// Message sizes: one for all (a schedule's chunk) or one per message.
@@ -91,6 +94,7 @@ impl Workload {
             dst: messages.iter().map(|m| m.dst as u32).collect(),
             bytes: Bytes::PerMessage(messages.iter().map(|m| m.bytes).collect()),
             deps: Dependencies::Explicit { start, list },
+            planned: None,
         })
     }
 
@@ -116,6 +120,7 @@ impl Workload {
             dst: schedule.transfers.iter().map(|t| t.dst as u32).collect(),
             bytes: Bytes::Uniform(schedule.chunk_bytes),
             deps: Dependencies::of_schedule(schedule),
+            planned: Some(schedule.transfers.iter().map(|t| t.start_ps).collect()),
         })
     }
 
