@@ -165,7 +165,7 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
                 name,
                 "oversub=",
                 r.to_string(),
-                "only with spine=K: it is the oversubscription of the rails' links to the spines"
+                "given with spine=K: it is the oversubscription of the rails' links to the spines"
                     .into(),
             )),
             (Some(k), _) if nodes < 2 => {
@@ -173,7 +173,7 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
                     name,
                     "spine=",
                     k.to_string(),
-                    "only with nodes=2 or more: spines join the rails between nodes".into(),
+                    "given with nodes=2 or more: spines join the rails between nodes".into(),
                 ))
             }
             (Some(count), oversub) => Some(Spines {
@@ -237,18 +237,18 @@ fn dgx1(opts: &PresetOptions) -> Result<Topology> {
         Some(n) => return Err(invalid("dgx1", "nodes=", n.to_string(), one_node.into())),
     }
     let unused = [
-        ("gpus=", opts.gpus.is_some()),
-        ("spine=", opts.spines.is_some()),
-        ("oversub=", opts.oversub.is_some()),
-        ("nic=", opts.nic_gbps.is_some()),
-        ("nvswitch=", opts.nvswitch_gbps.is_some()),
+        ("gpus=", opts.gpus.map(|v| v.to_string())),
+        ("spine=", opts.spines.map(|v| v.to_string())),
+        ("oversub=", opts.oversub.map(|v| v.to_string())),
+        ("nic=", opts.nic_gbps.map(|v| v.to_string())),
+        ("nvswitch=", opts.nvswitch_gbps.map(|v| v.to_string())),
     ];
-    if let Some((option, _)) = unused.iter().find(|u| u.1) {
+    if let Some((option, Some(value))) = unused.into_iter().find(|u| u.1.is_some()) {
         return Err(invalid(
             "dgx1",
             option,
-            "given".into(),
-            "only nodes=1 and nvlink= here: DGX-1 is one node of direct NVLinks".into(),
+            value,
+            "left out: DGX-1 is one node of direct NVLinks (it takes nodes=1 and nvlink=)".into(),
         ));
     }
     let nvlink = opts.nvlink_gbps.unwrap_or(NVLINK_GBPS);
@@ -261,4 +261,55 @@ fn dgx1(opts: &PresetOptions) -> Result<Topology> {
         }
     }
     set.into_topology("preset:dgx1", 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims(name: &str, opts: PresetOptions) -> (String, Vec<Dim>) {
+        preset_dims(name, &opts).unwrap().unwrap()
+    }
+
+    #[test]
+    fn names_say_the_nodes_and_every_option_given() {
+        let nodes = |n| PresetOptions {
+            nodes: Some(n),
+            ..PresetOptions::default()
+        };
+        assert_eq!(dims("hgx-h100", nodes(1)).0, "preset:hgx-h100");
+        assert_eq!(dims("hgx-h100", nodes(3)).0, "preset:hgx-h100,nodes=3");
+        // The cluster presets always say their nodes, as before.
+        let (label, d) = dims("dgx-a100", PresetOptions::default());
+        assert_eq!(label, "preset:dgx-a100,nodes=2");
+        assert_eq!(d.len(), 2);
+        let opts = PresetOptions {
+            gpus: Some(4),
+            nic_gbps: Some(12.5),
+            ..nodes(2)
+        };
+        assert_eq!(dims("ndv4", opts).0, "preset:ndv4,nodes=2,gpus=4,nic=12.5");
+        let spined = PresetOptions {
+            spines: Some(2),
+            oversub: Some(2.0),
+            ..nodes(4)
+        };
+        assert_eq!(preset_dims("dgx-h100", &spined).unwrap(), None);
+        let t = preset("dgx-h100", &spined).unwrap();
+        assert_eq!(t.name(), "preset:dgx-h100,nodes=4,spine=2,oversub=2");
+        assert_eq!(t.dimensions(), Some(&[8, 4][..]));
+    }
+
+    #[test]
+    fn a_single_node_has_no_rails() {
+        let (_, d) = dims(
+            "dgx-h100",
+            PresetOptions {
+                nodes: Some(1),
+                ..PresetOptions::default()
+            },
+        );
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].size, d[0].bandwidth_gbps), (8, 450.0));
+    }
 }

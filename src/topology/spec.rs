@@ -585,3 +585,41 @@ fn multi_kinds(spec: &str, shape: &str, opts: &Options) -> Result<(Vec<DimKind>,
     }
     Ok((kinds, plain.join("x")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversubscription_is_a_number_or_a_ratio_above_zero() {
+        assert_eq!(ratio("2"), Some(2.0));
+        assert_eq!(ratio("3:2"), Some(1.5));
+        assert_eq!(ratio(" 0.5 "), Some(0.5));
+        for bad in ["0", "-1", "x", "1:0", "inf", "nan", "2:x", ""] {
+            assert_eq!(ratio(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_switch_dimension_is_a_vertex_unless_d_is_given() {
+        let plan = |s: &str| match plan_spec(s, &SpecDefaults::default()).unwrap() {
+            SpecPlan::Composed { dims, .. } => dims.iter().map(|d| d.kind).collect::<Vec<_>>(),
+            SpecPlan::Built(..) => panic!("{s} is composed"),
+        };
+        let vertex = DimKind::SwitchVertex { prefix: None };
+        assert_eq!(plan("switch:8"), [vertex]);
+        assert_eq!(plan("switch:8,d=3"), [DimKind::Switch { degree: 3 }]);
+        assert_eq!(
+            plan("rfs:2x4x8"),
+            [DimKind::Ring, DimKind::FullyConnected, vertex]
+        );
+        assert_eq!(
+            plan("multi:S8xR2xS4,d=2"),
+            [
+                DimKind::Switch { degree: 2 },
+                DimKind::Ring,
+                DimKind::Switch { degree: 2 }
+            ]
+        );
+    }
+}
