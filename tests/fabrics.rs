@@ -399,6 +399,11 @@ fn bad_fabric_options_name_the_option_and_what_is_allowed() {
         ("clos:4x2,nodes=2", ["nodes=", "spine="]),
         ("clos:4x2,bw=1:2", ["bw=", "one value"]),
         ("ring:4,spine=2", ["spine=", "bw="]),
+        // 2 x 0.05 GB/s down, / 100 / 1000 spines: 1e-6 GB/s a spine link.
+        (
+            "clos:2x2,spine=1000,oversub=100,bw=0.05",
+            ["spine link", "0.001"],
+        ),
     ];
     for (s, wanted) in cases {
         let e = spec_err(s);

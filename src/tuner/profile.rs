@@ -178,7 +178,11 @@ fn with_latencies(topo: &Topology, latency: impl Fn(&Link) -> f64) -> Result<Top
             ..l.clone()
         })
         .collect();
-    Topology::new(topo.name(), topo.npus(), links)?.fail_npus(topo.failed())
+    let switches = topo
+        .switches()
+        .map(|s| topo.switch_name(s).unwrap_or_default().to_string())
+        .collect();
+    Topology::with_switches(topo.name(), topo.npus(), switches, links)?.fail_npus(topo.failed())
 }
 
 /// One step of an algorithm between two NPUs, and the earlier steps it waits for.
