@@ -156,9 +156,12 @@ fn clos_joins_leaves_through_spines_at_the_oversubscribed_rate() {
     );
 }
 
-/// NVSwitch port and NIC of every GPU of a preset: (up, down) bandwidth of its link to
-/// its node's NVSwitch, and of its link to its rail (None on one node).
-fn ports(t: &Topology, gpus: usize) -> Vec<((f64, f64), Option<(f64, f64)>)> {
+/// (up, down) bandwidth of a GPU's port on a switch.
+type Port = (f64, f64);
+
+/// NVSwitch port and NIC of every GPU of a preset: its port on its node's NVSwitch, and on
+/// its rail (None on one node).
+fn ports(t: &Topology, gpus: usize) -> Vec<(Port, Option<Port>)> {
     (0..t.npus())
         .map(|g| {
             let nvswitch = switch(t, &format!("nvswitch-node{}", g / gpus));

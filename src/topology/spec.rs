@@ -65,7 +65,7 @@ pub const BUILDERS: &[(&str, &str)] = &[
         "leaf-spine: L leaf switches of P NPUs (bw, lat/2 a hop), K spines (default 1) over them, each leaf's uplinks P x bw / R (default 1) split over the K",
     ),
     (
-        "preset:NAME[,nodes=N,gpus=G,spine=K,oversub=R]",
+        "preset:NAME[,nodes=N,gpus=G,...]",
         "a real machine as a fabric (see `tacos topo presets`): nodes=N rail-optimized (GPU g of every node on leaf switch rail{g}), gpus=G of each node, spine=K switches over the rails with oversub=R (rail-to-spine bandwidth = the rail's NIC bandwidth / R), nic=, nvlink=, nvswitch= in GB/s",
     ),
 ];
