@@ -74,16 +74,19 @@ fn json_npu_counts_past_the_limit_are_refused_before_allocating() {
 
 #[test]
 fn link_counts_are_estimated_from_the_spec_before_building() {
-    // fc:N and switch:N (degree N-1) have N(N-1) links: 100000 x 99999.
+    // fc:N and switch:N,d=N-1 (unwound) have N(N-1) links: 100000 x 99999.
     assert_eq!(limit(spec_error("fc:100000")), ("links", 9_999_900_000));
-    assert_eq!(limit(spec_error("switch:100000")), ("links", 9_999_900_000));
+    assert_eq!(
+        limit(spec_error("switch:100000,d=99999")),
+        ("links", 9_999_900_000)
+    );
     // The count is exact at the limit: 5794 x 5793 = 33,564,642 > 2^25 = 33,554,432.
     assert_eq!(limit(spec_error("fc:5794")), ("links", 33_564_642));
-    // dgx-a100 with 100000 nodes: 8 x 7 NVSwitch links per node, and on each of the 8
-    // rails 100000 x 99999 unwound switch links.
+    // A leaf-spine fabric: 80000 NPUs' ports (up and down) and 10000 leaves linked up
+    // and down to each of 2000 spines.
     assert_eq!(
-        limit(spec_error("preset:dgx-a100,nodes=100000")),
-        ("links", 100_000 * 56 + 8 * 100_000 * 99_999)
+        limit(spec_error("clos:8x10000,spine=2000")),
+        ("links", 2 * 80_000 + 2 * 10_000 * 2000)
     );
     // hypercube:21: 2^21 NPUs of 21 links each.
     assert_eq!(limit(spec_error("hypercube:21")), ("links", 21 << 21));
@@ -131,7 +134,7 @@ fn spec_bandwidths_and_latencies_must_be_physical() {
 #[test]
 fn bandwidths_a_builder_derives_are_checked_too() {
     // An unwound switch splits bw= over d links: 0.05 / 99 GB/s is below 0.001.
-    let (input, _, _) = invalid(spec_error("switch:100,bw=0.05"));
+    let (input, _, _) = invalid(spec_error("switch:100,d=99,bw=0.05"));
     assert!(input.contains("bandwidth_gbps"), "{input}");
 }
 

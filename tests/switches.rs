@@ -129,14 +129,17 @@ fn npus_cut_apart_between_switches_are_disconnected() {
 fn unwinding_a_star_is_the_switch_builder() {
     // Each hop of the star takes half the builder's latency: a route crosses two.
     let star = spec("star:8,bw=50,lat=0.25");
-    assert_eq!(star.unwind(None).unwrap(), spec("switch:8,bw=50,lat=0.5"));
+    assert_eq!(
+        star.unwind(None).unwrap(),
+        spec("switch:8,d=7,bw=50,lat=0.5")
+    );
     assert_eq!(
         star.unwind(Some(2)).unwrap(),
         spec("switch:8,d=2,bw=50,lat=0.5")
     );
     assert_eq!(
         star.unwind(Some(100)).unwrap(),
-        spec("switch:8,bw=50,lat=0.5")
+        spec("switch:8,d=7,bw=50,lat=0.5")
     );
     assert!(!star.unwind(None).unwrap().has_switches());
     assert!(star.unwind(Some(0)).is_err());
@@ -278,7 +281,7 @@ fn a_schedule_for_the_unwound_switch_runs_through_the_star() {
     let file = file.to_str().unwrap();
     let (ok, _, err) = tacos(&[
         "synth",
-        "switch:8",
+        "switch:8,d=7",
         "-c",
         "allgather",
         "-s",

@@ -44,9 +44,9 @@ fn builders_have_the_hand_counted_shapes() {
     // directions; every NPU carries exactly one of its group's 4 global links.
     assert_eq!(shape(&spec("dragonfly:4x5")), (20, 80, (4, 4), (4, 4)));
     // 3D-RFS 2x4x8: ring of 2 (1 link) + fc of 4 (3) + switch of 8 unwound fully (7).
-    assert_eq!(shape(&spec("rfs:2x4x8")), (64, 704, (11, 11), (11, 11)));
+    assert_eq!(shape(&spec("rfs:2x4x8,d=7")), (64, 704, (11, 11), (11, 11)));
     assert_eq!(
-        shape(&spec("multi:R2xF4xS8")),
+        shape(&spec("multi:R2xF4xS8,d=7")),
         (64, 704, (11, 11), (11, 11))
     );
 }
@@ -65,7 +65,7 @@ fn switch_unwinding_splits_bandwidth_over_degree() {
 
 #[test]
 fn per_dimension_bandwidth_and_latency_apply_to_their_dimension() {
-    let t = spec("rfs:2x4x8,bw=200:100:50,lat=0.1:0.2:0.3");
+    let t = spec("rfs:2x4x8,bw=200:100:50,lat=0.1:0.2:0.3,d=7");
     // NPU 0's neighbours: 1 in the ring (stride 1), 2 in the fc group (stride 2),
     // 8 in the switch (stride 8).
     let l = |a, b| t.link(t.link_between(a, b).unwrap()).clone();
@@ -105,9 +105,14 @@ fn presets_match_the_machines() {
         50.0
     );
     assert!(dgx1.link_between(0, 5).is_none());
-    assert_eq!(shape(&spec("preset:dgx2")), (16, 240, (15, 15), (15, 15)));
+    // The NVSwitch presets unwound (the paper's model): each GPU linked to every peer.
+    let unwound = |s| spec(s).unwind(None).unwrap();
+    assert_eq!(
+        shape(&unwound("preset:dgx2")),
+        (16, 240, (15, 15), (15, 15))
+    );
     // Two DGX A100 nodes: 2 x 56 NVSwitch links plus one rail link per GPU to its twin.
-    let cluster = spec("preset:dgx-a100");
+    let cluster = unwound("preset:dgx-a100");
     assert_eq!(shape(&cluster), (16, 128, (8, 8), (8, 8)));
     assert_eq!(
         cluster
@@ -116,7 +121,7 @@ fn presets_match_the_machines() {
         25.0
     );
     assert!(cluster.link_between(3, 12).is_none());
-    let four = spec("preset:dgx-h100,nodes=4");
+    let four = unwound("preset:dgx-h100,nodes=4");
     assert_eq!(four.npus(), 32);
     // Rails unwound among 4 nodes: 3 peers at 50/3 GB/s each.
     assert!(

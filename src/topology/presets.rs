@@ -1,29 +1,41 @@
-//! Topologies of real machines.
+//! Topologies of real machines, as fabrics: GPUs, NVSwitches and rail and spine switches
+//! as vertices.
 //!
-//! Bandwidths are per direction. NVLink counts 25 GB/s a link; an NVSwitch is unwound
-//! into a fully connected graph where each GPU's NVLink bandwidth is split evenly over its
-//! peers (the switch rule with d = n-1); multi-node clusters put one NIC per GPU on a
-//! rail-optimized fabric, unwound the same way among the GPUs of one rail. Latencies:
-//! 0.7 us on NVLink (the TACOS paper's DGX-1 figure), 2 us across InfiniBand.
+//! Bandwidths are line rates per direction (NCCL reaches about 80% of them on NVLink,
+//! about 24 of 25 GB/s on an HDR NIC: see ../shared/reference/measured-training.md).
+//! NVLink counts 25 GB/s a link; a GPU's port into its node's NVSwitch is one link up and
+//! one link down, each with the GPU's whole NVLink bandwidth. Clusters are rail-optimized:
+//! GPU g of every node has a NIC linked up and down to leaf switch `rail{g}`, and with
+//! `spine=K` the rails are joined by K spine switches. Latencies are per transfer and
+//! split evenly over the two hops through a switch, so a route's summed latency is the
+//! figure: 0.7 us GPU to GPU through the NVSwitch (the TACOS paper's DGX-1 NVLink figure,
+//! 0.35 us a hop), 2 us through a rail (1 us a NIC hop); a route between rails crosses a
+//! spine, which adds two hops of 0.25 us (an InfiniBand switch forwards in a fraction of
+//! a microsecond; most of the 2 us is at the ends), 2.5 us in all.
 
-use super::builders::{compose, Dim, DimKind, LinkSet};
+use super::builders::{add_spines, compose, compose_fabric, Dim, DimKind, LinkSet, Spines};
 use super::Topology;
 use crate::error::{Error, Result};
 
 /// Names and descriptions of the presets, for help texts and error messages.
 pub const PRESETS: &[(&str, &str)] = &[
-    ("dgx1", "DGX-1 (V100): 8 GPUs, hybrid cube-mesh NVLink, 25 GB/s a link, some pairs doubled"),
-    ("dgx2", "DGX-2 (V100): 16 GPUs on NVSwitch, 150 GB/s a GPU, unwound"),
-    ("hgx-a100", "HGX/DGX A100 node: 8 GPUs on NVSwitch, 300 GB/s a GPU, unwound"),
-    ("hgx-h100", "HGX/DGX H100 node: 8 GPUs on NVSwitch, 450 GB/s a GPU, unwound"),
-    ("dgx-a100", "DGX A100 cluster, nodes=N (default 2): NVSwitch inside, one 25 GB/s (HDR) NIC per GPU on rails"),
-    ("dgx-h100", "DGX H100 cluster, nodes=N (default 2): NVSwitch inside, one 50 GB/s (NDR) NIC per GPU on rails"),
-    ("ndv4", "Azure NDv4 cluster, nodes=N (default 1): as dgx-a100"),
+    ("dgx1", "DGX-1 (V100): 8 GPUs, hybrid cube-mesh NVLink, 25 GB/s a link, some pairs doubled; one node"),
+    ("dgx2", "DGX-2 (V100): 16 GPUs on an NVSwitch, 150 GB/s a GPU; 8 EDR NICs (12.5 GB/s) shared by GPU pairs, 6.25 GB/s a GPU on its rail"),
+    ("hgx-a100", "HGX A100: 8 GPUs on an NVSwitch, 300 GB/s a GPU; one 25 GB/s (HDR) NIC per GPU"),
+    ("dgx-a100", "DGX A100: as hgx-a100, nodes=2 by default"),
+    ("hgx-h100", "HGX H100: 8 GPUs on an NVSwitch, 450 GB/s a GPU; one 50 GB/s (NDR) NIC per GPU"),
+    ("dgx-h100", "DGX H100: as hgx-h100, nodes=2 by default"),
+    ("ndv4", "Azure NDv4: as hgx-a100 (A100, 8 x HDR 200 Gb/s NICs)"),
 ];
 
+/// GB/s of one NVLink, per direction.
 const NVLINK_GBPS: f64 = 25.0;
+/// A transfer between two GPUs over NVLink, through the NVSwitch or direct.
 const NVLINK_US: f64 = 0.7;
+/// A transfer between two nodes through a rail switch.
 const IB_US: f64 = 2.0;
+/// One hop between a rail switch and a spine switch.
+const SPINE_HOP_US: f64 = 0.25;
 
 /// NVLink counts between DGX-1 (V100) GPUs, as `nvidia-smi topo -m` shows them.
 const DGX1_NVLINKS: [[u8; 8]; 8] = [
@@ -37,87 +49,267 @@ const DGX1_NVLINKS: [[u8; 8]; 8] = [
     [0, 0, 0, 1, 2, 1, 2, 0],
 ];
 
-/// Builds the preset `name`; `nodes` applies to the multi-node clusters.
-pub fn preset(name: &str, nodes: Option<usize>) -> Result<Topology> {
-    if let Some((label, dims)) = preset_dims(name, nodes)? {
-        return compose(label, &dims);
+/// What a preset spec may say besides the preset's name (every field optional).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PresetOptions {
+    pub nodes: Option<usize>,
+    /// GPUs of each node taken (1 to the node's GPUs).
+    pub gpus: Option<usize>,
+    /// Spine switches over the rails.
+    pub spines: Option<usize>,
+    /// Oversubscription of the rails' links to the spines.
+    pub oversub: Option<f64>,
+    /// GB/s of each GPU's NIC.
+    pub nic_gbps: Option<f64>,
+    /// GB/s of one NVLink (a GPU's NVSwitch port is its NVLinks' total).
+    pub nvlink_gbps: Option<f64>,
+    /// GB/s of each GPU's port into the NVSwitch (wins over nvlink=).
+    pub nvswitch_gbps: Option<f64>,
+}
+
+/// A node of GPUs on an NVSwitch, with one NIC per GPU.
+struct Machine {
+    gpus: usize,
+    nvlinks: f64,
+    nic_gbps: f64,
+    default_nodes: usize,
+}
+
+fn machine(name: &str) -> Option<Machine> {
+    let (gpus, nvlinks, nic_gbps, default_nodes) = match name {
+        "dgx2" => (16, 6.0, 6.25, 1),
+        "hgx-a100" | "ndv4" => (8, 12.0, 25.0, 1),
+        "dgx-a100" => (8, 12.0, 25.0, 2),
+        "hgx-h100" => (8, 18.0, 50.0, 1),
+        "dgx-h100" => (8, 18.0, 50.0, 2),
+        _ => return None,
+    };
+    Some(Machine {
+        gpus,
+        nvlinks,
+        nic_gbps,
+        default_nodes,
+    })
+}
+
+/// The error for an option a preset does not take, or takes only in some range.
+fn invalid(name: &str, option: &str, value: String, allowed: String) -> Error {
+    Error::Invalid {
+        input: format!("{option} of preset '{name}'"),
+        value,
+        allowed,
     }
-    let label = format!("preset:{name}");
-    match name {
-        "dgx1" => {
-            single_node(name, nodes)?;
-            let mut set = LinkSet::default();
-            for (i, row) in DGX1_NVLINKS.iter().enumerate() {
-                for (j, &count) in row.iter().enumerate() {
-                    if count > 0 {
-                        set.add(i, j, count as f64 * NVLINK_GBPS, NVLINK_US);
-                    }
-                }
-            }
-            set.into_topology(label, 8)
-        }
-        _ => Err(Error::Unknown {
+}
+
+/// Builds the preset `name`.
+pub fn preset(name: &str, opts: &PresetOptions) -> Result<Topology> {
+    if name == "dgx1" {
+        return dgx1(opts);
+    }
+    let plan = plan(name, opts)?;
+    let Some(spines) = plan.spines else {
+        return compose(plan.label, &plan.dims);
+    };
+    let (mut fabric, switches) = compose_fabric(plan.label, &plan.dims)?;
+    let rails = plan.dims[1];
+    let rail_down_gbps = rails.size as f64 * rails.bandwidth_gbps;
+    add_spines(&mut fabric, switches[1].clone(), rail_down_gbps, &spines)?;
+    let sizes = plan.dims.iter().map(|d| d.size).collect();
+    Ok(fabric.build()?.with_dimensions(sizes))
+}
+
+/// The name and dimensions of an NVSwitch preset without spines, without building it (a
+/// cluster is priced from them); None for DGX-1 and clusters with spines, which only
+/// `preset` builds.
+pub fn preset_dims(name: &str, opts: &PresetOptions) -> Result<Option<(String, Vec<Dim>)>> {
+    if name == "dgx1" {
+        return Ok(None);
+    }
+    let plan = plan(name, opts)?;
+    Ok(plan.spines.is_none().then_some((plan.label, plan.dims)))
+}
+
+/// An NVSwitch preset's name, its NVSwitch dimension (and rails, from two nodes on) and
+/// its spines.
+struct Plan {
+    label: String,
+    dims: Vec<Dim>,
+    spines: Option<Spines>,
+}
+
+fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
+    let Some(m) = machine(name) else {
+        return Err(Error::Unknown {
             what: "preset",
             given: name.into(),
             known: PRESETS.iter().map(|p| p.0).collect(),
-        }),
+        });
+    };
+    let nodes = opts.nodes.unwrap_or(m.default_nodes);
+    if nodes == 0 {
+        return Err(invalid(name, "nodes=", "0".into(), "at least 1".into()));
     }
-}
-
-fn single_node(name: &str, nodes: Option<usize>) -> Result<()> {
-    match nodes {
-        None | Some(1) => Ok(()),
-        Some(n) => Err(Error::Invalid {
-            input: format!("nodes= of preset '{name}'"),
-            value: n.to_string(),
-            allowed: "1: this preset is one node; nodes= applies to dgx-a100, dgx-h100 and ndv4"
-                .into(),
-        }),
+    let gpus = opts.gpus.unwrap_or(m.gpus);
+    if !(1..=m.gpus).contains(&gpus) {
+        return Err(invalid(
+            name,
+            "gpus=",
+            gpus.to_string(),
+            format!("1 to {} (GPUs of each node taken)", m.gpus),
+        ));
     }
-}
-
-/// The name and dimensions of the presets composed of dimensions (all but DGX-1), without
-/// building them; None for the others.
-pub fn preset_dims(name: &str, nodes: Option<usize>) -> Result<Option<(String, Vec<Dim>)>> {
-    let label = format!("preset:{name}");
-    let single_node = |nodes| single_node(name, nodes);
-    let nvswitch = |gpus: usize, links: f64| Dim {
-        kind: DimKind::Switch { degree: gpus - 1 },
+    let spines =
+        match (opts.spines, opts.oversub) {
+            (None, None) => None,
+            (None, Some(r)) => return Err(invalid(
+                name,
+                "oversub=",
+                r.to_string(),
+                "given with spine=K: it is the oversubscription of the rails' links to the spines"
+                    .into(),
+            )),
+            (Some(k), _) if nodes < 2 => {
+                return Err(invalid(
+                    name,
+                    "spine=",
+                    k.to_string(),
+                    "given with nodes=2 or more: spines join the rails between nodes".into(),
+                ))
+            }
+            (Some(count), oversub) => Some(Spines {
+                count,
+                oversub: oversub.unwrap_or(1.0),
+                hop_latency_us: SPINE_HOP_US,
+            }),
+        };
+    let nvlink = opts.nvlink_gbps.unwrap_or(NVLINK_GBPS);
+    let port = opts.nvswitch_gbps.unwrap_or(m.nvlinks * nvlink);
+    let nic = opts.nic_gbps.unwrap_or(m.nic_gbps);
+    let mut label = format!("preset:{name}");
+    let mut said = |key: &str, value: Option<String>| {
+        if let Some(v) = value {
+            label.push_str(&format!(",{key}={v}"));
+        }
+    };
+    said(
+        "nodes",
+        (nodes > 1 || m.default_nodes > 1).then(|| nodes.to_string()),
+    );
+    said("gpus", opts.gpus.map(|g| g.to_string()));
+    said("spine", spines.map(|s| s.count.to_string()));
+    said("oversub", spines.map(|s| s.oversub.to_string()));
+    said("nic", opts.nic_gbps.map(|v| v.to_string()));
+    said("nvlink", opts.nvlink_gbps.map(|v| v.to_string()));
+    said("nvswitch", opts.nvswitch_gbps.map(|v| v.to_string()));
+    let nvswitch = Dim {
+        kind: DimKind::SwitchVertex {
+            prefix: Some("nvswitch-node"),
+        },
         size: gpus,
-        bandwidth_gbps: links * NVLINK_GBPS,
+        bandwidth_gbps: port,
         latency_us: NVLINK_US,
     };
-    let cluster = |nodes: usize, nvlinks: f64, nic_gbps: f64| {
-        if nodes == 0 {
-            return Err(Error::Invalid {
-                input: "nodes".into(),
-                value: "0".into(),
-                allowed: "at least 1".into(),
-            });
+    let rails = Dim {
+        kind: DimKind::SwitchVertex {
+            prefix: Some("rail"),
+        },
+        size: nodes,
+        bandwidth_gbps: nic,
+        latency_us: IB_US,
+    };
+    let dims = if nodes > 1 {
+        vec![nvswitch, rails]
+    } else {
+        vec![nvswitch]
+    };
+    Ok(Plan {
+        label,
+        dims,
+        spines,
+    })
+}
+
+/// DGX-1: one node, its GPUs linked directly (no switch); nvlink= sets a link's GB/s.
+fn dgx1(opts: &PresetOptions) -> Result<Topology> {
+    let one_node = "1: this preset is one node; nodes= applies to the NVSwitch presets";
+    match opts.nodes {
+        None | Some(1) => {}
+        Some(n) => return Err(invalid("dgx1", "nodes=", n.to_string(), one_node.into())),
+    }
+    let unused = [
+        ("gpus=", opts.gpus.map(|v| v.to_string())),
+        ("spine=", opts.spines.map(|v| v.to_string())),
+        ("oversub=", opts.oversub.map(|v| v.to_string())),
+        ("nic=", opts.nic_gbps.map(|v| v.to_string())),
+        ("nvswitch=", opts.nvswitch_gbps.map(|v| v.to_string())),
+    ];
+    if let Some((option, Some(value))) = unused.into_iter().find(|u| u.1.is_some()) {
+        return Err(invalid(
+            "dgx1",
+            option,
+            value,
+            "left out: DGX-1 is one node of direct NVLinks (it takes nodes=1 and nvlink=)".into(),
+        ));
+    }
+    let nvlink = opts.nvlink_gbps.unwrap_or(NVLINK_GBPS);
+    let mut set = LinkSet::default();
+    for (i, row) in DGX1_NVLINKS.iter().enumerate() {
+        for (j, &count) in row.iter().enumerate() {
+            if count > 0 {
+                set.add(i, j, count as f64 * nvlink, NVLINK_US);
+            }
         }
-        let rail = Dim {
-            kind: DimKind::Switch {
-                degree: nodes.saturating_sub(1).max(1),
-            },
-            size: nodes,
-            bandwidth_gbps: nic_gbps,
-            latency_us: IB_US,
+    }
+    set.into_topology("preset:dgx1", 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims(name: &str, opts: PresetOptions) -> (String, Vec<Dim>) {
+        preset_dims(name, &opts).unwrap().unwrap()
+    }
+
+    #[test]
+    fn names_say_the_nodes_and_every_option_given() {
+        let nodes = |n| PresetOptions {
+            nodes: Some(n),
+            ..PresetOptions::default()
         };
-        Ok(Some((
-            format!("{label},nodes={nodes}"),
-            vec![nvswitch(8, nvlinks), rail],
-        )))
-    };
-    let node = |gpus, links| {
-        single_node(nodes).map(|()| Some((label.clone(), vec![nvswitch(gpus, links)])))
-    };
-    match name {
-        "dgx2" => node(16, 6.0),
-        "hgx-a100" => node(8, 12.0),
-        "hgx-h100" => node(8, 18.0),
-        "dgx-a100" => cluster(nodes.unwrap_or(2), 12.0, 25.0),
-        "dgx-h100" => cluster(nodes.unwrap_or(2), 18.0, 50.0),
-        "ndv4" => cluster(nodes.unwrap_or(1), 12.0, 25.0),
-        _ => Ok(None),
+        assert_eq!(dims("hgx-h100", nodes(1)).0, "preset:hgx-h100");
+        assert_eq!(dims("hgx-h100", nodes(3)).0, "preset:hgx-h100,nodes=3");
+        // The cluster presets always say their nodes, as before.
+        let (label, d) = dims("dgx-a100", PresetOptions::default());
+        assert_eq!(label, "preset:dgx-a100,nodes=2");
+        assert_eq!(d.len(), 2);
+        let opts = PresetOptions {
+            gpus: Some(4),
+            nic_gbps: Some(12.5),
+            ..nodes(2)
+        };
+        assert_eq!(dims("ndv4", opts).0, "preset:ndv4,nodes=2,gpus=4,nic=12.5");
+        let spined = PresetOptions {
+            spines: Some(2),
+            oversub: Some(2.0),
+            ..nodes(4)
+        };
+        assert_eq!(preset_dims("dgx-h100", &spined).unwrap(), None);
+        let t = preset("dgx-h100", &spined).unwrap();
+        assert_eq!(t.name(), "preset:dgx-h100,nodes=4,spine=2,oversub=2");
+        assert_eq!(t.dimensions(), Some(&[8, 4][..]));
+    }
+
+    #[test]
+    fn a_single_node_has_no_rails() {
+        let (_, d) = dims(
+            "dgx-h100",
+            PresetOptions {
+                nodes: Some(1),
+                ..PresetOptions::default()
+            },
+        );
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].size, d[0].bandwidth_gbps), (8, 450.0));
     }
 }

@@ -1,12 +1,12 @@
 //! Topology specs as the command line takes them: a JSON file path, or a builder string
 //! such as `mesh:4x4`, `switch:8,d=2`, `rfs:2x4x8,bw=200:100:50` or `preset:dgx1`.
 
-use super::builders::{compose, dragonfly, hypercube, star, Dim, DimKind};
+use super::builders::{clos, compose, dragonfly, hypercube, star, Dim, DimKind};
 use super::limits::{
     bandwidth_in_range, check_bandwidth, check_latency, latency_in_range, BANDWIDTH_ALLOWED,
 };
 use super::nccl_xml::{self, NcclImportOptions};
-use super::presets::{preset, preset_dims};
+use super::presets::{preset, preset_dims, PresetOptions};
 use super::{file, Topology};
 use crate::error::{echo, Error, Result};
 use std::path::Path;
@@ -34,12 +34,16 @@ pub const BUILDERS: &[(&str, &str)] = &[
     ("uniring:N", "unidirectional ring (i -> i+1)"),
     ("fc:N", "fully connected"),
     (
-        "switch:N[,d=D]",
-        "switch unwound with degree D (default N-1), bandwidth split over D links",
+        "switch:N",
+        "N NPUs around one switch vertex: each a link up and one down of bw, lat/2 each (a transfer takes lat)",
+    ),
+    (
+        "switch:N,d=D",
+        "the TACOS paper's unwound switch: NPU i linked to i+1..i+D mod N, bw/D a link",
     ),
     (
         "star:N",
-        "N NPUs around one switch vertex, each with one link up and one down (bw, lat per link)",
+        "as switch:N, with bw and lat per link (a transfer takes 2 lat)",
     ),
     ("mesh:AxB | mesh:AxBxC", "2D or 3D mesh"),
     ("torus:AxB | torus:AxBxC", "2D or 3D torus"),
@@ -49,16 +53,20 @@ pub const BUILDERS: &[(&str, &str)] = &[
         "G groups of P NPUs, fully connected inside, one global link per group pair",
     ),
     (
-        "rfs:AxBxC",
-        "ring x fully connected x switch (the paper's 3D-RFS)",
+        "rfs:AxBxC[,d=D]",
+        "ring x fully connected x switch (the paper's 3D-RFS): a switch vertex per line, unwound with d=",
     ),
     (
-        "multi:R4xF4xS8",
-        "composition: R ring, U unidirectional ring, L line, F fully connected, S switch",
+        "multi:R4xF4xS8[,d=D]",
+        "composition: R ring, U unidirectional ring, L line, F fully connected, S switch (a vertex per line, unwound with d=)",
     ),
     (
-        "preset:NAME[,nodes=N]",
-        "a real machine (see `tacos topo presets`)",
+        "clos:PxL[,spine=K,oversub=R]",
+        "leaf-spine: L leaf switches of P NPUs (bw, lat/2 a hop), K spines (default 1) over them, each leaf's uplinks P x bw / R (default 1) split over the K",
+    ),
+    (
+        "preset:NAME[,nodes=N,gpus=G,...]",
+        "a real machine as a fabric (see `tacos topo presets`): nodes=N rail-optimized (GPU g of every node on leaf switch rail{g}), gpus=G of each node, spine=K switches over the rails with oversub=R (rail-to-spine bandwidth = the rail's NIC bandwidth / R), nic=, nvlink=, nvswitch= in GB/s",
     ),
 ];
 
@@ -70,6 +78,11 @@ struct Options {
     lat: Option<Vec<f64>>,
     degree: Option<usize>,
     nodes: Option<usize>,
+    /// Presets: GPUs of each node; clusters and `clos`: spine switches and their
+    /// oversubscription.
+    gpus: Option<usize>,
+    spine: Option<usize>,
+    oversub: Option<f64>,
     /// NCCL topology import: GB/s per NIC, per NVLink, per GPU into an NVSwitch.
     nic: Option<f64>,
     nvlink: Option<f64>,
@@ -168,16 +181,15 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
     let built = |topo: Topology| SpecPlan::Built(topo, Vec::new());
     match kind {
         "ring" | "uniring" | "fc" | "fully-connected" | "switch" => {
-            let n = count(spec, shape)?;
+            count(spec, shape)?;
+            let is_switch = kind == "switch";
             let kind = match kind {
                 "ring" => DimKind::Ring,
                 "uniring" => DimKind::UniRing,
-                "switch" => DimKind::Switch {
-                    degree: opts.degree.unwrap_or(n.saturating_sub(1).max(1)),
-                },
+                "switch" => switch_kind(&opts),
                 _ => DimKind::FullyConnected,
             };
-            allow(if matches!(kind, DimKind::Switch { .. }) {
+            allow(if is_switch {
                 &["bw", "lat", "d"]
             } else {
                 &["bw", "lat"]
@@ -203,12 +215,9 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
             if n.len() != 3 {
                 return Err(shape_error(spec, shape, "three sizes, AxBxC"));
             }
-            let switch = DimKind::Switch {
-                degree: opts.degree.unwrap_or(n[2].saturating_sub(1).max(1)),
-            };
             composed(dims_of(
                 shape,
-                &[DimKind::Ring, DimKind::FullyConnected, switch],
+                &[DimKind::Ring, DimKind::FullyConnected, switch_kind(&opts)],
             )?)
         }
         "multi" => {
@@ -246,11 +255,33 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
             )
             .map(built)
         }
+        "clos" => {
+            allow(&["bw", "lat", "spine", "oversub"])?;
+            let n = sizes(spec, shape)?;
+            if n.len() != 2 {
+                return Err(shape_error(spec, shape, "PxL (NPUs per leaf x leaves)"));
+            }
+            let bw = single(spec, "bw", &opts.bw, defaults.bandwidth_gbps)?;
+            let lat = single(spec, "lat", &opts.lat, defaults.latency_us)?;
+            let (spines, oversub) = (opts.spine.unwrap_or(1), opts.oversub.unwrap_or(1.0));
+            clos(&name, n[0], n[1], spines, oversub, (bw, lat)).map(built)
+        }
         "preset" => {
-            allow(&["nodes"])?;
-            match preset_dims(shape, opts.nodes)? {
+            allow(&[
+                "nodes", "gpus", "spine", "oversub", "nic", "nvlink", "nvswitch",
+            ])?;
+            let opts = PresetOptions {
+                nodes: opts.nodes,
+                gpus: opts.gpus,
+                spines: opts.spine,
+                oversub: opts.oversub,
+                nic_gbps: opts.nic,
+                nvlink_gbps: opts.nvlink,
+                nvswitch_gbps: opts.nvswitch,
+            };
+            match preset_dims(shape, &opts)? {
                 Some((name, dims)) => Ok(SpecPlan::Composed { name, dims }),
-                None => preset(shape, opts.nodes).map(built),
+                None => preset(shape, &opts).map(built),
             }
         }
         _ => Err(unknown("builder", kind)),
@@ -276,12 +307,24 @@ fn shape_error(spec: &str, shape: &str, allowed: &str) -> Error {
     }
 }
 
+/// How a spec's switch dimension is joined: a switch vertex per line, or with `d=` the
+/// paper's unwinding with that degree.
+fn switch_kind(opts: &Options) -> DimKind {
+    match opts.degree {
+        Some(degree) => DimKind::Switch { degree },
+        None => DimKind::SwitchVertex { prefix: None },
+    }
+}
+
 /// Every option a spec may give, for error messages.
-const OPTIONS: [&str; 7] = [
+const OPTIONS: [&str; 10] = [
     "bw=",
     "lat=",
     "d=",
     "nodes=",
+    "gpus=",
+    "spine=",
+    "oversub=",
     "nic=",
     "nvlink=",
     "nvswitch=",
@@ -293,6 +336,9 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
         lat: None,
         degree: None,
         nodes: None,
+        gpus: None,
+        spine: None,
+        oversub: None,
         nic: None,
         nvlink: None,
         nvswitch: None,
@@ -360,6 +406,20 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
             "lat" => opts.lat = Some(figures(false)?),
             "d" => opts.degree = Some(whole()?),
             "nodes" => opts.nodes = Some(whole()?),
+            // The preset checks the range, which depends on its node.
+            "gpus" => {
+                opts.gpus = Some(value.trim().parse().map_err(|_| Error::Invalid {
+                    input: input(),
+                    value: value.into(),
+                    allowed: "a whole number of GPUs per node, from 1 to the node's GPUs".into(),
+                })?)
+            }
+            "spine" => opts.spine = Some(whole()?),
+            "oversub" => opts.oversub = Some(ratio(value).ok_or_else(|| Error::Invalid {
+                input: input(),
+                value: value.into(),
+                allowed: "a number > 0, or R:1 (the leaves' bandwidth down over their bandwidth up to the spines: 1 non-blocking, 2 or 2:1 half as much up)".into(),
+            })?),
             "nic" => opts.nic = Some(bandwidth()?),
             "nvlink" => opts.nvlink = Some(bandwidth()?),
             "nvswitch" => opts.nvswitch = Some(bandwidth()?),
@@ -381,6 +441,9 @@ fn check_allowed(spec: &str, opts: &Options, allowed: &[&str]) -> Result<()> {
         ("lat", opts.lat.is_some()),
         ("d", opts.degree.is_some()),
         ("nodes", opts.nodes.is_some()),
+        ("gpus", opts.gpus.is_some()),
+        ("spine", opts.spine.is_some()),
+        ("oversub", opts.oversub.is_some()),
         ("nic", opts.nic.is_some()),
         ("nvlink", opts.nvlink.is_some()),
         ("nvswitch", opts.nvswitch.is_some()),
@@ -402,6 +465,13 @@ fn check_allowed(spec: &str, opts: &Options, allowed: &[&str]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// An oversubscription, `R` or `R:B` (R / B), when it is a finite number > 0.
+fn ratio(text: &str) -> Option<f64> {
+    let (a, b) = text.split_once(':').unwrap_or((text, "1"));
+    let r = a.trim().parse::<f64>().ok()? / b.trim().parse::<f64>().ok()?;
+    (r.is_finite() && r > 0.0).then_some(r)
 }
 
 fn count(spec: &str, text: &str) -> Result<usize> {
@@ -496,15 +566,13 @@ fn multi_kinds(spec: &str, shape: &str, opts: &Options) -> Result<(Vec<DimKind>,
         let mut chars = token.trim().chars();
         let letter = chars.next().map(|c| c.to_ascii_uppercase());
         let size = chars.as_str();
-        let n = count(spec, size)?;
+        count(spec, size)?;
         kinds.push(match letter {
             Some('R') => DimKind::Ring,
             Some('U') => DimKind::UniRing,
             Some('L') => DimKind::Line,
             Some('F') => DimKind::FullyConnected,
-            Some('S') => DimKind::Switch {
-                degree: opts.degree.unwrap_or(n.saturating_sub(1).max(1)),
-            },
+            Some('S') => switch_kind(opts),
             _ => {
                 return Err(Error::Invalid {
                     input: format!("a dimension in '{}'", echo(spec)),
@@ -516,4 +584,42 @@ fn multi_kinds(spec: &str, shape: &str, opts: &Options) -> Result<(Vec<DimKind>,
         plain.push(size.to_string());
     }
     Ok((kinds, plain.join("x")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversubscription_is_a_number_or_a_ratio_above_zero() {
+        assert_eq!(ratio("2"), Some(2.0));
+        assert_eq!(ratio("3:2"), Some(1.5));
+        assert_eq!(ratio(" 0.5 "), Some(0.5));
+        for bad in ["0", "-1", "x", "1:0", "inf", "nan", "2:x", ""] {
+            assert_eq!(ratio(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_switch_dimension_is_a_vertex_unless_d_is_given() {
+        let plan = |s: &str| match plan_spec(s, &SpecDefaults::default()).unwrap() {
+            SpecPlan::Composed { dims, .. } => dims.iter().map(|d| d.kind).collect::<Vec<_>>(),
+            SpecPlan::Built(..) => panic!("{s} is composed"),
+        };
+        let vertex = DimKind::SwitchVertex { prefix: None };
+        assert_eq!(plan("switch:8"), [vertex]);
+        assert_eq!(plan("switch:8,d=3"), [DimKind::Switch { degree: 3 }]);
+        assert_eq!(
+            plan("rfs:2x4x8"),
+            [DimKind::Ring, DimKind::FullyConnected, vertex]
+        );
+        assert_eq!(
+            plan("multi:S8xR2xS4,d=2"),
+            [
+                DimKind::Switch { degree: 2 },
+                DimKind::Ring,
+                DimKind::Switch { degree: 2 }
+            ]
+        );
+    }
 }

@@ -1,8 +1,9 @@
 //! A cluster of identical nodes, as the formulas price it: `domains` NVLink domains of
 //! `size` GPUs each, every GPU linked to every other GPU of its domain and to the GPU of
 //! the same index in every other domain (its rail). This is what the plugins' generic
-//! cluster, the cluster presets and two-level compositions of fully connected or fully
-//! unwound switch dimensions build, known here from their dimensions alone: the built
+//! cluster, the cluster presets and two-level compositions of fully connected, fully
+//! unwound switch or switch vertex dimensions build (a switch vertex priced as its full
+//! unwinding for now), known here from their dimensions alone: the built
 //! topology of 512 such nodes holds two million rail links, the description a few numbers.
 
 use crate::topology::{Dim, DimKind, NpuId};
@@ -116,6 +117,8 @@ fn full_mesh(dim: &Dim) -> Option<LinkKind> {
     let bandwidth_gbps = match dim.kind {
         DimKind::FullyConnected => dim.bandwidth_gbps,
         DimKind::Switch { degree } if degree >= peers => dim.bandwidth_gbps / peers as f64,
+        // Priced as its full unwinding until the formulas price switch ports.
+        DimKind::SwitchVertex { .. } => dim.bandwidth_gbps / peers as f64,
         _ => return None,
     };
     Some(LinkKind {
