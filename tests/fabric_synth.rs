@@ -183,3 +183,12 @@ fn switch_vertices_are_never_slower_than_the_unwound_star_by_more_than_latency()
         );
     }
 }
+
+#[test]
+fn a_port_the_plan_promised_and_nobody_used_is_offered_again() {
+    // Regression: a channel the event's plan chose carried nothing (its chunk was already
+    // on its way), and the receiver that waited behind its port was never matched again:
+    // All-to-All stalled with postconditions unmet.
+    let t = spec("rfs:2x4x8,bw=200:100:50");
+    synth(&t, CollectiveKind::AllToAll, 4, 1 << 26, 0);
+}

