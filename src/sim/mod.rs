@@ -18,8 +18,8 @@
 
 mod engine;
 mod fair;
-mod ready;
 mod heatmap;
+mod ready;
 mod report;
 pub(crate) mod route;
 mod workload;
