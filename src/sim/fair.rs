@@ -216,7 +216,11 @@ impl<'a> Fair<'a> {
 /// When `remaining` bytes moving at `rate` from `now` are through: at least a picosecond
 /// on, rounded up unless within `SAME_PICOSECOND` of a whole one.
 fn completion(now: Picos, remaining: f64, rate: f64, m: usize) -> Result<Picos> {
-    let ps = remaining.max(0.0) / rate;
+    let ps = if remaining > 0.0 {
+        remaining / rate
+    } else {
+        0.0
+    };
     let whole = ps.round();
     let ps = if (ps - whole).abs() <= ps * SAME_PICOSECOND {
         whole
@@ -224,7 +228,7 @@ fn completion(now: Picos, remaining: f64, rate: f64, m: usize) -> Result<Picos> 
         ps.ceil()
     };
     let context = || format!("simulation: message {m} sharing its links");
-    if !(ps < (Picos::MAX - now) as f64) {
+    if ps.is_nan() || ps >= (Picos::MAX - now) as f64 {
         return Err(time_limit(context(), now as f64 + ps));
     }
     later(now, (ps as Picos).max(1), context)
