@@ -342,7 +342,7 @@ fn reference_ends(topo: &Topology, messages: &[Message]) -> Vec<u64> {
         while let Some(m) = (0..n).find(|&m| {
             !issued[m]
                 && messages[m].deps.iter().all(|&d| end[d].is_some())
-                && flow_before[m].is_none_or(|p| issued[p])
+                && flow_before[m].iter().all(|&p| issued[p])
         }) {
             issued[m] = true;
             let latency: f64 = routes[m].iter().map(|&l| topo.link(l).latency_us).sum();
