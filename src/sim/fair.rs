@@ -11,6 +11,11 @@
 //! passes through NPUs is one flow over all its links too (the serial model stores and
 //! forwards at each NPU instead).
 //!
+//! Nothing paces a schedule here: messages ready together on a link all move at once, so
+//! each arrives later than it would in its turn, and so do the messages forwarded after
+//! it. Pipelined schedules (TACOS's, rings with many chunks) run slower than in the serial
+//! model; that is the model's answer, not a fault of the schedule.
+//!
 //! Times are integer picoseconds: latencies and each completion are rounded up to the next
 //! picosecond, and a completion within one part in 10^12 of a whole picosecond counts as
 //! that picosecond, so float noise does not split flows that end together. A link counts
