@@ -12,7 +12,7 @@ use crate::collective::{Collective, CollectiveSpec};
 use crate::compile::{Candidate, CheckReport, Manifest, Rejection};
 use crate::msccl::RuleBreak;
 use crate::pipeline::Trial;
-use crate::sim::{bus_factor, LinkLoad};
+use crate::sim::{bus_factor, LinkLoad, Sharing};
 use crate::synth::AllReduceTimes;
 use crate::topology::{format_npus, LinkClass, NpuId, Topology};
 use crate::units::{algbw_gbps, ps_to_us, Picos};
@@ -183,6 +183,8 @@ pub struct SimulateReport {
     pub size_from: &'static str,
     /// Messages simulated (schedule transfers, or the program's sends).
     pub transfers: usize,
+    /// How messages crossing a link shared it: `serial` or `fair`.
+    pub sharing: Sharing,
     #[serde(flatten)]
     pub timing: Timing,
     /// A contention-free schedule's own clock; null for baselines and MSCCL programs.
@@ -200,6 +202,8 @@ pub struct CompareReport {
     pub topology: TopologyInfo,
     pub collective: CollectiveInfo,
     pub seed: u64,
+    /// How messages crossing a link shared it: `serial` or `fair`.
+    pub sharing: Sharing,
     pub bounds: BoundsReport,
     /// The synthesized algorithm first, then every baseline for the collective.
     pub algorithms: Vec<CompareRow>,

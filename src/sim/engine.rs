@@ -14,14 +14,14 @@
 //! switch port another was planned to use first, and lose the schedule's own timing; in
 //! planned order, a schedule that is contention-free on its routes runs on its clock.
 
-use super::route::Router;
-use super::workload::{ArrivalGroups, Dependencies, Workload, NONE};
+use super::ready::{Readiness, Routes};
+use super::workload::Workload;
 use super::{MessageTiming, SimResult};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::schedule::{later, link_time_ps};
 use crate::topology::Topology;
 use crate::units::Picos;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 
 pub(super) fn run(topo: &Topology, work: &Workload) -> Result<SimResult> {
@@ -36,21 +36,9 @@ struct Engine<'a> {
     route_links: Vec<u32>,
     /// Per message: where in its route the hop it is on starts (0 = its first link).
     hop: Vec<u32>,
-    /// Dependencies not yet met (for arrival groups: 1 while the prefix is incomplete).
-    pending: Vec<u32>,
-    /// Explicit dependencies only: `dependents[dependent_start[m]..]` wait for m.
-    dependent_start: Vec<u32>,
-    dependents: Vec<u32>,
-    /// Arrival groups only: which arrivals landed, and per group the first slot that has
-    /// not and the next waiter to release.
-    arrived: Vec<bool>,
-    prefix: Vec<u32>,
-    next_waiter: Vec<u32>,
-    /// The next message of the same flow (NONE at the end), and whether each message still
-    /// waits for its flow predecessor to be issued.
-    flow_next: Vec<u32>,
-    flow_blocked: Vec<bool>,
-    issued: Vec<bool>,
+    ready: Readiness<'a>,
+    /// Messages just issued, kept for reuse.
+    issued: Vec<u32>,
     /// Per link: queued messages as (time they reached the link, index), in that order.
     /// Time only grows, so a message joins at the back; those that join together are put
     /// in index order before the link next picks one.
@@ -74,55 +62,20 @@ impl<'a> Engine<'a> {
     fn new(topo: &'a Topology, work: &'a Workload) -> Result<Engine<'a>> {
         let n = work.len();
         let links = topo.links().len();
-        let mut router = Router::new(topo);
-        let mut route_start = Vec::with_capacity(n + 1);
-        let mut route_links = Vec::with_capacity(n);
-        route_start.push(0);
-        // Flows: keyed by link for neighbour messages, by (src, dst) otherwise.
-        let mut last_on_link = vec![NONE; links];
-        let mut last_routed: HashMap<(u32, u32), u32> = HashMap::new();
-        let mut flow_next = vec![NONE; n];
-        let mut flow_blocked = vec![false; n];
-        for (m, (&src, &dst)) in work.src.iter().zip(&work.dst).enumerate() {
-            router.route(
-                src as usize,
-                dst as usize,
-                work.bytes.of(m),
-                &mut route_links,
-            )?;
-            let first_hop = *route_start.last().expect("starts with 0") as usize;
-            route_start.push(route_links.len() as u32);
-            let last = if route_links.len() - first_hop == 1 {
-                let link = *route_links.last().expect("one hop") as usize;
-                std::mem::replace(&mut last_on_link[link], m as u32)
-            } else {
-                last_routed.insert((src, dst), m as u32).unwrap_or(NONE)
-            };
-            if last != NONE {
-                flow_next[last as usize] = m as u32;
-                flow_blocked[m] = true;
-            }
-        }
+        let routes = Routes::new(topo, work)?;
         let planned = work
             .planned
             .as_deref()
-            .map(|times| Planned::new(topo, times, &route_start, &route_links));
-        let mut engine = Engine {
+            .map(|times| Planned::new(topo, times, &routes.start, &routes.links));
+        Ok(Engine {
             planned,
             topo,
             work,
-            route_start,
-            route_links,
+            ready: Readiness::new(work, &routes),
+            route_start: routes.start,
+            route_links: routes.links,
             hop: vec![0; n],
-            pending: vec![0; n],
-            dependent_start: Vec::new(),
-            dependents: Vec::new(),
-            arrived: Vec::new(),
-            prefix: Vec::new(),
-            next_waiter: Vec::new(),
-            flow_next,
-            flow_blocked,
-            issued: vec![false; n],
+            issued: Vec::new(),
             queues: vec![VecDeque::new(); links],
             link_busy: vec![false; links],
             touched: Vec::new(),
@@ -131,50 +84,14 @@ impl<'a> Engine<'a> {
             timing: vec![MessageTiming::default(); n],
             link_busy_ps: vec![0; links],
             link_bytes: vec![0.0; links],
-        };
-        match &work.deps {
-            Dependencies::Explicit { start, list } => engine.index_dependents(start, list),
-            Dependencies::Arrivals(groups) => {
-                for (m, &g) in groups.wait_group.iter().enumerate() {
-                    engine.pending[m] = u32::from(g != NONE);
-                }
-                engine.arrived = vec![false; n];
-                engine.prefix = groups.group_start[..groups.group_start.len() - 1].to_vec();
-                engine.next_waiter = groups.waiter_start[..groups.waiter_start.len() - 1].to_vec();
-            }
-        }
-        Ok(engine)
-    }
-
-    /// Inverts explicit dependency lists so an arrival finds who waits for it.
-    fn index_dependents(&mut self, start: &[u32], list: &[u32]) {
-        let n = self.pending.len();
-        let mut dependent_start = vec![0u32; n + 1];
-        for &d in list {
-            dependent_start[d as usize + 1] += 1;
-        }
-        for m in 0..n {
-            dependent_start[m + 1] += dependent_start[m];
-            self.pending[m] = start[m + 1] - start[m];
-        }
-        let mut fill = dependent_start.clone();
-        let mut dependents = vec![0u32; list.len()];
-        for m in 0..n {
-            for &d in &list[start[m] as usize..start[m + 1] as usize] {
-                dependents[fill[d as usize] as usize] = m as u32;
-                fill[d as usize] += 1;
-            }
-        }
-        self.dependent_start = dependent_start;
-        self.dependents = dependents;
+        })
     }
 
     fn run(mut self) -> Result<SimResult> {
-        for m in 0..self.pending.len() {
-            if self.pending[m] == 0 && !self.flow_blocked[m] && !self.issued[m] {
-                self.issue(m, 0);
-            }
-        }
+        let mut issued = std::mem::take(&mut self.issued);
+        self.ready.start(&mut issued);
+        self.issue(&mut issued, 0);
+        self.issued = issued;
         self.serve_touched(0)?;
         while let Some((now, mut done)) = self.events.pop_first() {
             // The order within `done` does not matter: links pick their next message only
@@ -186,13 +103,7 @@ impl<'a> Engine<'a> {
             self.spare.push(done);
             self.serve_touched(now)?;
         }
-        let stuck = self.issued.iter().filter(|&&i| !i).count();
-        if stuck > 0 {
-            let first = self.issued.iter().position(|&i| !i).unwrap_or(0);
-            return Err(Error::Schedule(format!(
-                "{stuck} messages never became ready (a dependency cycle), message {first} among them"
-            )));
-        }
+        self.ready.check_all_issued()?;
         Ok(SimResult {
             time_ps: self.timing.iter().map(|t| t.end_ps).max().unwrap_or(0),
             messages: self.timing,
@@ -201,23 +112,11 @@ impl<'a> Engine<'a> {
         })
     }
 
-    /// Issues ready message `m` at `now`, then the following messages of its flow that
-    /// were only waiting for it.
-    fn issue(&mut self, mut m: usize, now: Picos) {
-        loop {
-            self.issued[m] = true;
-            self.timing[m].start_ps = now;
-            self.enqueue(m, now);
-            let next = self.flow_next[m];
-            if next == NONE {
-                return;
-            }
-            let next = next as usize;
-            self.flow_blocked[next] = false;
-            if self.pending[next] > 0 {
-                return;
-            }
-            m = next;
+    /// Puts the messages just issued (drained from `issued`) on their first hop's queues.
+    fn issue(&mut self, issued: &mut Vec<u32>, now: Picos) {
+        for m in issued.drain(..) {
+            self.timing[m as usize].start_ps = now;
+            self.enqueue(m as usize, now);
         }
     }
 
@@ -264,43 +163,12 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Message `m` arrived: release what waited for it.
+    /// Message `m` arrived: issue what waited for it.
     fn land(&mut self, m: usize, now: Picos) {
-        let work = self.work;
-        match &work.deps {
-            Dependencies::Explicit { .. } => {
-                for k in self.dependent_start[m]..self.dependent_start[m + 1] {
-                    let d = self.dependents[k as usize] as usize;
-                    self.satisfy(d, now);
-                }
-            }
-            Dependencies::Arrivals(groups) => self.land_in_group(groups, m, now),
-        }
-    }
-
-    fn land_in_group(&mut self, groups: &ArrivalGroups, m: usize, now: Picos) {
-        let g = groups.arrival_group[m] as usize;
-        self.arrived[groups.slot[m] as usize] = true;
-        let end = groups.group_start[g + 1];
-        while self.prefix[g] < end && self.arrived[self.prefix[g] as usize] {
-            self.prefix[g] += 1;
-        }
-        let landed = self.prefix[g] - groups.group_start[g];
-        while self.next_waiter[g] < groups.waiter_start[g + 1] {
-            let w = groups.waiters[self.next_waiter[g] as usize] as usize;
-            if groups.wait_count[w] > landed {
-                break;
-            }
-            self.next_waiter[g] += 1;
-            self.satisfy(w, now);
-        }
-    }
-
-    fn satisfy(&mut self, m: usize, now: Picos) {
-        self.pending[m] -= 1;
-        if self.pending[m] == 0 && !self.flow_blocked[m] {
-            self.issue(m, now);
-        }
+        let mut issued = std::mem::take(&mut self.issued);
+        self.ready.landed(m, &mut issued);
+        self.issue(&mut issued, now);
+        self.issued = issued;
     }
 
     fn serve_touched(&mut self, now: Picos) -> Result<()> {

@@ -10,23 +10,32 @@
 //! carries one message at a time, serving its queue in order of arrival at the link, ties
 //! broken by message index. Timestamps in a schedule are only used to order its transfers.
 //!
+//! That is the default, `Sharing::Serial`. `Sharing::Fair` instead moves every issued
+//! message at once and shares link bandwidth by max-min fairness (module `fair`).
+//!
 //! The engine keeps flat arrays indexed by message and link, so a schedule of a million
 //! transfers simulates in a fraction of a second (`tacos bench sim` measures it).
 
 mod engine;
+mod fair;
 mod heatmap;
+mod ready;
 mod report;
 pub(crate) mod route;
 mod workload;
 
+pub use fair::MAX_CONCURRENT_FLOWS;
 pub use heatmap::heatmap_svg;
 pub use report::{bus_factor, LinkLoad, SimReport};
 
 use crate::budget::{self, MemoryLimit};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::topology::{NpuId, Topology};
 use crate::units::Picos;
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
 use workload::{Dependencies, Workload};
 
 /// One message to simulate.
@@ -58,17 +67,88 @@ pub struct SimResult {
     pub link_bytes: Vec<f64>,
 }
 
-/// Simulates `messages` on `topo`.
+/// How messages crossing the same link share it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sharing {
+    /// One message per link at a time, in order of arrival at the link (this module's
+    /// model, what every other figure of tacos uses).
+    #[default]
+    Serial,
+    /// Every issued message moves at once, links shared by max-min fairness (the
+    /// flow-level model SimGrid uses); see `fair` for its rules.
+    Fair,
+}
+
+impl Sharing {
+    pub const ALL: [Sharing; 2] = [Sharing::Serial, Sharing::Fair];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Sharing::Serial => "serial",
+            Sharing::Fair => "fair",
+        }
+    }
+
+    fn run(self, topo: &Topology, work: &Workload) -> Result<SimResult> {
+        match self {
+            Sharing::Serial => engine::run(topo, work),
+            Sharing::Fair => fair::run(topo, work),
+        }
+    }
+}
+
+impl fmt::Display for Sharing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Sharing {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Sharing> {
+        Sharing::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| Error::Unknown {
+                what: "link sharing",
+                given: s.to_string(),
+                known: Sharing::ALL.iter().map(|k| k.name()).collect(),
+            })
+    }
+}
+
+/// Simulates `messages` on `topo`, one message per link at a time.
 pub fn simulate_messages(topo: &Topology, messages: &[Message]) -> Result<SimResult> {
+    simulate_messages_with(topo, messages, Sharing::Serial)
+}
+
+/// Simulates `messages` on `topo`, links shared as `sharing` says.
+pub fn simulate_messages_with(
+    topo: &Topology,
+    messages: &[Message],
+    sharing: Sharing,
+) -> Result<SimResult> {
     admit(topo, messages.len())?;
-    engine::run(topo, &Workload::from_messages(topo, messages)?)
+    sharing.run(topo, &Workload::from_messages(topo, messages)?)
 }
 
 /// Simulates a schedule: each transfer becomes a message that depends on every transfer
 /// that brought the same chunk to its source before it started (by the schedule's order).
+/// One message per link at a time.
 pub fn simulate_schedule(topo: &Topology, schedule: &Schedule) -> Result<SimResult> {
+    simulate_schedule_with(topo, schedule, Sharing::Serial)
+}
+
+/// `simulate_schedule`, links shared as `sharing` says.
+pub fn simulate_schedule_with(
+    topo: &Topology,
+    schedule: &Schedule,
+    sharing: Sharing,
+) -> Result<SimResult> {
     admit(topo, schedule.transfers.len())?;
-    engine::run(topo, &Workload::from_schedule(topo, schedule)?)
+    sharing.run(topo, &Workload::from_schedule(topo, schedule)?)
 }
 
 /// Refuses a simulation whose state would not fit the memory limit.

@@ -240,7 +240,9 @@ impl Tuner {
             ));
         }
         let pricer = match network {
-            Network::Simulated(topo) => Pricer::Simulation(Profiler::new(topo, domain_size)?),
+            Network::Simulated(topo) => {
+                Pricer::Simulation(Box::new(Profiler::new(topo, domain_size)?))
+            }
             Network::Cluster { cluster, .. } if cluster.size == domain_size => {
                 Pricer::Formulas(cluster)
             }
@@ -349,7 +351,7 @@ impl Tuner {
 
 /// How profiles are drawn: by simulation on a topology, or by formulas on a cluster.
 enum Pricer<'a> {
-    Simulation(Profiler<'a>),
+    Simulation(Box<Profiler<'a>>),
     Formulas(Cluster),
 }
 

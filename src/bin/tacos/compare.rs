@@ -2,8 +2,8 @@
 //! timed by the congestion-aware simulator, next to the lower bounds.
 
 use super::progress::ProgressHandle;
-use super::simulate::{print_bounds, CollectiveArgs};
-use super::TopologyArgs;
+use super::simulate::{print_bounds, sharing_note, CollectiveArgs};
+use super::{sharing, TopologyArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use tacos::report::{
     SCHEMA_VERSION,
 };
 use tacos::schedule::{check, Schedule};
-use tacos::sim::{heatmap_svg, simulate_schedule, SimReport};
+use tacos::sim::{heatmap_svg, simulate_schedule_with, Sharing, SimReport};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
@@ -31,6 +31,10 @@ pub struct CompareArgs {
     /// Seed for the synthesizer's random choices
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// How messages crossing a link share it: serial (one at a time, in order of arrival)
+    /// or fair (all at once, max-min fair shares of bandwidth, as SimGrid's flow model)
+    #[arg(long, default_value = "serial", value_parser = sharing)]
+    pub sharing: Sharing,
     /// Print one JSON object instead of a table
     #[arg(long)]
     pub json: bool,
@@ -69,12 +73,12 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let bar = ProgressHandle::bar("tacos", 1 + baselines.len() as u64, args.quiet || args.json);
     let mut rows = vec![Row {
         name: "tacos".into(),
-        outcome: synthesized(&topo, &collective, args.seed)?,
+        outcome: synthesized(&topo, &collective, args.seed, args.sharing)?,
     }];
     for b in baselines {
         bar.step(b.name());
         let outcome = match b.schedule(&topo, &spec) {
-            Ok(schedule) => Ok(measure(&topo, &collective, &schedule, None)?),
+            Ok(schedule) => Ok(measure(&topo, &collective, &schedule, None, args.sharing)?),
             Err(Error::Baseline(why)) => Err(why),
             // One algorithm too large for the memory limit leaves the others to compare.
             Err(e @ Error::Limit { .. }) => Err(e.to_string()),
@@ -137,6 +141,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             topology: TopologyInfo::new(&topo),
             collective: CollectiveInfo::new(&spec),
             seed: args.seed,
+            sharing: args.sharing,
             bounds: BoundsReport::new(&bounds),
             algorithms,
             heatmap: args.heatmap.as_ref().map(|p| p.display().to_string()),
@@ -144,7 +149,12 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
-    println!("{title}, K = {}, seed {}", spec.chunks_per_npu, args.seed);
+    println!(
+        "{title}, K = {}, seed {}, sharing {}",
+        spec.chunks_per_npu,
+        args.seed,
+        sharing_note(args.sharing)
+    );
     println!(
         "{:<14} {:>14} {:>10} {:>10} {:>14} {:>7} {:>8} {:>10}",
         "algorithm",
@@ -201,6 +211,7 @@ fn synthesized(
     topo: &Topology,
     collective: &Collective,
     seed: u64,
+    sharing: Sharing,
 ) -> anyhow::Result<Result<Measured, String>> {
     let schedule = match synthesize(topo, collective, &SynthOptions { seed }) {
         Ok(s) => s,
@@ -211,7 +222,13 @@ fn synthesized(
     let own = check(&schedule, topo)
         .context("the synthesized schedule failed the checker")?
         .collective_time_ps;
-    Ok(Ok(measure(topo, collective, &schedule, Some(own))?))
+    Ok(Ok(measure(
+        topo,
+        collective,
+        &schedule,
+        Some(own),
+        sharing,
+    )?))
 }
 
 fn measure(
@@ -219,8 +236,9 @@ fn measure(
     collective: &Collective,
     schedule: &Schedule,
     synthesized_ps: Option<u64>,
+    sharing: Sharing,
 ) -> anyhow::Result<Measured> {
-    let result = simulate_schedule(topo, schedule)?;
+    let result = simulate_schedule_with(topo, schedule, sharing)?;
     Ok(Measured {
         report: SimReport::new(topo, collective.spec(), &result),
         transfers: schedule.transfers.len(),

@@ -241,6 +241,10 @@ fn collective_kind(s: &str) -> Result<CollectiveKind, String> {
     s.parse().map_err(|e: tacos::Error| e.to_string())
 }
 
+fn sharing(s: &str) -> Result<tacos::sim::Sharing, String> {
+    s.parse().map_err(|e: tacos::Error| e.to_string())
+}
+
 fn at_least_one(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(v) if v >= 1 => Ok(v),

@@ -2,7 +2,7 @@
 //! congestion-aware simulator and report its time, bandwidths, bounds and link load.
 
 use super::progress::ProgressHandle;
-use super::{at_least_one, collective_kind, size, TopologyArgs};
+use super::{at_least_one, collective_kind, sharing, size, TopologyArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use tacos::report::{
     BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
 };
 use tacos::schedule::{check, check_data_flow, Schedule};
-use tacos::sim::{simulate_schedule, SimReport, SimResult};
+use tacos::sim::{simulate_schedule_with, Sharing, SimReport, SimResult};
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
 
@@ -87,6 +87,10 @@ pub struct SimulateArgs {
     pub collective: CollectiveArgs,
     #[command(flatten)]
     pub algorithm: AlgorithmArgs,
+    /// How messages crossing a link share it: serial (one at a time, in order of arrival)
+    /// or fair (all at once, max-min fair shares of bandwidth, as SimGrid's flow model)
+    #[arg(long, default_value = "serial", value_parser = sharing)]
+    pub sharing: Sharing,
     /// Busiest links to list
     #[arg(long, default_value_t = 5)]
     pub top: usize,
@@ -156,10 +160,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 format!("schedule {file}"),
                 own,
                 SizeFrom::Schedule,
+                args.sharing,
             )?;
             (topo, simulated)
         }
         (None, Some(path), _) => {
+            if args.sharing != Sharing::Serial {
+                bail!("--sharing {} times schedules and baselines; an MSCCL program (--xml) is timed with serial sharing only", args.sharing);
+            }
             let topo = args.topology.topology()?;
             let _bar = ProgressHandle::spinner("simulating", hidden);
             let simulated = simulate_xml(&topo, path, &args.collective)?;
@@ -174,8 +182,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             };
             let _bar = ProgressHandle::spinner("simulating", hidden);
             let schedule = b.schedule(&topo, &spec)?;
-            let simulated =
-                Simulated::schedule(&topo, schedule, format!("baseline {b}"), None, size_from)?;
+            let simulated = Simulated::schedule(
+                &topo,
+                schedule,
+                format!("baseline {b}"),
+                None,
+                size_from,
+                args.sharing,
+            )?;
             (topo, simulated)
         }
         (None, None, None) => bail!("give --schedule FILE, --xml FILE or --baseline NAME"),
@@ -198,6 +212,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             collective: collective_info,
             size_from: size_from.json_name(),
             transfers: messages,
+            sharing: args.sharing,
             timing,
             schedule_time_us: own_clock.map(ps_to_us),
             bounds: BoundsReport::new(&bounds),
@@ -222,6 +237,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         spec.chunks_per_npu,
         if spec.chunks_per_npu == 1 { "" } else { "s" }
     );
+    println!("sharing       {}", sharing_note(args.sharing));
     match own_clock {
         Some(own) => println!(
             "time          {:.3} us simulated (the schedule's own clock: {:.3} us)",
@@ -307,11 +323,12 @@ impl Simulated {
         label: String,
         own_clock: Option<u64>,
         size_from: SizeFrom,
+        sharing: Sharing,
     ) -> anyhow::Result<Simulated> {
         Ok(Simulated {
             label,
             messages: schedule.transfers.len(),
-            result: simulate_schedule(topo, &schedule)?,
+            result: simulate_schedule_with(topo, &schedule, sharing)?,
             spec: schedule.collective,
             own_clock,
             size_from,
@@ -478,6 +495,15 @@ fn check_on_links(schedule: &Schedule, topo: &Topology) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The sharing model, as the text reports name it.
+pub(super) fn sharing_note(sharing: Sharing) -> String {
+    let how = match sharing {
+        Sharing::Serial => "one message per link at a time",
+        Sharing::Fair => "max-min fair shares of link bandwidth",
+    };
+    format!("{sharing} ({how})")
 }
 
 /// The bounds, and with a time the efficiencies against them.
