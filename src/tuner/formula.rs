@@ -234,13 +234,15 @@ mod tests {
 
     /// The cluster a spec describes with NVLink domains of `domain` NPUs, and its built
     /// topology.
+    /// The cluster and its topology as the tuner prices it (switch vertices unwound, as
+    /// `Profiler` does).
     fn both(spec: &str, domain: usize) -> (Cluster, Topology) {
         let SpecPlan::Composed { name, dims } = plan_spec(spec, &SpecDefaults::default()).unwrap()
         else {
             panic!("{spec} is composed")
         };
         let cluster = Cluster::from_dims(&dims, domain).unwrap();
-        (cluster, compose(name, &dims).unwrap())
+        (cluster, compose(name, &dims).unwrap().unwind(None).unwrap())
     }
 
     fn close(a: f64, b: f64, tolerance: f64) -> bool {
