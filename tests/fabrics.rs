@@ -415,3 +415,34 @@ fn bad_fabric_options_name_the_option_and_what_is_allowed() {
         }
     }
 }
+
+#[test]
+fn the_ring_crosses_nodes_on_rails_not_through_the_spine() {
+    // On a rail-optimized cluster with a spine every GPU reaches every other through
+    // switches; a ring hop through the spine would share its few links with every other
+    // crossing. The ring keeps to one switch a hop (NVSwitch or rail), as NCCL's does.
+    let t = spec("preset:dgx-h100,nodes=4,spine=2,oversub=2");
+    let order = tacos::baselines::ring_order(&t, &t.alive_npus());
+    assert_eq!(order.len(), 32);
+    for (a, b) in order.iter().zip(order.iter().cycle().skip(1)) {
+        let route = t.route(*a, *b).unwrap();
+        assert_eq!(
+            route.len(),
+            2,
+            "{a} -> {b} goes through {} links",
+            route.len()
+        );
+    }
+    // So it runs at the NICs' speed: each direction moves half of 31/32 GiB over one
+    // 50 GB/s NIC at each crossing, 10.4 ms, plus latencies.
+    let c = Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 30).unwrap();
+    let ring = tacos::baselines::Baseline::Ring
+        .schedule(&t, c.spec())
+        .unwrap();
+    let time = tacos::sim::simulate_schedule(&t, &ring).unwrap().time_ps as f64;
+    let nic_bound = (1u64 << 29) as f64 * 31.0 / 32.0 * 1000.0 / 50.0;
+    assert!(
+        time >= nic_bound && time <= 1.1 * nic_bound,
+        "{time} ps vs {nic_bound} ps"
+    );
+}

@@ -77,8 +77,11 @@ pub(super) fn plan(
 /// links among them when a bounded search finds one (Warnsdorff's rule: go first where
 /// fewest ways on remain), otherwise the best greedy walk, jumping to the nearest NPU
 /// not yet on the ring when stuck. On a fabric two NPUs joined through switches only are
-/// neighbours too: a send between them is one transfer on its route. Starts at
-/// `npus[0]`; reproducible.
+/// neighbours too: a send between them is one transfer on its route. Neighbours through
+/// one switch are tried first (an NVSwitch, a rail: the ring NCCL lays on a rail-optimized
+/// cluster, which crosses to the next node on a rail), then through any number (a spine),
+/// where hops through the spine would all share its links. Starts at `npus[0]`;
+/// reproducible.
 pub fn ring_order(topo: &Topology, npus: &[NpuId]) -> Vec<NpuId> {
     if npus.len() <= 2 {
         return npus.to_vec();
@@ -87,18 +90,27 @@ pub fn ring_order(topo: &Topology, npus: &[NpuId]) -> Vec<NpuId> {
     for &n in npus {
         member[n] = true;
     }
-    let neighbours = Neighbours::new(topo, &member, npus);
-    let mut search = Search::new(&neighbours, npus.len(), SEARCH_STEPS_PER_NPU * npus.len());
-    search.visit(npus[0]);
-    if search.extend() {
-        return search.path;
+    let reaches: &[Option<usize>] = if topo.has_switches() {
+        &[Some(1), None]
+    } else {
+        &[None]
+    };
+    for &switches in reaches {
+        let neighbours = Neighbours::new(topo, &member, npus, switches);
+        let mut search = Search::new(&neighbours, npus.len(), SEARCH_STEPS_PER_NPU * npus.len());
+        search.visit(npus[0]);
+        if search.extend() {
+            return search.path;
+        }
     }
+    let neighbours = Neighbours::new(topo, &member, npus, None);
     greedy_walk(topo, &member, &neighbours, npus)
 }
 
 /// The members each member can send to in one transfer, in id order: over a link, or on
-/// a fabric through switches only (`Topology::route`); and, reversed, who can send to
-/// each. Compressed rows indexed by NPU id; non-members have none.
+/// a fabric through switches only (`Topology::route`; at most `switches` of them when
+/// given); and, reversed, who can send to each. Compressed rows indexed by NPU id;
+/// non-members have none.
 struct Neighbours {
     out_start: Vec<usize>,
     out: Vec<NpuId>,
@@ -107,13 +119,18 @@ struct Neighbours {
 }
 
 impl Neighbours {
-    fn new(topo: &Topology, member: &[bool], npus: &[NpuId]) -> Neighbours {
+    fn new(
+        topo: &Topology,
+        member: &[bool],
+        npus: &[NpuId],
+        switches: Option<usize>,
+    ) -> Neighbours {
         let n = topo.npus();
         let mut rows: Vec<Vec<NpuId>> = vec![Vec::new(); n];
         let mut reach = Reach::new(topo);
         for &u in npus {
             rows[u] = if topo.has_switches() {
-                reach.members_from(u, member)
+                reach.members_from(u, member, switches)
             } else {
                 topo.out_links(u)
                     .map(|l| topo.link(l).dst)
@@ -164,7 +181,6 @@ fn compress(rows: &[Vec<NpuId>]) -> (Vec<usize>, Vec<NpuId>) {
 struct Reach<'a> {
     topo: &'a Topology,
     seen: Vec<bool>,
-    stack: Vec<usize>,
 }
 
 impl<'a> Reach<'a> {
@@ -172,32 +188,41 @@ impl<'a> Reach<'a> {
         Reach {
             topo,
             seen: vec![false; topo.vertices()],
-            stack: Vec::new(),
         }
     }
 
-    /// The members other than `u` that `u` reaches by a link or through switches only,
-    /// in id order.
-    fn members_from(&mut self, u: NpuId, member: &[bool]) -> Vec<NpuId> {
+    /// The members other than `u` that `u` reaches by a link or through switches only
+    /// (at most `switches` of them when given), in id order.
+    fn members_from(&mut self, u: NpuId, member: &[bool], switches: Option<usize>) -> Vec<NpuId> {
         let topo = self.topo;
         let mut found = Vec::new();
         let mut touched = vec![u];
         self.seen[u] = true;
-        self.stack.push(u);
-        while let Some(x) = self.stack.pop() {
-            for l in topo.out_links(x) {
-                let v = topo.link(l).dst;
-                if self.seen[v] {
-                    continue;
-                }
-                self.seen[v] = true;
-                touched.push(v);
-                if topo.is_switch(v) {
-                    self.stack.push(v);
-                } else if member[v] {
-                    found.push(v);
+        // Breadth first, one layer of switches at a time.
+        let mut layer = vec![u];
+        let mut depth = 0;
+        while !layer.is_empty() {
+            let mut next = Vec::new();
+            for &x in &layer {
+                for l in topo.out_links(x) {
+                    let v = topo.link(l).dst;
+                    if self.seen[v] {
+                        continue;
+                    }
+                    self.seen[v] = true;
+                    touched.push(v);
+                    if topo.is_switch(v) {
+                        next.push(v);
+                    } else if member[v] {
+                        found.push(v);
+                    }
                 }
             }
+            depth += 1;
+            if switches.is_some_and(|most| depth > most) {
+                break;
+            }
+            layer = next;
         }
         for v in touched {
             self.seen[v] = false;

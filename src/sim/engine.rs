@@ -66,7 +66,11 @@ impl<'a> Engine<'a> {
         let planned = work
             .planned
             .as_deref()
-            .map(|times| Planned::new(topo, times, &routes.start, &routes.links));
+            .filter(|times| is_timed(topo, work, &routes.start, &routes.links, times))
+            .map(|times| {
+                let starts: Vec<Picos> = times.iter().map(|t| t.0).collect();
+                Planned::new(topo, &starts, &routes.start, &routes.links)
+            });
         Ok(Engine {
             planned,
             topo,
@@ -277,6 +281,30 @@ impl<'a> Engine<'a> {
             .push(m as u32);
         Ok(())
     }
+}
+
+/// Whether a schedule's times are a timing, not just an order: every message crosses one
+/// hop (a link, or a route through switches) and takes exactly its cut-through time, as
+/// the checker requires of a timed schedule (a baseline's unit steps are an order only,
+/// and keeping their order across independent flows on shared links would couple them).
+fn is_timed(
+    topo: &Topology,
+    work: &Workload,
+    route_start: &[u32],
+    route_links: &[u32],
+    times: &[(Picos, Picos)],
+) -> bool {
+    times.iter().enumerate().all(|(m, &(start, end))| {
+        let route = &route_links[route_start[m] as usize..route_start[m + 1] as usize];
+        let Some((_, inner)) = route.split_last() else {
+            return false;
+        };
+        let one_hop = inner
+            .iter()
+            .all(|&l| topo.is_switch(topo.link(l as usize).dst));
+        let link = topo.route_link(route.iter().map(|&l| l as usize));
+        one_hop && link_time_ps(&link, work.bytes.of(m)).ok() == end.checked_sub(start)
+    })
 }
 
 /// The planned order of a schedule's messages on links through switches.

@@ -21,9 +21,10 @@ pub(super) struct Workload {
     pub dst: Vec<u32>,
     pub bytes: Bytes,
     pub deps: Dependencies,
-    /// A schedule's start time of each message: on links through switches, messages go
-    /// in this order (equal times in any order). None for plain messages.
-    pub planned: Option<Vec<Picos>>,
+    /// A schedule's (start, end) of each message: where the schedule is timed (every
+    /// transfer takes its route's time), messages cross links through switches in start
+    /// order (equal times in any order). None for plain messages.
+    pub planned: Option<Vec<(Picos, Picos)>>,
 }
 
 /// Message sizes: one for all (a schedule's chunk) or one per message.
@@ -120,7 +121,13 @@ impl Workload {
             dst: schedule.transfers.iter().map(|t| t.dst as u32).collect(),
             bytes: Bytes::Uniform(schedule.chunk_bytes),
             deps: Dependencies::of_schedule(schedule),
-            planned: Some(schedule.transfers.iter().map(|t| t.start_ps).collect()),
+            planned: Some(
+                schedule
+                    .transfers
+                    .iter()
+                    .map(|t| (t.start_ps, t.end_ps))
+                    .collect(),
+            ),
         })
     }
 
