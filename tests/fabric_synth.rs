@@ -43,6 +43,18 @@ fn best_time(t: &Topology, kind: CollectiveKind, size: u64) -> u64 {
         .unwrap()
 }
 
+/// Checks that `time` is no better than `bound` and within `fraction` of it.
+fn near_bound(what: &str, time: u64, bound: u64, fraction: f64) {
+    assert!(
+        time >= bound,
+        "{what}: {time} ps beats the bound {bound} ps"
+    );
+    assert!(
+        time as f64 <= bound as f64 / fraction,
+        "{what}: {time} ps is below {fraction} of the bound {bound} ps"
+    );
+}
+
 /// Picoseconds to move `bytes` at `gbps` GB/s.
 fn at_rate(bytes: f64, gbps: f64) -> u64 {
     (bytes * 1000.0 / gbps) as u64
@@ -55,11 +67,7 @@ fn all_gather_on_a_star_reaches_the_port_bound() {
     let t = spec("star:8,bw=50,lat=0.5");
     let bound = at_rate(7.0 * (GIB / 8) as f64, 50.0);
     let time = best_time(&t, CollectiveKind::AllGather, GIB);
-    assert!(time >= bound, "{time} ps beats the port bound {bound} ps");
-    assert!(
-        time as f64 <= bound as f64 / 0.98,
-        "{time} ps is below 0.98 of the port bound {bound} ps"
-    );
+    near_bound("all-gather", time, bound, 0.98);
 }
 
 #[test]
@@ -72,15 +80,7 @@ fn all_reduce_and_reduce_scatter_on_a_star_reach_their_port_bounds() {
         (CollectiveKind::ReduceScatter, at_rate(7.0 * eighth, 50.0)),
         (CollectiveKind::AllReduce, at_rate(14.0 * eighth, 50.0)),
     ] {
-        let time = best_time(&t, kind, GIB);
-        assert!(
-            time >= bound,
-            "{kind:?}: {time} ps beats the bound {bound} ps"
-        );
-        assert!(
-            time as f64 <= bound as f64 / 0.98,
-            "{kind:?}: {time} ps is below 0.98 of the bound {bound} ps"
-        );
+        near_bound(&format!("{kind:?}"), best_time(&t, kind, GIB), bound, 0.98);
     }
 }
 
@@ -98,16 +98,7 @@ fn every_collective_synthesizes_through_switches_and_passes_the_checker() {
     let star = spec("star:6,bw=50,lat=0.5");
     let failed = spec("star:8,bw=50,lat=0.5").fail_npus(&[3]).unwrap();
     for t in [&star, &failed, &two_level()] {
-        for kind in [
-            CollectiveKind::AllGather,
-            CollectiveKind::ReduceScatter,
-            CollectiveKind::AllReduce,
-            CollectiveKind::Broadcast,
-            CollectiveKind::Reduce,
-            CollectiveKind::Gather,
-            CollectiveKind::Scatter,
-            CollectiveKind::AllToAll,
-        ] {
+        for kind in CollectiveKind::ALL {
             for k in [1, 3] {
                 synth(t, kind, k, 12 << 20, 7);
             }
@@ -143,12 +134,7 @@ fn a_two_level_fabric_uses_nvswitch_and_rails_within_the_cut_bound() {
     let t = two_level();
     let s = synth(&t, CollectiveKind::AllGather, 4, GIB, 0);
     let bound = at_rate((GIB / 2) as f64, 40.0);
-    let time = s.collective_time_ps();
-    assert!(time >= bound, "{time} ps beats the cut bound {bound} ps");
-    assert!(
-        time as f64 <= bound as f64 / 0.8,
-        "{time} ps is below 0.8 of the cut bound {bound} ps"
-    );
+    near_bound("two-level all-gather", s.collective_time_ps(), bound, 0.8);
     let node = |npu: usize| npu / 4;
     let across = s.transfers.iter().filter(|x| node(x.src) != node(x.dst));
     // Across nodes only same-index GPUs are joined (through their rail).
