@@ -162,14 +162,14 @@ pub fn plan(config: &Config, ranks: usize, nodes: usize, nvl: Option<NvlDomains>
 }
 
 /// `domains` NVSwitch domains of `size` GPUs joined by rails: GPU i of every domain shares
-/// a rail switch. Both switches are unwound as everywhere in the project.
+/// a rail switch. Both are switch vertices, as in the cluster presets.
 fn generic(config: &Config, size: usize, domains: usize) -> (String, Vec<Dim>) {
     let gpu = config.gpu();
     let nvswitch = config.nvswitch_gbps.unwrap_or(gpu.nvswitch_gbps());
     let nic = config.nic_gbps.unwrap_or(gpu.nic_gbps());
-    let switch = |size: usize, bandwidth_gbps, latency_us| Dim {
-        kind: DimKind::Switch {
-            degree: size.saturating_sub(1).max(1),
+    let switch = |prefix, size: usize, bandwidth_gbps, latency_us| Dim {
+        kind: DimKind::SwitchVertex {
+            prefix: Some(prefix),
         },
         size,
         bandwidth_gbps,
@@ -178,8 +178,8 @@ fn generic(config: &Config, size: usize, domains: usize) -> (String, Vec<Dim>) {
     (
         format!("generic: {domains} x {size} GPUs, NVSwitch {nvswitch} GB/s, NIC {nic} GB/s"),
         vec![
-            switch(size, nvswitch, NVLINK_US),
-            switch(domains, nic, NIC_US),
+            switch("nvswitch-node", size, nvswitch, NVLINK_US),
+            switch("rail", domains, nic, NIC_US),
         ],
     )
 }
@@ -196,11 +196,12 @@ mod tests {
         assert_eq!(d.domain_size, 8);
         let t = &d.topology;
         assert_eq!(t.npus(), 16);
-        // Inside a node: 7 peers at 450/7 GB/s (Hopper); across: GPU i to GPU i + 8 only.
-        let l = t.link(t.link_between(0, 7).unwrap());
-        assert!((l.bandwidth_gbps - 450.0 / 7.0).abs() < 1e-9);
-        assert_eq!(t.link(t.link_between(3, 11).unwrap()).bandwidth_gbps, 40.0);
-        assert_eq!(t.link_between(3, 12), None);
+        // Inside a node: through the node's NVSwitch at the port's 450 GB/s (Hopper);
+        // across: GPU i to GPU i + 8 only, through rail i at the NIC's 40 GB/s.
+        let through = |a, b| t.route(a, b).map(|r| t.route_link(r).bandwidth_gbps);
+        assert_eq!(through(0, 7), Some(450.0));
+        assert_eq!(through(3, 11), Some(40.0));
+        assert_eq!(through(3, 12), None);
     }
 
     #[test]
@@ -214,8 +215,8 @@ mod tests {
         // One node as NCCL sees it, two NVLink domains of 4.
         let d = discover(&c, 8, 1, Some(nvl)).unwrap();
         assert_eq!(d.domain_size, 4);
-        assert_eq!(d.topology.link_between(0, 4).map(|_| ()), Some(()));
-        assert_eq!(d.topology.link_between(0, 5), None);
+        assert!(d.topology.route(0, 4).is_some());
+        assert!(d.topology.route(0, 5).is_none());
         let uneven = NvlDomains {
             max_ranks: 5,
             ..nvl
