@@ -695,8 +695,24 @@ impl<'a> Matcher<'a> {
     fn match_destination(&mut self, dst: NpuId, now: Picos) -> Result<()> {
         let mut free = self.free_into(dst, now);
         let mut sampling = free.clone();
+        // Through switches, the links the event's plan gave `dst` are drawn from first.
+        let mut planned: Vec<LinkId> = free
+            .iter()
+            .copied()
+            .filter(|&l| self.is_planned(l))
+            .collect();
         while !sampling.is_empty() {
-            let i = self.sample(&sampling);
+            let i = loop {
+                let Some(&l) = planned.last() else {
+                    break self.rng.random_range(0..sampling.len());
+                };
+                match sampling.iter().position(|&s| s == l) {
+                    Some(i) => break i,
+                    None => {
+                        planned.pop();
+                    }
+                }
+            };
             let link = sampling[i];
             if self.pools[link].is_empty() {
                 sampling.swap_remove(i);
@@ -750,17 +766,6 @@ impl<'a> Matcher<'a> {
             }
         }
         Ok(())
-    }
-
-    /// A random entry of `links` (free links into one NPU); through switches, the link
-    /// the event's plan gave this NPU, while it is among them.
-    fn sample(&mut self, links: &[LinkId]) -> usize {
-        if self.routes.is_some() {
-            if let Some(i) = links.iter().position(|&l| self.is_planned(l)) {
-                return i;
-            }
-        }
-        self.rng.random_range(0..links.len())
     }
 
     /// Whether the event's plan chose channel `link`.
