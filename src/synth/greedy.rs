@@ -12,6 +12,7 @@
 
 use super::fabric::{Fabric, Routes};
 use super::fast::FastPaths;
+use super::ports::match_ports;
 use super::relay::Relays;
 use crate::collective::ChunkId;
 use crate::error::{Error, Result};
@@ -27,56 +28,10 @@ use std::collections::BinaryHeap;
 const NEVER: Picos = Picos::MAX;
 const IDLE: usize = usize::MAX;
 const UNPLANNED: u32 = u32::MAX;
-/// How deep the event's plan searches for a way to give one more receiver a sender.
-const PLAN_DEPTH: usize = 8;
 /// Most (NPU, chunk) pairs one matching tracks (chunk ids must also fit pools' u32).
 const MAX_STATES: usize = 1 << 31;
 /// Pool entries compared when picking a relayed chunk.
 const URGENCY_SAMPLES: usize = 4;
-
-/// The search for an event's plan (see `Matcher::plan`).
-struct Plan<'e> {
-    /// (receiver port, sender port, channel); `ports[p]..ports[p + 1]` are port p's.
-    edges: &'e [(u32, u32, u32)],
-    ports: &'e [usize],
-    /// Sender port -> the edge that has it.
-    owner: std::collections::HashMap<u32, usize>,
-    /// Sender ports visited by the current search.
-    seen: std::collections::HashSet<u32>,
-}
-
-impl Plan<'_> {
-    /// Gives receiver port `port` a sender, moving others' senders along an augmenting
-    /// path of at most `PLAN_DEPTH` steps; edges are tried from `offset` on, so equal
-    /// choices are spread at random.
-    fn augment(&mut self, port: usize, offset: usize, depth: usize) -> bool {
-        let range = self.ports[port]..self.ports[port + 1];
-        let len = range.len();
-        let order = (0..len).map(|i| range.start + (i + offset) % len);
-        for e in order.clone() {
-            if !self.owner.contains_key(&self.edges[e].1) {
-                self.owner.insert(self.edges[e].1, e);
-                return true;
-            }
-        }
-        if depth >= PLAN_DEPTH {
-            return false;
-        }
-        for e in order {
-            let up = self.edges[e].1;
-            if !self.seen.insert(up) {
-                continue;
-            }
-            let holder = self.owner[&up];
-            let holder_port = self.ports.partition_point(|&p| p <= holder) - 1;
-            if self.augment(holder_port, 0, depth + 1) {
-                self.owner.insert(up, e);
-                return true;
-            }
-        }
-        false
-    }
-}
 
 /// One chunk as the matcher sees it.
 #[derive(Clone, Debug)]
@@ -562,19 +517,9 @@ impl<'a> Matcher<'a> {
                 ports.push(edges.len());
             }
         }
-        let mut plan = Plan {
-            edges: &edges,
-            ports: &ports,
-            owner: std::collections::HashMap::new(),
-            seen: std::collections::HashSet::new(),
-        };
-        for port in 0..ports.len() - 1 {
-            let offset = self.rng.random_range(0..ports[port + 1] - ports[port]);
-            plan.seen.clear();
-            plan.augment(port, offset, 0);
-        }
-        for (&up, &edge) in &plan.owner {
-            self.plan_up[up as usize] = edges[edge].2;
+        let rng = &mut self.rng;
+        for (up, channel) in match_ports(&edges, &ports, |n| rng.random_range(0..n)) {
+            self.plan_up[up as usize] = channel;
             self.planned.push(up as usize);
         }
     }

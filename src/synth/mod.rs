@@ -17,6 +17,7 @@ mod compose;
 mod fabric;
 mod fast;
 mod greedy;
+mod ports;
 mod relay;
 mod retime;
 
