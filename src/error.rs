@@ -85,6 +85,9 @@ pub enum Error {
     /// An MSCCL program that cannot be built, read or run as asked.
     #[error("msccl: {0}")]
     Msccl(String),
+    /// A cost-model profile or a measurement file that cannot be used as given.
+    #[error("cost model: {0}")]
+    Cost(String),
     /// A compilation that cannot be done as asked, or a compiled directory that is not
     /// what its manifest says.
     #[error("compile: {0}")]

@@ -14,6 +14,7 @@ pub mod bounds;
 pub mod budget;
 pub mod collective;
 pub mod compile;
+pub mod cost;
 pub mod error;
 pub mod ffi;
 pub mod fsio;

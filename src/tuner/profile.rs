@@ -46,6 +46,30 @@ pub(crate) struct Profile {
     pub injection: Vec<(f64, f64)>,
 }
 
+/// What the executor cost model (`cost`) needs of one algorithm for one collective, at
+/// line rate, in parts that do not depend on the size or the protocol.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Shape {
+    /// Latency-free time per byte of collective size with unlimited pipelining, us.
+    pub us_per_byte: f64,
+    /// The busiest NVLink and network link's busy time, as shares of the busiest link's.
+    pub busiest: [f64; 2],
+    /// The longest chain of dependent steps: its links' latency, us, and its steps within
+    /// NVLink domains and across the network.
+    pub wire_latency_us: f64,
+    pub steps: [f64; 2],
+    /// As [`Profile::injection`].
+    pub injection: Vec<(f64, f64)>,
+}
+
+/// An algorithm's simulated parts.
+struct Measured {
+    steps: Vec<Step>,
+    us_per_byte: f64,
+    busiest: [f64; 2],
+    injection: Vec<(f64, f64)>,
+}
+
 /// The topology as the profiles need it. Switch vertices are priced as the paper's
 /// unwinding (each GPU's port split evenly over its peers), as the closed forms
 /// (`formula`) price them, so the tuner decides alike at every communicator size; pricing
@@ -57,6 +81,9 @@ pub(crate) struct Profiler<'a> {
     npus: Vec<NpuId>,
     /// NPUs `domain_size` apart in id share an NVLink domain (a node unless told otherwise).
     domain_size: usize,
+    /// Per link of `topo`, whether it is a network hop; `None`: the unwound topology, where
+    /// a link is a network hop when it joins two domains.
+    network_links: Option<Vec<bool>>,
 }
 
 impl<'a> Profiler<'a> {
@@ -72,6 +99,24 @@ impl<'a> Profiler<'a> {
             topo,
             zero_alpha,
             domain_size: domain_size.max(1),
+            network_links: None,
+        })
+    }
+
+    /// A profiler that keeps switch vertices as they are (a ring through an NVSwitch gets
+    /// the GPU's whole port, as on the hardware): the executor cost model's. A step pays
+    /// its route's latency plus the protocol's step latency once, on the link leaving the
+    /// sending NPU (a network hop when any link of the route is one, see
+    /// [`network_links`]).
+    pub fn on_fabric(topo: &'a Topology, domain_size: usize) -> Result<Profiler<'a>> {
+        let domain_size = domain_size.max(1);
+        let zero_alpha = with_latencies(topo, |_| 0.0)?;
+        Ok(Profiler {
+            npus: topo.alive_npus(),
+            network_links: Some(network_links(topo, domain_size)),
+            topo: Cow::Borrowed(topo),
+            zero_alpha,
+            domain_size,
         })
     }
 
@@ -83,6 +128,56 @@ impl<'a> Profiler<'a> {
         algorithm: Algorithm,
         costs: &[ProtocolCost; 3],
     ) -> Result<Profile> {
+        let measured = self.measure(kind, algorithm)?;
+        let mut latency_us = [0.0; 3];
+        for (slot, cost) in latency_us.iter_mut().zip(costs) {
+            let hop = |l: &Link| match &self.network_links {
+                None => us_to_ps(l.latency_us.max(self.step_us(l, cost))),
+                Some(_) => self.additive_hop_ps(l, cost.step_us),
+            };
+            *slot = ps_to_us(self.longest_chain_ps(&measured.steps, hop)?);
+        }
+        Ok(Profile {
+            latency_us,
+            us_per_byte: measured.us_per_byte,
+            injection: measured.injection,
+        })
+    }
+
+    /// The algorithm's [`Shape`] for `kind` (a profiler made [`Profiler::on_fabric`]).
+    pub fn shape(&self, kind: CollectiveKind, algorithm: Algorithm) -> Result<Shape> {
+        let measured = self.measure(kind, algorithm)?;
+        let chain_us = |step_us: [f64; 2]| -> Result<f64> {
+            let hop = |l: &Link| self.additive_hop_ps(l, step_us);
+            Ok(ps_to_us(self.longest_chain_ps(&measured.steps, hop)?))
+        };
+        // The chain's parts, from three walks: no step cost, then a unit per kind of hop
+        // (exact where the longest chain does not change with the step costs, as on a
+        // ring; otherwise the chain that is longest with unit costs).
+        let wire = chain_us([0.0, 0.0])?;
+        let nvlink_steps = (chain_us([1.0, 0.0])? - wire).round();
+        let network_steps = (chain_us([0.0, 1.0])? - wire).round();
+        Ok(Shape {
+            us_per_byte: measured.us_per_byte,
+            busiest: measured.busiest,
+            wire_latency_us: wire,
+            steps: [nvlink_steps, network_steps],
+            injection: measured.injection,
+        })
+    }
+
+    /// A hop that costs its link's latency, plus `step_us` (NVLink, network) where it
+    /// leaves an NPU: once per step, however many switches its route crosses.
+    fn additive_hop_ps(&self, l: &Link, step_us: [f64; 2]) -> Picos {
+        if self.topo.is_switch(l.src) {
+            return us_to_ps(l.latency_us);
+        }
+        let across = self.is_network(l);
+        us_to_ps(l.latency_us + step_us[usize::from(across)])
+    }
+
+    /// The simulated parts of an algorithm's profile, worked out once.
+    fn measure(&self, kind: CollectiveKind, algorithm: Algorithm) -> Result<Measured> {
         let baseline = match algorithm {
             Algorithm::Ring => Baseline::Ring,
             Algorithm::Tree => Baseline::Dbt,
@@ -95,7 +190,8 @@ impl<'a> Profiler<'a> {
             size_bytes: REFERENCE_BYTES,
         };
         let one = baseline.schedule(&self.topo, &spec(1))?;
-        let t1 = simulate_schedule(&self.zero_alpha, &one)?.time_ps as f64;
+        let run = simulate_schedule(&self.zero_alpha, &one)?;
+        let t1 = run.time_ps as f64;
         let (injection, bound) = self.injection(&one);
         let ring_pass = algorithm == Algorithm::Ring && !kind.has_root();
         let pipelined = if ring_pass {
@@ -105,15 +201,16 @@ impl<'a> Profiler<'a> {
             let t2 = simulate_schedule(&self.zero_alpha, &two)?.time_ps as f64;
             (2.0 * t2 - t1).max(bound).min(t2)
         };
-        let steps = merged_steps(&one);
-        let mut latency_us = [0.0; 3];
-        for (slot, cost) in latency_us.iter_mut().zip(costs) {
-            let hop = |l: &Link| us_to_ps(l.latency_us.max(self.step_us(l, cost)));
-            *slot = ps_to_us(self.longest_chain_ps(&steps, hop)?);
+        let mut busiest = [0.0f64; 2];
+        for (id, &busy) in run.link_busy_ps.iter().enumerate() {
+            let kind = usize::from(self.is_network(self.topo.link(id)));
+            busiest[kind] = busiest[kind].max(busy as f64);
         }
-        Ok(Profile {
-            latency_us,
+        let most = busiest[0].max(busiest[1]).max(1.0);
+        Ok(Measured {
+            steps: merged_steps(&one),
             us_per_byte: ps_to_us(pipelined as Picos) / REFERENCE_BYTES as f64,
+            busiest: busiest.map(|b| b / most),
             injection,
         })
     }
@@ -142,8 +239,18 @@ impl<'a> Profiler<'a> {
 
     /// The protocol's step latency on `link`: NVLink inside a domain, network across.
     fn step_us(&self, link: &Link, cost: &ProtocolCost) -> f64 {
-        let across = link.src / self.domain_size != link.dst / self.domain_size;
-        cost.step_us[usize::from(across)]
+        cost.step_us[usize::from(self.is_network(link))]
+    }
+
+    /// Whether `link` is a network hop rather than one inside an NVLink domain.
+    fn is_network(&self, link: &Link) -> bool {
+        match &self.network_links {
+            None => link.src / self.domain_size != link.dst / self.domain_size,
+            Some(network) => self
+                .topo
+                .link_between(link.src, link.dst)
+                .is_some_and(|id| network[id]),
+        }
     }
 
     /// Per sending NPU (bytes sent per byte of collective, egress GB/s), and the time in ps
@@ -174,6 +281,42 @@ impl<'a> Profiler<'a> {
         }
         (injection, bound)
     }
+}
+
+/// Per link of `topo`, whether a transfer on it crosses the network rather than an NVLink
+/// domain (NPUs `domain_size` apart in id share one): a link between NPUs of two domains,
+/// a link of a switch that serves NPUs of several domains (a rail or spine switch) or of
+/// no NPU at all; a link leaving an NPU counts as the network when its NPU's route onward
+/// may cross it, i.e. when it leads into such a switch.
+pub(crate) fn network_links(topo: &Topology, domain_size: usize) -> Vec<bool> {
+    let npus = topo.npus();
+    let domain = |v: usize| v / domain_size;
+    // Per switch: the one domain whose NPUs it serves, or None (several or none).
+    let switch_domain: Vec<Option<usize>> = (npus..topo.vertices())
+        .map(|s| {
+            let mut served = topo
+                .out_links(s)
+                .map(|l| topo.link(l).dst)
+                .filter(|&v| v < npus)
+                .map(domain);
+            let first = served.next()?;
+            served.all(|d| d == first).then_some(first)
+        })
+        .collect();
+    let place = |v: usize| {
+        if v < npus {
+            Some(domain(v))
+        } else {
+            switch_domain[v - npus]
+        }
+    };
+    topo.links()
+        .iter()
+        .map(|l| match (place(l.src), place(l.dst)) {
+            (Some(a), Some(b)) => a != b,
+            _ => true,
+        })
+        .collect()
 }
 
 /// `topo` with every link's latency replaced by `latency(link)`.

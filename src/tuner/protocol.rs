@@ -3,17 +3,20 @@
 //! that carries data, and how fast one channel (one thread block) can move data.
 
 use super::constants::{GpuArch, NcclConstants, HW_NET, HW_NVLINK};
+use serde::Serialize;
 use std::fmt;
 
 /// NCCL's built-in algorithms the model covers, numbered as NCCL numbers them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Algorithm {
     Tree = 0,
     Ring = 1,
 }
 
 /// NCCL's protocols, numbered as NCCL numbers them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// 8-byte stores of 4 data bytes and a 4-byte flag: lowest latency, half the bandwidth.
     Ll = 0,

@@ -1,0 +1,205 @@
+//! Fits the executor model's constants to measured times: least squares on log time,
+//! each constant kept inside a physical range, by coordinate descent on multiplicative
+//! steps (deterministic: the same tables give the same profile).
+//!
+//! A constant that no measured point depends on (network figures fitted on one node, a
+//! protocol NCCL never picked) keeps the value it started from.
+
+use super::model::ExecModel;
+use super::nccl::NcclPricer;
+use crate::error::Result;
+use crate::tuner::{Algorithm, Protocol};
+use serde::Serialize;
+
+/// One measured size: collective bytes (nccl-tests' size) and time, us.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Observation {
+    pub bytes: u64,
+    pub time_us: f64,
+}
+
+/// A table of measured times for one collective on one topology.
+pub struct Table<'a> {
+    /// How reports name it (the file, and the table within it).
+    pub name: String,
+    pub pricer: &'a NcclPricer,
+    /// The algorithm the run was held to (`NCCL_ALGO`), else NCCL's choice.
+    pub algorithm: Option<Algorithm>,
+    /// The protocol the run was held to (`NCCL_PROTO`), else NCCL's choice.
+    pub protocol: Option<Protocol>,
+    pub points: Vec<Observation>,
+}
+
+impl Table<'_> {
+    /// Predicted times of the table's sizes under `model`.
+    pub fn predict(&self, model: &ExecModel) -> Result<Vec<f64>> {
+        self.points
+            .iter()
+            .map(|o| {
+                let p = self
+                    .pricer
+                    .price_with(model, o.bytes, self.algorithm, self.protocol)?;
+                Ok(p.time_us)
+            })
+            .collect()
+    }
+}
+
+/// A constant of the model the fit may move, with its physical range.
+struct Knob {
+    name: &'static str,
+    low: f64,
+    high: f64,
+    get: fn(&ExecModel) -> f64,
+    set: fn(&mut ExecModel, f64),
+}
+
+macro_rules! knob {
+    ($name:literal, $low:expr, $high:expr, $($field:ident).+) => {
+        Knob {
+            name: $name,
+            low: $low,
+            high: $high,
+            get: |m| m.$($field).+,
+            set: |m, v| m.$($field).+ = v,
+        }
+    };
+}
+
+/// Every constant the fit moves; ranges are what hardware can be (a launch of at most
+/// 200 us, an efficiency of 0.3 to 1 of line rate, steps of at most 100 us, a channel of
+/// 0.5 to 500 GB/s).
+fn knobs() -> Vec<Knob> {
+    vec![
+        knob!("launch_us", 0.0, 200.0, launch_us),
+        knob!("efficiency.nvlink", 0.3, 1.0, efficiency.nvlink),
+        knob!("efficiency.net", 0.3, 1.0, efficiency.net),
+        knob!("ll.step_us.nvlink", 0.0, 100.0, ll.step_us.nvlink),
+        knob!("ll.step_us.net", 0.0, 100.0, ll.step_us.net),
+        knob!("ll.channel_gbps", 0.5, 500.0, ll.channel_gbps),
+        knob!("ll128.step_us.nvlink", 0.0, 100.0, ll128.step_us.nvlink),
+        knob!("ll128.step_us.net", 0.0, 100.0, ll128.step_us.net),
+        knob!("ll128.channel_gbps", 0.5, 500.0, ll128.channel_gbps),
+        knob!("simple.step_us.nvlink", 0.0, 100.0, simple.step_us.nvlink),
+        knob!("simple.step_us.net", 0.0, 100.0, simple.step_us.net),
+        knob!("simple.channel_gbps", 0.5, 500.0, simple.channel_gbps),
+    ]
+}
+
+/// Below this size a measured time varies more from run to run (launch jitter, the
+/// host's synchronisation), so its points weigh less.
+pub const SMALL_BYTES: u64 = 1 << 20;
+
+/// The relative error a prediction is held to: 15% from [`SMALL_BYTES`] up, 30% below.
+pub fn tolerance(bytes: u64) -> f64 {
+    if bytes >= SMALL_BYTES {
+        0.15
+    } else {
+        0.30
+    }
+}
+
+/// Sum over every point of ((ln predicted - ln measured) / tolerance)^2: least squares on
+/// log time, each point weighed by how closely its size is held.
+fn loss(tables: &[Table], model: &ExecModel) -> Result<f64> {
+    let mut sum = 0.0;
+    for t in tables {
+        for (o, p) in t.points.iter().zip(t.predict(model)?) {
+            let residual = p.max(1e-9).ln() - o.time_us.max(1e-9).ln();
+            sum += (residual / tolerance(o.bytes)).powi(2);
+        }
+    }
+    Ok(sum)
+}
+
+/// The constants, starting from `start`, that best fit `tables`.
+pub fn fit(tables: &[Table], start: &ExecModel) -> Result<ExecModel> {
+    let knobs = knobs();
+    let mut model = start.clone();
+    // Start inside every range.
+    for k in &knobs {
+        let value = (k.get)(&model).clamp(k.low, k.high);
+        (k.set)(&mut model, value);
+    }
+    let mut best = loss(tables, &model)?;
+    let mut step = 0.5;
+    while step > 1e-5 {
+        let mut improved = false;
+        for k in &knobs {
+            let value = (k.get)(&model);
+            // A multiplicative step, and an additive one so a constant can leave zero.
+            let span = (k.high - k.low) * step * 0.01;
+            for candidate in [
+                value * (1.0 + step),
+                value / (1.0 + step),
+                value + span,
+                value - span,
+            ] {
+                let candidate = candidate.clamp(k.low, k.high);
+                if candidate == (k.get)(&model) {
+                    continue;
+                }
+                let mut trial = model.clone();
+                (k.set)(&mut trial, candidate);
+                let l = loss(tables, &trial)?;
+                if l < best * (1.0 - 1e-12) {
+                    best = l;
+                    model = trial;
+                    improved = true;
+                }
+            }
+        }
+        if !improved {
+            step /= 2.0;
+        }
+    }
+    Ok(model)
+}
+
+/// How well `model` predicts one table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TableFit {
+    pub name: String,
+    /// Per point: (bytes, measured us, predicted us).
+    pub points: Vec<(u64, f64, f64)>,
+    /// Median and largest |predicted - measured| / measured.
+    pub median_error: f64,
+    pub worst_error: f64,
+}
+
+/// The fit of `model` to each table.
+pub fn assess(tables: &[Table], model: &ExecModel) -> Result<Vec<TableFit>> {
+    tables
+        .iter()
+        .map(|t| {
+            let predicted = t.predict(model)?;
+            let points: Vec<(u64, f64, f64)> = t
+                .points
+                .iter()
+                .zip(predicted)
+                .map(|(o, p)| (o.bytes, o.time_us, p))
+                .collect();
+            let mut errors: Vec<f64> = points
+                .iter()
+                .map(|&(_, m, p)| relative_error(m, p))
+                .collect();
+            errors.sort_by(f64::total_cmp);
+            Ok(TableFit {
+                name: t.name.clone(),
+                median_error: errors.get(errors.len() / 2).copied().unwrap_or(0.0),
+                worst_error: errors.last().copied().unwrap_or(0.0),
+                points,
+            })
+        })
+        .collect()
+}
+
+/// |predicted - measured| / measured.
+pub fn relative_error(measured: f64, predicted: f64) -> f64 {
+    (predicted - measured).abs() / measured
+}
+
+/// The names of the constants the fit moves, for reports.
+pub fn fitted_constants() -> Vec<&'static str> {
+    knobs().iter().map(|k| k.name).collect()
+}

@@ -1,0 +1,176 @@
+//! NCCL's built-in algorithms (Ring; Tree for All-Reduce) priced with the executor cost
+//! model, and the (algorithm, protocol) NCCL's own tuning would pick, as the tuner plugin
+//! sees it ([`crate::tuner::Tuner`] with NCCL's default constants).
+//!
+//! The time of `bytes` with `protocol` on `channels` channels is
+//!
+//! ```text
+//! launch + wire latency + nvlink steps x step(nvlink) + network steps x step(net)
+//!        + bytes x wire(protocol) x max(links, injection)
+//! ```
+//!
+//! - the chain of dependent steps is the algorithm's (its baseline schedule's) longest,
+//!   found on the topology as it is (switch vertices forwarding, not unwound);
+//! - `links`: the busiest link's time per byte at line rate, divided by the efficiency of
+//!   its kind (NVLink or network), with unlimited pipelining;
+//! - `injection`: the busiest NPU's bytes over what its channels move (per-channel rate
+//!   times channels), at most its links' rate;
+//! - `wire(protocol)`: LL's and LL128's flag bytes (`model::wire_factor`).
+
+use super::model::{wire_factor, ExecModel};
+use crate::collective::CollectiveKind;
+use crate::error::{Error, Result};
+use crate::topology::Topology;
+use crate::tuner::profile::{Profiler, Shape};
+use crate::tuner::{Algorithm, Communicator, GpuArch, Network, Protocol, Tuner};
+use serde::Serialize;
+
+/// One of NCCL's algorithms with a protocol, priced.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct NcclPrice {
+    pub algorithm: Algorithm,
+    pub protocol: Protocol,
+    pub channels: u32,
+    /// Predicted time, us.
+    pub time_us: f64,
+    /// Whether NCCL's tuning picked the algorithm and protocol (else the user named them).
+    pub nccl_choice: bool,
+}
+
+/// NCCL's algorithms for one collective on one topology, ready to price at any size.
+pub struct NcclPricer {
+    kind: CollectiveKind,
+    model: ExecModel,
+    /// (algorithm, its shape): Ring, and Tree for All-Reduce.
+    shapes: Vec<(Algorithm, Shape)>,
+    /// NCCL's own ranking, per size band.
+    tuner: Tuner,
+}
+
+impl NcclPricer {
+    /// Prices `kind` on `topo`'s alive NPUs, NVLink domains of `domain_size` NPUs apart
+    /// in id (a node), `gpu` for NCCL's tables, `model` for the executor.
+    pub fn new(
+        topo: &Topology,
+        kind: CollectiveKind,
+        domain_size: usize,
+        gpu: GpuArch,
+        model: ExecModel,
+    ) -> Result<NcclPricer> {
+        if !crate::tuner::TUNED.contains(&kind) {
+            return Err(Error::Baseline(format!(
+                "NCCL has no built-in {kind}; it runs broadcast, reduce, allgather, reducescatter and allreduce"
+            )));
+        }
+        let ranks = topo.alive_npus().len();
+        let domain_size = domain_size.clamp(1, ranks.max(1));
+        let profiler = Profiler::on_fabric(topo, domain_size)?;
+        let mut shapes = vec![(Algorithm::Ring, profiler.shape(kind, Algorithm::Ring)?)];
+        if kind == CollectiveKind::AllReduce {
+            shapes.push((Algorithm::Tree, profiler.shape(kind, Algorithm::Tree)?));
+        }
+        let comm = Communicator {
+            ranks,
+            nodes: ranks.div_ceil(domain_size),
+            constants: None,
+        };
+        let tuner = Tuner::new(
+            Network::Simulated(topo),
+            topo.name(),
+            domain_size,
+            Vec::new(),
+            &comm,
+            gpu,
+        )?;
+        Ok(NcclPricer {
+            kind,
+            model,
+            shapes,
+            tuner,
+        })
+    }
+
+    pub fn model(&self) -> &ExecModel {
+        &self.model
+    }
+
+    /// The (algorithm, protocol) NCCL's tuning picks for `bytes`, among `algorithm`'s only
+    /// when given.
+    pub fn nccl_choice(&self, bytes: u64, algorithm: Option<Algorithm>) -> (Algorithm, Protocol) {
+        self.tuner
+            .choices(self.kind, bytes)
+            .iter()
+            .find(|c| algorithm.map_or(true, |a| a == c.algorithm))
+            .map_or((Algorithm::Ring, Protocol::Simple), |c| {
+                (c.algorithm, c.protocol)
+            })
+    }
+
+    /// The predicted time of `bytes` with `algorithm` and `protocol` (NCCL's pick where
+    /// `None`), on the model's channel count.
+    pub fn price(
+        &self,
+        bytes: u64,
+        algorithm: Option<Algorithm>,
+        protocol: Option<Protocol>,
+    ) -> Result<NcclPrice> {
+        self.price_with(&self.model, bytes, algorithm, protocol)
+    }
+
+    /// [`NcclPricer::price`] with other executor constants (a fit tries many).
+    pub fn price_with(
+        &self,
+        model: &ExecModel,
+        bytes: u64,
+        algorithm: Option<Algorithm>,
+        protocol: Option<Protocol>,
+    ) -> Result<NcclPrice> {
+        let (picked_algorithm, picked_protocol) = self.nccl_choice(bytes, algorithm);
+        let algorithm = algorithm.unwrap_or(picked_algorithm);
+        let protocol = protocol.unwrap_or(picked_protocol);
+        let shape = self
+            .shapes
+            .iter()
+            .find(|(a, _)| *a == algorithm)
+            .map(|(_, s)| s)
+            .ok_or_else(|| {
+                Error::Baseline(format!(
+                    "NCCL's {algorithm} runs allreduce only, not {}",
+                    self.kind
+                ))
+            })?;
+        let channels = model.channels;
+        Ok(NcclPrice {
+            algorithm,
+            protocol,
+            channels,
+            time_us: time_us(model, shape, protocol, channels, bytes as f64),
+            nccl_choice: (algorithm, protocol) == (picked_algorithm, picked_protocol),
+        })
+    }
+}
+
+/// The module's formula: `shape` run with `protocol` on `channels` channels.
+pub(crate) fn time_us(
+    model: &ExecModel,
+    shape: &Shape,
+    protocol: Protocol,
+    channels: u32,
+    bytes: f64,
+) -> f64 {
+    let p = model.protocol(protocol);
+    let latency = model.launch_us
+        + shape.wire_latency_us
+        + shape.steps[0] * p.step_us.nvlink
+        + shape.steps[1] * p.step_us.net;
+    let efficiency = [model.efficiency.nvlink, model.efficiency.net];
+    let links = shape.us_per_byte
+        * (shape.busiest[0] / efficiency[0]).max(shape.busiest[1] / efficiency[1]);
+    let rate = model.channels_gbps(protocol, channels);
+    let injection = shape
+        .injection
+        .iter()
+        .map(|&(sent, egress)| sent / (rate.min(egress * efficiency[0]) * 1e3))
+        .fold(0.0, f64::max);
+    latency + bytes * wire_factor(protocol) * links.max(injection)
+}
