@@ -14,6 +14,7 @@ use crate::msccl::RuleBreak;
 use crate::pipeline::Trial;
 use crate::sim::{bus_factor, LinkLoad, Sharing};
 use crate::synth::AllReduceTimes;
+use crate::tuner::{Algorithm, Protocol};
 use crate::topology::{format_npus, LinkClass, NpuId, Topology};
 use crate::units::{algbw_gbps, ps_to_us, Picos};
 use serde::Serialize;
@@ -192,6 +193,45 @@ pub struct SimulateReport {
     pub bounds: BoundsReport,
     /// Every link's load, in `Topology::links()` order.
     pub links: Vec<LinkLoad>,
+}
+
+/// `tacos simulate --baseline nccl --json`: one of NCCL's own algorithms, priced by the
+/// executor cost model (not simulated link by link).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NcclSimulateReport {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub topology: TopologyInfo,
+    /// `nccl ALGORITHM/PROTOCOL`.
+    pub algorithm: String,
+    pub collective: CollectiveInfo,
+    pub nccl: NcclInfo,
+    pub cost_model: CostModelInfo,
+    #[serde(flatten)]
+    pub timing: Timing,
+    pub bounds: BoundsReport,
+}
+
+/// Which of NCCL's algorithms was priced, and who picked it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NcclInfo {
+    pub algorithm: Algorithm,
+    pub protocol: Protocol,
+    pub channels: u32,
+    /// `nccl` where NCCL's own tuning picked the algorithm and protocol for the size (as
+    /// the tuner plugin sees its cost table), `command line` where they were given.
+    pub picked_by: &'static str,
+}
+
+/// The executor cost model's constants a figure was priced with.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CostModelInfo {
+    /// The GPU generation of the constants.
+    pub arch: String,
+    /// Where they come from (the profile's own `source`).
+    pub source: String,
+    /// The profile file, where one was read (`--profile` or `TACOS_PROFILE`).
+    pub profile: Option<String>,
 }
 
 /// `tacos compare --json`.

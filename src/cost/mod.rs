@@ -12,6 +12,8 @@
 pub mod fit;
 pub mod model;
 pub mod nccl;
+pub mod program;
 
 pub use model::{ExecModel, ProtocolModel};
 pub use nccl::{NcclPrice, NcclPricer};
+pub use program::Executor;

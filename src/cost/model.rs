@@ -66,11 +66,11 @@ pub fn wire_factor(protocol: Protocol) -> f64 {
     }
 }
 
-/// Bytes of the smallest unit a protocol moves: a step moves at least one.
-pub fn line_bytes(protocol: Protocol) -> u64 {
+/// Data bytes of the smallest unit a protocol moves (a line): a step moves at least one.
+pub fn line_data_bytes(protocol: Protocol) -> u64 {
     match protocol {
         Protocol::Ll => 8,
-        Protocol::Ll128 => 128,
+        Protocol::Ll128 => 120,
         Protocol::Simple => 1,
     }
 }

@@ -21,7 +21,8 @@ use super::model::{wire_factor, ExecModel};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::topology::Topology;
-use crate::tuner::profile::{Profiler, Shape};
+use crate::tuner::profile::{network_links, Profiler, Shape};
+use std::collections::HashMap;
 use crate::tuner::{Algorithm, Communicator, GpuArch, Network, Protocol, Tuner};
 use serde::Serialize;
 
@@ -65,9 +66,21 @@ impl NcclPricer {
         let ranks = topo.alive_npus().len();
         let domain_size = domain_size.clamp(1, ranks.max(1));
         let profiler = Profiler::on_fabric(topo, domain_size)?;
-        let mut shapes = vec![(Algorithm::Ring, profiler.shape(kind, Algorithm::Ring)?)];
+        let mut algorithms = vec![Algorithm::Ring];
         if kind == CollectiveKind::AllReduce {
-            shapes.push((Algorithm::Tree, profiler.shape(kind, Algorithm::Tree)?));
+            algorithms.push(Algorithm::Tree);
+        }
+        let nics = nics_per_domain(topo, domain_size).min(model.channels as usize) as f64;
+        let mut shapes = Vec::new();
+        for algorithm in algorithms {
+            let mut shape = profiler.shape(kind, algorithm)?;
+            // Our baselines leave a node over one or two NICs; NCCL's rings and trees (one
+            // per channel) leave it over different NICs, so the network's share of the
+            // busiest link spreads over as many as the channels reach.
+            if shape.nics_used > 0 {
+                shape.busiest[1] /= (nics / shape.nics_used as f64).max(1.0);
+            }
+            shapes.push((algorithm, shape));
         }
         let comm = Communicator {
             ranks,
@@ -148,6 +161,18 @@ impl NcclPricer {
             nccl_choice: (algorithm, protocol) == (picked_algorithm, picked_protocol),
         })
     }
+}
+
+/// The most NPUs of one NVLink domain with a link into the network (their NICs).
+fn nics_per_domain(topo: &Topology, domain_size: usize) -> usize {
+    let network = network_links(topo, domain_size);
+    let mut per_domain: HashMap<usize, usize> = HashMap::new();
+    for npu in topo.alive_npus() {
+        if topo.out_links(npu).any(|l| network[l]) {
+            *per_domain.entry(npu / domain_size).or_default() += 1;
+        }
+    }
+    per_domain.into_values().max().unwrap_or(0)
 }
 
 /// The module's formula: `shape` run with `protocol` on `channels` channels.

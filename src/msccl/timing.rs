@@ -95,7 +95,18 @@ impl ProgramTimer {
 
     /// Times the program for a collective of `size_bytes` (nccl-tests' convention).
     pub fn simulate(&self, topo: &Topology, size_bytes: u64) -> Result<SimResult> {
-        simulate_messages(topo, &self.messages(topo, size_bytes))
+        self.simulate_in_lines(topo, size_bytes, 1)
+    }
+
+    /// [`ProgramTimer::simulate`] with every message rounded up to whole lines of
+    /// `line_bytes` data bytes: a protocol moves at least one line per step.
+    pub fn simulate_in_lines(
+        &self,
+        topo: &Topology,
+        size_bytes: u64,
+        line_bytes: u64,
+    ) -> Result<SimResult> {
+        simulate_messages(topo, &self.messages(topo, size_bytes, line_bytes.max(1)))
     }
 }
 
@@ -238,8 +249,13 @@ impl ProgramTimer {
     /// before it would idle the link (a run that let every connection have its link to
     /// itself got ahead of the shared link and did that). Ties go to the shorter chain of
     /// steps.
-    fn messages(&self, topo: &Topology, size_bytes: u64) -> Vec<Message> {
+    fn messages(&self, topo: &Topology, size_bytes: u64, line_bytes: u64) -> Vec<Message> {
         let chunk_bytes = size_bytes as f64 / self.size_divisor as f64;
+        let line = line_bytes as f64;
+        let bytes_of = |m: usize| match self.count[m] as f64 * chunk_bytes {
+            bytes if line_bytes > 1 => (bytes / line).ceil() * line,
+            bytes => bytes,
+        };
         let n = self.src.len();
         // Who waits for each message: the messages that depend on it, and the next
         // message of its threadblock (its connection).
@@ -287,7 +303,7 @@ impl ProgramTimer {
                 queue.push(Reverse((free, since, tie, m as u32)));
                 continue;
             }
-            let bytes = self.count[m] as f64 * chunk_bytes;
+            let bytes = bytes_of(m);
             let cost = match route {
                 [] => 0,
                 _ => topo.route_link(route.iter().copied()).transfer_ps(bytes),
@@ -327,7 +343,7 @@ impl ProgramTimer {
                 Message {
                     src: self.src[m],
                     dst: self.dst[m],
-                    bytes: self.count[m] as f64 * chunk_bytes,
+                    bytes: bytes_of(m),
                     deps,
                 }
             })

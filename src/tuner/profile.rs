@@ -54,6 +54,8 @@ pub(crate) struct Shape {
     pub us_per_byte: f64,
     /// The busiest NVLink and network link's busy time, as shares of the busiest link's.
     pub busiest: [f64; 2],
+    /// The most NPUs of one NVLink domain whose links into the network carry data.
+    pub nics_used: usize,
     /// The longest chain of dependent steps: its links' latency, us, and its steps within
     /// NVLink domains and across the network.
     pub wire_latency_us: f64,
@@ -67,6 +69,7 @@ struct Measured {
     steps: Vec<Step>,
     us_per_byte: f64,
     busiest: [f64; 2],
+    nics_used: usize,
     injection: Vec<(f64, f64)>,
 }
 
@@ -160,6 +163,7 @@ impl<'a> Profiler<'a> {
         Ok(Shape {
             us_per_byte: measured.us_per_byte,
             busiest: measured.busiest,
+            nics_used: measured.nics_used,
             wire_latency_us: wire,
             steps: [nvlink_steps, network_steps],
             injection: measured.injection,
@@ -202,15 +206,24 @@ impl<'a> Profiler<'a> {
             (2.0 * t2 - t1).max(bound).min(t2)
         };
         let mut busiest = [0.0f64; 2];
+        let mut nics_used: HashMap<usize, Vec<NpuId>> = HashMap::new();
         for (id, &busy) in run.link_busy_ps.iter().enumerate() {
-            let kind = usize::from(self.is_network(self.topo.link(id)));
-            busiest[kind] = busiest[kind].max(busy as f64);
+            let link = self.topo.link(id);
+            let network = self.is_network(link);
+            busiest[usize::from(network)] = busiest[usize::from(network)].max(busy as f64);
+            if network && busy > 0 && !self.topo.is_switch(link.src) {
+                let npus = nics_used.entry(link.src / self.domain_size).or_default();
+                if !npus.contains(&link.src) {
+                    npus.push(link.src);
+                }
+            }
         }
         let most = busiest[0].max(busiest[1]).max(1.0);
         Ok(Measured {
             steps: merged_steps(&one),
             us_per_byte: ps_to_us(pipelined as Picos) / REFERENCE_BYTES as f64,
             busiest: busiest.map(|b| b / most),
+            nics_used: nics_used.values().map(Vec::len).max().unwrap_or(0),
             injection,
         })
     }

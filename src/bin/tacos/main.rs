@@ -13,6 +13,7 @@ mod concurrent;
 mod lowering;
 pub mod progress;
 mod simulate;
+mod simulate_nccl;
 mod synth;
 mod topo;
 mod verify;
@@ -20,13 +21,16 @@ mod verify;
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 use tacos::budget::MemoryLimit;
+use std::path::PathBuf;
 use tacos::collective::CollectiveKind;
+use tacos::cost::Executor;
 use tacos::error::echo;
 use tacos::msccl::{LimitOverrides, Profile, Target};
 use tacos::topology::limits::{
     bandwidth_in_range, latency_in_range, BANDWIDTH_ALLOWED, LATENCY_ALLOWED,
 };
 use tacos::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
+use tacos::tuner::GpuArch;
 use tacos::units::{parse_link_pairs, parse_npu_list, parse_size};
 
 /// Topology-aware collective algorithm synthesizer (TACOS link-chunk matching).
@@ -156,6 +160,42 @@ impl TopologyArgs {
         }
         Ok(topo)
     }
+}
+
+/// The executor cost model every timing of a program or of NCCL's algorithms uses.
+#[derive(Debug, Args)]
+pub struct CostArgs {
+    /// GPU generation whose cost constants to use: volta, ampere, hopper, blackwell, or a
+    /// compute capability such as 80 [default: the preset's, else hopper]
+    #[arg(long, value_name = "ARCH", value_parser = gpu_arch)]
+    pub gpu_arch: Option<GpuArch>,
+    /// A cost profile (JSON, from `tacos calibrate -o`) for your cluster [default:
+    /// TACOS_PROFILE, else the GPU generation's built-in profile]
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+}
+
+impl CostArgs {
+    /// The executor model for `topo`.
+    pub fn executor(&self, topo: &Topology) -> tacos::Result<Executor> {
+        Executor::for_topology(topo, self.gpu_arch, self.profile.as_deref())
+    }
+
+    /// The profile file in use, if any (`--profile`, else `TACOS_PROFILE`).
+    pub fn profile_file(&self) -> Option<String> {
+        self.profile
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .or_else(|| {
+                std::env::var("TACOS_PROFILE")
+                    .ok()
+                    .filter(|p| !p.is_empty())
+            })
+    }
+}
+
+fn gpu_arch(s: &str) -> Result<GpuArch, String> {
+    s.parse()
 }
 
 /// The loader MSCCL XML is written or checked for, as every command that writes or

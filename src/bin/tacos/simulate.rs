@@ -2,7 +2,8 @@
 //! congestion-aware simulator and report its time, bandwidths, bounds and link load.
 
 use super::progress::ProgressHandle;
-use super::{at_least_one, collective_kind, sharing, size, TopologyArgs};
+use super::simulate_nccl::{self, NcclArgs};
+use super::{at_least_one, collective_kind, sharing, size, CostArgs, TopologyArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -100,6 +101,10 @@ pub struct SimulateArgs {
     /// No progress display
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub nccl: NcclArgs,
+    #[command(flatten)]
+    pub cost: CostArgs,
 }
 
 /// What to simulate: exactly one of a schedule file, an MSCCL XML file and a baseline.
@@ -113,13 +118,25 @@ pub struct AlgorithmArgs {
     /// rank r on the r-th NPU
     #[arg(long, value_name = "FILE")]
     pub xml: Option<PathBuf>,
-    /// A baseline algorithm: ring, ring-uni, direct, rhd, dbt, hierarchical
+    /// A baseline algorithm: ring, ring-uni, direct, rhd, dbt, hierarchical, or nccl
+    /// (NCCL's own Ring or Tree, priced by the executor cost model)
     #[arg(long, value_name = "NAME", value_parser = baseline)]
-    pub baseline: Option<Baseline>,
+    pub baseline: Option<BaselineArg>,
 }
 
-fn baseline(s: &str) -> Result<Baseline, String> {
-    s.parse().map_err(|e: tacos::Error| e.to_string())
+/// What `--baseline` names: one of our baseline schedules, or NCCL's built-in algorithms.
+#[derive(Clone, Copy, Debug)]
+pub enum BaselineArg {
+    Schedule(Baseline),
+    Nccl,
+}
+
+fn baseline(s: &str) -> Result<BaselineArg, String> {
+    if s.eq_ignore_ascii_case("nccl") {
+        return Ok(BaselineArg::Nccl);
+    }
+    let b = s.parse().map_err(|e: tacos::Error| format!("{e}, nccl"))?;
+    Ok(BaselineArg::Schedule(b))
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
@@ -173,7 +190,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             let simulated = simulate_xml(&topo, path, &args.collective)?;
             (topo, simulated)
         }
-        (None, None, Some(b)) => {
+        (None, None, Some(BaselineArg::Nccl)) => return simulate_nccl::run(&args),
+        (None, None, Some(BaselineArg::Schedule(b))) => {
+            if args.nccl.given() {
+                bail!("--nccl-algo and --proto go with --baseline nccl");
+            }
             let topo = args.topology.topology()?;
             let spec = args.collective.spec(&topo);
             let size_from = match args.collective.size {

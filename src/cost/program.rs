@@ -1,0 +1,121 @@
+//! MSCCL programs timed with the executor cost model: the program's messages run through
+//! the simulator (one message per link at a time, routes through switches held
+//! cut-through) on the topology as the executor sees it ([`Executor::priced`]):
+//!
+//! - a link moves data at its line rate times the efficiency of its kind (NVLink or
+//!   network), over the protocol's wire bytes per data byte, and no faster than the
+//!   program's channels can (channels x the protocol's per-channel rate);
+//! - a link leaving a GPU adds the protocol's step latency to its own: every message (one
+//!   step of a threadblock) pays it once, however many switches it crosses;
+//! - every message moves whole protocol lines;
+//! - the collective pays the launch floor once.
+
+use super::model::{line_data_bytes, wire_factor, ExecModel};
+use crate::error::Result;
+use crate::msccl::{Program, ProgramTimer, Proto};
+use crate::topology::{Link, Topology};
+use crate::tuner::profile::network_links;
+use crate::tuner::{GpuArch, Protocol};
+use crate::units::{us_to_ps, Picos};
+use std::path::Path;
+
+/// NCCL's protocol of an MSCCL program's `proto`.
+pub fn protocol_of(proto: Proto) -> Protocol {
+    match proto {
+        Proto::LL => Protocol::Ll,
+        Proto::LL128 => Protocol::Ll128,
+        Proto::Simple => Protocol::Simple,
+    }
+}
+
+/// The executor cost model applied to one topology: its constants and its NVLink domains.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Executor {
+    pub model: ExecModel,
+    /// NPUs `domain_size` apart in id share an NVLink domain (a node).
+    pub domain_size: usize,
+    /// The generation NCCL's tables are read for.
+    pub gpu: GpuArch,
+}
+
+impl Executor {
+    /// The executor of `topo`: its GPU generation from `gpu`, else from its preset (else
+    /// Hopper), its constants from `profile`, else `TACOS_PROFILE`, else the generation's
+    /// built-in profile; a node per NVLink domain on presets, one domain for the rest.
+    pub fn for_topology(
+        topo: &Topology,
+        gpu: Option<GpuArch>,
+        profile: Option<&Path>,
+    ) -> Result<Executor> {
+        let gpu = gpu.or_else(|| preset_gpu(topo.name())).unwrap_or(GpuArch::Hopper);
+        Ok(Executor {
+            model: ExecModel::resolve(profile, gpu)?,
+            domain_size: domain_size(topo),
+            gpu,
+        })
+    }
+
+    /// `topo` as a program with `protocol` on `channels` channels sees it (see the module).
+    pub fn priced(&self, topo: &Topology, protocol: Protocol, channels: usize) -> Result<Topology> {
+        let network = network_links(topo, self.domain_size);
+        let m = &self.model;
+        let step = m.protocol(protocol).step_us;
+        let channels_gbps = m.channels_gbps(protocol, channels.min(u32::MAX as usize) as u32);
+        let wire = wire_factor(protocol);
+        let links = topo
+            .links()
+            .iter()
+            .zip(&network)
+            .map(|(l, &across)| {
+                let (efficiency, step_us) = if across {
+                    (m.efficiency.net, step.net)
+                } else {
+                    (m.efficiency.nvlink, step.nvlink)
+                };
+                let step_us = if topo.is_switch(l.src) { 0.0 } else { step_us };
+                Link {
+                    bandwidth_gbps: (l.bandwidth_gbps * efficiency).min(channels_gbps) / wire,
+                    latency_us: l.latency_us + step_us,
+                    ..l.clone()
+                }
+            })
+            .collect();
+        topo.relinked(links)
+    }
+
+    /// The time of `program` (timed by `timer` on `topo`) for a collective of
+    /// `size_bytes`.
+    pub fn program_time_ps(
+        &self,
+        topo: &Topology,
+        program: &Program,
+        timer: &ProgramTimer,
+        size_bytes: u64,
+    ) -> Result<Picos> {
+        let protocol = protocol_of(program.proto);
+        let priced = self.priced(topo, protocol, program.nchannels.max(1))?;
+        let run = timer.simulate_in_lines(&priced, size_bytes, line_data_bytes(protocol))?;
+        Ok(run.time_ps + us_to_ps(self.model.launch_us))
+    }
+}
+
+/// The GPU generation a preset's name says (`preset:dgx-a100,...`), if any.
+pub fn preset_gpu(name: &str) -> Option<GpuArch> {
+    let preset = name.strip_prefix("preset:")?;
+    let machine = preset.split(',').next()?;
+    match machine {
+        "dgx1" | "dgx2" => Some(GpuArch::Volta),
+        "hgx-a100" | "dgx-a100" | "ndv4" => Some(GpuArch::Ampere),
+        "hgx-h100" | "dgx-h100" => Some(GpuArch::Hopper),
+        _ => None,
+    }
+}
+
+/// NPUs per NVLink domain: a preset's node (its first dimension), else every NPU.
+pub fn domain_size(topo: &Topology) -> usize {
+    let all = topo.npus().max(1);
+    match topo.dimensions() {
+        Some(dims) if topo.name().starts_with("preset:") => dims.first().copied().unwrap_or(all),
+        _ => all,
+    }
+}
