@@ -260,6 +260,12 @@ impl Lowered {
         &self.timer
     }
 
+    /// The same program with its time at the schedule's size priced another way (the
+    /// executor cost model's).
+    pub fn retimed(self, time_ps: Picos) -> Lowered {
+        Lowered { time_ps, ..self }
+    }
+
     pub fn checked(&self) -> &Checked {
         &self.checked
     }

@@ -14,8 +14,8 @@ use crate::msccl::RuleBreak;
 use crate::pipeline::Trial;
 use crate::sim::{bus_factor, LinkLoad, Sharing};
 use crate::synth::AllReduceTimes;
-use crate::tuner::{Algorithm, Protocol};
 use crate::topology::{format_npus, LinkClass, NpuId, Topology};
+use crate::tuner::{Algorithm, Protocol};
 use crate::units::{algbw_gbps, ps_to_us, Picos};
 use serde::Serialize;
 

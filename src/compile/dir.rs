@@ -19,7 +19,7 @@ use super::{AlgorithmSet, MANIFEST_VERSION};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::msccl::rules;
-use crate::msccl::{parse_program, simulate_program, verify, Program, Target, VerifyOptions};
+use crate::msccl::{parse_program, verify, Program, ProgramTimer, Target, VerifyOptions};
 use crate::topology::Topology;
 use crate::units::ps_to_us;
 use serde::Deserialize;
@@ -740,8 +740,12 @@ fn check_listed(
         }
         if let Some(topo) = options.topology {
             for band in &entry.bands {
-                let timed =
-                    simulate_program(topo, &program, band.size_bytes).map(|r| ps_to_us(r.time_ps));
+                let timed = ProgramTimer::new(topo, &program, &topo.alive_npus())
+                    .and_then(|timer| {
+                        let options = &manifest.options;
+                        options.program_time_ps(topo, &program, &timer, band.size_bytes)
+                    })
+                    .map(ps_to_us);
                 if timed.as_ref().ok() != Some(&band.time_us) {
                     problems.add(
                         CheckKind::Prediction,
@@ -848,15 +852,29 @@ fn range_problems(manifest: &Manifest) -> Vec<String> {
         .entries
         .iter()
         .map(|e| (e.collective, e.in_place))
+        .chain(
+            manifest
+                .left_to_nccl
+                .iter()
+                .map(|l| (l.collective, l.in_place)),
+        )
         .collect();
     groups.sort_by_key(|&(k, p)| (k.name(), !p));
     groups.dedup();
     for (kind, in_place) in groups {
+        // Bands left to NCCL are covered too: by NCCL.
         let mut ranges: Vec<(u64, u64)> = manifest
             .entries
             .iter()
             .filter(|e| (e.collective, e.in_place) == (kind, in_place))
             .map(|e| (e.min_bytes, e.max_bytes))
+            .chain(
+                manifest
+                    .left_to_nccl
+                    .iter()
+                    .filter(|l| (l.collective, l.in_place) == (kind, in_place))
+                    .map(|l| (l.min_bytes, l.max_bytes)),
+            )
             .collect();
         ranges.sort_unstable();
         let placement = if in_place { "in place" } else { "out of place" };

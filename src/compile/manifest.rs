@@ -37,6 +37,32 @@ pub struct Manifest {
     pub options: CompileOptions,
     /// One per file, by collective (in the options' order), in place first, then by size.
     pub entries: Vec<Entry>,
+    /// Bands no file serves because NCCL's own choice is predicted as fast (within the
+    /// options' `cost.nccl_margin`): the scheduler leaves them to NCCL.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_to_nccl: Vec<LeftToNccl>,
+}
+
+/// NCCL's own choice for a band, priced by the executor cost model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NcclBand {
+    pub algorithm: String,
+    pub protocol: String,
+    pub time_us: f64,
+}
+
+/// A band left to NCCL.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeftToNccl {
+    pub collective: CollectiveKind,
+    pub in_place: bool,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    /// The best program's predicted time at `min_bytes`, us.
+    pub program_us: f64,
+    pub nccl: NcclBand,
 }
 
 /// The topology a directory was compiled for.
@@ -91,6 +117,9 @@ pub struct BandPrediction {
     pub best_baseline_us: Option<f64>,
     /// Best baseline's time over this program's.
     pub speedup_vs_baseline: Option<f64>,
+    /// NCCL's own choice at this size, where NCCL competed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<NcclBand>,
 }
 
 impl Manifest {

@@ -38,8 +38,12 @@ pub use manifest::{
 pub use select::{compile, AlgorithmSet, CompiledFile, Progress, Rejection, Stage};
 
 use crate::collective::CollectiveKind;
+use crate::cost::{ExecModel, Executor};
 use crate::error::{Error, Result};
-use crate::msccl::{Proto, Target};
+use crate::msccl::{Program, ProgramTimer, Proto, Target};
+use crate::topology::Topology;
+use crate::tuner::GpuArch;
+use crate::units::Picos;
 use crate::units::{format_size, parse_size};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -291,9 +295,57 @@ pub struct CompileOptions {
     /// threadblock).
     #[serde(with = "manifest::target_record")]
     pub target: Target,
+    /// How programs are priced (the executor cost model) and whether NCCL's own algorithm
+    /// competes for each band; `None`: programs are timed by bare alpha-beta messages and
+    /// every band gets a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostOptions>,
     /// Worker threads (0: one per core), on a pool of the compilation's own.
     #[serde(skip)]
     pub jobs: usize,
+}
+
+/// The executor cost model a compilation prices programs with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostOptions {
+    pub model: ExecModel,
+    /// NPUs per NVLink domain (a node).
+    pub domain_size: usize,
+    /// A band gets a program only where it is predicted faster than NCCL's own choice for
+    /// the band by at least this share (0.05: 5%); elsewhere the band is left to NCCL and
+    /// the manifest says so. `None`: NCCL does not compete.
+    pub nccl_margin: Option<f64>,
+}
+
+impl CostOptions {
+    /// The executor these options describe.
+    pub fn executor(&self) -> Executor {
+        Executor {
+            model: self.model.clone(),
+            domain_size: self.domain_size,
+            gpu: self.model.arch.parse().unwrap_or(GpuArch::Hopper),
+        }
+    }
+}
+
+impl CompileOptions {
+    /// The time of `program` (timed by `timer`) at `size_bytes` as the compilation prices
+    /// it: with the executor cost model where `cost` says, else bare alpha-beta.
+    pub fn program_time_ps(
+        &self,
+        topo: &Topology,
+        program: &Program,
+        timer: &ProgramTimer,
+        size_bytes: u64,
+    ) -> Result<Picos> {
+        match &self.cost {
+            Some(cost) => cost
+                .executor()
+                .program_time_ps(topo, program, timer, size_bytes),
+            None => Ok(timer.simulate(topo, size_bytes)?.time_ps),
+        }
+    }
 }
 
 impl Default for CompileOptions {
@@ -318,6 +370,7 @@ impl Default for CompileOptions {
             baselines: true,
             ranking: Ranking::Programs,
             target: Target::default(),
+            cost: None,
             jobs: 0,
         }
     }

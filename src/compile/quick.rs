@@ -111,6 +111,7 @@ impl Selection<'_> {
                     time_ps,
                     bound_ps: 0,
                     best_baseline: placed.best_baseline,
+                    nccl: None,
                 };
                 match placed.placed {
                     Placed::Joins(time_ps) => runs
@@ -262,7 +263,13 @@ impl Selection<'_> {
         let mut rejected = Vec::new();
         let mut doomed_from = self.doomed_from;
         let joinable = match last.filter(|r| r.verified.program().proto == proto) {
-            Some(run) => Some(run.verified.timer().simulate(self.topo, size)?.time_ps),
+            Some(run) => {
+                let (program, timer) = (run.verified.program(), run.verified.timer());
+                Some(
+                    self.options
+                        .program_time_ps(self.topo, program, timer, size)?,
+                )
+            }
             None => None,
         };
         let mut placed = None;
@@ -276,14 +283,13 @@ impl Selection<'_> {
                 placed = Some(Placed::Joins(time_ps));
                 break;
             }
-            let target = &self.options.target;
             let built = timed_program(
                 self.topo,
                 &trial.checked,
                 &candidate,
                 in_place,
                 proto,
-                target,
+                self.options,
             );
             let built = match built {
                 Ok(b) => b,
@@ -309,7 +315,11 @@ impl Selection<'_> {
                 placed = Some(Placed::Joins(time_ps));
                 break;
             }
-            match verified(built, (self.kind, in_place, band, candidate), target) {
+            match verified(
+                built,
+                (self.kind, in_place, band, candidate),
+                &self.options.target,
+            ) {
                 Ok(verified) => {
                     let run = Run {
                         candidate,
@@ -336,9 +346,14 @@ impl Selection<'_> {
             .find(|t| self.candidates[t.index].is_baseline())
             .and_then(|t| {
                 let candidate = self.candidates[t.index];
-                let target = &self.options.target;
-                let built =
-                    timed_program(self.topo, &t.checked, &candidate, in_place, proto, target);
+                let built = timed_program(
+                    self.topo,
+                    &t.checked,
+                    &candidate,
+                    in_place,
+                    proto,
+                    self.options,
+                );
                 built.ok().map(|built| (candidate, built.time_ps()))
             });
         Ok(Placement {

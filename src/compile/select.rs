@@ -1,17 +1,22 @@
 //! Choosing a program per band and merging bands: the heart of `compile`.
 
 use super::candidate::{lower_for, same_program};
-use super::manifest::{sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo};
+use super::manifest::{
+    sha256_hex, topology_hash, BandPrediction, Entry, LeftToNccl, Manifest, NcclBand, TopologyInfo,
+};
 use super::quick::by_schedules;
 use super::{
-    short_size, Band, Candidate, CompileOptions, Ranking, MANIFEST_FORMAT, MANIFEST_VERSION,
+    short_size, Band, Candidate, CompileOptions, CostOptions, Ranking, MANIFEST_FORMAT,
+    MANIFEST_VERSION,
 };
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind};
+use crate::cost::NcclPricer;
 use crate::error::{Error, Result};
 use crate::msccl::{Proto, Target};
 use crate::pipeline::{Checked, Lowered, Verified};
 use crate::topology::Topology;
+use crate::tuner::{Algorithm, Protocol};
 use crate::units::{algbw_gbps, format_size, ps_to_us, Picos};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -173,6 +178,10 @@ fn compile_on_pool(
         runs.extend(kept.into_iter().map(|run| (kind, in_place, run)));
         rejected.extend(rejections);
     }
+    let (runs, left_to_nccl) = match options.cost.as_ref() {
+        Some(cost) if cost.nccl_margin.is_some() => against_nccl(topo, options, cost, runs)?,
+        _ => (runs, Vec::new()),
+    };
     // Writing the XML (megabytes for large clusters) and hashing it, side by side.
     let files: Vec<(Entry, CompiledFile)> = runs
         .into_par_iter()
@@ -194,6 +203,7 @@ fn compile_on_pool(
             ..options.clone()
         },
         entries,
+        left_to_nccl,
     };
     Ok(AlgorithmSet {
         manifest,
@@ -357,14 +367,8 @@ fn judge(
             match candidate.schedule(topo, kind, size) {
                 Ok(schedule) => {
                     for (slot, &in_place) in flags.iter().enumerate() {
-                        let built = timed_program(
-                            topo,
-                            &schedule,
-                            candidate,
-                            in_place,
-                            proto,
-                            &options.target,
-                        );
+                        let built =
+                            timed_program(topo, &schedule, candidate, in_place, proto, options);
                         match built {
                             Ok(built) => trials.keep(slot, index, built),
                             Err(e) => trials.rejected.push(rejection(
@@ -428,9 +432,15 @@ pub(super) fn timed_program(
     candidate: &Candidate,
     in_place: bool,
     proto: Proto,
-    target: &Target,
+    options: &CompileOptions,
 ) -> Result<Lowered> {
-    lower_for(checked, topo, candidate, in_place, proto, target)
+    let built = lower_for(checked, topo, candidate, in_place, proto, &options.target)?;
+    if options.cost.is_none() {
+        return Ok(built);
+    }
+    let size = checked.schedule().collective.size_bytes;
+    let time_ps = options.program_time_ps(topo, built.program(), built.timer(), size)?;
+    Ok(built.retimed(time_ps))
 }
 
 /// Bands served by one program: one file.
@@ -448,6 +458,73 @@ pub(super) struct Served {
     pub time_ps: Picos,
     pub bound_ps: Picos,
     pub best_baseline: Option<(Candidate, Picos)>,
+    /// NCCL's choice there (algorithm, protocol, us), where NCCL competed.
+    pub nccl: Option<(Algorithm, Protocol, f64)>,
+}
+
+/// A run of one collective and placement.
+type KindRun = (CollectiveKind, bool, Run);
+
+/// Each band against NCCL's own choice for it: a band stays with its program only where
+/// the program is predicted faster by at least `cost.nccl_margin`; the others are left to
+/// NCCL, and a run that loses a band in its middle becomes two files.
+fn against_nccl(
+    topo: &Topology,
+    options: &CompileOptions,
+    cost: &CostOptions,
+    runs: Vec<KindRun>,
+) -> Result<(Vec<KindRun>, Vec<LeftToNccl>)> {
+    let margin = cost.nccl_margin.unwrap_or(0.0);
+    let executor = cost.executor();
+    let mut pricers: Vec<(CollectiveKind, NcclPricer)> = Vec::new();
+    for &kind in &options.collectives {
+        let model = executor.model.clone();
+        let pricer = NcclPricer::new(topo, kind, executor.domain_size, executor.gpu, model)?;
+        pricers.push((kind, pricer));
+    }
+    let mut kept = Vec::new();
+    let mut left = Vec::new();
+    for (kind, in_place, run) in runs {
+        let pricer = &pricers
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .expect("a pricer per kind")
+            .1;
+        let mut current: Vec<Served> = Vec::new();
+        for mut served in run.bands.iter().copied() {
+            let nccl = pricer.price(served.band.min_bytes, None, None)?;
+            served.nccl = Some((nccl.algorithm, nccl.protocol, nccl.time_us));
+            let program_us = ps_to_us(served.time_ps);
+            if program_us * (1.0 + margin) <= nccl.time_us {
+                current.push(served);
+                continue;
+            }
+            left.push(LeftToNccl {
+                collective: kind,
+                in_place,
+                min_bytes: served.band.min_bytes,
+                max_bytes: served.band.max_bytes,
+                program_us,
+                nccl: nccl_band(served.nccl).expect("just priced"),
+            });
+            if !current.is_empty() {
+                kept.push((kind, in_place, run.with_bands(std::mem::take(&mut current))));
+            }
+        }
+        if !current.is_empty() {
+            kept.push((kind, in_place, run.with_bands(current)));
+        }
+    }
+    Ok((kept, left))
+}
+
+/// The manifest's record of NCCL's choice.
+fn nccl_band(nccl: Option<(Algorithm, Protocol, f64)>) -> Option<NcclBand> {
+    nccl.map(|(algorithm, protocol, time_us)| NcclBand {
+        algorithm: algorithm.name().to_string(),
+        protocol: protocol.name().to_string(),
+        time_us,
+    })
 }
 
 /// Picks the programs of one collective and placement, smallest band first: a band
@@ -469,6 +546,7 @@ fn merge(
             time_ps,
             bound_ps: r.bound_ps,
             best_baseline: r.best_baseline,
+            nccl: None,
         };
         if let (Some(run), Some(fastest), Some(&(_, best_ps))) =
             (runs.last_mut(), &r.fastest, r.ranked.first())
@@ -478,7 +556,8 @@ fn merge(
                 let time_ps = if same_program(program, fastest) {
                     best_ps
                 } else {
-                    run.verified.timer().simulate(topo, size)?.time_ps
+                    let (program, timer) = (run.verified.program(), run.verified.timer());
+                    options.program_time_ps(topo, program, timer, size)?
                 };
                 if time_ps <= best_ps {
                     run.bands.push(entry(time_ps));
@@ -495,14 +574,7 @@ fn merge(
                 None => {
                     let checked = candidate.schedule(topo, seq.kind, size)?;
                     let proto = options.proto.for_size(size);
-                    timed_program(
-                        topo,
-                        &checked,
-                        &candidate,
-                        seq.in_place,
-                        proto,
-                        &options.target,
-                    )?
+                    timed_program(topo, &checked, &candidate, seq.in_place, proto, options)?
                 }
             };
             let claim = (seq.kind, seq.in_place, r.band, candidate);
@@ -572,6 +644,15 @@ pub(super) fn no_program(
 }
 
 impl Run {
+    /// The same program serving `bands` (a part of the run's).
+    fn with_bands(&self, bands: Vec<Served>) -> Run {
+        Run {
+            candidate: self.candidate,
+            verified: self.verified.clone(),
+            bands,
+        }
+    }
+
     /// The run's manifest entry and file: its program for the sizes of its bands.
     fn into_file(
         self,
@@ -613,6 +694,7 @@ impl Run {
                     best_baseline: baseline.map(|b| b.0),
                     best_baseline_us: baseline.map(|b| ps_to_us(b.1)),
                     speedup_vs_baseline: baseline.map(|b| ratio(b.1, time_ps)),
+                    nccl: nccl_band(served.nccl),
                 }
             })
             .collect();

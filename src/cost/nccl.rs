@@ -22,9 +22,9 @@ use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::topology::Topology;
 use crate::tuner::profile::{network_links, Profiler, Shape};
-use std::collections::HashMap;
 use crate::tuner::{Algorithm, Communicator, GpuArch, Network, Protocol, Tuner};
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// One of NCCL's algorithms with a protocol, priced.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

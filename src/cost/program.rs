@@ -4,7 +4,7 @@
 //!
 //! - a link moves data at its line rate times the efficiency of its kind (NVLink or
 //!   network), over the protocol's wire bytes per data byte, and no faster than the
-//!   program's channels can (channels x the protocol's per-channel rate);
+//!   threadblocks sending over it can (each at most the protocol's per-channel rate);
 //! - a link leaving a GPU adds the protocol's step latency to its own: every message (one
 //!   step of a threadblock) pays it once, however many switches it crosses;
 //! - every message moves whole protocol lines;
@@ -47,7 +47,9 @@ impl Executor {
         gpu: Option<GpuArch>,
         profile: Option<&Path>,
     ) -> Result<Executor> {
-        let gpu = gpu.or_else(|| preset_gpu(topo.name())).unwrap_or(GpuArch::Hopper);
+        let gpu = gpu
+            .or_else(|| preset_gpu(topo.name()))
+            .unwrap_or(GpuArch::Hopper);
         Ok(Executor {
             model: ExecModel::resolve(profile, gpu)?,
             domain_size: domain_size(topo),
@@ -55,18 +57,21 @@ impl Executor {
         })
     }
 
-    /// `topo` as a program with `protocol` on `channels` channels sees it (see the module).
-    pub fn priced(&self, topo: &Topology, protocol: Protocol, channels: usize) -> Result<Topology> {
+    /// `topo` as a program with `protocol` sees it (see the module), `senders[l]`
+    /// threadblocks sending over link `l`.
+    pub fn priced(&self, topo: &Topology, protocol: Protocol, senders: &[u32]) -> Result<Topology> {
         let network = network_links(topo, self.domain_size);
         let m = &self.model;
         let step = m.protocol(protocol).step_us;
-        let channels_gbps = m.channels_gbps(protocol, channels.min(u32::MAX as usize) as u32);
         let wire = wire_factor(protocol);
         let links = topo
             .links()
             .iter()
             .zip(&network)
-            .map(|(l, &across)| {
+            .enumerate()
+            .map(|(id, (l, &across))| {
+                let threadblocks = senders.get(id).copied().unwrap_or(1).max(1);
+                let channels_gbps = m.protocol(protocol).channel_gbps * threadblocks as f64;
                 let (efficiency, step_us) = if across {
                     (m.efficiency.net, step.net)
                 } else {
@@ -93,7 +98,8 @@ impl Executor {
         size_bytes: u64,
     ) -> Result<Picos> {
         let protocol = protocol_of(program.proto);
-        let priced = self.priced(topo, protocol, program.nchannels.max(1))?;
+        let senders = timer.threadblocks_per_link(topo.links().len());
+        let priced = self.priced(topo, protocol, &senders)?;
         let run = timer.simulate_in_lines(&priced, size_bytes, line_data_bytes(protocol))?;
         Ok(run.time_ps + us_to_ps(self.model.launch_us))
     }

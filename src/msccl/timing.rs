@@ -98,6 +98,22 @@ impl ProgramTimer {
         self.simulate_in_lines(topo, size_bytes, 1)
     }
 
+    /// Per link of `topo` (the topology the timer was made on), how many threadblocks
+    /// send over it: the connections that share it.
+    pub fn threadblocks_per_link(&self, links: usize) -> Vec<u32> {
+        let mut seen: Vec<Vec<u32>> = vec![Vec::new(); links];
+        for m in 0..self.src.len() {
+            for &l in self.route_of(m) {
+                if let Some(tbs) = seen.get_mut(l) {
+                    if !tbs.contains(&self.tb[m]) {
+                        tbs.push(self.tb[m]);
+                    }
+                }
+            }
+        }
+        seen.iter().map(|tbs| tbs.len() as u32).collect()
+    }
+
     /// [`ProgramTimer::simulate`] with every message rounded up to whole lines of
     /// `line_bytes` data bytes: a protocol moves at least one line per step.
     pub fn simulate_in_lines(

@@ -1,7 +1,7 @@
 //! `tacos compile`: a topology's MSCCL algorithm directory, and `--check` of one.
 
 use super::progress::ProgressHandle;
-use super::{at_least_one, collective_kind, TargetArgs, TopologyArgs};
+use super::{at_least_one, collective_kind, CostArgs, TargetArgs, TopologyArgs};
 use anyhow::bail;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -9,7 +9,8 @@ use std::time::Instant;
 use tacos::collective::CollectiveKind;
 use tacos::compile::{
     algorithm_dir, check_dir_with, check_target, compile, short_size, write_dir, AlgorithmSet,
-    CheckOptions, CompileOptions, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
+    CheckOptions, CompileOptions, CostOptions, Placements, Progress, ProtoChoice, SizeRange, Stage,
+    Written,
 };
 use tacos::msccl::Target;
 use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
@@ -84,6 +85,26 @@ pub struct CompileArgs {
     /// Print one JSON object instead of a table
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub cost: CostArgs,
+    /// Serve a band only where our program is predicted faster than NCCL's own choice by
+    /// at least this share (0.05: 5%); other bands are left to NCCL
+    #[arg(long, value_name = "SHARE", default_value_t = 0.05, value_parser = margin)]
+    pub nccl_margin: f64,
+    /// Do not price NCCL's own algorithms: every band gets a program
+    #[arg(long)]
+    pub no_nccl: bool,
+    /// Time programs by bare alpha-beta messages instead of the executor cost model (as
+    /// before the model existed; NCCL does not compete)
+    #[arg(long)]
+    pub alpha_beta: bool,
+}
+
+fn margin(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(m) if (0.0..=10.0).contains(&m) => Ok(m),
+        _ => Err(format!("'{s}' must be a share from 0 to 10, e.g. 0.05")),
+    }
 }
 
 /// The message alone: clap already names the argument.
@@ -112,7 +133,18 @@ fn seeds(s: &str) -> Result<u64, String> {
 
 impl CompileArgs {
     /// The options the flags ask for, on top of the defaults or the fast preset.
-    fn options(&self) -> tacos::Result<CompileOptions> {
+    fn options(&self, topo: &Topology) -> tacos::Result<CompileOptions> {
+        let cost = match self.alpha_beta {
+            true => None,
+            false => {
+                let executor = self.cost.executor(topo)?;
+                Some(CostOptions {
+                    model: executor.model,
+                    domain_size: executor.domain_size,
+                    nccl_margin: (!self.no_nccl).then_some(self.nccl_margin),
+                })
+            }
+        };
         let base = if self.fast {
             CompileOptions::fast()
         } else {
@@ -127,6 +159,7 @@ impl CompileArgs {
             chunk_candidates: self.chunks.clone().unwrap_or(base.chunk_candidates),
             baselines: base.baselines && !self.no_baselines,
             target: self.target.target()?,
+            cost,
             jobs: self.jobs,
             ..base
         })
@@ -171,9 +204,9 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
         .out
         .as_ref()
         .expect("clap requires --out without --check");
-    let options = args.options()?;
-    options.validate()?;
     let topo = args.topology.topology()?;
+    let options = args.options(&topo)?;
+    options.validate()?;
     // Refuse before a long compilation what the write would refuse after it.
     check_target(out, args.force)?;
     let bar = ProgressHandle::bar("candidates", 0, args.quiet || args.json);

@@ -19,9 +19,9 @@ mod topo;
 mod verify;
 
 use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use tacos::budget::MemoryLimit;
-use std::path::PathBuf;
 use tacos::collective::CollectiveKind;
 use tacos::cost::Executor;
 use tacos::error::echo;

@@ -38,7 +38,9 @@ fn nccl_algorithm(s: &str) -> Result<Algorithm, String> {
     match s.to_ascii_lowercase().as_str() {
         "ring" => Ok(Algorithm::Ring),
         "tree" => Ok(Algorithm::Tree),
-        _ => Err(format!("'{s}' is not one of NCCL's algorithms tacos prices: ring, tree")),
+        _ => Err(format!(
+            "'{s}' is not one of NCCL's algorithms tacos prices: ring, tree"
+        )),
     }
 }
 
@@ -109,7 +111,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         "algorithm     NCCL {} with {} on {} channels (picked by {picked_by})",
         price.algorithm, price.protocol, price.channels
     );
-    println!("collective    {} of {}", spec.kind, format_size(spec.size_bytes));
+    println!(
+        "collective    {} of {}",
+        spec.kind,
+        format_size(spec.size_bytes)
+    );
     println!(
         "cost model    {} constants ({})",
         model.arch,
