@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::msccl::{Proto, Target};
 use crate::pipeline::{Checked, Lowered, Verified};
 use crate::topology::Topology;
-use crate::tuner::{Algorithm, Protocol};
+use crate::tuner::{Algorithm, Protocol, TUNED};
 use crate::units::{algbw_gbps, format_size, ps_to_us, Picos};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -477,7 +477,9 @@ fn against_nccl(
     let margin = cost.nccl_margin.unwrap_or(0.0);
     let executor = cost.executor();
     let mut pricers: Vec<(CollectiveKind, NcclPricer)> = Vec::new();
-    for &kind in &options.collectives {
+    // NCCL's own algorithms exist for the collectives it tunes; All-to-All and the others
+    // it runs as point-to-point sends, which the model does not price: no competition.
+    for &kind in options.collectives.iter().filter(|k| TUNED.contains(k)) {
         let model = executor.model.clone();
         let pricer = NcclPricer::new(topo, kind, executor.domain_size, executor.gpu, model)?;
         pricers.push((kind, pricer));
@@ -485,11 +487,10 @@ fn against_nccl(
     let mut kept = Vec::new();
     let mut left = Vec::new();
     for (kind, in_place, run) in runs {
-        let pricer = &pricers
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .expect("a pricer per kind")
-            .1;
+        let Some((_, pricer)) = pricers.iter().find(|(k, _)| *k == kind) else {
+            kept.push((kind, in_place, run));
+            continue;
+        };
         let mut current: Vec<Served> = Vec::new();
         for mut served in run.bands.iter().copied() {
             let nccl = pricer.price(served.band.min_bytes, None, None)?;

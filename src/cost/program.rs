@@ -5,14 +5,16 @@
 //! - a link moves data at its line rate times the efficiency of its kind (NVLink or
 //!   network), over the protocol's wire bytes per data byte, and no faster than the
 //!   threadblocks sending over it can (each at most the protocol's per-channel rate);
-//! - a link leaving a GPU adds the protocol's step latency to its own: every message (one
-//!   step of a threadblock) pays it once, however many switches it crosses;
+//! - a link leaving a GPU adds the protocol's step latency to its own, shared among the
+//!   threadblocks sending over it: a message (one step of a threadblock) pays it once,
+//!   however many switches it crosses (see `Executor::priced` for the sharing);
 //! - every message moves whole protocol lines;
 //! - the collective pays the launch floor once.
 
 use super::model::{line_data_bytes, wire_factor, ExecModel};
 use crate::error::Result;
 use crate::msccl::{Program, ProgramTimer, Proto};
+use crate::sim::SimResult;
 use crate::topology::{Link, Topology};
 use crate::tuner::profile::network_links;
 use crate::tuner::{GpuArch, Protocol};
@@ -77,7 +79,16 @@ impl Executor {
                 } else {
                     (m.efficiency.nvlink, step.nvlink)
                 };
-                let step_us = if topo.is_switch(l.src) { 0.0 } else { step_us };
+                // A threadblock's steps follow each other, but several threadblocks'
+                // steps overlap on a link they share, while the simulator holds a link for
+                // a message's whole latency: a link shared by T threadblocks charges each
+                // message 1/T of a step, so T threadblocks' N steps each still take N
+                // steps' time on it.
+                let step_us = if topo.is_switch(l.src) {
+                    0.0
+                } else {
+                    step_us / threadblocks as f64
+                };
                 Link {
                     bandwidth_gbps: (l.bandwidth_gbps * efficiency).min(channels_gbps) / wire,
                     latency_us: l.latency_us + step_us,
@@ -97,11 +108,34 @@ impl Executor {
         timer: &ProgramTimer,
         size_bytes: u64,
     ) -> Result<Picos> {
+        Ok(self.run_program(topo, program, timer, size_bytes)?.time_ps)
+    }
+
+    /// The whole simulation of `program` on `topo` (rank r on its r-th alive NPU): its
+    /// time, launch included, and each link's load as the executor runs it.
+    pub fn simulate_program(
+        &self,
+        topo: &Topology,
+        program: &Program,
+        size_bytes: u64,
+    ) -> Result<SimResult> {
+        let timer = ProgramTimer::new(topo, program, &topo.alive_npus())?;
+        self.run_program(topo, program, &timer, size_bytes)
+    }
+
+    fn run_program(
+        &self,
+        topo: &Topology,
+        program: &Program,
+        timer: &ProgramTimer,
+        size_bytes: u64,
+    ) -> Result<SimResult> {
         let protocol = protocol_of(program.proto);
         let senders = timer.threadblocks_per_link(topo.links().len());
         let priced = self.priced(topo, protocol, &senders)?;
-        let run = timer.simulate_in_lines(&priced, size_bytes, line_data_bytes(protocol))?;
-        Ok(run.time_ps + us_to_ps(self.model.launch_us))
+        let mut run = timer.simulate_in_lines(&priced, size_bytes, line_data_bytes(protocol))?;
+        run.time_ps += us_to_ps(self.model.launch_us);
+        Ok(run)
     }
 }
 

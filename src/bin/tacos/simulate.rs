@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
-use tacos::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions};
+use tacos::cost::Executor;
+use tacos::msccl::{read_program, verify, Layout, VerifyOptions};
 use tacos::report::{
     BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
 };
@@ -187,7 +188,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             }
             let topo = args.topology.topology()?;
             let _bar = ProgressHandle::spinner("simulating", hidden);
-            let simulated = simulate_xml(&topo, path, &args.collective)?;
+            let executor = args.cost.executor(&topo)?;
+            let simulated = simulate_xml(&topo, path, &args.collective, &executor)?;
             (topo, simulated)
         }
         (None, None, Some(BaselineArg::Nccl)) => return simulate_nccl::run(&args),
@@ -361,10 +363,12 @@ impl Simulated {
 /// An MSCCL program is verified first (timing a wrong program says nothing), then timed
 /// with the same alpha-beta rules as schedules; whether a loader takes it is `tacos
 /// verify`'s question, so msccl-tools' files (no `outofplace`...) are timed too.
+/// An MSCCL program, timed by the executor cost model.
 fn simulate_xml(
     topo: &Topology,
     path: &Path,
     collective: &CollectiveArgs,
+    executor: &Executor,
 ) -> anyhow::Result<Simulated> {
     let file = path.display().to_string();
     let program = read_program(path)?;
@@ -404,7 +408,7 @@ fn simulate_xml(
         }
         (None, _) => (1 << 30, SizeFrom::Default),
     };
-    let result = simulate_program(topo, &program, size)?;
+    let result = executor.simulate_program(topo, &program, size)?;
     let npus = topo.alive_npus();
     let spec = CollectiveSpec {
         kind,

@@ -1,7 +1,7 @@
 //! `tacos verify`: check that an MSCCL algorithm XML file loads in a target's loader and
 //! computes its collective, and time it on a topology.
 
-use super::{bandwidth, collective_kind, latency, size, TargetArgs, TopologyArgs};
+use super::{bandwidth, collective_kind, latency, size, CostArgs, TargetArgs, TopologyArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::io::Write;
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use tacos::bounds::Bounds;
 use tacos::collective::CollectiveKind;
 use tacos::collective::{Collective, CollectiveSpec};
-use tacos::msccl::{read_program, simulate_program, verify, Program, Target, VerifyOptions};
+use tacos::msccl::{read_program, verify, Program, Target, VerifyOptions};
 use tacos::msccl::{VerifyReport, WHOLE_RANGE_MAX_BYTES};
 use tacos::report::VerifyReport as VerifyJson;
 use tacos::report::{
@@ -61,6 +61,8 @@ pub struct VerifyArgs {
     pub json: bool,
     #[command(flatten)]
     pub target: TargetArgs,
+    #[command(flatten)]
+    pub cost: CostArgs,
 }
 
 /// Succeeds only when the program loads in the target and is correct; exits with
@@ -198,7 +200,10 @@ fn time(
         unwind: None,
     }
     .topology()?;
-    let sim = simulate_program(&topo, program, size)?;
+    let sim = args
+        .cost
+        .executor(&topo)?
+        .simulate_program(&topo, program, size)?;
     let kind = checked
         .collective
         .or_else(|| program.collective_kind())

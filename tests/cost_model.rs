@@ -1,0 +1,147 @@
+//! The executor cost model on hand-worked cases: NCCL's Ring priced on a star, the
+//! topology as an MSCCL program sees it, and the built-in profiles' figures.
+
+use tacos::collective::CollectiveKind;
+use tacos::cost::model::{Efficiency, HopCosts};
+use tacos::cost::{ExecModel, Executor, NcclPricer, ProtocolModel};
+use tacos::topology::{parse_spec, SpecDefaults};
+use tacos::tuner::{Algorithm, GpuArch, Protocol};
+
+/// Round figures to work by hand: launch 10 us, half of line rate, 4 channels; Simple
+/// 2 us a step and 1000 GB/s a channel, LL 0.5 us and 1000 GB/s.
+fn model(simple_channel_gbps: f64) -> ExecModel {
+    let protocol = |step: f64, channel_gbps: f64| ProtocolModel {
+        step_us: HopCosts {
+            nvlink: step,
+            net: 10.0 * step,
+        },
+        channel_gbps,
+    };
+    ExecModel {
+        arch: "hopper".into(),
+        source: "hand-worked".into(),
+        launch_us: 10.0,
+        efficiency: Efficiency {
+            nvlink: 0.5,
+            net: 0.5,
+        },
+        channels: 4,
+        ll: protocol(0.5, 1000.0),
+        ll128: protocol(1.0, 1000.0),
+        simple: protocol(2.0, simple_channel_gbps),
+    }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * b.abs().max(1.0)
+}
+
+/// Ring All-Reduce of 8 GPUs through one switch, 100 GB/s ports, 1 us a route: the
+/// bidirectional ring's two passes send 2 x 7/8 = 1.75 bytes per byte out of every port,
+/// over a chain of 2 x 7 = 14 dependent steps, each a route of 1 us plus a step.
+#[test]
+fn ring_all_reduce_on_a_star_matches_the_hand_worked_time() {
+    let topo = parse_spec("switch:8,bw=100,lat=1", &SpecDefaults::default()).unwrap();
+    let bytes = 1_000_000u64;
+    let price = |m: ExecModel, protocol| {
+        let pricer =
+            NcclPricer::new(&topo, CollectiveKind::AllReduce, 8, GpuArch::Hopper, m).unwrap();
+        pricer
+            .price(bytes, Some(Algorithm::Ring), Some(protocol))
+            .unwrap()
+    };
+    // Simple: 10 launch + 14 x 1 route + 14 x 2 steps + 1e6 x 1.75 / (0.5 x 100 GB/s).
+    let simple = price(model(1000.0), Protocol::Simple);
+    assert!(close(simple.time_us, 52.0 + 35.0), "{}", simple.time_us);
+    assert!(!simple.nccl_choice || simple.protocol == Protocol::Simple);
+    // Channels cap the GPU below its port: 4 x 10 GB/s = 40 < 50.
+    let capped = price(model(10.0), Protocol::Simple);
+    assert!(
+        close(capped.time_us, 52.0 + 1.75e6 / 40e3),
+        "{}",
+        capped.time_us
+    );
+    // LL: 14 x 0.5 us steps, and every data byte is two on the wire.
+    let ll = price(model(1000.0), Protocol::Ll);
+    assert!(
+        close(ll.time_us, 10.0 + 14.0 + 7.0 + 70.0),
+        "{}",
+        ll.time_us
+    );
+}
+
+/// NCCL's own pick for tiny sizes is a low-latency protocol and for huge ones Simple, and
+/// the price says which it priced.
+#[test]
+fn nccl_picks_by_size_and_says_so() {
+    let topo = parse_spec("preset:dgx-h100,nodes=1", &SpecDefaults::default()).unwrap();
+    let pricer = NcclPricer::new(
+        &topo,
+        CollectiveKind::AllReduce,
+        8,
+        GpuArch::Hopper,
+        ExecModel::builtin(GpuArch::Hopper),
+    )
+    .unwrap();
+    let small = pricer.price(1024, Some(Algorithm::Ring), None).unwrap();
+    let large = pricer.price(1 << 30, Some(Algorithm::Ring), None).unwrap();
+    assert_eq!(small.protocol, Protocol::Ll);
+    assert_eq!(large.protocol, Protocol::Simple);
+    assert!(small.nccl_choice && large.nccl_choice);
+    let forced = pricer.price(1 << 30, None, Some(Protocol::Ll)).unwrap();
+    assert!(!forced.nccl_choice && forced.time_us > large.time_us);
+    // Tree runs All-Reduce only.
+    let gather = NcclPricer::new(
+        &topo,
+        CollectiveKind::AllGather,
+        8,
+        GpuArch::Hopper,
+        ExecModel::builtin(GpuArch::Hopper),
+    )
+    .unwrap();
+    let e = gather
+        .price(1 << 20, Some(Algorithm::Tree), None)
+        .unwrap_err();
+    assert!(e.to_string().contains("allreduce only"), "{e}");
+    let e = NcclPricer::new(
+        &topo,
+        CollectiveKind::AllToAll,
+        8,
+        GpuArch::Hopper,
+        ExecModel::builtin(GpuArch::Hopper),
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("no built-in alltoall"), "{e}");
+}
+
+/// On a star, a GPU's port carries the protocol's wire bytes at half the line rate, no
+/// faster than the threadblocks sending over it, and a step's latency shared among them;
+/// the switch's own links add no step.
+#[test]
+fn a_program_sees_each_link_at_its_executor_rate() {
+    let topo = parse_spec("switch:8,bw=100,lat=1", &SpecDefaults::default()).unwrap();
+    let executor = Executor {
+        model: model(20.0),
+        domain_size: 8,
+        gpu: GpuArch::Hopper,
+    };
+    let mut senders = vec![1u32; topo.links().len()];
+    let port = topo.out_links(0).next().unwrap();
+    senders[port] = 2;
+    let priced = executor.priced(&topo, Protocol::Simple, &senders).unwrap();
+    let (line, seen) = (topo.link(port), priced.link(port));
+    // min(100 x 0.5, 2 x 20) = 40 GB/s; 2 us a step over 2 threadblocks.
+    assert!(close(seen.bandwidth_gbps, 40.0), "{}", seen.bandwidth_gbps);
+    assert!(close(seen.latency_us, line.latency_us + 1.0));
+    // LL halves the data rate: min(50, 1 x 1000) / 2.
+    let ll = executor.priced(&topo, Protocol::Ll, &senders).unwrap();
+    let other = topo.out_links(1).next().unwrap();
+    assert!(close(ll.link(other).bandwidth_gbps, 25.0));
+    let down = topo.out_links(8).next().unwrap();
+    assert!(topo.is_switch(topo.link(down).src));
+    assert!(close(
+        priced.link(down).latency_us,
+        topo.link(down).latency_us
+    ));
+}
