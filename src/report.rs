@@ -8,7 +8,7 @@
 //! bandwidths in GB/s (10^9 bytes per second), sizes in bytes (nccl-tests' convention).
 
 use crate::bounds::Bounds;
-use crate::collective::{Collective, CollectiveSpec};
+use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::compile::{Candidate, CheckReport, Manifest, Rejection};
 use crate::msccl::RuleBreak;
 use crate::pipeline::Trial;
@@ -753,6 +753,21 @@ pub struct TunerBenchRow {
     pub init_heap_mb: f64,
     /// One decision's lookup, in nanoseconds.
     pub lookup_ns: f64,
+}
+
+/// A row of `tacos bench cost`: pricing NCCL's own choices on one cluster.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CostBenchRow {
+    pub topology: String,
+    pub gpus: usize,
+    pub collective: CollectiveKind,
+    /// Building the prices once (shapes and NCCL's cost table), fastest run.
+    pub init_ms: f64,
+    /// Sizes priced, and the time to price them all, fastest run.
+    pub sizes: usize,
+    pub price_all_us: f64,
+    /// NCCL's choice at 1 GiB, as nccl-tests counts busbw.
+    pub busbw_1gib_gbps: f64,
 }
 
 /// A row of `tacos bench scheduler`: the MSCCL scheduler on one cluster.

@@ -33,6 +33,8 @@ pub enum BenchSubject {
     Scheduler,
     /// Synthesis through switch vertices on switched machines, against the bounds and Ring
     Fabric,
+    /// Pricing NCCL's own choices with the executor cost model (30 sizes per cluster)
+    Cost,
 }
 
 #[derive(Debug, Args)]
@@ -95,6 +97,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchSubject::Lowering => return super::bench_lowering::run(&args, &bar),
         BenchSubject::Compile => return super::bench_compile::run(&args, &bar),
         BenchSubject::Fabric => return super::bench_fabric::run(&args, &bar),
+        BenchSubject::Cost => return super::bench_cost::run(&args, &bar),
         _ => {}
     }
     let mut rows = Vec::new();

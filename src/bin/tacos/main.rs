@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_compile;
+mod bench_cost;
 mod bench_fabric;
 mod bench_lowering;
 mod bench_scheduler;
