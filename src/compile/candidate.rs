@@ -134,13 +134,13 @@ pub(crate) fn lower_for(
     checked: &Checked,
     topo: &Topology,
     candidate: &Candidate,
-    in_place: bool,
-    proto: Proto,
+    (in_place, proto, instances): (bool, Proto, usize),
     target: &Target,
 ) -> Result<Lowered> {
     let options = LowerOptions {
         in_place: Some(in_place),
         proto: Some(proto),
+        instances,
         name: candidate.program_name(checked.schedule().collective.kind),
         target: target.clone(),
         ..LowerOptions::default()

@@ -32,8 +32,8 @@ pub use dir::{
 };
 pub(crate) use dir::{loader_problems, parent_and_name, read_regular, remove_abandoned, tidy_dir};
 pub use manifest::{
-    sha256_hex, topology_hash, BandPrediction, Entry, Manifest, TopologyInfo, ALGORITHM_DIR,
-    MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,
+    sha256_hex, topology_hash, BandPrediction, Entry, LeftToNccl, Manifest, NcclBand, TopologyInfo,
+    ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 pub use select::{compile, AlgorithmSet, CompiledFile, Progress, Rejection, Stage};
 

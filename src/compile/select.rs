@@ -434,13 +434,38 @@ pub(super) fn timed_program(
     proto: Proto,
     options: &CompileOptions,
 ) -> Result<Lowered> {
-    let built = lower_for(checked, topo, candidate, in_place, proto, &options.target)?;
-    if options.cost.is_none() {
+    let target = &options.target;
+    let built = lower_for(checked, topo, candidate, (in_place, proto, 1), target)?;
+    let Some(cost) = &options.cost else {
         return Ok(built);
-    }
+    };
     let size = checked.schedule().collective.size_bytes;
     let time_ps = options.program_time_ps(topo, built.program(), built.timer(), size)?;
-    Ok(built.retimed(time_ps))
+    let single = built.retimed(time_ps);
+    // Where the program's threadblocks cannot fill a link at the protocol's channel rate,
+    // copies of it on more channels (instances) may: tried once, with as many as the
+    // busiest link needs, and kept when faster and within the target's limits.
+    let instances = cost
+        .executor()
+        .instances_to_fill(topo, single.program(), single.timer());
+    if instances <= 1 {
+        return Ok(single);
+    }
+    let Ok(more) = lower_for(
+        checked,
+        topo,
+        candidate,
+        (in_place, proto, instances),
+        target,
+    ) else {
+        return Ok(single);
+    };
+    let more_ps = options.program_time_ps(topo, more.program(), more.timer(), size)?;
+    Ok(if more_ps < time_ps {
+        more.retimed(more_ps)
+    } else {
+        single
+    })
 }
 
 /// Bands served by one program: one file.

@@ -139,6 +139,41 @@ impl Executor {
     }
 }
 
+impl Executor {
+    /// Copies of `program` (instances, at most 8) that would let the threadblocks on its
+    /// busiest link move data as fast as the link: 1 where they already can.
+    pub fn instances_to_fill(
+        &self,
+        topo: &Topology,
+        program: &Program,
+        timer: &ProgramTimer,
+    ) -> usize {
+        let protocol = protocol_of(program.proto);
+        let channel = self.model.protocol(protocol).channel_gbps;
+        let network = network_links(topo, self.domain_size);
+        let senders = timer.threadblocks_per_link(topo.links().len());
+        let needed = topo
+            .links()
+            .iter()
+            .zip(&network)
+            .zip(&senders)
+            .filter(|(_, &tbs)| tbs > 0)
+            .map(|((l, &across), &tbs)| {
+                let efficiency = if across {
+                    self.model.efficiency.net
+                } else {
+                    self.model.efficiency.nvlink
+                };
+                (l.bandwidth_gbps * efficiency / (tbs as f64 * channel)).ceil()
+            })
+            .fold(1.0, f64::max);
+        (needed as usize).clamp(1, MAX_INSTANCES)
+    }
+}
+
+/// The most copies of a program `instances_to_fill` asks for.
+pub const MAX_INSTANCES: usize = 8;
+
 /// The GPU generation a preset's name says (`preset:dgx-a100,...`), if any.
 pub fn preset_gpu(name: &str) -> Option<GpuArch> {
     let preset = name.strip_prefix("preset:")?;

@@ -9,8 +9,8 @@ use std::time::Instant;
 use tacos::collective::CollectiveKind;
 use tacos::compile::{
     algorithm_dir, check_dir_with, check_target, compile, short_size, write_dir, AlgorithmSet,
-    CheckOptions, CompileOptions, CostOptions, Placements, Progress, ProtoChoice, SizeRange, Stage,
-    Written,
+    CheckOptions, CompileOptions, CostOptions, NcclBand, Placements, Progress, ProtoChoice,
+    SizeRange, Stage, Written,
 };
 use tacos::msccl::Target;
 use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
@@ -289,8 +289,8 @@ fn print_table(set: &AlgorithmSet, out: &Path, written: Written, seconds: f64) {
             };
             println!("\n{}, {placement}", e.collective);
             println!(
-                "  {:<12} {:<36} {:<20} {:<6} {:>11} {:>8} {:>6}  vs best baseline",
-                "band", "file", "algorithm", "proto", "time (us)", "algbw", "eff."
+                "  {:<12} {:<36} {:<20} {:<6} {:>11} {:>8} {:>6}  {:<22} vs best baseline",
+                "band", "file", "algorithm", "proto", "time (us)", "algbw", "eff.", "NCCL (us)"
             );
         }
         for (i, b) in e.bands.iter().enumerate() {
@@ -303,7 +303,7 @@ fn print_table(set: &AlgorithmSet, out: &Path, written: Written, seconds: f64) {
                 _ => "-".into(),
             };
             println!(
-                "  {:<12} {:<36} {:<20} {:<6} {:>11.3} {:>8.2} {:>6.3}  {}",
+                "  {:<12} {:<36} {:<20} {:<6} {:>11.3} {:>8.2} {:>6.3}  {:<22} {}",
                 band_label(b.size_bytes, band_end),
                 e.file,
                 e.algorithm.to_string(),
@@ -311,7 +311,33 @@ fn print_table(set: &AlgorithmSet, out: &Path, written: Written, seconds: f64) {
                 b.time_us,
                 b.algbw_gbps,
                 b.efficiency,
+                nccl_label(b.nccl.as_ref()),
                 baseline
+            );
+        }
+    }
+    if !m.left_to_nccl.is_empty() {
+        println!(
+            "
+left to NCCL (no program predicted faster than NCCL's choice by the margin)"
+        );
+        println!(
+            "  {:<14} {:<12} {:<12} {:>12}  {:<22}",
+            "collective", "placement", "band", "ours (us)", "NCCL (us)"
+        );
+        for l in &m.left_to_nccl {
+            let placement = if l.in_place {
+                "in place"
+            } else {
+                "out of place"
+            };
+            println!(
+                "  {:<14} {:<12} {:<12} {:>12.3}  {:<22}",
+                l.collective.to_string(),
+                placement,
+                band_label(l.min_bytes, l.max_bytes),
+                l.program_us,
+                nccl_label(Some(&l.nccl))
             );
         }
     }
@@ -397,4 +423,11 @@ fn check(
         );
     }
     Ok(())
+}
+
+/// NCCL's choice as the table shows it: its time, algorithm and protocol.
+fn nccl_label(nccl: Option<&NcclBand>) -> String {
+    nccl.map_or("-".into(), |n| {
+        format!("{:.3} {}/{}", n.time_us, n.algorithm, n.protocol)
+    })
 }
