@@ -242,16 +242,19 @@ pub fn determined(tables: &[Table], model: &ExecModel) -> Result<Vec<Determinati
         }
         Ok(out)
     };
-    // Column i: d residuals / d ln(constant i), by central differences inside its range.
+    // Column i: the residuals' change per unit of ln(constant i), by differences inside
+    // its range; at zero (a step latency may be none), per hundredth of its range.
     let mut columns = Vec::with_capacity(knobs.len());
     for k in &knobs {
         let value = (k.get)(model);
-        let h = 1e-4;
-        let (low, high) = (
-            (value * (1.0 - h)).max(k.low),
-            (value * (1.0 + h)).min(k.high),
-        );
-        if value <= 0.0 || high <= low {
+        let unit = if value > 0.0 {
+            value
+        } else {
+            (k.high - k.low) * 0.01
+        };
+        let h = 1e-4 * unit;
+        let (low, high) = ((value - h).max(k.low), (value + h).min(k.high));
+        if high <= low {
             columns.push(None);
             continue;
         }
@@ -261,7 +264,7 @@ pub fn determined(tables: &[Table], model: &ExecModel) -> Result<Vec<Determinati
             residuals(&m)
         };
         let (up, down) = (at(high)?, at(low)?);
-        let span = high.ln() - low.ln();
+        let span = (high - low) / unit;
         columns.push(Some(
             up.iter()
                 .zip(&down)
@@ -386,4 +389,34 @@ fn symmetric_eigen(mut a: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
     // Column k of `v` is the k-th eigenvector.
     let vectors = (0..n).map(|k| (0..n).map(|i| v[i][k]).collect()).collect();
     (values, vectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eigen_pairs_of_a_hand_worked_matrix() {
+        // [[2, 1, 0], [1, 2, 0], [0, 0, 5]]: 1 along (1, -1, 0), 3 along (1, 1, 0), 5 along z.
+        let (values, vectors) = symmetric_eigen(vec![
+            vec![2.0, 1.0, 0.0],
+            vec![1.0, 2.0, 0.0],
+            vec![0.0, 0.0, 5.0],
+        ]);
+        let mut pairs: Vec<(f64, Vec<f64>)> = values.into_iter().zip(vectors).collect();
+        pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let half = std::f64::consts::FRAC_1_SQRT_2;
+        for ((value, vector), (want, along)) in pairs.iter().zip([
+            (1.0, [half, -half, 0.0]),
+            (3.0, [half, half, 0.0]),
+            (5.0, [0.0, 0.0, 1.0]),
+        ]) {
+            assert!((value - want).abs() < 1e-12, "{value} against {want}");
+            let dot: f64 = vector.iter().zip(along).map(|(a, b)| a * b).sum();
+            assert!(
+                (dot.abs() - 1.0).abs() < 1e-12,
+                "{vector:?} against {along:?}"
+            );
+        }
+    }
 }
