@@ -230,6 +230,15 @@ fn bad_files_are_named_with_the_line_and_field() {
         e.contains("t.txt:1: sendrecv_perf is not a collective"),
         "{e}"
     );
+    // With -c naming another collective of the file, that table is left aside.
+    let both = format!("{other}# Avg bus bandwidth : 0.1\n$ all_reduce_perf -g 2\n# nThread 1 nGpus 2\n#  size  count  type  redop  root  time\n  1024  256  float  sum  -1  7.5\n");
+    let allreduce = ReadOptions {
+        collective: Some(CollectiveKind::AllReduce),
+        ..ReadOptions::default()
+    };
+    let tables = nccltests::parse(&both, "t.txt", &allreduce).unwrap();
+    assert_eq!(tables.len(), 1);
+    assert_eq!(tables[0].points[0].time_us, 7.5);
 }
 
 fn scratch(name: &str) -> PathBuf {

@@ -364,23 +364,22 @@ fn symmetric_eigen(mut a: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
                 }
                 let theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q]);
                 let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
-                let t = if theta == 0.0 { 1.0 } else { t };
                 let c = 1.0 / (t * t + 1.0).sqrt();
                 let s = t * c;
-                for k in 0..n {
-                    let (akp, akq) = (a[k][p], a[k][q]);
-                    a[k][p] = c * akp - s * akq;
-                    a[k][q] = s * akp + c * akq;
+                // A <- J^T A J, V <- V J, J the rotation in the (p, q) plane.
+                let rotate = |x: &mut f64, y: &mut f64| {
+                    let (xp, yq) = (*x, *y);
+                    *x = c * xp - s * yq;
+                    *y = s * xp + c * yq;
+                };
+                for row in a.iter_mut().chain(v.iter_mut()) {
+                    let (mut x, mut y) = (row[p], row[q]);
+                    rotate(&mut x, &mut y);
+                    (row[p], row[q]) = (x, y);
                 }
-                for k in 0..n {
-                    let (apk, aqk) = (a[p][k], a[q][k]);
-                    a[p][k] = c * apk - s * aqk;
-                    a[q][k] = s * apk + c * aqk;
-                }
-                for row in v.iter_mut() {
-                    let (vp, vq) = (row[p], row[q]);
-                    row[p] = c * vp - s * vq;
-                    row[q] = s * vp + c * vq;
+                let (low, high) = a.split_at_mut(q);
+                for (x, y) in low[p].iter_mut().zip(high[0].iter_mut()) {
+                    rotate(x, y);
                 }
             }
         }

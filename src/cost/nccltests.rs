@@ -491,7 +491,8 @@ impl<'a> Reader<'a> {
 }
 
 /// Settles each table's collective: the program its output names, else `collective`; the
-/// tables of `collective` alone where the file holds several.
+/// tables of `collective` alone where the file holds several (a program the model does not
+/// price, such as sendrecv_perf, is an error unless `collective` leaves its table aside).
 fn select(
     tables: Vec<Pending>,
     origin: &str,
@@ -502,44 +503,53 @@ fn select(
             "{origin}: no nccl-tests table (a `#  size  count  type  redop  root  time ...` column line followed by rows)"
         )));
     }
-    let mut named = Vec::new();
-    for t in &tables {
-        let kind = match &t.program {
-            Some((program, line)) => Some((program_kind(program, origin, *line)?, *line)),
-            None => None,
-        };
-        named.push(kind);
-    }
-    let kinds: BTreeSet<&'static str> = named.iter().flatten().map(|(k, _)| k.name()).collect();
+    let named: Vec<Option<(std::result::Result<CollectiveKind, Error>, usize)>> = tables
+        .iter()
+        .map(|t| {
+            t.program
+                .as_ref()
+                .map(|(program, line)| (program_kind(program, origin, *line), *line))
+        })
+        .collect();
+    let kinds: BTreeSet<&'static str> = named
+        .iter()
+        .flatten()
+        .filter_map(|(k, _)| k.as_ref().ok().map(|k| k.name()))
+        .collect();
     let Some(chosen) = collective else {
+        let mut said = Vec::new();
+        let mut out = Vec::new();
+        for (mut t, kind) in tables.into_iter().zip(named) {
+            match kind {
+                None => {
+                    return Err(Error::Cost(format!(
+                        "{}: the output does not name its collective (no `*_perf` program before the table); pass -c",
+                        t.measured.origin
+                    )))
+                }
+                Some((Err(e), _)) => return Err(e),
+                Some((Ok(kind), line)) => {
+                    said.push(format!("{kind} (line {line})"));
+                    t.measured.collective = kind;
+                    out.push(t.measured);
+                }
+            }
+        }
         if kinds.len() > 1 {
-            let said: Vec<String> = named
-                .iter()
-                .flatten()
-                .map(|(k, line)| format!("{k} (line {line})"))
-                .collect();
             return Err(Error::Cost(format!(
                 "{origin}: mixed collectives ({}); pass -c to take one",
                 said.join(", ")
             )));
-        }
-        let mut out = Vec::new();
-        for (mut t, kind) in tables.into_iter().zip(named) {
-            let Some((kind, _)) = kind else {
-                return Err(Error::Cost(format!(
-                    "{}: the output does not name its collective (no `*_perf` program before the table); pass -c",
-                    t.measured.origin
-                )));
-            };
-            t.measured.collective = kind;
-            out.push(t.measured);
         }
         return Ok(out);
     };
     let out: Vec<Measured> = tables
         .into_iter()
         .zip(named)
-        .filter(|(_, kind)| kind.map_or(true, |(k, _)| k == chosen))
+        .filter(|(_, kind)| match kind {
+            None => true,
+            Some((k, _)) => k.as_ref().is_ok_and(|k| *k == chosen),
+        })
         .map(|(mut t, _)| {
             t.measured.collective = chosen;
             t.measured
