@@ -157,7 +157,10 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         .zip(&placed)
         .map(|(m, &t)| Table {
             name: m.origin.clone(),
-            pricer: &pricers[keys.iter().position(|k| *k == (t, m.collective)).unwrap()],
+            pricer: &pricers[keys
+                .iter()
+                .position(|k| *k == (t, m.collective))
+                .expect("every table's key is listed")],
             algorithm: m.algorithm.or(args.nccl_algo),
             protocol: m.protocol,
             points: m.points.clone(),
@@ -297,11 +300,10 @@ fn generation(
     }
     let mut found: Vec<(GpuArch, String)> = Vec::new();
     for m in measured {
-        if let Some(arch) = m.gpu.as_deref().and_then(arch_named) {
-            found.push((
-                arch,
-                format!("{} ({})", m.origin, echo(m.gpu.as_deref().unwrap())),
-            ));
+        if let Some(gpu) = m.gpu.as_deref() {
+            if let Some(arch) = arch_named(gpu) {
+                found.push((arch, format!("{} ({})", m.origin, echo(gpu))));
+            }
         }
     }
     if found.is_empty() {
