@@ -808,3 +808,79 @@ pub struct GroupReport {
     pub alone_time_us: f64,
     pub transfers: usize,
 }
+
+/// `tacos calibrate --json`: how the start profile and the fitted one predict each measured
+/// table, the constants before and after, and the profile written.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CalibrateReport {
+    pub schema_version: u32,
+    pub command: &'static str,
+    /// The topologies the tables ran on (each table names its own).
+    pub topologies: Vec<TopologyInfo>,
+    /// The GPU generation: NCCL's tuning tables and the start profile.
+    pub gpu_arch: String,
+    /// The profile the fit started from: `built-in hopper`, or the file given.
+    pub start: String,
+    pub files: Vec<String>,
+    pub tables: Vec<CalibrateTable>,
+    pub constants: Vec<CalibrateConstant>,
+    /// The fitted profile, as `-o` writes it.
+    pub profile: crate::cost::ExecModel,
+    /// Where the profile was written; null without `-o`.
+    pub written: Option<String>,
+    /// Wall time of the fit.
+    pub elapsed_ms: f64,
+}
+
+/// One measured table of a [`CalibrateReport`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CalibrateTable {
+    /// `FILE:LINE` of the table.
+    pub name: String,
+    /// `allreduce`, `allgather`, ...
+    pub collective: String,
+    /// The topology's name.
+    pub topology: String,
+    pub ranks: usize,
+    /// `out-of-place` or `in-place`.
+    pub column: &'static str,
+    /// What the run was held to (`NCCL_ALGO`, `--nccl-algo`, `NCCL_PROTO`); null: NCCL's choice.
+    pub algorithm_held: Option<crate::tuner::Algorithm>,
+    pub protocol_held: Option<crate::tuner::Protocol>,
+    /// |predicted - measured| / measured over the table's points, fitted and at the start.
+    pub median_error: f64,
+    pub worst_error: f64,
+    pub start_median_error: f64,
+    pub start_worst_error: f64,
+    pub points: Vec<CalibratePoint>,
+    /// What the reader assumed or left aside.
+    pub notes: Vec<String>,
+}
+
+/// One size of a [`CalibrateTable`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CalibratePoint {
+    pub size_bytes: u64,
+    pub measured_us: f64,
+    pub predicted_us: f64,
+    /// (predicted - measured) / measured.
+    pub error: f64,
+    /// The largest |error| the model is held to at this size.
+    pub tolerance: f64,
+    /// The algorithm and protocol priced (NCCL's pick unless held).
+    pub algorithm: crate::tuner::Algorithm,
+    pub protocol: crate::tuner::Protocol,
+    pub start_predicted_us: f64,
+}
+
+/// A constant the fit moves: where it started, where it ended, whether the tables pin it
+/// down (`cost::fit::determined`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CalibrateConstant {
+    pub name: &'static str,
+    pub start: f64,
+    pub fitted: f64,
+    pub determined: bool,
+    /// Why not determined; null when it is.
+    pub reason: Option<String>,
+}

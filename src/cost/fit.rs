@@ -203,3 +203,219 @@ pub fn relative_error(measured: f64, predicted: f64) -> f64 {
 pub fn fitted_constants() -> Vec<&'static str> {
     knobs().iter().map(|k| k.name).collect()
 }
+
+/// The constants the fit moves, named as [`fitted_constants`], with their values in `model`.
+pub fn constants(model: &ExecModel) -> Vec<(&'static str, f64)> {
+    knobs().iter().map(|k| (k.name, (k.get)(model))).collect()
+}
+
+/// Whether the tables pin one constant down on their own, around some constants.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Determination {
+    pub name: &'static str,
+    pub determined: bool,
+    /// Why not: no point depends on it, or only a combination of it with others does.
+    pub reason: Option<String>,
+}
+
+/// Below this share of the tables' strongest direction (weighed log time per unit of a
+/// constant's log, squared), a combination of constants counts as not determined.
+const UNDETERMINED: f64 = 1e-6;
+
+/// A constant takes part in a direction when its share of the unit vector is above this.
+const TAKES_PART: f64 = 1e-3;
+
+/// Which constants `tables` determine around `model`: those whose change the tables see
+/// (a protocol NCCL never picks, network figures on one node: none) and that no change
+/// of the others makes up for (one start-up latency per protocol cannot split into the
+/// launch floor and per-step latencies). Found from the derivatives of the fit's residuals
+/// in each constant's log: a constant is determined when it takes no part in any
+/// direction those leave (nearly) flat.
+pub fn determined(tables: &[Table], model: &ExecModel) -> Result<Vec<Determination>> {
+    let knobs = knobs();
+    let residuals = |m: &ExecModel| -> Result<Vec<f64>> {
+        let mut out = Vec::new();
+        for t in tables {
+            for (o, p) in t.points.iter().zip(t.predict(m)?) {
+                out.push(p.max(1e-9).ln() / tolerance(o.bytes));
+            }
+        }
+        Ok(out)
+    };
+    // Column i: the residuals' change per unit of ln(constant i), by differences inside
+    // its range; at zero (a step latency may be none), per hundredth of its range.
+    let mut columns = Vec::with_capacity(knobs.len());
+    for k in &knobs {
+        let value = (k.get)(model);
+        let unit = if value > 0.0 {
+            value
+        } else {
+            (k.high - k.low) * 0.01
+        };
+        let h = 1e-4 * unit;
+        let (low, high) = ((value - h).max(k.low), (value + h).min(k.high));
+        if high <= low {
+            columns.push(None);
+            continue;
+        }
+        let at = |v: f64| {
+            let mut m = model.clone();
+            (k.set)(&mut m, v);
+            residuals(&m)
+        };
+        let (up, down) = (at(high)?, at(low)?);
+        let span = (high - low) / unit;
+        columns.push(Some(
+            up.iter()
+                .zip(&down)
+                .map(|(u, d)| (u - d) / span)
+                .collect::<Vec<f64>>(),
+        ));
+    }
+    let norm = |c: &[f64]| c.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let strongest = columns
+        .iter()
+        .flatten()
+        .map(|c| norm(c))
+        .fold(0.0, f64::max);
+    let seen: Vec<usize> = (0..knobs.len())
+        .filter(|&i| {
+            columns[i]
+                .as_ref()
+                .is_some_and(|c| norm(c) > strongest * UNDETERMINED.sqrt())
+        })
+        .collect();
+    // The seen columns, each scaled to length 1; their Gram matrix's (nearly) flat
+    // directions are the combinations the tables do not see.
+    let unit: Vec<Vec<f64>> = seen
+        .iter()
+        .map(|&i| {
+            let c = columns[i].as_ref().expect("seen columns exist");
+            let n = norm(c);
+            c.iter().map(|x| x / n).collect()
+        })
+        .collect();
+    let gram: Vec<Vec<f64>> = unit
+        .iter()
+        .map(|a| {
+            unit.iter()
+                .map(|b| a.iter().zip(b).map(|(x, y)| x * y).sum())
+                .collect()
+        })
+        .collect();
+    let (values, vectors) = symmetric_eigen(gram);
+    let mut out: Vec<Determination> = knobs
+        .iter()
+        .map(|k| Determination {
+            name: k.name,
+            determined: false,
+            reason: Some("no measured point depends on it".into()),
+        })
+        .collect();
+    let flat: Vec<&Vec<f64>> = values
+        .iter()
+        .zip(&vectors)
+        .filter(|(value, _)| **value < UNDETERMINED)
+        .map(|(_, vector)| vector)
+        .collect();
+    for (j, &i) in seen.iter().enumerate() {
+        let mut partners: Vec<&'static str> = flat
+            .iter()
+            .filter(|vector| vector[j].abs() > TAKES_PART)
+            .flat_map(|vector| {
+                (0..seen.len())
+                    .filter(|&l| l != j && vector[l].abs() > TAKES_PART)
+                    .map(|l| knobs[seen[l]].name)
+            })
+            .collect();
+        partners.sort_unstable();
+        partners.dedup();
+        let alone = flat.iter().all(|vector| vector[j].abs() <= TAKES_PART);
+        out[i].determined = alone;
+        out[i].reason = (!alone).then(|| {
+            format!(
+                "the tables see it only together with {}",
+                partners.join(", ")
+            )
+        });
+    }
+    Ok(out)
+}
+
+/// Eigenvalues and unit eigenvectors (`vectors[k]` for `values[k]`) of a symmetric
+/// matrix, by cyclic Jacobi rotations.
+fn symmetric_eigen(mut a: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
+    let n = a.len();
+    let mut v: Vec<Vec<f64>> = (0..n)
+        .map(|i| (0..n).map(|j| f64::from(u8::from(i == j))).collect())
+        .collect();
+    for _sweep in 0..100 {
+        let off: f64 = (0..n)
+            .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+            .map(|(i, j)| a[i][j] * a[i][j])
+            .sum();
+        if off < 1e-30 {
+            break;
+        }
+        for p in 0..n {
+            for q in p + 1..n {
+                if a[p][q].abs() < 1e-300 {
+                    continue;
+                }
+                let theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q]);
+                let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+                let c = 1.0 / (t * t + 1.0).sqrt();
+                let s = t * c;
+                // A <- J^T A J, V <- V J, J the rotation in the (p, q) plane.
+                let rotate = |x: &mut f64, y: &mut f64| {
+                    let (xp, yq) = (*x, *y);
+                    *x = c * xp - s * yq;
+                    *y = s * xp + c * yq;
+                };
+                for row in a.iter_mut().chain(v.iter_mut()) {
+                    let (mut x, mut y) = (row[p], row[q]);
+                    rotate(&mut x, &mut y);
+                    (row[p], row[q]) = (x, y);
+                }
+                let (low, high) = a.split_at_mut(q);
+                for (x, y) in low[p].iter_mut().zip(high[0].iter_mut()) {
+                    rotate(x, y);
+                }
+            }
+        }
+    }
+    let values = (0..n).map(|i| a[i][i]).collect();
+    // Column k of `v` is the k-th eigenvector.
+    let vectors = (0..n).map(|k| (0..n).map(|i| v[i][k]).collect()).collect();
+    (values, vectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eigen_pairs_of_a_hand_worked_matrix() {
+        // [[2, 1, 0], [1, 2, 0], [0, 0, 5]]: 1 along (1, -1, 0), 3 along (1, 1, 0), 5 along z.
+        let (values, vectors) = symmetric_eigen(vec![
+            vec![2.0, 1.0, 0.0],
+            vec![1.0, 2.0, 0.0],
+            vec![0.0, 0.0, 5.0],
+        ]);
+        let mut pairs: Vec<(f64, Vec<f64>)> = values.into_iter().zip(vectors).collect();
+        pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let half = std::f64::consts::FRAC_1_SQRT_2;
+        for ((value, vector), (want, along)) in pairs.iter().zip([
+            (1.0, [half, -half, 0.0]),
+            (3.0, [half, half, 0.0]),
+            (5.0, [0.0, 0.0, 1.0]),
+        ]) {
+            assert!((value - want).abs() < 1e-12, "{value} against {want}");
+            let dot: f64 = vector.iter().zip(along).map(|(a, b)| a * b).sum();
+            assert!(
+                (dot.abs() - 1.0).abs() < 1e-12,
+                "{vector:?} against {along:?}"
+            );
+        }
+    }
+}

@@ -12,6 +12,7 @@
 pub mod fit;
 pub mod model;
 pub mod nccl;
+pub mod nccltests;
 pub mod program;
 
 pub use model::{ExecModel, ProtocolModel};

@@ -8,6 +8,7 @@ mod bench_lowering;
 mod bench_scheduler;
 mod bench_sim;
 mod bench_tuner;
+mod calibrate;
 mod compare;
 mod compile;
 mod concurrent;
@@ -65,6 +66,8 @@ pub enum Command {
     /// Compile a topology's MSCCL algorithm directory (every collective and size band), or
     /// re-check one with --check.
     Compile(compile::CompileArgs),
+    /// Fit the cost model's constants to a cluster's nccl-tests output and write a profile.
+    Calibrate(calibrate::CalibrateArgs),
     /// Print a shell completion script, e.g. `tacos completions bash > /etc/bash_completion.d/tacos`.
     Completions {
         /// The shell to complete for.
@@ -83,6 +86,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(args) => compare::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Compile(args) => compile::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "tacos", &mut std::io::stdout());
