@@ -145,3 +145,50 @@ fn a_program_sees_each_link_at_its_executor_rate() {
         topo.link(down).latency_us
     ));
 }
+
+/// The built-in Hopper and Ampere profiles against the calibration set (the measured
+/// nccl-tests tables in tests/data/nccl-tests/): within 15% of every measured time from
+/// 1 MiB up and within 30% below, except where the measurement itself does not follow
+/// size (a time more than 10% above a larger size's, or below a smaller size's, which no
+/// model whose time grows with size can follow): those are held to twice the tolerance.
+#[test]
+fn builtin_profiles_predict_the_calibration_set() {
+    use tacos::cost::fit::{assess, tolerance, Table};
+    use tacos::cost::nccltests::{read_file, ReadOptions};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nccl-tests");
+    for (file, spec, arch) in [
+        ("h100-ring-allreduce.txt", "preset:dgx-h100,nodes=1", GpuArch::Hopper),
+        ("a100-allreduce.txt", "preset:dgx-a100,nodes=1", GpuArch::Ampere),
+    ] {
+        let measured = read_file(&dir.join(file), &ReadOptions::default()).unwrap();
+        assert_eq!(measured.len(), 1, "{file}");
+        let m = &measured[0];
+        let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+        let model = ExecModel::builtin(arch);
+        let pricer =
+            NcclPricer::new(&topo, m.collective, 8, arch, model.clone()).unwrap();
+        let table = Table {
+            name: file.into(),
+            pricer: &pricer,
+            algorithm: m.algorithm,
+            protocol: m.protocol,
+            points: m.points.clone(),
+        };
+        let fit = &assess(&[table], &model).unwrap()[0];
+        let times: Vec<f64> = fit.points.iter().map(|p| p.1).collect();
+        for (i, &(bytes, measured, predicted)) in fit.points.iter().enumerate() {
+            let tol = tolerance(bytes);
+            const NOISE: f64 = 0.10;
+            let larger_faster = times[i + 1..].iter().any(|&t| t < measured * (1.0 - NOISE));
+            let smaller_slower = times[..i].iter().any(|&t| t > measured * (1.0 + NOISE));
+            let allowed = if larger_faster || smaller_slower { 2.0 * tol } else { tol };
+            let error = (predicted - measured).abs() / measured;
+            assert!(
+                error <= allowed,
+                "{file}: {bytes} B measured {measured} us, predicted {predicted:.2} ({:.1}% > {:.0}%)",
+                100.0 * error,
+                100.0 * allowed
+            );
+        }
+    }
+}
