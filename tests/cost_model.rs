@@ -157,16 +157,23 @@ fn builtin_profiles_predict_the_calibration_set() {
     use tacos::cost::nccltests::{read_file, ReadOptions};
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nccl-tests");
     for (file, spec, arch) in [
-        ("h100-ring-allreduce.txt", "preset:dgx-h100,nodes=1", GpuArch::Hopper),
-        ("a100-allreduce.txt", "preset:dgx-a100,nodes=1", GpuArch::Ampere),
+        (
+            "h100-ring-allreduce.txt",
+            "preset:dgx-h100,nodes=1",
+            GpuArch::Hopper,
+        ),
+        (
+            "a100-allreduce.txt",
+            "preset:dgx-a100,nodes=1",
+            GpuArch::Ampere,
+        ),
     ] {
         let measured = read_file(&dir.join(file), &ReadOptions::default()).unwrap();
         assert_eq!(measured.len(), 1, "{file}");
         let m = &measured[0];
         let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
         let model = ExecModel::builtin(arch);
-        let pricer =
-            NcclPricer::new(&topo, m.collective, 8, arch, model.clone()).unwrap();
+        let pricer = NcclPricer::new(&topo, m.collective, 8, arch, model.clone()).unwrap();
         let table = Table {
             name: file.into(),
             pricer: &pricer,
@@ -181,7 +188,11 @@ fn builtin_profiles_predict_the_calibration_set() {
             const NOISE: f64 = 0.10;
             let larger_faster = times[i + 1..].iter().any(|&t| t < measured * (1.0 - NOISE));
             let smaller_slower = times[..i].iter().any(|&t| t > measured * (1.0 + NOISE));
-            let allowed = if larger_faster || smaller_slower { 2.0 * tol } else { tol };
+            let allowed = if larger_faster || smaller_slower {
+                2.0 * tol
+            } else {
+                tol
+            };
             let error = (predicted - measured).abs() / measured;
             assert!(
                 error <= allowed,

@@ -112,6 +112,17 @@ fn loss(tables: &[Table], model: &ExecModel) -> Result<f64> {
     Ok(sum)
 }
 
+/// Keeps the protocols' step latencies in their physical order, LL <= LL128 <= Simple on
+/// each kind of hop (LL's lines carry their own flags and need no separate
+/// synchronisation; Simple synchronises per slice), raising the later ones where needed.
+/// Without it, constants no table pins down could land in any order.
+fn order_steps(model: &mut ExecModel) {
+    model.ll128.step_us.nvlink = model.ll128.step_us.nvlink.max(model.ll.step_us.nvlink);
+    model.simple.step_us.nvlink = model.simple.step_us.nvlink.max(model.ll128.step_us.nvlink);
+    model.ll128.step_us.net = model.ll128.step_us.net.max(model.ll.step_us.net);
+    model.simple.step_us.net = model.simple.step_us.net.max(model.ll128.step_us.net);
+}
+
 /// The constants, starting from `start`, that best fit `tables`.
 pub fn fit(tables: &[Table], start: &ExecModel) -> Result<ExecModel> {
     let knobs = knobs();
@@ -121,6 +132,7 @@ pub fn fit(tables: &[Table], start: &ExecModel) -> Result<ExecModel> {
         let value = (k.get)(&model).clamp(k.low, k.high);
         (k.set)(&mut model, value);
     }
+    order_steps(&mut model);
     let mut best = loss(tables, &model)?;
     let mut step = 0.5;
     while step > 1e-5 {
@@ -141,6 +153,7 @@ pub fn fit(tables: &[Table], start: &ExecModel) -> Result<ExecModel> {
                 }
                 let mut trial = model.clone();
                 (k.set)(&mut trial, candidate);
+                order_steps(&mut trial);
                 let l = loss(tables, &trial)?;
                 if l < best * (1.0 - 1e-12) {
                     best = l;

@@ -16,5 +16,5 @@ pub mod nccltests;
 pub mod program;
 
 pub use model::{ExecModel, ProtocolModel};
-pub use nccl::{NcclPrice, NcclPricer};
+pub use nccl::{NcclPrice, NcclPricer, NcclShapes};
 pub use program::Executor;

@@ -15,9 +15,10 @@
 //!   its kind (NVLink or network), with unlimited pipelining;
 //! - `injection`: the busiest NPU's bytes over what its channels move (per-channel rate
 //!   times channels), at most its links' rate;
-//! - `wire(protocol)`: LL's and LL128's flag bytes (`model::wire_factor`).
+//! - `wire(protocol)`: LL's and LL128's flag bytes (`model::wire_factor`); each rank's
+//!   share of the bytes is rounded up to whole protocol lines.
 
-use super::model::{wire_factor, ExecModel};
+use super::model::{line_data_bytes, wire_factor, ExecModel};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::topology::Topology;
@@ -38,12 +39,85 @@ pub struct NcclPrice {
     pub nccl_choice: bool,
 }
 
+/// The shapes of NCCL's algorithms for one collective on one topology: what pricing them
+/// at any size and with any constants needs.
+pub struct NcclShapes {
+    kind: CollectiveKind,
+    /// (algorithm, its shape): Ring, and Tree for All-Reduce.
+    shapes: Vec<(Algorithm, Shape)>,
+}
+
+impl NcclShapes {
+    /// The shapes of `kind` on `topo`'s alive NPUs, NVLink domains of `domain_size` NPUs
+    /// apart in id (a node), NCCL running `channels` channels.
+    pub fn new(
+        topo: &Topology,
+        kind: CollectiveKind,
+        domain_size: usize,
+        channels: u32,
+    ) -> Result<NcclShapes> {
+        if !crate::tuner::TUNED.contains(&kind) {
+            return Err(Error::Baseline(format!(
+                "NCCL has no built-in {kind}; it runs broadcast, reduce, allgather, reducescatter and allreduce"
+            )));
+        }
+        let ranks = topo.alive_npus().len();
+        let domain_size = domain_size.clamp(1, ranks.max(1));
+        let profiler = Profiler::on_fabric(topo, domain_size)?;
+        let mut algorithms = vec![Algorithm::Ring];
+        if kind == CollectiveKind::AllReduce {
+            algorithms.push(Algorithm::Tree);
+        }
+        let nics = nics_per_domain(topo, domain_size).min(channels as usize) as f64;
+        let mut shapes = Vec::new();
+        for algorithm in algorithms {
+            let mut shape = profiler.shape(kind, algorithm)?;
+            // Our baselines leave a node over one or two NICs; NCCL's rings and trees (one
+            // per channel) leave it over different NICs, so the network's share of the
+            // busiest link spreads over as many as the channels reach.
+            if shape.nics_used > 0 {
+                shape.busiest[1] /= (nics / shape.nics_used as f64).max(1.0);
+            }
+            shapes.push((algorithm, shape));
+        }
+        Ok(NcclShapes { kind, shapes })
+    }
+
+    /// The predicted time of `bytes` with `algorithm` and `protocol` under `model`, on the
+    /// model's channel count; an error for Tree on a collective other than All-Reduce.
+    pub fn time_us(
+        &self,
+        model: &ExecModel,
+        algorithm: Algorithm,
+        protocol: Protocol,
+        bytes: u64,
+    ) -> Result<f64> {
+        let shape = self
+            .shapes
+            .iter()
+            .find(|(a, _)| *a == algorithm)
+            .map(|(_, s)| s)
+            .ok_or_else(|| {
+                Error::Baseline(format!(
+                    "NCCL's {algorithm} runs allreduce only, not {}",
+                    self.kind
+                ))
+            })?;
+        Ok(time_us(
+            model,
+            shape,
+            protocol,
+            model.channels,
+            bytes as f64,
+        ))
+    }
+}
+
 /// NCCL's algorithms for one collective on one topology, ready to price at any size.
 pub struct NcclPricer {
     kind: CollectiveKind,
     model: ExecModel,
-    /// (algorithm, its shape): Ring, and Tree for All-Reduce.
-    shapes: Vec<(Algorithm, Shape)>,
+    shapes: NcclShapes,
     /// NCCL's own ranking, per size band.
     tuner: Tuner,
 }
@@ -58,30 +132,9 @@ impl NcclPricer {
         gpu: GpuArch,
         model: ExecModel,
     ) -> Result<NcclPricer> {
-        if !crate::tuner::TUNED.contains(&kind) {
-            return Err(Error::Baseline(format!(
-                "NCCL has no built-in {kind}; it runs broadcast, reduce, allgather, reducescatter and allreduce"
-            )));
-        }
+        let shapes = NcclShapes::new(topo, kind, domain_size, model.channels)?;
         let ranks = topo.alive_npus().len();
         let domain_size = domain_size.clamp(1, ranks.max(1));
-        let profiler = Profiler::on_fabric(topo, domain_size)?;
-        let mut algorithms = vec![Algorithm::Ring];
-        if kind == CollectiveKind::AllReduce {
-            algorithms.push(Algorithm::Tree);
-        }
-        let nics = nics_per_domain(topo, domain_size).min(model.channels as usize) as f64;
-        let mut shapes = Vec::new();
-        for algorithm in algorithms {
-            let mut shape = profiler.shape(kind, algorithm)?;
-            // Our baselines leave a node over one or two NICs; NCCL's rings and trees (one
-            // per channel) leave it over different NICs, so the network's share of the
-            // busiest link spreads over as many as the channels reach.
-            if shape.nics_used > 0 {
-                shape.busiest[1] /= (nics / shape.nics_used as f64).max(1.0);
-            }
-            shapes.push((algorithm, shape));
-        }
         let comm = Communicator {
             ranks,
             nodes: ranks.div_ceil(domain_size),
@@ -141,23 +194,12 @@ impl NcclPricer {
         let (picked_algorithm, picked_protocol) = self.nccl_choice(bytes, algorithm);
         let algorithm = algorithm.unwrap_or(picked_algorithm);
         let protocol = protocol.unwrap_or(picked_protocol);
-        let shape = self
-            .shapes
-            .iter()
-            .find(|(a, _)| *a == algorithm)
-            .map(|(_, s)| s)
-            .ok_or_else(|| {
-                Error::Baseline(format!(
-                    "NCCL's {algorithm} runs allreduce only, not {}",
-                    self.kind
-                ))
-            })?;
-        let channels = model.channels;
+        let time_us = self.shapes.time_us(model, algorithm, protocol, bytes)?;
         Ok(NcclPrice {
             algorithm,
             protocol,
-            channels,
-            time_us: time_us(model, shape, protocol, channels, bytes as f64),
+            channels: model.channels,
+            time_us,
             nccl_choice: (algorithm, protocol) == (picked_algorithm, picked_protocol),
         })
     }
@@ -197,5 +239,9 @@ pub(crate) fn time_us(
         .iter()
         .map(|&(sent, egress)| sent / (rate.min(egress * efficiency[0]) * 1e3))
         .fold(0.0, f64::max);
+    // Each rank's share of a step moves whole protocol lines.
+    let ranks = shape.injection.len().max(1) as f64;
+    let line = line_data_bytes(protocol) as f64;
+    let bytes = (bytes / (ranks * line)).ceil() * ranks * line;
     latency + bytes * wire_factor(protocol) * links.max(injection)
 }

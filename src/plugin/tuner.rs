@@ -5,8 +5,13 @@
 
 use super::{plan, Config, Layout, Log, NvlDomains};
 use crate::collective::CollectiveKind;
+use crate::cost::{ExecModel, NcclShapes};
 use crate::error::{echo, Error, Result};
-use crate::tuner::{check_ranks, Choice, Cluster, Communicator, Network, Protocol, Tuner};
+use crate::topology::Topology;
+use crate::tuner::{
+    check_ranks, Choice, Cluster, Communicator, GpuArch, NcclConstants, Network, Protocol, Tuner,
+    TUNED,
+};
 use std::time::Instant;
 
 /// The most ranks the tuner simulates NCCL's algorithms for (tens of ms of init; time
@@ -38,7 +43,21 @@ pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) 
     if comm.ranks <= SIMULATED_RANKS_MAX {
         let found = found.build()?;
         let network = Network::Simulated(&found.topology);
-        return Tuner::new(network, &found.source, domain, found.warnings, comm, gpu);
+        let mut tuner = Tuner::new(network, &found.source, domain, found.warnings, comm, gpu)?;
+        // Constants other than NCCL's defaults are someone's deliberate tuning: kept.
+        let tuned_by_host = comm
+            .constants
+            .as_ref()
+            .is_some_and(|c| *c != NcclConstants::default());
+        if tuned_by_host {
+            return Ok(tuner);
+        }
+        if let Err(e) = price_with_executor(&mut tuner, &found.topology, domain, gpu) {
+            tuner.warn(format!(
+                "the executor cost model could not price NCCL's algorithms ({e}); ranking by NCCL's own constants"
+            ));
+        }
+        return Ok(tuner);
     }
     let limit = |limit: usize, context: String| Error::Limit {
         what: "ranks",
@@ -63,6 +82,32 @@ pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) 
             ),
         )),
     }
+}
+
+/// Ranks the tuner's decisions by the executor cost model (`TACOS_PROFILE`, else the GPU
+/// generation's built-in profile): the predicted time on the hardware, where NCCL's own
+/// constants only pick. Communicators the tuner prices by formulas keep NCCL's constants.
+fn price_with_executor(
+    tuner: &mut Tuner,
+    topo: &Topology,
+    domain_size: usize,
+    gpu: GpuArch,
+) -> Result<()> {
+    let model = ExecModel::resolve(None, gpu)?;
+    let shapes: Vec<(CollectiveKind, NcclShapes)> = TUNED
+        .iter()
+        .map(|&kind| {
+            Ok((
+                kind,
+                NcclShapes::new(topo, kind, domain_size, model.channels)?,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    tuner.reprice(|kind, bytes, algorithm, protocol| {
+        let (_, shape) = shapes.iter().find(|(k, _)| *k == kind)?;
+        shape.time_us(&model, algorithm, protocol, bytes).ok()
+    });
+    Ok(())
 }
 
 /// What the tuner plugin keeps for one communicator.

@@ -296,6 +296,31 @@ impl Tuner {
         })
     }
 
+    /// Prices every decision again with `time_us(collective, bytes, algorithm, protocol)`
+    /// (another model's time, us, at the middle of each size band; `None` keeps the
+    /// choice's own) and ranks each band anew. The channel advice stays NCCL's model's.
+    pub fn reprice(
+        &mut self,
+        mut time_us: impl FnMut(CollectiveKind, u64, Algorithm, Protocol) -> Option<f64>,
+    ) {
+        for (kind, bands) in TUNED.iter().zip(&mut self.choices) {
+            for (band, ranked) in bands.iter_mut().enumerate() {
+                let bytes = 2f64.powf(band as f64 + 0.5) as u64;
+                for choice in ranked.iter_mut() {
+                    if let Some(t) = time_us(*kind, bytes, choice.algorithm, choice.protocol) {
+                        choice.time_us = t;
+                    }
+                }
+                ranked.sort_by(|a, b| a.time_us.total_cmp(&b.time_us));
+            }
+        }
+    }
+
+    /// Adds a warning (what the plugin logs at init).
+    pub fn warn(&mut self, warning: String) {
+        self.warnings.push(warning);
+    }
+
     /// Every modeled (algorithm, protocol) for `kind` at `bytes`, fastest first; empty for
     /// collectives NCCL does not tune.
     pub fn choices(&self, kind: CollectiveKind, bytes: u64) -> &[Choice] {
