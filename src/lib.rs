@@ -14,6 +14,7 @@ pub mod bounds;
 pub mod budget;
 pub mod collective;
 pub mod compile;
+pub mod draw;
 pub mod error;
 pub mod ffi;
 pub mod fsio;
