@@ -43,6 +43,8 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 200.0;
 const TOP: f64 = 44.0;
 const BOTTOM: f64 = 54.0;
+/// Most points of a series drawn as dots (a dense curve is a line only).
+const MAX_DOTS: usize = 60;
 
 impl LineChart {
     /// The x axis the chart is drawn on: covering every point and marker.
@@ -144,7 +146,13 @@ impl LineChart {
                 attrs.push(attr("stroke-dasharray", "6 4"));
             }
             svg.element("path", &attrs, Some(&s.name));
-            for &(x, y) in &shown {
+            // Dots with their figures on hover, where few enough to tell apart.
+            let dots = if shown.len() <= MAX_DOTS {
+                &shown[..]
+            } else {
+                &[]
+            };
+            for &(x, y) in dots {
                 svg.element(
                     "circle",
                     &[

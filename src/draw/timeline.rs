@@ -195,6 +195,8 @@ impl Timeline<'_> {
                     at("width", (x2 - x1).max(0.5)),
                     at("height", row_h - 2.0),
                     attr("fill", category_colour(*category)),
+                    attr("stroke", "white"),
+                    attr("stroke-width", "0.5"),
                 ],
                 Some(&format!(
                     "{what} on {} -> {}: {:.3} to {:.3} us",
@@ -304,7 +306,8 @@ pub fn utilization_chart(
     let points = (0..BINS)
         .map(|b| {
             running += full[b];
-            let share = (busy[b] + running) / (width * links.max(1) as f64);
+            // At most every link: what rounding leaves above it is not load.
+            let share = ((busy[b] + running) / (width * links.max(1) as f64)).min(1.0);
             (ps_to_us(((b as f64 + 0.5) * width) as Picos), 100.0 * share)
         })
         .collect();

@@ -476,15 +476,16 @@ fn draw_panel(
             ],
             Some(&format!("switch {name}")),
         );
-        let short: String = name.chars().take(9).collect();
+        // The whole name, smaller where it is long.
+        let size = (80.0 / name.chars().count().max(1) as f64).clamp(5.0, 9.0);
         svg.text(
             &[
                 at("x", x),
-                at("y", y + 3.5),
-                attr("font-size", "9"),
+                at("y", y + 3.0),
+                at("font-size", size),
                 attr("text-anchor", "middle"),
             ],
-            &short,
+            name,
         );
     }
 }

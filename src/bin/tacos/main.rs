@@ -12,6 +12,7 @@ mod compile;
 mod concurrent;
 mod lowering;
 pub mod progress;
+mod report;
 mod simulate;
 mod synth;
 mod topo;
@@ -57,6 +58,9 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Check an MSCCL algorithm XML file (deadlock, races, result) and optionally time it.
     Verify(verify::VerifyArgs),
+    /// Draw an algorithm (synthesized, --schedule or --xml) or a compiled set (--compiled)
+    /// as one self-contained HTML page.
+    Report(report::ReportArgs),
     /// Compile a topology's MSCCL algorithm directory (every collective and size band), or
     /// re-check one with --check.
     Compile(compile::CompileArgs),
@@ -78,6 +82,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(args) => compare::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Compile(args) => compile::run(args),
+        Command::Report(args) => report::run(args),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "tacos", &mut std::io::stdout());

@@ -141,18 +141,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         args.algorithm.baseline,
     ) {
         (Some(path), ..) => {
-            let schedule = Schedule::read(path)?;
+            let (topo, schedule, own) = read_schedule(&args.topology, &args.collective, path)?;
             let file = path.display().to_string();
-            args.collective.check_matches(&file, &schedule.collective)?;
-            let (topo, used) = schedule_topology(&args.topology, &schedule, &file)?;
-            check_on_links(&schedule, &topo).with_context(|| {
-                format!(
-                    "{file} (made for {}) does not fit {used}",
-                    schedule.topology
-                )
-            })?;
-            // A contention-free schedule has a clock worth showing next to the simulation.
-            let own = check(&schedule, &topo).ok().map(|r| r.collective_time_ps);
             let _bar = ProgressHandle::spinner("simulating", hidden);
             let simulated = Simulated::schedule(
                 &topo,
@@ -302,13 +292,34 @@ impl SizeFrom {
     }
 }
 
+/// A schedule file, the topology it runs on (checked to fit it) and its own clock where
+/// it is contention-free (a clock worth showing next to the simulation).
+pub(super) fn read_schedule(
+    topology: &TopologyArgs,
+    collective: &CollectiveArgs,
+    path: &Path,
+) -> anyhow::Result<(Topology, Schedule, Option<u64>)> {
+    let schedule = Schedule::read(path)?;
+    let file = path.display().to_string();
+    collective.check_matches(&file, &schedule.collective)?;
+    let (topo, used) = schedule_topology(topology, &schedule, &file)?;
+    check_on_links(&schedule, &topo).with_context(|| {
+        format!(
+            "{file} (made for {}) does not fit {used}",
+            schedule.topology
+        )
+    })?;
+    let own = check(&schedule, &topo).ok().map(|r| r.collective_time_ps);
+    Ok((topo, schedule, own))
+}
+
 /// One algorithm's simulation, whatever it came from.
-struct Simulated {
-    label: String,
-    spec: CollectiveSpec,
+pub(super) struct Simulated {
+    pub label: String,
+    pub spec: CollectiveSpec,
     /// Messages (schedule transfers, or the program's sends).
     messages: usize,
-    result: SimResult,
+    pub result: SimResult,
     /// The algorithm's own clock, where it has one worth showing.
     own_clock: Option<u64>,
     size_from: SizeFrom,
@@ -340,7 +351,7 @@ impl Simulated {
 /// An MSCCL program is verified first (timing a wrong program says nothing), then timed
 /// with the same alpha-beta rules as schedules; whether a loader takes it is `tacos
 /// verify`'s question, so msccl-tools' files (no `outofplace`...) are timed too.
-fn simulate_xml(
+pub(super) fn simulate_xml(
     topo: &Topology,
     path: &Path,
     collective: &CollectiveArgs,
