@@ -217,6 +217,7 @@ impl LineChart {
             grid(svg, x, ya.from, x, ya.to);
             svg.text(
                 &[
+                    attr("class", "tick-x"),
                     at("x", x),
                     at("y", ya.from + 15.0),
                     attr("font-size", "11"),
@@ -230,6 +231,7 @@ impl LineChart {
             grid(svg, xa.from, y, xa.to, y);
             svg.text(
                 &[
+                    attr("class", "tick-y"),
                     at("x", xa.from - 5.0),
                     at("y", y + 4.0),
                     attr("font-size", "11"),

@@ -110,7 +110,7 @@ pub fn at(name: &str, v: f64) -> (&str, String) {
 }
 
 /// `(name, value)` for an attribute whose value is text.
-pub fn attr<'a>(name: &'a str, v: impl Into<String>) -> (&'a str, String) {
+pub fn attr(name: &str, v: impl Into<String>) -> (&str, String) {
     (name, v.into())
 }
 

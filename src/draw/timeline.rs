@@ -144,6 +144,7 @@ impl Timeline<'_> {
             );
             svg.text(
                 &[
+                    attr("class", "tick-x"),
                     at("x", x),
                     at("y", bottom + 14.0),
                     attr("font-size", "11"),
