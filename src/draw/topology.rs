@@ -378,12 +378,11 @@ fn draw_panel(
                 at("stroke-width", width),
             ],
             Some(&format!(
-                "{} -> {}: busy {:.3} us ({:.1}% of {}'s {:.3} us), {:.0} bytes; {} GB/s, {} us",
+                "{} -> {}: busy {:.3} us ({:.1}% of the algorithm's {:.3} us), {:.0} bytes; {} GB/s, {} us",
                 topo.vertex_label(l.src),
                 topo.vertex_label(l.dst),
                 busy,
                 100.0 * load.utilization,
-                panel.name,
                 ps_to_us(report.time_ps),
                 load.bytes,
                 l.bandwidth_gbps,

@@ -434,7 +434,8 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
             dashed: false,
         });
     }
-    // NCCL's own choice per band joins here as a series once the manifest records it.
+    // NCCL's own choice per band (and the bands left to NCCL) join here as a series once
+    // the manifest records them.
     series.push(Series {
         name: "bound".into(),
         points: bands()
