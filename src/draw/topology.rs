@@ -16,7 +16,10 @@ use std::collections::{BTreeMap, VecDeque};
 /// How the vertices are placed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
-    Grid,
+    /// NPUs `block` apart in id are in different 2D blocks (a third dimension on).
+    Grid {
+        block: usize,
+    },
     Ring,
     Fabric,
 }
@@ -79,7 +82,9 @@ fn grid(dims: &[usize]) -> Layout {
         })
         .collect();
     Layout {
-        shape: Shape::Grid,
+        shape: Shape::Grid {
+            block: dims[0] * dims[1],
+        },
         pos,
         width: 2.0 * MARGIN + spacing * cells[0] as f64,
         height: 2.0 * MARGIN + spacing * cells[1] as f64,
@@ -489,24 +494,25 @@ fn draw_panel(
     }
 }
 
-/// A link's line, beside its reverse (each direction to its own side). Links that skip
-/// over other vertices bow out: wrap-around links of a torus, direct links between NPUs of
-/// a fabric's row (below it).
+/// A link's line, beside its reverse (each direction to its own side). A wrap-around link
+/// of a grid (along a row or column of one block, past a neighbour) is two stubs leaving
+/// the block's edges outwards, as tori are drawn; other links that skip over vertices bow
+/// out (between blocks; a fabric's direct links between NPUs of its row, below it).
 fn link_path(lay: &Layout, topo: &Topology, l: &Link) -> String {
     let ((x1, y1), (x2, y2)) = (lay.pos[l.src], lay.pos[l.dst]);
     let (dx, dy) = (x2 - x1, y2 - y1);
     let len = (dx * dx + dy * dy).sqrt().max(1e-9);
-    let (nx, ny) = (-dy / len, dx / len);
+    let (ux, uy) = (dx / len, dy / len);
+    let (nx, ny) = (-uy, ux);
     let o = (lay.radius * 0.4).clamp(1.0, 4.0);
     let (ax, ay, bx, by) = (x1 + nx * o, y1 + ny * o, x2 + nx * o, y2 + ny * o);
-    let npu_pair = !topo.is_switch(l.src) && !topo.is_switch(l.dst);
-    let bow = match lay.shape {
-        Shape::Grid if len > lay.spacing * 1.5 => Some((nx * len * 0.2, ny * len * 0.2)),
-        Shape::Fabric if npu_pair => Some((0.0, (len * 0.25).max(lay.spacing) + o * ny.signum())),
-        _ => None,
+    let far = len > lay.spacing * 1.5;
+    let aligned = dx.abs() < 1e-6 || dy.abs() < 1e-6;
+    let line = |x1: f64, y1: f64, x2: f64, y2: f64| {
+        format!("M{} {} L{} {}", num(x1), num(y1), num(x2), num(y2))
     };
-    match bow {
-        Some((cx, cy)) => format!(
+    let bow = |cx: f64, cy: f64| {
+        format!(
             "M{} {} Q{} {} {} {}",
             num(ax),
             num(ay),
@@ -514,8 +520,22 @@ fn link_path(lay: &Layout, topo: &Topology, l: &Link) -> String {
             num((ay + by) / 2.0 + cy),
             num(bx),
             num(by)
-        ),
-        None => format!("M{} {} L{} {}", num(ax), num(ay), num(bx), num(by)),
+        )
+    };
+    match lay.shape {
+        Shape::Grid { block } if far && aligned && l.src / block == l.dst / block => {
+            let s = lay.spacing * 0.45;
+            format!(
+                "{} {}",
+                line(ax, ay, ax - ux * s, ay - uy * s),
+                line(bx + ux * s, by + uy * s, bx, by)
+            )
+        }
+        Shape::Grid { .. } if far => bow(nx * len * 0.2, ny * len * 0.2),
+        Shape::Fabric if !topo.is_switch(l.src) && !topo.is_switch(l.dst) => {
+            bow(0.0, (len * 0.25).max(lay.spacing) + o * ny.signum())
+        }
+        _ => line(ax, ay, bx, by),
     }
 }
 
@@ -531,11 +551,28 @@ mod tests {
     #[test]
     fn a_mesh_is_a_grid_of_its_dimensions() {
         let lay = layout(&topo("mesh:3x2"));
-        assert_eq!(lay.shape, Shape::Grid);
+        assert_eq!(lay.shape, Shape::Grid { block: 6 });
         let (x0, y0) = lay.pos[0];
         // NPU 4 is (1, 1): one step across, one down; NPU 2 is (2, 0).
         assert_eq!(lay.pos[4], (x0 + lay.spacing, y0 + lay.spacing));
         assert_eq!(lay.pos[2], (x0 + 2.0 * lay.spacing, y0));
+    }
+
+    #[test]
+    fn a_torus_wraps_around_with_stubs_and_blocks_join_with_bows() {
+        let t = topo("torus:4x4x2");
+        let lay = layout(&t);
+        let path = |a, b| link_path(&lay, &t, &t.links()[t.link_between(a, b).unwrap()]);
+        // 0 -> 3 wraps around its row: two straight stubs, 0.45 spacing each.
+        let wrap = path(0, 3);
+        assert_eq!(
+            (wrap.matches('M').count(), wrap.matches('Q').count()),
+            (2, 0),
+            "{wrap}"
+        );
+        // 0 -> 1 is a neighbour: one line; 0 -> 16 joins the two blocks: a bow.
+        assert_eq!(path(0, 1).matches('M').count(), 1);
+        assert!(path(0, 16).contains('Q'));
     }
 
     #[test]

@@ -110,7 +110,7 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
             "time (us)",
             "busbw (GB/s)",
             "bound / time",
-            "its time / first's",
+            "time / first row's",
             "transfers",
         ],
         &summary(&rows, &bounds),
