@@ -72,7 +72,8 @@ pub struct Timeline<'a> {
     pub title: String,
     pub topo: &'a Topology,
     pub held: &'a [Held],
-    /// Per message: its colour's category and what it is (`chunk 3`, `reduce-scatter`).
+    /// Per message: its colour's category and what it is (`chunk 3`, `reduce-scatter`);
+    /// a message without one is not drawn.
     pub keys: &'a [(usize, String)],
     /// Categories named in the legend (phases); empty when colours stand for chunks.
     pub legend: Vec<(usize, String)>,
@@ -184,7 +185,9 @@ impl Timeline<'_> {
             let Some(&row) = row_of.get(&h.link) else {
                 continue;
             };
-            let (category, what) = &self.keys[h.message];
+            let Some((category, what)) = self.keys.get(h.message) else {
+                continue;
+            };
             let (x1, x2) = (axis.map(ps_to_us(h.start_ps)), axis.map(ps_to_us(h.end_ps)));
             let link = self.topo.link(h.link);
             svg.element(

@@ -63,7 +63,7 @@ fn grid(dims: &[usize]) -> Layout {
         cells[axis] = if k < 2 {
             d
         } else {
-            cell_stride * (d - 1) + cells[axis]
+            cell_stride * d.saturating_sub(1) + cells[axis]
         };
         id_stride *= d;
     }
@@ -260,6 +260,8 @@ pub fn loads_svg(
     base: Option<&Topology>,
     panels: &[LoadPanel],
 ) -> String {
+    // A base of other vertices is not this topology before failures.
+    let base = base.filter(|b| b.vertices() == topo.vertices());
     let lay = layout(base.unwrap_or(topo));
     let scale = load_scale(panels);
     let columns = panels
