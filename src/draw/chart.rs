@@ -90,7 +90,11 @@ impl LineChart {
             &self.title,
         );
         self.draw_axes(&mut svg, &xa, &ya);
-        for m in &self.markers {
+        // Label lines' rightmost pixel taken, so nearby labels go on other lines.
+        let mut taken = [f64::NEG_INFINITY; 3];
+        let mut order: Vec<&VLine> = self.markers.iter().collect();
+        order.sort_by(|a, b| a.x.total_cmp(&b.x));
+        for m in order {
             let x = xa.map(m.x);
             svg.element(
                 "line",
@@ -105,12 +109,30 @@ impl LineChart {
                 ],
                 Some(&m.label),
             );
+            // Right of the line, or left of it near the plot's right edge, on the first of
+            // three lines where it clears the labels before it (about 5.5 pixels a
+            // character).
+            let right_half = x > xa.from + 0.8 * (xa.to - xa.from);
+            let width = 5.5 * m.label.chars().count() as f64;
+            let (start, end) = match right_half {
+                true => (x - 3.0 - width, x - 3.0),
+                false => (x + 3.0, x + 3.0 + width),
+            };
+            let line = (0..taken.len())
+                .find(|&r| start > taken[r] + 4.0)
+                .unwrap_or_else(|| {
+                    (0..taken.len())
+                        .min_by(|&a, &b| taken[a].total_cmp(&taken[b]))
+                        .unwrap_or(0)
+                });
+            taken[line] = taken[line].max(end);
             svg.text(
                 &[
-                    at("x", x + 3.0),
-                    at("y", ya.to + 10.0),
+                    at("x", if right_half { x - 3.0 } else { x + 3.0 }),
+                    at("y", ya.to + 10.0 + 11.0 * line as f64),
                     attr("font-size", "10"),
                     attr("fill", "#555555"),
+                    attr("text-anchor", if right_half { "end" } else { "start" }),
                 ],
                 &m.label,
             );
