@@ -201,7 +201,9 @@ fn tick_map(svg: &El, log: bool, value: impl Fn(&str) -> f64) -> impl Fn(f64) ->
 fn a_mesh_is_drawn_with_the_loads_the_simulation_gives_on_one_scale() {
     let dir = scratch("mesh");
     let text = report(&dir, &["mesh:3x3", "-c", "allgather", "-s", "900KB"]);
+    // Self-contained: nothing run, nothing fetched.
     assert!(text.starts_with("<?xml") && !text.contains("<script"));
+    assert!(!text.contains("href") && !text.contains(" src="));
     let page = parse(&text);
     assert_eq!(page.name, "html");
     let loads = svgs(&page)[0];
@@ -304,6 +306,39 @@ fn a_torus_with_failures_marks_failed_npus_and_links() {
         assert!(cut.contains(&"NPU 0 -> NPU 1: failed") && cut.contains(&"NPU 5 -> NPU 9: failed"));
         // 64 links, less 10.
         assert_eq!(p.with_class("link").len(), 54);
+    }
+}
+
+#[test]
+fn compare_heat_map_draws_the_same_failures() {
+    let dir = scratch("heatmap");
+    let svg = dir.join("load.svg");
+    let run = Command::new(env!("CARGO_BIN_EXE_tacos"))
+        .args([
+            "compare",
+            "mesh:3x3",
+            "--fail-npus",
+            "4",
+            "-s",
+            "90KB",
+            "--quiet",
+        ])
+        .args(["--heatmap", svg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let svg = parse(&std::fs::read_to_string(svg).unwrap());
+    let panels = panels(&svg);
+    assert!(!panels.is_empty());
+    for p in panels {
+        // The centre of a 3x3 mesh: four neighbours, both ways.
+        assert_eq!(p.with_class("failed-link").len(), 8);
+        assert_eq!(p.with_class("failed-npu").len(), 1);
+        assert_eq!(p.with_class("link").len(), 24 - 8);
     }
 }
 

@@ -5,8 +5,14 @@ use super::SimReport;
 use crate::draw::topology::{loads_svg, LoadPanel};
 use crate::topology::Topology;
 
-/// An SVG of each (name, report)'s link loads on `topo`.
-pub fn heatmap_svg(title: &str, topo: &Topology, panels: &[(String, &SimReport)]) -> String {
+/// An SVG of each (name, report)'s link loads on `topo`; links of `base` (the topology
+/// before failures) that `topo` lacks are drawn failed.
+pub fn heatmap_svg(
+    title: &str,
+    topo: &Topology,
+    base: Option<&Topology>,
+    panels: &[(String, &SimReport)],
+) -> String {
     let panels: Vec<LoadPanel> = panels
         .iter()
         .map(|(name, report)| LoadPanel {
@@ -14,5 +20,5 @@ pub fn heatmap_svg(title: &str, topo: &Topology, panels: &[(String, &SimReport)]
             report,
         })
         .collect();
-    loads_svg(title, topo, None, &panels)
+    loads_svg(title, topo, base, &panels)
 }

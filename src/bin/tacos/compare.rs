@@ -71,7 +71,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.heatmap {
         check_writable_dir(path, "the heat map")?;
     }
-    let topo = args.topology.topology()?;
+    let (topo, base) = args.topology.with_base()?;
     let spec = args.collective.spec(&topo);
     let collective = Collective::new(&topo, spec.clone())?;
     let baselines = baselines_for(&spec);
@@ -109,7 +109,12 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
                 ))
             })
             .collect();
-        let svg = heatmap_svg(&format!("Link utilization, {title}"), &topo, &panels);
+        let svg = heatmap_svg(
+            &format!("Link utilization, {title}"),
+            &topo,
+            base.as_ref(),
+            &panels,
+        );
         write_atomic(path, svg.as_bytes()).context("cannot write the heat map")?;
     }
     if args.json {

@@ -147,6 +147,29 @@ impl TopologyArgs {
         self.with_failures(topo)
     }
 
+    /// The topology the arguments name, and the same before the failures they give (None
+    /// without failures): what a picture draws failed.
+    pub fn with_base(&self) -> tacos::Result<(Topology, Option<Topology>)> {
+        if self.fail_npus.is_none() && self.fail_links.is_none() {
+            return Ok((self.topology()?, None));
+        }
+        let bare = TopologyArgs {
+            spec: self.spec.clone(),
+            bandwidth: self.bandwidth,
+            latency: self.latency,
+            fail_npus: None,
+            fail_links: None,
+            unwind: None,
+        };
+        let parsed = bare.topology()?;
+        let unwound = TopologyArgs {
+            unwind: self.unwind,
+            ..bare
+        };
+        let base = unwound.with_failures(parsed.clone())?;
+        Ok((self.with_failures(parsed)?, Some(base)))
+    }
+
     /// `topo` with the failures the arguments give, then its switches unwound (among
     /// the NPUs still attached, as the file's own failures are).
     pub fn with_failures(&self, mut topo: Topology) -> tacos::Result<Topology> {

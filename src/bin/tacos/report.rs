@@ -163,7 +163,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
             (topo, None, row, spec)
         }
         (None, Some(path)) => {
-            let (topo, base) = topologies(&args.topology)?;
+            let (topo, base) = args.topology.with_base()?;
             let simulated = simulate_xml(&topo, path, &args.collective)?;
             let report = SimReport::new(&topo, &simulated.spec, &simulated.result);
             let row = Row {
@@ -178,7 +178,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
             (topo, base, row, simulated.spec)
         }
         (None, None) => {
-            let (topo, base) = topologies(&args.topology)?;
+            let (topo, base) = args.topology.with_base()?;
             let mut spec = args.collective.spec(&topo);
             if let Some(npus) = &args.npus {
                 spec.npus = npus.clone();
@@ -215,31 +215,6 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
         collective,
         rows,
     })
-}
-
-/// The topology the arguments name, and the same before the failures they give (None
-/// without failures): what the picture draws failed.
-fn topologies(args: &TopologyArgs) -> anyhow::Result<(Topology, Option<Topology>)> {
-    if args.fail_npus.is_none() && args.fail_links.is_none() {
-        return Ok((args.topology()?, None));
-    }
-    let bare = TopologyArgs {
-        spec: args.spec.clone(),
-        bandwidth: args.bandwidth,
-        latency: args.latency,
-        fail_npus: None,
-        fail_links: None,
-        unwind: None,
-    };
-    let parsed = bare.topology()?;
-    let unwound = TopologyArgs {
-        unwind: args.unwind,
-        ..bare
-    };
-    Ok((
-        args.with_failures(parsed.clone())?,
-        Some(unwound.with_failures(parsed)?),
-    ))
 }
 
 fn summary(rows: &[Row], bounds: &Bounds) -> Vec<Vec<String>> {
