@@ -147,10 +147,11 @@ fn heat_map_is_a_readable_svg() {
     assert!(text.contains("Link utilization, allgather of"));
     assert!(text.contains("link busy time, us (one scale for every panel)"));
     // tacos, ring, ring-uni, direct, hierarchical (rhd does not apply to 9 NPUs): the
-    // mesh drawn in each panel, its 24 links and 9 NPUs each with a tooltip.
+    // mesh drawn in each panel, its 24 links and 9 NPUs each with a tooltip, and the
+    // legend's idle colour.
     assert_eq!(text.matches(r#"<path class="link""#).count(), 5 * 24);
     assert_eq!(text.matches(r#"<circle class="npu""#).count(), 5 * 9);
-    assert_eq!(text.matches("<title>").count(), 5 * (24 + 9));
+    assert_eq!(text.matches("<title>").count(), 5 * (24 + 9) + 1);
     assert_eq!(leftovers(&dir), vec!["load.svg".to_string()]);
 }
 

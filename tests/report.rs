@@ -238,7 +238,10 @@ fn a_mesh_is_drawn_with_the_loads_the_simulation_gives_on_one_scale() {
     let all: Vec<&El> = panels.iter().flat_map(|p| p.with_class("link")).collect();
     let busiest = all.iter().map(|l| busy_us(l)).fold(0.0, f64::max);
     assert!(busiest > 0.0);
-    let scale = ColourScale { max: busiest };
+    let scale = ColourScale::shared(panels.iter().map(|p| {
+        let links = p.with_class("link");
+        links.iter().map(|l| busy_us(l)).fold(0.0, f64::max)
+    }));
     let channels = |c: &str| -> Vec<i64> {
         (0..3)
             .map(|i| i64::from_str_radix(&c[1 + 2 * i..3 + 2 * i], 16).unwrap())

@@ -13,26 +13,68 @@ const STOPS: [(f64, [u8; 3]); 5] = [
     (1.0, [0xfd, 0xe7, 0x25]),
 ];
 
-/// One colour scale from 0 to `max`: every panel of a page that shares it colours the
-/// same figure alike, so panels compare.
+/// The colour of zero (an idle link), apart from the scale so that it does not read as
+/// a little load.
+pub const IDLE: &str = "#d9d9d9";
+
+/// How far apart the panels' largest figures may be (a ratio) before a shared scale turns
+/// logarithmic: past it a linear scale would leave the fastest panel all dark.
+pub const SPREAD: f64 = 20.0;
+
+/// One colour scale up to `max`: every panel of a page that shares it colours the same
+/// figure alike, so panels compare. Linear from 0, or logarithmic from `log_from`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ColourScale {
     pub max: f64,
+    pub log_from: Option<f64>,
 }
 
 impl ColourScale {
-    /// The colour of `value` (clamped to the scale).
-    pub fn colour(&self, value: f64) -> String {
-        let f = if self.max > 0.0 {
-            value / self.max
-        } else {
-            0.0
-        };
-        colour_at(f)
+    /// The scale panels whose largest figures are `maxima` share: linear up to the
+    /// largest, or logarithmic from a tenth of the smallest (nonzero) one where the
+    /// largest is more than `SPREAD` times it.
+    pub fn shared(maxima: impl IntoIterator<Item = f64>) -> ColourScale {
+        let (mut lo, mut max) = (f64::INFINITY, 0.0f64);
+        for m in maxima.into_iter().filter(|m| *m > 0.0) {
+            lo = lo.min(m);
+            max = max.max(m);
+        }
+        ColourScale {
+            max,
+            log_from: (max > SPREAD * lo).then_some(lo / 10.0),
+        }
     }
 
-    /// A colour bar at (x, y), 300 pixels wide, labelled at 0, half and `max` by `label`,
-    /// with `caption` beside it.
+    /// Where `value` lies on the scale, 0 to 1 (clamped).
+    pub fn fraction(&self, value: f64) -> f64 {
+        let f = match self.log_from {
+            Some(lo) => (value.max(lo) / lo).ln() / (self.max / lo).ln(),
+            None if self.max > 0.0 => value / self.max,
+            None => 0.0,
+        };
+        f.clamp(0.0, 1.0)
+    }
+
+    /// The value at `fraction` of the scale.
+    pub fn value_at(&self, fraction: f64) -> f64 {
+        match self.log_from {
+            Some(lo) => lo * (self.max / lo).powf(fraction),
+            None => fraction * self.max,
+        }
+    }
+
+    /// The colour of `value`: `IDLE` for zero (or less).
+    pub fn colour(&self, value: f64) -> String {
+        if value > 0.0 {
+            colour_at(self.fraction(value))
+        } else {
+            IDLE.into()
+        }
+    }
+
+    /// A colour bar at (x, y), 300 pixels wide, labelled at its ends and middle by
+    /// `label`, with `caption` (and whether the scale is logarithmic) beside it, and the
+    /// idle colour before it.
     pub fn legend(
         &self,
         svg: &mut Svg,
@@ -72,7 +114,7 @@ impl ColourScale {
                     attr("font-size", "11"),
                     attr("text-anchor", "middle"),
                 ],
-                &label(f * self.max),
+                &label(self.value_at(f)),
             );
         }
         svg.text(
@@ -81,7 +123,32 @@ impl ColourScale {
                 at("y", y + h - 2.0),
                 attr("font-size", "12"),
             ],
-            caption,
+            &match self.log_from {
+                Some(_) => format!("{caption}, log scale"),
+                None => caption.to_string(),
+            },
+        );
+        // The idle colour, left of the bar.
+        svg.element(
+            "rect",
+            &[
+                at("x", x - 34.0 - h),
+                at("y", y),
+                at("width", h),
+                at("height", h),
+                attr("fill", IDLE),
+                attr("stroke", "gray"),
+            ],
+            Some("idle"),
+        );
+        svg.text(
+            &[
+                at("x", x - 34.0 - h / 2.0),
+                at("y", y + h + 13.0),
+                attr("font-size", "11"),
+                attr("text-anchor", "middle"),
+            ],
+            "idle",
         );
     }
 }
@@ -277,14 +344,34 @@ mod tests {
 
     #[test]
     fn the_scale_ends_at_its_stops() {
-        let s = ColourScale { max: 4.0 };
-        assert_eq!(s.colour(0.0), "#440154");
+        let s = ColourScale::shared([4.0, 1.0]);
+        assert_eq!(
+            s,
+            ColourScale {
+                max: 4.0,
+                log_from: None
+            }
+        );
+        assert_eq!(s.colour(0.0), IDLE);
+        assert_eq!(s.colour(1e-12), "#440154");
         assert_eq!(s.colour(4.0), "#fde725");
         assert_eq!(s.colour(9.0), "#fde725");
         assert_eq!(s.colour(2.0), "#21918c");
         // Halfway between the first two stops: (0x44 + 0x3b) / 2 = 63.5, (0x01 + 0x52) / 2 =
         // 41.5, (0x54 + 0x8b) / 2 = 111.5, each rounded up.
         assert_eq!(s.colour(0.5), "#402a70");
+    }
+
+    #[test]
+    fn panels_far_apart_share_a_log_scale() {
+        // 1000 is more than SPREAD times 1: logarithmic from 0.1, four decades.
+        let s = ColourScale::shared([1.0, 0.0, 1000.0]);
+        assert_eq!(s.log_from, Some(0.1));
+        assert_eq!(s.colour(1000.0), "#fde725");
+        // 10 is two decades of four up: the middle stop.
+        assert_eq!(s.colour(10.0), "#21918c");
+        assert!((s.value_at(0.5) - 10.0).abs() < 1e-9);
+        assert_eq!(s.colour(0.01), "#440154");
     }
 
     #[test]

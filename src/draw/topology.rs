@@ -241,14 +241,13 @@ pub struct LoadPanel<'a> {
     pub report: &'a SimReport,
 }
 
-/// The scale every panel is coloured on: from idle to the busiest link of any panel.
+/// The scale every panel is coloured on: busy time from idle to the busiest link of any
+/// panel (`ColourScale::shared` of each panel's busiest).
 pub fn load_scale(panels: &[LoadPanel]) -> ColourScale {
-    let max = panels
-        .iter()
-        .flat_map(|p| p.report.links.iter().map(|l| l.busy_ps))
-        .max()
-        .unwrap_or(0);
-    ColourScale { max: ps_to_us(max) }
+    ColourScale::shared(panels.iter().map(|p| {
+        let busiest = p.report.links.iter().map(|l| l.busy_ps).max();
+        ps_to_us(busiest.unwrap_or(0))
+    }))
 }
 
 /// Panels side by side (three to a row at most), one per algorithm, each `topo` with its
@@ -269,7 +268,7 @@ pub fn loads_svg(
         .clamp(1, (1500.0 / lay.width).floor().clamp(1.0, 3.0) as usize);
     let rows = panels.len().div_ceil(columns).max(1);
     let (pw, ph) = (lay.width, lay.height + 24.0);
-    let width = (columns as f64 * pw + 20.0).max(760.0);
+    let width = (columns as f64 * pw + 20.0).max(880.0);
     let height = 50.0 + rows as f64 * ph + 60.0;
     let mut svg = Svg::new(width, height);
     svg.text(
@@ -307,12 +306,12 @@ pub fn loads_svg(
     }
     scale.legend(
         &mut svg,
-        26.0,
+        70.0,
         height - 44.0,
         "link busy time, us (one scale for every panel)",
         |v| format!("{v:.2}"),
     );
-    failed_legend(&mut svg, 26.0 + 620.0, height - 44.0);
+    failed_legend(&mut svg, 70.0 + 720.0, height - 44.0);
     svg.finish()
 }
 
