@@ -441,6 +441,58 @@ fn a_compiled_set_is_drawn_band_by_band() {
     assert_eq!(rows[1].children[0].text, manifest.entries[0].file);
 }
 
+/// Runs tacos with `args` and returns its stdout, checking that it succeeds.
+fn tacos_ok(args: &[&str]) -> String {
+    let run = Command::new(env!("CARGO_BIN_EXE_tacos"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8(run.stdout).unwrap()
+}
+
+/// The time the page's table gives its first row, microseconds.
+fn first_row_us(page: &El) -> f64 {
+    let rows: Vec<&El> = page.all().into_iter().filter(|e| e.name == "tr").collect();
+    rows[1].children[1].text.parse().unwrap()
+}
+
+#[test]
+fn a_schedule_and_its_program_are_timed_as_simulate_times_them() {
+    let dir = scratch("files");
+    let (json, xml) = (dir.join("ar.json"), dir.join("ar.xml"));
+    let (json, xml) = (json.to_str().unwrap(), xml.to_str().unwrap());
+    let spec = ["torus:2x4", "-c", "allreduce", "-s", "1MiB"];
+    tacos_ok(
+        &[
+            &["synth", "-k", "2", "--quiet", "--out", json, "--xml", xml],
+            &spec[..],
+        ]
+        .concat(),
+    );
+    let simulated = |flag: &str, file: &str| -> f64 {
+        let out = tacos_ok(&[&["simulate", flag, file, "--json"], &spec[..]].concat());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["time_us"].as_f64().unwrap()
+    };
+    let page = parse(&report(&dir, &["--schedule", json]));
+    assert!((first_row_us(&page) - simulated("--schedule", json)).abs() < 1e-3);
+    // Every transfer of a torus crosses one link: one bar each on the timeline.
+    let schedule = tacos::schedule::Schedule::read(Path::new(json)).unwrap();
+    assert_eq!(
+        svgs(&page)[1].with_class("held").len(),
+        schedule.transfers.len()
+    );
+    let page = parse(&report(&dir, &[&["--xml", xml], &spec[..]].concat()));
+    assert!((first_row_us(&page) - simulated("--xml", xml)).abs() < 1e-3);
+    // The program's messages are not exposed: its loads, no timeline.
+    assert_eq!(svgs(&page).len(), 1);
+}
+
 #[test]
 fn mistakes_are_named_before_any_work() {
     let err = error_of(&["ring:4", "-o", "/nonexistent-tacos-dir/r.html"]);

@@ -25,7 +25,7 @@ pub struct Held {
 /// sharing): a message's last hop (one link, or a run through switches held cut-through)
 /// ends when the message arrives and lasted the alpha-beta time of that hop. The
 /// simulator keeps no time for the earlier hops of a message stored and forwarded over
-/// several links; those are counted (the second figure), not drawn.
+/// several links: such messages are counted (the second figure), not drawn.
 /// `messages` are (source, destination, bytes), indexed like `result.messages`.
 pub fn held_links(
     topo: &Topology,

@@ -5,7 +5,7 @@
 //! collective, and the table of its files.
 
 use super::compare::{
-    baselines_for, check_writable_dir, measure, measure_baselines, synthesized, Measured, Row,
+    baselines_for, check_writable_dir, measure, measure_baselines, synthesized, Measured, Row, Run,
 };
 use super::progress::ProgressHandle;
 use super::simulate::{read_schedule, simulate_xml, CollectiveArgs};
@@ -97,10 +97,14 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
     );
     let mut page = Page::new(&format!("tacos report: {title}"));
     page.heading(1, &title);
+    // An MSCCL program's chunking is its own, not the K of the command line.
+    let chunks = match args.xml {
+        Some(_) => String::new(),
+        None => format!(" K = {};", spec.chunks_per_npu),
+    };
     page.paragraph(&format!(
-        "tacos {}: every algorithm simulated with serial link sharing (one message per link at a time); K = {}; best lower bound {:.3} us ({}).",
+        "tacos {}: every algorithm simulated with serial link sharing (one message per link at a time);{chunks} best lower bound {:.3} us ({}).",
         tacos::VERSION,
-        spec.chunks_per_npu,
         ps_to_us(bounds.best_ps()),
         bounds.best_name()
     ));
@@ -132,17 +136,14 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
     );
     let first = &rows[0];
     page.heading(2, &format!("Timeline of {}", first.name));
-    match first.outcome.as_ref().ok().filter(|m| m.run.is_some()) {
-        Some(m) => timeline(&mut page, &topo, &first.name, m, &bounds)?,
-        None => page.paragraph(&format!(
-            "No timeline for {}: {}.",
-            first.name,
-            match &first.outcome {
-                Err(why) => why.clone(),
-                // An MSCCL program: the timer keeps its messages to itself.
-                Ok(_) => "the per-message timing of an MSCCL program is not exposed by msccl::simulate_program; report on the schedule it was lowered from (--schedule) for its timeline".into(),
-            }
+    match first.outcome.as_ref().map(|m| m.run.as_ref()) {
+        Ok(Some(run)) => timeline(&mut page, &topo, &first.name, run, &bounds)?,
+        // An MSCCL program: the timer keeps its messages to itself.
+        Ok(None) => page.paragraph(&format!(
+            "No timeline for {}: msccl::simulate_program does not expose a program's messages; report on the schedule it was lowered from (--schedule) for its timeline.",
+            first.name
         )),
+        Err(why) => page.paragraph(&format!("No timeline for {}: {why}.", first.name)),
     }
     Ok(page)
 }
@@ -150,17 +151,16 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
 /// Synthesizes (or reads) the algorithm and simulates it and every baseline, as `tacos
 /// compare` does.
 fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
-    let (topo, base, first, spec) = match (&args.schedule, &args.xml) {
+    let (topo, base, first, collective) = match (&args.schedule, &args.xml) {
         (Some(path), _) => {
             let (topo, schedule, own) = read_schedule(&args.topology, &args.collective, path)?;
-            let spec = schedule.collective.clone();
-            let collective = Collective::new(&topo, spec.clone())?;
+            let collective = Collective::new(&topo, schedule.collective.clone())?;
             let m = measure(&topo, &collective, schedule, own, Sharing::Serial, true)?;
             let row = Row {
                 name: format!("schedule {}", path.display()),
                 outcome: Ok(m),
             };
-            (topo, None, row, spec)
+            (topo, None, row, collective)
         }
         (None, Some(path)) => {
             let (topo, base) = args.topology.with_base()?;
@@ -175,7 +175,8 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
                     run: None,
                 }),
             };
-            (topo, base, row, simulated.spec)
+            let collective = Collective::new(&topo, simulated.spec)?;
+            (topo, base, row, collective)
         }
         (None, None) => {
             let (topo, base) = args.topology.with_base()?;
@@ -188,17 +189,16 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
                     .then(|| args.collective.root.or(npus.first().copied()))
                     .flatten();
             }
-            let collective = Collective::new(&topo, spec.clone())?;
+            let collective = Collective::new(&topo, spec)?;
             let _spinner = ProgressHandle::spinner("synthesizing", args.quiet);
             let outcome = synthesized(&topo, &collective, args.seed, Sharing::Serial)?;
             let row = Row {
                 name: "tacos".into(),
                 outcome,
             };
-            (topo, base, row, spec)
+            (topo, base, row, collective)
         }
     };
-    let collective = Collective::new(&topo, spec)?;
     let baselines = baselines_for(collective.spec());
     let bar = ProgressHandle::bar("baselines", baselines.len() as u64, args.quiet);
     let mut rows = vec![first];
@@ -246,19 +246,16 @@ fn summary(rows: &[Row], bounds: &Bounds) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The Gantt rows of `schedule`'s simulated run, and past `MAX_ROWS` links the share of
+/// The Gantt rows of a schedule's simulated run, and past `MAX_ROWS` links the share of
 /// links busy over time.
 fn timeline(
     page: &mut Page,
     topo: &Topology,
     name: &str,
-    m: &Measured,
+    run: &Run,
     bounds: &Bounds,
 ) -> anyhow::Result<()> {
-    let Some(run) = &m.run else {
-        return Ok(());
-    };
-    let schedule = &run.schedule;
+    let (schedule, time_ps) = (&run.schedule, run.result.time_ps);
     let hops = schedule
         .transfers
         .iter()
@@ -295,7 +292,7 @@ fn timeline(
         held: &held,
         keys: &keys,
         legend,
-        time_ps: m.report.time_ps,
+        time_ps,
         bound: bound.clone(),
     };
     let mut caption = format!(
@@ -314,7 +311,7 @@ fn timeline(
             &format!("{name}: links busy over time"),
             topo.links().len(),
             &held,
-            m.report.time_ps,
+            time_ps,
             bound,
         );
         page.figure(
