@@ -125,20 +125,7 @@ fn fabric(topo: &Topology) -> Layout {
     for (n, p) in pos.iter_mut().enumerate().take(npus) {
         *p = (MARGIN + spacing * (n as f64 + 0.5) + gap(n), 0.0);
     }
-    // Hops from the nearest NPU, over links either way.
-    let mut level = vec![usize::MAX; topo.vertices()];
-    let mut queue: VecDeque<VertexId> = (0..npus).collect();
-    level[..npus].fill(0);
-    while let Some(v) = queue.pop_front() {
-        let ins = topo.in_links(v).iter().map(|&l| topo.link(l).src);
-        let outs = topo.links()[topo.out_links(v)].iter().map(|l| l.dst);
-        for u in ins.chain(outs).collect::<Vec<_>>() {
-            if level[u] == usize::MAX {
-                level[u] = level[v] + 1;
-                queue.push_back(u);
-            }
-        }
-    }
+    let level = hops_from_npus(topo);
     let kind = |s: VertexId| -> String {
         topo.switch_name(s)
             .unwrap_or_default()
@@ -205,18 +192,14 @@ fn fabric(topo: &Topology) -> Layout {
                 })
                 .collect();
             row.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            // At least a box apart, the row kept centred where its switches wanted to be.
-            let wanted = row.iter().map(|r| r.0).sum::<f64>() / row.len() as f64;
-            let mut xs: Vec<f64> = row.iter().map(|r| r.0).collect();
-            for i in 1..xs.len() {
-                xs[i] = xs[i].max(xs[i - 1] + box_w + 6.0);
-            }
-            let shift = wanted - xs.iter().sum::<f64>() / xs.len() as f64;
-            let shift = shift.max(MARGIN + box_w / 2.0 - xs[0]);
-            for (&(_, s), x) in row.iter().zip(&xs) {
-                pos[s] = (x + shift, row_index as f64);
+            let wanted: Vec<f64> = row.iter().map(|r| r.0).collect();
+            for (&(_, s), x) in row
+                .iter()
+                .zip(spread(&wanted, box_w + 6.0, MARGIN + box_w / 2.0))
+            {
+                pos[s] = (x, row_index as f64);
                 placed[s] = true;
-                width = width.max(x + shift + box_w / 2.0 + MARGIN);
+                width = width.max(x + box_w / 2.0 + MARGIN);
             }
         }
     }
@@ -233,6 +216,38 @@ fn fabric(topo: &Topology) -> Layout {
         radius: spacing * 0.32,
         spacing,
     }
+}
+
+/// Hops from the nearest NPU to every vertex, over links either way (`usize::MAX` where
+/// none reaches).
+fn hops_from_npus(topo: &Topology) -> Vec<usize> {
+    let mut level = vec![usize::MAX; topo.vertices()];
+    let mut queue: VecDeque<VertexId> = (0..topo.npus()).collect();
+    level[..topo.npus()].fill(0);
+    while let Some(v) = queue.pop_front() {
+        let ins = topo.in_links(v).iter().map(|&l| topo.link(l).src);
+        let outs = topo.links()[topo.out_links(v)].iter().map(|l| l.dst);
+        for u in ins.chain(outs).collect::<Vec<_>>() {
+            if level[u] == usize::MAX {
+                level[u] = level[v] + 1;
+                queue.push_back(u);
+            }
+        }
+    }
+    level
+}
+
+/// Positions as near `wanted` (sorted) as keeps them `gap` apart: pushed right where they
+/// crowd, then the row shifted back to centre where it wanted to be, but not left of
+/// `min`.
+fn spread(wanted: &[f64], gap: f64, min: f64) -> Vec<f64> {
+    let mut xs = wanted.to_vec();
+    for i in 1..xs.len() {
+        xs[i] = xs[i].max(xs[i - 1] + gap);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let shift = (mean(wanted) - mean(&xs)).max(min - xs.first().copied().unwrap_or(min));
+    xs.iter().map(|x| x + shift).collect()
 }
 
 /// One panel of a load picture: an algorithm's name and its simulation.
@@ -574,6 +589,15 @@ mod tests {
         // 0 -> 1 is a neighbour: one line; 0 -> 16 joins the two blocks: a bow.
         assert_eq!(path(0, 1).matches('M').count(), 1);
         assert!(path(0, 16).contains('Q'));
+    }
+
+    #[test]
+    fn crowded_switches_spread_around_where_they_want_to_be() {
+        // 10 and 12 want to be 2 apart but need 10: 6 and 16 keep their mean, 11.
+        assert_eq!(spread(&[10.0, 12.0], 10.0, 0.0), [6.0, 16.0]);
+        // Not left of the margin.
+        assert_eq!(spread(&[1.0, 2.0], 10.0, 5.0), [5.0, 15.0]);
+        assert_eq!(spread(&[0.0, 50.0], 10.0, 0.0), [0.0, 50.0]);
     }
 
     #[test]
