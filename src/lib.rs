@@ -15,6 +15,7 @@ pub mod budget;
 pub mod collective;
 pub mod compile;
 pub mod cost;
+pub mod draw;
 pub mod error;
 pub mod ffi;
 pub mod fsio;

@@ -190,7 +190,17 @@ fn synth_writes_xml_that_verifies_and_times_like_the_schedule() {
     assert!(ok, "{err}");
     let synth = json(&out);
     assert_eq!(synth["xml_file"], xml.as_str());
-    let (ok, out, err) = tacos(&["verify", &xml, "torus:4x4", "--size", "64MiB", "--json"]);
+    // In the synthesizer's own model (the executor's adds launch, protocol and
+    // threadblock costs).
+    let (ok, out, err) = tacos(&[
+        "verify",
+        &xml,
+        "torus:4x4",
+        "--size",
+        "64MiB",
+        "--alpha-beta",
+        "--json",
+    ]);
     assert!(ok, "{err}");
     let v = json(&out);
     assert_eq!(v["correct"], true);

@@ -9,14 +9,14 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
-use tacos::collective::Collective;
+use tacos::collective::{Collective, CollectiveSpec};
 use tacos::fsio::write_atomic;
 use tacos::report::{
     BoundsReport, CollectiveInfo, CompareReport, CompareRow, CompareTimed, Timing, TopologyInfo,
     SCHEMA_VERSION,
 };
 use tacos::schedule::{check, Schedule};
-use tacos::sim::{heatmap_svg, simulate_schedule_with, Sharing, SimReport};
+use tacos::sim::{heatmap_svg, simulate_schedule_with, Sharing, SimReport, SimResult};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
@@ -47,48 +47,46 @@ pub struct CompareArgs {
 }
 
 /// One algorithm's row.
-struct Row {
-    name: String,
-    outcome: Result<Measured, String>,
+pub(super) struct Row {
+    pub name: String,
+    pub outcome: Result<Measured, String>,
 }
 
-struct Measured {
-    report: SimReport,
-    transfers: usize,
+pub(super) struct Measured {
+    pub report: SimReport,
+    pub transfers: usize,
     /// The synthesized schedule's own (contention-free) clock.
-    synthesized_ps: Option<u64>,
+    pub synthesized_ps: Option<u64>,
+    /// The schedule and its simulation, where kept (the synthesized one's: `tacos
+    /// report` draws its timeline).
+    pub run: Option<Run>,
+}
+
+pub(super) struct Run {
+    pub schedule: Schedule,
+    pub result: SimResult,
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.heatmap {
-        check_writable_dir(path)?;
+        check_writable_dir(path, "the heat map")?;
     }
-    let topo = args.topology.topology()?;
+    let (topo, base) = args.topology.with_base()?;
     let spec = args.collective.spec(&topo);
     let collective = Collective::new(&topo, spec.clone())?;
-    let baselines: Vec<Baseline> = Baseline::ALL
-        .into_iter()
-        .filter(|b| b.kinds().contains(&spec.kind))
-        .collect();
+    let baselines = baselines_for(&spec);
     let bar = ProgressHandle::bar("tacos", 1 + baselines.len() as u64, args.quiet || args.json);
     let mut rows = vec![Row {
         name: "tacos".into(),
         outcome: synthesized(&topo, &collective, args.seed, args.sharing)?,
     }];
-    for b in baselines {
-        bar.step(b.name());
-        let outcome = match b.schedule(&topo, &spec) {
-            Ok(schedule) => Ok(measure(&topo, &collective, &schedule, None, args.sharing)?),
-            Err(Error::Baseline(why)) => Err(why),
-            // One algorithm too large for the memory limit leaves the others to compare.
-            Err(e @ Error::Limit { .. }) => Err(e.to_string()),
-            Err(e) => return Err(e.into()),
-        };
-        rows.push(Row {
-            name: b.name().into(),
-            outcome,
-        });
-    }
+    rows.extend(measure_baselines(
+        &topo,
+        &collective,
+        &baselines,
+        args.sharing,
+        &bar,
+    )?);
     drop(bar);
     let bounds = Bounds::new(&topo, &collective);
     let tacos_ps = rows[0].outcome.as_ref().ok().map(|m| m.report.time_ps);
@@ -111,7 +109,12 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
                 ))
             })
             .collect();
-        let svg = heatmap_svg(&format!("Link utilization, {title}"), &topo, &panels);
+        let svg = heatmap_svg(
+            &format!("Link utilization, {title}"),
+            &topo,
+            base.as_ref(),
+            &panels,
+        );
         write_atomic(path, svg.as_bytes()).context("cannot write the heat map")?;
     }
     if args.json {
@@ -205,9 +208,44 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The synthesized algorithm, checked and simulated; Err(reason) where the synthesizer
-/// does not make this collective yet or it would not fit the memory limit.
-fn synthesized(
+/// The baselines that define `spec`'s collective.
+pub(super) fn baselines_for(spec: &CollectiveSpec) -> Vec<Baseline> {
+    Baseline::ALL
+        .into_iter()
+        .filter(|b| b.kinds().contains(&spec.kind))
+        .collect()
+}
+
+/// Each baseline's row, simulated (a step of `bar` each); Err(reason) in a row where the
+/// baseline does not apply or would not fit the memory limit.
+pub(super) fn measure_baselines(
+    topo: &Topology,
+    collective: &Collective,
+    baselines: &[Baseline],
+    sharing: Sharing,
+    bar: &ProgressHandle,
+) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::with_capacity(baselines.len());
+    for b in baselines {
+        bar.step(b.name());
+        let outcome = match b.schedule(topo, collective.spec()) {
+            Ok(schedule) => Ok(measure(topo, collective, schedule, None, sharing, false)?),
+            Err(Error::Baseline(why)) => Err(why),
+            // One algorithm too large for the memory limit leaves the others to compare.
+            Err(e @ Error::Limit { .. }) => Err(e.to_string()),
+            Err(e) => return Err(e.into()),
+        };
+        rows.push(Row {
+            name: b.name().into(),
+            outcome,
+        });
+    }
+    Ok(rows)
+}
+
+/// The synthesized algorithm, checked and simulated (its run kept); Err(reason) where
+/// the synthesizer does not make this collective yet or it would not fit the memory limit.
+pub(super) fn synthesized(
     topo: &Topology,
     collective: &Collective,
     seed: u64,
@@ -225,36 +263,41 @@ fn synthesized(
     Ok(Ok(measure(
         topo,
         collective,
-        &schedule,
+        schedule,
         Some(own),
         sharing,
+        true,
     )?))
 }
 
-fn measure(
+/// Simulates `schedule`, keeping it and its simulation where `keep` says.
+pub(super) fn measure(
     topo: &Topology,
     collective: &Collective,
-    schedule: &Schedule,
+    schedule: Schedule,
     synthesized_ps: Option<u64>,
     sharing: Sharing,
+    keep: bool,
 ) -> anyhow::Result<Measured> {
-    let result = simulate_schedule_with(topo, schedule, sharing)?;
+    let result = simulate_schedule_with(topo, &schedule, sharing)?;
     Ok(Measured {
         report: SimReport::new(topo, collective.spec(), &result),
         transfers: schedule.transfers.len(),
         synthesized_ps,
+        run: keep.then_some(Run { schedule, result }),
     })
 }
 
-/// Fails early, before a long comparison, when the heat map's folder is missing.
-fn check_writable_dir(path: &Path) -> anyhow::Result<()> {
+/// Fails early, before a long comparison, when the folder `what` (the heat map, the
+/// report) is to be written in is missing.
+pub(super) fn check_writable_dir(path: &Path, what: &str) -> anyhow::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     if !dir.is_dir() {
         bail!(
-            "cannot write the heat map {}: folder {} does not exist",
+            "cannot write {what} {}: folder {} does not exist",
             path.display(),
             dir.display()
         );

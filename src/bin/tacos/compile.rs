@@ -94,10 +94,6 @@ pub struct CompileArgs {
     /// Do not price NCCL's own algorithms: every band gets a program
     #[arg(long)]
     pub no_nccl: bool,
-    /// Time programs by bare alpha-beta messages instead of the executor cost model (as
-    /// before the model existed; NCCL does not compete)
-    #[arg(long)]
-    pub alpha_beta: bool,
 }
 
 fn margin(s: &str) -> Result<f64, String> {
@@ -134,17 +130,12 @@ fn seeds(s: &str) -> Result<u64, String> {
 impl CompileArgs {
     /// The options the flags ask for, on top of the defaults or the fast preset.
     fn options(&self, topo: &Topology) -> tacos::Result<CompileOptions> {
-        let cost = match self.alpha_beta {
-            true => None,
-            false => {
-                let executor = self.cost.executor(topo)?;
-                Some(CostOptions {
-                    model: executor.model,
-                    domain_size: executor.domain_size,
-                    nccl_margin: (!self.no_nccl).then_some(self.nccl_margin),
-                })
-            }
-        };
+        // With --alpha-beta, programs are timed by bare messages and NCCL does not compete.
+        let cost = self.cost.executor(topo)?.map(|executor| CostOptions {
+            model: executor.model,
+            domain_size: executor.domain_size,
+            nccl_margin: (!self.no_nccl).then_some(self.nccl_margin),
+        });
         let base = if self.fast {
             CompileOptions::fast()
         } else {

@@ -14,6 +14,7 @@ mod compile;
 mod concurrent;
 mod lowering;
 pub mod progress;
+mod report;
 mod simulate;
 mod simulate_nccl;
 mod synth;
@@ -63,6 +64,9 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Check an MSCCL algorithm XML file (deadlock, races, result) and optionally time it.
     Verify(verify::VerifyArgs),
+    /// Draw an algorithm (synthesized, --schedule or --xml) or a compiled set (--compiled)
+    /// as one self-contained HTML page.
+    Report(report::ReportArgs),
     /// Compile a topology's MSCCL algorithm directory (every collective and size band), or
     /// re-check one with --check.
     Compile(compile::CompileArgs),
@@ -87,6 +91,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Verify(args) => verify::run(args),
         Command::Compile(args) => compile::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Report(args) => report::run(args),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "tacos", &mut std::io::stdout());
@@ -151,6 +156,29 @@ impl TopologyArgs {
         self.with_failures(topo)
     }
 
+    /// The topology the arguments name, and the same before the failures they give (None
+    /// without failures): what a picture draws failed.
+    pub fn with_base(&self) -> tacos::Result<(Topology, Option<Topology>)> {
+        if self.fail_npus.is_none() && self.fail_links.is_none() {
+            return Ok((self.topology()?, None));
+        }
+        let bare = TopologyArgs {
+            spec: self.spec.clone(),
+            bandwidth: self.bandwidth,
+            latency: self.latency,
+            fail_npus: None,
+            fail_links: None,
+            unwind: None,
+        };
+        let parsed = bare.topology()?;
+        let unwound = TopologyArgs {
+            unwind: self.unwind,
+            ..bare
+        };
+        let base = unwound.with_failures(parsed.clone())?;
+        Ok((self.with_failures(parsed)?, Some(base)))
+    }
+
     /// `topo` with the failures the arguments give, then its switches unwound (among
     /// the NPUs still attached, as the file's own failures are).
     pub fn with_failures(&self, mut topo: Topology) -> tacos::Result<Topology> {
@@ -178,12 +206,19 @@ pub struct CostArgs {
     /// TACOS_PROFILE, else the GPU generation's built-in profile]
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
+    /// Time MSCCL programs by bare alpha-beta messages (the synthesizer's own model, as
+    /// before the executor cost model) instead of the executor cost model
+    #[arg(long, conflicts_with_all = ["gpu_arch", "profile"])]
+    pub alpha_beta: bool,
 }
 
 impl CostArgs {
-    /// The executor model for `topo`.
-    pub fn executor(&self, topo: &Topology) -> tacos::Result<Executor> {
-        Executor::for_topology(topo, self.gpu_arch, self.profile.as_deref())
+    /// The executor model for `topo`; None with `--alpha-beta`.
+    pub fn executor(&self, topo: &Topology) -> tacos::Result<Option<Executor>> {
+        if self.alpha_beta {
+            return Ok(None);
+        }
+        Executor::for_topology(topo, self.gpu_arch, self.profile.as_deref()).map(Some)
     }
 
     /// The profile file in use, if any (`--profile`, else `TACOS_PROFILE`).

@@ -11,7 +11,7 @@ use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::cost::Executor;
-use tacos::msccl::{read_program, verify, Layout, VerifyOptions};
+use tacos::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions};
 use tacos::report::{
     BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
 };
@@ -159,18 +159,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         args.algorithm.baseline,
     ) {
         (Some(path), ..) => {
-            let schedule = Schedule::read(path)?;
+            let (topo, schedule, own) = read_schedule(&args.topology, &args.collective, path)?;
             let file = path.display().to_string();
-            args.collective.check_matches(&file, &schedule.collective)?;
-            let (topo, used) = schedule_topology(&args.topology, &schedule, &file)?;
-            check_on_links(&schedule, &topo).with_context(|| {
-                format!(
-                    "{file} (made for {}) does not fit {used}",
-                    schedule.topology
-                )
-            })?;
-            // A contention-free schedule has a clock worth showing next to the simulation.
-            let own = check(&schedule, &topo).ok().map(|r| r.collective_time_ps);
             let _bar = ProgressHandle::spinner("simulating", hidden);
             let simulated = Simulated::schedule(
                 &topo,
@@ -189,7 +179,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             let topo = args.topology.topology()?;
             let _bar = ProgressHandle::spinner("simulating", hidden);
             let executor = args.cost.executor(&topo)?;
-            let simulated = simulate_xml(&topo, path, &args.collective, &executor)?;
+            let simulated = simulate_xml(&topo, path, &args.collective, executor.as_ref())?;
             (topo, simulated)
         }
         (None, None, Some(BaselineArg::Nccl)) => return simulate_nccl::run(&args),
@@ -325,13 +315,34 @@ impl SizeFrom {
     }
 }
 
+/// A schedule file, the topology it runs on (checked to fit it) and its own clock where
+/// it is contention-free (a clock worth showing next to the simulation).
+pub(super) fn read_schedule(
+    topology: &TopologyArgs,
+    collective: &CollectiveArgs,
+    path: &Path,
+) -> anyhow::Result<(Topology, Schedule, Option<u64>)> {
+    let schedule = Schedule::read(path)?;
+    let file = path.display().to_string();
+    collective.check_matches(&file, &schedule.collective)?;
+    let (topo, used) = schedule_topology(topology, &schedule, &file)?;
+    check_on_links(&schedule, &topo).with_context(|| {
+        format!(
+            "{file} (made for {}) does not fit {used}",
+            schedule.topology
+        )
+    })?;
+    let own = check(&schedule, &topo).ok().map(|r| r.collective_time_ps);
+    Ok((topo, schedule, own))
+}
+
 /// One algorithm's simulation, whatever it came from.
-struct Simulated {
-    label: String,
-    spec: CollectiveSpec,
+pub(super) struct Simulated {
+    pub label: String,
+    pub spec: CollectiveSpec,
     /// Messages (schedule transfers, or the program's sends).
     messages: usize,
-    result: SimResult,
+    pub result: SimResult,
     /// The algorithm's own clock, where it has one worth showing.
     own_clock: Option<u64>,
     size_from: SizeFrom,
@@ -361,14 +372,13 @@ impl Simulated {
 }
 
 /// An MSCCL program is verified first (timing a wrong program says nothing), then timed
-/// with the same alpha-beta rules as schedules; whether a loader takes it is `tacos
-/// verify`'s question, so msccl-tools' files (no `outofplace`...) are timed too.
-/// An MSCCL program, timed by the executor cost model.
-fn simulate_xml(
+/// by the executor cost model (bare alpha-beta messages without one); whether a loader takes it is `tacos verify`'s question, so
+/// msccl-tools' files (no `outofplace`...) are timed too.
+pub(super) fn simulate_xml(
     topo: &Topology,
     path: &Path,
     collective: &CollectiveArgs,
-    executor: &Executor,
+    executor: Option<&Executor>,
 ) -> anyhow::Result<Simulated> {
     let file = path.display().to_string();
     let program = read_program(path)?;
@@ -408,7 +418,10 @@ fn simulate_xml(
         }
         (None, _) => (1 << 30, SizeFrom::Default),
     };
-    let result = executor.simulate_program(topo, &program, size)?;
+    let result = match executor {
+        Some(executor) => executor.simulate_program(topo, &program, size)?,
+        None => simulate_program(topo, &program, size)?,
+    };
     let npus = topo.alive_npus();
     let spec = CollectiveSpec {
         kind,

@@ -57,7 +57,9 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     }
     let topo = args.topology.topology()?;
     let spec = args.collective.spec(&topo);
-    let executor = args.cost.executor(&topo)?;
+    let Some(executor) = args.cost.executor(&topo)? else {
+        bail!("--baseline nccl is priced by the executor cost model; leave out --alpha-beta");
+    };
     let pricer = NcclPricer::new(
         &topo,
         spec.kind,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use tacos::bounds::Bounds;
 use tacos::collective::CollectiveKind;
 use tacos::collective::{Collective, CollectiveSpec};
-use tacos::msccl::{read_program, verify, Program, Target, VerifyOptions};
+use tacos::msccl::{read_program, simulate_program, verify, Program, Target, VerifyOptions};
 use tacos::msccl::{VerifyReport, WHOLE_RANGE_MAX_BYTES};
 use tacos::report::VerifyReport as VerifyJson;
 use tacos::report::{
@@ -200,10 +200,10 @@ fn time(
         unwind: None,
     }
     .topology()?;
-    let sim = args
-        .cost
-        .executor(&topo)?
-        .simulate_program(&topo, program, size)?;
+    let sim = match args.cost.executor(&topo)? {
+        Some(executor) => executor.simulate_program(&topo, program, size)?,
+        None => simulate_program(&topo, program, size)?,
+    };
     let kind = checked
         .collective
         .or_else(|| program.collective_kind())
