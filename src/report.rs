@@ -136,7 +136,8 @@ impl Timing {
 /// The lower bounds on the collective's time (`bounds::Bounds`), in microseconds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BoundsReport {
-    /// Which bound is the largest: `ingress`, `egress`, `traffic`, `latency` or `cut`.
+    /// Which bound is the largest: `ingress`, `egress`, `traffic`, `latency`, `cut` or
+    /// `chunked`.
     pub best: &'static str,
     pub best_us: f64,
     pub ingress_us: f64,
@@ -151,6 +152,9 @@ pub struct BoundsReport {
     pub ideal_us: f64,
     /// Says so ([`IDEAL_NOTE`]).
     pub ideal_note: &'static str,
+    /// The latency-aware bound of schedules of whole chunks (`Bounds::chunked`); null
+    /// where the algorithm may send several chunks for one alpha.
+    pub chunked_us: Option<f64>,
 }
 
 impl BoundsReport {
@@ -166,6 +170,7 @@ impl BoundsReport {
             cut_exact: b.cut.map(|c| c.exact),
             ideal_us: ps_to_us(b.ideal_ps),
             ideal_note: IDEAL_NOTE,
+            chunked_us: b.chunked_ps.map(ps_to_us),
         }
     }
 }

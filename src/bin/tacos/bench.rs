@@ -122,7 +122,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok(synthesize(&topo, &collective, &options)?)
         })?;
         let time_ps = schedule.collective_time_ps();
-        let bounds = Bounds::new(&topo, &collective);
+        let bounds = Bounds::chunked(&topo, &collective);
         let bound_ps = bounds.best_ps();
         let synth_ms = best.as_secs_f64() * 1e3;
         let efficiency = bounds.efficiency(time_ps);

@@ -125,7 +125,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         None => None,
     };
     let time_ps = report.collective_time_ps;
-    let bounds = Bounds::new(&topo, &collective);
+    let bounds = Bounds::chunked(&topo, &collective);
     let efficiency = bounds.efficiency(time_ps);
     let npus = collective.npus().len();
     let all_reduce = checked.all_reduce();
