@@ -16,7 +16,7 @@ use crate::sim::{bus_factor, LinkLoad, Sharing};
 use crate::synth::AllReduceTimes;
 use crate::topology::{format_npus, LinkClass, NpuId, Topology};
 use crate::units::{algbw_gbps, ps_to_us, Picos};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The schema's version. It changes only when a field is removed or renamed, or its type
 /// or meaning changes; a new field keeps it.
@@ -26,7 +26,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const IDEAL_NOTE: &str = "the TACOS paper's formula, not a lower bound";
 
 /// The topology a command ran on.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TopologyInfo {
     pub name: String,
     /// Every NPU, failed ones included (they keep their ids).
@@ -34,7 +34,7 @@ pub struct TopologyInfo {
     /// Directed links.
     pub links: usize,
     /// Switch vertices; left out for a topology of NPUs only.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub switches: usize,
     pub failed_npus: Vec<NpuId>,
 }
@@ -56,7 +56,7 @@ impl TopologyInfo {
 }
 
 /// The collective a figure is for.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CollectiveInfo {
     /// `allgather`, `reducescatter`, ...; for an MSCCL file whose `coll` names no known
     /// collective, that name.
@@ -648,6 +648,63 @@ pub struct FabricBenchRow {
     pub ring_us: Option<f64>,
     /// Ring's time over the synthesized one.
     pub speedup_over_ring: Option<f64>,
+}
+
+/// `tacos bench scale --json`: the rows, and the points of a log-log plot of synthesis
+/// time against NPUs, ours and the public C++ TACOS's, each with its fitted exponent.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScaleBenchReport {
+    #[serde(flatten)]
+    pub bench: BenchReport<ScaleBenchRow>,
+    pub plot: ScalePlot,
+}
+
+/// A row of `tacos bench scale`: one synthesis at scale, run in a process of its own so
+/// that its peak memory is its own (which hands the row back as JSON).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScaleBenchRow {
+    pub topology: TopologyInfo,
+    pub collective: CollectiveInfo,
+    /// Why the case was not measured (refused by the memory limit, failed, killed); the
+    /// figures below are then null.
+    pub skipped: Option<String>,
+    /// Wall time of the synthesis.
+    pub synth_ms: Option<f64>,
+    /// Wall time of the schedule checker on the result.
+    pub check_ms: Option<f64>,
+    /// The process's peak resident memory (VmHWM), in MiB; null where the system does not
+    /// say.
+    pub peak_mib: Option<f64>,
+    pub transfers: Option<usize>,
+    /// The schedule's time.
+    pub time_us: Option<f64>,
+    /// The best of the bounds computed per NPU (ingress, egress, chunked); the others
+    /// search from every NPU, which at this scale would take longer than the synthesis.
+    pub bound_us: Option<f64>,
+    /// Which one it is.
+    pub bound: Option<String>,
+    /// `bound_us / time_us`.
+    pub efficiency: Option<f64>,
+}
+
+/// One point of the scaling plot.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ScalePoint {
+    pub npus: usize,
+    pub synth_ms: f64,
+}
+
+/// The data of the log-log plot of synthesis time against NPUs (2D meshes, All-Gather).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScalePlot {
+    /// This run's measured mesh cases.
+    pub points: Vec<ScalePoint>,
+    /// Least-squares slope of log(time) on log(NPUs) over `points`: time grows as
+    /// NPUs^exponent. Null with fewer than two points.
+    pub exponent: Option<f64>,
+    /// The public C++ TACOS on this machine class (one thread; ../shared/reference).
+    pub reference_cpp: Vec<ScalePoint>,
+    pub reference_cpp_exponent: Option<f64>,
 }
 
 /// A row of `tacos bench sim`: the simulator's speed on one schedule.

@@ -359,6 +359,37 @@ fn bench_reports_its_rows_with_the_common_fields() {
         );
     }
 
+    let scale = run_json(&["bench", "scale", "--filter", "32x32", "--json", "--quiet"]);
+    header(&scale, "bench");
+    assert_eq!(scale["subject"], "scale");
+    let rows = scale["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{scale}");
+    let row = &rows[0];
+    topology_fields(&row["topology"]);
+    collective_fields(&row["collective"]);
+    assert!(row["skipped"].is_null(), "{row}");
+    // Every NPU takes in the other 1,023 chunks once, each by one transfer.
+    assert_eq!(row["transfers"], 1024 * 1023);
+    for field in ["synth_ms", "check_ms", "peak_mib"] {
+        assert!(f64_at(row, field) > 0.0, "{field}: {row}");
+    }
+    // The corner lacks 1,023 chunks of 1 MiB over two links: 512 x (0.5 + 20.97152) us.
+    let (bound, time) = (f64_at(row, "bound_us"), f64_at(row, "time_us"));
+    assert_eq!(row["bound"], "chunked");
+    assert!((bound - 512.0 * 21.47152).abs() < 1e-6, "{row}");
+    assert!(time >= bound && (f64_at(row, "efficiency") - bound / time).abs() < 1e-12);
+    let plot = &scale["plot"];
+    assert_eq!(plot["points"][0]["npus"], 1024);
+    assert_eq!(plot["points"][0]["synth_ms"], row["synth_ms"]);
+    assert!(plot["exponent"].is_null(), "one point fits no line: {plot}");
+    // The C++ figures of ../shared/reference: 16 to 1,024 NPUs, 0.45 ms to 81.8 s.
+    let reference = plot["reference_cpp"].as_array().unwrap();
+    assert_eq!(reference.len(), 5, "{plot}");
+    assert_eq!(reference[4]["npus"], 1024);
+    assert_eq!(f64_at(&reference[4], "synth_ms"), 81_800.0);
+    let exponent = f64_at(plot, "reference_cpp_exponent");
+    assert!((2.5..3.5).contains(&exponent), "{plot}");
+
     let lowering = run_json(&["bench", "lowering", "--filter", "hypercube", "--json"]);
     header(&lowering, "bench");
     assert_eq!(lowering["subject"], "lowering");

@@ -33,6 +33,9 @@ pub enum BenchSubject {
     Scheduler,
     /// Synthesis through switch vertices on switched machines, against the bounds and Ring
     Fabric,
+    /// Synthesis at scale (meshes of 1K to 40K NPUs, a 16K-GPU cluster): time, peak memory,
+    /// quality, and how the time grows with the NPUs
+    Scale,
 }
 
 #[derive(Debug, Args)]
@@ -43,7 +46,8 @@ pub struct BenchArgs {
     /// Only the cases whose topology contains this text (e.g. torus, 32x32)
     #[arg(long)]
     pub filter: Option<String>,
-    /// Leave out the largest cases (32x32 mesh, 24x24 mesh)
+    /// Leave out the largest cases (synth: the 32x32 and 24x24 meshes; scale: all but the
+    /// 32x32 and 64x64 meshes)
     #[arg(long)]
     pub quick: bool,
     /// Seed for the synthesizer
@@ -61,6 +65,10 @@ pub struct BenchArgs {
     /// No progress display
     #[arg(long)]
     pub quiet: bool,
+    /// scale: measure this one case here and print its row as JSON (how each case runs in
+    /// a process of its own)
+    #[arg(long, hide = true, value_name = "SPEC")]
+    pub case: Option<String>,
 }
 
 /// (topology spec, chunks per NPU, synthesis time of the public C++ TACOS on this machine
@@ -82,6 +90,19 @@ const CASES: &[(&str, usize, Option<f64>)] = &[
 
 const SIZE: u64 = 1 << 30;
 
+/// (NPUs, synthesis time in ms) of the public C++ TACOS on the 2D meshes of `CASES`.
+pub(super) fn reference_mesh_ms() -> Vec<(usize, f64)> {
+    CASES
+        .iter()
+        .filter_map(|&(spec, k, ms)| {
+            let sides = spec.strip_prefix("mesh:")?;
+            let (a, b) = sides.split_once('x')?;
+            let npus = a.parse::<usize>().ok()? * b.parse::<usize>().ok()?;
+            (k == 1).then_some((npus, ms?))
+        })
+        .collect()
+}
+
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.subject {
         BenchSubject::Tuner => return super::bench_tuner::run(&args),
@@ -95,6 +116,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchSubject::Lowering => return super::bench_lowering::run(&args, &bar),
         BenchSubject::Compile => return super::bench_compile::run(&args, &bar),
         BenchSubject::Fabric => return super::bench_fabric::run(&args, &bar),
+        BenchSubject::Scale => return super::bench_scale::run(&args, &bar),
         _ => {}
     }
     let mut rows = Vec::new();
