@@ -22,7 +22,7 @@
 use super::fabric::Fabric;
 use super::greedy::{match_chunks, ChunkTask, Problem};
 use super::retime::{compact, ready_first};
-use super::{join, SynthOptions};
+use super::SynthOptions;
 use crate::budget::{self, MemoryLimit};
 use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
@@ -100,26 +100,26 @@ pub fn synthesize_concurrent(
         };
         // Phased, and pipelined on the compacted reductions and on the list-scheduled
         // ones (each wins somewhere; list scheduling is for single links, not routes
-        // through switches): independent matchings, run side by side.
-        let (phased, compacted, listed) = std::thread::scope(|s| {
-            let phased = s.spawn(|| {
-                copy(reductions.clone(), &|i, _| {
-                    if halves[i].is_some() {
-                        reduced_by
-                    } else {
-                        0
-                    }
-                })
-            });
-            let listed = fabric.routes.is_none().then(|| {
-                s.spawn(|| {
-                    let mut early = reductions.clone();
-                    ready_first(topo, &mut early)?;
-                    pipelined(early)
-                })
-            });
-            let compacted = pipelined(reductions.clone());
-            (join(phased), compacted, listed.map(join))
+        // through switches): independent matchings, run side by side on the caller's
+        // thread pool (rayon's), so that its size bounds them.
+        let phased = || {
+            copy(reductions.clone(), &|i, _| {
+                if halves[i].is_some() {
+                    reduced_by
+                } else {
+                    0
+                }
+            })
+        };
+        let listed = || {
+            fabric.routes.is_none().then(|| {
+                let mut early = reductions.clone();
+                ready_first(topo, &mut early)?;
+                pipelined(early)
+            })
+        };
+        let (phased, (compacted, listed)) = rayon::join(phased, || {
+            rayon::join(|| pipelined(reductions.clone()), listed)
         });
         let (phased, compacted) = (phased?, compacted?);
         let pipelined = match listed.transpose()? {
