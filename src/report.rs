@@ -672,8 +672,10 @@ pub struct ScaleBenchRow {
     pub synth_ms: Option<f64>,
     /// Wall time of the schedule checker on the result.
     pub check_ms: Option<f64>,
-    /// The process's peak resident memory (VmHWM), in MiB; null where the system does not
-    /// say.
+    /// The process's peak resident memory (VmHWM) once the synthesis ended, before the
+    /// check, in MiB; null where the system does not say.
+    pub synth_peak_mib: Option<f64>,
+    /// The same at the end, the check included.
     pub peak_mib: Option<f64>,
     pub transfers: Option<usize>,
     /// The schedule's time.

@@ -371,9 +371,13 @@ fn bench_reports_its_rows_with_the_common_fields() {
     assert!(row["skipped"].is_null(), "{row}");
     // Every NPU takes in the other 1,023 chunks once, each by one transfer.
     assert_eq!(row["transfers"], 1024 * 1023);
-    for field in ["synth_ms", "check_ms", "peak_mib"] {
+    for field in ["synth_ms", "check_ms", "synth_peak_mib", "peak_mib"] {
         assert!(f64_at(row, field) > 0.0, "{field}: {row}");
     }
+    assert!(
+        f64_at(row, "peak_mib") >= f64_at(row, "synth_peak_mib"),
+        "{row}"
+    );
     // The corner lacks 1,023 chunks of 1 MiB over two links: 512 x (0.5 + 20.97152) us.
     let (bound, time) = (f64_at(row, "bound_us"), f64_at(row, "time_us"));
     assert_eq!(row["bound"], "chunked");

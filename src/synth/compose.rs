@@ -139,11 +139,29 @@ pub fn synthesize_concurrent(
         (reductions, copies, None)
     };
 
+    // The transfers are most of the memory at scale: moved, not copied, where one
+    // collective's chunks were matched alone, and each list sized once otherwise.
     let mut transfers: Vec<Vec<Transfer>> = vec![Vec::new(); collectives.len()];
-    for (joint, list) in [(&reducing, reductions), (&copying, copies)] {
-        for t in list {
-            let (i, chunk) = joint.locate(t.chunk);
-            transfers[i].push(Transfer { chunk, ..t });
+    for (joint, mut list) in [(&reducing, reductions), (&copying, copies)] {
+        match joint.single() {
+            Some(i) if transfers[i].is_empty() => transfers[i] = list,
+            Some(i) => {
+                transfers[i].reserve_exact(list.len());
+                transfers[i].append(&mut list);
+            }
+            None => {
+                let mut counts = vec![0; collectives.len()];
+                for t in &list {
+                    counts[joint.locate(t.chunk).0] += 1;
+                }
+                for (own, count) in transfers.iter_mut().zip(counts) {
+                    own.reserve_exact(count);
+                }
+                for t in list {
+                    let (i, chunk) = joint.locate(t.chunk);
+                    transfers[i].push(Transfer { chunk, ..t });
+                }
+            }
         }
     }
     let schedules = collectives
@@ -372,6 +390,15 @@ impl<'a> Joint<'a> {
 
     fn is_empty(&self) -> bool {
         self.parts.is_empty()
+    }
+
+    /// The caller's index of the one collective matched, whose joint chunk ids are its
+    /// own; None for several (or none).
+    fn single(&self) -> Option<usize> {
+        match self.parts[..] {
+            [(i, _)] => Some(i),
+            _ => None,
+        }
     }
 
     /// (caller's collective index, its chunk id) of a joint chunk id.

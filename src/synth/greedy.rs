@@ -93,6 +93,10 @@ struct Matcher<'a> {
     max_cost: Vec<Picos>,
     /// Index into `transfers` of the chunk each link carries, or IDLE.
     busy: Vec<usize>,
+    /// Per link, the chunk it carries and when it arrives (while `busy`): what
+    /// `in_flight_arrival` reads for every candidate chunk, kept beside `busy` rather than
+    /// fetched from the far larger `transfers`.
+    carrying: Vec<(usize, Picos)>,
     /// Per physical link, the first reservation that has not ended yet.
     next_reserved: Vec<usize>,
     /// Per physical link, when a wake-up is already scheduled (NEVER if none).
@@ -115,6 +119,9 @@ struct Matcher<'a> {
     planned: Vec<LinkId>,
     /// Set when some chunk must cross NPUs that do not want it.
     relays: Option<Relays>,
+    /// Link lists emptied after each destination's matching, kept for the next one (a
+    /// matching is made for every destination at every event).
+    spare_links: Vec<Vec<LinkId>>,
     /// Set when some links are much slower than others.
     fast: Option<FastPaths>,
     /// Per link: chunks its source holds that were useful to its destination when offered.
@@ -185,6 +192,8 @@ impl<'a> Matcher<'a> {
             cost,
             max_cost,
             busy: vec![IDLE; links],
+            carrying: vec![(0, NEVER); links],
+            spare_links: Vec::new(),
             next_reserved: vec![0; physical],
             wake_at: vec![NEVER; physical],
             held_since: vec![NEVER; n * chunks],
@@ -224,6 +233,11 @@ impl<'a> Matcher<'a> {
                 m.events.push(Reverse((chunk.release, Event::Release(c))));
             }
         }
+        // Every postcondition not met at the start takes a transfer, and few take more
+        // (relays, replaced copies): reserved at once, the list does not double past its
+        // need (the transfers are most of what a large matching holds).
+        m.transfers.reserve_exact(m.unsatisfied);
+        m.dropped.reserve_exact(m.unsatisfied);
         Ok(m)
     }
 
@@ -262,12 +276,11 @@ impl<'a> Matcher<'a> {
         if self.unsatisfied > 0 {
             return Err(self.stuck());
         }
-        let mut kept: Vec<Transfer> = std::mem::take(&mut self.transfers)
-            .into_iter()
-            .zip(&self.dropped)
-            .filter(|&(_, &dropped)| !dropped)
-            .map(|(t, _)| t)
-            .collect();
+        // In place: the transfers are most of the memory a large matching holds.
+        let mut kept = std::mem::take(&mut self.transfers);
+        let mut dropped = self.dropped.iter();
+        kept.retain(|_| !dropped.next().copied().unwrap_or(false));
+        kept.shrink_to_fit();
         if self.relays.is_some() {
             self.prune_dead_ends(&mut kept);
         }
@@ -372,8 +385,8 @@ impl<'a> Matcher<'a> {
             .in_links(npu)
             .iter()
             .filter_map(|&l| {
-                let t = self.transfers.get(self.busy[l])?;
-                (t.chunk == chunk).then_some(t.end_ps)
+                let (c, end) = self.carrying[l];
+                (self.busy[l] != IDLE && c == chunk).then_some(end)
             })
             .min()
             .unwrap_or(NEVER)
@@ -501,7 +514,9 @@ impl<'a> Matcher<'a> {
         let mut ports: Vec<usize> = vec![0];
         for &d in receivers {
             let first = edges.len();
-            for c in self.free_into(d, now) {
+            let mut free = Vec::new();
+            self.free_into(d, now, &mut free);
+            for c in free {
                 let route = routes.links(c);
                 if route.len() < 2 || !self.has_useful(c) {
                     continue;
@@ -524,20 +539,20 @@ impl<'a> Matcher<'a> {
         }
     }
 
-    /// The links into `dst` that can start a chunk at `now` (and that the event's plan
-    /// leaves free). Through switches, a port that is busy rules out every channel coming
-    /// in by it at once, and the links come grouped by port.
-    fn free_into(&mut self, dst: NpuId, now: Picos) -> Vec<LinkId> {
+    /// Fills `free` with the links into `dst` that can start a chunk at `now` (and that
+    /// the event's plan leaves free). Through switches, a port that is busy rules out every
+    /// channel coming in by it at once, and the links come grouped by port.
+    fn free_into(&mut self, dst: NpuId, now: Picos, free: &mut Vec<LinkId>) {
+        free.clear();
+        let topo = self.topo;
         let Some(routes) = self.routes else {
-            return self
-                .topo
-                .in_links(dst)
-                .iter()
-                .copied()
-                .filter(|&l| self.available(l, now))
-                .collect();
+            for &l in topo.in_links(dst) {
+                if self.available(l, now) {
+                    free.push(l);
+                }
+            }
+            return;
         };
-        let mut free = Vec::new();
         let into = routes.into(dst);
         let mut i = 0;
         while i < into.len() {
@@ -551,7 +566,6 @@ impl<'a> Matcher<'a> {
             }
             i += 1;
         }
-        free
     }
 
     /// Whether channel `link`'s pool has a chunk still useful to its destination (stale
@@ -638,8 +652,14 @@ impl<'a> Matcher<'a> {
     /// source holds it (ties broken at random), until every free link is busy or nothing
     /// is left.
     fn match_destination(&mut self, dst: NpuId, now: Picos) -> Result<()> {
-        let mut free = self.free_into(dst, now);
-        let mut sampling = free.clone();
+        let mut free = self.spare_links.pop().unwrap_or_default();
+        self.free_into(dst, now, &mut free);
+        if free.is_empty() {
+            self.spare_links.push(free);
+            return Ok(());
+        }
+        let mut sampling = self.spare_links.pop().unwrap_or_default();
+        sampling.clone_from(&free);
         // Through switches, the links the event's plan gave `dst` are drawn from first.
         let mut planned: Vec<LinkId> = free
             .iter()
@@ -710,6 +730,8 @@ impl<'a> Matcher<'a> {
                 sampling.retain(|&l| l != best);
             }
         }
+        self.spare_links.push(free);
+        self.spare_links.push(sampling);
         Ok(())
     }
 
@@ -792,6 +814,7 @@ impl<'a> Matcher<'a> {
             f.reach(l.dst, chunk, end);
         }
         self.busy[link] = self.transfers.len();
+        self.carrying[link] = (chunk, end);
         if let Some(routes) = self.routes {
             for &p in routes.links(link) {
                 self.link_busy[p as usize] = true;

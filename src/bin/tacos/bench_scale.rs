@@ -47,12 +47,13 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
     }
     if !args.json {
         bar.println(format!(
-            "{:<46} {:>6} {:<13} {:>11} {:>10} {:>9} {:>10} {:>11} {:>11} {:>6}",
+            "{:<46} {:>6} {:<13} {:>11} {:>10} {:>11} {:>9} {:>10} {:>11} {:>11} {:>6}",
             "topology",
             "NPUs",
             "collective",
             "synth (s)",
             "check (s)",
+            "synth MiB",
             "peak MiB",
             "transfers",
             "time (us)",
@@ -137,6 +138,7 @@ fn skipped(spec: &str, kind: CollectiveKind, why: String) -> anyhow::Result<Scal
         skipped: Some(tacos::error::echo(&why)),
         synth_ms: None,
         check_ms: None,
+        synth_peak_mib: None,
         peak_mib: None,
         transfers: None,
         time_us: None,
@@ -162,6 +164,7 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
         Err(e) => return skipped(spec, kind, e.to_string()),
     };
     let synth_ms = started.elapsed().as_secs_f64() * 1e3;
+    let synth_peak_mib = peak_mib();
     let started = Instant::now();
     let report = check(&schedule, &topo)?;
     let check_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -180,6 +183,7 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
         skipped: None,
         synth_ms: Some(synth_ms),
         check_ms: Some(check_ms),
+        synth_peak_mib,
         peak_mib: peak_mib(),
         transfers: Some(report.transfers),
         time_us: Some(ps_to_us(time_ps)),
@@ -210,9 +214,10 @@ fn text_row(spec: &str, row: &ScaleBenchRow) -> String {
         v.map_or("-".into(), |v| format!("{:.*}", places, v * scale))
     };
     format!(
-        "{head} {:>11} {:>10} {:>9} {:>10} {:>11} {:>11} {:>6}",
+        "{head} {:>11} {:>10} {:>11} {:>9} {:>10} {:>11} {:>11} {:>6}",
         f(row.synth_ms, 1e-3, 2),
         f(row.check_ms, 1e-3, 2),
+        f(row.synth_peak_mib, 1.0, 0),
         f(row.peak_mib, 1.0, 0),
         row.transfers.map_or("-".into(), |t| t.to_string()),
         f(row.time_us, 1.0, 1),
