@@ -66,6 +66,13 @@ enum Event {
     Wake(LinkId),
 }
 
+/// Whether every link takes the same time for a chunk of each class (`cost` is per class,
+/// `links` entries each).
+fn uniform_costs(cost: &[Picos], links: usize) -> bool {
+    cost.chunks(links.max(1))
+        .all(|class| class.iter().all(|&c| c == class[0]))
+}
+
 /// Matches `problem` on `fabric` and returns the transfers that carried a useful chunk.
 pub(super) fn match_chunks(
     fabric: &Fabric<'_>,
@@ -101,12 +108,18 @@ struct Matcher<'a> {
     next_reserved: Vec<usize>,
     /// Per physical link, when a wake-up is already scheduled (NEVER if none).
     wake_at: Vec<Picos>,
-    /// When each NPU got each chunk (`npu * chunks + chunk`), NEVER if it has not.
+    /// When each NPU got each chunk (`npu * chunks + chunk`), NEVER if it has not, for
+    /// `replacement`. Kept only where links differ in cost: where every chunk takes as
+    /// long on every link, a copy that would arrive second is never started
+    /// (`in_flight_arrival`), so nothing is ever replaced, and the table (8 bytes and a
+    /// cache miss per (NPU, chunk) received) is left out.
     held_since: Vec<Picos>,
-    /// Whether each NPU holds each chunk, one bit per (NPU, chunk): the same facts as
-    /// `held_since`, 64 times denser, for the checks made on every pool entry.
+    /// Whether each NPU holds each chunk, one bit per (NPU, chunk), for the checks made
+    /// on every pool entry.
     held: Vec<u64>,
-    /// Whether each NPU must end with each chunk, one bit per (NPU, chunk).
+    /// Whether each NPU must end with each chunk, one bit per (NPU, chunk); empty where
+    /// every NPU wants every chunk (All-Gather, Broadcast), which spares a lookup per
+    /// link a chunk could be offered over.
     wants: Vec<u64>,
     /// Postconditions not yet met.
     unsatisfied: usize,
@@ -182,6 +195,8 @@ impl<'a> Matcher<'a> {
             None
         };
         let physical = routes.map_or(links, Routes::physical);
+        let wants_all = problem.chunks.iter().all(|c| c.post.len() == n);
+        let uniform = uniform_costs(&cost, links);
         let mut m = Matcher {
             topo,
             routes,
@@ -196,9 +211,17 @@ impl<'a> Matcher<'a> {
             spare_links: Vec::new(),
             next_reserved: vec![0; physical],
             wake_at: vec![NEVER; physical],
-            held_since: vec![NEVER; n * chunks],
+            held_since: if uniform {
+                Vec::new()
+            } else {
+                vec![NEVER; n * chunks]
+            },
             held: vec![0; (n * chunks).div_ceil(64)],
-            wants: vec![0; (n * chunks).div_ceil(64)],
+            wants: if wants_all {
+                Vec::new()
+            } else {
+                vec![0; (n * chunks).div_ceil(64)]
+            },
             unsatisfied: 0,
             missing: vec![0; if routes.is_some() { n } else { 0 }],
             plan_up: vec![UNPLANNED; if routes.is_some() { physical } else { 0 }],
@@ -217,7 +240,9 @@ impl<'a> Matcher<'a> {
         for (c, chunk) in problem.chunks.iter().enumerate() {
             for &npu in chunk.post {
                 let i = npu * chunks + c;
-                m.wants[i / 64] |= 1 << (i % 64);
+                if let Some(word) = m.wants.get_mut(i / 64) {
+                    *word |= 1 << (i % 64);
+                }
                 m.unsatisfied += 1;
                 if let Some(missing) = m.missing.get_mut(npu) {
                     *missing += 1;
@@ -293,6 +318,9 @@ impl<'a> Matcher<'a> {
     }
 
     fn wants(&self, npu: NpuId, chunk: usize) -> bool {
+        if self.wants.is_empty() {
+            return true;
+        }
         let i = npu * self.chunks + chunk;
         self.wants[i / 64] & (1 << (i % 64)) != 0
     }
@@ -337,7 +365,9 @@ impl<'a> Matcher<'a> {
             return;
         }
         let i = npu * self.chunks + chunk;
-        self.held_since[i] = now;
+        if let Some(since) = self.held_since.get_mut(i) {
+            *since = now;
+        }
         self.held[i / 64] |= 1 << (i % 64);
         if self.wants(npu, chunk) {
             self.unsatisfied -= 1;
@@ -421,7 +451,10 @@ impl<'a> Matcher<'a> {
                 }
             }
         }
-        debug_assert!(self.held_since[src * self.chunks + chunk] <= self.transfers[idx].start_ps);
+        debug_assert!(self
+            .held_since
+            .get(src * self.chunks + chunk)
+            .map_or(true, |&since| since <= self.transfers[idx].start_ps));
         self.receive(dst, chunk, now);
     }
 
@@ -432,6 +465,11 @@ impl<'a> Matcher<'a> {
         started: Picos,
         now: Picos,
     ) -> Option<usize> {
+        if self.held_since.is_empty() {
+            // Equal costs: no second copy is ever started (see `held_since`); dropping
+            // one is always sound.
+            return None;
+        }
         let (src, dst) = (self.topo.link(link).src, self.topo.link(link).dst);
         let mut pool = std::mem::take(&mut self.pools[link]);
         pool.retain(|&c| self.useful(dst, c as usize));
