@@ -285,9 +285,15 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
         }
     }
     let states = mul(n, chunks);
-    // Per (NPU, chunk): when it was got (8), whether it is wanted (1/8), the fast-path
-    // estimate (8); per chunk its task and release (48 + 24).
-    let mut matcher = mul(states, 17).saturating_add(mul(chunks, 72));
+    // Per (NPU, chunk): whether it is held and wanted (1/4), and where links differ in
+    // cost when it was got (8) and the fast-path estimate (8); per chunk its task and
+    // release (48 + 24).
+    let uniform = !topo.has_switches()
+        && topo.links().windows(2).all(|w| {
+            (w[0].latency_us, w[0].bandwidth_gbps) == (w[1].latency_us, w[1].bandwidth_gbps)
+        });
+    let per_state = if uniform { 1 } else { 17 };
+    let mut matcher = mul(states, per_state).saturating_add(mul(chunks, 72));
     // Per transfer: its record (48, reserved once, with growth slack where relays add
     // hops), whether it was dropped (1), and pool entries offered over each outgoing link
     // (4 x degree x 2); the kept ones are filtered in place.
