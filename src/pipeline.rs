@@ -488,6 +488,7 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
         .into_iter()
         .map(|b| b.map_err(|e| failed = Some(e)).ok())
         .collect();
+    let none_built = built.iter().all(Option::is_none);
     let mut order: Vec<usize> = (0..trials.len()).filter(|&i| built[i].is_some()).collect();
     order.sort_by_key(|&i| (trials[i].simulated_ps, i));
     for i in order {
@@ -503,20 +504,22 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
         }
     }
     let what = format!("verified program for target {}", lowering.target);
-    // A single trial that could not be built (rather than one whose program failed
-    // verification) keeps its error's fields; a fixed K past the target's limits (one
-    // that lowers once they are lifted) says what would fit.
-    if let (Some(e), [trial]) = (failed, trials.as_slice()) {
+    // A single K whose trials could not be built (rather than programs that failed
+    // verification) keeps the error's fields; a fixed K past the target's limits (one
+    // that lowers once they are lifted) says what would fit, whatever the seeds.
+    let one_k = trials.len() == 1 || matches!(options.chunks, Chunks::Fixed(_));
+    if let (Some(e), Some(trial), true) = (failed, trials.first(), none_built && one_k) {
         let advice = match options.chunks {
             Chunks::Fixed(k) => limit_advice(topo, request, k, trial.seed, lowering)
                 .map(|advice| format!("-k {k} does not fit: {advice}; ")),
             Chunks::Auto => None,
         };
+        let seeds = match trials.as_slice() {
+            [_] => format!("seed {}", trial.seed),
+            _ => format!("{} seeds", trials.len()),
+        };
         let prefix = advice.unwrap_or_else(|| {
-            format!(
-                "K={} seed {} gives no {what}: ",
-                trial.chunks_per_npu, trial.seed
-            )
+            format!("K={} with {seeds} gives no {what}: ", trial.chunks_per_npu)
         });
         return Err(prefixed(e, &prefix));
     }
