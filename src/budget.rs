@@ -285,21 +285,35 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
         }
     }
     let states = mul(n, chunks);
-    // Per (NPU, chunk): when it was got (8), whether it is wanted (1/8), the fast-path
-    // estimate (8); per chunk its task and release (48 + 24).
-    let mut matcher = mul(states, 17).saturating_add(mul(chunks, 72));
-    // Per transfer: its record and growth slack (2 x 48), whether it was dropped, the
-    // kept copy (48), and pool entries offered over each outgoing link (4 x degree x 2).
+    // Per (NPU, chunk): whether it is held and wanted (1/4), and where links differ in
+    // cost when it was got (8) and the fast-path estimate (8); per chunk its task and
+    // release (48 + 24).
+    let uniform = !topo.has_switches()
+        && topo.links().windows(2).all(|w| {
+            (w[0].latency_us, w[0].bandwidth_gbps) == (w[1].latency_us, w[1].bandwidth_gbps)
+        });
+    let per_state = if uniform { 1 } else { 17 };
+    let mut matcher = mul(states, per_state).saturating_add(mul(chunks, 72));
+    // Per transfer: its record (48, reserved once, with growth slack where relays add
+    // hops), whether it was dropped (1), and pool entries offered over each outgoing link
+    // (4 x degree x 2); the kept ones are filtered in place.
     let degree = links / n.max(1) + 1;
-    matcher = matcher.saturating_add(mul(transfers, 3 * TRANSFER + 8 * degree + 1));
+    let record = if relayed { 2 * TRANSFER } else { TRANSFER };
+    matcher = matcher.saturating_add(mul(transfers, record + 8 * degree + 1));
     if relayed {
         // Distances from every target to every NPU, per chunk the best so far.
         matcher = matcher
             .saturating_add(mul(mul(n, n), 8))
             .saturating_add(mul(chunks, 12));
     }
-    // Phases running side by side, plus the finished transfers grouped per collective.
-    mul(matcher, copy_phases).saturating_add(mul(transfers, 2 * TRANSFER))
+    // Phases running side by side, plus the finished transfers grouped per collective
+    // where several lists are merged (one collective's single list is moved).
+    let merged = if specs.len() > 1 || copy_phases > 1 {
+        mul(transfers, 2 * TRANSFER)
+    } else {
+        0
+    };
+    mul(matcher, copy_phases).saturating_add(merged)
 }
 
 /// Bytes the checker holds for a schedule of `transfers` transfers of `spec` on `npus`

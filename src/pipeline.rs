@@ -11,8 +11,9 @@
 //! holds a program that may be written.
 //!
 //! Defaults, the same in every front end: K chosen automatically ([`Chunks::Auto`] over
-//! [`AUTO_CHUNKS`]) by the simulated time of what is emitted, seed 0, the executor's
-//! target (`msccl::Target::default`).
+//! [`AUTO_CHUNKS`]) by the simulated time of what is emitted, seed 0 (`tacos synth` tries
+//! [`default_seeds`] seeds from `--seed`), the executor's target
+//! (`msccl::Target::default`). Trials run side by side on the caller's rayon thread pool.
 
 use crate::budget::{self, MemoryLimit};
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
@@ -25,6 +26,7 @@ use crate::sim::simulate_schedule;
 use crate::synth::{synthesize_concurrent, AllReduceTimes, SynthOptions};
 use crate::topology::{NpuId, Topology};
 use crate::units::Picos;
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// The K values an automatic choice tries.
@@ -87,6 +89,27 @@ impl Request {
             chunks_per_npu: k,
             size_bytes: self.size_bytes,
         }
+    }
+}
+
+/// How many seeds a search tries unless told: several where a synthesis is quick enough
+/// that more go unnoticed (a single seed lands on a worse schedule than the C++ TACOS's
+/// median in up to two of three seeds on small meshes and tori), one where each takes
+/// long. The work grows with the chunk deliveries, NPUs^2 x K at the largest K tried: up
+/// to 2^14 (64 NPUs at K = 4, a few ms a trial) 8 seeds, up to 2^16 (256 NPUs at K = 1,
+/// some 40 ms) 4, up to 2^18 2, beyond that 1; on two cores each adds at most about
+/// 0.1 s.
+pub fn default_seeds(topo: &Topology, request: &Request, chunks: Chunks) -> usize {
+    let npus = request
+        .npus
+        .as_ref()
+        .map_or_else(|| topo.alive_npus().len(), Vec::len) as u64;
+    let k = chunks.candidates().into_iter().max().unwrap_or(1) as u64;
+    match npus.saturating_mul(npus).saturating_mul(k) {
+        0..=0x4000 => 8,
+        0x4001..=0x1_0000 => 4,
+        0x1_0001..=0x4_0000 => 2,
+        _ => 1,
     }
 }
 
@@ -471,6 +494,7 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
         .into_iter()
         .map(|b| b.map_err(|e| failed = Some(e)).ok())
         .collect();
+    let none_built = built.iter().all(Option::is_none);
     let mut order: Vec<usize> = (0..trials.len()).filter(|&i| built[i].is_some()).collect();
     order.sort_by_key(|&i| (trials[i].simulated_ps, i));
     for i in order {
@@ -486,20 +510,22 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
         }
     }
     let what = format!("verified program for target {}", lowering.target);
-    // A single trial that could not be built (rather than one whose program failed
-    // verification) keeps its error's fields; a fixed K past the target's limits (one
-    // that lowers once they are lifted) says what would fit.
-    if let (Some(e), [trial]) = (failed, trials.as_slice()) {
+    // A single K whose trials could not be built (rather than programs that failed
+    // verification) keeps the error's fields; a fixed K past the target's limits (one
+    // that lowers once they are lifted) says what would fit, whatever the seeds.
+    let one_k = trials.len() == 1 || matches!(options.chunks, Chunks::Fixed(_));
+    if let (Some(e), Some(trial), true) = (failed, trials.first(), none_built && one_k) {
         let advice = match options.chunks {
             Chunks::Fixed(k) => limit_advice(topo, request, k, trial.seed, lowering)
                 .map(|advice| format!("-k {k} does not fit: {advice}; ")),
             Chunks::Auto => None,
         };
+        let seeds = match trials.as_slice() {
+            [_] => format!("seed {}", trial.seed),
+            _ => format!("{} seeds", trials.len()),
+        };
         let prefix = advice.unwrap_or_else(|| {
-            format!(
-                "K={} seed {} gives no {what}: ",
-                trial.chunks_per_npu, trial.seed
-            )
+            format!("K={} with {seeds} gives no {what}: ", trial.chunks_per_npu)
         });
         return Err(prefixed(e, &prefix));
     }
@@ -595,19 +621,8 @@ fn search<T: Send>(
     if !side_by_side {
         return Ok(candidates.into_iter().map(attempt).collect());
     }
-    Ok(std::thread::scope(|s| {
-        let handles: Vec<_> = candidates
-            .iter()
-            .map(|&c| s.spawn(move || attempt(c)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    }))
+    // On the caller's thread pool (rayon's), whose size bounds how many run at once.
+    Ok(candidates.into_par_iter().map(attempt).collect())
 }
 
 /// Why no trial gave a `what`: the only trial's reason, or every (K, seed) tried and the

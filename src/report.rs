@@ -17,7 +17,7 @@ use crate::synth::AllReduceTimes;
 use crate::topology::{format_npus, LinkClass, NpuId, Topology};
 use crate::tuner::{Algorithm, Protocol};
 use crate::units::{algbw_gbps, ps_to_us, Picos};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The schema's version. It changes only when a field is removed or renamed, or its type
 /// or meaning changes; a new field keeps it.
@@ -27,7 +27,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const IDEAL_NOTE: &str = "the TACOS paper's formula, not a lower bound";
 
 /// The topology a command ran on.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TopologyInfo {
     pub name: String,
     /// Every NPU, failed ones included (they keep their ids).
@@ -35,7 +35,7 @@ pub struct TopologyInfo {
     /// Directed links.
     pub links: usize,
     /// Switch vertices; left out for a topology of NPUs only.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub switches: usize,
     pub failed_npus: Vec<NpuId>,
 }
@@ -57,7 +57,7 @@ impl TopologyInfo {
 }
 
 /// The collective a figure is for.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CollectiveInfo {
     /// `allgather`, `reducescatter`, ...; for an MSCCL file whose `coll` names no known
     /// collective, that name.
@@ -137,7 +137,8 @@ impl Timing {
 /// The lower bounds on the collective's time (`bounds::Bounds`), in microseconds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BoundsReport {
-    /// Which bound is the largest: `ingress`, `egress`, `traffic`, `latency` or `cut`.
+    /// Which bound is the largest: `ingress`, `egress`, `traffic`, `latency`, `cut` or
+    /// `chunked`.
     pub best: &'static str,
     pub best_us: f64,
     pub ingress_us: f64,
@@ -152,6 +153,9 @@ pub struct BoundsReport {
     pub ideal_us: f64,
     /// Says so ([`IDEAL_NOTE`]).
     pub ideal_note: &'static str,
+    /// The latency-aware bound of schedules of whole chunks (`Bounds::chunked`); null
+    /// where the algorithm may send several chunks for one alpha.
+    pub chunked_us: Option<f64>,
 }
 
 impl BoundsReport {
@@ -167,6 +171,7 @@ impl BoundsReport {
             cut_exact: b.cut.map(|c| c.exact),
             ideal_us: ps_to_us(b.ideal_ps),
             ideal_note: IDEAL_NOTE,
+            chunked_us: b.chunked_ps.map(ps_to_us),
         }
     }
 }
@@ -683,6 +688,65 @@ pub struct FabricBenchRow {
     pub ring_us: Option<f64>,
     /// Ring's time over the synthesized one.
     pub speedup_over_ring: Option<f64>,
+}
+
+/// `tacos bench scale --json`: the rows, and the points of a log-log plot of synthesis
+/// time against NPUs, ours and the public C++ TACOS's, each with its fitted exponent.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScaleBenchReport {
+    #[serde(flatten)]
+    pub bench: BenchReport<ScaleBenchRow>,
+    pub plot: ScalePlot,
+}
+
+/// A row of `tacos bench scale`: one synthesis at scale, run in a process of its own so
+/// that its peak memory is its own (which hands the row back as JSON).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScaleBenchRow {
+    pub topology: TopologyInfo,
+    pub collective: CollectiveInfo,
+    /// Why the case was not measured (refused by the memory limit, failed, killed); the
+    /// figures below are then null.
+    pub skipped: Option<String>,
+    /// Wall time of the synthesis.
+    pub synth_ms: Option<f64>,
+    /// Wall time of the schedule checker on the result.
+    pub check_ms: Option<f64>,
+    /// The process's peak resident memory (VmHWM) once the synthesis ended, before the
+    /// check, in MiB; null where the system does not say.
+    pub synth_peak_mib: Option<f64>,
+    /// The same at the end, the check included.
+    pub peak_mib: Option<f64>,
+    pub transfers: Option<usize>,
+    /// The schedule's time.
+    pub time_us: Option<f64>,
+    /// The best of the bounds computed per NPU (ingress, egress, chunked); the others
+    /// search from every NPU, which at this scale would take longer than the synthesis.
+    pub bound_us: Option<f64>,
+    /// Which one it is.
+    pub bound: Option<String>,
+    /// `bound_us / time_us`.
+    pub efficiency: Option<f64>,
+}
+
+/// One point of the scaling plot.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ScalePoint {
+    pub npus: usize,
+    pub synth_ms: f64,
+}
+
+/// The data of the log-log plot of synthesis time against NPUs (2D meshes, All-Gather).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScalePlot {
+    /// This run's measured mesh cases.
+    pub points: Vec<ScalePoint>,
+    /// Least-squares slope of log(time) on log(NPUs) over `points`: time grows as
+    /// NPUs^exponent. Null with fewer than two points.
+    pub exponent: Option<f64>,
+    /// The public C++ TACOS on this machine class (one thread; ../shared/reference).
+    pub reference_cpp: Vec<ScalePoint>,
+    pub reference_cpp_exponent: Option<f64>,
 }
 
 /// A row of `tacos bench sim`: the simulator's speed on one schedule.

@@ -467,3 +467,65 @@ fn an_oversubscribed_spine_is_the_cut_bound_by_hand() {
     assert_ms(ar.cut.unwrap().time_ps, 320.0);
     assert_eq!(ar.best_name(), "cut");
 }
+
+#[test]
+fn the_chunked_bound_counts_every_transfers_latency_on_a_mesh_corner() {
+    // mesh:4x4 (0.5 us, 50 GB/s), All-Gather of 1 GiB, K = 1: a chunk of 2^26 bytes takes
+    // 0.5 + 1342.17728 us a link. The corner NPU lacks 15 chunks over 2 links, so one
+    // link carries ceil(15 / 2) = 8 of them: 8 x 1342.67728 us. The ingress bound counts
+    // the bytes alone, 15 x 2^26 bytes over 100 GB/s.
+    let topo = parse_spec("mesh:4x4", &SpecDefaults::default()).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 1 << 30).unwrap();
+    let corner = 8 * 1_342_677_280;
+    assert_eq!(chunked_bound_ps(&topo, &c), corner);
+    let general = Bounds::new(&topo, &c);
+    assert_eq!(general.ingress_ps, 10_066_329_600);
+    assert_eq!(general.chunked_ps, None);
+    // For schedules of whole chunks it joins the bounds and is the best one.
+    let chunked = Bounds::chunked(&topo, &c);
+    assert_eq!(chunked.chunked_ps, Some(corner));
+    assert_eq!(
+        (chunked.best_name(), chunked.best_ps()),
+        ("chunked", corner)
+    );
+    assert_eq!(
+        Bounds {
+            chunked_ps: None,
+            ..chunked
+        },
+        general
+    );
+}
+
+#[test]
+fn the_chunked_bound_on_unequal_links_by_hand() {
+    // Three NPUs fully connected, no latency; NPU 0 takes in over a 10 GB/s and a 5 GB/s
+    // link, every other link is 40 GB/s. All-Gather of 3 MB, K = 2: chunks of 0.5 MB take
+    // 50 and 100 us on NPU 0's links. It lacks 4 chunks: by 100 us its links carry 2 + 1,
+    // by 150 us 3 + 1, so 150 us, where 4 / (1/50 + 1/100) would say 133.3 us.
+    let link = |src, dst, bandwidth_gbps| Link {
+        src,
+        dst,
+        bandwidth_gbps,
+        latency_us: 0.0,
+    };
+    let topo = Topology::new(
+        "uneven",
+        3,
+        vec![
+            link(1, 0, 10.0),
+            link(2, 0, 5.0),
+            link(0, 1, 40.0),
+            link(2, 1, 40.0),
+            link(0, 2, 40.0),
+            link(1, 2, 40.0),
+        ],
+    )
+    .unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 2, 3_000_000).unwrap();
+    assert_eq!(chunked_bound_ps(&topo, &c), 150_000_000);
+    for seed in 0..8 {
+        let s = synthesize(&topo, &c, &SynthOptions { seed }).unwrap();
+        assert!(s.collective_time_ps() >= 150_000_000, "seed {seed}");
+    }
+}

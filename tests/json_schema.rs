@@ -59,7 +59,7 @@ fn collective_fields(c: &Value) {
 
 /// The bounds' types, and that `best_us` is the largest of them.
 fn bounds_fields(b: &Value) {
-    let names = ["ingress", "egress", "traffic", "latency", "cut"];
+    let names = ["ingress", "egress", "traffic", "latency", "cut", "chunked"];
     let best = b["best"].as_str().expect("best is a name");
     assert!(names.contains(&best), "{b}");
     let largest = names
@@ -69,6 +69,7 @@ fn bounds_fields(b: &Value) {
     assert_eq!(f64_at(b, "best_us"), largest, "{b}");
     assert_eq!(f64_at(b, &format!("{best}_us")), largest, "{b}");
     assert!(b["cut_us"].is_f64() || b["cut_us"].is_null(), "{b}");
+    assert!(b["chunked_us"].is_f64() || b["chunked_us"].is_null(), "{b}");
     f64_at(b, "ideal_us");
     assert!(b["ideal_note"]
         .as_str()
@@ -90,13 +91,14 @@ fn timing(v: &Value, size_bytes: u64, bus: f64, best_us: f64) {
     f64_at(v, "of_ideal");
 }
 
-/// A ring:4 All-Gather of 1 MiB synthesized to files: (synth's report, schedule, XML).
+/// A ring:4 All-Gather of 1 MiB synthesized with seed 0 alone (as the library below and
+/// docs/json.md) to files: (synth's report, schedule, XML).
 fn synthesized(tag: &str) -> (Value, String, String) {
     let schedule = scratch(&format!("{tag}.json"));
     let xml = scratch(&format!("{tag}.xml"));
     let (s, x) = (schedule.to_str().unwrap(), xml.to_str().unwrap());
     let v = run_json(&[
-        "synth", "ring:4", "-s", "1MiB", "--out", s, "--xml", x, "--json",
+        "synth", "ring:4", "-s", "1MiB", "--seeds", "1", "--out", s, "--xml", x, "--json",
     ]);
     (v, s.to_string(), x.to_string())
 }
@@ -194,19 +196,41 @@ fn one_algorithm_gets_the_same_figures_from_every_command() {
     // Worked by hand: each NPU takes in 3/4 MiB over two links of 50 GB/s.
     let ingress = 786_432.0 / 100.0 / 1e3;
     assert!((f64_at(&sim["bounds"], "ingress_us") - ingress).abs() < 1e-9);
+    // And each lacks 3 chunks of 1/4 MiB over two links, 0.5 + 5.24288 us each: one link
+    // carries two of them, 11.48576 us, which the synthesized schedule meets.
+    assert!((f64_at(&sim["bounds"], "chunked_us") - 11.48576).abs() < 1e-9);
+    assert_eq!(sim["bounds"]["best"], "chunked");
 
     let cmp = run_json(&["compare", "ring:4", "-s", "1MiB", "--json", "--quiet"]);
     let tacos = &cmp["algorithms"][0];
     assert_eq!(tacos["name"], "tacos");
     assert_eq!(f64_at(tacos, "time_us"), time_us, "{tacos}");
-    assert_eq!(cmp["bounds"], sim["bounds"]);
+    // `compare` and `verify` time algorithms that may send several chunks for one alpha
+    // (baselines, programs): the same bounds but the chunked one.
+    assert!(cmp["bounds"]["chunked_us"].is_null(), "{cmp}");
+    assert_eq!(general(&cmp["bounds"]), general(&sim["bounds"]));
     assert_eq!(cmp["collective"], sim["collective"]);
 
     // The program times differently (its own alpha-beta rules), but on the same bounds.
     let ver = run_json(&["verify", &xml, "ring:4", "-s", "1MiB", "--json"]);
-    assert_eq!(ver["bounds"], sim["bounds"]);
+    assert_eq!(ver["bounds"], cmp["bounds"]);
     assert_eq!(ver["collective"]["size_bytes"], 1 << 20);
     assert_eq!(ver["topology"], sim["topology"]);
+}
+
+/// The bounds that hold for any algorithm: all but the chunked one, and the best of them.
+fn general(bounds: &Value) -> Value {
+    let mut b = bounds.clone();
+    let names = ["ingress", "egress", "traffic", "latency", "cut"];
+    let largest = names
+        .iter()
+        .filter_map(|n| b[format!("{n}_us")].as_f64())
+        .fold(0.0, f64::max);
+    let fields = b.as_object_mut().unwrap();
+    fields.remove("chunked_us");
+    fields.remove("best");
+    fields.insert("best_us".into(), largest.into());
+    b
 }
 
 /// `SynthReport`, which `synth --json` prints, built from a synthesis the library runs
@@ -229,7 +253,7 @@ fn synth_report_matches_the_command_and_keeps_the_old_names() {
     )
     .unwrap();
     let checked = check(&synthesis.schedules[0], &topo).unwrap();
-    let bounds = Bounds::new(&topo, &collective);
+    let bounds = Bounds::chunked(&topo, &collective);
     let report = SynthReport::new(
         &topo,
         &collective,
@@ -335,6 +359,41 @@ fn bench_reports_its_rows_with_the_common_fields() {
             "{row}"
         );
     }
+
+    let scale = run_json(&["bench", "scale", "--filter", "32x32", "--json", "--quiet"]);
+    header(&scale, "bench");
+    assert_eq!(scale["subject"], "scale");
+    let rows = scale["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{scale}");
+    let row = &rows[0];
+    topology_fields(&row["topology"]);
+    collective_fields(&row["collective"]);
+    assert!(row["skipped"].is_null(), "{row}");
+    // Every NPU takes in the other 1,023 chunks once, each by one transfer.
+    assert_eq!(row["transfers"], 1024 * 1023);
+    for field in ["synth_ms", "check_ms", "synth_peak_mib", "peak_mib"] {
+        assert!(f64_at(row, field) > 0.0, "{field}: {row}");
+    }
+    assert!(
+        f64_at(row, "peak_mib") >= f64_at(row, "synth_peak_mib"),
+        "{row}"
+    );
+    // The corner lacks 1,023 chunks of 1 MiB over two links: 512 x (0.5 + 20.97152) us.
+    let (bound, time) = (f64_at(row, "bound_us"), f64_at(row, "time_us"));
+    assert_eq!(row["bound"], "chunked");
+    assert!((bound - 512.0 * 21.47152).abs() < 1e-6, "{row}");
+    assert!(time >= bound && (f64_at(row, "efficiency") - bound / time).abs() < 1e-12);
+    let plot = &scale["plot"];
+    assert_eq!(plot["points"][0]["npus"], 1024);
+    assert_eq!(plot["points"][0]["synth_ms"], row["synth_ms"]);
+    assert!(plot["exponent"].is_null(), "one point fits no line: {plot}");
+    // The C++ figures of ../shared/reference: 16 to 1,024 NPUs, 0.45 ms to 81.8 s.
+    let reference = plot["reference_cpp"].as_array().unwrap();
+    assert_eq!(reference.len(), 5, "{plot}");
+    assert_eq!(reference[4]["npus"], 1024);
+    assert_eq!(f64_at(&reference[4], "synth_ms"), 81_800.0);
+    let exponent = f64_at(plot, "reference_cpp_exponent");
+    assert!((2.5..3.5).contains(&exponent), "{plot}");
 
     let lowering = run_json(&["bench", "lowering", "--filter", "hypercube", "--json"]);
     header(&lowering, "bench");

@@ -26,12 +26,24 @@ fn scratch(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// `tacos synth --xml`, with `extra` arguments: the XML, or the error.
+/// `tacos synth --xml` with one seed (the C API's default, and compile's below), with
+/// `extra` arguments: the XML, or the error.
 fn synth_xml(name: &str, extra: &[&str]) -> Result<String, String> {
     let path = scratch(name);
     let p = path.to_str().unwrap();
     let args = [
-        &["synth", TOPOLOGY, "-c", "allreduce", "-s", SIZE, "--xml", p][..],
+        &[
+            "synth",
+            TOPOLOGY,
+            "-c",
+            "allreduce",
+            "-s",
+            SIZE,
+            "--seeds",
+            "1",
+            "--xml",
+            p,
+        ][..],
         extra,
     ]
     .concat();
@@ -231,4 +243,66 @@ fn concurrent_groups_come_checked_alone_and_together() {
             r.kind == CollectiveKind::AllReduce
         );
     }
+}
+
+#[test]
+fn default_seeds_shrink_as_the_work_grows() {
+    use tacos::collective::CollectiveKind;
+    use tacos::pipeline::{default_seeds, Chunks, Request};
+    use tacos::topology::{parse_spec, SpecDefaults};
+    let request = Request::new(CollectiveKind::AllGather, 1 << 30);
+    let seeds = |spec: &str, chunks| {
+        let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+        default_seeds(&topo, &request, chunks)
+    };
+    // NPUs^2 x K: 4,096 (8 seeds), 32,768 at K = 8 (4), 65,536 (4), 2^18 (2), 576^2 (1).
+    assert_eq!(seeds("mesh:8x8", Chunks::Fixed(1)), 8);
+    assert_eq!(seeds("mesh:8x8", Chunks::Auto), 4);
+    assert_eq!(seeds("mesh:16x16", Chunks::Fixed(1)), 4);
+    assert_eq!(seeds("mesh:16x32", Chunks::Fixed(1)), 2);
+    assert_eq!(seeds("mesh:24x24", Chunks::Fixed(1)), 1);
+    // Over the NPUs taking part, not the topology's.
+    let few = Request {
+        npus: Some((0..8).collect()),
+        ..request.clone()
+    };
+    let topo = parse_spec("mesh:32x32", &SpecDefaults::default()).unwrap();
+    assert_eq!(default_seeds(&topo, &few, Chunks::Auto), 8);
+}
+
+#[test]
+fn synth_keeps_the_fastest_of_its_seeds() {
+    let (ok, out, err) = tacos(&[
+        "synth",
+        "torus:4x4",
+        "-k",
+        "2",
+        "--seeds",
+        "5",
+        "--seed",
+        "10",
+        "--jobs",
+        "1",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let trials = v["chunk_trials"].as_array().unwrap();
+    let seeds: Vec<u64> = trials.iter().map(|t| t["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds, [10, 11, 12, 13, 14]);
+    let fastest = trials
+        .iter()
+        .map(|t| t["simulated_time_us"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    let kept = trials
+        .iter()
+        .find(|t| t["seed"] == v["seed"])
+        .expect("the kept seed is one of those tried");
+    assert_eq!(kept["simulated_time_us"].as_f64().unwrap(), fastest);
+    // Ties go to the earlier seed.
+    let first_fastest = trials
+        .iter()
+        .find(|t| t["simulated_time_us"].as_f64().unwrap() == fastest)
+        .unwrap();
+    assert_eq!(first_fastest["seed"], v["seed"]);
 }

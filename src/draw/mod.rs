@@ -5,6 +5,7 @@
 
 pub mod chart;
 pub mod html;
+pub mod plots;
 pub mod scale;
 pub mod svg;
 pub mod timeline;

@@ -22,7 +22,7 @@
 use super::fabric::Fabric;
 use super::greedy::{match_chunks, ChunkTask, Problem};
 use super::retime::{compact, ready_first};
-use super::{join, SynthOptions};
+use super::SynthOptions;
 use crate::budget::{self, MemoryLimit};
 use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
@@ -100,26 +100,26 @@ pub fn synthesize_concurrent(
         };
         // Phased, and pipelined on the compacted reductions and on the list-scheduled
         // ones (each wins somewhere; list scheduling is for single links, not routes
-        // through switches): independent matchings, run side by side.
-        let (phased, compacted, listed) = std::thread::scope(|s| {
-            let phased = s.spawn(|| {
-                copy(reductions.clone(), &|i, _| {
-                    if halves[i].is_some() {
-                        reduced_by
-                    } else {
-                        0
-                    }
-                })
-            });
-            let listed = fabric.routes.is_none().then(|| {
-                s.spawn(|| {
-                    let mut early = reductions.clone();
-                    ready_first(topo, &mut early)?;
-                    pipelined(early)
-                })
-            });
-            let compacted = pipelined(reductions.clone());
-            (join(phased), compacted, listed.map(join))
+        // through switches): independent matchings, run side by side on the caller's
+        // thread pool (rayon's), so that its size bounds them.
+        let phased = || {
+            copy(reductions.clone(), &|i, _| {
+                if halves[i].is_some() {
+                    reduced_by
+                } else {
+                    0
+                }
+            })
+        };
+        let listed = || {
+            fabric.routes.is_none().then(|| {
+                let mut early = reductions.clone();
+                ready_first(topo, &mut early)?;
+                pipelined(early)
+            })
+        };
+        let (phased, (compacted, listed)) = rayon::join(phased, || {
+            rayon::join(|| pipelined(reductions.clone()), listed)
         });
         let (phased, compacted) = (phased?, compacted?);
         let pipelined = match listed.transpose()? {
@@ -139,17 +139,38 @@ pub fn synthesize_concurrent(
         (reductions, copies, None)
     };
 
+    // The transfers are most of the memory at scale: moved, not copied, where one
+    // collective's chunks were matched alone, and each list sized once otherwise.
     let mut transfers: Vec<Vec<Transfer>> = vec![Vec::new(); collectives.len()];
-    for (joint, list) in [(&reducing, reductions), (&copying, copies)] {
-        for t in list {
-            let (i, chunk) = joint.locate(t.chunk);
-            transfers[i].push(Transfer { chunk, ..t });
+    for (joint, mut list) in [(&reducing, reductions), (&copying, copies)] {
+        match joint.single() {
+            Some(i) if transfers[i].is_empty() => transfers[i] = list,
+            Some(i) => {
+                transfers[i].reserve_exact(list.len());
+                transfers[i].append(&mut list);
+            }
+            None => {
+                let mut counts = vec![0; collectives.len()];
+                for t in &list {
+                    counts[joint.locate(t.chunk).0] += 1;
+                }
+                for (own, count) in transfers.iter_mut().zip(counts) {
+                    own.reserve_exact(count);
+                }
+                for t in list {
+                    let (i, chunk) = joint.locate(t.chunk);
+                    transfers[i].push(Transfer { chunk, ..t });
+                }
+            }
         }
     }
     let schedules = collectives
         .iter()
         .zip(transfers)
-        .map(|(c, ts)| Schedule::new(topo.name(), c.spec().clone(), c.chunk_bytes(), ts))
+        .map(|(c, mut ts)| {
+            order_by_start(&mut ts);
+            Schedule::new(topo.name(), c.spec().clone(), c.chunk_bytes(), ts)
+        })
         .collect();
     Ok(Synthesis {
         schedules,
@@ -264,6 +285,18 @@ fn reduce(
     Ok(reductions)
 }
 
+/// Puts a matching's transfers in the schedule's order, (start, src, dst, chunk), where
+/// they already come by start (a copying phase alone): each run of equal starts is sorted
+/// on its own, and `Schedule::new`'s sort then finds the list in order in one pass instead
+/// of sorting millions of transfers anew. Other lists are left to that sort.
+fn order_by_start(transfers: &mut [Transfer]) {
+    if transfers.windows(2).all(|w| w[0].start_ps <= w[1].start_ps) {
+        for run in transfers.chunk_by_mut(|a, b| a.start_ps == b.start_ps) {
+            run.sort_unstable_by_key(|t| (t.src, t.dst, t.chunk));
+        }
+    }
+}
+
 /// When the last of these transfers ends.
 fn end_of(a: &[Transfer], b: &[Transfer]) -> Picos {
     a.iter().chain(b).map(|t| t.end_ps).max().unwrap_or(0)
@@ -372,6 +405,15 @@ impl<'a> Joint<'a> {
 
     fn is_empty(&self) -> bool {
         self.parts.is_empty()
+    }
+
+    /// The caller's index of the one collective matched, whose joint chunk ids are its
+    /// own; None for several (or none).
+    fn single(&self) -> Option<usize> {
+        match self.parts[..] {
+            [(i, _)] => Some(i),
+            _ => None,
+        }
     }
 
     /// (caller's collective index, its chunk id) of a joint chunk id.

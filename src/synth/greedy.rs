@@ -66,6 +66,13 @@ enum Event {
     Wake(LinkId),
 }
 
+/// Whether every link takes the same time for a chunk of each class (`cost` is per class,
+/// `links` entries each).
+fn uniform_costs(cost: &[Picos], links: usize) -> bool {
+    cost.chunks(links.max(1))
+        .all(|class| class.iter().all(|&c| c == class[0]))
+}
+
 /// Matches `problem` on `fabric` and returns the transfers that carried a useful chunk.
 pub(super) fn match_chunks(
     fabric: &Fabric<'_>,
@@ -93,16 +100,26 @@ struct Matcher<'a> {
     max_cost: Vec<Picos>,
     /// Index into `transfers` of the chunk each link carries, or IDLE.
     busy: Vec<usize>,
+    /// Per link, the chunk it carries and when it arrives (while `busy`): what
+    /// `in_flight_arrival` reads for every candidate chunk, kept beside `busy` rather than
+    /// fetched from the far larger `transfers`.
+    carrying: Vec<(usize, Picos)>,
     /// Per physical link, the first reservation that has not ended yet.
     next_reserved: Vec<usize>,
     /// Per physical link, when a wake-up is already scheduled (NEVER if none).
     wake_at: Vec<Picos>,
-    /// When each NPU got each chunk (`npu * chunks + chunk`), NEVER if it has not.
+    /// When each NPU got each chunk (`npu * chunks + chunk`), NEVER if it has not, for
+    /// `replacement`. Kept only where links differ in cost: where every chunk takes as
+    /// long on every link, a copy that would arrive second is never started
+    /// (`in_flight_arrival`), so nothing is ever replaced, and the table (8 bytes and a
+    /// cache miss per (NPU, chunk) received) is left out.
     held_since: Vec<Picos>,
-    /// Whether each NPU holds each chunk, one bit per (NPU, chunk): the same facts as
-    /// `held_since`, 64 times denser, for the checks made on every pool entry.
+    /// Whether each NPU holds each chunk, one bit per (NPU, chunk), for the checks made
+    /// on every pool entry.
     held: Vec<u64>,
-    /// Whether each NPU must end with each chunk, one bit per (NPU, chunk).
+    /// Whether each NPU must end with each chunk, one bit per (NPU, chunk); empty where
+    /// every NPU wants every chunk (All-Gather, Broadcast), which spares a lookup per
+    /// link a chunk could be offered over.
     wants: Vec<u64>,
     /// Postconditions not yet met.
     unsatisfied: usize,
@@ -115,6 +132,9 @@ struct Matcher<'a> {
     planned: Vec<LinkId>,
     /// Set when some chunk must cross NPUs that do not want it.
     relays: Option<Relays>,
+    /// Link lists emptied after each destination's matching, kept for the next one (a
+    /// matching is made for every destination at every event).
+    spare_links: Vec<Vec<LinkId>>,
     /// Set when some links are much slower than others.
     fast: Option<FastPaths>,
     /// Per link: chunks its source holds that were useful to its destination when offered.
@@ -175,6 +195,8 @@ impl<'a> Matcher<'a> {
             None
         };
         let physical = routes.map_or(links, Routes::physical);
+        let wants_all = problem.chunks.iter().all(|c| c.post.len() == n);
+        let uniform = uniform_costs(&cost, links);
         let mut m = Matcher {
             topo,
             routes,
@@ -185,11 +207,21 @@ impl<'a> Matcher<'a> {
             cost,
             max_cost,
             busy: vec![IDLE; links],
+            carrying: vec![(0, NEVER); links],
+            spare_links: Vec::new(),
             next_reserved: vec![0; physical],
             wake_at: vec![NEVER; physical],
-            held_since: vec![NEVER; n * chunks],
+            held_since: if uniform {
+                Vec::new()
+            } else {
+                vec![NEVER; n * chunks]
+            },
             held: vec![0; (n * chunks).div_ceil(64)],
-            wants: vec![0; (n * chunks).div_ceil(64)],
+            wants: if wants_all {
+                Vec::new()
+            } else {
+                vec![0; (n * chunks).div_ceil(64)]
+            },
             unsatisfied: 0,
             missing: vec![0; if routes.is_some() { n } else { 0 }],
             plan_up: vec![UNPLANNED; if routes.is_some() { physical } else { 0 }],
@@ -208,7 +240,9 @@ impl<'a> Matcher<'a> {
         for (c, chunk) in problem.chunks.iter().enumerate() {
             for &npu in chunk.post {
                 let i = npu * chunks + c;
-                m.wants[i / 64] |= 1 << (i % 64);
+                if let Some(word) = m.wants.get_mut(i / 64) {
+                    *word |= 1 << (i % 64);
+                }
                 m.unsatisfied += 1;
                 if let Some(missing) = m.missing.get_mut(npu) {
                     *missing += 1;
@@ -224,6 +258,11 @@ impl<'a> Matcher<'a> {
                 m.events.push(Reverse((chunk.release, Event::Release(c))));
             }
         }
+        // Every postcondition not met at the start takes a transfer, and few take more
+        // (relays, replaced copies): reserved at once, the list does not double past its
+        // need (the transfers are most of what a large matching holds).
+        m.transfers.reserve_exact(m.unsatisfied);
+        m.dropped.reserve_exact(m.unsatisfied);
         Ok(m)
     }
 
@@ -262,12 +301,11 @@ impl<'a> Matcher<'a> {
         if self.unsatisfied > 0 {
             return Err(self.stuck());
         }
-        let mut kept: Vec<Transfer> = std::mem::take(&mut self.transfers)
-            .into_iter()
-            .zip(&self.dropped)
-            .filter(|&(_, &dropped)| !dropped)
-            .map(|(t, _)| t)
-            .collect();
+        // In place: the transfers are most of the memory a large matching holds.
+        let mut kept = std::mem::take(&mut self.transfers);
+        let mut dropped = self.dropped.iter();
+        kept.retain(|_| !dropped.next().copied().unwrap_or(false));
+        kept.shrink_to_fit();
         if self.relays.is_some() {
             self.prune_dead_ends(&mut kept);
         }
@@ -280,6 +318,9 @@ impl<'a> Matcher<'a> {
     }
 
     fn wants(&self, npu: NpuId, chunk: usize) -> bool {
+        if self.wants.is_empty() {
+            return true;
+        }
         let i = npu * self.chunks + chunk;
         self.wants[i / 64] & (1 << (i % 64)) != 0
     }
@@ -324,7 +365,9 @@ impl<'a> Matcher<'a> {
             return;
         }
         let i = npu * self.chunks + chunk;
-        self.held_since[i] = now;
+        if let Some(since) = self.held_since.get_mut(i) {
+            *since = now;
+        }
         self.held[i / 64] |= 1 << (i % 64);
         if self.wants(npu, chunk) {
             self.unsatisfied -= 1;
@@ -372,8 +415,8 @@ impl<'a> Matcher<'a> {
             .in_links(npu)
             .iter()
             .filter_map(|&l| {
-                let t = self.transfers.get(self.busy[l])?;
-                (t.chunk == chunk).then_some(t.end_ps)
+                let (c, end) = self.carrying[l];
+                (self.busy[l] != IDLE && c == chunk).then_some(end)
             })
             .min()
             .unwrap_or(NEVER)
@@ -408,7 +451,10 @@ impl<'a> Matcher<'a> {
                 }
             }
         }
-        debug_assert!(self.held_since[src * self.chunks + chunk] <= self.transfers[idx].start_ps);
+        debug_assert!(self
+            .held_since
+            .get(src * self.chunks + chunk)
+            .map_or(true, |&since| since <= self.transfers[idx].start_ps));
         self.receive(dst, chunk, now);
     }
 
@@ -419,6 +465,11 @@ impl<'a> Matcher<'a> {
         started: Picos,
         now: Picos,
     ) -> Option<usize> {
+        if self.held_since.is_empty() {
+            // Equal costs: no second copy is ever started (see `held_since`); dropping
+            // one is always sound.
+            return None;
+        }
         let (src, dst) = (self.topo.link(link).src, self.topo.link(link).dst);
         let mut pool = std::mem::take(&mut self.pools[link]);
         pool.retain(|&c| self.useful(dst, c as usize));
@@ -501,7 +552,9 @@ impl<'a> Matcher<'a> {
         let mut ports: Vec<usize> = vec![0];
         for &d in receivers {
             let first = edges.len();
-            for c in self.free_into(d, now) {
+            let mut free = Vec::new();
+            self.free_into(d, now, &mut free);
+            for c in free {
                 let route = routes.links(c);
                 if route.len() < 2 || !self.has_useful(c) {
                     continue;
@@ -524,20 +577,20 @@ impl<'a> Matcher<'a> {
         }
     }
 
-    /// The links into `dst` that can start a chunk at `now` (and that the event's plan
-    /// leaves free). Through switches, a port that is busy rules out every channel coming
-    /// in by it at once, and the links come grouped by port.
-    fn free_into(&mut self, dst: NpuId, now: Picos) -> Vec<LinkId> {
+    /// Fills `free` with the links into `dst` that can start a chunk at `now` (and that
+    /// the event's plan leaves free). Through switches, a port that is busy rules out every
+    /// channel coming in by it at once, and the links come grouped by port.
+    fn free_into(&mut self, dst: NpuId, now: Picos, free: &mut Vec<LinkId>) {
+        free.clear();
+        let topo = self.topo;
         let Some(routes) = self.routes else {
-            return self
-                .topo
-                .in_links(dst)
-                .iter()
-                .copied()
-                .filter(|&l| self.available(l, now))
-                .collect();
+            for &l in topo.in_links(dst) {
+                if self.available(l, now) {
+                    free.push(l);
+                }
+            }
+            return;
         };
-        let mut free = Vec::new();
         let into = routes.into(dst);
         let mut i = 0;
         while i < into.len() {
@@ -551,7 +604,6 @@ impl<'a> Matcher<'a> {
             }
             i += 1;
         }
-        free
     }
 
     /// Whether channel `link`'s pool has a chunk still useful to its destination (stale
@@ -638,8 +690,14 @@ impl<'a> Matcher<'a> {
     /// source holds it (ties broken at random), until every free link is busy or nothing
     /// is left.
     fn match_destination(&mut self, dst: NpuId, now: Picos) -> Result<()> {
-        let mut free = self.free_into(dst, now);
-        let mut sampling = free.clone();
+        let mut free = self.spare_links.pop().unwrap_or_default();
+        self.free_into(dst, now, &mut free);
+        if free.is_empty() {
+            self.spare_links.push(free);
+            return Ok(());
+        }
+        let mut sampling = self.spare_links.pop().unwrap_or_default();
+        sampling.clone_from(&free);
         // Through switches, the links the event's plan gave `dst` are drawn from first.
         let mut planned: Vec<LinkId> = free
             .iter()
@@ -710,6 +768,8 @@ impl<'a> Matcher<'a> {
                 sampling.retain(|&l| l != best);
             }
         }
+        self.spare_links.push(free);
+        self.spare_links.push(sampling);
         Ok(())
     }
 
@@ -792,6 +852,7 @@ impl<'a> Matcher<'a> {
             f.reach(l.dst, chunk, end);
         }
         self.busy[link] = self.transfers.len();
+        self.carrying[link] = (chunk, end);
         if let Some(routes) = self.routes {
             for &p in routes.links(link) {
                 self.link_busy[p as usize] = true;

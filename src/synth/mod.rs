@@ -44,10 +44,3 @@ pub fn synthesize(
     let mut synthesis = synthesize_concurrent(topo, std::slice::from_ref(collective), options)?;
     Ok(synthesis.schedules.remove(0))
 }
-
-/// The result of a scoped thread; a panic there is a bug, passed on as one.
-fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    handle
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-}

@@ -35,6 +35,9 @@ pub enum BenchSubject {
     Fabric,
     /// Pricing NCCL's own choices with the executor cost model (30 sizes per cluster)
     Cost,
+    /// Synthesis at scale (meshes of 1K to 40K NPUs, a 16K-GPU cluster): time, peak memory,
+    /// quality, and how the time grows with the NPUs
+    Scale,
 }
 
 #[derive(Debug, Args)]
@@ -45,7 +48,8 @@ pub struct BenchArgs {
     /// Only the cases whose topology contains this text (e.g. torus, 32x32)
     #[arg(long)]
     pub filter: Option<String>,
-    /// Leave out the largest cases (32x32 mesh, 24x24 mesh)
+    /// Leave out the largest cases (synth: the 32x32 and 24x24 meshes; scale: all but the
+    /// 32x32 and 64x64 meshes)
     #[arg(long)]
     pub quick: bool,
     /// Seed for the synthesizer
@@ -63,6 +67,14 @@ pub struct BenchArgs {
     /// No progress display
     #[arg(long)]
     pub quiet: bool,
+    /// scale: write the log-log plot of synthesis time against NPUs (with the C++
+    /// reference's) as SVG to this file
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
+    /// scale: measure this one case here and print its row as JSON (how each case runs in
+    /// a process of its own)
+    #[arg(long, hide = true, value_name = "SPEC")]
+    pub case: Option<String>,
 }
 
 /// (topology spec, chunks per NPU, synthesis time of the public C++ TACOS on this machine
@@ -84,6 +96,19 @@ const CASES: &[(&str, usize, Option<f64>)] = &[
 
 const SIZE: u64 = 1 << 30;
 
+/// (NPUs, synthesis time in ms) of the public C++ TACOS on the 2D meshes of `CASES`.
+pub(super) fn reference_mesh_ms() -> Vec<(usize, f64)> {
+    CASES
+        .iter()
+        .filter_map(|&(spec, k, ms)| {
+            let sides = spec.strip_prefix("mesh:")?;
+            let (a, b) = sides.split_once('x')?;
+            let npus = a.parse::<usize>().ok()? * b.parse::<usize>().ok()?;
+            (k == 1).then_some((npus, ms?))
+        })
+        .collect()
+}
+
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.subject {
         BenchSubject::Tuner => return super::bench_tuner::run(&args),
@@ -98,6 +123,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchSubject::Compile => return super::bench_compile::run(&args, &bar),
         BenchSubject::Fabric => return super::bench_fabric::run(&args, &bar),
         BenchSubject::Cost => return super::bench_cost::run(&args, &bar),
+        BenchSubject::Scale => return super::bench_scale::run(&args, &bar),
         _ => {}
     }
     let mut rows = Vec::new();
@@ -125,7 +151,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok(synthesize(&topo, &collective, &options)?)
         })?;
         let time_ps = schedule.collective_time_ps();
-        let bounds = Bounds::new(&topo, &collective);
+        let bounds = Bounds::chunked(&topo, &collective);
         let bound_ps = bounds.best_ps();
         let synth_ms = best.as_secs_f64() * 1e3;
         let efficiency = bounds.efficiency(time_ps);

@@ -76,7 +76,7 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
             let Some((time_ps, elapsed_ms, collective)) = best else {
                 continue;
             };
-            let bounds = Bounds::new(&topo, &collective);
+            let bounds = Bounds::chunked(&topo, &collective);
             let ring_ps = Baseline::Ring
                 .schedule(&topo, collective.spec())
                 .and_then(|s| simulate_schedule(&topo, &s))

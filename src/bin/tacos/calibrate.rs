@@ -9,7 +9,9 @@ use std::time::Instant;
 use tacos::collective::CollectiveKind;
 use tacos::cost::fit::{self, Table};
 use tacos::cost::nccltests::{self, Measured, ReadOptions};
+use tacos::cost::program::domain_size;
 use tacos::cost::{ExecModel, NcclPricer};
+use tacos::draw::plots::calibration_svg;
 use tacos::error::echo;
 use tacos::fsio::write_atomic;
 use tacos::report::{
@@ -54,6 +56,9 @@ pub struct CalibrateArgs {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+    /// Write measured and predicted busbw against size as an SVG chart to this file
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 fn nccl_algo(s: &str) -> Result<Algorithm, String> {
@@ -82,15 +87,6 @@ fn arch_named(name: &str) -> Option<GpuArch> {
         Some(GpuArch::Volta)
     } else {
         None
-    }
-}
-
-/// NPUs of one NVLink domain (a node): the first dimension of a cluster of several, else
-/// every NPU.
-fn domain_size(topo: &Topology) -> usize {
-    match topo.dimensions() {
-        Some(dims) if dims.len() > 1 => dims[0],
-        _ => topo.alive_npus().len(),
     }
 }
 
@@ -252,6 +248,9 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         written: args.out.as_ref().map(|p| p.display().to_string()),
         elapsed_ms,
     };
+    if let Some(plot) = &args.plot {
+        write_atomic(plot, calibration_svg(&report).as_bytes())?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

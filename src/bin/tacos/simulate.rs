@@ -209,7 +209,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     };
     let collective = Collective::new(&topo, spec)?;
     let report = SimReport::new(&topo, collective.spec(), &result);
-    let bounds = Bounds::new(&topo, &collective);
+    // A schedule file moves one chunk per transfer, at its own K: with one message per
+    // link at a time, the latency-aware bound holds for it too.
+    let bounds = if args.algorithm.schedule.is_some() && args.sharing == Sharing::Serial {
+        Bounds::chunked(&topo, &collective)
+    } else {
+        Bounds::new(&topo, &collective)
+    };
     let timing = Timing::new(collective.spec(), report.time_ps, &bounds);
     if args.json {
         let collective_info = CollectiveInfo {

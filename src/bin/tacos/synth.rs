@@ -38,9 +38,17 @@ pub struct SynthArgs {
     /// Root NPU of a rooted collective (default: the first NPU taking part)
     #[arg(long)]
     pub root: Option<usize>,
-    /// Seed for the synthesizer's random choices
+    /// Seed for the synthesizer's random choices (the first of --seeds)
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Seeds tried, from --seed on, side by side; the fastest schedule (program with
+    /// --xml) is kept. Default: 8 on small problems down to 1 on large ones (NPUs^2 x K
+    /// past 2^18), so that the search stays within about a tenth of a second
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub seeds: Option<usize>,
+    /// Worker threads for the search and the synthesis (0: one per core)
+    #[arg(long, default_value_t = 0)]
+    pub jobs: usize,
     /// Write the schedule (every transfer) as JSON to this file
     #[arg(short, long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -76,6 +84,16 @@ fn chunks_per_npu(s: &str) -> Result<Chunks, String> {
 }
 
 pub fn run(args: SynthArgs) -> anyhow::Result<()> {
+    // Every thread the command starts is one of the pool's.
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs)
+        .thread_name(|i| format!("tacos-synth-{i}"))
+        .build()
+        .context("cannot start worker threads")?
+        .install(|| run_on_pool(args))
+}
+
+fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     let topo = args.topology.topology()?;
     if args.npus.len() > 1 {
         if args.msccl.xml.is_some() {
@@ -89,9 +107,15 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         ..Request::new(args.collective, args.size)
     };
     let lowering = args.msccl.options()?;
+    let chunks = args.chunks();
+    let seeds = args
+        .seeds
+        .unwrap_or_else(|| pipeline::default_seeds(&topo, &request, chunks));
     let options = pipeline::Options {
-        chunks: args.chunks(),
-        seeds: vec![args.seed],
+        chunks,
+        seeds: (0..seeds as u64)
+            .map(|i| args.seed.wrapping_add(i))
+            .collect(),
         lowering: lowering.clone().unwrap_or_default(),
         ..pipeline::Options::default()
     };
@@ -109,7 +133,8 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
     };
     let synth_ms = started.elapsed().as_secs_f64() * 1e3;
     drop(spinner);
-    let trials = matches!(options.chunks, Chunks::Auto).then_some(trials);
+    let trials = (matches!(options.chunks, Chunks::Auto) || seeds > 1).then_some(trials);
+    let seed = checked.seed().unwrap_or(args.seed);
     let schedule = checked.schedule();
     let collective = Collective::new(&topo, schedule.collective.clone())?;
     let k = collective.spec().chunks_per_npu;
@@ -125,7 +150,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         None => None,
     };
     let time_ps = report.collective_time_ps;
-    let bounds = Bounds::new(&topo, &collective);
+    let bounds = Bounds::chunked(&topo, &collective);
     let efficiency = bounds.efficiency(time_ps);
     let npus = collective.npus().len();
     let all_reduce = checked.all_reduce();
@@ -134,7 +159,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
             time_ps,
             elapsed_ms: synth_ms,
             transfers: report.transfers,
-            seed: args.seed,
+            seed,
             schedule_file: args.out.as_ref().map(|p| p.display().to_string()),
             xml_file: xml.as_ref().map(|(_, p)| p.display().to_string()),
             program_time_ps: verified.as_ref().map(|v| v.time_ps()),
@@ -173,22 +198,46 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(trials) = &trials {
-        let tried: Vec<String> = trials
+        // Per K, the best simulated time over the seeds.
+        let mut best: Vec<(usize, u64)> = Vec::new();
+        for t in trials {
+            let Some(ps) = t.simulated_ps else { continue };
+            match best.iter_mut().find(|(k, _)| *k == t.chunks_per_npu) {
+                Some(entry) => entry.1 = entry.1.min(ps),
+                None => best.push((t.chunks_per_npu, ps)),
+            }
+        }
+        let tried: Vec<String> = best
             .iter()
-            .filter_map(|t| {
-                let us = ps_to_us(t.simulated_ps?);
-                Some(format!("K={} {us:.3} us", t.chunks_per_npu))
-            })
+            .map(|&(k, ps)| format!("K={k} {:.3} us", ps_to_us(ps)))
             .collect();
         let what = if xml.is_some() {
             "programs"
         } else {
             "schedules"
         };
-        println!(
-            "chunks per NPU       auto, simulated {what}: {}",
-            tried.join(", ")
-        );
+        match options.chunks {
+            Chunks::Auto => {
+                let of_seeds = if seeds > 1 {
+                    format!(" (each the best of {seeds} seeds)")
+                } else {
+                    String::new()
+                };
+                println!(
+                    "chunks per NPU       auto, simulated {what}{of_seeds}: {}",
+                    tried.join(", ")
+                );
+            }
+            Chunks::Fixed(_) => {
+                let times = trials.iter().filter_map(|t| t.simulated_ps);
+                let worst = times.max().unwrap_or(0);
+                println!(
+                    "seeds                {seeds} tried, simulated {what}: {} (the worst {:.3} us)",
+                    tried.join(", "),
+                    ps_to_us(worst)
+                );
+            }
+        }
         let passed_over: Vec<String> = trials
             .iter()
             .filter(|t| t.refused.is_some())
@@ -221,7 +270,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
         bounds.best_name(),
         efficiency
     );
-    println!("synthesis time       {synth_ms:.2} ms (seed {})", args.seed);
+    println!("synthesis time       {synth_ms:.2} ms (seed {seed} kept of {seeds} tried)");
     println!(
         "transfers            {} (checked: correct and contention-free)",
         report.transfers
