@@ -11,6 +11,7 @@ use super::{
 };
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind};
+use crate::cost::nccl::nccl_tuning;
 use crate::cost::NcclPricer;
 use crate::error::{Error, Result};
 use crate::msccl::{Proto, Target};
@@ -20,6 +21,7 @@ use crate::tuner::{Algorithm, Protocol, TUNED};
 use crate::units::{algbw_gbps, format_size, ps_to_us, Picos};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// What `compile` is doing, for a progress display.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -504,10 +506,20 @@ fn against_nccl(
     let mut pricers: Vec<(CollectiveKind, NcclPricer)> = Vec::new();
     // NCCL's own algorithms exist for the collectives it tunes; All-to-All and the others
     // it runs as point-to-point sends, which the model does not price: no competition.
-    for &kind in options.collectives.iter().filter(|k| TUNED.contains(k)) {
-        let model = executor.model.clone();
-        let pricer = NcclPricer::new(topo, kind, executor.domain_size, executor.gpu, model)?;
-        pricers.push((kind, pricer));
+    let tuned: Vec<CollectiveKind> = options
+        .collectives
+        .iter()
+        .copied()
+        .filter(|k| TUNED.contains(k))
+        .collect();
+    if !tuned.is_empty() {
+        let tuning = Arc::new(nccl_tuning(topo, executor.domain_size, executor.gpu)?);
+        for kind in tuned {
+            let model = executor.model.clone();
+            let domain = executor.domain_size;
+            let pricer = NcclPricer::with_tuning(topo, kind, domain, model, tuning.clone())?;
+            pricers.push((kind, pricer));
+        }
     }
     let mut kept = Vec::new();
     let mut left = Vec::new();

@@ -26,6 +26,7 @@ use crate::tuner::profile::{network_links, Profiler, Shape};
 use crate::tuner::{Algorithm, Communicator, GpuArch, Network, Protocol, Tuner};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One of NCCL's algorithms with a protocol, priced.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -118,8 +119,9 @@ pub struct NcclPricer {
     kind: CollectiveKind,
     model: ExecModel,
     shapes: NcclShapes,
-    /// NCCL's own ranking, per size band.
-    tuner: Tuner,
+    /// NCCL's own ranking, per collective and size band (shared by the pricers of one
+    /// topology).
+    tuner: Arc<Tuner>,
 }
 
 impl NcclPricer {
@@ -132,22 +134,21 @@ impl NcclPricer {
         gpu: GpuArch,
         model: ExecModel,
     ) -> Result<NcclPricer> {
+        let tuner = Arc::new(nccl_tuning(topo, domain_size, gpu)?);
+        NcclPricer::with_tuning(topo, kind, domain_size, model, tuner)
+    }
+
+    /// A pricer for `kind` that reads NCCL's choices from `tuner` (made by
+    /// [`nccl_tuning`] for the same topology), so the pricers of several collectives share
+    /// one.
+    pub fn with_tuning(
+        topo: &Topology,
+        kind: CollectiveKind,
+        domain_size: usize,
+        model: ExecModel,
+        tuner: Arc<Tuner>,
+    ) -> Result<NcclPricer> {
         let shapes = NcclShapes::new(topo, kind, domain_size, model.channels)?;
-        let ranks = topo.alive_npus().len();
-        let domain_size = domain_size.clamp(1, ranks.max(1));
-        let comm = Communicator {
-            ranks,
-            nodes: ranks.div_ceil(domain_size),
-            constants: None,
-        };
-        let tuner = Tuner::new(
-            Network::Simulated(topo),
-            topo.name(),
-            domain_size,
-            Vec::new(),
-            &comm,
-            gpu,
-        )?;
         Ok(NcclPricer {
             kind,
             model,
@@ -203,6 +204,26 @@ impl NcclPricer {
             nccl_choice: (algorithm, protocol) == (picked_algorithm, picked_protocol),
         })
     }
+}
+
+/// NCCL's own ranking of its algorithms on `topo` (the tuner plugin's model with NCCL's
+/// default constants), for [`NcclPricer::with_tuning`].
+pub fn nccl_tuning(topo: &Topology, domain_size: usize, gpu: GpuArch) -> Result<Tuner> {
+    let ranks = topo.alive_npus().len();
+    let domain_size = domain_size.clamp(1, ranks.max(1));
+    let comm = Communicator {
+        ranks,
+        nodes: ranks.div_ceil(domain_size),
+        constants: None,
+    };
+    Tuner::new(
+        Network::Simulated(topo),
+        topo.name(),
+        domain_size,
+        Vec::new(),
+        &comm,
+        gpu,
+    )
 }
 
 /// The most NPUs of one NVLink domain with a link into the network (their NICs).

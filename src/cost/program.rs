@@ -140,8 +140,9 @@ impl Executor {
 }
 
 impl Executor {
-    /// Copies of `program` (instances, at most 8) that would let the threadblocks on its
-    /// busiest link move data as fast as the link: 1 where they already can.
+    /// Copies of `program` (instances: a power of two, at most 8) that would let the
+    /// threadblocks on its busiest link move data as fast as the link: 1 where they
+    /// already can.
     pub fn instances_to_fill(
         &self,
         topo: &Topology,
@@ -167,7 +168,11 @@ impl Executor {
                 (l.bandwidth_gbps * efficiency / (tbs as f64 * channel)).ceil()
             })
             .fold(1.0, f64::max);
-        (needed as usize).clamp(1, MAX_INSTANCES)
+        // A power of two: the executor runs a program only for element counts its chunks
+        // divide, and frameworks' counts are mostly powers of two.
+        (needed as usize)
+            .clamp(1, MAX_INSTANCES)
+            .next_power_of_two()
     }
 }
 
@@ -186,11 +191,14 @@ pub fn preset_gpu(name: &str) -> Option<GpuArch> {
     }
 }
 
-/// NPUs per NVLink domain: a preset's node (its first dimension), else every NPU.
+/// NPUs per NVLink domain: a node (the first dimension) of a preset or of a switched
+/// cluster built from dimensions (the plugins' clusters), else every NPU (a mesh or torus
+/// of links is one domain).
 pub fn domain_size(topo: &Topology) -> usize {
     let all = topo.npus().max(1);
+    let clustered = topo.name().starts_with("preset:") || topo.has_switches();
     match topo.dimensions() {
-        Some(dims) if topo.name().starts_with("preset:") => dims.first().copied().unwrap_or(all),
+        Some(dims) if clustered && dims.len() > 1 => dims[0].clamp(1, all),
         _ => all,
     }
 }

@@ -33,7 +33,9 @@
 use super::cache::{installed, intact, open_cached, CacheState, CachedSet};
 use super::{discover, Config, Log};
 use crate::collective::CollectiveKind;
-use crate::compile::CompileOptions;
+use crate::compile::{CompileOptions, CostOptions};
+use crate::cost::program::domain_size;
+use crate::cost::{ExecModel, Executor};
 use crate::error::echo;
 use crate::topology::nccl_xml::{self, NcclImportOptions};
 use crate::topology::Topology;
@@ -152,7 +154,7 @@ impl Scheduler {
         if let (Some(Some(served)), Some(config)) =
             (self.sets.insert(ranks, None), self.config.clone())
         {
-            let options = compile_options(&config);
+            let options = compile_options(&config, &served.topo, &*self.log);
             self.start_background(config, ranks, served.topo, options);
         }
         None
@@ -216,7 +218,7 @@ impl Scheduler {
                 return None;
             }
         };
-        let options = compile_options(&config);
+        let options = compile_options(&config, &topo, log);
         match installed(&config.cache_dir, &topo, &options, &self.found) {
             Ok(set) => {
                 for (file, why) in &set.refused {
@@ -292,10 +294,29 @@ impl Scheduler {
     }
 }
 
-/// What the scheduler compiles: the fast preset, for the settings' target.
-fn compile_options(config: &Config) -> CompileOptions {
+/// What the scheduler compiles for `topo`: the fast preset, for the settings' target,
+/// priced by the executor cost model (`TACOS_PROFILE`, else the settings' GPU
+/// generation's built-in profile). NCCL's own algorithms do not compete yet: every band
+/// gets a program, as before the model.
+fn compile_options(config: &Config, topo: &Topology, log: &dyn Log) -> CompileOptions {
+    let executor = Executor::for_topology(topo, Some(config.gpu()), None).unwrap_or_else(|e| {
+        log.warn(&format!(
+            "{e}; pricing with the built-in {} profile",
+            config.gpu()
+        ));
+        Executor {
+            model: ExecModel::builtin(config.gpu()),
+            domain_size: domain_size(topo),
+            gpu: config.gpu(),
+        }
+    });
     CompileOptions {
         target: config.target.clone(),
+        cost: Some(CostOptions {
+            model: executor.model,
+            domain_size: executor.domain_size,
+            nccl_margin: None,
+        }),
         ..CompileOptions::fast()
     }
 }
@@ -312,7 +333,12 @@ pub fn fill_cache(
     let topo = topology(config, ranks, log)?.ok_or_else(|| {
         format!("the settings give no cluster of {ranks} GPUs (see the warnings)")
     })?;
-    let set = open_cached(&config.cache_dir, &topo, &compile_options(config), log)?;
+    let set = open_cached(
+        &config.cache_dir,
+        &topo,
+        &compile_options(config, &topo, log),
+        log,
+    )?;
     Ok(set
         .algorithms
         .parent()
@@ -538,7 +564,8 @@ mod tests {
         assert!(first.wait(4, Duration::from_secs(600)), "{:?}", log.all());
         let topo = topology(&config, 4, &Recorded::default()).unwrap().unwrap();
         let now = CacheState::read(&config.cache_dir);
-        assert!(installed(&config.cache_dir, &topo, &compile_options(&config), &now).is_ok());
+        let options = compile_options(&config, &topo, &Recorded::default());
+        assert!(installed(&config.cache_dir, &topo, &options, &now).is_ok());
         // ...but never this process, which decided at its first call.
         for _ in 0..3 {
             assert_eq!(first.select(&ALLREDUCE_4), None);
