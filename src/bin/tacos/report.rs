@@ -391,14 +391,38 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
     // busbw of a band at another time for the same size: algbw scales inversely.
     let busbw =
         |b: &tacos::compile::BandPrediction, us: f64| b.algbw_gbps * b.time_us / us * factor;
+    let at = |bytes: u64, us: f64| (bytes as f64, bytes as f64 / (us * 1e3) * factor);
     let bands = || entries.iter().flat_map(|e| e.bands.iter());
+    // Bands left to NCCL, of the same placement as the entries drawn.
+    let placement = !out_of_place;
+    let left: Vec<_> = manifest
+        .left_to_nccl
+        .iter()
+        .filter(|l| l.collective == kind && l.in_place == placement)
+        .collect();
+    // What the set serves: its program per band, NCCL's own choice where it left a band.
+    let mut served: Vec<(f64, f64)> = bands()
+        .map(|b| (b.size_bytes as f64, busbw(b, b.time_us)))
+        .chain(left.iter().map(|l| at(l.min_bytes, l.nccl.time_us)))
+        .collect();
+    served.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut series = vec![Series {
         name: "served".into(),
-        points: bands()
-            .map(|b| (b.size_bytes as f64, busbw(b, b.time_us)))
-            .collect(),
+        points: served,
         dashed: false,
     }];
+    let mut nccl: Vec<(f64, f64)> = bands()
+        .filter_map(|b| Some(at(b.size_bytes, b.nccl.as_ref()?.time_us)))
+        .chain(left.iter().map(|l| at(l.min_bytes, l.nccl.time_us)))
+        .collect();
+    nccl.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if !nccl.is_empty() {
+        series.push(Series {
+            name: "NCCL's choice".into(),
+            points: nccl,
+            dashed: false,
+        });
+    }
     let baseline: Vec<(f64, f64)> = bands()
         .filter_map(|b| Some((b.size_bytes as f64, busbw(b, b.best_baseline_us?))))
         .collect();
@@ -409,8 +433,6 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
             dashed: false,
         });
     }
-    // NCCL's own choice per band (and the bands left to NCCL) join here as a series once
-    // the manifest records them.
     series.push(Series {
         name: "bound".into(),
         points: bands()
@@ -418,7 +440,7 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
             .collect(),
         dashed: true,
     });
-    let labelled = entries.len() <= 12;
+    let labelled = entries.len() + left.len() <= 12;
     LineChart {
         title: format!("{kind}: predicted bus bandwidth"),
         x_label: "size".into(),
@@ -435,6 +457,13 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
                     false => String::new(),
                 },
             })
+            .chain(left.iter().map(|l| VLine {
+                x: l.min_bytes as f64,
+                label: match labelled {
+                    true => "NCCL".into(),
+                    false => String::new(),
+                },
+            }))
             .collect(),
         ..LineChart::default()
     }
