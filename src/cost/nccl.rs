@@ -23,7 +23,9 @@ use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::topology::Topology;
 use crate::tuner::profile::{network_links, Profiler, Shape};
-use crate::tuner::{Algorithm, Communicator, GpuArch, Network, Protocol, Tuner};
+use crate::tuner::{
+    fabric_shape, Algorithm, Cluster, Communicator, GpuArch, Network, Protocol, Tuner,
+};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -57,22 +59,43 @@ impl NcclShapes {
         domain_size: usize,
         channels: u32,
     ) -> Result<NcclShapes> {
-        if !crate::tuner::TUNED.contains(&kind) {
-            return Err(Error::Baseline(format!(
-                "NCCL has no built-in {kind}; it runs broadcast, reduce, allgather, reducescatter and allreduce"
-            )));
-        }
         let ranks = topo.alive_npus().len();
         let domain_size = domain_size.clamp(1, ranks.max(1));
+        check_tuned(kind)?;
         let profiler = Profiler::on_fabric(topo, domain_size)?;
+        let nics = nics_per_domain(topo, domain_size);
+        NcclShapes::build(kind, channels, nics, |a| profiler.shape(kind, a))
+    }
+
+    /// The shapes of `kind` on `cluster` by formula (`tuner::fabric_shape`), without
+    /// building its topology: for communicators too large to simulate. Every GPU of a node
+    /// has its NIC.
+    pub fn for_cluster(
+        cluster: &Cluster,
+        kind: CollectiveKind,
+        channels: u32,
+    ) -> Result<NcclShapes> {
+        check_tuned(kind)?;
+        let nics = if cluster.domains > 1 { cluster.size } else { 0 };
+        NcclShapes::build(kind, channels, nics, |a| fabric_shape(cluster, kind, a))
+    }
+
+    /// Ring, and Tree for All-Reduce, from `shape_of`, NCCL's channels spread over `nics`
+    /// NICs per node.
+    fn build(
+        kind: CollectiveKind,
+        channels: u32,
+        nics: usize,
+        shape_of: impl Fn(Algorithm) -> Result<Shape>,
+    ) -> Result<NcclShapes> {
         let mut algorithms = vec![Algorithm::Ring];
         if kind == CollectiveKind::AllReduce {
             algorithms.push(Algorithm::Tree);
         }
-        let nics = nics_per_domain(topo, domain_size).min(channels as usize) as f64;
+        let nics = nics.min(channels as usize) as f64;
         let mut shapes = Vec::new();
         for algorithm in algorithms {
-            let mut shape = profiler.shape(kind, algorithm)?;
+            let mut shape = shape_of(algorithm)?;
             // Our baselines leave a node over one or two NICs; NCCL's rings and trees (one
             // per channel) leave it over different NICs, so the network's share of the
             // busiest link spreads over as many as the channels reach.
@@ -112,6 +135,16 @@ impl NcclShapes {
             bytes as f64,
         ))
     }
+}
+
+/// NCCL runs its own algorithms only for the collectives it tunes.
+fn check_tuned(kind: CollectiveKind) -> Result<()> {
+    if crate::tuner::TUNED.contains(&kind) {
+        return Ok(());
+    }
+    Err(Error::Baseline(format!(
+        "NCCL has no built-in {kind}; it runs broadcast, reduce, allgather, reducescatter and allreduce"
+    )))
 }
 
 /// NCCL's algorithms for one collective on one topology, ready to price at any size.

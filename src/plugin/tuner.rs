@@ -7,14 +7,13 @@ use super::{plan, Config, Layout, Log, NvlDomains};
 use crate::collective::CollectiveKind;
 use crate::cost::{ExecModel, NcclShapes};
 use crate::error::{echo, Error, Result};
-use crate::topology::Topology;
 use crate::tuner::{
     check_ranks, Choice, Cluster, Communicator, GpuArch, NcclConstants, Network, Protocol, Tuner,
     TUNED,
 };
 use std::time::Instant;
 
-/// The most ranks the tuner simulates NCCL's algorithms for (tens of ms of init; time
+/// The most ranks the tuner simulates NCCL's algorithms for (up to 0.6 s of init; time
 /// and memory grow with the square of the ranks). Larger communicators are priced by
 /// formulas when their topology is a cluster of identical nodes, else left to NCCL.
 pub const SIMULATED_RANKS_MAX: usize = 64;
@@ -24,10 +23,10 @@ pub const FORMULA_RANKS_MAX: usize = 1 << 17;
 
 /// The model's decisions for a communicator of `comm` on the cluster `config` names
 /// ([`plan`]); the tuner's warnings start with what discovery had to assume. Up to
-/// [`SIMULATED_RANKS_MAX`] ranks by simulation; beyond, up to [`FORMULA_RANKS_MAX`], by
-/// formulas on clusters of identical nodes (which the simulation agrees with from four
-/// nodes on); otherwise an error, so the plugin leaves NCCL its choices. Nothing is built
-/// or read before its size is known to fit.
+/// [`FORMULA_RANKS_MAX`] ranks by formulas on clusters of identical nodes where they give
+/// the simulation's choices ([`formulas_agree`]); other topologies up to [`SIMULATED_RANKS_MAX`] ranks by simulation; otherwise an error, so
+/// the plugin leaves NCCL its choices. Either way NCCL's algorithms are then ranked by
+/// the executor cost model. Nothing is built or read before its size is known to fit.
 pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) -> Result<Tuner> {
     let found = plan(config, comm.ranks, comm.nodes, nvl)?;
     let (gpu, domain) = (config.gpu(), found.domain_size);
@@ -40,23 +39,31 @@ pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) 
         check_ranks(name, &found.source, npus, comm.ranks)?;
         cluster = Cluster::from_dims(dims, domain).map(|c| (c, name));
     }
-    if comm.ranks <= SIMULATED_RANKS_MAX {
+    // Constants other than NCCL's defaults are someone's deliberate tuning: kept.
+    let tuned_by_host = comm
+        .constants
+        .as_ref()
+        .is_some_and(|c| *c != NcclConstants::default());
+    let rank_by_executor =
+        |tuner: &mut Tuner, shapes: &dyn Fn(CollectiveKind, u32) -> Result<NcclShapes>| {
+            if tuned_by_host {
+                return;
+            }
+            if let Err(e) = price_with_executor(tuner, gpu, shapes) {
+                tuner.warn(format!(
+                "the executor cost model could not price NCCL's algorithms ({e}); ranking by NCCL's own constants"
+            ));
+            }
+        };
+    let by_formula = cluster.is_some_and(|(c, _)| formulas_agree(&c));
+    if comm.ranks <= SIMULATED_RANKS_MAX && !by_formula {
         let found = found.build()?;
         let network = Network::Simulated(&found.topology);
         let mut tuner = Tuner::new(network, &found.source, domain, found.warnings, comm, gpu)?;
-        // Constants other than NCCL's defaults are someone's deliberate tuning: kept.
-        let tuned_by_host = comm
-            .constants
-            .as_ref()
-            .is_some_and(|c| *c != NcclConstants::default());
-        if tuned_by_host {
-            return Ok(tuner);
-        }
-        if let Err(e) = price_with_executor(&mut tuner, &found.topology, domain, gpu) {
-            tuner.warn(format!(
-                "the executor cost model could not price NCCL's algorithms ({e}); ranking by NCCL's own constants"
-            ));
-        }
+        let topo = &found.topology;
+        rank_by_executor(&mut tuner, &|kind, channels| {
+            NcclShapes::new(topo, kind, domain, channels)
+        });
         return Ok(tuner);
     }
     let limit = |limit: usize, context: String| Error::Limit {
@@ -68,7 +75,11 @@ pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) 
     match cluster {
         Some((cluster, name)) if comm.ranks <= FORMULA_RANKS_MAX => {
             let network = Network::Cluster { cluster, name };
-            Tuner::new(network, &found.source, domain, found.warnings, comm, gpu)
+            let mut tuner = Tuner::new(network, &found.source, domain, found.warnings, comm, gpu)?;
+            rank_by_executor(&mut tuner, &|kind, channels| {
+                NcclShapes::for_cluster(&cluster, kind, channels)
+            });
+            Ok(tuner)
         }
         Some(_) => Err(limit(
             FORMULA_RANKS_MAX,
@@ -84,24 +95,28 @@ pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) 
     }
 }
 
+/// Whether the formulas give `cluster` the simulation's choices, so it need not be
+/// simulated (P^2 time and memory: 0.6 s and 73 MB at 64 ranks): nodes of 4 or 8 GPUs
+/// from four nodes on, where the tree's busiest link is a rail many of its routes share
+/// (`tuner::formula`'s tests). Elsewhere (one node, nodes of 16 or of 1 GPU) the
+/// simulated tree stays above the formulas' bound.
+fn formulas_agree(cluster: &Cluster) -> bool {
+    cluster.domains >= 4 && matches!(cluster.size, 4 | 8)
+}
+
 /// Ranks the tuner's decisions by the executor cost model (`TACOS_PROFILE`, else the GPU
 /// generation's built-in profile): the predicted time on the hardware, where NCCL's own
-/// constants only pick. Communicators the tuner prices by formulas keep NCCL's constants.
+/// constants only pick. `shapes(kind, channels)`: NCCL's algorithms for `kind`, simulated
+/// or by formula.
 fn price_with_executor(
     tuner: &mut Tuner,
-    topo: &Topology,
-    domain_size: usize,
     gpu: GpuArch,
+    shapes: &dyn Fn(CollectiveKind, u32) -> Result<NcclShapes>,
 ) -> Result<()> {
     let model = ExecModel::resolve(None, gpu)?;
     let shapes: Vec<(CollectiveKind, NcclShapes)> = TUNED
         .iter()
-        .map(|&kind| {
-            Ok((
-                kind,
-                NcclShapes::new(topo, kind, domain_size, model.channels)?,
-            ))
-        })
+        .map(|&kind| Ok((kind, shapes(kind, model.channels)?)))
         .collect::<Result<_>>()?;
     tuner.reprice(|kind, bytes, algorithm, protocol| {
         let (_, shape) = shapes.iter().find(|(k, _)| *k == kind)?;
@@ -257,6 +272,67 @@ mod tests {
     use super::*;
 
     const OFF: f32 = -1.0;
+
+    fn close(a: f64, b: f64, tolerance: f64) -> bool {
+        (a - b).abs() <= tolerance * a.abs().max(b.abs())
+    }
+
+    /// Past the ranks it simulates, the tuner ranks by shapes found by formula; where
+    /// both can run (the H100 preset on 2 to 8 nodes) they pick alike: the same choice and
+    /// time for the Ring-only collectives (their shapes are the simulation's there), and
+    /// for All-Reduce a fastest time within 30% (the formula prices the tree at its links'
+    /// bound, the simulation's pipelined tree lands up to 30% above).
+    #[test]
+    fn formula_shapes_rank_as_the_simulation_does() {
+        use crate::topology::spec::{plan_spec, SpecPlan};
+        use crate::topology::{compose, SpecDefaults};
+        let gpu = GpuArch::Hopper;
+        for nodes in [2, 4, 8] {
+            let spec = format!("preset:dgx-h100,nodes={nodes}");
+            let SpecPlan::Composed { name, dims } =
+                plan_spec(&spec, &SpecDefaults::default()).unwrap()
+            else {
+                panic!("{spec} is composed")
+            };
+            let cluster = Cluster::from_dims(&dims, 8).unwrap();
+            let topo = compose(name, &dims).unwrap();
+            let comm = Communicator {
+                ranks: 8 * nodes,
+                nodes,
+                constants: None,
+            };
+            let network = Network::Simulated(&topo);
+            let mut simulated = Tuner::new(network, &spec, 8, Vec::new(), &comm, gpu).unwrap();
+            price_with_executor(&mut simulated, gpu, &|kind, channels| {
+                NcclShapes::new(&topo, kind, 8, channels)
+            })
+            .unwrap();
+            let network = Network::Cluster {
+                cluster,
+                name: &spec,
+            };
+            let mut formulas = Tuner::new(network, &spec, 8, Vec::new(), &comm, gpu).unwrap();
+            price_with_executor(&mut formulas, gpu, &|kind, channels| {
+                NcclShapes::for_cluster(&cluster, kind, channels)
+            })
+            .unwrap();
+            for kind in TUNED {
+                for band in 0..=36 {
+                    let bytes = 1u64 << band;
+                    let a = &simulated.choices(kind, bytes)[0];
+                    let b = &formulas.choices(kind, bytes)[0];
+                    let what = format!("{spec} {kind} {bytes} B");
+                    if kind == CollectiveKind::AllReduce {
+                        assert!(close(a.time_us, b.time_us, 0.3), "{what}: {a:?} {b:?}");
+                    } else {
+                        let key = |c: &Choice| (c.algorithm, c.protocol);
+                        assert_eq!(key(a), key(b), "{what}");
+                        assert!(close(a.time_us, b.time_us, 1e-6), "{what}: {a:?} {b:?}");
+                    }
+                }
+            }
+        }
+    }
 
     fn tuning(user_chose_algorithms: bool) -> Tuning {
         let config = Config {

@@ -27,6 +27,10 @@ pub struct Cluster {
     pub nvlink: LinkKind,
     /// A link between GPUs of one index in two domains.
     pub rail: LinkKind,
+    /// Where a level is a switch vertex, each GPU's port into it, GB/s each way (the
+    /// executor cost model's view: `nvlink` and `rail` price the switch unwound); `None`
+    /// where the GPUs are linked pair by pair.
+    pub ports_gbps: [Option<f64>; 2],
 }
 
 impl Cluster {
@@ -56,11 +60,16 @@ impl Cluster {
             Some(d) => (d.size, full_mesh(d)?),
             None => (1, unused),
         };
+        let port = |d: Option<&Dim>| {
+            d.filter(|d| matches!(d.kind, DimKind::SwitchVertex { .. }))
+                .map(|d| d.bandwidth_gbps)
+        };
         (size == domain_size).then_some(Cluster {
             domains,
             size,
             nvlink,
             rail,
+            ports_gbps: [port(inner), port(outer)],
         })
     }
 

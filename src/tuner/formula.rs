@@ -121,9 +121,11 @@ fn ring(cluster: &Cluster, kind: CollectiveKind, costs: &[ProtocolCost; 3]) -> P
 /// A step as the schedule orders them: (step, src, dst).
 type Key = (usize, NpuId, NpuId);
 
-/// The double binary tree's All-Reduce: up each tree, then down.
-fn tree(cluster: &Cluster, costs: &[ProtocolCost; 3]) -> Result<Profile> {
-    let p = cluster.npus();
+/// The double binary tree's All-Reduce on `p` NPUs as steps (the same key in both trees is
+/// one step, as in `merged_steps`, each with the steps it waits for), and every edge it
+/// carries S / 2 over, once per direction and tree: up each tree, then down. The
+/// schedule of the DBT baseline, without building it.
+pub(super) fn tree_steps(p: usize) -> (Vec<Step>, Vec<(NpuId, NpuId)>) {
     let shape = BalancedTree::balanced(p);
     let top = shape.height[shape.root];
     let mut kids: Vec<Vec<usize>> = vec![Vec::new(); p];
@@ -132,29 +134,15 @@ fn tree(cluster: &Cluster, costs: &[ProtocolCost; 3]) -> Result<Profile> {
             kids[q].push(i);
         }
     }
-    // Steps (the same key in both trees is one step, as in `merged_steps`) and what each
-    // waits for; the links each edge's route uses, S / 2 each way.
     let mut keys: Vec<Key> = Vec::with_capacity(4 * p);
     let mut waits: Vec<(Key, Key)> = Vec::with_capacity(8 * p);
-    let mut link_loads: Vec<(NpuId, NpuId)> = Vec::with_capacity(8 * p);
-    let (mut sent, mut received) = (vec![0.0f64; p], vec![0.0f64; p]);
-    let mut carry = |from: NpuId, to: NpuId| {
-        sent[from] += 0.5;
-        received[to] += 0.5;
-        if cluster.link(from, to).is_some() {
-            link_loads.push((from, to));
-        } else {
-            let via = cluster.via(from, to);
-            link_loads.extend([(from, via), (via, to)]);
-        }
-    };
+    let mut carried: Vec<(NpuId, NpuId)> = Vec::with_capacity(4 * p);
     for tree in 0..2 {
         let npu = |i: usize| (i + tree) % p;
         let up = |i: usize| shape.parent[i].map(|q| (shape.height[i], npu(i), npu(q)));
         for i in 0..p {
             let Some(q) = shape.parent[i] else { continue };
-            carry(npu(i), npu(q));
-            carry(npu(q), npu(i));
+            carried.extend([(npu(i), npu(q)), (npu(q), npu(i))]);
             let key = (shape.height[i], npu(i), npu(q));
             keys.push(key);
             waits.extend(kids[i].iter().filter_map(|&c| up(c)).map(|d| (key, d)));
@@ -185,6 +173,25 @@ fn tree(cluster: &Cluster, costs: &[ProtocolCost; 3]) -> Result<Profile> {
         .collect();
     for (step, dep) in edges {
         steps[step].deps.push(dep);
+    }
+    (steps, carried)
+}
+
+/// The double binary tree's All-Reduce: up each tree, then down.
+fn tree(cluster: &Cluster, costs: &[ProtocolCost; 3]) -> Result<Profile> {
+    let p = cluster.npus();
+    let (steps, carried) = tree_steps(p);
+    let mut link_loads: Vec<(NpuId, NpuId)> = Vec::with_capacity(2 * carried.len());
+    let (mut sent, mut received) = (vec![0.0f64; p], vec![0.0f64; p]);
+    for &(from, to) in &carried {
+        sent[from] += 0.5;
+        received[to] += 0.5;
+        if cluster.link(from, to).is_some() {
+            link_loads.push((from, to));
+        } else {
+            let via = cluster.via(from, to);
+            link_loads.extend([(from, via), (via, to)]);
+        }
     }
     let mut latency_us = [0.0; 3];
     for (slot, cost) in latency_us.iter_mut().zip(costs) {

@@ -56,12 +56,14 @@
 
 mod cluster;
 mod constants;
+mod fabric;
 mod formula;
 pub(crate) mod profile;
 mod protocol;
 
 pub use cluster::{Cluster, LinkKind};
 pub use constants::{GpuArch, NcclConstants};
+pub(crate) use fabric::shape as fabric_shape;
 pub use protocol::{Algorithm, Protocol, ProtocolCost};
 
 use crate::collective::CollectiveKind;
