@@ -190,6 +190,34 @@ impl NcclPricer {
         })
     }
 
+    /// Prices `kind` on `cluster` by formulas (its shapes, and NCCL's tuning by
+    /// `tuner::formula`), building no topology: for clusters too large to simulate, as the
+    /// tuner plugin prices them. `name` labels NCCL's tuning.
+    pub fn for_cluster(
+        cluster: &Cluster,
+        name: &str,
+        kind: CollectiveKind,
+        gpu: GpuArch,
+        model: ExecModel,
+    ) -> Result<NcclPricer> {
+        let comm = Communicator {
+            ranks: cluster.npus(),
+            nodes: cluster.domains,
+            constants: None,
+        };
+        let network = Network::Cluster {
+            cluster: *cluster,
+            name,
+        };
+        let tuner = Tuner::new(network, name, cluster.size, Vec::new(), &comm, gpu)?;
+        Ok(NcclPricer {
+            kind,
+            shapes: NcclShapes::for_cluster(cluster, kind, model.channels)?,
+            model,
+            tuner: Arc::new(tuner),
+        })
+    }
+
     pub fn model(&self) -> &ExecModel {
         &self.model
     }
