@@ -834,6 +834,27 @@ pub struct CostBenchRow {
     pub busbw_1gib_gbps: f64,
 }
 
+/// A row of `tacos bench seeds`: one topology's seed study against the C++ TACOS.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SeedsBenchRow {
+    pub topology: String,
+    pub chunks_per_npu: usize,
+    /// Seeds synthesized, each alone.
+    pub seeds: usize,
+    /// The public C++ TACOS's collective time, us.
+    pub reference_cpp_us: f64,
+    /// Simulated collective time over the seeds, us.
+    pub best_us: f64,
+    pub median_us: f64,
+    pub worst_us: f64,
+    /// Seeds whose schedule alone is slower than the C++'s.
+    pub seeds_worse_than_reference: usize,
+    /// What `synth` keeps by default: the best of its default number of seeds.
+    pub default_seeds: usize,
+    pub default_us: f64,
+    pub default_worse_than_reference: bool,
+}
+
 /// A row of `tacos bench scheduler`: the MSCCL scheduler on one cluster.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SchedulerBenchRow {

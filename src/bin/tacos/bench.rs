@@ -38,6 +38,9 @@ pub enum BenchSubject {
     /// Synthesis at scale (meshes of 1K to 40K NPUs, a 16K-GPU cluster): time, peak memory,
     /// quality, and how the time grows with the NPUs
     Scale,
+    /// The seed study: 100 seeds each on the C++ TACOS's small meshes and tori, and what the
+    /// default search keeps, against the C++'s collective time
+    Seeds,
 }
 
 #[derive(Debug, Args)]
@@ -124,6 +127,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchSubject::Fabric => return super::bench_fabric::run(&args, &bar),
         BenchSubject::Cost => return super::bench_cost::run(&args, &bar),
         BenchSubject::Scale => return super::bench_scale::run(&args, &bar),
+        BenchSubject::Seeds => return super::bench_seeds::run(&args, &bar),
         _ => {}
     }
     let mut rows = Vec::new();

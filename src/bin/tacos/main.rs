@@ -7,6 +7,7 @@ mod bench_fabric;
 mod bench_lowering;
 mod bench_scale;
 mod bench_scheduler;
+mod bench_seeds;
 mod bench_sim;
 mod bench_tuner;
 mod calibrate;
