@@ -40,13 +40,12 @@ pub(crate) fn shape(
     }
 }
 
-/// One link of a route: its ends (a switch vertex numbered after the GPUs), GB/s, latency
-/// in us, and whether it is a network hop.
+/// One link of a route: its ends (a switch vertex numbered after the GPUs; [`link_kind`]
+/// gives its speed), latency in us, and whether it is a network hop.
 #[derive(Clone, Copy, Debug)]
 struct Hop {
     src: usize,
     dst: usize,
-    gbps: f64,
     latency_us: f64,
     network: bool,
 }
@@ -56,7 +55,7 @@ fn level_hops(c: &Cluster, a: NpuId, b: NpuId, level: usize, out: &mut Vec<Hop>)
     let kind = [c.nvlink, c.rail][level];
     let network = level == 1;
     match c.ports_gbps[level] {
-        Some(port) => {
+        Some(_) => {
             let switch = c.npus()
                 + if level == 0 {
                     a / c.size
@@ -68,7 +67,6 @@ fn level_hops(c: &Cluster, a: NpuId, b: NpuId, level: usize, out: &mut Vec<Hop>)
                 out.push(Hop {
                     src,
                     dst,
-                    gbps: port,
                     latency_us: half,
                     network,
                 });
@@ -77,11 +75,25 @@ fn level_hops(c: &Cluster, a: NpuId, b: NpuId, level: usize, out: &mut Vec<Hop>)
         None => out.push(Hop {
             src: a,
             dst: b,
-            gbps: kind.bandwidth_gbps,
             latency_us: kind.latency_us,
             network,
         }),
     }
+}
+
+/// A link's GB/s and whether it is a network hop, from its ends as [`level_hops`] numbers
+/// them.
+fn link_kind(c: &Cluster, src: usize, dst: usize) -> (f64, bool) {
+    let p = c.npus();
+    let level = match (src < p, dst < p) {
+        (true, true) => usize::from(src / c.size != dst / c.size),
+        _ => usize::from(src.max(dst) >= p + c.domains),
+    };
+    let gbps = match c.ports_gbps[level] {
+        Some(port) if src >= p || dst >= p => port,
+        _ => [c.nvlink, c.rail][level].bandwidth_gbps,
+    };
+    (gbps, level == 1)
 }
 
 /// The links from `a` to `b`, appended to `out`.
@@ -185,22 +197,28 @@ fn tree(c: &Cluster) -> Result<Shape> {
     let p = c.npus();
     let (steps, carried) = tree_steps(p);
     let (mut sent, mut received) = (vec![0.0f64; p], vec![0.0f64; p]);
-    let mut used: Vec<Hop> = Vec::with_capacity(4 * carried.len());
+    // Every link each edge's route takes, as (src << 32 | dst): 8 bytes a use, so a
+    // tree of 131,072 GPUs walks in tens of MB.
+    let mut used: Vec<u64> = Vec::with_capacity(4 * carried.len());
+    let mut hops = Vec::new();
     for &(from, to) in &carried {
         sent[from] += 0.5;
         received[to] += 0.5;
-        route(c, from, to, &mut used);
+        hops.clear();
+        route(c, from, to, &mut hops);
+        used.extend(hops.iter().map(|h| ((h.src as u64) << 32) | h.dst as u64));
     }
-    used.sort_unstable_by_key(|h| (h.src, h.dst));
+    used.sort_unstable();
     let mut busiest = [0.0f64; 2];
     let mut nics: Vec<NpuId> = Vec::new();
-    for uses in used.chunk_by(|a, b| (a.src, a.dst) == (b.src, b.dst)) {
-        let h = uses[0];
-        let time = 0.5 * uses.len() as f64 / h.gbps;
-        let slot = &mut busiest[usize::from(h.network)];
+    for uses in used.chunk_by(|a, b| a == b) {
+        let (src, dst) = ((uses[0] >> 32) as usize, (uses[0] & 0xffff_ffff) as usize);
+        let (gbps, network) = link_kind(c, src, dst);
+        let time = 0.5 * uses.len() as f64 / gbps;
+        let slot = &mut busiest[usize::from(network)];
         *slot = slot.max(time);
-        if h.network && h.src < p {
-            nics.push(h.src);
+        if network && src < p {
+            nics.push(src);
         }
     }
     nics.dedup();
