@@ -24,8 +24,9 @@ pub const FORMULA_RANKS_MAX: usize = 1 << 17;
 /// The model's decisions for a communicator of `comm` on the cluster `config` names
 /// ([`plan`]); the tuner's warnings start with what discovery had to assume. Up to
 /// [`FORMULA_RANKS_MAX`] ranks by formulas on clusters of identical nodes where they give
-/// the simulation's choices ([`formulas_agree`]); other topologies up to [`SIMULATED_RANKS_MAX`] ranks by simulation; otherwise an error, so
-/// the plugin leaves NCCL its choices. Either way NCCL's algorithms are then ranked by
+/// the simulation's choices (nodes of 4 or 8 GPUs, from 4 nodes); other topologies up to
+/// [`SIMULATED_RANKS_MAX`] ranks by simulation; otherwise an error, so the plugin leaves
+/// NCCL its choices. Either way NCCL's algorithms are then ranked by
 /// the executor cost model. Nothing is built or read before its size is known to fit.
 pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) -> Result<Tuner> {
     let found = plan(config, comm.ranks, comm.nodes, nvl)?;
