@@ -13,6 +13,7 @@
 //! (`compose`). The number of chunks per NPU is chosen by `crate::pipeline`, by the
 //! simulated time of what is emitted.
 
+mod calendar;
 mod compose;
 mod fabric;
 mod fast;
