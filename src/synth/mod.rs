@@ -18,6 +18,7 @@ mod compose;
 mod fabric;
 mod fast;
 mod greedy;
+mod order;
 mod ports;
 mod relay;
 mod retime;
