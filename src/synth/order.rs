@@ -11,14 +11,26 @@
 use crate::schedule::Transfer;
 use rayon::prelude::*;
 
+/// Lists shorter than this are sorted on the caller's thread (handing runs to the pool
+/// costs more than sorting them).
+const PARALLEL_MIN: usize = 1 << 14;
 /// Runs shorter than this are left to a comparison sort.
 const COUNTING_MIN: usize = 64;
 
 /// Sorts each run of equal starts by (src, dst, chunk) where `transfers` come by start.
 pub(super) fn order_by_start(transfers: &mut [Transfer]) {
-    if transfers.windows(2).all(|w| w[0].start_ps <= w[1].start_ps) {
+    if !transfers.windows(2).all(|w| w[0].start_ps <= w[1].start_ps) {
+        return;
+    }
+    let same_start = |a: &Transfer, b: &Transfer| a.start_ps == b.start_ps;
+    if transfers.len() < PARALLEL_MIN {
+        let mut scratch = Scratch::default();
         transfers
-            .par_chunk_by_mut(|a, b| a.start_ps == b.start_ps)
+            .chunk_by_mut(same_start)
+            .for_each(|run| scratch.sort(run));
+    } else {
+        transfers
+            .par_chunk_by_mut(same_start)
             .for_each_init(Scratch::default, |scratch, run| scratch.sort(run));
     }
 }
@@ -93,14 +105,15 @@ mod tests {
     }
 
     /// Against a plain comparison sort of each run, on runs long enough for the counting
-    /// pass, with repeated sources and (in the second list) parallel-link ties.
+    /// pass, with repeated sources and (in some lists) parallel-link ties; lists short
+    /// enough for the caller's thread and long enough for the pool.
     #[test]
     fn sorts_runs_as_a_comparison_sort_does() {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
-        for ties in [false, true] {
+        for (ties, per_run) in [(false, 500), (true, 500), (false, PARALLEL_MIN / 2)] {
             let mut list: Vec<Transfer> = Vec::new();
             for start in [0, 10, 20] {
-                for _ in 0..500 {
+                for _ in 0..per_run {
                     let src = rng.random_range(0..40);
                     let dst = rng.random_range(0..40);
                     let chunk = if ties {
