@@ -21,6 +21,7 @@
 
 use super::fabric::Fabric;
 use super::greedy::{match_chunks, ChunkTask, Problem};
+use super::order::order_by_start;
 use super::retime::{compact, ready_first};
 use super::SynthOptions;
 use crate::budget::{self, MemoryLimit};
@@ -283,18 +284,6 @@ fn reduce(
         .collect();
     compact(fabric, &mut reductions);
     Ok(reductions)
-}
-
-/// Puts a matching's transfers in the schedule's order, (start, src, dst, chunk), where
-/// they already come by start (a copying phase alone): each run of equal starts is sorted
-/// on its own, and `Schedule::new`'s sort then finds the list in order in one pass instead
-/// of sorting millions of transfers anew. Other lists are left to that sort.
-fn order_by_start(transfers: &mut [Transfer]) {
-    if transfers.windows(2).all(|w| w[0].start_ps <= w[1].start_ps) {
-        for run in transfers.chunk_by_mut(|a, b| a.start_ps == b.start_ps) {
-            run.sort_unstable_by_key(|t| (t.src, t.dst, t.chunk));
-        }
-    }
 }
 
 /// When the last of these transfers ends.

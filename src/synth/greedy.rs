@@ -10,6 +10,7 @@
 //! NPUs that do not need them (a sub-collective, Gather, Scatter, All-to-All), to a relay
 //! that is strictly closer to a target than every copy so far (see `relay`).
 
+use super::calendar::Arrivals;
 use super::fabric::{Fabric, Routes};
 use super::fast::FastPaths;
 use super::ports::match_ports;
@@ -142,8 +143,8 @@ struct Matcher<'a> {
     transfers: Vec<Transfer>,
     /// Transfers made useless by another path and not replaced (left out of the result).
     dropped: Vec<bool>,
-    /// (arrival time, link) of every chunk in flight.
-    arrivals: BinaryHeap<Reverse<(Picos, LinkId)>>,
+    /// The link of every chunk in flight, by arrival time.
+    arrivals: Arrivals,
     /// Releases and wake-ups, kept apart so the common case stays a heap of plain pairs.
     events: BinaryHeap<Reverse<(Picos, Event)>>,
     /// NPUs whose incoming links may have something to match at the current event.
@@ -231,7 +232,7 @@ impl<'a> Matcher<'a> {
             pools: vec![Vec::new(); links],
             transfers: Vec::new(),
             dropped: Vec::new(),
-            arrivals: BinaryHeap::new(),
+            arrivals: Arrivals::default(),
             events: BinaryHeap::new(),
             dirty: Vec::new(),
             is_dirty: vec![false; n],
@@ -270,17 +271,18 @@ impl<'a> Matcher<'a> {
     fn run(mut self) -> Result<Vec<Transfer>> {
         self.match_dirty(0)?;
         loop {
-            let next_arrival = self.arrivals.peek().map(|&Reverse((t, _))| t);
+            let next_arrival = self.arrivals.next_time();
             let next_event = self.events.peek().map(|&Reverse((t, _))| t);
             let Some(now) = next_arrival.into_iter().chain(next_event).min() else {
                 break;
             };
-            while let Some(&Reverse((t, link))) = self.arrivals.peek() {
-                if t != now {
-                    break;
+            if next_arrival == Some(now) {
+                if let Some((_, links)) = self.arrivals.pop_next() {
+                    for &link in &links {
+                        self.arrive(link, now);
+                    }
+                    self.arrivals.recycle(links);
                 }
-                self.arrivals.pop();
-                self.arrive(link, now);
             }
             while let Some(&Reverse((t, event))) = self.events.peek() {
                 if t != now {
@@ -428,7 +430,9 @@ impl<'a> Matcher<'a> {
     /// replacement), or dropped.
     fn arrive(&mut self, link: LinkId, now: Picos) {
         let idx = std::mem::replace(&mut self.busy[link], IDLE);
-        let (src, dst) = (self.transfers[idx].src, self.transfers[idx].dst);
+        // From the link's own tables, not the transfer record: the records are most of the
+        // matching's memory and seldom still in cache when their chunk lands.
+        let dst = self.topo.link(link).dst;
         self.mark_dirty(dst);
         if let Some(routes) = self.routes {
             for &l in routes.links(link) {
@@ -438,7 +442,7 @@ impl<'a> Matcher<'a> {
                 self.physical_freed(l as usize, link);
             }
         }
-        let mut chunk = self.transfers[idx].chunk;
+        let mut chunk = self.carrying[link].0;
         if self.held(dst, chunk) {
             match self.replacement(link, chunk, self.transfers[idx].start_ps, now) {
                 Some(other) => {
@@ -453,7 +457,7 @@ impl<'a> Matcher<'a> {
         }
         debug_assert!(self
             .held_since
-            .get(src * self.chunks + chunk)
+            .get(self.topo.link(link).src * self.chunks + chunk)
             .map_or(true, |&since| since <= self.transfers[idx].start_ps));
         self.receive(dst, chunk, now);
     }
@@ -867,7 +871,7 @@ impl<'a> Matcher<'a> {
             op: Op::Copy,
         });
         self.dropped.push(false);
-        self.arrivals.push(Reverse((end, link)));
+        self.arrivals.push(end, link);
     }
 
     /// Removes transfers into relays whose copy is forwarded to nobody who needed it (a

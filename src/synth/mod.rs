@@ -13,10 +13,12 @@
 //! (`compose`). The number of chunks per NPU is chosen by `crate::pipeline`, by the
 //! simulated time of what is emitted.
 
+mod calendar;
 mod compose;
 mod fabric;
 mod fast;
 mod greedy;
+mod order;
 mod ports;
 mod relay;
 mod retime;
