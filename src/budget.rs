@@ -325,22 +325,26 @@ fn one_speed(topo: &Topology) -> bool {
 }
 
 /// Bytes the checker holds for a schedule of `transfers` transfers of `spec` on `topo`:
-/// every (NPU, chunk)'s contents (a bit, or for combining collectives a bit per
-/// contributor), the last transfer on each link, the data of transfers in flight (at most
-/// about one per link or NPU), where transfers differ in duration an index per transfer
+/// the contents (copying collectives: a bit per (NPU, chunk); combining ones, a chunk at a
+/// time: a bit per contributor on each NPU, with the data of transfers in flight, at most
+/// about one per link or NPU, and the transfers grouped by chunk, 4 bytes each), the last
+/// transfer on each link, where transfers differ in duration a 4-byte index per transfer
 /// for each of the start and end orders, and through switches the routes.
 pub fn check(spec: &CollectiveSpec, topo: &Topology, transfers: u64) -> u64 {
     let s = Shape::of(spec, topo.npus());
     let npus = topo.npus() as u64;
     let links = topo.links().len() as u64;
+    let orders = if one_speed(topo) { 0 } else { 8 };
     let contents = if spec.kind.combining() {
-        let words = spec.npus.len().div_ceil(64) as u64;
-        let in_flight = mul(links.max(npus), 8 * words + 4 * ALLOCATION);
-        mul(mul(s.chunks, words), 8 * npus).saturating_add(in_flight)
+        let row = 8 * spec.npus.len().div_ceil(64) as u64;
+        let in_flight = mul(links.max(npus), row + 4 * ALLOCATION);
+        mul(npus, row + 8)
+            .saturating_add(in_flight)
+            .saturating_add(mul(s.chunks, 16))
+            .saturating_add(mul(transfers, 4))
     } else {
         mul(s.chunks, npus).div_ceil(8)
     };
-    let orders = if one_speed(topo) { 0 } else { 8 };
     // Per NPU sending through switches its route tree, and per NPU pair its route.
     let routes = if topo.has_switches() {
         let pairs = transfers.min(mul(npus, npus));

@@ -154,3 +154,82 @@ fn schedules_run_together_may_not_share_a_link_at_once_in_any_order() {
         .to_string();
     assert!(e.contains("still occupies the link"), "{e}");
 }
+
+/// A Reduce-Scatter over fc:3 with 1 MB chunks (each link carries one in `FAST`).
+fn reduce_scatter(transfers: Vec<Transfer>) -> Schedule {
+    let spec = CollectiveSpec {
+        kind: CollectiveKind::ReduceScatter,
+        root: None,
+        npus: vec![0, 1, 2],
+        chunks_per_npu: 1,
+        size_bytes: 3_000_000,
+    };
+    Schedule::new("hand", spec, 1e6, transfers)
+}
+
+fn sum(chunk: usize, src: NpuId, dst: NpuId, step: u64) -> Transfer {
+    Transfer {
+        op: Op::Reduce,
+        ..copy(chunk, src, dst, step * FAST, FAST)
+    }
+}
+
+#[test]
+fn combining_collectives_report_the_earliest_failure_whatever_its_chunk() {
+    let fc3 = parse_spec("fc:3", &SpecDefaults::default()).unwrap();
+    // Every chunk summed straight into its owner: 3 x 2 transfers in one step.
+    let direct: Vec<Transfer> = (0..3)
+        .flat_map(|owner| {
+            (0..3)
+                .filter(move |&o| o != owner)
+                .map(move |o| sum(owner, o, owner, 0))
+        })
+        .collect();
+    assert_eq!(
+        check(&reduce_scatter(direct.clone()), &fc3)
+            .unwrap()
+            .collective_time_ps,
+        FAST
+    );
+    // Chunk 0 is summed along 2 -> 1 -> 0 instead (steps 1 and 2), and NPU 1's partial sum
+    // {1, 2} is added into NPU 0 again at step 3: a failure at 4 FAST. Chunk 2 gets NPU 0's
+    // contribution at step 0 and again at step 1: a failure at 2 FAST, the earlier one,
+    // though its chunk comes later.
+    let mut ts: Vec<Transfer> = direct
+        .iter()
+        .filter(|t| (t.chunk, t.src) != (0, 2) && (t.chunk, t.src) != (0, 1))
+        .cloned()
+        .collect();
+    ts.extend([sum(0, 2, 1, 1), sum(0, 1, 0, 2), sum(0, 1, 0, 3)]);
+    ts.push(sum(2, 0, 2, 1));
+    let e = check(&reduce_scatter(ts.clone()), &fc3)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("NPU 2 would count a contribution to chunk 2 twice"),
+        "{e}"
+    );
+    // Without chunk 2's second sum, chunk 0's at step 3 (1's and 2's again) is the failure.
+    ts.pop();
+    let e = check(&reduce_scatter(ts.clone()), &fc3)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("NPU 0 would count a contribution to chunk 0 twice"),
+        "{e}"
+    );
+    // A chunk lacking a contribution at the end is reported only when no transfer fails:
+    // with chunk 1's sum from NPU 0 dropped, the failure in chunk 0 still comes first.
+    let lacking = ts.iter().position(|t| (t.chunk, t.src) == (1, 0)).unwrap();
+    ts.remove(lacking);
+    let e = check(&reduce_scatter(ts.clone()), &fc3)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("chunk 0 twice"), "{e}");
+    ts.pop();
+    let e = check(&reduce_scatter(ts), &fc3).unwrap_err().to_string();
+    assert!(
+        e.contains("at the end, NPU 1 lacks chunk 1 (or some of its contributions)"),
+        "{e}"
+    );
+}

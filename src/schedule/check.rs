@@ -223,12 +223,7 @@ impl Order {
         if transfers.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
             return Ok(Order::Given(transfers.len()));
         }
-        let count = u32::try_from(transfers.len()).map_err(|_| Error::Limit {
-            what: "transfers",
-            value: transfers.len() as u64,
-            limit: u32::MAX as u64,
-            context: "checking a schedule whose transfers are out of time order".into(),
-        })?;
+        let count = index32(transfers.len())?;
         let mut order: Vec<u32> = (0..count).collect();
         order.sort_unstable_by_key(|&i| (key(&transfers[i as usize]), i));
         Ok(Order::Sorted(order))
@@ -252,6 +247,16 @@ impl Order {
     fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.len()).map(|at| self.at(at))
     }
+}
+
+/// `transfers` as a u32, the checker's transfer index where it keeps one per transfer.
+fn index32(transfers: usize) -> Result<u32> {
+    u32::try_from(transfers).map_err(|_| Error::Limit {
+        what: "transfers",
+        value: transfers as u64,
+        limit: u32::MAX as u64,
+        context: "checking a schedule".into(),
+    })
 }
 
 /// Checks only the data flow of a schedule whose times are an order, not a promise (a
@@ -333,130 +338,48 @@ fn check_static(i: usize, t: &Transfer, collective: &Collective, topo: &Topology
     Ok(())
 }
 
-/// What every NPU holds of every chunk.
-enum Contents {
-    /// Copying collectives: whether the NPU holds the chunk. A copy brings what its sender
-    /// held when it left, which was the whole chunk (checked then), so a chunk once held
-    /// stays held and nothing in flight needs keeping.
-    Held(Held),
-    /// Combining collectives: the contributions the NPU holds.
-    Sums(Sums),
-}
-
-/// One bit per (NPU, chunk): bit `npu * chunks + chunk`.
-struct Held {
-    chunks: usize,
-    bits: Vec<u64>,
-}
-
-impl Held {
-    fn bit(&self, npu: usize, chunk: usize) -> (usize, u64) {
-        let bit = npu * self.chunks + chunk;
-        (bit / 64, 1 << (bit % 64))
-    }
-
-    fn get(&self, npu: usize, chunk: usize) -> bool {
-        let (word, mask) = self.bit(npu, chunk);
-        self.bits[word] & mask != 0
-    }
-
-    fn set(&mut self, npu: usize, chunk: usize) {
-        let (word, mask) = self.bit(npu, chunk);
-        self.bits[word] |= mask;
-    }
-}
-
-/// Per (NPU, chunk), `words` words with bit j set when the content includes the chunk's
-/// j-th contributor (`Collective::pre`).
-struct Sums {
-    chunks: usize,
-    words: usize,
-    bits: Vec<u64>,
-}
-
-impl Sums {
-    fn range(&self, npu: usize, chunk: usize) -> std::ops::Range<usize> {
-        let base = (npu * self.chunks + chunk) * self.words;
-        base..base + self.words
-    }
-
-    fn get(&self, npu: usize, chunk: usize) -> &[u64] {
-        &self.bits[self.range(npu, chunk)]
-    }
-
-    fn get_mut(&mut self, npu: usize, chunk: usize) -> &mut [u64] {
-        let r = self.range(npu, chunk);
-        &mut self.bits[r]
-    }
-}
-
-impl Contents {
-    /// The contents at the start: every chunk at its precondition NPUs.
-    fn new(collective: &Collective, npus: usize) -> Contents {
-        let chunks = collective.chunk_count();
-        if !collective.combining() {
-            let mut held = Held {
-                chunks,
-                bits: vec![0; (npus * chunks).div_ceil(64)],
-            };
-            for c in 0..chunks {
-                for &npu in collective.pre(c) {
-                    held.set(npu, c);
-                }
-            }
-            return Contents::Held(held);
-        }
-        let words = (0..chunks)
-            .map(|c| collective.pre(c).len().div_ceil(64))
-            .max()
-            .unwrap_or(0);
-        let mut sums = Sums {
-            chunks,
-            words,
-            bits: vec![0; words * chunks * npus],
-        };
-        for c in 0..chunks {
-            for (j, &npu) in collective.pre(c).iter().enumerate() {
-                sums.get_mut(npu, c)[j / 64] |= 1 << (j % 64);
-            }
-        }
-        Contents::Sums(sums)
-    }
-
-    /// Whether `npu` holds any of `chunk`.
-    fn holds_any(&self, npu: usize, chunk: usize) -> bool {
-        match self {
-            Contents::Held(held) => held.get(npu, chunk),
-            Contents::Sums(sums) => sums.get(npu, chunk).iter().any(|&w| w != 0),
-        }
-    }
-
-    /// Whether `npu` holds the first `contributors` contributions of `chunk` (copying
-    /// collectives: the chunk).
-    fn holds_all(&self, npu: usize, chunk: usize, contributors: usize) -> bool {
-        match self {
-            Contents::Held(held) => held.get(npu, chunk),
-            Contents::Sums(sums) => {
-                let held = sums.get(npu, chunk);
-                (0..contributors).all(|b| held[b / 64] & (1 << (b % 64)) != 0)
-            }
-        }
-    }
-}
-
-/// Replays the transfers, departures in `departures`' (start) order and arrivals in end
-/// order, and checks the postconditions.
+/// Replays the transfers in time order (departures in `departures`' start order), then
+/// checks the postconditions.
 fn replay(
     schedule: &Schedule,
     collective: &Collective,
     npus: usize,
     departures: &Order,
 ) -> Result<CheckReport> {
+    if collective.combining() {
+        replay_sums(schedule, collective, npus, departures)?;
+    } else {
+        replay_copies(schedule, collective, npus, departures)?;
+    }
+    Ok(CheckReport {
+        collective_time_ps: schedule.collective_time_ps(),
+        transfers: schedule.transfers.len(),
+    })
+}
+
+/// Copying collectives: a chunk is whole or absent on an NPU, one bit per (NPU, chunk).
+/// A copy brings what its sender held when it left, which was the whole chunk (checked
+/// then), so a chunk once held stays held and nothing in flight needs keeping.
+fn replay_copies(
+    schedule: &Schedule,
+    collective: &Collective,
+    npus: usize,
+    departures: &Order,
+) -> Result<()> {
     let transfers = &schedule.transfers;
+    let chunks = collective.chunk_count();
+    let mut held = vec![0u64; (npus * chunks).div_ceil(64)];
+    let bit = |npu: usize, chunk: usize| {
+        let b = npu * chunks + chunk;
+        (b / 64, 1u64 << (b % 64))
+    };
+    for c in 0..chunks {
+        for &npu in collective.pre(c) {
+            let (word, mask) = bit(npu, c);
+            held[word] |= mask;
+        }
+    }
     let arrivals = Order::by(transfers, |t| t.end_ps)?;
-    let mut contents = Contents::new(collective, npus);
-    // The contributions combining transfers carry, while they are in flight.
-    let mut in_flight: HashMap<usize, Vec<u64>> = HashMap::new();
     let mut departed = departures.iter().peekable();
     for i in arrivals.iter() {
         let t = &transfers[i];
@@ -464,79 +387,239 @@ fn replay(
         // moment it arrives.
         while let Some(d) = departed.next_if(|&d| transfers[d].start_ps < t.end_ps) {
             let sent = &transfers[d];
-            if !contents.holds_any(sent.src, sent.chunk) {
-                return Err(fail(
-                    d,
-                    sent,
-                    format!(
-                        "NPU {} does not hold chunk {} when it sends",
-                        sent.src, sent.chunk
-                    ),
-                ));
-            }
-            if let Contents::Sums(sums) = &contents {
-                in_flight.insert(d, sums.get(sent.src, sent.chunk).to_vec());
+            let (word, mask) = bit(sent.src, sent.chunk);
+            if held[word] & mask == 0 {
+                return Err(not_held(d, sent));
             }
         }
-        // Every transfer ends after it starts (checked before), so it has departed.
         if t.end_ps <= t.start_ps {
             return Err(fail(i, t, "arrives before it departs".into()));
         }
-        match &mut contents {
-            Contents::Held(held) => held.set(t.dst, t.chunk),
-            Contents::Sums(sums) => {
-                let Some(data) = in_flight.remove(&i) else {
-                    return Err(fail(i, t, "arrives before it departs".into()));
-                };
-                let dst = sums.get_mut(t.dst, t.chunk);
-                match t.op {
-                    Op::Copy => dst.copy_from_slice(&data),
-                    Op::Reduce => {
-                        if dst.iter().zip(&data).any(|(a, b)| a & b != 0) {
-                            return Err(fail(
-                                i,
-                                t,
-                                format!(
-                                    "NPU {} would count a contribution to chunk {} twice",
-                                    t.dst, t.chunk
-                                ),
-                            ));
-                        }
-                        dst.iter_mut().zip(&data).for_each(|(a, b)| *a |= b);
-                    }
-                }
-            }
-        }
+        let (word, mask) = bit(t.dst, t.chunk);
+        held[word] |= mask;
     }
-    for c in 0..collective.chunk_count() {
-        let contributors = if collective.combining() {
-            collective.pre(c).len()
-        } else {
-            1
-        };
+    for c in 0..chunks {
         let lacking: Vec<usize> = collective
             .post(c)
             .iter()
             .copied()
-            .filter(|&n| !contents.holds_all(n, c, contributors))
+            .filter(|&n| {
+                let (word, mask) = bit(n, c);
+                held[word] & mask == 0
+            })
             .collect();
         if !lacking.is_empty() {
-            let who = match lacking.as_slice() {
-                [one] => format!("NPU {one} lacks"),
-                many => format!("NPUs {} lack", format_npus(many)),
-            };
-            return Err(Error::Schedule(format!(
-                "at the end, {who} chunk {c}{}",
-                if collective.combining() {
-                    " (or some of its contributions)"
-                } else {
-                    ""
-                }
-            )));
+            return Err(lacks(&lacking, c, ""));
         }
     }
-    Ok(CheckReport {
-        collective_time_ps: schedule.collective_time_ps(),
-        transfers: schedule.transfers.len(),
-    })
+    Ok(())
+}
+
+/// Combining collectives, one chunk at a time: a chunk's contents never depend on
+/// another's, so only one chunk's contribution sets (one bit per contributor on each NPU)
+/// are held at once, and transfers are grouped by chunk with a 4-byte index each. The
+/// verdict is the one a replay of all chunks together gives: the earliest failure in
+/// time, else the lowest-numbered chunk some NPU lacks at the end.
+fn replay_sums(
+    schedule: &Schedule,
+    collective: &Collective,
+    npus: usize,
+    departures: &Order,
+) -> Result<()> {
+    let transfers = &schedule.transfers;
+    let chunks = collective.chunk_count();
+    index32(transfers.len())?;
+    // Transfer indices grouped by chunk (a counting sort), each group in start order.
+    let mut first = vec![0usize; chunks + 1];
+    for t in transfers {
+        first[t.chunk + 1] += 1;
+    }
+    for c in 0..chunks {
+        first[c + 1] += first[c];
+    }
+    let mut by_chunk = vec![0u32; transfers.len()];
+    let mut next = first.clone();
+    for i in departures.iter() {
+        let c = transfers[i].chunk;
+        by_chunk[next[c]] = i as u32;
+        next[c] += 1;
+    }
+    drop(next);
+    let mut sums = ChunkSums::new(collective, npus);
+    let mut arrivals: Vec<u32> = Vec::new();
+    let mut earliest: Option<(Event, Error)> = None;
+    let mut lacking_first: Option<Error> = None;
+    for c in 0..chunks {
+        let sent = &by_chunk[first[c]..first[c + 1]];
+        arrivals.clear();
+        arrivals.extend_from_slice(sent);
+        arrivals.sort_unstable_by_key(|&i| (transfers[i as usize].end_ps, i));
+        sums.begin(collective.pre(c));
+        if let Err((event, e)) = sums.replay(transfers, sent, &arrivals) {
+            if earliest.as_ref().is_none_or(|(first, _)| event < *first) {
+                earliest = Some((event, e));
+            }
+            continue;
+        }
+        if lacking_first.is_none() {
+            let contributors = collective.pre(c).len();
+            let lacking: Vec<usize> = collective
+                .post(c)
+                .iter()
+                .copied()
+                .filter(|&n| !sums.holds_all(n, contributors))
+                .collect();
+            if !lacking.is_empty() {
+                lacking_first = Some(lacks(&lacking, c, " (or some of its contributions)"));
+            }
+        }
+    }
+    match (earliest, lacking_first) {
+        (Some((_, e)), _) | (None, Some(e)) => Err(e),
+        (None, None) => Ok(()),
+    }
+}
+
+/// When a replay step happens: (time, whether it is a departure, the transfer), the order
+/// steps are taken in (arrivals at a time before departures at it).
+type Event = (Picos, bool, usize);
+
+/// One chunk's contribution sets on every NPU: `words` words per NPU, bit j set when the
+/// NPU's content includes the chunk's j-th contributor (`Collective::pre`). Rows are
+/// reset lazily: an NPU not yet touched for the current chunk holds its own contribution.
+struct ChunkSums {
+    words: usize,
+    bits: Vec<u64>,
+    /// Per NPU, the chunk (counted from 1) its row was last reset for.
+    stamp: Vec<u32>,
+    current: u32,
+    /// Per NPU, its index among the current chunk's contributors (`NONE` if not one).
+    contributor: Vec<u32>,
+    /// The contributors `contributor` was filled for.
+    contributors: Vec<NpuId>,
+    /// The contributions of transfers in flight, and spare rows for them.
+    in_flight: HashMap<usize, Vec<u64>>,
+    spare: Vec<Vec<u64>>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl ChunkSums {
+    fn new(collective: &Collective, npus: usize) -> ChunkSums {
+        let words = (0..collective.chunk_count())
+            .map(|c| collective.pre(c).len().div_ceil(64))
+            .max()
+            .unwrap_or(0);
+        ChunkSums {
+            words,
+            bits: vec![0; words * npus],
+            stamp: vec![0; npus],
+            current: 0,
+            contributor: vec![NONE; npus],
+            contributors: Vec::new(),
+            in_flight: HashMap::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Starts the next chunk, whose contributors are `pre`.
+    fn begin(&mut self, pre: &[NpuId]) {
+        self.current += 1;
+        self.in_flight.clear();
+        if self.contributors != pre {
+            for &npu in &self.contributors {
+                self.contributor[npu] = NONE;
+            }
+            for (j, &npu) in pre.iter().enumerate() {
+                self.contributor[npu] = j as u32;
+            }
+            self.contributors = pre.to_vec();
+        }
+    }
+
+    /// `npu`'s row, reset to its own contribution if the current chunk has not touched it.
+    fn row(&mut self, npu: NpuId) -> &mut [u64] {
+        let own = self.contributor[npu];
+        let row = &mut self.bits[npu * self.words..(npu + 1) * self.words];
+        if self.stamp[npu] != self.current {
+            self.stamp[npu] = self.current;
+            row.fill(0);
+            if own != NONE {
+                row[own as usize / 64] |= 1 << (own % 64);
+            }
+        }
+        row
+    }
+
+    /// Replays the current chunk's transfers: `sent` in start order, `arrivals` in end
+    /// order. A failure comes with when it happens.
+    fn replay(
+        &mut self,
+        transfers: &[Transfer],
+        sent: &[u32],
+        arrivals: &[u32],
+    ) -> std::result::Result<(), (Event, Error)> {
+        let mut departed = sent.iter().map(|&d| d as usize).peekable();
+        for i in arrivals.iter().map(|&i| i as usize) {
+            let t = &transfers[i];
+            // Arrivals at time t land before departures at t, so a chunk can be forwarded
+            // the moment it arrives.
+            while let Some(d) = departed.next_if(|&d| transfers[d].start_ps < t.end_ps) {
+                let s = &transfers[d];
+                let mut data = self.spare.pop().unwrap_or_default();
+                data.clear();
+                data.extend_from_slice(self.row(s.src));
+                if data.iter().all(|&w| w == 0) {
+                    return Err(((s.start_ps, true, d), not_held(d, s)));
+                }
+                self.in_flight.insert(d, data);
+            }
+            let arrival = (t.end_ps, false, i);
+            let Some(data) = self.in_flight.remove(&i) else {
+                return Err((arrival, fail(i, t, "arrives before it departs".into())));
+            };
+            let dst = self.row(t.dst);
+            match t.op {
+                Op::Copy => dst.copy_from_slice(&data),
+                Op::Reduce => {
+                    if dst.iter().zip(&data).any(|(a, b)| a & b != 0) {
+                        let e = format!(
+                            "NPU {} would count a contribution to chunk {} twice",
+                            t.dst, t.chunk
+                        );
+                        return Err((arrival, fail(i, t, e)));
+                    }
+                    dst.iter_mut().zip(&data).for_each(|(a, b)| *a |= b);
+                }
+            }
+            self.spare.push(data);
+        }
+        Ok(())
+    }
+
+    /// Whether `npu` holds the current chunk's first `contributors` contributions.
+    fn holds_all(&mut self, npu: NpuId, contributors: usize) -> bool {
+        let held = self.row(npu);
+        (0..contributors).all(|b| held[b / 64] & (1 << (b % 64)) != 0)
+    }
+}
+
+fn not_held(i: usize, t: &Transfer) -> Error {
+    fail(
+        i,
+        t,
+        format!(
+            "NPU {} does not hold chunk {} when it sends",
+            t.src, t.chunk
+        ),
+    )
+}
+
+/// The error for NPUs lacking chunk `c` at the end.
+fn lacks(lacking: &[NpuId], c: usize, what: &str) -> Error {
+    let who = match lacking {
+        [one] => format!("NPU {one} lacks"),
+        many => format!("NPUs {} lack", format_npus(many)),
+    };
+    Error::Schedule(format!("at the end, {who} chunk {c}{what}"))
 }
