@@ -329,7 +329,7 @@ fn one_speed(topo: &Topology) -> bool {
 /// time: a bit per contributor on each NPU, with the data of transfers in flight, at most
 /// about one per link or NPU, and the transfers grouped by chunk, 4 bytes each), the last
 /// transfer on each link, where transfers differ in duration a 4-byte index per transfer
-/// for each of the start and end orders, and through switches the routes.
+/// for each of the start and end orders, and through switches a route tree per NPU.
 pub fn check(spec: &CollectiveSpec, topo: &Topology, transfers: u64) -> u64 {
     let s = Shape::of(spec, topo.npus());
     let npus = topo.npus() as u64;
@@ -345,10 +345,9 @@ pub fn check(spec: &CollectiveSpec, topo: &Topology, transfers: u64) -> u64 {
     } else {
         mul(s.chunks, npus).div_ceil(8)
     };
-    // Per NPU sending through switches its route tree, and per NPU pair its route.
+    // Per NPU sending through switches its route tree.
     let routes = if topo.has_switches() {
-        let pairs = transfers.min(mul(npus, npus));
-        mul(npus, 16 * topo.vertices() as u64).saturating_add(mul(pairs, 6 * ALLOCATION))
+        mul(npus, 16 * topo.vertices() as u64 + 4 * ALLOCATION)
     } else {
         0
     };

@@ -7,12 +7,14 @@
 //! the transfer started; a reduce adds it, and adding a contribution twice is an error.
 //!
 //! It holds little beyond the schedule, so that whatever synthesis could make can be
-//! checked: the contents (one bit per (NPU, chunk) for copying collectives, whose sender
-//! must hold the whole chunk and so always sends it whole), the last transfer on each
-//! link, the data of combining transfers in flight, and a 4-byte index per transfer only
-//! where the schedule is not already in start (or end) order. Transfers are swept in start
-//! order; durations are at least a picosecond, so two transfers on a link overlap exactly
-//! when one starts before the one that started last on it has ended.
+//! checked: the contents (copying collectives: one bit per (NPU, chunk), as a sender must
+//! hold the whole chunk and so always sends it whole; combining collectives, replayed a
+//! chunk at a time: one chunk's contribution sets and a 4-byte index per transfer to
+//! group them by chunk), the last transfer on each link, through switches a route tree
+//! per sending NPU, and a 4-byte index per transfer only where the schedule is not already
+//! in start (or end) order. Transfers are swept in start order; durations are at least a
+//! picosecond, so two transfers on a link overlap exactly when one starts before the one
+//! that started last on it has ended.
 
 use super::{route_time_ps, Op, Schedule, Transfer};
 use crate::budget::{self, MemoryLimit};
@@ -144,12 +146,14 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
     Ok(reports)
 }
 
-/// The links each NPU pair's transfers hold (`Topology::route`), looked up once per pair.
+/// The links each NPU pair's transfers hold (`Topology::route`): the direct link, or the
+/// route read off the sender's route tree, kept per sending NPU (routes are walked again
+/// for each transfer rather than kept per pair, of which there can be as many as
+/// transfers).
 struct Routes<'a> {
     topo: &'a Topology,
-    /// The last direct link found (most transfers use one: no map lookup for them).
-    direct: [LinkId; 1],
-    known: HashMap<(NpuId, NpuId), Option<Vec<LinkId>>>,
+    /// The last route found.
+    route: Vec<LinkId>,
     trees: HashMap<NpuId, RouteTree>,
 }
 
@@ -157,8 +161,7 @@ impl<'a> Routes<'a> {
     fn new(topo: &'a Topology) -> Routes<'a> {
         Routes {
             topo,
-            direct: [0],
-            known: HashMap::new(),
+            route: Vec::new(),
             trees: HashMap::new(),
         }
     }
@@ -166,22 +169,19 @@ impl<'a> Routes<'a> {
     fn between(&mut self, src: NpuId, dst: NpuId) -> Option<&[LinkId]> {
         let topo = self.topo;
         if let Some(l) = topo.link_between(src, dst) {
-            self.direct = [l];
-            return Some(&self.direct);
+            self.route.clear();
+            self.route.push(l);
+            return Some(&self.route);
         }
         if !topo.has_switches() {
             return None;
         }
-        let trees = &mut self.trees;
-        self.known
-            .entry((src, dst))
-            .or_insert_with(|| {
-                trees
-                    .entry(src)
-                    .or_insert_with(|| topo.route_tree(src))
-                    .route_to(topo, dst)
-            })
-            .as_deref()
+        self.route = self
+            .trees
+            .entry(src)
+            .or_insert_with(|| topo.route_tree(src))
+            .route_to(topo, dst)?;
+        Some(&self.route)
     }
 }
 
