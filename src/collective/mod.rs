@@ -377,7 +377,8 @@ mod tests {
         };
         use CollectiveKind::*;
         // (kind, chunk, pre, post, chunks)
-        let cases: [(CollectiveKind, usize, &[NpuId], &[NpuId], usize); 8] = [
+        type Case<'a> = (CollectiveKind, usize, &'a [NpuId], &'a [NpuId], usize);
+        let cases: [Case; 8] = [
             (AllGather, 3, &[1], all, 6),
             (ReduceScatter, 4, all, &[2], 6),
             (AllReduce, 5, all, all, 6),

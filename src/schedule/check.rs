@@ -456,7 +456,7 @@ fn replay_sums(
         arrivals.sort_unstable_by_key(|&i| (transfers[i as usize].end_ps, i));
         sums.begin(collective.pre(c));
         if let Err((event, e)) = sums.replay(transfers, sent, &arrivals) {
-            if earliest.as_ref().is_none_or(|(first, _)| event < *first) {
+            if earliest.as_ref().map_or(true, |(first, _)| event < *first) {
                 earliest = Some((event, e));
             }
             continue;
