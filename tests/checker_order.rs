@@ -233,3 +233,34 @@ fn combining_collectives_report_the_earliest_failure_whatever_its_chunk() {
         "{e}"
     );
 }
+
+#[test]
+fn a_sum_missing_any_one_of_many_contributions_is_caught() {
+    // Reduce to NPU 0 over fc:P, every other NPU adding its contribution straight into the
+    // root at once; with one left out, the root lacks it, whichever bit word it is in.
+    for p in [64usize, 70] {
+        let fc = parse_spec(&format!("fc:{p}"), &SpecDefaults::default()).unwrap();
+        let reduce = |left_out: Option<NpuId>| {
+            let spec = CollectiveSpec {
+                kind: CollectiveKind::Reduce,
+                root: Some(0),
+                npus: (0..p).collect(),
+                chunks_per_npu: 1,
+                size_bytes: 1_000_000,
+            };
+            let transfers = (1..p)
+                .filter(|&u| Some(u) != left_out)
+                .map(|u| sum(0, u, 0, 0))
+                .collect();
+            Schedule::new("hand", spec, 1e6, transfers)
+        };
+        check(&reduce(None), &fc).unwrap();
+        for left_out in [1, 63, p - 1] {
+            let e = check(&reduce(Some(left_out)), &fc).unwrap_err().to_string();
+            assert!(
+                e.contains("NPU 0 lacks chunk 0"),
+                "P = {p}, without {left_out}: {e}"
+            );
+        }
+    }
+}

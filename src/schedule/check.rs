@@ -600,7 +600,9 @@ impl ChunkSums {
     /// Whether `npu` holds the current chunk's first `contributors` contributions.
     fn holds_all(&mut self, npu: NpuId, contributors: usize) -> bool {
         let held = self.row(npu);
-        (0..contributors).all(|b| held[b / 64] & (1 << (b % 64)) != 0)
+        let (whole, rest) = (contributors / 64, contributors % 64);
+        held[..whole].iter().all(|&w| w == u64::MAX)
+            && (rest == 0 || held[whole] & ((1 << rest) - 1) == (1 << rest) - 1)
     }
 }
 
