@@ -202,8 +202,6 @@ fn physical_memory() -> Option<u64> {
 
 /// Bytes of one transfer record (`schedule::Transfer`).
 const TRANSFER: u64 = 48;
-/// Bytes of one chunk's conditions (`collective::Chunk`: two vectors) before their NPU lists.
-const CHUNK: u64 = 48;
 /// What the allocator adds to each allocation, roughly.
 const ALLOCATION: u64 = 16;
 
@@ -211,8 +209,6 @@ const ALLOCATION: u64 = 16;
 #[derive(Clone, Copy, Debug)]
 struct Shape {
     chunks: u64,
-    /// Entries of every chunk's pre- and postcondition lists.
-    listed: u64,
     /// (chunk, NPU) pairs where the NPU must receive the chunk (or, combining, send its
     /// contribution): one transfer each over neighbours.
     deliveries: u64,
@@ -225,17 +221,16 @@ impl Shape {
         use CollectiveKind::*;
         let p = spec.npus.len() as u64;
         let k = spec.chunks_per_npu as u64;
-        let (chunks, per_chunk_listed, per_chunk_deliveries) = match spec.kind {
-            AllGather | ReduceScatter => (p * k, p + 1, p.saturating_sub(1)),
-            AllReduce => (p * k, 2 * p, 2 * p.saturating_sub(1)),
-            Broadcast | Reduce => (k, p + 1, p.saturating_sub(1)),
-            Gather | Scatter => (p * k, 2, 1),
-            AllToAll => (p.saturating_mul(p).saturating_mul(k), 2, 1),
+        let (chunks, per_chunk_deliveries) = match spec.kind {
+            AllGather | ReduceScatter => (p * k, p.saturating_sub(1)),
+            AllReduce => (p * k, 2 * p.saturating_sub(1)),
+            Broadcast | Reduce => (k, p.saturating_sub(1)),
+            Gather | Scatter => (p * k, 1),
+            AllToAll => (p.saturating_mul(p).saturating_mul(k), 1),
         };
         let relayed = matches!(spec.kind, Gather | Scatter | AllToAll) || spec.npus.len() < alive;
         Shape {
             chunks,
-            listed: chunks.saturating_mul(per_chunk_listed),
             deliveries: chunks.saturating_mul(per_chunk_deliveries),
             relayed,
         }
@@ -252,10 +247,18 @@ pub fn topology(links: usize) -> u64 {
     )
 }
 
-/// Bytes `Collective::new` holds for `spec`: every chunk's conditions.
-pub fn collective(spec: &CollectiveSpec) -> u64 {
-    let s = Shape::of(spec, spec.npus.len());
-    mul(s.chunks, CHUNK + 2 * ALLOCATION).saturating_add(mul(s.listed, 8))
+/// Bytes `Collective::new` holds for `spec` on `topo` at its peak: its copy of the spec's
+/// NPUs (conditions are computed, not stored) and what its reachability check builds:
+/// hops from one NPU, and unless chunks only spread from a root, the reversed topology.
+pub fn collective(topo: &Topology, spec: &CollectiveSpec) -> u64 {
+    let hops = mul(topo.vertices() as u64, 16);
+    let reversed = match spec.kind {
+        CollectiveKind::Broadcast | CollectiveKind::Scatter => 0,
+        _ => topology(topo.links().len()),
+    };
+    mul(spec.npus.len() as u64, 8)
+        .saturating_add(hops)
+        .saturating_add(reversed)
 }
 
 /// Bytes synthesizing `specs` together on `topo` holds at its peak (the collectives
@@ -288,11 +291,7 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
     // Per (NPU, chunk): whether it is held and wanted (1/4), and where links differ in
     // cost when it was got (8) and the fast-path estimate (8); per chunk its task and
     // release (48 + 24).
-    let uniform = !topo.has_switches()
-        && topo.links().windows(2).all(|w| {
-            (w[0].latency_us, w[0].bandwidth_gbps) == (w[1].latency_us, w[1].bandwidth_gbps)
-        });
-    let per_state = if uniform { 1 } else { 17 };
+    let per_state = if one_speed(topo) { 1 } else { 17 };
     let mut matcher = mul(states, per_state).saturating_add(mul(chunks, 72));
     // Per transfer: its record (48, reserved once, with growth slack where relays add
     // hops), whether it was dropped (1), and pool entries offered over each outgoing link
@@ -316,18 +315,46 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
     mul(matcher, copy_phases).saturating_add(merged)
 }
 
-/// Bytes the checker holds for a schedule of `transfers` transfers of `spec` on `npus`
-/// NPUs: every (NPU, chunk)'s contributions, and per transfer its events and occupancy.
-pub fn check(spec: &CollectiveSpec, npus: usize, transfers: u64) -> u64 {
-    let s = Shape::of(spec, npus);
-    let words = if spec.kind.combining() {
-        spec.npus.len().div_ceil(64) as u64
+/// Whether every transfer of one chunk size takes equally long on `topo`: no switches
+/// (routes differ in length), every link of the same latency and bandwidth.
+fn one_speed(topo: &Topology) -> bool {
+    !topo.has_switches()
+        && topo.links().windows(2).all(|w| {
+            (w[0].latency_us, w[0].bandwidth_gbps) == (w[1].latency_us, w[1].bandwidth_gbps)
+        })
+}
+
+/// Bytes the checker holds for a schedule of `transfers` transfers of `spec` on `topo`:
+/// the contents (copying collectives: a bit per (NPU, chunk); combining ones, a chunk at a
+/// time: a bit per contributor on each NPU, with the data of transfers in flight, at most
+/// about one per link or NPU, and the transfers grouped by chunk, 4 bytes each), the last
+/// transfer on each link, where transfers differ in duration a 4-byte index per transfer
+/// for each of the start and end orders, and through switches a route tree per NPU.
+pub fn check(spec: &CollectiveSpec, topo: &Topology, transfers: u64) -> u64 {
+    let s = Shape::of(spec, topo.npus());
+    let npus = topo.npus() as u64;
+    let links = topo.links().len() as u64;
+    let orders = if one_speed(topo) { 0 } else { 8 };
+    let contents = if spec.kind.combining() {
+        let row = 8 * spec.npus.len().div_ceil(64) as u64;
+        let in_flight = mul(links.max(npus), row + 4 * ALLOCATION);
+        mul(npus, row + 8)
+            .saturating_add(in_flight)
+            .saturating_add(mul(s.chunks, 16))
+            .saturating_add(mul(transfers, 4))
     } else {
-        1
+        mul(s.chunks, npus).div_ceil(8)
     };
-    let contents = mul(mul(s.chunks, words), 8 * npus as u64);
-    // Events (2 x 24), link occupancy (24), data in flight (24 + a copy of the words).
-    contents.saturating_add(mul(transfers, 96 + 8 * words + ALLOCATION))
+    // Per NPU sending through switches its route tree.
+    let routes = if topo.has_switches() {
+        mul(npus, 16 * topo.vertices() as u64 + 4 * ALLOCATION)
+    } else {
+        0
+    };
+    contents
+        .saturating_add(mul(links, 24))
+        .saturating_add(mul(transfers, orders))
+        .saturating_add(routes)
 }
 
 /// Bytes the simulator holds for `messages` messages on `topo`: per message its endpoints,
@@ -345,8 +372,8 @@ pub fn synthesis_checked(topo: &Topology, spec: &CollectiveSpec) -> u64 {
     } else {
         s.deliveries
     };
-    let after = check(spec, topo.npus(), transfers).max(simulation(topo, transfers));
-    collective(spec)
+    let after = check(spec, topo, transfers).max(simulation(topo, transfers));
+    collective(topo, spec)
         .saturating_add(synthesis(topo, std::slice::from_ref(spec)))
         .max(mul(transfers, 2 * TRANSFER).saturating_add(after))
 }
@@ -362,8 +389,8 @@ pub fn baseline(topo: &Topology, spec: &CollectiveSpec, factor: u64) -> u64 {
     let transfers = Shape::of(&spec, spec.npus.len()).deliveries;
     // The plan's records (with growth slack) and the schedule made of them.
     mul(transfers, 3 * TRANSFER)
-        .saturating_add(collective(&spec))
-        .saturating_add(check(&spec, topo.npus(), transfers))
+        .saturating_add(collective(topo, &spec))
+        .saturating_add(check(&spec, topo, transfers))
 }
 
 /// The mean hop count of shortest paths, from a few NPUs spread over the topology: how

@@ -130,8 +130,8 @@ fn synthesis_estimates_are_honest() {
         let schedule = &synthesis.schedules[0];
         let transfers = schedule.transfers.len() as u64;
         let (_, measured) = peak_of(|| check(schedule, &topo).unwrap());
-        let estimate = budget::collective(collective.spec())
-            + budget::check(collective.spec(), topo.npus(), transfers);
+        let estimate = budget::collective(&topo, collective.spec())
+            + budget::check(collective.spec(), &topo, transfers);
         assert_honest(&format!("check {kind} on {name}"), estimate, measured, 4);
         let (_, measured) = peak_of(|| simulate_schedule(&topo, schedule).unwrap());
         let estimate = budget::simulation(&topo, transfers);

@@ -288,18 +288,22 @@ fn cli_numbers_out_of_range_name_their_flag() {
 }
 
 #[test]
-fn chunk_conditions_are_counted_before_they_are_built() {
-    // An All-Reduce over 20000 NPUs lists all of them twice for each of its 20000 chunks:
-    // 8e8 NPU ids, 6.4 GB, past the 2^28 allowed.
-    let t = parse_spec("ring:20000", &SpecDefaults::default()).unwrap();
-    match Collective::over_all(&t, CollectiveKind::AllReduce, None, 1, 1 << 30) {
+fn chunks_past_the_state_limit_are_refused_and_conditions_take_no_room() {
+    // An All-to-All on 2,000 NPUs has 2000^2 chunks; tracked on 2,000 NPUs that is 8e9
+    // (NPU, chunk) pairs, past the 2^31 allowed.
+    let ring = |n: usize| parse_spec(&format!("ring:{n}"), &SpecDefaults::default()).unwrap();
+    let t = ring(2000);
+    match Collective::over_all(&t, CollectiveKind::AllToAll, None, 1, 1 << 30) {
         Err(Error::Limit { value, limit, .. }) => {
-            assert_eq!((value, limit), (2 * 20_000 * 20_000, 1 << 28))
+            assert_eq!((value, limit), (2000 * 2000 * 2000, 1 << 31))
         }
         other => panic!("{other:?}"),
     }
-    // An All-Gather of as many chunks lists 1 + P per chunk: 20000 x 20001 = 4e8, refused;
-    // a Gather lists 2: 40000, built.
-    assert!(Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 30).is_err());
-    assert!(Collective::over_all(&t, CollectiveKind::Gather, Some(0), 1, 1 << 30).is_ok());
+    // An All-Reduce over 20,000 NPUs (4e8 pairs) is built: listed, its conditions would
+    // be 8e8 NPU ids; computed, each is the NPU list itself.
+    let t = ring(20_000);
+    let c = Collective::over_all(&t, CollectiveKind::AllReduce, None, 1, 1 << 30).unwrap();
+    assert_eq!(c.chunk_count(), 20_000);
+    assert!(std::ptr::eq(c.pre(19_999), c.npus()));
+    assert!(std::ptr::eq(c.post(0), c.npus()));
 }

@@ -203,12 +203,13 @@ pub fn egress_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
 fn needed_chunks(topo: &Topology, collective: &Collective) -> Vec<usize> {
     let combining = collective.combining();
     let mut needed = vec![0usize; topo.npus()];
-    for chunk in collective.chunks() {
-        for &npu in &chunk.post {
+    for c in 0..collective.chunk_count() {
+        let pre = collective.pre(c);
+        for &npu in collective.post(c) {
             let from_others = if combining {
-                chunk.pre.iter().any(|&u| u != npu)
+                pre.iter().any(|&u| u != npu)
             } else {
-                !chunk.pre.contains(&npu)
+                !pre.contains(&npu)
             };
             needed[npu] += usize::from(from_others);
         }
@@ -220,14 +221,15 @@ fn needed_chunks(topo: &Topology, collective: &Collective) -> Vec<usize> {
 fn owed_chunks(topo: &Topology, collective: &Collective) -> Vec<usize> {
     let combining = collective.combining();
     let mut owed = vec![0usize; topo.npus()];
-    for chunk in collective.chunks() {
-        let providers: &[NpuId] = if combining || chunk.pre.len() == 1 {
-            &chunk.pre
+    for c in 0..collective.chunk_count() {
+        let (pre, post) = (collective.pre(c), collective.post(c));
+        let providers: &[NpuId] = if combining || pre.len() == 1 {
+            pre
         } else {
             &[]
         };
         for &npu in providers {
-            owed[npu] += usize::from(chunk.post.iter().any(|&v| v != npu));
+            owed[npu] += usize::from(post.iter().any(|&v| v != npu));
         }
     }
     owed
@@ -345,18 +347,19 @@ fn latency_bounds(topo: &Topology, collective: &Collective) -> (Picos, Picos) {
     let combining = collective.combining();
     // Chunks come in runs with equal conditions (a rank's K pieces, or all chunks of an
     // All-Reduce); each run is looked at once.
+    let conditions = |c: usize| (collective.pre(c), collective.post(c));
     let mut runs: Vec<usize> = Vec::new();
-    for (c, chunk) in collective.chunks().iter().enumerate() {
+    for c in 0..collective.chunk_count() {
         if runs
             .last()
-            .map_or(true, |&r| collective.chunks()[r] != *chunk)
+            .map_or(true, |&r| conditions(r) != conditions(c))
         {
             runs.push(c);
         }
     }
     let mut runs_from: Vec<Vec<usize>> = vec![Vec::new(); topo.npus()];
     for &r in &runs {
-        let pre = &collective.chunks()[r].pre;
+        let pre = collective.pre(r);
         if combining || pre.len() == 1 {
             for &u in pre {
                 runs_from[u].push(r);
@@ -380,8 +383,8 @@ fn latency_bounds(topo: &Topology, collective: &Collective) -> (Picos, Picos) {
             diameter = diameter.max(far.max().unwrap_or(0));
         }
         for &r in &runs_from[u] {
-            let far = collective.chunks()[r]
-                .post
+            let far = collective
+                .post(r)
                 .iter()
                 .filter(|v| reachable(v))
                 .map(|&v| dist[v]);

@@ -23,31 +23,22 @@ pub(super) fn least_crossings(topo: &Topology, collective: &Collective) -> f64 {
     let mut to_receiver = HopCache::new(&reversed);
     let outsiders_link = outsiders_have_links(topo, collective.npus());
     let mut total = 0usize;
-    for chunk in collective.chunks() {
+    for c in 0..collective.chunk_count() {
+        let (pre, post) = (collective.pre(c), collective.post(c));
         total += if !collective.combining() {
-            let needers: Vec<NpuId> = chunk
-                .post
-                .iter()
-                .copied()
-                .filter(|v| !chunk.pre.contains(v))
-                .collect();
-            farthest_or_count(from_holders.hops(&chunk.pre), &needers)
-        } else if let [receiver] = chunk.post[..] {
-            let contributors: Vec<NpuId> = chunk
-                .pre
-                .iter()
-                .copied()
-                .filter(|&u| u != receiver)
-                .collect();
+            let needers: Vec<NpuId> = post.iter().copied().filter(|v| !pre.contains(v)).collect();
+            farthest_or_count(from_holders.hops(pre), &needers)
+        } else if let [receiver] = post[..] {
+            let contributors: Vec<NpuId> = pre.iter().copied().filter(|&u| u != receiver).collect();
             farthest_or_count(to_receiver.hops(&[receiver]), &contributors)
         } else {
-            let mut everyone = chunk.pre.clone();
-            everyone.extend(&chunk.post);
+            let mut everyone = pre.to_vec();
+            everyone.extend(post);
             everyone.sort_unstable();
             everyone.dedup();
             match everyone.len() {
                 0 | 1 => 0,
-                p if outsiders_link => chunk.pre.len().max(chunk.post.len()).min(p),
+                p if outsiders_link => pre.len().max(post.len()).min(p),
                 p => 2 * (p - 1),
             }
         };

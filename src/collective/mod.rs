@@ -1,6 +1,10 @@
 //! Collectives as chunk movements: for every chunk, who holds it at the start
 //! (precondition) and who must hold it at the end (postcondition).
 //!
+//! Conditions are a function of the spec and the chunk's index, so none is stored: each
+//! is a slice of the spec's NPUs (every NPU, or the one owner or root), so that a
+//! collective over 40,000 NPUs takes no more memory than its spec.
+//!
 //! Sizes follow nccl-tests: `size_bytes` is the buffer every NPU ends with (All-Gather: the
 //! output; Reduce-Scatter: the input; All-Reduce, Broadcast, Reduce: the buffer; Gather and
 //! Scatter: the root's; All-to-All: each NPU's). With P NPUs and K chunks per NPU, chunks are
@@ -13,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// Index of a chunk in `Collective::chunks()`.
+/// Index of a chunk, from 0 to `Collective::chunk_count()`.
 pub type ChunkId = usize;
 
 /// Which collective.
@@ -128,28 +132,17 @@ pub struct CollectiveSpec {
     pub size_bytes: u64,
 }
 
-/// One chunk's conditions.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Chunk {
-    /// NPUs holding the chunk at the start (its contributors for combining collectives).
-    pub pre: Vec<NpuId>,
-    /// NPUs that must hold the whole chunk at the end.
-    pub post: Vec<NpuId>,
-}
-
-/// Largest number of chunks a collective may have; keeps per-(NPU, chunk) state bounded.
+/// Largest number of (NPU, chunk) pairs, chunks x the topology's NPUs: the synthesizer and
+/// the checker keep state per pair (at least one bit) and number pairs and chunks in 32
+/// bits, so more could neither be tracked nor fit a machine.
 const MAX_CHUNK_STATES: usize = 1 << 31;
 
-/// Most NPU ids all chunks' pre- and postconditions may list together: 2^28, 2 GiB of
-/// ids. An All-Reduce lists every NPU twice per chunk, so its conditions grow as P^2 K;
-/// they are counted before any is built.
-pub const MAX_CONDITION_ENTRIES: u64 = 1 << 28;
-
-/// A collective on a topology: its spec and every chunk's pre- and postcondition.
+/// A collective on a topology: its spec, checked, and every chunk's pre- and
+/// postcondition, computed on demand.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Collective {
     spec: CollectiveSpec,
-    chunks: Vec<Chunk>,
+    chunk_count: usize,
     chunk_bytes: f64,
 }
 
@@ -227,31 +220,11 @@ impl Collective {
                 context: format!("{k} chunks per NPU on {p} NPUs is too many chunks to track"),
             });
         }
-        // NPUs each chunk's pre- and postcondition list (see `chunk_conditions`).
-        let per_chunk = match spec.kind {
-            CollectiveKind::AllReduce => 2 * p128,
-            CollectiveKind::Gather | CollectiveKind::Scatter | CollectiveKind::AllToAll => 2,
-            _ => 1 + p128,
-        };
-        let entries = chunks * per_chunk;
-        if entries > MAX_CONDITION_ENTRIES as u128 {
-            return Err(Error::Limit {
-                what: "NPU entries in chunk conditions",
-                value: u64::try_from(entries).unwrap_or(u64::MAX),
-                limit: MAX_CONDITION_ENTRIES,
-                context: format!("{} of {k} chunks per NPU on {p} NPUs", spec.kind),
-            });
-        }
-        let count = chunks as usize;
-        let all = &spec.npus;
-        let chunks: Vec<Chunk> = (0..count)
-            .map(|c| chunk_conditions(spec.kind, all, root, k, c))
-            .collect();
-        check_reachable(topo, spec.kind, all, root)?;
+        check_reachable(topo, spec.kind, &spec.npus, root)?;
         let chunk_bytes = spec.size_bytes as f64 / chunk_divisor(spec.kind, p, k) as f64;
         Ok(Collective {
             spec,
-            chunks,
+            chunk_count: chunks as usize,
             chunk_bytes,
         })
     }
@@ -289,8 +262,42 @@ impl Collective {
         &self.spec.npus
     }
 
-    pub fn chunks(&self) -> &[Chunk] {
-        &self.chunks
+    /// How many chunks there are: P x K (All-to-All: P x P x K; Broadcast and Reduce: K).
+    pub fn chunk_count(&self) -> usize {
+        self.chunk_count
+    }
+
+    /// NPUs holding chunk `c` at the start (its contributors for combining collectives).
+    /// Chunk `rank * K + piece` is the piece-th share of rank's part of the buffer
+    /// (All-to-All: `(src_rank * P + dst_rank) * K + piece`). Panics if `c` is not below
+    /// `chunk_count()`.
+    pub fn pre(&self, c: ChunkId) -> &[NpuId] {
+        self.condition(c, true)
+    }
+
+    /// NPUs that must hold the whole of chunk `c` at the end (numbered as for `pre`).
+    pub fn post(&self, c: ChunkId) -> &[NpuId] {
+        self.condition(c, false)
+    }
+
+    /// Chunk `c`'s precondition (`pre`) or postcondition: every NPU, the chunk's owner
+    /// (the rank whose share it is) or the root.
+    fn condition(&self, c: ChunkId, pre: bool) -> &[NpuId] {
+        assert!(c < self.chunk_count, "chunk {c} of {}", self.chunk_count);
+        let all = &self.spec.npus[..];
+        let k = self.spec.chunks_per_npu;
+        let owner = || std::slice::from_ref(&all[c / k]);
+        let root = || self.spec.root.as_slice();
+        match (self.spec.kind, pre) {
+            (CollectiveKind::AllGather, true) => owner(),
+            (CollectiveKind::ReduceScatter, false) => owner(),
+            (CollectiveKind::Broadcast | CollectiveKind::Scatter, true) => root(),
+            (CollectiveKind::Reduce | CollectiveKind::Gather, false) => root(),
+            (CollectiveKind::Gather | CollectiveKind::Scatter, _) => owner(),
+            (CollectiveKind::AllToAll, true) => std::slice::from_ref(&all[c / k / all.len()]),
+            (CollectiveKind::AllToAll, false) => std::slice::from_ref(&all[c / k % all.len()]),
+            _ => all,
+        }
     }
 
     /// Bytes in one chunk (the buffer divided evenly; may be fractional).
@@ -302,33 +309,6 @@ impl Collective {
     pub fn combining(&self) -> bool {
         self.spec.kind.combining()
     }
-}
-
-/// Chunk `c`'s conditions. Chunks are numbered so that chunk `rank * K + piece` is the
-/// piece-th share of rank's part of the buffer (All-to-All: `(src_rank * P + dst_rank) * K + piece`).
-fn chunk_conditions(
-    kind: CollectiveKind,
-    all: &[NpuId],
-    root: Option<NpuId>,
-    k: usize,
-    c: usize,
-) -> Chunk {
-    let owner = || all[c / k];
-    let root = || root.expect("rooted collectives have a root");
-    let (pre, post) = match kind {
-        CollectiveKind::AllGather => (vec![owner()], all.to_vec()),
-        CollectiveKind::ReduceScatter => (all.to_vec(), vec![owner()]),
-        CollectiveKind::AllReduce => (all.to_vec(), all.to_vec()),
-        CollectiveKind::Broadcast => (vec![root()], all.to_vec()),
-        CollectiveKind::Reduce => (all.to_vec(), vec![root()]),
-        CollectiveKind::Gather => (vec![owner()], vec![root()]),
-        CollectiveKind::Scatter => (vec![root()], vec![owner()]),
-        CollectiveKind::AllToAll => {
-            let p = all.len();
-            (vec![all[c / k / p]], vec![all[c / k % p]])
-        }
-    };
-    Chunk { pre, post }
 }
 
 /// How many chunks `size_bytes` is split into: the buffer every NPU ends with (the input
@@ -372,4 +352,47 @@ fn sorted(npus: &[NpuId]) -> Vec<NpuId> {
     let mut v = npus.to_vec();
     v.sort_unstable();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{parse_spec, SpecDefaults};
+
+    #[test]
+    fn conditions_follow_the_documented_numbering() {
+        // NPUs 3, 1, 2 in rank order, K = 2, root 1: chunk `rank * 2 + piece` belongs to
+        // the rank's NPU (All-to-All: chunk `(src * 3 + dst) * 2 + piece`).
+        let topo = parse_spec("fc:4", &SpecDefaults::default()).unwrap();
+        let all: &[NpuId] = &[3, 1, 2];
+        let build = |kind: CollectiveKind| {
+            let spec = CollectiveSpec {
+                kind,
+                root: kind.has_root().then_some(1),
+                npus: all.to_vec(),
+                chunks_per_npu: 2,
+                size_bytes: 1 << 20,
+            };
+            Collective::new(&topo, spec).unwrap()
+        };
+        use CollectiveKind::*;
+        // (kind, chunk, pre, post, chunks)
+        type Case<'a> = (CollectiveKind, usize, &'a [NpuId], &'a [NpuId], usize);
+        let cases: [Case; 8] = [
+            (AllGather, 3, &[1], all, 6),
+            (ReduceScatter, 4, all, &[2], 6),
+            (AllReduce, 5, all, all, 6),
+            (Broadcast, 1, &[1], all, 2),
+            (Reduce, 0, all, &[1], 2),
+            (Gather, 5, &[2], &[1], 6),
+            (Scatter, 0, &[1], &[3], 6),
+            // (src 2 (NPU 2) * 3 + dst 1 (NPU 1)) * 2 + piece 1 = 15.
+            (AllToAll, 15, &[2], &[1], 18),
+        ];
+        for (kind, chunk, pre, post, chunks) in cases {
+            let c = build(kind);
+            assert_eq!(c.chunk_count(), chunks, "{kind}");
+            assert_eq!((c.pre(chunk), c.post(chunk)), (pre, post), "{kind} {chunk}");
+        }
+    }
 }

@@ -5,6 +5,16 @@
 //! collectives one bit (the whole chunk), for combining collectives one bit per
 //! contributor. A copy overwrites the destination's content with what the source held when
 //! the transfer started; a reduce adds it, and adding a contribution twice is an error.
+//!
+//! It holds little beyond the schedule, so that whatever synthesis could make can be
+//! checked: the contents (copying collectives: one bit per (NPU, chunk), as a sender must
+//! hold the whole chunk and so always sends it whole; combining collectives, replayed a
+//! chunk at a time: one chunk's contribution sets and a 4-byte index per transfer to
+//! group them by chunk), the last transfer on each link, through switches a route tree
+//! per sending NPU, and a 4-byte index per transfer only where the schedule is not already
+//! in start (or end) order. Transfers are swept in start order; durations are at least a
+//! picosecond, so two transfers on a link overlap exactly when one starts before the one
+//! that started last on it has ended.
 
 use super::{route_time_ps, Op, Schedule, Transfer};
 use crate::budget::{self, MemoryLimit};
@@ -12,7 +22,8 @@ use crate::collective::Collective;
 use crate::error::{Error, Result};
 use crate::topology::{format_npus, LinkId, NpuId, RouteTree, Topology};
 use crate::units::{ps_to_us, Picos};
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 /// What a passing check found.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,7 +46,6 @@ pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
             schedule.chunk_bytes
         )));
     }
-    let mut per_link: Vec<Vec<Occupancy<usize>>> = vec![Vec::new(); topo.links().len()];
     let mut routes = Routes::new(topo);
     for (i, t) in schedule.transfers.iter().enumerate() {
         check_static(i, t, &collective, topo)?;
@@ -69,23 +79,28 @@ pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
                 ),
             ));
         }
-        for &link in route {
-            per_link[link].push((t.start_ps, t.end_ps, i));
+    }
+    let departures = Order::by(&schedule.transfers, |t| t.start_ps)?;
+    let mut links = LinkSweep::new(topo.links().len());
+    for i in departures.iter() {
+        let t = &schedule.transfers[i];
+        let route = routes
+            .between(t.src, t.dst)
+            .expect("every transfer's route was found above");
+        if let Some(a) = links.hold(route, t, i) {
+            let ta = &schedule.transfers[a];
+            return Err(fail(
+                i,
+                t,
+                format!(
+                    "starts while transfer {a} (chunk {}) still occupies the link until {:.6} us",
+                    ta.chunk,
+                    ps_to_us(ta.end_ps)
+                ),
+            ));
         }
     }
-    if let Some((a, b)) = first_overlap(per_link) {
-        let (ta, tb) = (&schedule.transfers[a], &schedule.transfers[b]);
-        return Err(fail(
-            b,
-            tb,
-            format!(
-                "starts while transfer {a} (chunk {}) still occupies the link until {:.6} us",
-                ta.chunk,
-                ps_to_us(ta.end_ps)
-            ),
-        ));
-    }
-    replay(schedule, &collective, topo.npus())
+    replay(schedule, &collective, topo.npus(), &departures)
 }
 
 /// Checks schedules meant to run at the same time on `topo` (as
@@ -97,36 +112,48 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
         .enumerate()
         .map(|(i, s)| check(s, topo).map_err(|e| Error::Schedule(format!("schedule {i}: {e}"))))
         .collect::<Result<Vec<_>>>()?;
-    let mut per_link: Vec<Vec<Occupancy<(usize, usize)>>> = vec![Vec::new(); topo.links().len()];
+    // The schedules' transfers merged in start order, each schedule's taken in its own.
+    let orders = schedules
+        .iter()
+        .map(|s| Order::by(&s.transfers, |t| t.start_ps))
+        .collect::<Result<Vec<_>>>()?;
+    let start = |s: usize, at: usize| schedules[s].transfers[orders[s].at(at)].start_ps;
+    let mut next: BinaryHeap<Reverse<(Picos, usize, usize)>> = (0..schedules.len())
+        .filter(|&s| orders[s].len() > 0)
+        .map(|s| Reverse((start(s, 0), s, 0)))
+        .collect();
+    let mut links = LinkSweep::new(topo.links().len());
     let mut routes = Routes::new(topo);
-    for (s, schedule) in schedules.iter().enumerate() {
-        for (i, t) in schedule.transfers.iter().enumerate() {
-            let route = routes
-                .between(t.src, t.dst)
-                .expect("check found every transfer's route");
-            for &link in route {
-                per_link[link].push((t.start_ps, t.end_ps, (s, i)));
-            }
+    while let Some(Reverse((_, s, at))) = next.pop() {
+        let i = orders[s].at(at);
+        let t = &schedules[s].transfers[i];
+        let route = routes
+            .between(t.src, t.dst)
+            .expect("check found every transfer's route");
+        if let Some((sa, a)) = links.hold(route, t, (s, i)) {
+            let ta = &schedules[sa].transfers[a];
+            return Err(Error::Schedule(format!(
+                "schedule {s}, {}: starts while transfer {a} of schedule {sa} (chunk {}) still occupies the link until {:.6} us",
+                describe(i, t),
+                ta.chunk,
+                ps_to_us(ta.end_ps)
+            )));
         }
-    }
-    if let Some(((sa, a), (sb, b))) = first_overlap(per_link) {
-        let (ta, tb) = (&schedules[sa].transfers[a], &schedules[sb].transfers[b]);
-        return Err(Error::Schedule(format!(
-            "schedule {sb}, {}: starts while transfer {a} of schedule {sa} (chunk {}) still occupies the link until {:.6} us",
-            describe(b, tb),
-            ta.chunk,
-            ps_to_us(ta.end_ps)
-        )));
+        if at + 1 < orders[s].len() {
+            next.push(Reverse((start(s, at + 1), s, at + 1)));
+        }
     }
     Ok(reports)
 }
 
-/// The links each NPU pair's transfers hold (`Topology::route`), looked up once per pair.
+/// The links each NPU pair's transfers hold (`Topology::route`): the direct link, or the
+/// route read off the sender's route tree, kept per sending NPU (routes are walked again
+/// for each transfer rather than kept per pair, of which there can be as many as
+/// transfers).
 struct Routes<'a> {
     topo: &'a Topology,
-    /// The last direct link found (most transfers use one: no map lookup for them).
-    direct: [LinkId; 1],
-    known: HashMap<(NpuId, NpuId), Option<Vec<LinkId>>>,
+    /// The last route found.
+    route: Vec<LinkId>,
     trees: HashMap<NpuId, RouteTree>,
 }
 
@@ -134,8 +161,7 @@ impl<'a> Routes<'a> {
     fn new(topo: &'a Topology) -> Routes<'a> {
         Routes {
             topo,
-            direct: [0],
-            known: HashMap::new(),
+            route: Vec::new(),
             trees: HashMap::new(),
         }
     }
@@ -143,35 +169,93 @@ impl<'a> Routes<'a> {
     fn between(&mut self, src: NpuId, dst: NpuId) -> Option<&[LinkId]> {
         let topo = self.topo;
         if let Some(l) = topo.link_between(src, dst) {
-            self.direct = [l];
-            return Some(&self.direct);
+            self.route.clear();
+            self.route.push(l);
+            return Some(&self.route);
         }
         if !topo.has_switches() {
             return None;
         }
-        let trees = &mut self.trees;
-        self.known
-            .entry((src, dst))
-            .or_insert_with(|| {
-                trees
-                    .entry(src)
-                    .or_insert_with(|| topo.route_tree(src))
-                    .route_to(topo, dst)
-            })
-            .as_deref()
+        self.route = self
+            .trees
+            .entry(src)
+            .or_insert_with(|| topo.route_tree(src))
+            .route_to(topo, dst)?;
+        Some(&self.route)
     }
 }
 
-/// (start, end, transfer) of one transfer on a link.
-type Occupancy<Id> = (Picos, Picos, Id);
+/// Per link, when the transfer that started last on it ends, and which it is.
+struct LinkSweep<Id> {
+    last: Vec<Option<(Picos, Id)>>,
+}
 
-/// The first pair of intervals (earlier, later) that overlap on some link, if any.
-fn first_overlap<Id: Copy + Ord>(per_link: Vec<Vec<Occupancy<Id>>>) -> Option<(Id, Id)> {
-    per_link.into_iter().find_map(|mut list| {
-        list.sort_unstable();
-        list.windows(2)
-            .find(|w| w[1].0 < w[0].1)
-            .map(|w| (w[0].2, w[1].2))
+impl<Id: Copy> LinkSweep<Id> {
+    fn new(links: usize) -> LinkSweep<Id> {
+        LinkSweep {
+            last: vec![None; links],
+        }
+    }
+
+    /// Puts `t` (transfer `id`) on the links of `route`; transfers must come in start
+    /// order. Returns the transfer it overlaps on one of them, if any.
+    fn hold(&mut self, route: &[LinkId], t: &Transfer, id: Id) -> Option<Id> {
+        for &link in route {
+            match self.last[link] {
+                Some((end, earlier)) if t.start_ps < end => return Some(earlier),
+                _ => self.last[link] = Some((t.end_ps, id)),
+            }
+        }
+        None
+    }
+}
+
+/// Transfer indices in the order of a key (ties in index order): nothing stored where the
+/// schedule is already in that order (a synthesized one is in start order, and on links
+/// of one speed in end order too), else one u32 per transfer.
+enum Order {
+    Given(usize),
+    Sorted(Vec<u32>),
+}
+
+impl Order {
+    fn by<K: Ord>(transfers: &[Transfer], key: impl Fn(&Transfer) -> K) -> Result<Order> {
+        if transfers.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
+            return Ok(Order::Given(transfers.len()));
+        }
+        let count = index32(transfers.len())?;
+        let mut order: Vec<u32> = (0..count).collect();
+        order.sort_unstable_by_key(|&i| (key(&transfers[i as usize]), i));
+        Ok(Order::Sorted(order))
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Order::Given(n) => *n,
+            Order::Sorted(order) => order.len(),
+        }
+    }
+
+    /// The index of the transfer at position `at`.
+    fn at(&self, at: usize) -> usize {
+        match self {
+            Order::Given(_) => at,
+            Order::Sorted(order) => order[at] as usize,
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.len()).map(|at| self.at(at))
+    }
+}
+
+/// `transfers` as a u32, the checker's transfer index where it keeps one per transfer.
+fn index32(transfers: usize) -> Result<u32> {
+    u32::try_from(transfers).map_err(|_| Error::Limit {
+        what: "transfers",
+        value: transfers as u64,
+        limit: u32::MAX as u64,
+        context: "checking a schedule".into(),
     })
 }
 
@@ -186,7 +270,8 @@ pub fn check_data_flow(schedule: &Schedule, topo: &Topology) -> Result<CheckRepo
             return Err(fail(i, t, "does not end after it starts".into()));
         }
     }
-    replay(schedule, &collective, topo.npus())
+    let departures = Order::by(&schedule.transfers, |t| t.start_ps)?;
+    replay(schedule, &collective, topo.npus(), &departures)
 }
 
 /// The schedule's collective, built once the checker's memory fits the limit.
@@ -194,7 +279,7 @@ fn collective_of(schedule: &Schedule, topo: &Topology) -> Result<Collective> {
     let spec = &schedule.collective;
     let transfers = schedule.transfers.len() as u64;
     let estimate =
-        budget::collective(spec).saturating_add(budget::check(spec, topo.npus(), transfers));
+        budget::collective(topo, spec).saturating_add(budget::check(spec, topo, transfers));
     MemoryLimit::default().admit(estimate, || {
         format!(
             "checking a {} schedule over {} NPUs with K={} ({transfers} transfers)",
@@ -223,13 +308,13 @@ fn describe(i: usize, t: &Transfer) -> String {
 }
 
 fn check_static(i: usize, t: &Transfer, collective: &Collective, topo: &Topology) -> Result<()> {
-    if t.chunk >= collective.chunks().len() {
+    if t.chunk >= collective.chunk_count() {
         return Err(fail(
             i,
             t,
             format!(
                 "the collective has chunks 0..{}",
-                collective.chunks().len() - 1
+                collective.chunk_count() - 1
             ),
         ));
     }
@@ -253,140 +338,290 @@ fn check_static(i: usize, t: &Transfer, collective: &Collective, topo: &Topology
     Ok(())
 }
 
-/// Per-(NPU, chunk) contribution sets, stored as bit words in one flat array.
-struct Contents {
-    /// First word of each chunk inside an NPU's block.
-    offset: Vec<usize>,
-    words_per_npu: usize,
-    bits: Vec<u64>,
-}
-
-impl Contents {
-    fn new(collective: &Collective, npus: usize) -> Contents {
-        let mut offset = Vec::with_capacity(collective.chunks().len() + 1);
-        let mut words = 0;
-        for c in collective.chunks() {
-            offset.push(words);
-            let contributors = if collective.combining() {
-                c.pre.len()
-            } else {
-                1
-            };
-            words += contributors.div_ceil(64);
-        }
-        offset.push(words);
-        let mut contents = Contents {
-            offset,
-            words_per_npu: words,
-            bits: vec![0; words * npus],
-        };
-        for (id, c) in collective.chunks().iter().enumerate() {
-            for (j, &npu) in c.pre.iter().enumerate() {
-                let bit = if collective.combining() { j } else { 0 };
-                contents.get_mut(npu, id)[bit / 64] |= 1 << (bit % 64);
-            }
-        }
-        contents
-    }
-
-    fn range(&self, npu: usize, chunk: usize) -> std::ops::Range<usize> {
-        let base = npu * self.words_per_npu;
-        base + self.offset[chunk]..base + self.offset[chunk + 1]
-    }
-
-    fn get(&self, npu: usize, chunk: usize) -> &[u64] {
-        &self.bits[self.range(npu, chunk)]
-    }
-
-    fn get_mut(&mut self, npu: usize, chunk: usize) -> &mut [u64] {
-        let r = self.range(npu, chunk);
-        &mut self.bits[r]
-    }
-}
-
-fn replay(schedule: &Schedule, collective: &Collective, npus: usize) -> Result<CheckReport> {
-    let mut contents = Contents::new(collective, npus);
-    // Arrivals at time t land before departures at t, so a chunk can be forwarded the
-    // moment it arrives.
-    let mut events: Vec<(Picos, bool, usize)> = schedule
-        .transfers
-        .iter()
-        .enumerate()
-        .flat_map(|(i, t)| [(t.start_ps, true, i), (t.end_ps, false, i)])
-        .collect();
-    events.sort_unstable();
-    let mut in_flight: Vec<Option<Vec<u64>>> = vec![None; schedule.transfers.len()];
-    for (_, departs, i) in events {
-        let t = &schedule.transfers[i];
-        if departs {
-            let held = contents.get(t.src, t.chunk);
-            if held.iter().all(|&w| w == 0) {
-                return Err(fail(
-                    i,
-                    t,
-                    format!(
-                        "NPU {} does not hold chunk {} when it sends",
-                        t.src, t.chunk
-                    ),
-                ));
-            }
-            in_flight[i] = Some(held.to_vec());
-            continue;
-        }
-        // Every transfer ends after it starts (checked above), so it has departed.
-        let Some(data) = in_flight[i].take() else {
-            return Err(fail(i, t, "arrives before it departs".into()));
-        };
-        let dst = contents.get_mut(t.dst, t.chunk);
-        match t.op {
-            Op::Copy => dst.copy_from_slice(&data),
-            Op::Reduce => {
-                if dst.iter().zip(&data).any(|(a, b)| a & b != 0) {
-                    return Err(fail(
-                        i,
-                        t,
-                        format!(
-                            "NPU {} would count a contribution to chunk {} twice",
-                            t.dst, t.chunk
-                        ),
-                    ));
-                }
-                dst.iter_mut().zip(&data).for_each(|(a, b)| *a |= b);
-            }
-        }
-    }
-    for (id, c) in collective.chunks().iter().enumerate() {
-        let contributors = if collective.combining() {
-            c.pre.len()
-        } else {
-            1
-        };
-        let lacking: Vec<usize> = c
-            .post
-            .iter()
-            .copied()
-            .filter(|&n| {
-                let held = contents.get(n, id);
-                (0..contributors).any(|b| held[b / 64] & (1 << (b % 64)) == 0)
-            })
-            .collect();
-        if !lacking.is_empty() {
-            let who = match lacking.as_slice() {
-                [one] => format!("NPU {one} lacks"),
-                many => format!("NPUs {} lack", format_npus(many)),
-            };
-            return Err(Error::Schedule(format!(
-                "at the end, {who} chunk {id}{}",
-                if collective.combining() {
-                    " (or some of its contributions)"
-                } else {
-                    ""
-                }
-            )));
-        }
+/// Replays the transfers in time order (departures in `departures`' start order), then
+/// checks the postconditions.
+fn replay(
+    schedule: &Schedule,
+    collective: &Collective,
+    npus: usize,
+    departures: &Order,
+) -> Result<CheckReport> {
+    if collective.combining() {
+        replay_sums(schedule, collective, npus, departures)?;
+    } else {
+        replay_copies(schedule, collective, npus, departures)?;
     }
     Ok(CheckReport {
         collective_time_ps: schedule.collective_time_ps(),
         transfers: schedule.transfers.len(),
     })
+}
+
+/// Copying collectives: a chunk is whole or absent on an NPU, one bit per (NPU, chunk).
+/// A copy brings what its sender held when it left, which was the whole chunk (checked
+/// then), so a chunk once held stays held and nothing in flight needs keeping.
+fn replay_copies(
+    schedule: &Schedule,
+    collective: &Collective,
+    npus: usize,
+    departures: &Order,
+) -> Result<()> {
+    let transfers = &schedule.transfers;
+    let chunks = collective.chunk_count();
+    let mut held = vec![0u64; (npus * chunks).div_ceil(64)];
+    let bit = |npu: usize, chunk: usize| {
+        let b = npu * chunks + chunk;
+        (b / 64, 1u64 << (b % 64))
+    };
+    for c in 0..chunks {
+        for &npu in collective.pre(c) {
+            let (word, mask) = bit(npu, c);
+            held[word] |= mask;
+        }
+    }
+    let arrivals = Order::by(transfers, |t| t.end_ps)?;
+    let mut departed = departures.iter().peekable();
+    for i in arrivals.iter() {
+        let t = &transfers[i];
+        // Arrivals at time t land before departures at t, so a chunk can be forwarded the
+        // moment it arrives.
+        while let Some(d) = departed.next_if(|&d| transfers[d].start_ps < t.end_ps) {
+            let sent = &transfers[d];
+            let (word, mask) = bit(sent.src, sent.chunk);
+            if held[word] & mask == 0 {
+                return Err(not_held(d, sent));
+            }
+        }
+        if t.end_ps <= t.start_ps {
+            return Err(fail(i, t, "arrives before it departs".into()));
+        }
+        let (word, mask) = bit(t.dst, t.chunk);
+        held[word] |= mask;
+    }
+    for c in 0..chunks {
+        let lacking: Vec<usize> = collective
+            .post(c)
+            .iter()
+            .copied()
+            .filter(|&n| {
+                let (word, mask) = bit(n, c);
+                held[word] & mask == 0
+            })
+            .collect();
+        if !lacking.is_empty() {
+            return Err(lacks(&lacking, c, ""));
+        }
+    }
+    Ok(())
+}
+
+/// Combining collectives, one chunk at a time: a chunk's contents never depend on
+/// another's, so only one chunk's contribution sets (one bit per contributor on each NPU)
+/// are held at once, and transfers are grouped by chunk with a 4-byte index each. The
+/// verdict is the one a replay of all chunks together gives: the earliest failure in
+/// time, else the lowest-numbered chunk some NPU lacks at the end.
+fn replay_sums(
+    schedule: &Schedule,
+    collective: &Collective,
+    npus: usize,
+    departures: &Order,
+) -> Result<()> {
+    let transfers = &schedule.transfers;
+    let chunks = collective.chunk_count();
+    index32(transfers.len())?;
+    // Transfer indices grouped by chunk (a counting sort), each group in start order.
+    let mut first = vec![0usize; chunks + 1];
+    for t in transfers {
+        first[t.chunk + 1] += 1;
+    }
+    for c in 0..chunks {
+        first[c + 1] += first[c];
+    }
+    let mut by_chunk = vec![0u32; transfers.len()];
+    let mut next = first.clone();
+    for i in departures.iter() {
+        let c = transfers[i].chunk;
+        by_chunk[next[c]] = i as u32;
+        next[c] += 1;
+    }
+    drop(next);
+    let mut sums = ChunkSums::new(collective, npus);
+    let mut arrivals: Vec<u32> = Vec::new();
+    let mut earliest: Option<(Event, Error)> = None;
+    let mut lacking_first: Option<Error> = None;
+    for c in 0..chunks {
+        let sent = &by_chunk[first[c]..first[c + 1]];
+        arrivals.clear();
+        arrivals.extend_from_slice(sent);
+        arrivals.sort_unstable_by_key(|&i| (transfers[i as usize].end_ps, i));
+        sums.begin(collective.pre(c));
+        if let Err((event, e)) = sums.replay(transfers, sent, &arrivals) {
+            if earliest.as_ref().map_or(true, |(first, _)| event < *first) {
+                earliest = Some((event, e));
+            }
+            continue;
+        }
+        if lacking_first.is_none() {
+            let contributors = collective.pre(c).len();
+            let lacking: Vec<usize> = collective
+                .post(c)
+                .iter()
+                .copied()
+                .filter(|&n| !sums.holds_all(n, contributors))
+                .collect();
+            if !lacking.is_empty() {
+                lacking_first = Some(lacks(&lacking, c, " (or some of its contributions)"));
+            }
+        }
+    }
+    match (earliest, lacking_first) {
+        (Some((_, e)), _) | (None, Some(e)) => Err(e),
+        (None, None) => Ok(()),
+    }
+}
+
+/// When a replay step happens: (time, whether it is a departure, the transfer), the order
+/// steps are taken in (arrivals at a time before departures at it).
+type Event = (Picos, bool, usize);
+
+/// One chunk's contribution sets on every NPU: `words` words per NPU, bit j set when the
+/// NPU's content includes the chunk's j-th contributor (`Collective::pre`). Rows are
+/// reset lazily: an NPU not yet touched for the current chunk holds its own contribution.
+struct ChunkSums {
+    words: usize,
+    bits: Vec<u64>,
+    /// Per NPU, the chunk (counted from 1) its row was last reset for.
+    stamp: Vec<u32>,
+    current: u32,
+    /// Per NPU, its index among the current chunk's contributors (`NONE` if not one).
+    contributor: Vec<u32>,
+    /// The contributors `contributor` was filled for.
+    contributors: Vec<NpuId>,
+    /// The contributions of transfers in flight, and spare rows for them.
+    in_flight: HashMap<usize, Vec<u64>>,
+    spare: Vec<Vec<u64>>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl ChunkSums {
+    fn new(collective: &Collective, npus: usize) -> ChunkSums {
+        let words = (0..collective.chunk_count())
+            .map(|c| collective.pre(c).len().div_ceil(64))
+            .max()
+            .unwrap_or(0);
+        ChunkSums {
+            words,
+            bits: vec![0; words * npus],
+            stamp: vec![0; npus],
+            current: 0,
+            contributor: vec![NONE; npus],
+            contributors: Vec::new(),
+            in_flight: HashMap::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Starts the next chunk, whose contributors are `pre`.
+    fn begin(&mut self, pre: &[NpuId]) {
+        self.current += 1;
+        self.in_flight.clear();
+        if self.contributors != pre {
+            for &npu in &self.contributors {
+                self.contributor[npu] = NONE;
+            }
+            for (j, &npu) in pre.iter().enumerate() {
+                self.contributor[npu] = j as u32;
+            }
+            self.contributors = pre.to_vec();
+        }
+    }
+
+    /// `npu`'s row, reset to its own contribution if the current chunk has not touched it.
+    fn row(&mut self, npu: NpuId) -> &mut [u64] {
+        let own = self.contributor[npu];
+        let row = &mut self.bits[npu * self.words..(npu + 1) * self.words];
+        if self.stamp[npu] != self.current {
+            self.stamp[npu] = self.current;
+            row.fill(0);
+            if own != NONE {
+                row[own as usize / 64] |= 1 << (own % 64);
+            }
+        }
+        row
+    }
+
+    /// Replays the current chunk's transfers: `sent` in start order, `arrivals` in end
+    /// order. A failure comes with when it happens.
+    fn replay(
+        &mut self,
+        transfers: &[Transfer],
+        sent: &[u32],
+        arrivals: &[u32],
+    ) -> std::result::Result<(), (Event, Error)> {
+        let mut departed = sent.iter().map(|&d| d as usize).peekable();
+        for i in arrivals.iter().map(|&i| i as usize) {
+            let t = &transfers[i];
+            // Arrivals at time t land before departures at t, so a chunk can be forwarded
+            // the moment it arrives.
+            while let Some(d) = departed.next_if(|&d| transfers[d].start_ps < t.end_ps) {
+                let s = &transfers[d];
+                let mut data = self.spare.pop().unwrap_or_default();
+                data.clear();
+                data.extend_from_slice(self.row(s.src));
+                if data.iter().all(|&w| w == 0) {
+                    return Err(((s.start_ps, true, d), not_held(d, s)));
+                }
+                self.in_flight.insert(d, data);
+            }
+            let arrival = (t.end_ps, false, i);
+            let Some(data) = self.in_flight.remove(&i) else {
+                return Err((arrival, fail(i, t, "arrives before it departs".into())));
+            };
+            let dst = self.row(t.dst);
+            match t.op {
+                Op::Copy => dst.copy_from_slice(&data),
+                Op::Reduce => {
+                    if dst.iter().zip(&data).any(|(a, b)| a & b != 0) {
+                        let e = format!(
+                            "NPU {} would count a contribution to chunk {} twice",
+                            t.dst, t.chunk
+                        );
+                        return Err((arrival, fail(i, t, e)));
+                    }
+                    dst.iter_mut().zip(&data).for_each(|(a, b)| *a |= b);
+                }
+            }
+            self.spare.push(data);
+        }
+        Ok(())
+    }
+
+    /// Whether `npu` holds the current chunk's first `contributors` contributions.
+    fn holds_all(&mut self, npu: NpuId, contributors: usize) -> bool {
+        let held = self.row(npu);
+        let (whole, rest) = (contributors / 64, contributors % 64);
+        held[..whole].iter().all(|&w| w == u64::MAX)
+            && (rest == 0 || held[whole] & ((1 << rest) - 1) == (1 << rest) - 1)
+    }
+}
+
+fn not_held(i: usize, t: &Transfer) -> Error {
+    fail(
+        i,
+        t,
+        format!(
+            "NPU {} does not hold chunk {} when it sends",
+            t.src, t.chunk
+        ),
+    )
+}
+
+/// The error for NPUs lacking chunk `c` at the end.
+fn lacks(lacking: &[NpuId], c: usize, what: &str) -> Error {
+    let who = match lacking {
+        [one] => format!("NPU {one} lacks"),
+        many => format!("NPUs {} lack", format_npus(many)),
+    };
+    Error::Schedule(format!("at the end, {who} chunk {c}{what}"))
 }

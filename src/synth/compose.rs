@@ -301,7 +301,7 @@ fn reduced_at(
     let mut ready: Vec<Vec<Picos>> = collectives
         .iter()
         .map(|c| match c.kind() {
-            CollectiveKind::AllReduce => vec![0; c.chunks().len()],
+            CollectiveKind::AllReduce => vec![0; c.chunk_count()],
             _ => Vec::new(),
         })
         .collect();
@@ -348,7 +348,7 @@ impl<'a> Joint<'a> {
         let mut class_bytes: Vec<f64> = Vec::new();
         let mut class = Vec::new();
         for (_, c) in &parts {
-            offsets.push(offsets.last().copied().unwrap_or(0) + c.chunks().len());
+            offsets.push(offsets.last().copied().unwrap_or(0) + c.chunk_count());
             let bytes = c.chunk_bytes();
             class.push(match class_bytes.iter().position(|&b| b == bytes) {
                 Some(k) => k,
@@ -374,15 +374,12 @@ impl<'a> Joint<'a> {
             .iter()
             .zip(&self.class)
             .flat_map(|(&(i, c), &class)| {
-                c.chunks()
-                    .iter()
-                    .enumerate()
-                    .map(move |(id, chunk)| ChunkTask {
-                        pre: &chunk.pre,
-                        post: &chunk.post,
-                        class,
-                        release: release(i, id),
-                    })
+                (0..c.chunk_count()).map(move |id| ChunkTask {
+                    pre: c.pre(id),
+                    post: c.post(id),
+                    class,
+                    release: release(i, id),
+                })
             })
             .collect();
         Problem {
