@@ -78,6 +78,9 @@ struct Size {
     compiler: BandCompiler,
     cache: BandCache,
     bands: HashMap<(CollectiveKind, bool, Band), Option<Served>>,
+    /// The cache could not store a band: the size falls back from then on, with the
+    /// one warning that said so.
+    unwritable: bool,
 }
 
 /// A band's file, as handed over.
@@ -122,7 +125,7 @@ impl Scheduler {
             .compiler
             .band_of(call.kind, call.in_place, call.bytes)?;
         let key = (call.kind, call.in_place, band);
-        if !size.bands.contains_key(&key) {
+        if !size.bands.contains_key(&key) && !size.unwritable {
             let decided = decide(size, key, ranks, &*self.log);
             size.bands.insert(key, decided);
         }
@@ -175,13 +178,15 @@ fn sized(config: &Config, topo: Topology, log: &dyn Log) -> crate::Result<Size> 
         compiler,
         cache,
         bands: HashMap::new(),
+        unwritable: false,
     })
 }
 
 /// The decision for one band of `ranks`-rank communicators: the file to serve, or None
-/// (with one warning where the fallback is not NCCL's winning choice).
+/// (with one warning where the fallback is not NCCL's winning choice; where the cache
+/// cannot store the band, the size is marked to fall back from then on).
 fn decide(
-    size: &Size,
+    size: &mut Size,
     (kind, in_place, band): (CollectiveKind, bool, Band),
     ranks: usize,
     log: &dyn Log,
@@ -220,8 +225,9 @@ fn decide(
             None
         }
         Ok(Err(e)) => {
+            size.unwritable = true;
             log.warn(&format!(
-                "cannot compile or store {what} in the cache ({e}); these calls fall back to the executor's algorithms in this process, while ranks that can write their cache serve a program: make TACOS_CACHE_DIR writable on every node"
+                "cannot store {what} in the cache ({e}); {ranks}-rank collectives fall back to the executor's algorithms for the rest of this process, while ranks that can write their cache serve programs: make TACOS_CACHE_DIR writable on every node"
             ));
             None
         }
