@@ -307,7 +307,7 @@ fn a_band_record_that_cannot_be_read_is_compiled_again_in_place_with_one_warning
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, [name.clone()]);
+        assert_eq!(names, std::slice::from_ref(&name));
     }
 }
 
