@@ -854,6 +854,9 @@ pub struct SchedulerBenchRow {
     pub bands: usize,
     /// The first call of a job on the warm cache.
     pub warm_first_call_ms: f64,
+    /// A job's first call of a served band on the warm cache (its file hashed), where
+    /// one is served.
+    pub warm_first_served_ms: Option<f64>,
 }
 
 /// `tacos synth --npus A --npus B ... --json`: several collectives synthesized together.

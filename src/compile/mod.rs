@@ -16,8 +16,9 @@
 //! nccl-tests size). With [`Ranking::Schedules`] (the fast preset) candidates are ranked
 //! by their schedules' own times instead and only the winners are lowered, verified and
 //! timed as programs. [`write_dir`] writes the set atomically and [`check_dir`] re-checks
-//! a directory against its manifest and for what the executor would refuse; the plugins'
-//! cache (`plugin::open_or_compile`) is made of such directories.
+//! a directory against its manifest and for what the executor would refuse
+//! (`plugin::open_or_compile` finds or makes such a directory). The MSCCL scheduler
+//! plugin compiles one band at a time instead, at its first call ([`BandCompiler`]).
 
 mod band;
 mod candidate;
