@@ -312,28 +312,41 @@ fn a_band_record_that_cannot_be_read_is_compiled_again_in_place_with_one_warning
 }
 
 #[test]
-fn an_unwritable_cache_gives_one_warning_and_a_fallback_and_writes_nothing_elsewhere() {
+fn an_unwritable_cache_gives_one_warning_serves_from_memory_and_writes_nothing_elsewhere() {
     let dir = scratch("unwritable");
     let blocker = dir.join("a-file");
     std::fs::write(&blocker, "not a directory").unwrap();
     let inside = blocker.join("cache");
-    // run() checks that nothing was left in TMPDIR: no private cache per process.
-    let (files, text) = run(
-        4,
-        false,
-        &[
+    let good = scratch("writable");
+    fn env(cache: &Path) -> [(&str, &str); 3] {
+        [
             ("TACOS_TOPOLOGY", "ring:4"),
-            ("TACOS_CACHE_DIR", inside.to_str().unwrap()),
-        ],
+            ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+            ("TACOS_NCCL_MARGIN", "off"),
+        ]
+    }
+    let (bad, good_env) = (env(&inside), env(&good));
+    // run() checks that nothing was left in TMPDIR: the files live in memory.
+    let (files, text) = run(4, true, &bad);
+    assert!(
+        files.iter().all(|f| f.starts_with("/proc/self/fd")),
+        "{files:?}"
     );
-    assert!(files.is_empty());
-    // One warning: the size falls back from its first band on.
     let all = warnings(&text, "");
     assert_eq!(all.len(), 1, "{text}");
-    assert!(all[0].contains("cannot store"), "{text}");
+    assert!(all[0].contains("in memory"), "{text}");
     assert!(all[0].contains(blocker.to_str().unwrap()), "{text}");
     assert!(all[0].contains("Not a directory"), "{text}");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    // Every call got the answer a rank with a writable cache gets.
+    let selects = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("SELECT"))
+            .map(str::to_string)
+            .collect()
+    };
+    let (_, good_text) = run(4, true, &good_env);
+    assert_eq!(selects(&text), selects(&good_text));
 }
 
 #[test]

@@ -270,7 +270,7 @@ impl BandCache {
     /// others find its result. A compile that fails is a decision too (`NoProgram`): it
     /// fails alike everywhere. `rebuilding` hears why a record that was there is
     /// replaced. An error where the decision cannot be stored (the cache cannot be
-    /// written): the caller then has no file to hand over.
+    /// written): the caller may still compile it ([`compile_decision`]).
     pub fn open_band(
         &self,
         compiler: &BandCompiler,
@@ -287,25 +287,12 @@ impl BandCache {
             Ok(None) => {}
             Err(why) => rebuilding(&why),
         }
-        let decision = match compiler.compile(kind, in_place, band) {
-            Ok(BandOutcome::Program { entry, file }) => {
-                let ranks = compiler.topology().alive_npus().len();
-                match refusal_of(&file.xml, &entry, ranks, &compiler.options().target) {
-                    Some(why) => {
-                        Decision::NoProgram(format!("{} would be refused: {why}", entry.file))
-                    }
-                    None => {
-                        let algorithms = algorithm_dir(&self.dir);
-                        std::fs::create_dir_all(&algorithms)
-                            .map_err(|e| Error::io(&algorithms, e))?;
-                        write_atomic(&self.file_path(&entry), file.xml.as_bytes())?;
-                        Decision::Program(entry)
-                    }
-                }
-            }
-            Ok(BandOutcome::LeftToNccl(left)) => Decision::LeftToNccl(left),
-            Err(e) => Decision::NoProgram(e.to_string()),
-        };
+        let (decision, xml) = compile_decision(compiler, (kind, in_place, band));
+        if let (Decision::Program(entry), Some(xml)) = (&decision, xml) {
+            let algorithms = algorithm_dir(&self.dir);
+            std::fs::create_dir_all(&algorithms).map_err(|e| Error::io(&algorithms, e))?;
+            write_atomic(&self.file_path(entry), xml.as_bytes())?;
+        }
         let record = self.record(kind, in_place, band, decision);
         let json = serde_json::to_vec_pretty(&record).map_err(|e| Error::Compile(e.to_string()))?;
         write_atomic(&path, &json)?;
@@ -318,6 +305,29 @@ impl BandCache {
             ))),
             Err(why) => Err(Error::Compile(why)),
         }
+    }
+}
+
+/// A band's decision compiled by `compiler`, with the program's file where it has one:
+/// a compile that fails, or a file the target's loader would refuse, is a decision too
+/// (`NoProgram`), reached alike everywhere.
+pub fn compile_decision(
+    compiler: &BandCompiler,
+    (kind, in_place, band): (CollectiveKind, bool, Band),
+) -> (Decision, Option<String>) {
+    match compiler.compile(kind, in_place, band) {
+        Ok(BandOutcome::Program { entry, file }) => {
+            let ranks = compiler.topology().alive_npus().len();
+            match refusal_of(&file.xml, &entry, ranks, &compiler.options().target) {
+                Some(why) => (
+                    Decision::NoProgram(format!("{} would be refused: {why}", entry.file)),
+                    None,
+                ),
+                None => (Decision::Program(entry), Some(file.xml)),
+            }
+        }
+        Ok(BandOutcome::LeftToNccl(left)) => (Decision::LeftToNccl(left), None),
+        Err(e) => (Decision::NoProgram(e.to_string()), None),
     }
 }
 

@@ -28,12 +28,14 @@
 //! candidate gives a program within the target's limits and the work bound (such a
 //! compile fails the same way everywhere, and its record says why). A record or file that
 //! cannot be used (changed behind the cache's back, unreadable) is compiled again and
-//! replaced: the same bytes. What can still split a job is a rank that cannot decide as
-//! the others do: one whose cache cannot be written (it has no file to hand over and
-//! falls back, with a warning), whose settings differ, or whose compile panics (a bug).
+//! replaced: the same bytes. A cache that cannot be written gets one warning, and the
+//! process compiles its bands in memory and hands the executor anonymous in-memory files
+//! (`/proc/self/fd/N`) with the same bytes. What can still split a job is a rank that
+//! cannot decide as the others do: one whose settings differ, or whose compile panics (a
+//! bug).
 //! A topology whose NPU count is not the communicator's rank count is never compiled.
 
-use super::cache::{BandCache, Decision, Found};
+use super::cache::{compile_decision, BandCache, Decision, Found};
 use super::{discover, Config, Log};
 use crate::budget::MemoryLimit;
 use crate::collective::CollectiveKind;
@@ -78,8 +80,8 @@ struct Size {
     compiler: BandCompiler,
     cache: BandCache,
     bands: HashMap<(CollectiveKind, bool, Band), Option<Served>>,
-    /// The cache could not store a band: the size falls back from then on, with the
-    /// one warning that said so.
+    /// The cache could not store a band: from then on the size's bands are compiled and
+    /// served from memory, after the one warning that said so.
     unwritable: bool,
 }
 
@@ -87,6 +89,9 @@ struct Size {
 struct Served {
     path: PathBuf,
     chunks_per_loop: usize,
+    /// The in-memory file `path` names, where the cache could not be written: kept open
+    /// for the process's life.
+    _in_memory: Option<std::fs::File>,
 }
 
 impl Scheduler {
@@ -125,7 +130,7 @@ impl Scheduler {
             .compiler
             .band_of(call.kind, call.in_place, call.bytes)?;
         let key = (call.kind, call.in_place, band);
-        if !size.bands.contains_key(&key) && !size.unwritable {
+        if !size.bands.contains_key(&key) {
             let decided = decide(size, key, ranks, &*self.log);
             size.bands.insert(key, decided);
         }
@@ -183,14 +188,15 @@ fn sized(config: &Config, topo: Topology, log: &dyn Log) -> crate::Result<Size> 
 }
 
 /// The decision for one band of `ranks`-rank communicators: the file to serve, or None
-/// (with one warning where the fallback is not NCCL's winning choice; where the cache
-/// cannot store the band, the size is marked to fall back from then on).
+/// (with one warning where the fallback is not NCCL's winning choice). Where the cache
+/// cannot store the band, it is compiled in memory and served from there: the same bytes.
 fn decide(
     size: &mut Size,
     (kind, in_place, band): (CollectiveKind, bool, Band),
     ranks: usize,
     log: &dyn Log,
 ) -> Option<Served> {
+    let key = (kind, in_place, band);
     let placement = if in_place { "in place" } else { "out of place" };
     let what = format!(
         "{kind} {placement} of {}..{} on {ranks} ranks",
@@ -204,16 +210,41 @@ fn decide(
         ))
     };
     let opened = crate::panics::catch(|| {
-        size.cache
-            .open_band(&size.compiler, (kind, in_place, band), &rebuilding)
+        if size.unwritable {
+            return Ok(None);
+        }
+        match size.cache.open_band(&size.compiler, key, &rebuilding) {
+            Ok((decision, found)) => Ok(Some((decision, found))),
+            Err(e) => Err(e),
+        }
     });
-    match opened {
-        Ok(Ok((Decision::Program(entry), _))) => Some(Served {
-            path: size.cache.file_path(&entry),
-            chunks_per_loop: entry.chunks_per_loop,
-        }),
-        Ok(Ok((Decision::LeftToNccl(_), _))) => None,
-        Ok(Ok((Decision::NoProgram(why), found))) => {
+    let decided = match opened {
+        Ok(Ok(Some((decision, found)))) => Ok((decision, found, None)),
+        Ok(Ok(None)) => from_memory(size, key),
+        Ok(Err(e)) => {
+            size.unwritable = true;
+            log.warn(&format!(
+                "cannot store {what} in the cache ({e}); this process compiles {ranks}-rank bands in memory and serves them from there, the bytes the cache would hold"
+            ));
+            from_memory(size, key)
+        }
+        Err(panic) => Err(panic),
+    };
+    match decided {
+        Ok((Decision::Program(entry), _, in_memory)) => match in_memory {
+            Some((file, path)) => Some(Served {
+                path,
+                chunks_per_loop: entry.chunks_per_loop,
+                _in_memory: Some(file),
+            }),
+            None => Some(Served {
+                path: size.cache.file_path(&entry),
+                chunks_per_loop: entry.chunks_per_loop,
+                _in_memory: None,
+            }),
+        },
+        Ok((Decision::LeftToNccl(_), _, _)) => None,
+        Ok((Decision::NoProgram(why), found, _)) => {
             let how = match found {
                 Found::Cached => "as the cache records",
                 Found::Compiled => "compiled now",
@@ -224,20 +255,48 @@ fn decide(
             ));
             None
         }
-        Ok(Err(e)) => {
-            size.unwritable = true;
+        Err(why) => {
             log.warn(&format!(
-                "cannot store {what} in the cache ({e}); {ranks}-rank collectives fall back to the executor's algorithms for the rest of this process, while ranks that can write their cache serve programs: make TACOS_CACHE_DIR writable on every node"
-            ));
-            None
-        }
-        Err(panic) => {
-            log.warn(&format!(
-                "compiling {what} stopped: {panic} (please report); these calls fall back to the executor's algorithms"
+                "compiling {what} stopped: {why} (please report); these calls fall back to the executor's algorithms"
             ));
             None
         }
     }
+}
+
+/// A decision, how it was found, and the in-memory file serving it, if any.
+type InMemory = (Decision, Found, Option<(std::fs::File, PathBuf)>);
+
+/// The band compiled without the cache, its file (if any) in memory; why not where that
+/// fails too (a panic, or no in-memory file).
+fn from_memory(size: &Size, key: (CollectiveKind, bool, Band)) -> Result<InMemory, String> {
+    let (decision, xml) = crate::panics::catch(|| compile_decision(&size.compiler, key))?;
+    let file = match (&decision, xml) {
+        (Decision::Program(entry), Some(xml)) => Some(
+            in_memory(&entry.file, &xml)
+                .map_err(|e| format!("cannot hold {} in memory: {e}", entry.file))?,
+        ),
+        _ => None,
+    };
+    Ok((decision, Found::Compiled, file))
+}
+
+/// `xml` in an anonymous file of this process's memory, and the path by which the
+/// executor can open it (`/proc/self/fd/N`).
+fn in_memory(name: &str, xml: &str) -> std::io::Result<(std::fs::File, PathBuf)> {
+    use std::io::Write;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let name = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
+    // SAFETY: memfd_create with a NUL-terminated name; it touches no memory of ours.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created for us and is owned by nothing else.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(xml.as_bytes())?;
+    let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    Ok((file, path))
 }
 
 /// Threads a band's compile runs on: fixed, rather than the machine's cores, so that not
@@ -737,6 +796,36 @@ mod tests {
         assert_eq!(std::fs::read(&record).unwrap(), kept);
         assert!(log.all()[0].contains("cannot be read"), "{:?}", log.all());
         let _ = std::fs::remove_dir_all(&config.cache_dir);
+    }
+
+    #[test]
+    fn an_unwritable_cache_serves_the_same_bytes_from_memory_with_one_warning() {
+        let good = every_band("ring:4", "memory-good");
+        let blocker = std::env::temp_dir().join(format!(
+            "tacos-plugin-scheduler-{}-memory-blocker",
+            std::process::id()
+        ));
+        std::fs::write(&blocker, "not a directory").unwrap();
+        let bad = Config {
+            cache_dir: blocker.join("cache"),
+            ..good.clone()
+        };
+        let other = call4(CollectiveKind::AllGather, false, 1 << 20);
+        let (mut rank, log) = job(&bad);
+        for call in [ALLREDUCE_1M, other, ALLREDUCE_1M] {
+            let path = rank.select(&call).expect("served from memory");
+            assert!(path.starts_with("/proc/self/fd"), "{}", path.display());
+            let file = job(&good).0.select(&call).expect("served from the cache");
+            assert_eq!(std::fs::read(&path).unwrap(), std::fs::read(&file).unwrap());
+        }
+        let warnings = log.all();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("in memory") && warnings[0].contains("Not a directory"),
+            "{warnings:?}"
+        );
+        let _ = std::fs::remove_file(&blocker);
+        let _ = std::fs::remove_dir_all(&good.cache_dir);
     }
 
     #[test]
