@@ -1,8 +1,9 @@
 //! `Ranking::Schedules`: candidates ranked by their schedule's own time, and only the
 //! winners lowered, for a plugin compiling while a communicator starts.
 //!
-//! Each collective's bands are taken smallest first, on a thread per collective. In a
-//! band the smallest K is synthesized first; a larger K is synthesized only if its
+//! Each collective's bands are taken smallest first, on a thread per collective.
+//! Candidates over the options' `max_transfers` are never synthesized. In a band the
+//! smallest K is synthesized first; a larger K is synthesized only if its
 //! chunked bound (`bounds::chunked_bound_ps`) is below the best schedule time so far, and
 //! not once a K at least as large broke the target's limits at a smaller size (a
 //! program's steps grow with K, hardly with the size; the first schedule of a K larger

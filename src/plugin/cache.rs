@@ -119,7 +119,7 @@ fn look(
 /// compile's own directory name ([`cache_dir_name`]) with the memory limit its steps are
 /// held to (a step refused under one limit may be admitted under another, and pick
 /// another program).
-pub fn band_entry_dir(cache_dir: &Path, compiler: &BandCompiler, memory_limit: u64) -> PathBuf {
+fn band_entry_dir(cache_dir: &Path, compiler: &BandCompiler, memory_limit: u64) -> PathBuf {
     let name = cache_dir_name(compiler.topology(), compiler.options());
     cache_dir.join(format!("{name}-m{memory_limit}"))
 }

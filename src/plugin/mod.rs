@@ -15,8 +15,7 @@ mod scheduler;
 mod tuner;
 
 pub use cache::{
-    band_entry_dir, cache_dir_name, compile_decision, open_or_compile, BandCache, Decision, Found,
-    Opened,
+    cache_dir_name, compile_decision, open_or_compile, BandCache, Decision, Found, Opened,
 };
 pub use config::{
     set_memory_limit, Config, DEFAULT_GPU, DEFAULT_MAX_TRANSFERS, DEFAULT_NCCL_MARGIN,

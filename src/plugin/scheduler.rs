@@ -213,10 +213,9 @@ fn decide(
         if size.unwritable {
             return Ok(None);
         }
-        match size.cache.open_band(&size.compiler, key, &rebuilding) {
-            Ok((decision, found)) => Ok(Some((decision, found))),
-            Err(e) => Err(e),
-        }
+        size.cache
+            .open_band(&size.compiler, key, &rebuilding)
+            .map(Some)
     });
     let decided = match opened {
         Ok(Ok(Some((decision, found)))) => Ok((decision, found, None)),
