@@ -103,7 +103,7 @@ impl BandCompiler {
     /// within the target's limits and the options' bounds (or the collective cannot run
     /// here). The same on every machine for the same topology and options.
     pub fn compile(&self, kind: CollectiveKind, in_place: bool, band: Band) -> Result<BandOutcome> {
-        if !self.bands.contains(&band) || !self.options.placements.flags(kind).contains(&in_place) {
+        if self.band_of(kind, in_place, band.min_bytes) != Some(band) {
             return Err(Error::Compile(format!(
                 "{kind} {} at {}..{} bytes is not a band these options compile",
                 if in_place { "in place" } else { "out of place" },
