@@ -862,12 +862,23 @@ pub struct SchedulerBenchRow {
     /// The `TACOS_TOPOLOGY` spec.
     pub topology: String,
     pub gpus: usize,
-    /// The first call of a size on a cold cache (it falls back).
+    /// The first call of a job on a cold cache (it compiles its band).
     pub cold_first_call_ms: f64,
-    /// Until the background compile has the set in the cache.
-    pub background_fill_ms: f64,
-    /// The first call of a size on a warm cache (it serves).
+    /// What that call got: `served`, `NCCL` (left to NCCL's own choice) or `fallback`
+    /// (no program within the target's limits and the work bound).
+    pub first_call: String,
+    /// The slowest first call of a band on the cold cache, over every band.
+    pub slowest_band_ms: f64,
+    /// Every band's first call together: what a prologue filling the cache takes.
+    pub all_bands_ms: f64,
+    /// Bands served by a program, of `bands`.
+    pub bands_served: usize,
+    pub bands: usize,
+    /// The first call of a job on the warm cache.
     pub warm_first_call_ms: f64,
+    /// A job's first call of a served band on the warm cache (its file hashed), where
+    /// one is served.
+    pub warm_first_served_ms: Option<f64>,
 }
 
 /// `tacos synth --npus A --npus B ... --json`: several collectives synthesized together.

@@ -65,6 +65,20 @@ impl Candidate {
         }
     }
 
+    /// Whether the options' `max_transfers` rules this candidate out on `ranks` ranks:
+    /// a synthesized one whose collective needs more transfers than that.
+    pub(crate) fn too_large(
+        &self,
+        kind: CollectiveKind,
+        ranks: usize,
+        options: &CompileOptions,
+    ) -> bool {
+        match (self.chunks_per_npu(), options.max_transfers) {
+            (Some(k), Some(most)) => least_transfers(kind, ranks, k) > most,
+            _ => false,
+        }
+    }
+
     /// K, for a synthesized candidate.
     pub fn chunks_per_npu(&self) -> Option<usize> {
         match *self {
@@ -124,6 +138,25 @@ impl fmt::Display for Candidate {
             } => write!(f, "tacos K={chunks_per_npu} seed={seed}"),
             Candidate::Baseline { name } => write!(f, "{name} (baseline)"),
         }
+    }
+}
+
+/// The fewest transfers `kind` over `ranks` ranks with `k` chunks per rank can take:
+/// every rank must receive each of the others' `k` chunks (All-Gather, All-to-All), or
+/// each of the `ranks * k` chunks must be reduced from every rank (Reduce-Scatter): one
+/// transfer per contribution; All-Reduce does both. Rooted collectives: every other rank
+/// takes part at least once.
+pub(crate) fn least_transfers(kind: CollectiveKind, ranks: usize, k: usize) -> u64 {
+    let others = ranks.saturating_sub(1) as u64;
+    let one_pass = (ranks as u64)
+        .saturating_mul(others)
+        .saturating_mul(k as u64);
+    match kind {
+        CollectiveKind::AllReduce => one_pass.saturating_mul(2),
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllToAll => {
+            one_pass
+        }
+        _ => others,
     }
 }
 

@@ -28,8 +28,6 @@ use std::path::{Path, PathBuf};
 
 mod staging;
 
-pub(crate) use staging::remove_abandoned;
-
 /// What `write_dir` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Written {

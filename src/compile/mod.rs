@@ -16,21 +16,24 @@
 //! nccl-tests size). With [`Ranking::Schedules`] (the fast preset) candidates are ranked
 //! by their schedules' own times instead and only the winners are lowered, verified and
 //! timed as programs. [`write_dir`] writes the set atomically and [`check_dir`] re-checks
-//! a directory against its manifest and for what the executor would refuse; the plugins'
-//! cache (`plugin::open_or_compile`) is made of such directories.
+//! a directory against its manifest and for what the executor would refuse
+//! (`plugin::open_or_compile` finds or makes such a directory). The MSCCL scheduler
+//! plugin compiles one band at a time instead, at its first call ([`BandCompiler`]).
 
+mod band;
 mod candidate;
 mod dir;
 mod manifest;
 mod quick;
 mod select;
 
+pub use band::{BandCompiler, BandOutcome};
 pub use candidate::Candidate;
 pub use dir::{
     algorithm_dir, check_dir, check_dir_with, check_target, write_dir, CheckKind, CheckOptions,
     CheckProblem, CheckReport, Found, Written,
 };
-pub(crate) use dir::{loader_problems, parent_and_name, read_regular, remove_abandoned, tidy_dir};
+pub(crate) use dir::{loader_problems, parent_and_name, read_regular, tidy_dir};
 pub use manifest::{
     sha256_hex, topology_hash, BandPrediction, Entry, LeftToNccl, Manifest, NcclBand, TopologyInfo,
     ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,
@@ -300,6 +303,12 @@ pub struct CompileOptions {
     /// every band gets a file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<CostOptions>,
+    /// A deterministic bound on the work of one candidate: a synthesized candidate whose
+    /// collective needs more transfers than this (`Candidate::least_transfers`) is
+    /// skipped before it is synthesized, on every machine alike (a wall-clock budget
+    /// would not be). `None`: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_transfers: Option<u64>,
     /// Worker threads (0: one per core), on a pool of the compilation's own.
     #[serde(skip)]
     pub jobs: usize,
@@ -371,6 +380,7 @@ impl Default for CompileOptions {
             ranking: Ranking::Programs,
             target: Target::default(),
             cost: None,
+            max_transfers: None,
             jobs: 0,
         }
     }

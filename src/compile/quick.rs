@@ -1,8 +1,9 @@
 //! `Ranking::Schedules`: candidates ranked by their schedule's own time, and only the
 //! winners lowered, for a plugin compiling while a communicator starts.
 //!
-//! Each collective's bands are taken smallest first, on a thread per collective. In a
-//! band the smallest K is synthesized first; a larger K is synthesized only if its
+//! Each collective's bands are taken smallest first, on a thread per collective.
+//! Candidates over the options' `max_transfers` are never synthesized. In a band the
+//! smallest K is synthesized first; a larger K is synthesized only if its
 //! chunked bound (`bounds::chunked_bound_ps`) is below the best schedule time so far, and
 //! not once a K at least as large broke the target's limits at a smaller size (a
 //! program's steps grow with K, hardly with the size; the first schedule of a K larger
@@ -12,6 +13,7 @@
 //! best candidate whose program can be built and passes `msccl::verify` starts a file,
 //! its program timed for the manifest (unless the file before is faster after all).
 
+use super::candidate::least_transfers;
 use super::select::{
     bounds_at, no_program, timed_program, verified, Rejection, Run, Selected, Served,
 };
@@ -135,13 +137,25 @@ impl Selection<'_> {
         let size = band.min_bytes;
         let ranks = self.topo.alive_npus().len();
         let smallest = self.options.chunk_candidates.iter().min().copied();
+        // Candidates over the options' work bound are never synthesized.
+        let mut rejected = Vec::new();
+        let mut within = Vec::new();
+        for (i, candidate) in self.candidates.iter().enumerate() {
+            if candidate.too_large(self.kind, ranks, self.options) {
+                rejected.push(self.over_bound(band, *candidate, ranks));
+                tick();
+            } else {
+                within.push(i);
+            }
+        }
         // First the baselines and the smallest K, then what can still win.
-        let (first, rest): (Vec<usize>, Vec<usize>) = (0..self.candidates.len()).partition(|&i| {
+        let (first, rest): (Vec<usize>, Vec<usize>) = within.into_iter().partition(|&i| {
             self.candidates[i]
                 .chunks_per_npu()
                 .map_or(true, |k| Some(k) == smallest)
         });
-        let (mut trials, mut rejected) = self.build(&first, band, tick);
+        let (mut trials, refused) = self.build(&first, band, tick);
+        rejected.extend(refused);
         let best = trials.iter().map(|t| t.time_ps).min();
         let mut hopeful = Vec::new();
         for i in rest {
@@ -195,6 +209,23 @@ impl Selection<'_> {
         }
         trials.sort_by_key(|t| (t.time_ps, t.index));
         (trials, rejected)
+    }
+
+    /// The rejection of a candidate over the options' `max_transfers`.
+    fn over_bound(&self, band: Band, candidate: Candidate, ranks: usize) -> Rejection {
+        let k = candidate.chunks_per_npu().unwrap_or(1);
+        Rejection {
+            collective: self.kind,
+            in_place: None,
+            band,
+            candidate,
+            failed_verification: false,
+            reason: format!(
+                "it needs at least {} transfers, more than the {} the options allow",
+                least_transfers(self.kind, ranks, k),
+                self.options.max_transfers.unwrap_or(u64::MAX)
+            ),
+        }
     }
 
     /// Synthesizes the candidates `indices` at the band's size, side by side.

@@ -156,24 +156,7 @@ fn compile_on_pool(
         done: 0,
         total,
     });
-    let results = match options.ranking {
-        Ranking::Programs => {
-            let bounds: Vec<Vec<Bounds>> = groups
-                .par_iter()
-                .map(|&(kind, _)| bounds_at(topo, kind, bands))
-                .collect::<Result<_>>()?;
-            by_programs(topo, options, bands, &groups, &bounds, &tick, progress)?
-        }
-        Ranking::Schedules => {
-            let results = by_schedules(topo, options, bands, &groups, &tick)?;
-            progress(Progress {
-                stage: Stage::Selecting,
-                done: results.len(),
-                total: results.len(),
-            });
-            results
-        }
-    };
+    let results = select_runs(topo, options, bands, &groups, &tick, progress)?;
     let mut rejected = Vec::new();
     let mut runs = Vec::new();
     for (kind, in_place, kept, rejections) in results {
@@ -181,7 +164,17 @@ fn compile_on_pool(
         rejected.extend(rejections);
     }
     let (runs, left_to_nccl) = match options.cost.as_ref() {
-        Some(cost) if cost.nccl_margin.is_some() => against_nccl(topo, options, cost, runs)?,
+        Some(
+            cost @ CostOptions {
+                nccl_margin: Some(margin),
+                ..
+            },
+        ) => {
+            let pricers = nccl_pricers(topo, options, cost)?;
+            let pricers: Vec<(CollectiveKind, &NcclPricer)> =
+                pricers.iter().map(|(k, p)| (*k, p)).collect();
+            against_nccl(&pricers, *margin, runs)?
+        }
         _ => (runs, Vec::new()),
     };
     // Writing the XML (megabytes for large clusters) and hashing it, side by side.
@@ -211,6 +204,36 @@ fn compile_on_pool(
         manifest,
         files,
         rejected,
+    })
+}
+
+/// The programs of every collective and placement of `groups` over `bands`, ranked as
+/// the options say.
+pub(super) fn select_runs(
+    topo: &Topology,
+    options: &CompileOptions,
+    bands: &[Band],
+    groups: &[(CollectiveKind, Vec<Candidate>)],
+    tick: &(dyn Fn() + Sync),
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Vec<Selected>> {
+    Ok(match options.ranking {
+        Ranking::Programs => {
+            let bounds: Vec<Vec<Bounds>> = groups
+                .par_iter()
+                .map(|&(kind, _)| bounds_at(topo, kind, bands))
+                .collect::<Result<_>>()?;
+            by_programs(topo, options, bands, groups, &bounds, tick, progress)?
+        }
+        Ranking::Schedules => {
+            let results = by_schedules(topo, options, bands, groups, tick)?;
+            progress(Progress {
+                stage: Stage::Selecting,
+                done: results.len(),
+                total: results.len(),
+            });
+            results
+        }
     })
 }
 
@@ -366,6 +389,15 @@ fn judge(
                 tick();
                 return trials;
             }
+            if candidate.too_large(kind, ranks, options) {
+                let reason = format!(
+                    "it needs more than the {} transfers the options allow",
+                    options.max_transfers.unwrap_or(u64::MAX)
+                );
+                trials.rejected.push(rejection(*candidate, None, reason));
+                tick();
+                return trials;
+            }
             match candidate.schedule(topo, kind, size) {
                 Ok(schedule) => {
                     for (slot, &in_place) in flags.iter().enumerate() {
@@ -490,37 +522,47 @@ pub(super) struct Served {
 }
 
 /// A run of one collective and placement.
-type KindRun = (CollectiveKind, bool, Run);
+pub(super) type KindRun = (CollectiveKind, bool, Run);
 
-/// Each band against NCCL's own choice for it: a band stays with its program only where
-/// the program is predicted faster by at least `cost.nccl_margin`; the others are left to
-/// NCCL, and a run that loses a band in its middle becomes two files.
-fn against_nccl(
+/// NCCL's own algorithms for the collectives of `options` it tunes, priced by `cost`'s
+/// executor on `topo`. All-to-All and the others NCCL runs as point-to-point sends, which
+/// the model does not price: they get no pricer, and no competition.
+fn nccl_pricers(
     topo: &Topology,
     options: &CompileOptions,
     cost: &CostOptions,
-    runs: Vec<KindRun>,
-) -> Result<(Vec<KindRun>, Vec<LeftToNccl>)> {
-    let margin = cost.nccl_margin.unwrap_or(0.0);
-    let executor = cost.executor();
-    let mut pricers: Vec<(CollectiveKind, NcclPricer)> = Vec::new();
-    // NCCL's own algorithms exist for the collectives it tunes; All-to-All and the others
-    // it runs as point-to-point sends, which the model does not price: no competition.
+) -> Result<Vec<(CollectiveKind, NcclPricer)>> {
     let tuned: Vec<CollectiveKind> = options
         .collectives
         .iter()
         .copied()
         .filter(|k| TUNED.contains(k))
         .collect();
-    if !tuned.is_empty() {
-        let tuning = Arc::new(nccl_tuning(topo, executor.domain_size, executor.gpu)?);
-        for kind in tuned {
+    if tuned.is_empty() {
+        return Ok(Vec::new());
+    }
+    let executor = cost.executor();
+    let tuning = Arc::new(nccl_tuning(topo, executor.domain_size, executor.gpu)?);
+    tuned
+        .into_iter()
+        .map(|kind| {
             let model = executor.model.clone();
             let domain = executor.domain_size;
             let pricer = NcclPricer::with_tuning(topo, kind, domain, model, tuning.clone())?;
-            pricers.push((kind, pricer));
-        }
-    }
+            Ok((kind, pricer))
+        })
+        .collect()
+}
+
+/// Each band against NCCL's own choice for it (`pricers`, by collective): a band stays
+/// with its program only where the program is predicted faster by at least `margin`;
+/// the others are left to NCCL, and a run that loses a band in its middle becomes two
+/// files.
+pub(super) fn against_nccl(
+    pricers: &[(CollectiveKind, &NcclPricer)],
+    margin: f64,
+    runs: Vec<KindRun>,
+) -> Result<(Vec<KindRun>, Vec<LeftToNccl>)> {
     let mut kept = Vec::new();
     let mut left = Vec::new();
     for (kind, in_place, run) in runs {
@@ -692,7 +734,7 @@ impl Run {
     }
 
     /// The run's manifest entry and file: its program for the sizes of its bands.
-    fn into_file(
+    pub(super) fn into_file(
         self,
         kind: CollectiveKind,
         in_place: bool,

@@ -11,18 +11,18 @@
 //!   as many nodes as the rank count needs; else nothing, and every call falls back to the
 //!   executor's own algorithms) and the loader to compile for (`TACOS_TARGET`: `executor`,
 //!   the default, `executor-256` or `msccl-legacy`; any other value gets one warning and
-//!   the default, whose files every executor build loads), and decides once, for the
-//!   whole process, whether that size is served: only where its set is installed in the
-//!   cache directory (`TACOS_CACHE_DIR`, default `$XDG_CACHE_HOME/tacos` or
-//!   `~/.cache/tacos`), complete and with its verdict, and was so at the first `init`.
-//!   Otherwise every call of that size
-//!   falls back for the rest of the process, and the set is compiled in the background
-//!   (the same code path as `tacos compile`) for the next job; no call waits for it.
-//!   The executor may call `init` once per communicator: later calls reuse what the
-//!   first found.
+//!   the default, whose files every executor build loads). The first call of each
+//!   collective, placement and size band decides that band for the whole process: the
+//!   band's record in the cache directory (`TACOS_CACHE_DIR`, default
+//!   `$XDG_CACHE_HOME/tacos` or `~/.cache/tacos`) where there is one, else the band
+//!   compiled there and then, deterministically (the same bytes on every rank; the
+//!   candidates bounded by `TACOS_MAX_TRANSFERS`, NCCL's own choice competing by
+//!   `TACOS_NCCL_MARGIN`), and recorded. A band NCCL wins, or that no program fits, falls
+//!   back on every rank alike. The executor may call `init` once per communicator: later
+//!   calls reuse what the first found.
 //! - `selectAlgo` matches function, rank count, in-place or out-of-place and message size
-//!   against the manifest (every file was checked against the target's loader rules when
-//!   the set was installed: one that breaks any is never handed over), loads it through
+//!   against the band's record (every file was checked against the target's loader rules
+//!   before its record was written: one that breaks any is never handed over), loads it through
 //!   the executor's `mscclLoadAlgo`
 //!   (looked up at run time) once per rank and file, and sets `scheduled` and `handle`.
 //!   Anything it cannot serve (rooted collectives, Send/Recv, AllToAllv, Avg reductions,

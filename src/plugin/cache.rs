@@ -1,24 +1,20 @@
-//! The scheduler's cache of compiled algorithm sets: where an entry lives, the lock the
-//! ranks of one node take turns on, [`open_or_compile`], which `tacos compile` users
-//! may call too (an offline-compiled directory and an online cache entry are the same
-//! thing, made by the same code: `compile::write_dir`, checked by `compile::check_dir`),
-//! and the verdict on an entry's files kept beside it, so that serving from a warm entry
-//! ([`installed`]) reads only its manifest and that verdict.
+//! Compiled algorithms on disk: [`open_or_compile`], the whole-set directory that
+//! `tacos compile` users may call (made by `compile::write_dir`, checked by
+//! `compile::check_dir`), and the MSCCL scheduler's cache, [`BandCache`]: one record per
+//! size band, each compiled at the band's first call and byte for byte what any other
+//! rank compiles for it, with the lock the ranks of one node take turns on.
 
-use super::Log;
+use crate::collective::CollectiveKind;
 use crate::compile::{
     algorithm_dir, check_dir_with, compile, loader_problems, parent_and_name, read_regular,
-    remove_abandoned, sha256_hex, tidy_dir, topology_hash, write_dir, CheckOptions, CompileOptions,
-    Entry, Manifest, Progress, Written, MANIFEST_FORMAT, MANIFEST_VERSION,
+    sha256_hex, short_size, tidy_dir, topology_hash, write_dir, Band, BandCompiler, BandOutcome,
+    CheckOptions, CompileOptions, Entry, LeftToNccl, Manifest, Progress, Written,
 };
-use crate::error::{echo, Error, Result};
+use crate::error::{Error, Result};
 use crate::fsio::write_atomic;
 use crate::msccl::{parse_program, Target};
 use crate::topology::Topology;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// A directory name for the cache of what `options` compile on `topo` with this tool:
@@ -119,239 +115,232 @@ fn look(
     }
 }
 
-/// An algorithm set the cache holds: its manifest, the directory that holds its
-/// algorithm files alone (what `MSCCL_ALGO_DIR` would name), and the files the verdict
-/// kept beside the entry refuses, with why.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CachedSet {
-    pub algorithms: PathBuf,
-    pub manifest: Manifest,
-    pub refused: Vec<(String, String)>,
+/// The scheduler's entry for what `compiler` compiles, under `cache_dir`: the
+/// compile's own directory name ([`cache_dir_name`]) with the memory limit its steps are
+/// held to (a step refused under one limit may be admitted under another, and pick
+/// another program).
+fn band_entry_dir(cache_dir: &Path, compiler: &BandCompiler, memory_limit: u64) -> PathBuf {
+    let name = cache_dir_name(compiler.topology(), compiler.options());
+    cache_dir.join(format!("{name}-m{memory_limit}"))
 }
 
-/// The cache entry for what `options` compile on `topo`.
-fn entry_dir(cache_dir: &Path, topo: &Topology, options: &CompileOptions) -> PathBuf {
-    cache_dir.join(cache_dir_name(topo, options))
+/// Where each band's record is kept in an entry, beside `msccl/`.
+const BAND_DIR: &str = "bands";
+/// The records' `format` tag.
+const BAND_FORMAT: &str = "tacos-plugin-band";
+
+/// What the scheduler serves for one band: a file, or nothing (NCCL's choice, or no
+/// program), the same on every rank.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// The band's program, in the entry's `msccl/`.
+    Program(Entry),
+    /// NCCL's own choice is predicted as fast: the calls fall back.
+    LeftToNccl(LeftToNccl),
+    /// No candidate gave a program within the target's limits and the options' bounds
+    /// (why): the calls fall back.
+    NoProgram(String),
 }
 
-/// Opens or compiles what `options` compile on `topo` in the cache under `cache_dir`, and
-/// makes sure the verdict on its files is kept beside it (checking every file against the
-/// target's loader rules where it is not). The cache's entries are ours by their names,
-/// so an entry that cannot be read (its manifest damaged or gone) is rebuilt in place,
-/// with one warning through `log`; hidden directories that killed writers left anywhere
-/// in the cache are removed. A cache that cannot be written is an error before any
-/// compiling, naming the directory: nothing is written anywhere else.
-pub fn open_cached(
-    cache_dir: &Path,
-    topo: &Topology,
-    options: &CompileOptions,
-    log: &dyn Log,
-) -> std::result::Result<CachedSet, String> {
-    let dir = entry_dir(cache_dir, topo, options);
-    remove_abandoned(cache_dir, None);
-    let rebuilding = |why: &str| {
-        log.warn(&format!(
-            "cache entry {} cannot be used ({}); rebuilding it",
-            dir.display(),
-            echo(why)
-        ))
-    };
-    let failed = |e: Error| format!("{}: {e}", dir.display());
-    let (manifest, _) =
-        open_or_rebuild(&dir, topo, options, true, &|_| {}, &rebuilding).map_err(failed)?;
-    let refused = match Verdict::read(&dir, &manifest, &options.target) {
-        Some(refused) => refused,
-        None => {
-            // The ranks of a node take turns: one checks, the others find its verdict.
-            let _lock = DirLock::acquire(&dir).map_err(failed)?;
-            match Verdict::read(&dir, &manifest, &options.target) {
-                Some(refused) => refused,
-                None => Verdict::make(&dir, &manifest, &options.target)
-                    .write(&dir)
-                    .map_err(failed)?,
+/// One band's record in the cache: its decision, and the key it was made for, so that a
+/// record speaks only for the very tool, topology, options and memory limit.
+#[derive(Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct BandRecord {
+    format: String,
+    tool_version: String,
+    topology_hash: String,
+    options_sha256: String,
+    memory_limit: u64,
+    collective: CollectiveKind,
+    in_place: bool,
+    band: Band,
+    decision: Decision,
+}
+
+/// One entry of the scheduler's cache: the bands of one topology, option set and memory
+/// limit, each compiled at its first call (or by a prologue) and kept as a record and,
+/// where it has one, its program's file. A band's record is written after its file and
+/// only once the file's bytes passed the target's loader rules, so a record naming a
+/// file is that file's verdict.
+pub struct BandCache {
+    dir: PathBuf,
+    topology_hash: String,
+    options_sha256: String,
+    memory_limit: u64,
+}
+
+/// How [`BandCache::open_band`] got a band's decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// Its record was in the cache.
+    Cached,
+    /// It was compiled now (and, where it could be, stored).
+    Compiled,
+}
+
+impl BandCache {
+    /// The entry for what `compiler` compiles under `cache_dir`, its steps held to
+    /// `memory_limit` bytes.
+    pub fn new(cache_dir: &Path, compiler: &BandCompiler, memory_limit: u64) -> BandCache {
+        let json = serde_json::to_string(compiler.options()).expect("options serialize");
+        BandCache {
+            dir: band_entry_dir(cache_dir, compiler, memory_limit),
+            topology_hash: topology_hash(compiler.topology()),
+            options_sha256: sha256_hex(json.as_bytes()),
+            memory_limit,
+        }
+    }
+
+    /// The entry's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where a band's program file would be.
+    pub fn file_path(&self, entry: &Entry) -> PathBuf {
+        algorithm_dir(&self.dir).join(&entry.file)
+    }
+
+    fn record_path(&self, kind: CollectiveKind, in_place: bool, band: Band) -> PathBuf {
+        let placement = if in_place { "inplace" } else { "outofplace" };
+        let name = format!("{kind}-{placement}-{}.json", short_size(band.min_bytes));
+        self.dir.join(BAND_DIR).join(name)
+    }
+
+    fn record(
+        &self,
+        kind: CollectiveKind,
+        in_place: bool,
+        band: Band,
+        decision: Decision,
+    ) -> BandRecord {
+        BandRecord {
+            format: BAND_FORMAT.into(),
+            tool_version: crate::VERSION.into(),
+            topology_hash: self.topology_hash.clone(),
+            options_sha256: self.options_sha256.clone(),
+            memory_limit: self.memory_limit,
+            collective: kind,
+            in_place,
+            band,
+            decision,
+        }
+    }
+
+    /// The band's decision as the cache holds it: Ok(None) where there is no record;
+    /// Err(why) where the record or its file cannot be used (unreadable, for another
+    /// key, the file missing or not the bytes the record names). A program's file is
+    /// read and hashed here.
+    pub fn look(
+        &self,
+        kind: CollectiveKind,
+        in_place: bool,
+        band: Band,
+    ) -> std::result::Result<Option<Decision>, String> {
+        let path = self.record_path(kind, in_place, band);
+        let bytes = match read_regular(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let record: BandRecord = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{} cannot be read ({e})", path.display()))?;
+        let wanted = self.record(kind, in_place, band, record.decision.clone());
+        if record != wanted {
+            return Err(format!(
+                "{} is for another tool, topology, options or band",
+                path.display()
+            ));
+        }
+        if let Decision::Program(entry) = &record.decision {
+            if entry.file.contains('/') {
+                return Err(format!("{} names a file outside its entry", path.display()));
+            }
+            intact(&algorithm_dir(&self.dir), entry)
+                .map_err(|why| format!("{}: {why}", self.file_path(entry).display()))?;
+        }
+        Ok(Some(record.decision))
+    }
+
+    /// The band's decision: the cache's where it holds a usable one, else compiled by
+    /// `compiler` (whose topology and options this entry is for) and stored, the ranks of
+    /// a node taking turns on a lock beside the record so that one compiles and the
+    /// others find its result. A compile that fails is a decision too (`NoProgram`): it
+    /// fails alike everywhere. `rebuilding` hears why a record that was there is
+    /// replaced. An error where the decision cannot be stored (the cache cannot be
+    /// written): the caller may still compile it ([`compile_decision`]).
+    pub fn open_band(
+        &self,
+        compiler: &BandCompiler,
+        (kind, in_place, band): (CollectiveKind, bool, Band),
+        rebuilding: &dyn Fn(&str),
+    ) -> Result<(Decision, Found)> {
+        if let Ok(Some(decision)) = self.look(kind, in_place, band) {
+            return Ok((decision, Found::Cached));
+        }
+        let path = self.record_path(kind, in_place, band);
+        let _turn = DirLock::acquire(&path)?;
+        match self.look(kind, in_place, band) {
+            Ok(Some(decision)) => return Ok((decision, Found::Cached)),
+            Ok(None) => {}
+            Err(why) => rebuilding(&why),
+        }
+        let (decision, xml) = compile_decision(compiler, (kind, in_place, band));
+        if let (Decision::Program(entry), Some(xml)) = (&decision, xml) {
+            let algorithms = algorithm_dir(&self.dir);
+            std::fs::create_dir_all(&algorithms).map_err(|e| Error::io(&algorithms, e))?;
+            write_atomic(&self.file_path(entry), xml.as_bytes())?;
+        }
+        let record = self.record(kind, in_place, band, decision);
+        let json = serde_json::to_vec_pretty(&record).map_err(|e| Error::Compile(e.to_string()))?;
+        write_atomic(&path, &json)?;
+        // Read back as any other rank would find it.
+        match self.look(kind, in_place, band) {
+            Ok(Some(decision)) => Ok((decision, Found::Compiled)),
+            Ok(None) => Err(Error::Compile(format!(
+                "{} vanished once written",
+                path.display()
+            ))),
+            Err(why) => Err(Error::Compile(why)),
+        }
+    }
+}
+
+/// A band's decision compiled by `compiler`, with the program's file where it has one:
+/// a compile that fails, or a file the target's loader would refuse, is a decision too
+/// (`NoProgram`), reached alike everywhere.
+pub fn compile_decision(
+    compiler: &BandCompiler,
+    (kind, in_place, band): (CollectiveKind, bool, Band),
+) -> (Decision, Option<String>) {
+    match compiler.compile(kind, in_place, band) {
+        Ok(BandOutcome::Program { entry, file }) => {
+            let ranks = compiler.topology().alive_npus().len();
+            match refusal_of(&file.xml, &entry, ranks, &compiler.options().target) {
+                Some(why) => (
+                    Decision::NoProgram(format!("{} would be refused: {why}", entry.file)),
+                    None,
+                ),
+                None => (Decision::Program(entry), Some(file.xml)),
             }
         }
-    };
-    Ok(CachedSet {
-        algorithms: algorithm_dir(&dir),
-        manifest,
-        refused,
-    })
-}
-
-/// Which entries of a cache were installed at one moment: those whose verdict, the last
-/// thing installing a set writes, was there. A scheduler takes it when it starts (the
-/// job's first communicator, which its ranks create together), so that a set installed
-/// while the job runs is never served in it, however its ranks' first calls are spread.
-#[derive(Clone, Debug, Default)]
-pub struct CacheState {
-    verdicts: HashSet<OsString>,
-}
-
-impl CacheState {
-    /// The cache under `cache_dir` as it is now (empty where it cannot be read).
-    pub fn read(cache_dir: &Path) -> CacheState {
-        let verdicts = std::fs::read_dir(cache_dir)
-            .map(|listing| {
-                listing
-                    .filter_map(|e| e.ok().map(|e| e.file_name()))
-                    .filter(|n| n.as_encoded_bytes().ends_with(b".checked"))
-                    .collect()
-            })
-            .unwrap_or_default();
-        CacheState { verdicts }
-    }
-
-    /// Whether entry `dir` had its verdict.
-    fn had(&self, dir: &Path) -> bool {
-        Verdict::path(dir)
-            .and_then(|p| p.file_name().map(|n| self.verdicts.contains(n)))
-            .unwrap_or(false)
+        Ok(BandOutcome::LeftToNccl(left)) => (Decision::LeftToNccl(left), None),
+        Err(e) => (Decision::NoProgram(e.to_string()), None),
     }
 }
 
-/// The set `options` compile on `topo` where the cache holds it installed, with its
-/// verdict, and held it already in state `found`; else why not. Cheap enough for a
-/// collective call: it reads the manifest and the verdict and looks at each listed
-/// file's directory entry, but neither hashes nor parses any algorithm file (each is
-/// hashed when it is first served), and it never writes: what a job serves depends only
-/// on the cache as the job found it.
-pub fn installed(
-    cache_dir: &Path,
-    topo: &Topology,
-    options: &CompileOptions,
-    found: &CacheState,
-) -> std::result::Result<CachedSet, String> {
-    let dir = entry_dir(cache_dir, topo, options);
-    if let Err(e) = std::fs::symlink_metadata(&dir) {
-        return Err(match e.kind() {
-            std::io::ErrorKind::NotFound => format!("there is no {}", dir.display()),
-            _ => format!("{}: {e}", dir.display()),
-        });
-    }
-    if !found.had(&dir) {
-        return Err(format!(
-            "{} was not installed when this process's scheduler started",
-            dir.display()
-        ));
-    }
-    let manifest = Manifest::read(&dir).map_err(|e| e.to_string())?;
-    let wanted = CompileOptions {
-        jobs: 0,
-        ..options.clone()
-    };
-    if (
-        manifest.format.as_str(),
-        manifest.format_version,
-        &*manifest.tool_version,
-    ) != (MANIFEST_FORMAT, MANIFEST_VERSION, crate::VERSION)
-    {
-        return Err(format!("{} was written by another version", dir.display()));
-    }
-    if manifest.topology.hash != topology_hash(topo) || manifest.options != wanted {
-        return Err(format!(
-            "{} is for another topology or other options",
-            dir.display()
-        ));
-    }
-    let algorithms = algorithm_dir(&dir);
-    for e in &manifest.entries {
-        let path = algorithms.join(&e.file);
-        let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
-        if e.file.contains('/') || !regular {
-            return Err(format!("{} is missing", path.display()));
-        }
-    }
-    let refused = Verdict::read(&dir, &manifest, &options.target).ok_or_else(|| {
-        format!(
-            "{} has no verdict on its files for this manifest",
-            dir.display()
-        )
-    })?;
-    Ok(CachedSet {
-        algorithms,
-        manifest,
-        refused,
-    })
-}
-
-/// What checking a set's files against a loader's rules found, kept beside its cache
-/// entry (`.NAME.checked`) when the set is installed, so that serving needs no parsing:
-/// keyed by the SHA-256 of the manifest (which holds every file's) and the target, so it
-/// speaks only for the very bytes and loader it was made for.
-#[derive(Serialize, Deserialize, PartialEq)]
-struct Verdict {
-    manifest_sha256: String,
-    target: String,
-    /// (file, why) for every file that may not be served.
-    refused: Vec<(String, String)>,
-}
-
-impl Verdict {
-    /// Where the verdict on entry `dir` is kept.
-    fn path(dir: &Path) -> Option<PathBuf> {
-        let (parent, name) = parent_and_name(dir).ok()?;
-        Some(parent.join(format!(".{name}.checked")))
-    }
-
-    fn key(manifest: &Manifest, target: &Target) -> (String, String) {
-        (
-            sha256_hex(manifest.to_json().as_bytes()),
-            format!("{target:?}"),
-        )
-    }
-
-    /// The refusals kept beside `dir`, where there is a verdict for this manifest and target.
-    fn read(dir: &Path, manifest: &Manifest, target: &Target) -> Option<Vec<(String, String)>> {
-        let bytes = read_regular(&Verdict::path(dir)?).ok()?;
-        let verdict: Verdict = serde_json::from_slice(&bytes).ok()?;
-        let (sha, target) = Verdict::key(manifest, target);
-        (verdict.manifest_sha256 == sha && verdict.target == target).then_some(verdict.refused)
-    }
-
-    /// Checks every file of entry `dir` (side by side).
-    fn make(dir: &Path, manifest: &Manifest, target: &Target) -> Verdict {
-        let algorithms = algorithm_dir(dir);
-        let refused = manifest
-            .entries
-            .par_iter()
-            .filter_map(|e| {
-                refusal(&algorithms, e, manifest.topology.npus, target)
-                    .map(|why| (e.file.clone(), why))
-            })
-            .collect();
-        let (manifest_sha256, target) = Verdict::key(manifest, target);
-        Verdict {
-            manifest_sha256,
-            target,
-            refused,
-        }
-    }
-
-    /// Keeps the verdict beside `dir`; its refusals.
-    fn write(self, dir: &Path) -> Result<Vec<(String, String)>> {
-        let path = Verdict::path(dir)
-            .ok_or_else(|| Error::Compile(format!("{} names no directory", dir.display())))?;
-        let json = serde_json::to_vec(&self).map_err(|e| Error::Compile(e.to_string()))?;
-        write_atomic(&path, &json)?;
-        Ok(self.refused)
-    }
-}
-
-/// Why the file of `entry` in `algorithms` may not be served, if so: it must be the bytes
-/// the manifest names, a program for `ranks` GPUs with the manifest's chunk count, that
-/// passes `target`'s loader rules.
-pub(super) fn refusal(
-    algorithms: &Path,
+/// Why `xml`, the file of `entry`, may not be served, if so: it must be a program for
+/// `ranks` GPUs with the entry's chunk count that passes `target`'s loader rules, read
+/// back from its bytes as the loader will read them.
+pub(super) fn refusal_of(
+    xml: &str,
     entry: &Entry,
     ranks: usize,
     target: &Target,
 ) -> Option<String> {
-    let bytes = match intact(algorithms, entry) {
-        Ok(bytes) => bytes,
-        Err(why) => return Some(why),
-    };
-    match parse_program(&String::from_utf8_lossy(&bytes), &entry.file) {
+    match parse_program(xml, &entry.file) {
         Err(e) => Some(e.to_string()),
         Ok(p) if p.gpus.len() != ranks || p.nchunksperloop != entry.chunks_per_loop => {
             Some(format!(

@@ -14,6 +14,17 @@ use std::sync::Once;
 /// GPU generation assumed when `TACOS_GPU_ARCH` is not set.
 pub const DEFAULT_GPU: GpuArch = GpuArch::Hopper;
 
+/// The share by which the scheduler's program must be predicted faster than NCCL's own
+/// choice for a band to be served, when `TACOS_NCCL_MARGIN` is not set: `tacos
+/// compile`'s default.
+pub const DEFAULT_NCCL_MARGIN: f64 = 0.05;
+
+/// The most transfers a candidate program may need for the scheduler to synthesize it,
+/// when `TACOS_MAX_TRANSFERS` is not set: 2^17, which admits every K the scheduler tries
+/// on 64 GPUs (All-Reduce with K = 16 needs 129,024) and K = 1 up to 256 GPUs, and keeps
+/// the first call of a band to about a second per 2^17 transfers on one core.
+pub const DEFAULT_MAX_TRANSFERS: u64 = 1 << 17;
+
 /// What both plugins read from the environment, parsed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -38,10 +49,18 @@ pub struct Config {
     /// `$XDG_CACHE_HOME/tacos`, else `$HOME/.cache/tacos`, else under the system's
     /// temporary directory.
     pub cache_dir: PathBuf,
+    /// `TACOS_NCCL_MARGIN`: a band is served only where the scheduler's program is
+    /// predicted faster than NCCL's own choice by this share (default
+    /// [`DEFAULT_NCCL_MARGIN`]); `None` (`off`): every band gets a program.
+    pub nccl_margin: Option<f64>,
+    /// `TACOS_MAX_TRANSFERS`: candidates needing more transfers are not synthesized
+    /// (default [`DEFAULT_MAX_TRANSFERS`]).
+    pub max_transfers: u64,
     /// `NCCL_ALGO` or `NCCL_PROTO` is set: the user chose NCCL's algorithms.
     pub user_chose_algorithms: bool,
     /// Scheduler settings that did not parse and were replaced (`TACOS_NODES` ignored,
-    /// `TACOS_TARGET` the default), one message each.
+    /// `TACOS_TARGET`, `TACOS_NCCL_MARGIN` and `TACOS_MAX_TRANSFERS` their defaults),
+    /// one message each.
     pub warnings: Vec<String>,
 }
 
@@ -56,9 +75,10 @@ impl Config {
     /// Reads the settings through `lookup` (`std::env::var_os` in the plugins); a value
     /// that is empty or all blanks counts as unset (the cache variables: only empty).
     /// Settings that shape the cluster (`TACOS_GPU_ARCH`, `TACOS_*_GBPS`) are errors
-    /// naming the variable when they do not parse; the scheduler's `TACOS_NODES` and
-    /// `TACOS_TARGET` are replaced and reported in `warnings`, since its default target's
-    /// files load everywhere and a node count can be inferred.
+    /// naming the variable when they do not parse; the scheduler's `TACOS_NODES`,
+    /// `TACOS_TARGET`, `TACOS_NCCL_MARGIN` and `TACOS_MAX_TRANSFERS` are replaced and
+    /// reported in `warnings`, since its default target's files load everywhere and a
+    /// node count can be inferred.
     pub fn from_env(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Config> {
         let text = |name: &str| lookup(name).and_then(|v| v.into_string().ok());
         let get = |name: &str| text(name).filter(|v| !v.trim().is_empty());
@@ -112,6 +132,33 @@ impl Config {
                 None
             }
         });
+        let nccl_margin = match get("TACOS_NCCL_MARGIN") {
+            None => Some(DEFAULT_NCCL_MARGIN),
+            Some(v) if v.trim().eq_ignore_ascii_case("off") => None,
+            Some(v) => match v.trim().parse::<f64>() {
+                Ok(m) if m.is_finite() && (0.0..10.0).contains(&m) => Some(m),
+                _ => {
+                    warnings.push(format!(
+                        "TACOS_NCCL_MARGIN='{}' must be a share from 0 to 10 (0.05: 5%) or off; using {DEFAULT_NCCL_MARGIN}",
+                        echo(&v)
+                    ));
+                    Some(DEFAULT_NCCL_MARGIN)
+                }
+            },
+        };
+        let max_transfers = match get("TACOS_MAX_TRANSFERS") {
+            None => DEFAULT_MAX_TRANSFERS,
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    warnings.push(format!(
+                        "TACOS_MAX_TRANSFERS='{}' must be a whole number >= 1; using {DEFAULT_MAX_TRANSFERS}",
+                        echo(&v)
+                    ));
+                    DEFAULT_MAX_TRANSFERS
+                }
+            },
+        };
         let dir = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
         let cache_dir = dir("TACOS_CACHE_DIR")
             .or_else(|| dir("XDG_CACHE_HOME").map(|d| d.join("tacos")))
@@ -127,6 +174,8 @@ impl Config {
             gpu,
             target,
             cache_dir,
+            nccl_margin,
+            max_transfers,
             user_chose_algorithms: get("NCCL_ALGO").is_some() || get("NCCL_PROTO").is_some(),
             warnings,
         })
@@ -211,6 +260,36 @@ pub(super) mod tests {
         assert_eq!(c.nodes, Some(4));
         assert_eq!(c.target.profile, Profile::Executor256);
         assert!(c.warnings.is_empty());
+    }
+
+    #[test]
+    fn the_nccl_margin_and_the_work_bound_parse_or_warn() {
+        let c = Config::default();
+        assert_eq!((c.nccl_margin, c.max_transfers), (Some(0.05), 1 << 17));
+        let c = config(&[
+            ("TACOS_NCCL_MARGIN", " OFF "),
+            ("TACOS_MAX_TRANSFERS", "1000"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.nccl_margin, c.max_transfers, c.warnings.len()),
+            (None, 1000, 0)
+        );
+        let c = config(&[("TACOS_NCCL_MARGIN", "0.2")]).unwrap();
+        assert_eq!(c.nccl_margin, Some(0.2));
+        let c = config(&[("TACOS_NCCL_MARGIN", "-1"), ("TACOS_MAX_TRANSFERS", "0")]).unwrap();
+        assert_eq!((c.nccl_margin, c.max_transfers), (Some(0.05), 1 << 17));
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("TACOS_NCCL_MARGIN='-1'"),
+            "{:?}",
+            c.warnings
+        );
+        assert!(
+            c.warnings[1].contains("TACOS_MAX_TRANSFERS='0'"),
+            "{:?}",
+            c.warnings
+        );
     }
 
     #[test]

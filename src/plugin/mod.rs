@@ -1,8 +1,8 @@
 //! What the two plugins (the MSCCL scheduler and the NCCL tuner) do, behind Rust-typed
 //! APIs that take a [`Config`]: the settings read from the environment once
 //! ([`Config::from_process`]) or built by hand, the cluster a communicator runs on
-//! ([`discover`]), the cache of compiled algorithm sets and its lock ([`open_or_compile`]),
-//! the scheduler's choice of file per call ([`Scheduler`]) and the tuner's decisions
+//! ([`discover`]), compiled algorithm sets ([`open_or_compile`]) and the scheduler's
+//! cache of bands ([`BandCache`]), the scheduler's choice of file per call ([`Scheduler`]) and the tuner's decisions
 //! ([`Tuning`]). `ffi` only translates the C ABI to these calls and back; tests and
 //! benchmarks call them directly with configurations of their own.
 //!
@@ -15,11 +15,13 @@ mod scheduler;
 mod tuner;
 
 pub use cache::{
-    cache_dir_name, installed, open_cached, open_or_compile, CacheState, CachedSet, Opened,
+    cache_dir_name, compile_decision, open_or_compile, BandCache, Decision, Found, Opened,
 };
-pub use config::{set_memory_limit, Config, DEFAULT_GPU};
+pub use config::{
+    set_memory_limit, Config, DEFAULT_GPU, DEFAULT_MAX_TRANSFERS, DEFAULT_NCCL_MARGIN,
+};
 pub use discover::{discover, plan, Discovered, Layout, NvlDomains, Plan};
-pub use scheduler::{fill_cache, Call, Scheduler, BACKGROUND_MAX_RANKS};
+pub use scheduler::{fill_cache, Call, Scheduler};
 pub use tuner::{tuner_for, CostTable, Tuning, FORMULA_RANKS_MAX, SIMULATED_RANKS_MAX};
 
 /// Where a plugin's messages go: the host's logger, stderr, or nowhere.

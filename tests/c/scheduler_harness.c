@@ -7,17 +7,12 @@
  *
  * Usage: scheduler_harness LIB NRANKS expect-scheduled|expect-fallback
  *        scheduler_harness LIB NRANKS expect-any
- *        scheduler_harness LIB NRANKS expect-cold BOUND_S WAIT_S
- *        scheduler_harness LIB NRANKS expect-warm BOUND_S
- * In the timed modes init and every call must return within BOUND_S seconds. expect-cold
- * is a job that starts on a cold cache: every call falls back, and goes on falling back
- * (one call every 0.2 s) while the plugin compiles the set in the background, until the
- * verdict on the new entry's files (written last, `.NAME.checked` in $TACOS_CACHE_DIR)
- * appears, for at most WAIT_S seconds; a last pass must still fall back throughout.
- * expect-warm is the next job: its first call must be scheduled, and others with it.
- * Prints LOAD/SELECT/UNLOAD lines for the Rust test, then "N failures".
+ *        scheduler_harness LIB NRANKS expect-first BOUND_S
+ * In expect-first, init and every call must return within BOUND_S seconds, and the job's
+ * first call (an allreduce in place) must be scheduled, whatever the cache held: a band
+ * the cache lacks is compiled at its first call. Prints LOAD/SELECT/UNLOAD lines for the
+ * Rust test, then "N failures".
  */
-#include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,21 +91,6 @@ static void timed(const char* what, double started) {
   if (bound_s > 0) CHECK(took <= bound_s, "%s took %.3f s, over the bound of %.1f s", what, took, bound_s);
 }
 
-/* Whether directory `dir` holds a file whose name ends in `suffix`. */
-static int holds_file_ending(const char* dir, const char* suffix) {
-  DIR* d = dir ? opendir(dir) : NULL;
-  if (d == NULL) return 0;
-  int found = 0;
-  size_t ns = strlen(suffix);
-  struct dirent* e;
-  while (!found && (e = readdir(d)) != NULL) {
-    size_t n = strlen(e->d_name);
-    found = n > ns && strcmp(e->d_name + n - ns, suffix) == 0;
-  }
-  closedir(d);
-  return found;
-}
-
 static const char* func_name(mscclFunc_t f) {
   switch (f) {
     case mscclFuncAllReduce: return "allreduce";
@@ -177,23 +157,19 @@ static int pass(mscclSchedulerInterface* s, int nranks, int expect, const char* 
 }
 
 int main(int argc, char** argv) {
-  int cold = argc == 6 && strcmp(argv[3], "expect-cold") == 0;
-  int warm = argc == 5 && strcmp(argv[3], "expect-warm") == 0;
-  if (argc != 4 && !cold && !warm) {
+  int first = argc == 5 && strcmp(argv[3], "expect-first") == 0;
+  if (argc != 4 && !first) {
     fprintf(stderr,
             "usage: %s LIB NRANKS expect-scheduled|expect-fallback|expect-any\n"
-            "       %s LIB NRANKS expect-cold BOUND_S WAIT_S\n"
-            "       %s LIB NRANKS expect-warm BOUND_S\n",
-            argv[0], argv[0], argv[0]);
+            "       %s LIB NRANKS expect-first BOUND_S\n",
+            argv[0], argv[0]);
     return 2;
   }
   int nranks = atoi(argv[2]);
   int expect = strcmp(argv[3], "expect-scheduled") == 0    ? 1
                : strcmp(argv[3], "expect-any") == 0 ? -1
                                                      : 0;
-  double wait_s = 0;
-  if (cold || warm) bound_s = atof(argv[4]);
-  if (cold) wait_s = atof(argv[5]);
+  if (first) bound_s = atof(argv[4]);
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
     printf("FAIL dlopen: %s\n1 failures\n", dlerror());
@@ -212,29 +188,7 @@ int main(int argc, char** argv) {
   CHECK(s->selectAlgo(NULL) == ncclSuccess, "NULL param");
 
   int scheduled;
-  if (cold) {
-    pass(s, nranks, 0, "cold");
-    /* Calls go on falling back while the set is compiled in the background. */
-    double waited_from = now();
-    int compiled = 0;
-    while (!compiled && now() - waited_from < wait_s) {
-      struct mscclSchedulerParam p =
-          call(mscclFuncAllReduce, 1, (size_t)1 << 16, 0, nranks, ncclSum, ncclFloat32);
-      started = now();
-      CHECK(s->selectAlgo(&p) == ncclSuccess, "selectAlgo while compiling");
-      timed("selectAlgo while compiling", started);
-      CHECK(!p.scheduled, "scheduled while compiling");
-      compiled = holds_file_ending(getenv("TACOS_CACHE_DIR"), ".checked");
-      if (!compiled) {
-        struct timespec pause = {0, 200 * 1000 * 1000};
-        nanosleep(&pause, NULL);
-      }
-    }
-    CHECK(compiled, "the set was not compiled within %.0f s", wait_s);
-    printf("COMPILED after %.1f s\n", now() - waited_from);
-    /* The compile is done, and this job still runs on the executor's algorithms. */
-    scheduled = pass(s, nranks, 0, "after");
-  } else if (warm) {
+  if (first) {
     struct mscclSchedulerParam p =
         call(mscclFuncAllReduce, 1, (size_t)1 << 16, 0, nranks, ncclSum, ncclFloat32);
     started = now();
@@ -242,7 +196,7 @@ int main(int argc, char** argv) {
     timed("first selectAlgo", started);
     calls++;
     CHECK(p.scheduled, "the first call was not scheduled");
-    scheduled = p.scheduled + pass(s, nranks, -1, "warm");
+    scheduled = p.scheduled + pass(s, nranks, -1, "first");
   } else {
     scheduled = pass(s, nranks, expect, "run");
   }

@@ -169,6 +169,8 @@ impl tacos::plugin::Log for Warnings {
 
 pub fn run(args: CompileArgs) -> anyhow::Result<()> {
     if let Some(ranks) = args.plugin_cache {
+        // The plugin's memory limit, as the plugin would compile under: the same entry.
+        tacos::plugin::set_memory_limit(&Warnings);
         let config = tacos::plugin::Config::from_process()?;
         for w in &config.warnings {
             tacos::plugin::Log::warn(&Warnings, w);
