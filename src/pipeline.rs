@@ -439,7 +439,8 @@ pub struct Trial {
     /// The schedule's own time, when it was synthesized.
     pub synthesized_ps: Option<Picos>,
     /// The simulated time of what would be emitted (the schedule, or its program), which
-    /// the choice is made on; None when it could not be built.
+    /// the choice is made on (a lone schedule candidate: its own time, nothing being
+    /// chosen); None when it could not be built.
     pub simulated_ps: Option<Picos>,
     /// Why it was not kept, when it could not be (built, lowered within the target's
     /// limits, or verified); None for those that could, kept or slower.
@@ -456,8 +457,15 @@ pub struct Found<T> {
 /// The fastest checked schedule for `request` over the options' K and seeds, by the
 /// simulator's time (ties to the smaller K, then the earlier seed).
 pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result<Found<Checked>> {
+    // One candidate leaves nothing to rank, and simulating it can take several times as
+    // long as synthesizing it (a 64x64 mesh): its own checked time stands for it.
+    let alone = options.chunks.candidates().len() == 1 && options.seeds.len() == 1;
     let tried = search(topo, request, options, |checked| {
-        let time_ps = simulate_schedule(topo, checked.schedule())?.time_ps;
+        let time_ps = if alone {
+            checked.report().collective_time_ps
+        } else {
+            simulate_schedule(topo, checked.schedule())?.time_ps
+        };
         Ok((checked, time_ps))
     })?;
     let mut trials = Vec::new();

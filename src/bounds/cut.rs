@@ -13,14 +13,16 @@
 
 use crate::topology::{NpuId, Topology};
 use pathfinding::directed::edmonds_karp::{EdmondsKarp, SparseCapacity};
+use rayon::prelude::*;
 use std::collections::VecDeque;
 
-/// Max-flow work allowed, in NPUs x links per sink checked (about a second): every sink
-/// of a topology of a few hundred NPUs, a sample on larger ones (16 on a 32x32 mesh),
-/// marked approximate.
-const WORK_BUDGET: usize = 50_000_000;
-/// Sinks checked however large the topology.
-const MIN_SINKS: usize = 16;
+/// Max-flow work allowed, in NPUs x links per sink checked: every sink of a topology of
+/// a few hundred NPUs, a sample on larger ones (4 on a 32x32 mesh, a third of a second
+/// on one core), marked approximate. The bound is printed beside every synthesis, so its
+/// cost is part of what a user waits for.
+const WORK_BUDGET: usize = 20_000_000;
+/// Sinks checked however large the topology: the least-fed one and one more.
+const MIN_SINKS: usize = 2;
 
 /// A cut's bandwidth per unit of data that must cross it, in GB/s: per source for
 /// `min_cut_ratio` (the smallest `B+(S) / |S ∩ sources|` over vertex sets S that contain a
@@ -60,17 +62,22 @@ pub(super) fn min_cut_ratio(
     let checked = sample(topo, sinks);
     let exact = checked.len() == sinks.len();
     let scale = capacity_scale(topo);
-    for t in checked {
-        if others(t) == 0 {
-            continue;
-        }
-        // Dinkelbach: while some cut leaving out t beats the current ratio, take it.
-        while let Some(better) = violated_cut(topo, sources, t, ratio, scale) {
-            ratio = better;
-        }
-    }
+    // Each sink on its own (the caller's pool), from the single-NPU cuts' ratio: the least
+    // of their results does not depend on the order or the number of threads.
+    let best = checked
+        .into_par_iter()
+        .filter(|&t| others(t) > 0)
+        .map(|t| {
+            // Dinkelbach: while some cut leaving out t beats the current ratio, take it.
+            let mut ratio = ratio;
+            while let Some(better) = violated_cut(topo, sources, t, ratio, scale) {
+                ratio = better;
+            }
+            ratio
+        })
+        .reduce(|| ratio, f64::min);
     Some(CutRatio {
-        gbps_per_source: ratio,
+        gbps_per_source: best,
         exact,
     })
 }
@@ -157,17 +164,19 @@ pub(super) fn min_cut_gbps(topo: &Topology, npus: &[NpuId]) -> Option<CutRatio> 
     let checked = sample(topo, rest);
     let exact = checked.len() == rest.len();
     let scale = capacity_scale(topo);
-    let mut best = f64::INFINITY;
-    for t in checked {
-        let mut net = SparseCapacity::<i64>::new(topo.vertices(), s, t);
-        for l in topo.links() {
-            net.set_capacity(l.src, l.dst, (l.bandwidth_gbps * scale).round() as i64);
-        }
-        net.omit_details();
-        net.augment();
-        let in_s = source_side(&mut net, s);
-        best = best.min(leaving_gbps(topo, &in_s));
-    }
+    let best = checked
+        .into_par_iter()
+        .map(|t| {
+            let mut net = SparseCapacity::<i64>::new(topo.vertices(), s, t);
+            for l in topo.links() {
+                net.set_capacity(l.src, l.dst, (l.bandwidth_gbps * scale).round() as i64);
+            }
+            net.omit_details();
+            net.augment();
+            let in_s = source_side(&mut net, s);
+            leaving_gbps(topo, &in_s)
+        })
+        .reduce(|| f64::INFINITY, f64::min);
     best.is_finite().then_some(CutRatio {
         gbps_per_source: best,
         exact,
