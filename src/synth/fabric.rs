@@ -41,7 +41,14 @@ pub(super) struct Routes {
     /// NPU's port they come in by): `into[into_start[npu]..into_start[npu + 1]]`.
     into_start: Vec<u32>,
     into: Vec<(u32, u32)>,
+    /// Per physical link, the NPU it enters, or `NO_NPU` where it enters a switch: every
+    /// channel holding a link into an NPU ends at that NPU (routes pass through switches
+    /// only).
+    enters: Vec<u32>,
 }
+
+/// `Routes::enters` of a link into a switch.
+const NO_NPU: u32 = u32::MAX;
 
 impl Routes {
     /// The physical links channel `c` holds, in order.
@@ -57,6 +64,13 @@ impl Routes {
     /// How many physical links there are.
     pub fn physical(&self) -> usize {
         self.user_start.len() - 1
+    }
+
+    /// The NPU physical link `l` enters (where every channel holding it ends), or None
+    /// where it enters a switch.
+    pub fn enters(&self, l: LinkId) -> Option<NpuId> {
+        let npu = self.enters[l];
+        (npu != NO_NPU).then_some(npu as usize)
     }
 
     /// (port, channel) of the channels into `npu`, those sharing a port next to each other.
@@ -197,6 +211,11 @@ impl<'a> Fabric<'a> {
             .into_iter()
             .map(|(_, port, c)| (port as u32, c))
             .collect();
+        let enters = topo
+            .links()
+            .iter()
+            .map(|l| if topo.is_switch(l.dst) { NO_NPU } else { l.dst as u32 })
+            .collect();
         let view_links: Vec<Link> = channels.into_iter().map(|(l, _)| l).collect();
         let view = Topology::new(topo.name(), topo.npus(), view_links)?;
         let view = if topo.failed().is_empty() {
@@ -213,6 +232,7 @@ impl<'a> Fabric<'a> {
                 users,
                 into_start,
                 into,
+                enters,
             }),
         })
     }

@@ -653,10 +653,15 @@ impl<'a> Matcher<'a> {
             self.mark_dirty(self.topo.link(link).dst);
             return;
         };
+        if routes.enters(link).is_some_and(|npu| self.is_dirty[npu]) {
+            // Every channel holding the link ends at an NPU already marked.
+            return;
+        }
         for &c in routes.users(link) {
             let c = c as usize;
-            if c != by && !self.pools[c].is_empty() && self.route_free(routes, c) {
-                self.mark_dirty(self.topo.link(c).dst);
+            let dst = self.topo.link(c).dst;
+            if c != by && !self.is_dirty[dst] && !self.pools[c].is_empty() && self.route_free(routes, c) {
+                self.mark_dirty(dst);
             }
         }
     }
