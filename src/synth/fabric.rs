@@ -41,6 +41,10 @@ pub(super) struct Routes {
     /// NPU's port they come in by): `into[into_start[npu]..into_start[npu + 1]]`.
     into_start: Vec<u32>,
     into: Vec<(u32, u32)>,
+    /// Per NPU, the physical links its channels come in by:
+    /// `ports[ports_start[npu]..ports_start[npu + 1]]`.
+    ports_start: Vec<u32>,
+    ports: Vec<u32>,
     /// Per physical link, the NPU it enters, or `NO_NPU` where it enters a switch: every
     /// channel holding a link into an NPU ends at that NPU (routes pass through switches
     /// only).
@@ -71,6 +75,11 @@ impl Routes {
     pub fn enters(&self, l: LinkId) -> Option<NpuId> {
         let npu = self.enters[l];
         (npu != NO_NPU).then_some(npu as usize)
+    }
+
+    /// The physical links the channels into `npu` come in by, each once.
+    pub fn ports_into(&self, npu: NpuId) -> &[u32] {
+        &self.ports[self.ports_start[npu] as usize..self.ports_start[npu + 1] as usize]
     }
 
     /// (port, channel) of the channels into `npu`, those sharing a port next to each other.
@@ -207,10 +216,19 @@ impl<'a> Fabric<'a> {
         for npu in 0..topo.npus() {
             into_start[npu + 1] += into_start[npu];
         }
-        let into = into
+        let into: Vec<(u32, u32)> = into
             .into_iter()
             .map(|(_, port, c)| (port as u32, c))
             .collect();
+        let mut ports_start = Vec::with_capacity(topo.npus() + 1);
+        let mut ports = Vec::new();
+        ports_start.push(0);
+        for npu in 0..topo.npus() {
+            let group = &into[into_start[npu] as usize..into_start[npu + 1] as usize];
+            ports.extend(group.iter().map(|&(port, _)| port));
+            ports.dedup();
+            ports_start.push(ports.len() as u32);
+        }
         let enters = topo
             .links()
             .iter()
@@ -232,6 +250,8 @@ impl<'a> Fabric<'a> {
                 users,
                 into_start,
                 into,
+                ports_start,
+                ports,
                 enters,
             }),
         })
