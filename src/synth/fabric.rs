@@ -232,7 +232,13 @@ impl<'a> Fabric<'a> {
         let enters = topo
             .links()
             .iter()
-            .map(|l| if topo.is_switch(l.dst) { NO_NPU } else { l.dst as u32 })
+            .map(|l| {
+                if topo.is_switch(l.dst) {
+                    NO_NPU
+                } else {
+                    l.dst as u32
+                }
+            })
             .collect();
         let view_links: Vec<Link> = channels.into_iter().map(|(l, _)| l).collect();
         let view = Topology::new(topo.name(), topo.npus(), view_links)?;
@@ -286,4 +292,51 @@ fn too_many(topo: &Topology) -> Error {
         "{} joins more than {MAX_CHANNELS} NPU pairs through switches; synthesize it unwound (--unwind)",
         topo.name()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{parse_spec, SpecDefaults};
+
+    fn routes_of(topo: &Topology) -> Routes {
+        Fabric::new(topo)
+            .unwrap()
+            .routes
+            .expect("a fabric with switches")
+    }
+
+    #[test]
+    fn the_ports_into_an_npu_are_its_links_from_switches() {
+        // Every in-link of an NPU here comes from a switch (its NVSwitch, its rail): each
+        // is the last link of some channel into it, and no other physical link is.
+        for spec in ["switch:4", "preset:dgx-h100,nodes=2", "clos:4x2,spine=2"] {
+            let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+            let routes = routes_of(&topo);
+            for npu in 0..topo.npus() {
+                let mut expected: Vec<u32> = topo.in_links(npu).iter().map(|&l| l as u32).collect();
+                expected.sort_unstable();
+                assert_eq!(routes.ports_into(npu), expected, "{spec}, NPU {npu}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_link_enters_an_npu_or_a_switch() {
+        let topo = parse_spec("preset:dgx-h100,nodes=2", &SpecDefaults::default()).unwrap();
+        let routes = routes_of(&topo);
+        for (l, link) in topo.links().iter().enumerate() {
+            let expected = (!topo.is_switch(link.dst)).then_some(link.dst);
+            assert_eq!(routes.enters(l), expected, "link {l}");
+            if let Some(npu) = expected {
+                // Every channel holding it ends there.
+                let ends: Vec<usize> = routes
+                    .users(l)
+                    .iter()
+                    .map(|&c| *routes.links(c as usize).last().unwrap() as usize)
+                    .collect();
+                assert!(ends.iter().all(|&last| topo.link(last).dst == npu));
+            }
+        }
+    }
 }

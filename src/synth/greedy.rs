@@ -688,7 +688,11 @@ impl<'a> Matcher<'a> {
         for &c in routes.users(link) {
             let c = c as usize;
             let dst = self.topo.link(c).dst;
-            if c != by && !self.is_dirty[dst] && !self.pools[c].is_empty() && self.route_free(routes, c) {
+            if c != by
+                && !self.is_dirty[dst]
+                && !self.pools[c].is_empty()
+                && self.route_free(routes, c)
+            {
                 self.mark_dirty(dst);
             }
         }
