@@ -389,9 +389,7 @@ impl<'a> Matcher<'a> {
         }
         for link in self.topo.out_links(npu) {
             let dst = self.topo.link(link).dst;
-            // The fast-path bit first: through switches it rules out most links, and it
-            // stays in cache where the (NPU, chunk) table does not.
-            if !self.comes_fast(link, dst, chunk) && self.useful(dst, chunk) {
+            if self.useful(dst, chunk) && !self.comes_fast(link, dst, chunk) {
                 self.pools[link].push(chunk as u32);
                 // Through switches most channels wait for a port; the destination is
                 // marked when the route frees (`physical_freed`).
