@@ -41,7 +41,18 @@ pub(super) struct Routes {
     /// NPU's port they come in by): `into[into_start[npu]..into_start[npu + 1]]`.
     into_start: Vec<u32>,
     into: Vec<(u32, u32)>,
+    /// Per NPU, the physical links its channels come in by:
+    /// `ports[ports_start[npu]..ports_start[npu + 1]]`.
+    ports_start: Vec<u32>,
+    ports: Vec<u32>,
+    /// Per physical link, the NPU it enters, or `NO_NPU` where it enters a switch: every
+    /// channel holding a link into an NPU ends at that NPU (routes pass through switches
+    /// only).
+    enters: Vec<u32>,
 }
+
+/// `Routes::enters` of a link into a switch.
+const NO_NPU: u32 = u32::MAX;
 
 impl Routes {
     /// The physical links channel `c` holds, in order.
@@ -57,6 +68,18 @@ impl Routes {
     /// How many physical links there are.
     pub fn physical(&self) -> usize {
         self.user_start.len() - 1
+    }
+
+    /// The NPU physical link `l` enters (where every channel holding it ends), or None
+    /// where it enters a switch.
+    pub fn enters(&self, l: LinkId) -> Option<NpuId> {
+        let npu = self.enters[l];
+        (npu != NO_NPU).then_some(npu as usize)
+    }
+
+    /// The physical links the channels into `npu` come in by, each once.
+    pub fn ports_into(&self, npu: NpuId) -> &[u32] {
+        &self.ports[self.ports_start[npu] as usize..self.ports_start[npu + 1] as usize]
     }
 
     /// (port, channel) of the channels into `npu`, those sharing a port next to each other.
@@ -193,9 +216,29 @@ impl<'a> Fabric<'a> {
         for npu in 0..topo.npus() {
             into_start[npu + 1] += into_start[npu];
         }
-        let into = into
+        let into: Vec<(u32, u32)> = into
             .into_iter()
             .map(|(_, port, c)| (port as u32, c))
+            .collect();
+        let mut ports_start = Vec::with_capacity(topo.npus() + 1);
+        let mut ports = Vec::new();
+        ports_start.push(0);
+        for npu in 0..topo.npus() {
+            let group = &into[into_start[npu] as usize..into_start[npu + 1] as usize];
+            ports.extend(group.iter().map(|&(port, _)| port));
+            ports.dedup();
+            ports_start.push(ports.len() as u32);
+        }
+        let enters = topo
+            .links()
+            .iter()
+            .map(|l| {
+                if topo.is_switch(l.dst) {
+                    NO_NPU
+                } else {
+                    l.dst as u32
+                }
+            })
             .collect();
         let view_links: Vec<Link> = channels.into_iter().map(|(l, _)| l).collect();
         let view = Topology::new(topo.name(), topo.npus(), view_links)?;
@@ -213,6 +256,9 @@ impl<'a> Fabric<'a> {
                 users,
                 into_start,
                 into,
+                ports_start,
+                ports,
+                enters,
             }),
         })
     }
@@ -246,4 +292,51 @@ fn too_many(topo: &Topology) -> Error {
         "{} joins more than {MAX_CHANNELS} NPU pairs through switches; synthesize it unwound (--unwind)",
         topo.name()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{parse_spec, SpecDefaults};
+
+    fn routes_of(topo: &Topology) -> Routes {
+        Fabric::new(topo)
+            .unwrap()
+            .routes
+            .expect("a fabric with switches")
+    }
+
+    #[test]
+    fn the_ports_into_an_npu_are_its_links_from_switches() {
+        // Every in-link of an NPU here comes from a switch (its NVSwitch, its rail): each
+        // is the last link of some channel into it, and no other physical link is.
+        for spec in ["switch:4", "preset:dgx-h100,nodes=2", "clos:4x2,spine=2"] {
+            let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+            let routes = routes_of(&topo);
+            for npu in 0..topo.npus() {
+                let mut expected: Vec<u32> = topo.in_links(npu).iter().map(|&l| l as u32).collect();
+                expected.sort_unstable();
+                assert_eq!(routes.ports_into(npu), expected, "{spec}, NPU {npu}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_link_enters_an_npu_or_a_switch() {
+        let topo = parse_spec("preset:dgx-h100,nodes=2", &SpecDefaults::default()).unwrap();
+        let routes = routes_of(&topo);
+        for (l, link) in topo.links().iter().enumerate() {
+            let expected = (!topo.is_switch(link.dst)).then_some(link.dst);
+            assert_eq!(routes.enters(l), expected, "link {l}");
+            if let Some(npu) = expected {
+                // Every channel holding it ends there.
+                let ends: Vec<usize> = routes
+                    .users(l)
+                    .iter()
+                    .map(|&c| *routes.links(c as usize).last().unwrap() as usize)
+                    .collect();
+                assert!(ends.iter().all(|&last| topo.link(last).dst == npu));
+            }
+        }
+    }
 }

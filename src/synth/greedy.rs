@@ -29,6 +29,8 @@ use std::collections::BinaryHeap;
 const NEVER: Picos = Picos::MAX;
 const IDLE: usize = usize::MAX;
 const UNPLANNED: u32 = u32::MAX;
+/// A physical link no channel holds.
+const FREE: u32 = u32::MAX;
 /// Most (NPU, chunk) pairs one matching tracks (chunk ids must also fit pools' u32).
 const MAX_STATES: usize = 1 << 31;
 /// Pool entries compared when picking a relayed chunk.
@@ -89,8 +91,9 @@ struct Matcher<'a> {
     topo: &'a Topology,
     /// The physical links each channel holds, where channels go through switches.
     routes: Option<&'a Routes>,
-    /// Per physical link, whether a channel holding it carries a chunk (with `routes` only).
-    link_busy: Vec<bool>,
+    /// Per physical link, the channel holding it while it carries a chunk, or FREE (with
+    /// `routes` only).
+    link_holder: Vec<u32>,
     problem: &'a Problem<'a>,
     chunks: usize,
     /// Whether every chunk has the same size (the usual case: no per-chunk class lookups).
@@ -201,7 +204,7 @@ impl<'a> Matcher<'a> {
         let mut m = Matcher {
             topo,
             routes,
-            link_busy: vec![false; if routes.is_some() { physical } else { 0 }],
+            link_holder: vec![FREE; if routes.is_some() { physical } else { 0 }],
             problem,
             chunks,
             one_class: problem.class_bytes.len() == 1,
@@ -411,8 +414,31 @@ impl<'a> Matcher<'a> {
                 .is_some_and(|f| f.is_slow(link) && f.comes_by_fast_links(dst, chunk))
     }
 
-    /// Earliest time a chunk already in flight to `npu` arrives there.
+    /// Whether a channel holding physical link `l` carries a chunk.
+    #[inline]
+    fn link_busy(&self, l: LinkId) -> bool {
+        self.link_holder[l] != FREE
+    }
+
+    /// Earliest time a chunk already in flight to `npu` arrives there. Through switches,
+    /// from the channels holding `npu`'s ports (a busy channel holds its last link), not
+    /// a scan of every channel into it.
     fn in_flight_arrival(&self, npu: NpuId, chunk: usize) -> Picos {
+        if let Some(routes) = self.routes {
+            return routes
+                .ports_into(npu)
+                .iter()
+                .filter_map(|&p| {
+                    let c = self.link_holder[p as usize];
+                    if c == FREE {
+                        return None;
+                    }
+                    let (carried, end) = self.carrying[c as usize];
+                    (carried == chunk).then_some(end)
+                })
+                .min()
+                .unwrap_or(NEVER);
+        }
         self.topo
             .in_links(npu)
             .iter()
@@ -436,7 +462,7 @@ impl<'a> Matcher<'a> {
         self.mark_dirty(dst);
         if let Some(routes) = self.routes {
             for &l in routes.links(link) {
-                self.link_busy[l as usize] = false;
+                self.link_holder[l as usize] = FREE;
             }
             for &l in routes.links(link) {
                 self.physical_freed(l as usize, link);
@@ -599,7 +625,7 @@ impl<'a> Matcher<'a> {
         let mut i = 0;
         while i < into.len() {
             let (port, c) = (into[i].0 as usize, into[i].1 as usize);
-            if self.link_busy[port] {
+            if self.link_busy(port) {
                 i += into[i..].partition_point(|e| e.0 as usize == port);
                 continue;
             }
@@ -637,7 +663,7 @@ impl<'a> Matcher<'a> {
             return self.problem.reserved.is_empty() || self.clear_of_reservations(link, span, now);
         };
         let route = routes.links(link);
-        if route.iter().any(|&l| self.link_busy[l as usize]) {
+        if route.iter().any(|&l| self.link_busy(l as usize)) {
             return false;
         }
         self.problem.reserved.is_empty()
@@ -653,10 +679,19 @@ impl<'a> Matcher<'a> {
             self.mark_dirty(self.topo.link(link).dst);
             return;
         };
+        if routes.enters(link).is_some_and(|npu| self.is_dirty[npu]) {
+            // Every channel holding the link ends at an NPU already marked.
+            return;
+        }
         for &c in routes.users(link) {
             let c = c as usize;
-            if c != by && !self.pools[c].is_empty() && self.route_free(routes, c) {
-                self.mark_dirty(self.topo.link(c).dst);
+            let dst = self.topo.link(c).dst;
+            if c != by
+                && !self.is_dirty[dst]
+                && !self.pools[c].is_empty()
+                && self.route_free(routes, c)
+            {
+                self.mark_dirty(dst);
             }
         }
     }
@@ -665,7 +700,7 @@ impl<'a> Matcher<'a> {
     /// (reservations aside).
     #[inline]
     fn route_free(&self, routes: &Routes, c: LinkId) -> bool {
-        self.busy[c] == IDLE && routes.links(c).iter().all(|&l| !self.link_busy[l as usize])
+        self.busy[c] == IDLE && routes.links(c).iter().all(|&l| !self.link_busy(l as usize))
     }
 
     /// Whether physical link `link` is clear of reservations during [now, now + span).
@@ -859,7 +894,7 @@ impl<'a> Matcher<'a> {
         self.carrying[link] = (chunk, end);
         if let Some(routes) = self.routes {
             for &p in routes.links(link) {
-                self.link_busy[p as usize] = true;
+                self.link_holder[p as usize] = link as u32;
             }
         }
         self.transfers.push(Transfer {
