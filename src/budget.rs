@@ -364,15 +364,21 @@ pub fn simulation(topo: &Topology, messages: u64) -> u64 {
 }
 
 /// Bytes one synthesis of `spec` holds at its peak from start to finish: the collective,
-/// the synthesis, then its schedule checked and simulated.
-pub fn synthesis_checked(topo: &Topology, spec: &CollectiveSpec) -> u64 {
+/// the synthesis, then its schedule checked and, where `simulated` (a search ranking
+/// several candidates), simulated.
+pub fn synthesis_checked(topo: &Topology, spec: &CollectiveSpec, simulated: bool) -> u64 {
     let s = Shape::of(spec, topo.alive_npus().len());
     let transfers = if s.relayed {
         mul(s.deliveries, mean_hops(topo))
     } else {
         s.deliveries
     };
-    let after = check(spec, topo, transfers).max(simulation(topo, transfers));
+    let checked = check(spec, topo, transfers);
+    let after = if simulated {
+        checked.max(simulation(topo, transfers))
+    } else {
+        checked
+    };
     collective(topo, spec)
         .saturating_add(synthesis(topo, std::slice::from_ref(spec)))
         .max(mul(transfers, 2 * TRANSFER).saturating_add(after))

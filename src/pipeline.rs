@@ -76,7 +76,7 @@ impl Request {
     }
 
     /// The collective with `k` chunks per NPU.
-    fn spec(&self, topo: &Topology, k: usize) -> CollectiveSpec {
+    pub fn spec(&self, topo: &Topology, k: usize) -> CollectiveSpec {
         let npus = self.npus.clone().unwrap_or_else(|| topo.alive_npus());
         let root = match (self.kind.has_root(), self.root) {
             (true, None) => npus.first().copied(),
@@ -457,14 +457,14 @@ pub struct Found<T> {
 /// The fastest checked schedule for `request` over the options' K and seeds, by the
 /// simulator's time (ties to the smaller K, then the earlier seed).
 pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result<Found<Checked>> {
-    // One candidate leaves nothing to rank, and simulating it can take several times as
-    // long as synthesizing it (a 64x64 mesh): its own checked time stands for it.
-    let alone = options.chunks.candidates().len() == 1 && options.seeds.len() == 1;
-    let tried = search(topo, request, options, |checked| {
-        let time_ps = if alone {
-            checked.report().collective_time_ps
-        } else {
+    // One candidate leaves nothing to rank, and simulating it can take longer than
+    // synthesizing it (a 64x64 mesh): its own checked time stands for it.
+    let ranked = options.chunks.candidates().len() > 1 || options.seeds.len() > 1;
+    let tried = search(topo, request, options, ranked, |checked| {
+        let time_ps = if ranked {
             simulate_schedule(topo, checked.schedule())?.time_ps
+        } else {
+            checked.report().collective_time_ps
         };
         Ok((checked, time_ps))
     })?;
@@ -491,7 +491,8 @@ pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result
 /// fixed, the error says which smaller K fits and whether a larger target takes it.
 pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<Found<Verified>> {
     let lowering = &options.lowering;
-    let tried = search(topo, request, options, |checked| {
+    // Every program is timed by simulation, one candidate or many.
+    let tried = search(topo, request, options, true, |checked| {
         let lowered = lower(topo, &checked, lowering)?;
         let time_ps = lowered.time_ps();
         Ok((lowered, time_ps))
@@ -569,12 +570,14 @@ fn prefixed(e: Error, prefix: &str) -> Error {
 }
 
 /// Tries every (K, seed) of the options side by side: synthesized, checked, then
-/// `evaluate`d to what would be emitted and its time. A request the collective cannot be
+/// `evaluate`d to what would be emitted and its time (`simulated`: by simulation, which
+/// the memory estimates count). A request the collective cannot be
 /// built for at the first K is an error; later failures are refused trials.
 fn search<T: Send>(
     topo: &Topology,
     request: &Request,
     options: &Options,
+    simulated: bool,
     evaluate: impl Fn(Checked) -> Result<(T, Picos)> + Sync,
 ) -> Result<Vec<(Trial, Result<T>)>> {
     if options.seeds.is_empty() {
@@ -586,7 +589,7 @@ fn search<T: Send>(
     }
     let ks = options.chunks.candidates();
     let limit = options.max_memory;
-    let estimate = |k: usize| budget::synthesis_checked(topo, &request.spec(topo, k));
+    let estimate = |k: usize| budget::synthesis_checked(topo, &request.spec(topo, k), simulated);
     let doing = |k: usize| format!("synthesizing {} with K={k}", request.kind);
     // The request itself is checked once, at the first K, so that its errors come as they are.
     limit.admit(estimate(ks[0]), || doing(ks[0]))?;

@@ -149,12 +149,16 @@ fn a_whole_synthesis_trial_is_estimated_honestly() {
     let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     for &(name, kind, k) in CASES {
         let topo = topo(name);
-        let (_, measured) = peak_of(|| {
-            let checked = pipeline::synthesize(&topo, &Request::new(kind, 1 << 24), k, 0).unwrap();
-            simulate_schedule(&topo, checked.schedule()).unwrap()
-        });
-        let estimate = budget::synthesis_checked(&topo, &spec(&topo, kind, k));
-        assert_honest(&format!("trial {kind} on {name}"), estimate, measured, 4);
+        for simulated in [false, true] {
+            let (_, measured) = peak_of(|| {
+                let request = Request::new(kind, 1 << 24);
+                let checked = pipeline::synthesize(&topo, &request, k, 0).unwrap();
+                simulated.then(|| simulate_schedule(&topo, checked.schedule()).unwrap())
+            });
+            let estimate = budget::synthesis_checked(&topo, &spec(&topo, kind, k), simulated);
+            let what = format!("trial {kind} on {name}, simulated: {simulated}");
+            assert_honest(&what, estimate, measured, 4);
+        }
     }
 }
 

@@ -119,19 +119,32 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         lowering: lowering.clone().unwrap_or_default(),
         ..pipeline::Options::default()
     };
-    let started = Instant::now();
     let spinner = ProgressHandle::spinner("synthesizing", args.quiet || args.json);
-    let (checked, trials, verified) = match lowering {
-        None => {
-            let found = pipeline::schedule(&topo, &request, &options)?;
-            (found.kept, found.trials, None)
-        }
-        Some(_) => {
-            let found = pipeline::program(&topo, &request, &options)?;
-            (found.kept.checked().clone(), found.trials, Some(found.kept))
-        }
+    let search = || -> anyhow::Result<_> {
+        let started = Instant::now();
+        let found = match lowering {
+            None => {
+                let found = pipeline::schedule(&topo, &request, &options)?;
+                (found.kept, found.trials, None)
+            }
+            Some(_) => {
+                let found = pipeline::program(&topo, &request, &options)?;
+                (found.kept.checked().clone(), found.trials, Some(found.kept))
+            }
+        };
+        Ok((found, started.elapsed().as_secs_f64() * 1e3))
     };
-    let synth_ms = started.elapsed().as_secs_f64() * 1e3;
+    // With K fixed the bounds need nothing from the search, so they are computed beside
+    // it: on a large mesh the cut bound's max-flows take about as long as the synthesis.
+    let bounds_of = |k: usize| {
+        let collective = Collective::new(&topo, request.spec(&topo, k)).ok()?;
+        Some((k, Bounds::chunked(&topo, &collective)))
+    };
+    let (searched, early_bounds) = rayon::join(search, || match chunks {
+        Chunks::Fixed(k) => bounds_of(k),
+        Chunks::Auto => None,
+    });
+    let ((checked, trials, verified), synth_ms) = searched?;
     drop(spinner);
     let trials = (matches!(options.chunks, Chunks::Auto) || seeds > 1).then_some(trials);
     let seed = checked.seed().unwrap_or(args.seed);
@@ -150,7 +163,10 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         None => None,
     };
     let time_ps = report.collective_time_ps;
-    let bounds = Bounds::chunked(&topo, &collective);
+    let bounds = match early_bounds {
+        Some((early_k, bounds)) if early_k == k => bounds,
+        _ => Bounds::chunked(&topo, &collective),
+    };
     let efficiency = bounds.efficiency(time_ps);
     let npus = collective.npus().len();
     let all_reduce = checked.all_reduce();
