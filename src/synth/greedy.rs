@@ -14,6 +14,7 @@ use super::calendar::Arrivals;
 use super::fabric::{Fabric, Routes};
 use super::fast::FastPaths;
 use super::ports::match_ports;
+use super::prefetch;
 use super::relay::Relays;
 use crate::collective::ChunkId;
 use crate::error::{Error, Result};
@@ -33,6 +34,8 @@ const UNPLANNED: u32 = u32::MAX;
 const MAX_STATES: usize = 1 << 31;
 /// Pool entries compared when picking a relayed chunk.
 const URGENCY_SAMPLES: usize = 4;
+/// How many destinations ahead of the one being matched its pools are prefetched.
+const PREFETCH_AHEAD: usize = 2;
 
 /// One chunk as the matcher sees it.
 #[derive(Clone, Debug)]
@@ -93,6 +96,7 @@ struct Matcher<'a> {
     link_busy: Vec<bool>,
     problem: &'a Problem<'a>,
     chunks: usize,
+    npus: usize,
     /// Whether every chunk has the same size (the usual case: no per-chunk class lookups).
     one_class: bool,
     /// Alpha-beta time of one chunk of each class on each link (`class * links + link`).
@@ -118,6 +122,11 @@ struct Matcher<'a> {
     /// Whether each NPU holds each chunk, one bit per (NPU, chunk), for the checks made
     /// on every pool entry.
     held: Vec<u64>,
+    /// The same bits by chunk (`chunk * npus + npu`), for the checks that read one chunk
+    /// at several NPUs (an NPU's neighbours when it receives a chunk, the sources of the
+    /// links into it when it is sent one): on a mesh or torus the neighbours' bits share a
+    /// cache line or two here, where by NPU each is a line of its own.
+    holders: Vec<u64>,
     /// Whether each NPU must end with each chunk, one bit per (NPU, chunk); empty where
     /// every NPU wants every chunk (All-Gather, Broadcast), which spares a lookup per
     /// link a chunk could be offered over.
@@ -204,6 +213,7 @@ impl<'a> Matcher<'a> {
             link_busy: vec![false; if routes.is_some() { physical } else { 0 }],
             problem,
             chunks,
+            npus: n,
             one_class: problem.class_bytes.len() == 1,
             cost,
             max_cost,
@@ -218,6 +228,7 @@ impl<'a> Matcher<'a> {
                 vec![NEVER; n * chunks]
             },
             held: vec![0; (n * chunks).div_ceil(64)],
+            holders: vec![0; (n * chunks).div_ceil(64)],
             wants: if wants_all {
                 Vec::new()
             } else {
@@ -278,7 +289,10 @@ impl<'a> Matcher<'a> {
             };
             if next_arrival == Some(now) {
                 if let Some((_, links)) = self.arrivals.pop_next() {
-                    for &link in &links {
+                    for (k, &link) in links.iter().enumerate() {
+                        if let Some(&ahead) = links.get(k + PREFETCH_AHEAD) {
+                            self.prefetch_arrival(ahead);
+                        }
                         self.arrive(link, now);
                     }
                     self.arrivals.recycle(links);
@@ -319,6 +333,13 @@ impl<'a> Matcher<'a> {
         self.held[i / 64] & (1 << (i % 64)) != 0
     }
 
+    /// `held`, read from `holders`.
+    #[inline]
+    fn holds(&self, npu: NpuId, chunk: usize) -> bool {
+        let i = chunk * self.npus + npu;
+        self.holders[i / 64] & (1 << (i % 64)) != 0
+    }
+
     fn wants(&self, npu: NpuId, chunk: usize) -> bool {
         if self.wants.is_empty() {
             return true;
@@ -343,15 +364,39 @@ impl<'a> Matcher<'a> {
     /// Whether sending `chunk` to `npu` brings it closer to where it is needed.
     #[inline]
     fn useful(&self, npu: NpuId, chunk: usize) -> bool {
-        if self.held(npu, chunk) {
-            return false;
-        }
+        !self.held(npu, chunk) && self.needed(npu, chunk)
+    }
+
+    /// Whether `npu`, if it lacks `chunk`, should get it.
+    #[inline]
+    fn needed(&self, npu: NpuId, chunk: usize) -> bool {
         if self.wants(npu, chunk) {
             return true;
         }
         match &self.relays {
             Some(r) => r.improves(chunk, self.class(chunk), npu),
             None => false,
+        }
+    }
+
+    /// Asks the cache for the pools of the links into `dst`, whose entries its matching
+    /// will draw at random.
+    fn prefetch_pools(&self, dst: NpuId) {
+        for &l in self.topo.in_links(dst) {
+            prefetch::slice(&self.pools[l]);
+        }
+    }
+
+    /// Asks the cache for what the arrival over `link` will read: the chunk's bits at its
+    /// destination and the ends of the pools it may be offered to.
+    fn prefetch_arrival(&self, link: LinkId) {
+        let chunk = self.carrying[link].0;
+        let dst = self.topo.link(link).dst;
+        prefetch::line(&self.held[(dst * self.chunks + chunk) / 64]);
+        prefetch::line(&self.holders[(chunk * self.npus + dst) / 64]);
+        for l in self.topo.out_links(dst) {
+            let pool = &self.pools[l];
+            prefetch::line(pool.as_ptr().wrapping_add(pool.len()));
         }
     }
 
@@ -371,6 +416,8 @@ impl<'a> Matcher<'a> {
             *since = now;
         }
         self.held[i / 64] |= 1 << (i % 64);
+        let i = chunk * self.npus + npu;
+        self.holders[i / 64] |= 1 << (i % 64);
         if self.wants(npu, chunk) {
             self.unsatisfied -= 1;
             if let Some(missing) = self.missing.get_mut(npu) {
@@ -386,7 +433,10 @@ impl<'a> Matcher<'a> {
         }
         for link in self.topo.out_links(npu) {
             let dst = self.topo.link(link).dst;
-            if self.useful(dst, chunk) && !self.comes_fast(link, dst, chunk) {
+            if !self.holds(dst, chunk)
+                && self.needed(dst, chunk)
+                && !self.comes_fast(link, dst, chunk)
+            {
                 self.pools[link].push(chunk as u32);
                 // Through switches most channels wait for a port; the destination is
                 // marked when the route frees (`physical_freed`).
@@ -532,7 +582,10 @@ impl<'a> Matcher<'a> {
                 self.plan(&dirty, now);
             }
         }
-        for &npu in &dirty {
+        for (k, &npu) in dirty.iter().enumerate() {
+            if let Some(&ahead) = dirty.get(k + PREFETCH_AHEAD) {
+                self.prefetch_pools(ahead);
+            }
             self.is_dirty[npu] = false;
             self.match_destination(npu, now)?;
         }
@@ -826,7 +879,7 @@ impl<'a> Matcher<'a> {
         let mut best_key = (Picos::MAX, true);
         let mut ties = 0;
         for &l in links {
-            if !self.held(self.topo.link(l).src, chunk) {
+            if !self.holds(self.topo.link(l).src, chunk) {
                 continue;
             }
             let key = (costs[l], switched && l != sampled);
