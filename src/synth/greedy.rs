@@ -10,7 +10,7 @@
 //! NPUs that do not need them (a sub-collective, Gather, Scatter, All-to-All), to a relay
 //! that is strictly closer to a target than every copy so far (see `relay`).
 
-use super::calendar::Arrivals;
+use super::calendar::{sort_distinct, Arrivals};
 use super::fabric::{Fabric, Routes};
 use super::fast::FastPaths;
 use super::ports::match_ports;
@@ -159,6 +159,8 @@ struct Matcher<'a> {
     /// NPUs whose incoming links may have something to match at the current event.
     dirty: Vec<NpuId>,
     is_dirty: Vec<bool>,
+    /// `sort_distinct`'s bitmap for `dirty`, kept between events.
+    dirty_bits: Vec<u64>,
     rng: ChaCha8Rng,
 }
 
@@ -247,6 +249,7 @@ impl<'a> Matcher<'a> {
             events: BinaryHeap::new(),
             dirty: Vec::new(),
             is_dirty: vec![false; n],
+            dirty_bits: Vec::new(),
             rng: ChaCha8Rng::seed_from_u64(seed),
         };
         for (c, chunk) in problem.chunks.iter().enumerate() {
@@ -337,7 +340,9 @@ impl<'a> Matcher<'a> {
     #[inline]
     fn holds(&self, npu: NpuId, chunk: usize) -> bool {
         let i = chunk * self.npus + npu;
-        self.holders[i / 64] & (1 << (i % 64)) != 0
+        let holds = self.holders[i / 64] & (1 << (i % 64)) != 0;
+        debug_assert_eq!(holds, self.held(npu, chunk), "the two layouts disagree");
+        holds
     }
 
     fn wants(&self, npu: NpuId, chunk: usize) -> bool {
@@ -567,7 +572,7 @@ impl<'a> Matcher<'a> {
     /// Matches the NPUs marked dirty; through switches, by the event's plan if `plan`.
     fn match_round(&mut self, now: Picos, plan: bool) -> Result<()> {
         let mut dirty = std::mem::take(&mut self.dirty);
-        dirty.sort_unstable();
+        sort_distinct(&mut dirty, &mut self.dirty_bits);
         if self.relays.is_some() || self.routes.is_some() {
             // A relayed chunk goes to whichever closer NPU takes it first; in id order
             // low ids would always win and draw every route the same way.
