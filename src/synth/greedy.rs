@@ -36,6 +36,10 @@ const MAX_STATES: usize = 1 << 31;
 const URGENCY_SAMPLES: usize = 4;
 /// How many destinations ahead of the one being matched its pools are prefetched.
 const PREFETCH_AHEAD: usize = 2;
+/// Most links whose pools are prefetched for one NPU: a matching draws from every pool of
+/// a mesh NPU, but only from a few of the many channels of an NPU behind a switch, whose
+/// pools would crowd the cache.
+const PREFETCH_MAX_LINKS: usize = 8;
 
 /// One chunk as the matcher sees it.
 #[derive(Clone, Debug)]
@@ -387,7 +391,11 @@ impl<'a> Matcher<'a> {
     /// Asks the cache for the pools of the links into `dst`, whose entries its matching
     /// will draw at random.
     fn prefetch_pools(&self, dst: NpuId) {
-        for &l in self.topo.in_links(dst) {
+        let links = self.topo.in_links(dst);
+        if links.len() > PREFETCH_MAX_LINKS {
+            return;
+        }
+        for &l in links {
             prefetch::slice(&self.pools[l]);
         }
     }
@@ -399,7 +407,11 @@ impl<'a> Matcher<'a> {
         let dst = self.topo.link(link).dst;
         prefetch::line(&self.held[(dst * self.chunks + chunk) / 64]);
         prefetch::line(&self.holders[(chunk * self.npus + dst) / 64]);
-        for l in self.topo.out_links(dst) {
+        let links = self.topo.out_links(dst);
+        if links.len() > PREFETCH_MAX_LINKS {
+            return;
+        }
+        for l in links {
             let pool = &self.pools[l];
             prefetch::line(pool.as_ptr().wrapping_add(pool.len()));
         }
