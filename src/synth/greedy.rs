@@ -100,6 +100,7 @@ struct Matcher<'a> {
     link_busy: Vec<bool>,
     problem: &'a Problem<'a>,
     chunks: usize,
+    /// NPUs of the view (a row of `holders`).
     npus: usize,
     /// Whether every chunk has the same size (the usual case: no per-chunk class lookups).
     one_class: bool,
