@@ -3,7 +3,7 @@
 //! changes nothing but timing.
 
 /// Most cache lines of one slice prefetched (a longer slice is fetched in part).
-const MAX_LINES: usize = 16;
+const MAX_LINES: usize = 8;
 const LINE: usize = 64;
 
 /// Prefetches the first lines of `items` into every cache level.
