@@ -10,10 +10,11 @@
 //! NPUs that do not need them (a sub-collective, Gather, Scatter, All-to-All), to a relay
 //! that is strictly closer to a target than every copy so far (see `relay`).
 
-use super::calendar::Arrivals;
+use super::calendar::{sort_distinct, Arrivals};
 use super::fabric::{Fabric, Routes};
 use super::fast::FastPaths;
 use super::ports::match_ports;
+use super::prefetch;
 use super::relay::Relays;
 use crate::collective::ChunkId;
 use crate::error::{Error, Result};
@@ -35,6 +36,12 @@ const FREE: u32 = u32::MAX;
 const MAX_STATES: usize = 1 << 31;
 /// Pool entries compared when picking a relayed chunk.
 const URGENCY_SAMPLES: usize = 4;
+/// How many destinations ahead of the one being matched its pools are prefetched.
+const PREFETCH_AHEAD: usize = 2;
+/// Most links whose pools are prefetched for one NPU: a matching draws from every pool of
+/// a mesh NPU, but only from a few of the many channels of an NPU behind a switch, whose
+/// pools would crowd the cache.
+const PREFETCH_MAX_LINKS: usize = 8;
 
 /// One chunk as the matcher sees it.
 #[derive(Clone, Debug)]
@@ -96,6 +103,8 @@ struct Matcher<'a> {
     link_holder: Vec<u32>,
     problem: &'a Problem<'a>,
     chunks: usize,
+    /// NPUs of the view (a row of `holders`).
+    npus: usize,
     /// Whether every chunk has the same size (the usual case: no per-chunk class lookups).
     one_class: bool,
     /// Alpha-beta time of one chunk of each class on each link (`class * links + link`).
@@ -121,6 +130,11 @@ struct Matcher<'a> {
     /// Whether each NPU holds each chunk, one bit per (NPU, chunk), for the checks made
     /// on every pool entry.
     held: Vec<u64>,
+    /// The same bits by chunk (`chunk * npus + npu`), for the checks that read one chunk
+    /// at several NPUs (an NPU's neighbours when it receives a chunk, the sources of the
+    /// links into it when it is sent one): on a mesh or torus the neighbours' bits share a
+    /// cache line or two here, where by NPU each is a line of its own.
+    holders: Vec<u64>,
     /// Whether each NPU must end with each chunk, one bit per (NPU, chunk); empty where
     /// every NPU wants every chunk (All-Gather, Broadcast), which spares a lookup per
     /// link a chunk could be offered over.
@@ -153,6 +167,8 @@ struct Matcher<'a> {
     /// NPUs whose incoming links may have something to match at the current event.
     dirty: Vec<NpuId>,
     is_dirty: Vec<bool>,
+    /// `sort_distinct`'s bitmap for `dirty`, kept between events.
+    dirty_bits: Vec<u64>,
     rng: ChaCha8Rng,
 }
 
@@ -207,6 +223,7 @@ impl<'a> Matcher<'a> {
             link_holder: vec![FREE; if routes.is_some() { physical } else { 0 }],
             problem,
             chunks,
+            npus: n,
             one_class: problem.class_bytes.len() == 1,
             cost,
             max_cost,
@@ -221,6 +238,7 @@ impl<'a> Matcher<'a> {
                 vec![NEVER; n * chunks]
             },
             held: vec![0; (n * chunks).div_ceil(64)],
+            holders: vec![0; (n * chunks).div_ceil(64)],
             wants: if wants_all {
                 Vec::new()
             } else {
@@ -239,6 +257,7 @@ impl<'a> Matcher<'a> {
             events: BinaryHeap::new(),
             dirty: Vec::new(),
             is_dirty: vec![false; n],
+            dirty_bits: Vec::new(),
             rng: ChaCha8Rng::seed_from_u64(seed),
         };
         for (c, chunk) in problem.chunks.iter().enumerate() {
@@ -281,7 +300,10 @@ impl<'a> Matcher<'a> {
             };
             if next_arrival == Some(now) {
                 if let Some((_, links)) = self.arrivals.pop_next() {
-                    for &link in &links {
+                    for (k, &link) in links.iter().enumerate() {
+                        if let Some(&ahead) = links.get(k + PREFETCH_AHEAD) {
+                            self.prefetch_arrival(ahead);
+                        }
                         self.arrive(link, now);
                     }
                     self.arrivals.recycle(links);
@@ -322,6 +344,15 @@ impl<'a> Matcher<'a> {
         self.held[i / 64] & (1 << (i % 64)) != 0
     }
 
+    /// `held`, read from `holders`.
+    #[inline]
+    fn holds(&self, npu: NpuId, chunk: usize) -> bool {
+        let i = chunk * self.npus + npu;
+        let holds = self.holders[i / 64] & (1 << (i % 64)) != 0;
+        debug_assert_eq!(holds, self.held(npu, chunk), "the two layouts disagree");
+        holds
+    }
+
     fn wants(&self, npu: NpuId, chunk: usize) -> bool {
         if self.wants.is_empty() {
             return true;
@@ -346,15 +377,47 @@ impl<'a> Matcher<'a> {
     /// Whether sending `chunk` to `npu` brings it closer to where it is needed.
     #[inline]
     fn useful(&self, npu: NpuId, chunk: usize) -> bool {
-        if self.held(npu, chunk) {
-            return false;
-        }
+        !self.held(npu, chunk) && self.needed(npu, chunk)
+    }
+
+    /// Whether `npu`, if it lacks `chunk`, should get it.
+    #[inline]
+    fn needed(&self, npu: NpuId, chunk: usize) -> bool {
         if self.wants(npu, chunk) {
             return true;
         }
         match &self.relays {
             Some(r) => r.improves(chunk, self.class(chunk), npu),
             None => false,
+        }
+    }
+
+    /// Asks the cache for the pools of the links into `dst`, whose entries its matching
+    /// will draw at random.
+    fn prefetch_pools(&self, dst: NpuId) {
+        let links = self.topo.in_links(dst);
+        if links.len() > PREFETCH_MAX_LINKS {
+            return;
+        }
+        for &l in links {
+            prefetch::slice(&self.pools[l]);
+        }
+    }
+
+    /// Asks the cache for what the arrival over `link` will read: the chunk's bits at its
+    /// destination and the ends of the pools it may be offered to.
+    fn prefetch_arrival(&self, link: LinkId) {
+        let chunk = self.carrying[link].0;
+        let dst = self.topo.link(link).dst;
+        prefetch::line(&self.held[(dst * self.chunks + chunk) / 64]);
+        prefetch::line(&self.holders[(chunk * self.npus + dst) / 64]);
+        let links = self.topo.out_links(dst);
+        if links.len() > PREFETCH_MAX_LINKS {
+            return;
+        }
+        for l in links {
+            let pool = &self.pools[l];
+            prefetch::line(pool.as_ptr().wrapping_add(pool.len()));
         }
     }
 
@@ -374,6 +437,8 @@ impl<'a> Matcher<'a> {
             *since = now;
         }
         self.held[i / 64] |= 1 << (i % 64);
+        let i = chunk * self.npus + npu;
+        self.holders[i / 64] |= 1 << (i % 64);
         if self.wants(npu, chunk) {
             self.unsatisfied -= 1;
             if let Some(missing) = self.missing.get_mut(npu) {
@@ -389,7 +454,10 @@ impl<'a> Matcher<'a> {
         }
         for link in self.topo.out_links(npu) {
             let dst = self.topo.link(link).dst;
-            if self.useful(dst, chunk) && !self.comes_fast(link, dst, chunk) {
+            if !self.holds(dst, chunk)
+                && self.needed(dst, chunk)
+                && !self.comes_fast(link, dst, chunk)
+            {
                 self.pools[link].push(chunk as u32);
                 // Through switches most channels wait for a port; the destination is
                 // marked when the route frees (`physical_freed`).
@@ -543,7 +611,7 @@ impl<'a> Matcher<'a> {
     /// Matches the NPUs marked dirty; through switches, by the event's plan if `plan`.
     fn match_round(&mut self, now: Picos, plan: bool) -> Result<()> {
         let mut dirty = std::mem::take(&mut self.dirty);
-        dirty.sort_unstable();
+        sort_distinct(&mut dirty, &mut self.dirty_bits);
         if self.relays.is_some() || self.routes.is_some() {
             // A relayed chunk goes to whichever closer NPU takes it first; in id order
             // low ids would always win and draw every route the same way.
@@ -558,7 +626,10 @@ impl<'a> Matcher<'a> {
                 self.plan(&dirty, now);
             }
         }
-        for &npu in &dirty {
+        for (k, &npu) in dirty.iter().enumerate() {
+            if let Some(&ahead) = dirty.get(k + PREFETCH_AHEAD) {
+                self.prefetch_pools(ahead);
+            }
             self.is_dirty[npu] = false;
             self.match_destination(npu, now)?;
         }
@@ -861,7 +932,7 @@ impl<'a> Matcher<'a> {
         let mut best_key = (Picos::MAX, true);
         let mut ties = 0;
         for &l in links {
-            if !self.held(self.topo.link(l).src, chunk) {
+            if !self.holds(self.topo.link(l).src, chunk) {
                 continue;
             }
             let key = (costs[l], switched && l != sampled);

@@ -20,6 +20,7 @@ mod fast;
 mod greedy;
 mod order;
 mod ports;
+mod prefetch;
 mod relay;
 mod retime;
 
