@@ -307,7 +307,8 @@ fn crowded(tbs: impl Iterator<Item = (usize, bool, bool)>, max: usize) -> Vec<Cr
                 first_over: t,
             });
             c.count += 1;
-            if c.count == max + 1 {
+            // No limit at all (usize::MAX) is never passed.
+            if max.checked_add(1) == Some(c.count) {
                 c.first_over = t;
             }
         }
