@@ -11,10 +11,11 @@ use crate::sim::bus_factor;
 /// reference's, each with its fitted power law dashed.
 pub fn scale_svg(plot: &ScalePlot) -> String {
     let mut series = Vec::new();
-    for (name, points, exponent) in [
-        ("tacos", &plot.points, plot.exponent),
+    // (series, its fit's short name: the legend's column is narrow)
+    for ((name, short), points, exponent) in [
+        (("tacos", "tacos"), &plot.points, plot.exponent),
         (
-            "C++ reference",
+            ("C++ reference", "C++"),
             &plot.reference_cpp,
             plot.reference_cpp_exponent,
         ),
@@ -29,7 +30,7 @@ pub fn scale_svg(plot: &ScalePlot) -> String {
         });
         if let Some(e) = exponent {
             series.push(Series {
-                name: format!("{name} fit: NPUs^{e:.2}"),
+                name: format!("{short} fit: NPUs^{e:.2}"),
                 points: fitted(points, e),
                 dashed: true,
             });
