@@ -16,7 +16,7 @@
 //!   on each link that leaves a GPU (NVLink or network), as `Profiler::on_fabric` counts.
 
 use super::cluster::Cluster;
-use super::formula::tree_steps;
+use super::formula::{tree_steps, RingWalk};
 use super::profile::{longest_chain_ps, Shape};
 use super::protocol::Algorithm;
 use crate::collective::CollectiveKind;
@@ -126,29 +126,13 @@ fn egress_gbps(c: &Cluster) -> f64 {
 fn ring(c: &Cluster, kind: CollectiveKind) -> Shape {
     let p = c.npus();
     let (domains, size) = (c.domains, c.size);
-    let pf = p as f64;
-    let (hops, chain) = match kind {
-        CollectiveKind::AllReduce => (2 * (p - 1), false),
-        CollectiveKind::Broadcast | CollectiveKind::Reduce => (p - 1, true),
-        _ => (p - 1, false),
-    };
-    let rails = match (domains, size) {
-        (1, _) => 0,
-        (_, 1) => hops,
-        _ => hops.div_ceil(size),
-    };
-    // Two NPUs: both directions share the one link each way.
-    let share = if p == 2 { 2.0 } else { 1.0 };
-    let passes = if kind == CollectiveKind::AllReduce {
-        2.0
-    } else {
-        1.0
-    };
-    let per_direction = if chain {
-        0.5 * share
-    } else {
-        passes * share * (pf - 1.0) / (2.0 * pf)
-    };
+    let RingWalk {
+        hops,
+        chain,
+        rails,
+        link_bytes: per_direction,
+        sent,
+    } = RingWalk::of(c, kind);
     // Time per byte of the busiest link of a level whose GPUs have `neighbours` ring
     // neighbours over it: through a port both directions share it.
     let level_time = |level: usize, neighbours: f64| match c.ports_gbps[level] {
@@ -167,7 +151,6 @@ fn ring(c: &Cluster, kind: CollectiveKind) -> Shape {
     };
     let slowest = nvlink.max(network);
     let egress = egress_gbps(c);
-    let sent = if chain { 1.0 } else { passes * (pf - 1.0) / pf };
     let us_per_byte = if chain {
         slowest.max(sent / egress)
     } else {

@@ -60,21 +60,69 @@ fn hop_us(kind: &LinkKind, cost: &ProtocolCost, across: bool) -> f64 {
     kind.latency_us.max(cost.step_us[usize::from(across)])
 }
 
+/// NCCL's ring of `kind` on a cluster, counted: what both its time formula here and its
+/// executor shape (`fabric`) are made of.
+pub(super) struct RingWalk {
+    /// Hops in a row a chunk takes (twice round for All-Reduce).
+    pub hops: usize,
+    /// Broadcast and Reduce: a chain from the root, not a ring every rank sends on.
+    pub chain: bool,
+    /// Rail crossings among `hops` consecutive hops of the ring.
+    pub rails: usize,
+    /// Bytes per byte of collective over each direction of a link the ring uses.
+    pub link_bytes: f64,
+    /// Bytes per byte of collective each rank sends.
+    pub sent: f64,
+}
+
+impl RingWalk {
+    pub(super) fn of(cluster: &Cluster, kind: CollectiveKind) -> RingWalk {
+        let p = cluster.npus();
+        let pf = p as f64;
+        let (hops, chain) = match kind {
+            CollectiveKind::AllReduce => (2 * (p - 1), false),
+            CollectiveKind::Broadcast | CollectiveKind::Reduce => (p - 1, true),
+            _ => (p - 1, false),
+        };
+        let rails = match (cluster.domains, cluster.size) {
+            (1, _) => 0,
+            (_, 1) => hops,
+            _ => hops.div_ceil(cluster.size),
+        };
+        // Two NPUs: both directions share the one link each way.
+        let share = if p == 2 { 2.0 } else { 1.0 };
+        let passes = if kind == CollectiveKind::AllReduce {
+            2.0
+        } else {
+            1.0
+        };
+        let (link_bytes, sent) = if chain {
+            (0.5 * share, 1.0)
+        } else {
+            (
+                passes * share * (pf - 1.0) / (2.0 * pf),
+                passes * (pf - 1.0) / pf,
+            )
+        };
+        RingWalk {
+            hops,
+            chain,
+            rails,
+            link_bytes,
+            sent,
+        }
+    }
+}
+
 fn ring(cluster: &Cluster, kind: CollectiveKind, costs: &[ProtocolCost; 3]) -> Profile {
-    let p = cluster.npus();
     let (domains, size) = (cluster.domains, cluster.size);
-    let pf = p as f64;
-    let (hops, chain) = match kind {
-        CollectiveKind::AllReduce => (2 * (p - 1), false),
-        CollectiveKind::Broadcast | CollectiveKind::Reduce => (p - 1, true),
-        _ => (p - 1, false),
-    };
-    // Rail crossings among `hops` consecutive hops of the ring.
-    let rails = match (domains, size) {
-        (1, _) => 0,
-        (_, 1) => hops,
-        _ => hops.div_ceil(size),
-    };
+    let RingWalk {
+        hops,
+        chain,
+        rails,
+        link_bytes,
+        sent,
+    } = RingWalk::of(cluster, kind);
     let latency_us = costs.map(|c| {
         let rail = hop_us(&cluster.rail, &c, true);
         let nvlink = hop_us(&cluster.nvlink, &c, false);
@@ -87,21 +135,6 @@ fn ring(cluster: &Cluster, kind: CollectiveKind, costs: &[ProtocolCost; 3]) -> P
     if domains > 1 {
         slowest = slowest.min(cluster.rail.bandwidth_gbps);
     }
-    // Two NPUs: both directions share the one link each way.
-    let share = if p == 2 { 2.0 } else { 1.0 };
-    let (link_bytes, sent) = if chain {
-        (0.5 * share, 1.0)
-    } else {
-        let passes = if kind == CollectiveKind::AllReduce {
-            2.0
-        } else {
-            1.0
-        };
-        (
-            passes * share * (pf - 1.0) / (2.0 * pf),
-            passes * (pf - 1.0) / pf,
-        )
-    };
     let egress = cluster.egress_gbps();
     // Bytes per byte of collective over GB/s: microseconds per byte / 1e3. A chain is
     // also no faster than its root sends, as `profile` bounds it.
