@@ -67,6 +67,15 @@ fn located(origin: &str, field: &str, e: &serde_json::Error) -> String {
 /// process id and a number unique in the process, so concurrent writers of one path (other
 /// processes, other threads) never write into each other's: the last rename wins whole.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    write_atomic_with(path, |out| out.write_all(contents))
+}
+
+/// As [`write_atomic`], with the contents written by `write` as they are made (buffered),
+/// so a large file never has to be held whole in memory first.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -81,9 +90,9 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut out)?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
     result.map_err(|e| {

@@ -16,7 +16,7 @@ use tacos::msccl::{
     parse_program, verify, write_program, Limits, LowerOptions, Target, VerifyOptions,
 };
 use tacos::pipeline::{self, Chunks, Options, Request};
-use tacos::schedule::{check, Schedule};
+use tacos::schedule::{check, Network, Schedule};
 use tacos::sim::simulate_schedule;
 use tacos::topology::{file as topology_file, Link, NpuId, SpecDefaults, Topology};
 use tacos::units::Picos;
@@ -376,7 +376,16 @@ proptest! {
             return Ok(());
         };
         let (schedule, _) = synthesized(&topo, &c, seed);
-        for schedule in [schedule.clone(), schedule.with_network(&topo)] {
+        // Written as it is made, recording the network: the same text as the schedule
+        // holding that network gives, and it reads back as that schedule.
+        let mut streamed = Vec::new();
+        schedule.write_json_recording(&topo, &mut streamed).unwrap();
+        let recording = Schedule {
+            network: Some(Network::of(&topo)),
+            ..schedule.clone()
+        };
+        prop_assert_eq!(String::from_utf8(streamed).unwrap(), recording.to_json());
+        for schedule in [schedule, recording] {
             let text = schedule.to_json();
             let read = Schedule::from_json(&text, "written")
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;

@@ -12,6 +12,7 @@ use crate::fsio::parse_json;
 use crate::topology::{Link, LinkId, NpuId, Topology};
 use crate::units::{Picos, PICOS_PER_US};
 use serde::{Deserialize, Serialize};
+use std::io::Write;
 use std::path::Path;
 
 /// What the destination does with an arriving chunk.
@@ -123,15 +124,6 @@ impl Schedule {
         }
     }
 
-    /// The same schedule recording `topo` (which it must have been made for) as its
-    /// network, so a reader can rebuild it.
-    pub fn with_network(self, topo: &Topology) -> Schedule {
-        Schedule {
-            network: Some(Network::of(topo)),
-            ..self
-        }
-    }
-
     /// The time the last transfer ends (the collective time by the schedule's own clock).
     pub fn collective_time_ps(&self) -> Picos {
         self.transfers.iter().map(|t| t.end_ps).max().unwrap_or(0)
@@ -140,34 +132,58 @@ impl Schedule {
     /// JSON text, one transfer (and one network link) per line so large files stay
     /// readable and diffable.
     pub fn to_json(&self) -> String {
+        let mut out = Vec::with_capacity(80 * self.transfers.len() + 256);
+        self.write_json_with(self.network.as_ref(), &mut out)
+            .expect("writing to memory cannot fail");
+        String::from_utf8(out).expect("JSON is UTF-8")
+    }
+
+    /// `to_json`'s text written to `out` as it is made: a large schedule's text is
+    /// several times the size of its records.
+    pub fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        self.write_json_with(self.network.as_ref(), out)
+    }
+
+    /// As `write_json`, recording `topo` (which the schedule must have been made for) as
+    /// its network, so a reader can rebuild it.
+    pub fn write_json_recording(
+        &self,
+        topo: &Topology,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        self.write_json_with(Some(&Network::of(topo)), out)
+    }
+
+    fn write_json_with(
+        &self,
+        network: Option<&Network>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
         let head = serde_json::json!({
             "format": self.format,
             "topology": self.topology,
             "collective": self.collective,
             "chunk_bytes": self.chunk_bytes,
         });
-        let head = serde_json::to_string_pretty(&head).expect("schedule head serializes");
-        let links = self.network.as_ref().map_or(0, |n| n.links.len());
-        let mut out = String::with_capacity(80 * (self.transfers.len() + links) + head.len());
-        out.push_str(head.trim_end_matches(['\n', '}']).trim_end());
-        if let Some(n) = &self.network {
-            out.push_str(&format!(",\n  \"network\": {{\"npus\": {}", n.npus));
+        let head = serde_json::to_string_pretty(&head).map_err(std::io::Error::other)?;
+        out.write_all(head.trim_end_matches(['\n', '}']).trim_end().as_bytes())?;
+        if let Some(n) = network {
+            write!(out, ",\n  \"network\": {{\"npus\": {}", n.npus)?;
             if !n.switches.is_empty() {
-                let switches = serde_json::to_string(&n.switches).expect("names serialize");
-                out.push_str(&format!(", \"switches\": {switches}"));
+                out.write_all(b", \"switches\": ")?;
+                serde_json::to_writer(&mut *out, &n.switches)?;
             }
             if !n.failed.is_empty() {
-                let failed = serde_json::to_string(&n.failed).expect("NPU ids serialize");
-                out.push_str(&format!(", \"failed\": {failed}"));
+                out.write_all(b", \"failed\": ")?;
+                serde_json::to_writer(&mut *out, &n.failed)?;
             }
-            out.push_str(", \"links\": [");
-            push_lines(&mut out, &n.links, "      ");
-            out.push_str("\n  ]}");
+            out.write_all(b", \"links\": [")?;
+            write_lines(out, &n.links, "      ")?;
+            out.write_all(b"\n  ]}")?;
         }
-        out.push_str(",\n  \"transfers\": [");
-        push_lines(&mut out, &self.transfers, "    ");
-        out.push_str("\n  ]\n}\n");
-        out
+        out.write_all(b",\n  \"transfers\": [")?;
+        write_lines(out, &self.transfers, "    ")?;
+        out.write_all(b"\n  ]\n}\n")
     }
 
     /// Parses schedule JSON; `origin` names the text in errors.
@@ -245,11 +261,16 @@ pub fn time_limit(context: String, would_be_ps: f64) -> Error {
     }
 }
 
-/// Appends `items` as a JSON array's elements, one per line after `indent`.
-fn push_lines<T: Serialize>(out: &mut String, items: &[T], indent: &str) {
+/// Writes `items` as a JSON array's elements, one per line after `indent`.
+fn write_lines<T: Serialize>(
+    out: &mut dyn Write,
+    items: &[T],
+    indent: &str,
+) -> std::io::Result<()> {
     for (i, item) in items.iter().enumerate() {
-        out.push_str(if i == 0 { "\n" } else { ",\n" });
-        out.push_str(indent);
-        out.push_str(&serde_json::to_string(item).expect("plain data serializes"));
+        out.write_all(if i == 0 { b"\n" } else { b",\n" })?;
+        out.write_all(indent.as_bytes())?;
+        serde_json::to_writer(&mut *out, item)?;
     }
+    Ok(())
 }

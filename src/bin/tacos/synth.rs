@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
-use tacos::fsio::write_atomic;
+use tacos::fsio::write_atomic_with;
 use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{AllReducePhases, ChunkTrialReport, SynthReport, SynthRun};
 use tacos::topology::{format_npus, Topology};
@@ -155,8 +155,8 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     let report = checked.report();
     if let Some(path) = &args.out {
         // The file records the network itself, so `tacos simulate --schedule` can rebuild it.
-        let recorded = schedule.clone().with_network(&topo);
-        write_atomic(path, recorded.to_json().as_bytes()).context("cannot write the schedule")?;
+        write_atomic_with(path, |out| schedule.write_json_recording(&topo, out))
+            .context("cannot write the schedule")?;
     }
     let xml = match &verified {
         Some(verified) => args.msccl.write(verified)?.map(|path| (verified, path)),
