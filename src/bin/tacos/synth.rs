@@ -12,6 +12,7 @@ use tacos::collective::{Collective, CollectiveKind};
 use tacos::fsio::write_atomic_with;
 use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{AllReducePhases, ChunkTrialReport, SynthReport, SynthRun};
+use tacos::schedule::MAX_FILE_BYTES;
 use tacos::topology::{format_npus, Topology};
 use tacos::units::{algbw_gbps, format_size, ps_to_us};
 
@@ -157,6 +158,15 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         // The file records the network itself, so `tacos simulate --schedule` can rebuild it.
         write_atomic_with(path, |out| schedule.write_json_recording(&topo, out))
             .context("cannot write the schedule")?;
+        let written = std::fs::metadata(path).map_or(0, |m| m.len());
+        if written > MAX_FILE_BYTES {
+            eprintln!(
+                "warning: {} is {}, over the {} a schedule file may be when read back (tacos simulate and report --schedule)",
+                path.display(),
+                format_size(written),
+                format_size(MAX_FILE_BYTES)
+            );
+        }
     }
     let xml = match &verified {
         Some(verified) => args.msccl.write(verified)?.map(|path| (verified, path)),
