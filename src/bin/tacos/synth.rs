@@ -139,7 +139,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     // it: on a large mesh the cut bound's max-flows take about as long as the synthesis.
     let bounds_of = |k: usize| {
         let collective = Collective::new(&topo, request.spec(&topo, k)).ok()?;
-        Some((k, Bounds::chunked(&topo, &collective)))
+        Some(Bounds::chunked(&topo, &collective))
     };
     let (searched, early_bounds) = rayon::join(search, || match chunks {
         Chunks::Fixed(k) => bounds_of(k),
@@ -173,10 +173,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         None => None,
     };
     let time_ps = report.collective_time_ps;
-    let bounds = match early_bounds {
-        Some((early_k, bounds)) if early_k == k => bounds,
-        _ => Bounds::chunked(&topo, &collective),
-    };
+    let bounds = early_bounds.unwrap_or_else(|| Bounds::chunked(&topo, &collective));
     let efficiency = bounds.efficiency(time_ps);
     let npus = collective.npus().len();
     let all_reduce = checked.all_reduce();
