@@ -33,12 +33,14 @@ pub enum BandOutcome {
 }
 
 /// Compiles the bands of one topology and option set one at a time, on a thread pool of
-/// its own with `options.jobs` threads.
+/// its own with `options.jobs` threads (started at the first band it compiles).
 pub struct BandCompiler {
     topo: Topology,
     options: CompileOptions,
     bands: Vec<Band>,
-    pool: rayon::ThreadPool,
+    /// Started at the first band compiled: a process whose bands are all in the cache
+    /// never starts its threads.
+    pool: OnceLock<std::result::Result<rayon::ThreadPool, String>>,
     /// NCCL's tuning on the topology, made at the first band that needs it.
     tuning: OnceLock<std::result::Result<Arc<Tuner>, String>>,
     /// Per collective NCCL tunes, its pricer, made at the collective's first band.
@@ -52,11 +54,6 @@ impl BandCompiler {
     /// A compiler of `options`' bands on `topo`; the options are checked here.
     pub fn new(topo: Topology, options: CompileOptions) -> Result<BandCompiler> {
         options.validate()?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(options.jobs)
-            .thread_name(|i| format!("tacos-band-{i}"))
-            .build()
-            .map_err(|e| Error::Compile(format!("cannot start worker threads: {e}")))?;
         let pricers = options
             .collectives
             .iter()
@@ -67,7 +64,7 @@ impl BandCompiler {
             bands: options.sizes.bands(options.band_octaves),
             topo,
             options,
-            pool,
+            pool: OnceLock::new(),
             tuning: OnceLock::new(),
             pricers,
         })
@@ -111,8 +108,15 @@ impl BandCompiler {
                 band.max_bytes
             )));
         }
-        self.pool
-            .install(|| self.compile_on_pool(kind, in_place, band))
+        let pool = self.pool.get_or_init(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(self.options.jobs)
+                .thread_name(|i| format!("tacos-band-{i}"))
+                .build()
+                .map_err(|e| format!("cannot start worker threads: {e}"))
+        });
+        let pool = pool.as_ref().map_err(|e| Error::Compile(e.clone()))?;
+        pool.install(|| self.compile_on_pool(kind, in_place, band))
     }
 
     fn compile_on_pool(

@@ -23,14 +23,23 @@ use std::path::{Path, PathBuf};
 /// limits), so a new tool, target, topology or option set gets a directory of its own and
 /// never reads another's.
 pub fn cache_dir_name(topo: &Topology, options: &CompileOptions) -> String {
-    let json = serde_json::to_string(options).expect("options serialize");
+    entry_name(options, &topology_hash(topo), &options_sha256(options))
+}
+
+/// [`cache_dir_name`] from the hashes already made.
+fn entry_name(options: &CompileOptions, topology_hash: &str, options_sha256: &str) -> String {
     format!(
         "tacos-{}-{}-{}-{}",
         crate::VERSION,
         options.target.profile.name(),
-        &topology_hash(topo)[..16],
-        &sha256_hex(json.as_bytes())[..12]
+        &topology_hash[..16],
+        &options_sha256[..12]
     )
+}
+
+fn options_sha256(options: &CompileOptions) -> String {
+    let json = serde_json::to_string(options).expect("options serialize");
+    sha256_hex(json.as_bytes())
 }
 
 /// How `open_or_compile` got its directory.
@@ -115,15 +124,6 @@ fn look(
     }
 }
 
-/// The scheduler's entry for what `compiler` compiles, under `cache_dir`: the
-/// compile's own directory name ([`cache_dir_name`]) with the memory limit its steps are
-/// held to (a step refused under one limit may be admitted under another, and pick
-/// another program).
-fn band_entry_dir(cache_dir: &Path, compiler: &BandCompiler, memory_limit: u64) -> PathBuf {
-    let name = cache_dir_name(compiler.topology(), compiler.options());
-    cache_dir.join(format!("{name}-m{memory_limit}"))
-}
-
 /// Where each band's record is kept in an entry, beside `msccl/`.
 const BAND_DIR: &str = "bands";
 /// The records' `format` tag.
@@ -182,13 +182,18 @@ pub enum Found {
 
 impl BandCache {
     /// The entry for what `compiler` compiles under `cache_dir`, its steps held to
-    /// `memory_limit` bytes.
+    /// `memory_limit` bytes: the compile's own directory name ([`cache_dir_name`]) with
+    /// that limit (a step refused under one limit may be admitted under another, and pick
+    /// another program).
     pub fn new(cache_dir: &Path, compiler: &BandCompiler, memory_limit: u64) -> BandCache {
-        let json = serde_json::to_string(compiler.options()).expect("options serialize");
+        let options = compiler.options();
+        let (topology_hash, options_sha256) =
+            (topology_hash(compiler.topology()), options_sha256(options));
+        let name = entry_name(options, &topology_hash, &options_sha256);
         BandCache {
-            dir: band_entry_dir(cache_dir, compiler, memory_limit),
-            topology_hash: topology_hash(compiler.topology()),
-            options_sha256: sha256_hex(json.as_bytes()),
+            dir: cache_dir.join(format!("{name}-m{memory_limit}")),
+            topology_hash,
+            options_sha256,
             memory_limit,
         }
     }
@@ -296,15 +301,7 @@ impl BandCache {
         let record = self.record(kind, in_place, band, decision);
         let json = serde_json::to_vec_pretty(&record).map_err(|e| Error::Compile(e.to_string()))?;
         write_atomic(&path, &json)?;
-        // Read back as any other rank would find it.
-        match self.look(kind, in_place, band) {
-            Ok(Some(decision)) => Ok((decision, Found::Compiled)),
-            Ok(None) => Err(Error::Compile(format!(
-                "{} vanished once written",
-                path.display()
-            ))),
-            Err(why) => Err(Error::Compile(why)),
-        }
+        Ok((record.decision, Found::Compiled))
     }
 }
 
@@ -354,15 +351,14 @@ pub(super) fn refusal_of(
     }
 }
 
-/// The bytes of `entry`'s file in `algorithms`, where they are those its manifest names;
-/// else why not.
-pub(super) fn intact(algorithms: &Path, entry: &Entry) -> std::result::Result<Vec<u8>, String> {
+/// Whether `entry`'s file in `algorithms` holds the bytes its manifest names; else why not.
+fn intact(algorithms: &Path, entry: &Entry) -> std::result::Result<(), String> {
     match read_regular(&algorithms.join(&entry.file)) {
         Err(e) => Err(e.to_string()),
         Ok(bytes) if sha256_hex(&bytes) != entry.sha256 => {
             Err("its bytes are not those the manifest names (SHA-256 mismatch)".into())
         }
-        Ok(bytes) => Ok(bytes),
+        Ok(_) => Ok(()),
     }
 }
 

@@ -121,10 +121,7 @@ impl Scheduler {
     /// first call of a band decides it, compiling it where the cache does not hold it.
     pub fn select(&mut self, call: &Call) -> Option<PathBuf> {
         let ranks = call.ranks;
-        if !self.sizes.contains_key(&ranks) {
-            let size = self.size(ranks);
-            self.sizes.insert(ranks, size);
-        }
+        self.find_size(ranks);
         let size = self.sizes.get_mut(&ranks)?.as_mut()?;
         let band = size
             .compiler
@@ -142,11 +139,17 @@ impl Scheduler {
     /// The cache entry that serves `ranks`-rank communicators, where they have a cluster
     /// (deciding it as a first call would). For tests and benchmarks.
     pub fn entry(&mut self, ranks: usize) -> Option<PathBuf> {
+        self.find_size(ranks);
+        Some(self.sizes.get(&ranks)?.as_ref()?.cache.dir().to_path_buf())
+    }
+
+    /// Finds what serves `ranks`-rank communicators at the first call of that size (or
+    /// that there is nothing), and keeps it.
+    fn find_size(&mut self, ranks: usize) {
         if !self.sizes.contains_key(&ranks) {
             let size = self.size(ranks);
             self.sizes.insert(ranks, size);
         }
-        Some(self.sizes.get(&ranks)?.as_ref()?.cache.dir().to_path_buf())
     }
 
     /// The cluster of `ranks`-rank communicators and its bands' compiler and cache
