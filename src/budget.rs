@@ -221,11 +221,13 @@ impl Shape {
         use CollectiveKind::*;
         let p = spec.npus.len() as u64;
         let k = spec.chunks_per_npu as u64;
+        // K comes from user input (a schedule file) before the collective is checked.
+        let pk = p.saturating_mul(k);
         let (chunks, per_chunk_deliveries) = match spec.kind {
-            AllGather | ReduceScatter => (p * k, p.saturating_sub(1)),
-            AllReduce => (p * k, 2 * p.saturating_sub(1)),
+            AllGather | ReduceScatter => (pk, p.saturating_sub(1)),
+            AllReduce => (pk, 2 * p.saturating_sub(1)),
             Broadcast | Reduce => (k, p.saturating_sub(1)),
-            Gather | Scatter => (p * k, 1),
+            Gather | Scatter => (pk, 1),
             AllToAll => (p.saturating_mul(p).saturating_mul(k), 1),
         };
         let relayed = matches!(spec.kind, Gather | Scatter | AllToAll) || spec.npus.len() < alive;
@@ -465,6 +467,21 @@ mod tests {
         );
         assert!(text.contains("--max-memory"), "{text}");
         assert!(text.contains("TACOS_MAX_MEMORY"), "{text}");
+    }
+
+    /// K is read from a schedule file before the collective checks it: a K no machine
+    /// could hold saturates the estimate (so the limit refuses it) instead of overflowing.
+    #[test]
+    fn a_k_from_a_file_too_large_for_any_machine_saturates() {
+        let spec = CollectiveSpec {
+            kind: CollectiveKind::AllReduce,
+            root: None,
+            npus: vec![0, 1],
+            chunks_per_npu: usize::MAX,
+            size_bytes: 1 << 20,
+        };
+        assert_eq!(Shape::of(&spec, 2).chunks, u64::MAX);
+        assert_eq!(Shape::of(&spec, 2).deliveries, u64::MAX);
     }
 
     #[test]
