@@ -10,20 +10,23 @@
 //! checked: the contents (copying collectives: one bit per (NPU, chunk), as a sender must
 //! hold the whole chunk and so always sends it whole; combining collectives, replayed a
 //! chunk at a time: one chunk's contribution sets and a 4-byte index per transfer to
-//! group them by chunk), the last transfer on each link, through switches a route tree
-//! per sending NPU, and a 4-byte index per transfer only where the schedule is not already
-//! in start (or end) order. Transfers are swept in start order; durations are at least a
-//! picosecond, so two transfers on a link overlap exactly when one starts before the one
-//! that started last on it has ended.
+//! group them by chunk), the last transfer on each link and the transfers in flight (at
+//! most one per link), through switches a route tree per sending NPU, and a 4-byte index
+//! per transfer only where the schedule is not already in start order. Transfers are
+//! swept once in start order (a stream is read in that order, so `check_stream` holds
+//! nothing per transfer); durations are at least a picosecond, so two transfers on a link
+//! overlap exactly when one starts before the one that started last on it has ended.
 
+use super::stream::StreamReader;
 use super::{route_time_ps, Op, Schedule, Transfer};
 use crate::budget::{self, MemoryLimit};
-use crate::collective::Collective;
+use crate::collective::{ChunkId, Collective, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::topology::{format_npus, LinkId, NpuId, RouteTree, Topology};
 use crate::units::{ps_to_us, Picos};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::io::BufRead;
 
 /// What a passing check found.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,71 +39,51 @@ pub struct CheckReport {
 /// Checks a timed schedule: every transfer uses an existing link, or a route through
 /// switches (`Topology::route`, held cut-through), and takes exactly its alpha + size /
 /// bandwidth (`route_time_ps`), no link carries two chunks at once, every sender holds
-/// the chunk when it sends, and every postcondition holds at the end.
+/// the chunk when it sends, and every postcondition holds at the end. A schedule with
+/// several faults is refused for the first in start order.
 pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
     let collective = collective_of(schedule, topo)?;
-    let expected = collective.chunk_bytes();
-    if (schedule.chunk_bytes - expected).abs() > 1e-9 * expected.max(1.0) {
-        return Err(Error::Schedule(format!(
-            "chunk_bytes is {} but the collective's chunks are {expected} bytes",
-            schedule.chunk_bytes
-        )));
+    sweep_schedule(schedule, &collective, topo, Timing::Promised)
+}
+
+/// `check` on a stream (`schedule::stream`) in one pass, holding a bit per (NPU, chunk),
+/// per link its last transfer and the transfers in flight (a contention-free schedule has
+/// at most one per link; contention is refused as it appears), nothing per transfer:
+/// the same verdict as `check` on the same transfers. Combining collectives
+/// (Reduce-Scatter, Reduce, All-Reduce) are replayed a chunk at a time, which needs the
+/// transfers grouped by chunk: their stream is read into a `Schedule` (within the memory
+/// limit) and checked by `check`.
+pub fn check_stream<R: BufRead>(stream: StreamReader<R>, topo: &Topology) -> Result<CheckReport> {
+    let spec = stream.header().collective.clone();
+    let chunk_bytes = stream.header().chunk_bytes;
+    let doing = |transfers: String| {
+        format!(
+            "checking a {} stream over {} NPUs with K={} ({transfers})",
+            spec.kind,
+            spec.npus.len(),
+            spec.chunks_per_npu
+        )
+    };
+    if spec.kind.combining() {
+        let schedule = stream.into_schedule(
+            |n| budget::collective(topo, &spec).saturating_add(budget::check(&spec, topo, n)),
+            || doing("read whole: its sums are replayed a chunk at a time".into()),
+        )?;
+        return check(&schedule, topo);
     }
-    let mut routes = Routes::new(topo);
-    for (i, t) in schedule.transfers.iter().enumerate() {
-        check_static(i, t, &collective, topo)?;
-        let route = routes.between(t.src, t.dst).ok_or_else(|| {
-            fail(
-                i,
-                t,
-                format!(
-                    "there is no link {}from NPU {} to NPU {}",
-                    if topo.has_switches() {
-                        "or route through switches "
-                    } else {
-                        ""
-                    },
-                    t.src,
-                    t.dst
-                ),
-            )
-        })?;
-        let needed = route_time_ps(topo, route, schedule.chunk_bytes)
-            .map_err(|e| fail(i, t, e.to_string()))?;
-        if t.end_ps.checked_sub(t.start_ps) != Some(needed) {
-            return Err(fail(
-                i,
-                t,
-                format!(
-                    "takes {:.6} us but the {} needs {:.6} us",
-                    ps_to_us(t.end_ps.saturating_sub(t.start_ps)),
-                    if route.len() == 1 { "link" } else { "route" },
-                    ps_to_us(needed)
-                ),
-            ));
-        }
+    // Nothing per transfer: the checker's state for no transfers, plus the transfers in
+    // flight (at most one per link, with a vector's slack) and the reader's buffers.
+    let in_flight = std::mem::size_of::<Arrival>() as u64 * 2;
+    let estimate = budget::collective(topo, &spec)
+        .saturating_add(budget::check(&spec, topo, 0))
+        .saturating_add((topo.links().len() as u64).saturating_mul(in_flight))
+        .saturating_add(1 << 18);
+    let collective = admitted(&spec, topo, estimate, || doing("streamed".into()))?;
+    let mut sweep = Sweep::new(topo, &collective, chunk_bytes, Timing::Promised)?;
+    for (i, t) in stream.enumerate() {
+        sweep.depart(i, &t?)?;
     }
-    let departures = Order::by(&schedule.transfers, |t| t.start_ps)?;
-    let mut links = LinkSweep::new(topo.links().len());
-    for i in departures.iter() {
-        let t = &schedule.transfers[i];
-        let route = routes
-            .between(t.src, t.dst)
-            .expect("every transfer's route was found above");
-        if let Some(a) = links.hold(route, t, i) {
-            let ta = &schedule.transfers[a];
-            return Err(fail(
-                i,
-                t,
-                format!(
-                    "starts while transfer {a} (chunk {}) still occupies the link until {:.6} us",
-                    ta.chunk,
-                    ps_to_us(ta.end_ps)
-                ),
-            ));
-        }
-    }
-    replay(schedule, &collective, topo.npus(), &departures)
+    sweep.finish()
 }
 
 /// Checks schedules meant to run at the same time on `topo` (as
@@ -130,7 +113,7 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
         let route = routes
             .between(t.src, t.dst)
             .expect("check found every transfer's route");
-        if let Some((sa, a)) = links.hold(route, t, (s, i)) {
+        if let Some((_, (sa, a))) = links.hold(route, t, (s, i)) {
             let ta = &schedules[sa].transfers[a];
             return Err(Error::Schedule(format!(
                 "schedule {s}, {}: starts while transfer {a} of schedule {sa} (chunk {}) still occupies the link until {:.6} us",
@@ -198,11 +181,11 @@ impl<Id: Copy> LinkSweep<Id> {
     }
 
     /// Puts `t` (transfer `id`) on the links of `route`; transfers must come in start
-    /// order. Returns the transfer it overlaps on one of them, if any.
-    fn hold(&mut self, route: &[LinkId], t: &Transfer, id: Id) -> Option<Id> {
+    /// order. Returns the transfer it overlaps on one of them, if any, with its end.
+    fn hold(&mut self, route: &[LinkId], t: &Transfer, id: Id) -> Option<(Picos, Id)> {
         for &link in route {
             match self.last[link] {
-                Some((end, earlier)) if t.start_ps < end => return Some(earlier),
+                Some((end, earlier)) if t.start_ps < end => return Some((end, earlier)),
                 _ => self.last[link] = Some((t.end_ps, id)),
             }
         }
@@ -211,8 +194,8 @@ impl<Id: Copy> LinkSweep<Id> {
 }
 
 /// Transfer indices in the order of a key (ties in index order): nothing stored where the
-/// schedule is already in that order (a synthesized one is in start order, and on links
-/// of one speed in end order too), else one u32 per transfer.
+/// schedule is already in that order (a synthesized one is in start order), else one u32
+/// per transfer.
 enum Order {
     Given(usize),
     Sorted(Vec<u32>),
@@ -264,14 +247,7 @@ fn index32(transfers: usize) -> Result<u32> {
 /// sender holds the chunk when it sends in (start, end) order, and every postcondition holds.
 pub fn check_data_flow(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
     let collective = collective_of(schedule, topo)?;
-    for (i, t) in schedule.transfers.iter().enumerate() {
-        check_static(i, t, &collective, topo)?;
-        if t.end_ps <= t.start_ps {
-            return Err(fail(i, t, "does not end after it starts".into()));
-        }
-    }
-    let departures = Order::by(&schedule.transfers, |t| t.start_ps)?;
-    replay(schedule, &collective, topo.npus(), &departures)
+    sweep_schedule(schedule, &collective, topo, Timing::Order)
 }
 
 /// The schedule's collective, built once the checker's memory fits the limit.
@@ -280,16 +256,258 @@ fn collective_of(schedule: &Schedule, topo: &Topology) -> Result<Collective> {
     let transfers = schedule.transfers.len() as u64;
     let estimate =
         budget::collective(topo, spec).saturating_add(budget::check(spec, topo, transfers));
-    MemoryLimit::default().admit(estimate, || {
+    admitted(spec, topo, estimate, || {
         format!(
             "checking a {} schedule over {} NPUs with K={} ({transfers} transfers)",
             spec.kind,
             spec.npus.len(),
             spec.chunks_per_npu
         )
-    })?;
+    })
+}
+
+/// The collective of `spec`, built once `estimate` bytes fit the memory limit.
+fn admitted(
+    spec: &CollectiveSpec,
+    topo: &Topology,
+    estimate: u64,
+    doing: impl FnOnce() -> String,
+) -> Result<Collective> {
+    MemoryLimit::default().admit(estimate, doing)?;
     Collective::new(topo, spec.clone())
         .map_err(|e| Error::Schedule(format!("its collective is not valid here: {e}")))
+}
+
+/// Sweeps a schedule's transfers in start order, then for combining collectives replays
+/// their sums.
+fn sweep_schedule(
+    schedule: &Schedule,
+    collective: &Collective,
+    topo: &Topology,
+    timing: Timing,
+) -> Result<CheckReport> {
+    let departures = Order::by(&schedule.transfers, |t| t.start_ps)?;
+    let mut sweep = Sweep::new(topo, collective, schedule.chunk_bytes, timing)?;
+    for i in departures.iter() {
+        sweep.depart(i, &schedule.transfers[i])?;
+    }
+    let report = sweep.finish()?;
+    if collective.combining() {
+        replay_sums(schedule, collective, topo.npus(), &departures)?;
+    }
+    Ok(report)
+}
+
+/// What a sweep holds the transfers' times to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Timing {
+    /// Each takes exactly its route's time and no link carries two at once (`check`).
+    Promised,
+    /// They only order the sends: each ends after it starts (`check_data_flow`).
+    Order,
+}
+
+/// The one pass over transfers in start order that `check`, `check_stream` and
+/// `check_data_flow` share: each transfer's NPUs, chunk, route, duration and link use as
+/// it departs, and for copying collectives the contents (combining ones are replayed
+/// after, a chunk at a time).
+struct Sweep<'a> {
+    topo: &'a Topology,
+    collective: &'a Collective,
+    chunk_bytes: f64,
+    timing: Timing,
+    routes: Routes<'a>,
+    /// Per link, the last transfer on it: its index and chunk.
+    links: LinkSweep<(usize, ChunkId)>,
+    copies: Option<Copies>,
+    transfers: usize,
+    latest_end: Picos,
+}
+
+impl<'a> Sweep<'a> {
+    fn new(
+        topo: &'a Topology,
+        collective: &'a Collective,
+        chunk_bytes: f64,
+        timing: Timing,
+    ) -> Result<Sweep<'a>> {
+        let expected = collective.chunk_bytes();
+        if timing == Timing::Promised && (chunk_bytes - expected).abs() > 1e-9 * expected.max(1.0)
+        {
+            return Err(Error::Schedule(format!(
+                "chunk_bytes is {chunk_bytes} but the collective's chunks are {expected} bytes"
+            )));
+        }
+        Ok(Sweep {
+            topo,
+            collective,
+            chunk_bytes,
+            timing,
+            routes: Routes::new(topo),
+            links: LinkSweep::new(match timing {
+                Timing::Promised => topo.links().len(),
+                Timing::Order => 0,
+            }),
+            copies: (!collective.combining()).then(|| Copies::new(collective, topo.npus())),
+            transfers: 0,
+            latest_end: 0,
+        })
+    }
+
+    /// Takes transfer `i`, which starts no earlier than those before it.
+    fn depart(&mut self, i: usize, t: &Transfer) -> Result<()> {
+        check_static(i, t, self.collective, self.topo)?;
+        match self.timing {
+            Timing::Promised => {
+                let topo = self.topo;
+                let route = self.routes.between(t.src, t.dst).ok_or_else(|| {
+                    fail(
+                        i,
+                        t,
+                        format!(
+                            "there is no link {}from NPU {} to NPU {}",
+                            if topo.has_switches() {
+                                "or route through switches "
+                            } else {
+                                ""
+                            },
+                            t.src,
+                            t.dst
+                        ),
+                    )
+                })?;
+                let needed = route_time_ps(topo, route, self.chunk_bytes)
+                    .map_err(|e| fail(i, t, e.to_string()))?;
+                if t.end_ps.checked_sub(t.start_ps) != Some(needed) {
+                    return Err(fail(
+                        i,
+                        t,
+                        format!(
+                            "takes {:.6} us but the {} needs {:.6} us",
+                            ps_to_us(t.end_ps.saturating_sub(t.start_ps)),
+                            if route.len() == 1 { "link" } else { "route" },
+                            ps_to_us(needed)
+                        ),
+                    ));
+                }
+                if let Some((end, (a, chunk))) = self.links.hold(route, t, (i, t.chunk)) {
+                    return Err(fail(
+                        i,
+                        t,
+                        format!(
+                            "starts while transfer {a} (chunk {chunk}) still occupies the link until {:.6} us",
+                            ps_to_us(end)
+                        ),
+                    ));
+                }
+            }
+            Timing::Order => {
+                if t.end_ps <= t.start_ps {
+                    return Err(fail(i, t, "does not end after it starts".into()));
+                }
+            }
+        }
+        if let Some(copies) = &mut self.copies {
+            copies.depart(i, t)?;
+        }
+        self.transfers += 1;
+        self.latest_end = self.latest_end.max(t.end_ps);
+        Ok(())
+    }
+
+    /// Lands the transfers still in flight and checks the postconditions of a copying
+    /// collective.
+    fn finish(self) -> Result<CheckReport> {
+        if let Some(copies) = self.copies {
+            copies.finish(self.collective)?;
+        }
+        Ok(CheckReport {
+            collective_time_ps: self.latest_end,
+            transfers: self.transfers,
+        })
+    }
+}
+
+/// A transfer in flight as the sweep lands it: when, where, which chunk.
+type Arrival = Reverse<(Picos, NpuId, ChunkId)>;
+
+/// Copying collectives: a chunk is whole or absent on an NPU, one bit per (NPU, chunk).
+/// A copy brings what its sender held when it left, which was the whole chunk (checked
+/// then), so a chunk once held stays held, and a transfer in flight needs only its end,
+/// destination and chunk.
+struct Copies {
+    chunks: usize,
+    held: Vec<u64>,
+    in_flight: BinaryHeap<Arrival>,
+}
+
+impl Copies {
+    fn new(collective: &Collective, npus: usize) -> Copies {
+        let chunks = collective.chunk_count();
+        let mut copies = Copies {
+            chunks,
+            held: vec![0u64; (npus * chunks).div_ceil(64)],
+            in_flight: BinaryHeap::new(),
+        };
+        for c in 0..chunks {
+            for &npu in collective.pre(c) {
+                copies.set(npu, c);
+            }
+        }
+        copies
+    }
+
+    fn bit(&self, npu: NpuId, chunk: ChunkId) -> (usize, u64) {
+        let b = npu * self.chunks + chunk;
+        (b / 64, 1u64 << (b % 64))
+    }
+
+    fn set(&mut self, npu: NpuId, chunk: ChunkId) {
+        let (word, mask) = self.bit(npu, chunk);
+        self.held[word] |= mask;
+    }
+
+    fn holds(&self, npu: NpuId, chunk: ChunkId) -> bool {
+        let (word, mask) = self.bit(npu, chunk);
+        self.held[word] & mask != 0
+    }
+
+    /// Lands what arrives by `t`'s start (arrivals at a time land before departures at
+    /// it, so a chunk can be forwarded the moment it arrives), then sends `t`.
+    fn depart(&mut self, i: usize, t: &Transfer) -> Result<()> {
+        self.land(t.start_ps);
+        if !self.holds(t.src, t.chunk) {
+            return Err(not_held(i, t));
+        }
+        self.in_flight.push(Reverse((t.end_ps, t.dst, t.chunk)));
+        Ok(())
+    }
+
+    fn land(&mut self, by: Picos) {
+        while let Some(&Reverse((end, dst, chunk))) = self.in_flight.peek() {
+            if end > by {
+                break;
+            }
+            self.in_flight.pop();
+            self.set(dst, chunk);
+        }
+    }
+
+    fn finish(mut self, collective: &Collective) -> Result<()> {
+        self.land(Picos::MAX);
+        for c in 0..self.chunks {
+            let lacking: Vec<usize> = collective
+                .post(c)
+                .iter()
+                .copied()
+                .filter(|&n| !self.holds(n, c))
+                .collect();
+            if !lacking.is_empty() {
+                return Err(lacks(&lacking, c, ""));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn fail(i: usize, t: &Transfer, what: String) -> Error {
@@ -334,83 +552,6 @@ fn check_static(i: usize, t: &Transfer, collective: &Collective, topo: &Topology
             t,
             format!("{} copies chunks; it has no reductions", collective.kind()),
         ));
-    }
-    Ok(())
-}
-
-/// Replays the transfers in time order (departures in `departures`' start order), then
-/// checks the postconditions.
-fn replay(
-    schedule: &Schedule,
-    collective: &Collective,
-    npus: usize,
-    departures: &Order,
-) -> Result<CheckReport> {
-    if collective.combining() {
-        replay_sums(schedule, collective, npus, departures)?;
-    } else {
-        replay_copies(schedule, collective, npus, departures)?;
-    }
-    Ok(CheckReport {
-        collective_time_ps: schedule.collective_time_ps(),
-        transfers: schedule.transfers.len(),
-    })
-}
-
-/// Copying collectives: a chunk is whole or absent on an NPU, one bit per (NPU, chunk).
-/// A copy brings what its sender held when it left, which was the whole chunk (checked
-/// then), so a chunk once held stays held and nothing in flight needs keeping.
-fn replay_copies(
-    schedule: &Schedule,
-    collective: &Collective,
-    npus: usize,
-    departures: &Order,
-) -> Result<()> {
-    let transfers = &schedule.transfers;
-    let chunks = collective.chunk_count();
-    let mut held = vec![0u64; (npus * chunks).div_ceil(64)];
-    let bit = |npu: usize, chunk: usize| {
-        let b = npu * chunks + chunk;
-        (b / 64, 1u64 << (b % 64))
-    };
-    for c in 0..chunks {
-        for &npu in collective.pre(c) {
-            let (word, mask) = bit(npu, c);
-            held[word] |= mask;
-        }
-    }
-    let arrivals = Order::by(transfers, |t| t.end_ps)?;
-    let mut departed = departures.iter().peekable();
-    for i in arrivals.iter() {
-        let t = &transfers[i];
-        // Arrivals at time t land before departures at t, so a chunk can be forwarded the
-        // moment it arrives.
-        while let Some(d) = departed.next_if(|&d| transfers[d].start_ps < t.end_ps) {
-            let sent = &transfers[d];
-            let (word, mask) = bit(sent.src, sent.chunk);
-            if held[word] & mask == 0 {
-                return Err(not_held(d, sent));
-            }
-        }
-        if t.end_ps <= t.start_ps {
-            return Err(fail(i, t, "arrives before it departs".into()));
-        }
-        let (word, mask) = bit(t.dst, t.chunk);
-        held[word] |= mask;
-    }
-    for c in 0..chunks {
-        let lacking: Vec<usize> = collective
-            .post(c)
-            .iter()
-            .copied()
-            .filter(|&n| {
-                let (word, mask) = bit(n, c);
-                held[word] & mask == 0
-            })
-            .collect();
-        if !lacking.is_empty() {
-            return Err(lacks(&lacking, c, ""));
-        }
     }
     Ok(())
 }

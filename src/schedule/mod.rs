@@ -3,8 +3,9 @@
 //! baselines both produce one; the checker, the simulator and the MSCCL lowering take one.
 
 mod check;
+pub mod stream;
 
-pub use check::{check, check_concurrent, check_data_flow, CheckReport};
+pub use check::{check, check_concurrent, check_data_flow, check_stream, CheckReport};
 
 use crate::collective::{ChunkId, CollectiveSpec};
 use crate::error::{Error, Result};
@@ -198,8 +199,15 @@ impl Schedule {
         Ok(schedule)
     }
 
-    /// Reads a schedule file (at most `MAX_FILE_BYTES`).
+    /// Reads a schedule file: JSON (at most `MAX_FILE_BYTES`), or a transfer stream
+    /// (`stream`, told by its first line; only from a regular file, as a pipe cannot be
+    /// looked into and read again) whose records fit the memory limit.
     pub fn read(path: &Path) -> Result<Schedule> {
+        let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+        if regular && stream::is_stream(path)? {
+            return stream::open(path)?
+                .into_schedule(|_| 0, || format!("reading {}", path.display()));
+        }
         let text = crate::fsio::read_text(path, "a schedule file", MAX_FILE_BYTES)?;
         Schedule::from_json(&text, &path.display().to_string())
     }

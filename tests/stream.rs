@@ -1,0 +1,361 @@
+//! The transfer stream (`schedule::stream`): records round-trip, damage and truncation are
+//! named, a synthesized mesh takes a few bytes a transfer, and the stream checker gives
+//! the in-memory checker's verdict on the same transfers.
+
+use std::io::Write;
+use std::process::Command;
+use tacos::collective::{Collective, CollectiveKind};
+use tacos::schedule::stream::{
+    self, StreamHeader, StreamReader, StreamSummary, StreamWriter, STREAM_FORMAT,
+};
+use tacos::schedule::{check, check_stream, Network, Op, Schedule, Transfer};
+use tacos::synth::{synthesize, SynthOptions};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
+
+fn topo(spec: &str) -> Topology {
+    parse_spec(spec, &SpecDefaults::default()).unwrap()
+}
+
+fn synth(t: &Topology, kind: CollectiveKind, k: usize) -> Schedule {
+    let c = Collective::over_all(t, kind, None, k, 1 << 26).unwrap();
+    let mut s = synthesize(t, &c, &SynthOptions::default()).unwrap();
+    s.network = Some(Network::of(t));
+    s
+}
+
+fn header_of(s: &Schedule) -> StreamHeader {
+    StreamHeader::new(
+        s.topology.clone(),
+        s.collective.clone(),
+        s.chunk_bytes,
+        s.network.clone(),
+    )
+}
+
+/// `transfers` written as a stream behind `s`'s header, through a `&mut dyn Write` as
+/// `fsio::write_atomic_with` hands one over.
+fn stream_of(s: &Schedule, transfers: &[Transfer]) -> (Vec<u8>, StreamSummary) {
+    let mut bytes = Vec::new();
+    let out: &mut dyn Write = &mut bytes;
+    let mut writer = StreamWriter::new(out, &header_of(s)).unwrap();
+    for t in transfers {
+        writer.push(t).unwrap();
+    }
+    let (_, summary) = writer.finish().unwrap();
+    (bytes, summary)
+}
+
+fn read_all(bytes: &[u8]) -> tacos::Result<Vec<Transfer>> {
+    StreamReader::new(bytes, "test.tts")?.collect()
+}
+
+/// Where the records start: after the magic line and the header line.
+fn records_start(bytes: &[u8]) -> usize {
+    let first = bytes.iter().position(|&b| b == b'\n').unwrap();
+    first + 1 + bytes[first + 1..].iter().position(|&b| b == b'\n').unwrap() + 1
+}
+
+fn copy(chunk: usize, src: usize, dst: usize, start_ps: u64, end_ps: u64) -> Transfer {
+    Transfer {
+        chunk,
+        src,
+        dst,
+        start_ps,
+        end_ps,
+        op: Op::Copy,
+    }
+}
+
+fn small_schedule() -> Schedule {
+    synth(&topo("mesh:3x3"), CollectiveKind::AllGather, 1)
+}
+
+#[test]
+fn hand_made_transfers_round_trip_up_to_the_limits_of_their_fields() {
+    let mut transfers = Vec::new();
+    // More distinct offsets than the stream has slots, then the first ones again (their
+    // slots were overwritten), with durations and senders going up and down.
+    for i in 0..40usize {
+        let offset = if i < 20 { i + 1 } else { i - 19 };
+        transfers.push(Transfer {
+            chunk: i * 1000,
+            src: 100 + (i % 3) * 7,
+            dst: 100 + (i % 3) * 7 + offset,
+            start_ps: (i / 4) as u64 * 1_000_000,
+            end_ps: (i / 4) as u64 * 1_000_000 + 500 + (i % 5) as u64 * 100_000,
+            op: if i % 3 == 0 { Op::Reduce } else { Op::Copy },
+        });
+    }
+    let max = usize::MAX;
+    transfers.extend([
+        // An end before its start, an NPU at the top of usize, the largest chunk.
+        Transfer {
+            chunk: max,
+            src: max,
+            dst: 0,
+            start_ps: u64::MAX / 2,
+            end_ps: 3,
+            op: Op::Reduce,
+        },
+        copy(0, 0, max, u64::MAX - 1, u64::MAX),
+        copy(max - 1, 5, 5, u64::MAX, u64::MAX),
+        copy(7, max, max - 1, u64::MAX, 0),
+    ]);
+    let s = small_schedule();
+    let (bytes, summary) = stream_of(&s, &transfers);
+    assert_eq!(
+        summary,
+        StreamSummary {
+            transfers: transfers.len() as u64,
+            collective_time_ps: u64::MAX,
+        }
+    );
+    let reader = StreamReader::new(&bytes[..], "test.tts").unwrap();
+    assert_eq!(reader.header(), &header_of(&s));
+    assert_eq!(reader.header().format, STREAM_FORMAT);
+    assert_eq!(reader.collect::<tacos::Result<Vec<_>>>().unwrap(), transfers);
+    // The same transfers give the same bytes.
+    assert_eq!(stream_of(&s, &transfers).0, bytes);
+    // No transfers at all.
+    let (empty, summary) = stream_of(&s, &[]);
+    assert_eq!(summary.transfers, 0);
+    assert_eq!(summary.collective_time_ps, 0);
+    assert!(read_all(&empty).unwrap().is_empty());
+}
+
+#[test]
+fn a_transfer_starting_before_the_one_before_it_is_refused_by_name() {
+    let s = small_schedule();
+    let mut writer = StreamWriter::new(Vec::new(), &header_of(&s)).unwrap();
+    writer.push(&copy(0, 0, 1, 10, 20)).unwrap();
+    writer.push(&copy(1, 1, 2, 10, 20)).unwrap();
+    let e = writer.push(&copy(2, 2, 1, 9, 20)).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    let text = e.to_string();
+    assert!(text.contains("transfer 2 (chunk 2, NPU 2 -> 1)"), "{text}");
+    assert!(text.contains("start order"), "{text}");
+}
+
+#[test]
+fn every_truncation_is_an_error_that_names_the_file() {
+    let s = small_schedule();
+    let (bytes, _) = stream_of(&s, &s.transfers);
+    let records = records_start(&bytes);
+    for cut in 0..bytes.len() {
+        let e = read_all(&bytes[..cut]).expect_err("a truncated stream is refused");
+        let text = e.to_string();
+        assert!(text.contains("test.tts"), "cut at {cut}: {text}");
+        if cut >= records {
+            assert!(text.contains("(truncated)"), "cut at {cut}: {text}");
+        }
+    }
+    assert_eq!(read_all(&bytes).unwrap(), s.transfers);
+}
+
+#[test]
+fn every_damaged_byte_is_an_error_never_a_different_schedule() {
+    let s = small_schedule();
+    let (bytes, _) = stream_of(&s, &s.transfers);
+    for at in 0..bytes.len() {
+        for mask in [0x01u8, 0x10, 0x80, 0xff] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= mask;
+            let e = read_all(&damaged).expect_err("a damaged stream is refused");
+            assert!(e.to_string().contains("test.tts"), "byte {at}: {e}");
+        }
+    }
+    // What was wrong, and where.
+    let records = records_start(&bytes);
+    let mut damaged = bytes.clone();
+    damaged[records] = 0xF5;
+    let e = read_all(&damaged).unwrap_err().to_string();
+    assert!(
+        e.contains("test.tts: transfer 0: flag byte 0xf5") && e.contains("(damaged)"),
+        "{e}"
+    );
+    let mut damaged = bytes.clone();
+    *damaged.last_mut().unwrap() ^= 1;
+    let e = read_all(&damaged).unwrap_err().to_string();
+    assert!(e.contains("checksum"), "{e}");
+    let mut longer = bytes.clone();
+    longer.push(0);
+    let e = read_all(&longer).unwrap_err().to_string();
+    assert!(e.contains("bytes follow the trailer"), "{e}");
+    let e = read_all(b"{\"format\": \"tacos-schedule/1\"}")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a transfer stream"), "{e}");
+}
+
+/// The point of the format. A mesh All-Gather's record is its flag byte and its chunk
+/// (below 256 on a 16x16 mesh: at most 2 bytes); the start changes once a step, the
+/// duration never (one link speed), the four link directions stay in their slots, and
+/// the sender changes (at most 2 bytes) only after all of its transfers of a step, up
+/// to four. So a record averages under 4 bytes, against 48 held as a `Transfer`.
+#[test]
+fn a_synthesized_mesh_takes_a_few_bytes_a_transfer() {
+    let s = synth(&topo("mesh:16x16"), CollectiveKind::AllGather, 1);
+    let (bytes, summary) = stream_of(&s, &s.transfers);
+    assert_eq!(summary.transfers, s.transfers.len() as u64);
+    assert_eq!(summary.collective_time_ps, s.collective_time_ps());
+    let per_transfer = (bytes.len() - records_start(&bytes)) as f64 / s.transfers.len() as f64;
+    println!(
+        "mesh:16x16 All-Gather: {} transfers, {per_transfer:.2} bytes each",
+        s.transfers.len()
+    );
+    assert!(per_transfer < 4.0, "{per_transfer} bytes a transfer");
+}
+
+/// Both checkers on the same transfers: the same report or the same error.
+fn same_verdict(s: &Schedule, t: &Topology) -> tacos::Result<tacos::schedule::CheckReport> {
+    let (bytes, _) = stream_of(s, &s.transfers);
+    let streamed = check_stream(StreamReader::new(&bytes[..], "test.tts").unwrap(), t);
+    let held = check(s, t);
+    match (&held, &streamed) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b),
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+        _ => panic!("check gives {held:?} but check_stream {streamed:?}"),
+    }
+    held
+}
+
+/// `s` with its transfers changed by `change`, in start order again.
+fn mutated(s: &Schedule, change: impl FnOnce(&mut Vec<Transfer>)) -> Schedule {
+    let mut transfers = s.transfers.clone();
+    change(&mut transfers);
+    Schedule::new(
+        s.topology.clone(),
+        s.collective.clone(),
+        s.chunk_bytes,
+        transfers,
+    )
+}
+
+/// A correct schedule is accepted by both checkers, and each kind of fault refused by
+/// both with the same message.
+fn both_checkers_agree(t: &Topology, s: &Schedule) {
+    let report = same_verdict(s, t).unwrap();
+    assert_eq!(report.transfers, s.transfers.len());
+    assert_eq!(report.collective_time_ps, s.collective_time_ps());
+    let refused = |s: &Schedule, what: &str| {
+        let e = same_verdict(s, t).unwrap_err().to_string();
+        assert!(e.contains(what), "expected '{what}': {e}");
+    };
+    // A transfer sent twice at once over the same link (or route).
+    let busy = mutated(s, |ts| ts.push(ts[ts.len() / 2].clone()));
+    refused(&busy, "still occupies the link");
+    // A relay that never got the chunk it forwards.
+    let unfed = mutated(s, |ts| {
+        let relayed = ts
+            .iter()
+            .position(|a| ts.iter().any(|b| b.src == a.dst && b.chunk == a.chunk))
+            .expect("some NPU forwards a chunk it received");
+        ts.remove(relayed);
+    });
+    refused(&unfed, "does not hold chunk");
+    // The last delivery dropped.
+    let short = mutated(s, |ts| {
+        ts.pop();
+    });
+    refused(&short, "at the end, NPU");
+    // A transfer a picosecond too long.
+    let slow = mutated(s, |ts| ts[0].end_ps += 1);
+    refused(&slow, "takes");
+}
+
+#[test]
+fn the_stream_checker_agrees_with_check_on_a_mesh() {
+    let t = topo("mesh:4x4");
+    both_checkers_agree(&t, &synth(&t, CollectiveKind::AllGather, 2));
+}
+
+#[test]
+fn the_stream_checker_agrees_with_check_on_a_switched_fabric() {
+    let t = topo("preset:dgx-a100,nodes=2");
+    both_checkers_agree(&t, &synth(&t, CollectiveKind::AllGather, 1));
+}
+
+#[test]
+fn combining_collectives_are_checked_whole_with_the_same_verdict() {
+    let t = topo("mesh:3x3");
+    for kind in [CollectiveKind::ReduceScatter, CollectiveKind::AllReduce] {
+        let s = synth(&t, kind, 1);
+        let report = same_verdict(&s, &t).unwrap();
+        assert_eq!(report.transfers, s.transfers.len());
+        let slow = mutated(&s, |ts| ts[0].end_ps += 1);
+        assert!(same_verdict(&slow, &t).is_err());
+        let short = mutated(&s, |ts| {
+            ts.pop();
+        });
+        assert!(same_verdict(&short, &t).is_err());
+    }
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tacos-stream-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Written as `tacos synth` writes it: atomically, through a `&mut dyn Write`.
+fn write_stream(path: &std::path::Path, s: &Schedule) {
+    tacos::fsio::write_atomic_with(path, |w| {
+        let mut writer = StreamWriter::new(w, &header_of(s))?;
+        for t in &s.transfers {
+            writer.push(t)?;
+        }
+        writer.finish().map(|_| ())
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_schedule_file_may_be_a_stream() {
+    let dir = scratch("read");
+    let s = synth(&topo("mesh:4x4"), CollectiveKind::AllGather, 1);
+    let tts = dir.join("mesh.tts");
+    let json = dir.join("mesh.json");
+    write_stream(&tts, &s);
+    tacos::fsio::write_atomic(&json, s.to_json().as_bytes()).unwrap();
+    assert!(stream::is_stream(&tts).unwrap());
+    assert!(!stream::is_stream(&json).unwrap());
+    assert_eq!(Schedule::read(&tts).unwrap(), s);
+    assert_eq!(Schedule::read(&json).unwrap(), s);
+    let from_file = check_stream(stream::open(&tts).unwrap(), &topo("mesh:4x4")).unwrap();
+    assert_eq!(from_file.collective_time_ps, s.collective_time_ps());
+    // A damaged file is named by its path.
+    let mut bytes = std::fs::read(&tts).unwrap();
+    bytes.truncate(bytes.len() - 3);
+    std::fs::write(&tts, &bytes).unwrap();
+    let e = Schedule::read(&tts).unwrap_err().to_string();
+    assert!(e.contains("mesh.tts") && e.contains("truncated"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn simulate_reads_a_stream_like_the_json_it_holds() {
+    let dir = scratch("simulate");
+    let s = synth(&topo("mesh:3x3"), CollectiveKind::AllGather, 1);
+    let tts = dir.join("mesh.tts");
+    let json = dir.join("mesh.json");
+    write_stream(&tts, &s);
+    tacos::fsio::write_atomic(&json, s.to_json().as_bytes()).unwrap();
+    let simulated = |path: &std::path::Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tacos"))
+            .args(["simulate", "--schedule", path.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v["time_us"].clone(), v["schedule_time_us"].clone())
+    };
+    let from_stream = simulated(&tts);
+    assert_eq!(from_stream, simulated(&json));
+    // Contention-free: the simulation runs on the schedule's own clock.
+    assert_eq!(from_stream.0, from_stream.1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
