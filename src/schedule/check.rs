@@ -73,7 +73,7 @@ pub fn check_stream<R: BufRead>(stream: StreamReader<R>, topo: &Topology) -> Res
     }
     // Nothing per transfer: the checker's state for no transfers, plus the transfers in
     // flight (at most one per link, with a vector's slack) and the reader's buffers.
-    let in_flight = std::mem::size_of::<Arrival>() as u64 * 2;
+    let in_flight = 2 * std::mem::size_of::<Arrival>() as u64;
     let estimate = budget::collective(topo, &spec)
         .saturating_add(budget::check(&spec, topo, 0))
         .saturating_add((topo.links().len() as u64).saturating_mul(in_flight))
@@ -168,15 +168,16 @@ impl<'a> Routes<'a> {
     }
 }
 
-/// Per link, when the transfer that started last on it ends, and which it is.
+/// Per link, when the transfer that started last on it ends, and which it is (ending at
+/// 0 where none has: every transfer ends after it starts).
 struct LinkSweep<Id> {
-    last: Vec<Option<(Picos, Id)>>,
+    last: Vec<(Picos, Id)>,
 }
 
-impl<Id: Copy> LinkSweep<Id> {
+impl<Id: Copy + Default> LinkSweep<Id> {
     fn new(links: usize) -> LinkSweep<Id> {
         LinkSweep {
-            last: vec![None; links],
+            last: vec![(0, Id::default()); links],
         }
     }
 
@@ -185,8 +186,8 @@ impl<Id: Copy> LinkSweep<Id> {
     fn hold(&mut self, route: &[LinkId], t: &Transfer, id: Id) -> Option<(Picos, Id)> {
         for &link in route {
             match self.last[link] {
-                Some((end, earlier)) if t.start_ps < end => return Some((end, earlier)),
-                _ => self.last[link] = Some((t.end_ps, id)),
+                (end, earlier) if t.start_ps < end => return Some((end, earlier)),
+                _ => self.last[link] = (t.end_ps, id),
             }
         }
         None
@@ -439,6 +440,12 @@ struct Copies {
     chunks: usize,
     held: Vec<u64>,
     in_flight: BinaryHeap<Arrival>,
+    /// The first sender lacking its chunk among the transfers departing at the current
+    /// instant, reported once all of them are on their links: contention among transfers
+    /// that start together is found first however they are listed.
+    lacking: Option<Error>,
+    /// The current instant.
+    now: Picos,
 }
 
 impl Copies {
@@ -448,6 +455,8 @@ impl Copies {
             chunks,
             held: vec![0u64; (npus * chunks).div_ceil(64)],
             in_flight: BinaryHeap::new(),
+            lacking: None,
+            now: 0,
         };
         for c in 0..chunks {
             for &npu in collective.pre(c) {
@@ -472,15 +481,25 @@ impl Copies {
         self.held[word] & mask != 0
     }
 
-    /// Lands what arrives by `t`'s start (arrivals at a time land before departures at
-    /// it, so a chunk can be forwarded the moment it arrives), then sends `t`.
+    /// Sends transfer `i` once what arrives by its start has landed (arrivals at a time
+    /// land before departures at it, so a chunk can be forwarded the moment it arrives),
+    /// from an NPU that must hold its chunk.
     fn depart(&mut self, i: usize, t: &Transfer) -> Result<()> {
-        self.land(t.start_ps);
-        if !self.holds(t.src, t.chunk) {
-            return Err(not_held(i, t));
+        if t.start_ps != self.now {
+            self.report()?;
+            self.now = t.start_ps;
+            self.land(t.start_ps);
+        }
+        if self.lacking.is_none() && !self.holds(t.src, t.chunk) {
+            self.lacking = Some(not_held(i, t));
         }
         self.in_flight.push(Reverse((t.end_ps, t.dst, t.chunk)));
         Ok(())
+    }
+
+    /// The lack found at the instant that ended, if any.
+    fn report(&mut self) -> Result<()> {
+        self.lacking.take().map_or(Ok(()), Err)
     }
 
     fn land(&mut self, by: Picos) {
@@ -494,6 +513,7 @@ impl Copies {
     }
 
     fn finish(mut self, collective: &Collective) -> Result<()> {
+        self.report()?;
         self.land(Picos::MAX);
         for c in 0..self.chunks {
             let lacking: Vec<usize> = collective
