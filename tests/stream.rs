@@ -269,6 +269,13 @@ fn the_stream_checker_agrees_with_check_on_a_mesh() {
     both_checkers_agree(&t, &synth(&t, CollectiveKind::AllGather, 2));
 }
 
+/// Links of three speeds: transfers do not end in the order they start.
+#[test]
+fn the_stream_checker_agrees_with_check_where_links_differ_in_speed() {
+    let t = topo("rfs:2x4x8,bw=200:100:50");
+    both_checkers_agree(&t, &synth(&t, CollectiveKind::AllGather, 2));
+}
+
 #[test]
 fn the_stream_checker_agrees_with_check_on_a_switched_fabric() {
     let t = topo("preset:dgx-a100,nodes=2");

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::topology::{format_npus, LinkId, NpuId, RouteTree, Topology};
 use crate::units::{ps_to_us, Picos};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io::BufRead;
 
 /// What a passing check found.
@@ -72,8 +72,9 @@ pub fn check_stream<R: BufRead>(stream: StreamReader<R>, topo: &Topology) -> Res
         return check(&schedule, topo);
     }
     // Nothing per transfer: the checker's state for no transfers, plus the transfers in
-    // flight (at most one per link, with a vector's slack) and the reader's buffers.
-    let in_flight = 2 * std::mem::size_of::<Arrival>() as u64;
+    // flight (at most one per link, in a queue or a heap, with a vector's slack) and the
+    // reader's buffers.
+    let in_flight = 4 * std::mem::size_of::<Arrival>() as u64;
     let estimate = budget::collective(topo, &spec)
         .saturating_add(budget::check(&spec, topo, 0))
         .saturating_add((topo.links().len() as u64).saturating_mul(in_flight))
@@ -430,7 +431,37 @@ impl<'a> Sweep<'a> {
 }
 
 /// A transfer in flight as the sweep lands it: when, where, which chunk.
-type Arrival = Reverse<(Picos, NpuId, ChunkId)>;
+type Arrival = (Picos, NpuId, ChunkId);
+
+/// Transfers in flight, landed earliest first (in any order among equal ends): those sent
+/// in end order (all of them where every transfer takes as long) queue in order, the rest
+/// wait in a heap.
+#[derive(Default)]
+struct InFlight {
+    in_order: VecDeque<Arrival>,
+    rest: BinaryHeap<Reverse<Arrival>>,
+}
+
+impl InFlight {
+    fn push(&mut self, a: Arrival) {
+        match self.in_order.back() {
+            Some(last) if a.0 < last.0 => self.rest.push(Reverse(a)),
+            _ => self.in_order.push_back(a),
+        }
+    }
+
+    /// The earliest arrival by `by`, taken out.
+    fn pop_by(&mut self, by: Picos) -> Option<Arrival> {
+        let queued = self.in_order.front().filter(|a| a.0 <= by);
+        let heaped = self.rest.peek().map(|r| r.0).filter(|a| a.0 <= by);
+        match (queued, heaped) {
+            (Some(q), Some(h)) if h.0 < q.0 => self.rest.pop().map(|r| r.0),
+            (Some(_), _) => self.in_order.pop_front(),
+            (None, Some(_)) => self.rest.pop().map(|r| r.0),
+            (None, None) => None,
+        }
+    }
+}
 
 /// Copying collectives: a chunk is whole or absent on an NPU, one bit per (NPU, chunk).
 /// A copy brings what its sender held when it left, which was the whole chunk (checked
@@ -439,7 +470,7 @@ type Arrival = Reverse<(Picos, NpuId, ChunkId)>;
 struct Copies {
     chunks: usize,
     held: Vec<u64>,
-    in_flight: BinaryHeap<Arrival>,
+    in_flight: InFlight,
     /// The first sender lacking its chunk among the transfers departing at the current
     /// instant, reported once all of them are on their links: contention among transfers
     /// that start together is found first however they are listed.
@@ -454,7 +485,7 @@ impl Copies {
         let mut copies = Copies {
             chunks,
             held: vec![0u64; (npus * chunks).div_ceil(64)],
-            in_flight: BinaryHeap::new(),
+            in_flight: InFlight::default(),
             lacking: None,
             now: 0,
         };
@@ -493,7 +524,7 @@ impl Copies {
         if self.lacking.is_none() && !self.holds(t.src, t.chunk) {
             self.lacking = Some(not_held(i, t));
         }
-        self.in_flight.push(Reverse((t.end_ps, t.dst, t.chunk)));
+        self.in_flight.push((t.end_ps, t.dst, t.chunk));
         Ok(())
     }
 
@@ -503,11 +534,7 @@ impl Copies {
     }
 
     fn land(&mut self, by: Picos) {
-        while let Some(&Reverse((end, dst, chunk))) = self.in_flight.peek() {
-            if end > by {
-                break;
-            }
-            self.in_flight.pop();
+        while let Some((_, dst, chunk)) = self.in_flight.pop_by(by) {
             self.set(dst, chunk);
         }
     }
