@@ -113,7 +113,10 @@ fn hand_made_transfers_round_trip_up_to_the_limits_of_their_fields() {
     let reader = StreamReader::new(&bytes[..], "test.tts").unwrap();
     assert_eq!(reader.header(), &header_of(&s));
     assert_eq!(reader.header().format, STREAM_FORMAT);
-    assert_eq!(reader.collect::<tacos::Result<Vec<_>>>().unwrap(), transfers);
+    assert_eq!(
+        reader.collect::<tacos::Result<Vec<_>>>().unwrap(),
+        transfers
+    );
     // The same transfers give the same bytes.
     assert_eq!(stream_of(&s, &transfers).0, bytes);
     // No transfers at all.

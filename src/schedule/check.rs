@@ -334,8 +334,7 @@ impl<'a> Sweep<'a> {
         timing: Timing,
     ) -> Result<Sweep<'a>> {
         let expected = collective.chunk_bytes();
-        if timing == Timing::Promised && (chunk_bytes - expected).abs() > 1e-9 * expected.max(1.0)
-        {
+        if timing == Timing::Promised && (chunk_bytes - expected).abs() > 1e-9 * expected.max(1.0) {
             return Err(Error::Schedule(format!(
                 "chunk_bytes is {chunk_bytes} but the collective's chunks are {expected} bytes"
             )));

@@ -1,6 +1,8 @@
 //! A schedule's transfers as a compact binary stream, written as they are made and read
 //! one at a time, for schedules too large to hold as records (a 200x200 mesh All-Gather
-//! has 1.6e9 transfers: 77 GB of `Transfer` records, about 6 GB as a stream).
+//! has 1.6e9 transfers: 77 GB of `Transfer` records, about 150 GB of JSON, some 6 GB as a
+//! stream). `check::check_stream` checks one in a single pass; `Schedule::read` reads one
+//! whole where it fits the memory limit.
 //!
 //! # Format `tacos-transfers/1`
 //!
@@ -40,9 +42,9 @@
 //! Why this shape: in a synthesized schedule most transfers start with the one before
 //! (starts change once a step), take as long (links of one speed), come from the same
 //! sender or the next, and go over one of a few link directions (a 2D mesh has four:
-//! +-1 and +-width), so a record is the flag byte and the chunk: 3-4 bytes on a mesh of
-//! up to 16,384 NPUs (see `tests/stream.rs`), against 48 bytes held as a `Transfer` and
-//! about 70 as JSON.
+//! +-1 and +-width), so a record is mostly the flag byte and the chunk: 3.2 bytes a
+//! transfer on 32x32 and 64x64 mesh All-Gathers (`examples/stream_check.rs`; chunks past
+//! 2^14 take a byte more), against 48 bytes held as a `Transfer` and about 93 as JSON.
 //!
 //! The checksum reads the bytes as 64-bit little-endian words (the last zero-padded),
 //! `h = (rotl(h, 5) ^ word) * 0x517cc1b727220a95` from `h = 0`, then once more with the
@@ -303,9 +305,8 @@ impl<R: BufRead> StreamReader<R> {
             )));
         }
         sum.update(&line);
-        let text = std::str::from_utf8(&line).map_err(|e| {
-            Error::Schedule(format!("{origin}: the header is not UTF-8 text: {e}"))
-        })?;
+        let text = std::str::from_utf8(&line)
+            .map_err(|e| Error::Schedule(format!("{origin}: the header is not UTF-8 text: {e}")))?;
         let header: StreamHeader =
             parse_json(text, &format!("{origin}: header")).map_err(Error::Schedule)?;
         if header.format != STREAM_FORMAT {
