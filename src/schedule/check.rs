@@ -40,7 +40,8 @@ pub struct CheckReport {
 /// switches (`Topology::route`, held cut-through), and takes exactly its alpha + size /
 /// bandwidth (`route_time_ps`), no link carries two chunks at once, every sender holds
 /// the chunk when it sends, and every postcondition holds at the end. A schedule with
-/// several faults is refused for the first in start order.
+/// several faults is refused for the first in start order (at one instant, a transfer's
+/// NPUs, route, duration or link before any sender lacking its chunk then).
 pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
     let collective = collective_of(schedule, topo)?;
     sweep_schedule(schedule, &collective, topo, Timing::Promised)

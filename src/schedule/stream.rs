@@ -117,7 +117,7 @@ const END_MARKER: u8 = 0xF0;
 /// The longest record: the flag byte and five 10-byte varints (longer than the
 /// trailer: the marker, two varints and the checksum).
 const MAX_RECORD: usize = 51;
-/// The longest header line read.
+/// The longest header line read, its line break included.
 const MAX_HEADER_BYTES: u64 = 1 << 30;
 /// Bytes written or read at a time.
 const BLOCK: usize = 1 << 16;
@@ -294,14 +294,19 @@ impl<R: BufRead> StreamReader<R> {
             .take(MAX_HEADER_BYTES)
             .read_until(b'\n', &mut line)
             .map_err(io)?;
+        if line.len() as u64 == MAX_HEADER_BYTES && line.last() != Some(&b'\n') {
+            return Err(Error::Limit {
+                what: "bytes",
+                value: MAX_HEADER_BYTES + 1,
+                limit: MAX_HEADER_BYTES,
+                context: format!(
+                    "{origin}: the stream's header line (no line break within the limit)"
+                ),
+            });
+        }
         if line.last() != Some(&b'\n') {
             return Err(Error::Schedule(format!(
-                "{origin}: the header line {} (truncated?)",
-                if line.len() as u64 == MAX_HEADER_BYTES {
-                    "is over 1 GiB".to_string()
-                } else {
-                    "ends without a line break".to_string()
-                }
+                "{origin}: the header line ends without a line break (truncated)"
             )));
         }
         sum.update(&line);
