@@ -350,11 +350,14 @@ fn simulate_reads_a_stream_like_the_json_it_holds() {
     let json = dir.join("mesh.json");
     write_stream(&tts, &s);
     tacos::fsio::write_atomic(&json, s.to_json().as_bytes()).unwrap();
-    let simulated = |path: &std::path::Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_tacos"))
-            .args(["simulate", "--schedule", path.to_str().unwrap(), "--json"])
+    let tacos = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tacos"))
+            .args(args)
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    let simulated = |path: &std::path::Path| {
+        let out = tacos(&["simulate", "--schedule", path.to_str().unwrap(), "--json"]);
         assert!(
             out.status.success(),
             "{}",
@@ -367,5 +370,20 @@ fn simulate_reads_a_stream_like_the_json_it_holds() {
     assert_eq!(from_stream, simulated(&json));
     // Contention-free: the simulation runs on the schedule's own clock.
     assert_eq!(from_stream.0, from_stream.1);
+    // Its records are held within the memory limit: 4,096 of them (the first reserved)
+    // take 192 KiB, over a 64 KiB limit.
+    let out = tacos(&[
+        "simulate",
+        "--schedule",
+        tts.to_str().unwrap(),
+        "--max-memory",
+        "64KiB",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("reading") && err.contains("mesh.tts") && err.contains("--max-memory"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
