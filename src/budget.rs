@@ -289,12 +289,7 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
             copy_phases = 3;
         }
     }
-    let states = mul(n, chunks);
-    // Per (NPU, chunk): whether it is held and wanted (1/4), and where links differ in
-    // cost when it was got (8) and the fast-path estimate (8); per chunk its task and
-    // release (48 + 24).
-    let per_state = if one_speed(topo) { 1 } else { 17 };
-    let mut matcher = mul(states, per_state).saturating_add(mul(chunks, 72));
+    let mut matcher = matcher_state(topo, chunks);
     // Per transfer: its record (48, reserved once, with growth slack where relays add
     // hops), whether it was dropped (1), and pool entries offered over each outgoing link
     // (4 x degree x 2); the kept ones are filtered in place.
@@ -315,6 +310,41 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
         0
     };
     mul(matcher, copy_phases).saturating_add(merged)
+}
+
+/// Bytes a streamed synthesis of `spec` (`synth::synthesize_streamed`) holds at its
+/// peak, the collective excluded: the matcher's per (NPU, chunk) and per chunk state, per
+/// link (through switches, per channel) the transfer in flight (with those settled behind an earlier one, about as many),
+/// and the pools of chunks offered over each link. A pool holds a chunk at most once;
+/// measured at their peak, the pools hold about 2 to 2.5 x links x chunks / mean hops
+/// entries (meshes of 256 to 4,096 NPUs, a torus, a hypercube: a chunk waits in a link's
+/// pool while the wave that spreads it passes), counted here as 4 x, with a vector's
+/// growth slack.
+pub fn streamed_synthesis(topo: &Topology, spec: &CollectiveSpec) -> u64 {
+    let alive = topo.alive_npus().len() as u64;
+    let chunks = Shape::of(spec, alive as usize).chunks;
+    // Through switches the matcher's links are channels, one per pair of NPUs a route
+    // joins (`synth::fabric`).
+    let links = match topo.has_switches() {
+        true => mul(alive, alive.saturating_sub(1)),
+        false => topo.links().len() as u64,
+    };
+    let offers = mul(links, chunks);
+    let pooled = (mul(offers, 4) / mean_hops(topo)).min(offers);
+    matcher_state(topo, chunks)
+        .saturating_add(mul(links, 2 * TRANSFER + 64))
+        .saturating_add(mul(pooled, 2 * 4))
+}
+
+/// Bytes of the matcher's state per (NPU, chunk) and per chunk for `chunks` chunks on
+/// `topo`: whether each NPU holds each chunk (two bits, one in each of two layouts) and
+/// wants it (a bit, rounded up with them to a byte), and where links differ in cost when
+/// it was got (8) and the fast-path estimate (8); per chunk its task and release (48 +
+/// 24).
+fn matcher_state(topo: &Topology, chunks: u64) -> u64 {
+    let states = mul(topo.npus() as u64, chunks);
+    let per_state = if one_speed(topo) { 1 } else { 17 };
+    mul(states, per_state).saturating_add(mul(chunks, 72))
 }
 
 /// Whether every transfer of one chunk size takes equally long on `topo`: no switches

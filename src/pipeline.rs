@@ -18,15 +18,21 @@
 use crate::budget::{self, MemoryLimit};
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
+use crate::fsio;
 use crate::msccl::{
     self, lower::check_shape, LowerOptions, Profile, Program, ProgramTimer, Target, VerifyOptions,
 };
+use crate::schedule::stream::{StreamHeader, StreamWriter};
+use crate::schedule::Network;
 use crate::schedule::{check, check_concurrent, check_data_flow, CheckReport, Schedule};
 use crate::sim::simulate_schedule;
-use crate::synth::{synthesize_concurrent, AllReduceTimes, SynthOptions};
+use crate::synth::{
+    synthesize_concurrent, synthesize_streamed, AllReduceTimes, Streamed, SynthOptions,
+};
 use crate::topology::{NpuId, Topology};
 use crate::units::Picos;
 use rayon::prelude::*;
+use std::path::Path;
 use std::sync::Arc;
 
 /// The K values an automatic choice tries.
@@ -221,6 +227,56 @@ pub fn synthesize(topo: &Topology, request: &Request, k: usize, seed: u64) -> Re
     let schedule = synthesis.schedules.remove(0);
     let report = check(&schedule, topo);
     Checked::with(schedule, report, synthesis.all_reduce, Some(seed))
+}
+
+/// How often (in transfers written) `synthesize_to_stream` reports progress.
+pub const STREAM_PROGRESS_EVERY: u64 = 1 << 22;
+
+/// Synthesizes `collective` with `seed` into a transfer stream file at `path`
+/// (`schedule::stream`, recording the network), written as the matching makes it and
+/// renamed into place once whole, so no more than the matching itself is held
+/// (`synth::synthesize_streamed`: All-Gather and Broadcast over every alive NPU). Check
+/// the file by reading it back (`schedule::check_stream`). `progress` hears the number of
+/// transfers written every [`STREAM_PROGRESS_EVERY`].
+pub fn synthesize_to_stream(
+    topo: &Topology,
+    collective: &Collective,
+    seed: u64,
+    path: &Path,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Streamed> {
+    let header = StreamHeader::new(
+        topo.name(),
+        collective.spec().clone(),
+        collective.chunk_bytes(),
+        Some(Network::of(topo)),
+    );
+    let mut synthesized: Option<Result<Streamed>> = None;
+    let written = fsio::write_atomic_with(path, |out| {
+        let mut stream = StreamWriter::new(out, &header)?;
+        let mut count = 0u64;
+        let result = synthesize_streamed(topo, collective, &SynthOptions { seed }, &mut |t| {
+            stream.push(&t).map_err(|e| Error::io(path, e))?;
+            count += 1;
+            if count % STREAM_PROGRESS_EVERY == 0 {
+                progress(count);
+            }
+            Ok(())
+        });
+        let whole = result.is_ok();
+        synthesized = Some(result);
+        match whole {
+            true => stream.finish().map(|_| ()),
+            false => Err(std::io::Error::other("the synthesis failed")),
+        }
+    });
+    // The synthesis's own error (a transfer that could not be written is one), else the
+    // file's.
+    match (synthesized, written) {
+        (Some(Err(e)), _) | (_, Err(e)) => Err(e),
+        (Some(Ok(streamed)), Ok(())) => Ok(streamed),
+        (None, Ok(())) => unreachable!("the stream is finished only after its synthesis"),
+    }
 }
 
 /// Synthesizes `requests` together with `k` chunks per NPU and `seed`, as one matching so

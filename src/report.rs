@@ -512,8 +512,13 @@ pub struct SynthReport {
     pub bounds: BoundsReport,
     /// Wall time of the synthesis (the K search included).
     pub elapsed_ms: f64,
+    /// With `--stream`: wall time of reading the file back and checking it (the
+    /// synthesis checks what it holds within `elapsed_ms` otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check_ms: Option<f64>,
     pub transfers: usize,
     pub seed: u64,
+    /// The schedule file written (`--out`, or the transfer stream of `--stream`).
     pub schedule_file: Option<String>,
     pub xml_file: Option<String>,
     /// With `--xml`: the verified program's simulated time.
@@ -590,6 +595,8 @@ pub struct SynthRun {
     /// The checked schedule's time.
     pub time_ps: Picos,
     pub elapsed_ms: f64,
+    /// With `--stream`: reading the file back and checking it.
+    pub check_ms: Option<f64>,
     pub transfers: usize,
     pub seed: u64,
     pub schedule_file: Option<String>,
@@ -619,6 +626,7 @@ impl SynthReport {
             timing,
             bounds: BoundsReport::new(bounds),
             elapsed_ms: run.elapsed_ms,
+            check_ms: run.check_ms,
             transfers: run.transfers,
             seed: run.seed,
             schedule_file: run.schedule_file,
@@ -718,6 +726,10 @@ pub struct ScaleBenchRow {
     /// The same at the end, the check included.
     pub peak_mib: Option<f64>,
     pub transfers: Option<usize>,
+    /// Where the schedule would not fit in memory and was streamed to a file as it was
+    /// made (`tacos synth --stream`), then checked by reading the file back: the file's
+    /// size in bytes. Null where it was held.
+    pub stream_bytes: Option<u64>,
     /// The schedule's time.
     pub time_us: Option<f64>,
     /// The best of the bounds computed per NPU (ingress, egress, chunked); the others

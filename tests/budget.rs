@@ -12,7 +12,7 @@ use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::pipeline::{self, Request};
 use tacos::schedule::{check, check_data_flow};
 use tacos::sim::simulate_schedule;
-use tacos::synth::{synthesize_concurrent, SynthOptions};
+use tacos::synth::{synthesize_concurrent, synthesize_streamed, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 
 /// Counts live heap bytes and their peak.
@@ -141,6 +141,38 @@ fn synthesis_estimates_are_honest() {
             measured,
             4,
         );
+    }
+}
+
+/// A streamed synthesis holds no transfer beyond those in flight: its estimate is the
+/// matcher's state and pools, held to the measured peak like the others.
+#[test]
+fn streamed_synthesis_estimates_are_honest() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let cases = [
+        ("mesh:16x16", CollectiveKind::AllGather, 1),
+        ("mesh:24x24", CollectiveKind::AllGather, 1),
+        ("torus:12x12", CollectiveKind::AllGather, 2),
+        ("hypercube:8", CollectiveKind::AllGather, 1),
+        ("hypercube:6", CollectiveKind::Broadcast, 8),
+        ("preset:dgx-a100,nodes=4", CollectiveKind::AllGather, 1),
+    ];
+    for (name, kind, k) in cases {
+        let topo = topo(name);
+        let collective = Collective::new(&topo, spec(&topo, kind, k)).unwrap();
+        let (transfers, measured) = peak_of(|| {
+            synthesize_streamed(
+                &topo,
+                &collective,
+                &SynthOptions::default(),
+                &mut |_| Ok(()),
+            )
+            .unwrap()
+            .transfers
+        });
+        assert!(transfers > 0);
+        let estimate = budget::streamed_synthesis(&topo, collective.spec());
+        assert_honest(&format!("streamed {kind} on {name}"), estimate, measured, 4);
     }
 }
 

@@ -72,6 +72,48 @@ fn synth_writes_a_schedule_that_reads_back() {
     assert_eq!(s.transfers.len(), 3 * 2);
 }
 
+/// `--stream` writes a transfer stream that checks, and holds the schedule `--out` writes
+/// for the same seed; it refuses what it cannot stream with one line.
+#[test]
+fn synth_streams_the_schedule_it_would_hold() {
+    let stream = scratch("mesh.tts");
+    let held = scratch("mesh.json");
+    let common = [
+        "synth", "mesh:6x6", "--size", "64MiB", "--seed", "3", "--seeds", "1",
+    ];
+    let (ok, out, err) = tacos(
+        &[
+            &common[..],
+            &["--stream", stream.to_str().unwrap(), "--json"],
+        ]
+        .concat(),
+    );
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // Every NPU takes in the 35 chunks it lacks, one transfer each (K = 1).
+    assert_eq!(v["transfers"], 36 * 35);
+    assert!(v["check_ms"].as_f64().is_some(), "{v}");
+    assert_eq!(v["schedule_file"], stream.to_str().unwrap());
+    let (ok, _, err) = tacos(&[&common[..], &["--out", held.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let streamed = tacos::schedule::Schedule::read(&stream).unwrap();
+    let held = tacos::schedule::Schedule::read(&held).unwrap();
+    let key = |t: &tacos::schedule::Transfer| (t.start_ps, t.src, t.dst, t.chunk);
+    let mut a = streamed.transfers.clone();
+    let mut b = held.transfers.clone();
+    a.sort_unstable_by_key(key);
+    b.sort_unstable_by_key(key);
+    assert_eq!(a, b);
+    assert_eq!(streamed.network, held.network);
+    let p = stream.to_str().unwrap();
+    let e = fails(&["synth", "mesh:4x4", "-c", "allreduce", "--stream", p]);
+    assert!(e.contains("cannot be streamed"), "{e}");
+    let e = fails(&["synth", "mesh:4x4", "-k", "auto", "--stream", p]);
+    assert!(e.contains("--stream takes a fixed -k"), "{e}");
+    let e = fails(&["synth", "mesh:4x4", "--seeds", "4", "--stream", p]);
+    assert!(e.contains("one seed"), "{e}");
+}
+
 #[test]
 fn topo_export_reads_back_the_same_topology() {
     let path = scratch("dragonfly.json");

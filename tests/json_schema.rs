@@ -261,6 +261,7 @@ fn synth_report_matches_the_command_and_keeps_the_old_names() {
         SynthRun {
             time_ps: checked.collective_time_ps,
             elapsed_ms: 1.5,
+            check_ms: None,
             transfers: checked.transfers,
             seed: 0,
             schedule_file: None,

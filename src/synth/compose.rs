@@ -20,8 +20,9 @@
 //! one matching problem, not separate schedules that would collide on shared links.
 
 use super::fabric::Fabric;
-use super::greedy::{match_chunks, ChunkTask, Problem};
+use super::greedy::{match_chunks, match_chunks_into, ChunkTask, Problem};
 use super::order::order_by_start;
+use super::outbox::Sink;
 use super::retime::{compact, ready_first};
 use super::SynthOptions;
 use crate::budget::{self, MemoryLimit};
@@ -176,6 +177,53 @@ pub fn synthesize_concurrent(
     Ok(Synthesis {
         schedules,
         all_reduce,
+    })
+}
+
+/// What a streamed synthesis made (its transfers went to the sink).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Streamed {
+    pub transfers: u64,
+    /// When the last transfer ends.
+    pub collective_time_ps: Picos,
+}
+
+/// Synthesizes `collective` on `topo` without holding its schedule: each transfer goes to
+/// `sink` in start order (ties in the order they were made) as soon as it is final, so
+/// the memory held is the matching's (bits per (NPU, chunk), per link pools), whatever
+/// the number of transfers: a 200x200 mesh's All-Gather makes 1.6e9 of them. The
+/// transfers are those `synthesize` makes with the same seed. For copying collectives
+/// whose chunks cross only NPUs that want them (All-Gather and Broadcast over every alive
+/// NPU); the reductions of a combining collective are the time reversal of a whole
+/// matching, and relayed chunks are pruned over the whole list.
+pub fn synthesize_streamed(
+    topo: &Topology,
+    collective: &Collective,
+    options: &SynthOptions,
+    sink: &mut Sink<'_>,
+) -> Result<Streamed> {
+    if collective.combining() {
+        return Err(Error::Synthesis(format!(
+            "{} cannot be streamed: its reductions are the time reversal of a whole matching \
+             (stream All-Gather or Broadcast)",
+            collective.kind()
+        )));
+    }
+    let spec = collective.spec();
+    MemoryLimit::default().admit(budget::streamed_synthesis(topo, spec), || {
+        format!(
+            "synthesizing {} on {} (streamed)",
+            describe(std::slice::from_ref(spec)),
+            topo.name()
+        )
+    })?;
+    let fabric = Fabric::new(topo)?;
+    let joint = Joint::new(vec![(0, collective)]);
+    let problem = joint.problem(&|_, _| 0, Vec::new());
+    let (transfers, collective_time_ps) = match_chunks_into(&fabric, &problem, options.seed, sink)?;
+    Ok(Streamed {
+        transfers,
+        collective_time_ps,
     })
 }
 

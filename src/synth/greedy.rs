@@ -13,6 +13,7 @@
 use super::calendar::{sort_distinct, Arrivals};
 use super::fabric::{Fabric, Routes};
 use super::fast::FastPaths;
+use super::outbox::{Outbox, Sink};
 use super::ports::match_ports;
 use super::prefetch;
 use super::relay::Relays;
@@ -89,7 +90,42 @@ pub(super) fn match_chunks(
     problem: &Problem<'_>,
     seed: u64,
 ) -> Result<Vec<Transfer>> {
-    Matcher::new(&fabric.view, fabric.routes.as_ref(), problem, seed)?.run()
+    let mut matcher = Matcher::new(&fabric.view, fabric.routes.as_ref(), problem, seed)?;
+    // Every postcondition not met at the start takes a transfer, and few take more
+    // (relays, replaced copies): reserved at once, the list does not double past its
+    // need (the transfers are most of what a large matching holds).
+    let mut kept = Vec::with_capacity(matcher.unsatisfied);
+    matcher.run(&mut |t| {
+        kept.push(t);
+        Ok(())
+    })?;
+    kept.shrink_to_fit();
+    if matcher.relays.is_some() {
+        matcher.prune_dead_ends(&mut kept);
+    }
+    Ok(kept)
+}
+
+/// Matches `problem` on `fabric`, handing each transfer that carried a useful chunk to
+/// `sink` in start order as soon as it is settled, and returns (transfers, when the last
+/// ends). Nothing per transfer is held beyond those in flight; so a problem where chunks
+/// cross NPUs that do not want them, whose dead ends are pruned from the whole list
+/// afterwards, is refused.
+pub(super) fn match_chunks_into(
+    fabric: &Fabric<'_>,
+    problem: &Problem<'_>,
+    seed: u64,
+    sink: &mut Sink<'_>,
+) -> Result<(u64, Picos)> {
+    let mut matcher = Matcher::new(&fabric.view, fabric.routes.as_ref(), problem, seed)?;
+    if matcher.relays.is_some() {
+        return Err(Error::Synthesis(
+            "a streamed synthesis needs every chunk wanted by every NPU it crosses \
+             (All-Gather or Broadcast over every alive NPU)"
+                .into(),
+        ));
+    }
+    matcher.run(sink)
 }
 
 /// The matcher. `topo` is the fabric's view: its links are channels (see `fabric`), and
@@ -111,11 +147,11 @@ struct Matcher<'a> {
     cost: Vec<Picos>,
     /// Per link, the time of its most expensive chunk class (used to fit between reservations).
     max_cost: Vec<Picos>,
-    /// Index into `transfers` of the chunk each link carries, or IDLE.
+    /// The outbox's sequence number of the transfer each link carries, or IDLE.
     busy: Vec<usize>,
     /// Per link, the chunk it carries and when it arrives (while `busy`): what
     /// `in_flight_arrival` reads for every candidate chunk, kept beside `busy` rather than
-    /// fetched from the far larger `transfers`.
+    /// fetched from the outbox.
     carrying: Vec<(usize, Picos)>,
     /// Per physical link, the first reservation that has not ended yet.
     next_reserved: Vec<usize>,
@@ -157,9 +193,8 @@ struct Matcher<'a> {
     fast: Option<FastPaths>,
     /// Per link: chunks its source holds that were useful to its destination when offered.
     pools: Vec<Vec<u32>>,
-    transfers: Vec<Transfer>,
-    /// Transfers made useless by another path and not replaced (left out of the result).
-    dropped: Vec<bool>,
+    /// Transfers from their start until their arrival settles them.
+    outbox: Outbox,
     /// The link of every chunk in flight, by arrival time.
     arrivals: Arrivals,
     /// Releases and wake-ups, kept apart so the common case stays a heap of plain pairs.
@@ -251,8 +286,7 @@ impl<'a> Matcher<'a> {
             relays,
             fast,
             pools: vec![Vec::new(); links],
-            transfers: Vec::new(),
-            dropped: Vec::new(),
+            outbox: Outbox::default(),
             arrivals: Arrivals::default(),
             events: BinaryHeap::new(),
             dirty: Vec::new(),
@@ -281,16 +315,12 @@ impl<'a> Matcher<'a> {
                 m.events.push(Reverse((chunk.release, Event::Release(c))));
             }
         }
-        // Every postcondition not met at the start takes a transfer, and few take more
-        // (relays, replaced copies): reserved at once, the list does not double past its
-        // need (the transfers are most of what a large matching holds).
-        m.transfers.reserve_exact(m.unsatisfied);
-        m.dropped.reserve_exact(m.unsatisfied);
         Ok(m)
     }
 
-    /// Runs to completion and returns the transfers that carried a useful chunk.
-    fn run(mut self) -> Result<Vec<Transfer>> {
+    /// Runs to completion, handing `sink` the transfers that carried a useful chunk (in
+    /// start order, as they settle); returns (how many, when the last ends).
+    fn run(&mut self, sink: &mut Sink<'_>) -> Result<(u64, Picos)> {
         self.match_dirty(0)?;
         loop {
             let next_arrival = self.arrivals.next_time();
@@ -324,19 +354,13 @@ impl<'a> Matcher<'a> {
                 }
             }
             self.match_dirty(now)?;
+            self.outbox.release(sink)?;
         }
         if self.unsatisfied > 0 {
             return Err(self.stuck());
         }
-        // In place: the transfers are most of the memory a large matching holds.
-        let mut kept = std::mem::take(&mut self.transfers);
-        let mut dropped = self.dropped.iter();
-        kept.retain(|_| !dropped.next().copied().unwrap_or(false));
-        kept.shrink_to_fit();
-        if self.relays.is_some() {
-            self.prune_dead_ends(&mut kept);
-        }
-        Ok(kept)
+        debug_assert!(self.outbox.is_empty(), "every transfer arrived");
+        Ok(self.outbox.totals())
     }
 
     fn held(&self, npu: NpuId, chunk: usize) -> bool {
@@ -538,13 +562,13 @@ impl<'a> Matcher<'a> {
         }
         let mut chunk = self.carrying[link].0;
         if self.held(dst, chunk) {
-            match self.replacement(link, chunk, self.transfers[idx].start_ps, now) {
+            match self.replacement(link, chunk, self.outbox.get(idx).start_ps, now) {
                 Some(other) => {
                     chunk = other;
-                    self.transfers[idx].chunk = other;
+                    self.outbox.get_mut(idx).chunk = other;
                 }
                 None => {
-                    self.dropped[idx] = true;
+                    self.outbox.settle(idx, false);
                     return;
                 }
             }
@@ -552,7 +576,8 @@ impl<'a> Matcher<'a> {
         debug_assert!(self
             .held_since
             .get(self.topo.link(link).src * self.chunks + chunk)
-            .map_or(true, |&since| since <= self.transfers[idx].start_ps));
+            .map_or(true, |&since| since <= self.outbox.get(idx).start_ps));
+        self.outbox.settle(idx, true);
         self.receive(dst, chunk, now);
     }
 
@@ -961,14 +986,7 @@ impl<'a> Matcher<'a> {
         if let Some(f) = &mut self.fast {
             f.reach(l.dst, chunk, end);
         }
-        self.busy[link] = self.transfers.len();
-        self.carrying[link] = (chunk, end);
-        if let Some(routes) = self.routes {
-            for &p in routes.links(link) {
-                self.link_holder[p as usize] = link as u32;
-            }
-        }
-        self.transfers.push(Transfer {
+        let seq = self.outbox.start(Transfer {
             chunk,
             src: l.src,
             dst: l.dst,
@@ -976,7 +994,13 @@ impl<'a> Matcher<'a> {
             end_ps: end,
             op: Op::Copy,
         });
-        self.dropped.push(false);
+        self.busy[link] = seq;
+        self.carrying[link] = (chunk, end);
+        if let Some(routes) = self.routes {
+            for &p in routes.links(link) {
+                self.link_holder[p as usize] = link as u32;
+            }
+        }
         self.arrivals.push(end, link);
     }
 
@@ -1010,7 +1034,7 @@ impl<'a> Matcher<'a> {
             .take(4)
             .map(|(npu, c)| format!("NPU {npu} lacks chunk {c}"))
             .collect();
-        let last = self.transfers.iter().map(|t| t.end_ps).max().unwrap_or(0);
+        let last = self.outbox.totals().1;
         Error::Synthesis(format!(
             "{} postconditions cannot be met: no path carries the chunks there ({}; stalled at {:.3} us)",
             self.unsatisfied,

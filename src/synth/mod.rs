@@ -19,12 +19,16 @@ mod fabric;
 mod fast;
 mod greedy;
 mod order;
+mod outbox;
 mod ports;
 mod prefetch;
 mod relay;
 mod retime;
 
-pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
+pub use compose::{
+    synthesize_concurrent, synthesize_streamed, AllReduceTimes, Streamed, Synthesis,
+};
+pub use outbox::Sink;
 
 use crate::collective::Collective;
 use crate::error::Result;

@@ -13,15 +13,16 @@ use anyhow::Context;
 use std::process::Command;
 use std::time::Instant;
 use tacos::bounds::{chunked_bound_ps, egress_bound_ps, ingress_bound_ps};
-use tacos::budget::MemoryLimit;
+use tacos::budget::{self, MemoryLimit};
 use tacos::collective::{Collective, CollectiveKind};
+use tacos::pipeline::synthesize_to_stream;
 use tacos::report::{
     BenchReport, CollectiveInfo, ScaleBenchReport, ScaleBenchRow, ScalePlot, ScalePoint,
     TopologyInfo,
 };
-use tacos::schedule::check;
+use tacos::schedule::{check, check_stream, stream, CheckReport};
 use tacos::synth::{synthesize, SynthOptions};
-use tacos::topology::{parse_spec, SpecDefaults};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::units::ps_to_us;
 
 /// (topology spec, collective unless `--collective` says, whether `--quick` keeps it).
@@ -86,6 +87,16 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
+    for row in rows.iter() {
+        if let (Some(bytes), Some(transfers)) = (row.stream_bytes, row.transfers) {
+            bar.println(format!(
+                "{}: too large to hold; streamed to a file of {} ({:.1} bytes per transfer) and checked by reading it back",
+                row.topology.name,
+                tacos::units::format_size(bytes),
+                bytes as f64 / transfers.max(1) as f64
+            ));
+        }
+    }
     if let Some(e) = plot.exponent {
         bar.println(format!(
             "synthesis time grows as NPUs^{e:.2} on these meshes (least squares on logs)"
@@ -144,6 +155,7 @@ fn skipped(spec: &str, kind: CollectiveKind, why: String) -> anyhow::Result<Scal
         synth_peak_mib: None,
         peak_mib: None,
         transfers: None,
+        stream_bytes: None,
         time_us: None,
         bound_us: None,
         bound: None,
@@ -152,7 +164,9 @@ fn skipped(spec: &str, kind: CollectiveKind, why: String) -> anyhow::Result<Scal
 }
 
 /// Measures one case in this process: synthesis, check, the per-NPU bounds, peak memory.
-/// A synthesis the memory limit refuses is a skipped row, not an error.
+/// A schedule that would not fit in memory is streamed to a temporary file and checked
+/// from it, where the collective can be streamed; a synthesis the memory limit refuses
+/// is a skipped row, not an error.
 fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
     let kind = args.collective.unwrap_or(CollectiveKind::AllGather);
     let topo = parse_spec(spec, &SpecDefaults::default())?;
@@ -161,16 +175,22 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
         Ok(c) => c,
         Err(e) => return skipped(spec, kind, e.to_string()),
     };
-    let started = Instant::now();
-    let schedule = match synthesize(&topo, &collective, &SynthOptions { seed: args.seed }) {
-        Ok(s) => s,
+    let held = budget::synthesis_checked(&topo, collective.spec(), false);
+    let streamed = !collective.combining() && held > MemoryLimit::default().bytes();
+    let measured = match streamed {
+        true => measure_streamed(&topo, &collective, args.seed),
+        false => measure_held(&topo, &collective, args.seed),
+    };
+    let Measured {
+        synth_ms,
+        synth_peak_mib,
+        check_ms,
+        report,
+        stream_bytes,
+    } = match measured {
+        Ok(m) => m,
         Err(e) => return skipped(spec, kind, e.to_string()),
     };
-    let synth_ms = started.elapsed().as_secs_f64() * 1e3;
-    let synth_peak_mib = peak_mib();
-    let started = Instant::now();
-    let report = check(&schedule, &topo)?;
-    let check_ms = started.elapsed().as_secs_f64() * 1e3;
     let time_ps = report.collective_time_ps;
     let (bound, bound_ps) = [
         ("ingress", ingress_bound_ps(&topo, &collective)),
@@ -189,11 +209,70 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
         synth_peak_mib,
         peak_mib: peak_mib(),
         transfers: Some(report.transfers),
+        stream_bytes,
         time_us: Some(ps_to_us(time_ps)),
         bound_us: Some(ps_to_us(bound_ps)),
         bound: Some(bound.to_string()),
         efficiency: Some(bound_ps as f64 / time_ps.max(1) as f64),
     })
+}
+
+/// What one case's synthesis and check measured.
+struct Measured {
+    synth_ms: f64,
+    synth_peak_mib: Option<f64>,
+    check_ms: f64,
+    report: CheckReport,
+    stream_bytes: Option<u64>,
+}
+
+/// The schedule held in memory and checked there.
+fn measure_held(
+    topo: &Topology,
+    collective: &Collective,
+    seed: u64,
+) -> tacos::error::Result<Measured> {
+    let started = Instant::now();
+    let schedule = synthesize(topo, collective, &SynthOptions { seed })?;
+    let synth_ms = started.elapsed().as_secs_f64() * 1e3;
+    let synth_peak_mib = peak_mib();
+    let started = Instant::now();
+    let report = check(&schedule, topo)?;
+    Ok(Measured {
+        synth_ms,
+        synth_peak_mib,
+        check_ms: started.elapsed().as_secs_f64() * 1e3,
+        report,
+        stream_bytes: None,
+    })
+}
+
+/// The schedule streamed to a temporary file as it is made, and checked by reading the
+/// file back; the file is removed afterwards.
+fn measure_streamed(
+    topo: &Topology,
+    collective: &Collective,
+    seed: u64,
+) -> tacos::error::Result<Measured> {
+    let path = std::env::temp_dir().join(format!("tacos-scale-{}.transfers", std::process::id()));
+    let measured = (|| {
+        let started = Instant::now();
+        synthesize_to_stream(topo, collective, seed, &path, &mut |_| {})?;
+        let synth_ms = started.elapsed().as_secs_f64() * 1e3;
+        let synth_peak_mib = peak_mib();
+        let stream_bytes = std::fs::metadata(&path).ok().map(|m| m.len());
+        let started = Instant::now();
+        let report = check_stream(stream::open(&path)?, topo)?;
+        Ok(Measured {
+            synth_ms,
+            synth_peak_mib,
+            check_ms: started.elapsed().as_secs_f64() * 1e3,
+            report,
+            stream_bytes,
+        })
+    })();
+    let _ = std::fs::remove_file(&path);
+    measured
 }
 
 /// The process's peak resident memory so far (VmHWM), in MiB; None where /proc does not

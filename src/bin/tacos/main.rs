@@ -20,6 +20,7 @@ mod report;
 mod simulate;
 mod simulate_nccl;
 mod synth;
+mod synth_stream;
 mod topo;
 mod verify;
 

@@ -53,6 +53,12 @@ pub struct SynthArgs {
     /// Write the schedule (every transfer) as JSON to this file
     #[arg(short, long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Write the schedule to this file as a compact binary transfer stream while it is
+    /// made, holding none of it, then check the file by reading it back: for schedules
+    /// too large to hold (a 200x200 mesh's All-Gather has 1.6e9 transfers, about 6 bytes
+    /// each in the file). All-Gather and Broadcast over every NPU; one seed, K fixed
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["out", "xml", "npus"])]
+    pub stream: Option<PathBuf>,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
@@ -96,6 +102,9 @@ pub fn run(args: SynthArgs) -> anyhow::Result<()> {
 
 fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     let topo = args.topology.topology()?;
+    if let Some(path) = &args.stream {
+        return super::synth_stream::run(&args, &topo, path);
+    }
     if args.npus.len() > 1 {
         if args.msccl.xml.is_some() {
             anyhow::bail!("--xml writes one collective; give --npus once");
@@ -181,6 +190,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         let run = SynthRun {
             time_ps,
             elapsed_ms: synth_ms,
+            check_ms: None,
             transfers: report.transfers,
             seed,
             schedule_file: args.out.as_ref().map(|p| p.display().to_string()),

@@ -1,0 +1,119 @@
+//! `tacos synth --stream FILE`: a schedule too large to hold, synthesized into a transfer
+//! stream file as it is made and checked by reading the file back.
+
+use super::progress::ProgressHandle;
+use super::synth::{topology_line, SynthArgs};
+use anyhow::Context;
+use std::path::Path;
+use std::time::Instant;
+use tacos::bounds::Bounds;
+use tacos::collective::Collective;
+use tacos::pipeline::{self, Chunks, Request};
+use tacos::report::{SynthReport, SynthRun};
+use tacos::schedule::{check_stream, stream};
+use tacos::topology::Topology;
+use tacos::units::{algbw_gbps, format_size, ps_to_us};
+
+pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()> {
+    let k = match args.chunks() {
+        Chunks::Fixed(k) => k,
+        Chunks::Auto => anyhow::bail!(
+            "--stream takes a fixed -k (K is chosen by simulating schedules held whole)"
+        ),
+    };
+    if args.seeds.is_some_and(|n| n > 1) {
+        anyhow::bail!(
+            "--stream synthesizes one seed (--seed); --seeds compares schedules held whole"
+        );
+    }
+    let request = Request {
+        npus: args.npus.first().cloned(),
+        root: args.root,
+        ..Request::new(args.collective, args.size)
+    };
+    let collective = Collective::new(topo, request.spec(topo, k))?;
+    let hidden = args.quiet || args.json;
+    let expected =
+        collective.chunk_count() as u64 * collective.npus().len().saturating_sub(1) as u64;
+    let bar = ProgressHandle::bar("synthesizing (transfers written)", expected, hidden);
+    // The bounds need nothing from the synthesis, so they are computed beside it.
+    let (made, bounds) = rayon::join(
+        || {
+            let started = Instant::now();
+            let made =
+                pipeline::synthesize_to_stream(topo, &collective, args.seed, path, &mut |n| {
+                    bar.set(n)
+                });
+            made.map(|m| (m, started.elapsed().as_secs_f64() * 1e3))
+        },
+        || Bounds::chunked(topo, &collective),
+    );
+    let (made, synth_ms) = made?;
+    bar.stage("checking (reading the stream back)", 0);
+    let started = Instant::now();
+    let report = check_stream(stream::open(path)?, topo)
+        .with_context(|| format!("the stream written to {} does not check", path.display()))?;
+    let check_ms = started.elapsed().as_secs_f64() * 1e3;
+    drop(bar);
+    anyhow::ensure!(
+        report.transfers as u64 == made.transfers,
+        "{} holds {} transfers where {} were written",
+        path.display(),
+        report.transfers,
+        made.transfers
+    );
+    let time_ps = report.collective_time_ps;
+    let written = std::fs::metadata(path).map_or(0, |m| m.len());
+    if args.json {
+        let run = SynthRun {
+            time_ps,
+            elapsed_ms: synth_ms,
+            check_ms: Some(check_ms),
+            transfers: report.transfers,
+            seed: args.seed,
+            schedule_file: Some(path.display().to_string()),
+            xml_file: None,
+            program_time_ps: None,
+            allreduce: None,
+            chunk_trials: None,
+        };
+        let value = SynthReport::new(topo, &collective, &bounds, run);
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!("{}", topology_line(topo));
+    println!(
+        "collective           {} of {}, {k} chunk{} per NPU of {}",
+        collective.kind(),
+        format_size(args.size),
+        if k == 1 { "" } else { "s" },
+        format_size(collective.chunk_bytes().round() as u64)
+    );
+    println!("collective time      {:.3} us", ps_to_us(time_ps));
+    println!(
+        "algorithm bandwidth  {:.2} GB/s",
+        algbw_gbps(args.size, time_ps)
+    );
+    println!(
+        "lower bound          {:.3} us, {} (efficiency {:.3})",
+        ps_to_us(bounds.best_ps()),
+        bounds.best_name(),
+        bounds.efficiency(time_ps)
+    );
+    println!(
+        "synthesis time       {synth_ms:.2} ms (seed {}, streamed)",
+        args.seed
+    );
+    println!("check time           {check_ms:.2} ms (the file read back)");
+    println!(
+        "transfers            {} (checked: correct and contention-free)",
+        report.transfers
+    );
+    println!(
+        "schedule             {} ({}, {:.1} bytes per transfer)",
+        path.display(),
+        format_size(written),
+        written as f64 / report.transfers.max(1) as f64
+    );
+    Ok(())
+}

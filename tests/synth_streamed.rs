@@ -1,0 +1,108 @@
+//! Streamed synthesis (`synth::synthesize_streamed`): the transfers `synthesize` makes,
+//! handed on in start order without the schedule being held, and refused where a whole
+//! matching is needed.
+
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::schedule::{check, Schedule, Transfer};
+use tacos::synth::{synthesize, synthesize_streamed, SynthOptions};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
+
+fn topo(spec: &str) -> Topology {
+    parse_spec(spec, &SpecDefaults::default()).unwrap()
+}
+
+fn over_all(topo: &Topology, kind: CollectiveKind, k: usize) -> Collective {
+    Collective::over_all(topo, kind, kind.has_root().then_some(0), k, 1 << 24).unwrap()
+}
+
+fn sorted(mut transfers: Vec<Transfer>) -> Vec<Transfer> {
+    transfers.sort_unstable_by_key(|t| (t.start_ps, t.src, t.dst, t.chunk));
+    transfers
+}
+
+/// The same transfers as the held schedule, in start order, counted and timed alike; and
+/// what was streamed passes the checker. Cases: one link speed (no copy is ever
+/// replaced), two speeds (copies replaced and dropped on arrival, so transfers settle out
+/// of start order), switches, a Broadcast.
+#[test]
+fn streamed_transfers_are_the_held_schedules_in_start_order() {
+    let cases = [
+        ("mesh:8x8", CollectiveKind::AllGather, 1),
+        ("mesh:6x6,bw=100:25", CollectiveKind::AllGather, 2),
+        ("rfs:2x4x4,bw=200:100:50", CollectiveKind::AllGather, 1),
+        ("preset:dgx-a100,nodes=2", CollectiveKind::AllGather, 2),
+        ("torus:4x4", CollectiveKind::Broadcast, 4),
+    ];
+    for (spec, kind, k) in cases {
+        let topo = topo(spec);
+        let collective = over_all(&topo, kind, k);
+        for seed in [0, 5] {
+            let options = SynthOptions { seed };
+            let held = synthesize(&topo, &collective, &options).unwrap();
+            let mut streamed = Vec::new();
+            let made = synthesize_streamed(&topo, &collective, &options, &mut |t| {
+                streamed.push(t);
+                Ok(())
+            })
+            .unwrap();
+            let what = format!("{kind} on {spec}, seed {seed}");
+            assert!(
+                streamed.windows(2).all(|w| w[0].start_ps <= w[1].start_ps),
+                "{what}: not in start order"
+            );
+            assert_eq!(made.transfers, streamed.len() as u64, "{what}");
+            assert_eq!(made.collective_time_ps, held.collective_time_ps(), "{what}");
+            let streamed = sorted(streamed);
+            assert_eq!(streamed, sorted(held.transfers.clone()), "{what}");
+            let schedule = Schedule::new(
+                topo.name(),
+                collective.spec().clone(),
+                collective.chunk_bytes(),
+                streamed,
+            );
+            check(&schedule, &topo).unwrap_or_else(|e| panic!("{what}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn a_streamed_synthesis_refuses_what_needs_the_whole_matching() {
+    let mesh = topo("mesh:4x4");
+    let refused = |collective: &Collective| {
+        synthesize_streamed(&mesh, collective, &SynthOptions::default(), &mut |_| Ok(()))
+            .unwrap_err()
+            .to_string()
+    };
+    // Reductions are the time reversal of a whole matching.
+    let e = refused(&over_all(&mesh, CollectiveKind::ReduceScatter, 1));
+    assert!(e.contains("cannot be streamed"), "{e}");
+    // A sub-collective relays chunks through NPUs that do not want them, pruned afterwards.
+    let part = Collective::new(
+        &mesh,
+        CollectiveSpec {
+            kind: CollectiveKind::AllGather,
+            root: None,
+            npus: vec![0, 5, 10, 15],
+            chunks_per_npu: 1,
+            size_bytes: 1 << 20,
+        },
+    )
+    .unwrap();
+    let e = refused(&part);
+    assert!(e.contains("every alive NPU"), "{e}");
+}
+
+/// A sink's error stops the matching and comes back as it was.
+#[test]
+fn a_sink_error_stops_the_synthesis() {
+    let mesh = topo("mesh:4x4");
+    let collective = over_all(&mesh, CollectiveKind::AllGather, 1);
+    let mut seen = 0;
+    let e = synthesize_streamed(&mesh, &collective, &SynthOptions::default(), &mut |_| {
+        seen += 1;
+        Err(tacos::error::Error::Synthesis("disk full".into()))
+    })
+    .unwrap_err();
+    assert_eq!(seen, 1);
+    assert!(e.to_string().contains("disk full"), "{e}");
+}
