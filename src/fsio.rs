@@ -3,9 +3,10 @@
 
 use crate::error::{Error, Result};
 use serde::de::DeserializeOwned;
-use std::io::{Read, Write};
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Numbers every temporary file this process makes, so no two calls share one.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -76,27 +77,109 @@ pub fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::io(path, std::io::Error::other("not a file path")))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}-{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        write(&mut out)?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(path, e)
-    })
+    let mut file = AtomicFile::create(path)?;
+    write(file.writer()).map_err(|e| Error::io(path, e))?;
+    file.commit()
+}
+
+/// A file written under a temporary name beside its path (as [`write_atomic`] names it)
+/// and renamed into place by [`AtomicFile::commit`]; dropped uncommitted, it is removed.
+/// For a writer that must let the file be read while it is written (`temp_path`), or
+/// decide after writing whether it is kept.
+pub struct AtomicFile {
+    path: PathBuf,
+    temp: PathBuf,
+    out: BufWriter<File>,
+    committed: bool,
+}
+
+impl AtomicFile {
+    /// Creates the temporary file for `path`.
+    pub fn create(path: &Path) -> Result<AtomicFile> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let name = path
+            .file_name()
+            .ok_or_else(|| Error::io(path, std::io::Error::other("not a file path")))?;
+        let temp = dir.join(format!(
+            ".{}.tmp{}-{}",
+            name.to_string_lossy(),
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let out = BufWriter::new(File::create(&temp).map_err(|e| Error::io(path, e))?);
+        Ok(AtomicFile {
+            path: path.to_path_buf(),
+            temp,
+            out,
+            committed: false,
+        })
+    }
+
+    /// Where the contents are written until `commit`.
+    pub fn temp_path(&self) -> &Path {
+        &self.temp
+    }
+
+    pub fn writer(&mut self) -> &mut BufWriter<File> {
+        &mut self.out
+    }
+
+    /// Writes out what is buffered, syncs it and renames the file into place.
+    pub fn commit(mut self) -> Result<()> {
+        let result = (|| {
+            self.out.flush()?;
+            self.out.get_ref().sync_all()?;
+            std::fs::rename(&self.temp, &self.path)
+        })();
+        self.committed = result.is_ok();
+        result.map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// A file another thread is writing, read as it grows: at its current end a read waits
+/// for more until the writer says it is done (`written`), then ends where the file does.
+pub struct Following<'a> {
+    file: File,
+    written: &'a AtomicBool,
+}
+
+impl<'a> Following<'a> {
+    pub fn open(path: &Path, written: &'a AtomicBool) -> Result<Following<'a>> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        Ok(Following { file, written })
+    }
+}
+
+impl Read for Following<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            // Read before this read: if the writer had finished, the file's end is final.
+            let finished = self.written.load(Ordering::Acquire);
+            let n = self.file.read(buf)?;
+            if n > 0 || buf.is_empty() || finished {
+                return Ok(n);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// Sets its flag when dropped, however the scope that holds it ends.
+pub struct SetOnDrop<'a>(pub &'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }

@@ -19,6 +19,7 @@ pub mod draw;
 pub mod error;
 pub mod ffi;
 pub mod fsio;
+mod hugepages;
 pub mod msccl;
 pub mod panics;
 pub mod pipeline;

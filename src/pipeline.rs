@@ -22,7 +22,8 @@ use crate::fsio;
 use crate::msccl::{
     self, lower::check_shape, LowerOptions, Profile, Program, ProgramTimer, Target, VerifyOptions,
 };
-use crate::schedule::stream::{StreamHeader, StreamWriter};
+use crate::schedule::check_stream;
+use crate::schedule::stream::{StreamHeader, StreamReader, StreamWriter};
 use crate::schedule::Network;
 use crate::schedule::{check, check_concurrent, check_data_flow, CheckReport, Schedule};
 use crate::sim::simulate_schedule;
@@ -32,8 +33,11 @@ use crate::synth::{
 use crate::topology::{NpuId, Topology};
 use crate::units::Picos;
 use rayon::prelude::*;
+use std::io::{BufReader, Write};
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The K values an automatic choice tries.
 pub const AUTO_CHUNKS: [usize; 4] = [1, 2, 4, 8];
@@ -232,51 +236,105 @@ pub fn synthesize(topo: &Topology, request: &Request, k: usize, seed: u64) -> Re
 /// How often (in transfers written) `synthesize_to_stream` reports progress.
 pub const STREAM_PROGRESS_EVERY: u64 = 1 << 22;
 
+/// A collective synthesized into a transfer stream file and checked from that file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamedChecked {
+    pub streamed: Streamed,
+    pub report: CheckReport,
+    /// Wall time from the start until the synthesis had written its last transfer.
+    pub synthesized: Duration,
+    /// Wall time from the start until the checker had read and checked the whole file.
+    pub checked: Duration,
+}
+
 /// Synthesizes `collective` with `seed` into a transfer stream file at `path`
-/// (`schedule::stream`, recording the network), written as the matching makes it and
-/// renamed into place once whole, so no more than the matching itself is held
-/// (`synth::synthesize_streamed`: All-Gather and Broadcast over every alive NPU). Check
-/// the file by reading it back (`schedule::check_stream`). `progress` hears the number of
-/// transfers written every [`STREAM_PROGRESS_EVERY`].
+/// (`schedule::stream`, recording the network), written as the matching makes it, so no
+/// more than the matching itself is held (`synth::synthesize_streamed`: All-Gather and
+/// Broadcast over every alive NPU), and checks the file (`schedule::check_stream`),
+/// reading it as it is written on another of the pool's threads where there is one (one
+/// core matches, the other checks), else after. The file is renamed into place only once
+/// it checks. `progress` hears the number of transfers written every
+/// [`STREAM_PROGRESS_EVERY`].
 pub fn synthesize_to_stream(
     topo: &Topology,
     collective: &Collective,
     seed: u64,
     path: &Path,
-    progress: &mut dyn FnMut(u64),
-) -> Result<Streamed> {
+    progress: &mut (dyn FnMut(u64) + Send),
+) -> Result<StreamedChecked> {
     let header = StreamHeader::new(
         topo.name(),
         collective.spec().clone(),
         collective.chunk_bytes(),
         Some(Network::of(topo)),
     );
-    let mut synthesized: Option<Result<Streamed>> = None;
-    let written = fsio::write_atomic_with(path, |out| {
-        let mut stream = StreamWriter::new(out, &header)?;
-        let mut count = 0u64;
-        let result = synthesize_streamed(topo, collective, &SynthOptions { seed }, &mut |t| {
-            stream.push(&t).map_err(|e| Error::io(path, e))?;
-            count += 1;
-            if count % STREAM_PROGRESS_EVERY == 0 {
-                progress(count);
-            }
-            Ok(())
-        });
-        let whole = result.is_ok();
-        synthesized = Some(result);
-        match whole {
-            true => stream.finish().map(|_| ()),
-            false => Err(std::io::Error::other("the synthesis failed")),
-        }
-    });
-    // The synthesis's own error (a transfer that could not be written is one), else the
-    // file's.
-    match (synthesized, written) {
-        (Some(Err(e)), _) | (_, Err(e)) => Err(e),
-        (Some(Ok(streamed)), Ok(())) => Ok(streamed),
-        (None, Ok(())) => unreachable!("the stream is finished only after its synthesis"),
+    let mut file = fsio::AtomicFile::create(path)?;
+    let temp = file.temp_path().to_path_buf();
+    let written = AtomicBool::new(false);
+    let started = Instant::now();
+    let (made, checked) = rayon::join(
+        || {
+            // However the writing ends, so that the checker never waits for bytes that
+            // will not come.
+            let _finished = fsio::SetOnDrop(&written);
+            let out = file.writer();
+            let made = write_stream(topo, collective, seed, &header, out, path, progress)
+                .and_then(|m| out.flush().map(|()| m).map_err(|e| Error::io(path, e)));
+            (made, started.elapsed())
+        },
+        || {
+            let following = fsio::Following::open(&temp, &written)?;
+            let reader = BufReader::with_capacity(1 << 16, following);
+            let report = check_stream(
+                StreamReader::new(reader, &path.display().to_string())?,
+                topo,
+            )?;
+            Ok::<_, Error>((report, started.elapsed()))
+        },
+    );
+    let (made, synthesized) = made;
+    let streamed = made?;
+    let (report, checked) = checked?;
+    if report.transfers as u64 != streamed.transfers {
+        return Err(Error::Schedule(format!(
+            "{}: {} transfers read back where {} were written",
+            path.display(),
+            report.transfers,
+            streamed.transfers
+        )));
     }
+    file.commit()?;
+    Ok(StreamedChecked {
+        streamed,
+        report,
+        synthesized,
+        checked,
+    })
+}
+
+/// The synthesis of `collective` written to `out` as a transfer stream.
+fn write_stream(
+    topo: &Topology,
+    collective: &Collective,
+    seed: u64,
+    header: &StreamHeader,
+    out: &mut dyn Write,
+    path: &Path,
+    progress: &mut (dyn FnMut(u64) + Send),
+) -> Result<Streamed> {
+    let io = |e| Error::io(path, e);
+    let mut stream = StreamWriter::new(out, header).map_err(io)?;
+    let mut count = 0u64;
+    let streamed = synthesize_streamed(topo, collective, &SynthOptions { seed }, &mut |t| {
+        stream.push(&t).map_err(io)?;
+        count += 1;
+        if count % STREAM_PROGRESS_EVERY == 0 {
+            progress(count);
+        }
+        Ok(())
+    })?;
+    stream.finish().map_err(io)?;
+    Ok(streamed)
 }
 
 /// Synthesizes `requests` together with `k` chunks per NPU and `seed`, as one matching so

@@ -512,8 +512,9 @@ pub struct SynthReport {
     pub bounds: BoundsReport,
     /// Wall time of the synthesis (the K search included).
     pub elapsed_ms: f64,
-    /// With `--stream`: wall time of reading the file back and checking it (the
-    /// synthesis checks what it holds within `elapsed_ms` otherwise).
+    /// With `--stream`: the wall time the check of the file (read as it is written) ran on
+    /// after the synthesis ended (the synthesis checks what it holds within `elapsed_ms`
+    /// otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check_ms: Option<f64>,
     pub transfers: usize,
@@ -595,7 +596,7 @@ pub struct SynthRun {
     /// The checked schedule's time.
     pub time_ps: Picos,
     pub elapsed_ms: f64,
-    /// With `--stream`: reading the file back and checking it.
+    /// With `--stream`: what the check of the file added after the synthesis ended.
     pub check_ms: Option<f64>,
     pub transfers: usize,
     pub seed: u64,
@@ -718,7 +719,8 @@ pub struct ScaleBenchRow {
     pub skipped: Option<String>,
     /// Wall time of the synthesis.
     pub synth_ms: Option<f64>,
-    /// Wall time of the schedule checker on the result.
+    /// Wall time of the schedule checker on the result (streamed: what it ran on after the
+    /// synthesis ended, as it reads the file beside the synthesis).
     pub check_ms: Option<f64>,
     /// The process's peak resident memory (VmHWM) once the synthesis ended, before the
     /// check, in MiB; null where the system does not say.
@@ -727,8 +729,8 @@ pub struct ScaleBenchRow {
     pub peak_mib: Option<f64>,
     pub transfers: Option<usize>,
     /// Where the schedule would not fit in memory and was streamed to a file as it was
-    /// made (`tacos synth --stream`), then checked by reading the file back: the file's
-    /// size in bytes. Null where it was held.
+    /// made (`tacos synth --stream`) and checked from the file: the file's size in bytes.
+    /// Null where it was held.
     pub stream_bytes: Option<u64>,
     /// The schedule's time.
     pub time_us: Option<f64>,

@@ -3,6 +3,7 @@
 //! matching is needed.
 
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::pipeline::synthesize_to_stream;
 use tacos::schedule::{check, Schedule, Transfer};
 use tacos::synth::{synthesize, synthesize_streamed, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
@@ -105,4 +106,52 @@ fn a_sink_error_stops_the_synthesis() {
     .unwrap_err();
     assert_eq!(seen, 1);
     assert!(e.to_string().contains("disk full"), "{e}");
+}
+
+/// `pipeline::synthesize_to_stream` checks the file as it is written where the pool has a
+/// second thread and after it where it has one: the same bytes and report either way,
+/// and the file reads back to the held schedule.
+#[test]
+fn a_stream_file_is_the_same_checked_with_one_thread_or_two() {
+    let mesh = topo("mesh:8x8");
+    let collective = over_all(&mesh, CollectiveKind::AllGather, 2);
+    let dir = std::env::temp_dir().join(format!("tacos-streamed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |threads: usize| {
+        let path = dir.join(format!("t{threads}.tts"));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let made = pool
+            .install(|| synthesize_to_stream(&mesh, &collective, 4, &path, &mut |_| {}))
+            .unwrap();
+        assert!(made.checked >= made.synthesized);
+        (made.streamed, made.report, std::fs::read(&path).unwrap())
+    };
+    let (one, report_one, bytes_one) = run(1);
+    let (two, report_two, bytes_two) = run(2);
+    assert_eq!(one, two);
+    assert_eq!(report_one, report_two);
+    assert_eq!(bytes_one, bytes_two);
+    // 64 NPUs each lack 63 x 2 chunks.
+    assert_eq!(one.transfers, 64 * 63 * 2);
+    assert_eq!(report_one.transfers as u64, one.transfers);
+    let held = synthesize(&mesh, &collective, &SynthOptions { seed: 4 }).unwrap();
+    let read = Schedule::read(&dir.join("t1.tts")).unwrap();
+    assert_eq!(sorted(read.transfers), sorted(held.transfers));
+    // Nothing but the two files: no temporary file left behind.
+    let names = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(names, 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A path that cannot be written is an error naming it, before any synthesis.
+#[test]
+fn an_unwritable_stream_path_is_named() {
+    let mesh = topo("mesh:4x4");
+    let collective = over_all(&mesh, CollectiveKind::AllGather, 1);
+    let path = std::path::Path::new("/nonexistent-dir/x.tts");
+    let e = synthesize_to_stream(&mesh, &collective, 0, path, &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("/nonexistent-dir/x.tts"), "{e}");
 }

@@ -22,6 +22,7 @@ use super::{route_time_ps, Op, Schedule, Transfer};
 use crate::budget::{self, MemoryLimit};
 use crate::collective::{ChunkId, Collective, CollectiveSpec};
 use crate::error::{Error, Result};
+use crate::hugepages::table;
 use crate::topology::{format_npus, LinkId, NpuId, RouteTree, Topology};
 use crate::units::{ps_to_us, Picos};
 use std::cmp::Reverse;
@@ -484,7 +485,7 @@ impl Copies {
         let chunks = collective.chunk_count();
         let mut copies = Copies {
             chunks,
-            held: vec![0u64; (npus * chunks).div_ceil(64)],
+            held: table(0u64, (npus * chunks).div_ceil(64)),
             in_flight: InFlight::default(),
             lacking: None,
             now: 0,

@@ -19,6 +19,7 @@ use super::prefetch;
 use super::relay::Relays;
 use crate::collective::ChunkId;
 use crate::error::{Error, Result};
+use crate::hugepages::table;
 use crate::schedule::{later, link_time_ps, Op, Transfer};
 use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::{ps_to_us, Picos};
@@ -270,14 +271,14 @@ impl<'a> Matcher<'a> {
             held_since: if uniform {
                 Vec::new()
             } else {
-                vec![NEVER; n * chunks]
+                table(NEVER, n * chunks)
             },
-            held: vec![0; (n * chunks).div_ceil(64)],
-            holders: vec![0; (n * chunks).div_ceil(64)],
+            held: table(0, (n * chunks).div_ceil(64)),
+            holders: table(0, (n * chunks).div_ceil(64)),
             wants: if wants_all {
                 Vec::new()
             } else {
-                vec![0; (n * chunks).div_ceil(64)]
+                table(0, (n * chunks).div_ceil(64))
             },
             unsatisfied: 0,
             missing: vec![0; if routes.is_some() { n } else { 0 }],

@@ -20,7 +20,7 @@ use tacos::report::{
     BenchReport, CollectiveInfo, ScaleBenchReport, ScaleBenchRow, ScalePlot, ScalePoint,
     TopologyInfo,
 };
-use tacos::schedule::{check, check_stream, stream, CheckReport};
+use tacos::schedule::{check, CheckReport};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::units::ps_to_us;
@@ -247,32 +247,26 @@ fn measure_held(
     })
 }
 
-/// The schedule streamed to a temporary file as it is made, and checked by reading the
-/// file back; the file is removed afterwards.
+/// The schedule streamed to a temporary file as it is made and checked from the file as
+/// it is written (`pipeline::synthesize_to_stream`); the check's time is what it ran on
+/// after the synthesis ended. The file is removed afterwards.
 fn measure_streamed(
     topo: &Topology,
     collective: &Collective,
     seed: u64,
 ) -> tacos::error::Result<Measured> {
-    let path = std::env::temp_dir().join(format!("tacos-scale-{}.transfers", std::process::id()));
-    let measured = (|| {
-        let started = Instant::now();
-        synthesize_to_stream(topo, collective, seed, &path, &mut |_| {})?;
-        let synth_ms = started.elapsed().as_secs_f64() * 1e3;
-        let synth_peak_mib = peak_mib();
-        let stream_bytes = std::fs::metadata(&path).ok().map(|m| m.len());
-        let started = Instant::now();
-        let report = check_stream(stream::open(&path)?, topo)?;
-        Ok(Measured {
-            synth_ms,
-            synth_peak_mib,
-            check_ms: started.elapsed().as_secs_f64() * 1e3,
-            report,
-            stream_bytes,
-        })
-    })();
+    let path = std::env::temp_dir().join(format!("tacos-scale-{}.tts", std::process::id()));
+    let made = synthesize_to_stream(topo, collective, seed, &path, &mut |_| {});
+    let stream_bytes = std::fs::metadata(&path).ok().map(|m| m.len());
     let _ = std::fs::remove_file(&path);
-    measured
+    let made = made?;
+    Ok(Measured {
+        synth_ms: made.synthesized.as_secs_f64() * 1e3,
+        synth_peak_mib: peak_mib(),
+        check_ms: made.checked.saturating_sub(made.synthesized).as_secs_f64() * 1e3,
+        report: made.report,
+        stream_bytes,
+    })
 }
 
 /// The process's peak resident memory so far (VmHWM), in MiB; None where /proc does not

@@ -3,14 +3,11 @@
 
 use super::progress::ProgressHandle;
 use super::synth::{topology_line, SynthArgs};
-use anyhow::Context;
 use std::path::Path;
-use std::time::Instant;
 use tacos::bounds::Bounds;
 use tacos::collective::Collective;
 use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{SynthReport, SynthRun};
-use tacos::schedule::{check_stream, stream};
 use tacos::topology::Topology;
 use tacos::units::{algbw_gbps, format_size, ps_to_us};
 
@@ -38,30 +35,15 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
     let bar = ProgressHandle::bar("synthesizing (transfers written)", expected, hidden);
     // The bounds need nothing from the synthesis, so they are computed beside it.
     let (made, bounds) = rayon::join(
-        || {
-            let started = Instant::now();
-            let made =
-                pipeline::synthesize_to_stream(topo, &collective, args.seed, path, &mut |n| {
-                    bar.set(n)
-                });
-            made.map(|m| (m, started.elapsed().as_secs_f64() * 1e3))
-        },
+        || pipeline::synthesize_to_stream(topo, &collective, args.seed, path, &mut |n| bar.set(n)),
         || Bounds::chunked(topo, &collective),
     );
-    let (made, synth_ms) = made?;
-    bar.stage("checking (reading the stream back)", 0);
-    let started = Instant::now();
-    let report = check_stream(stream::open(path)?, topo)
-        .with_context(|| format!("the stream written to {} does not check", path.display()))?;
-    let check_ms = started.elapsed().as_secs_f64() * 1e3;
     drop(bar);
-    anyhow::ensure!(
-        report.transfers as u64 == made.transfers,
-        "{} holds {} transfers where {} were written",
-        path.display(),
-        report.transfers,
-        made.transfers
-    );
+    let made = made?;
+    let synth_ms = made.synthesized.as_secs_f64() * 1e3;
+    // The check reads the file as it is written; what it adds is the time it runs on.
+    let check_ms = made.checked.saturating_sub(made.synthesized).as_secs_f64() * 1e3;
+    let report = made.report;
     let time_ps = report.collective_time_ps;
     let written = std::fs::metadata(path).map_or(0, |m| m.len());
     if args.json {
@@ -104,7 +86,9 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
         "synthesis time       {synth_ms:.2} ms (seed {}, streamed)",
         args.seed
     );
-    println!("check time           {check_ms:.2} ms (the file read back)");
+    println!(
+        "check time           {check_ms:.2} ms after the synthesis (the file read as it was written)"
+    );
     println!(
         "transfers            {} (checked: correct and contention-free)",
         report.transfers
