@@ -90,7 +90,7 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
     for row in rows.iter() {
         if let (Some(bytes), Some(transfers)) = (row.stream_bytes, row.transfers) {
             bar.println(format!(
-                "{}: too large to hold; streamed to a file of {} ({:.1} bytes per transfer) and checked by reading it back",
+                "{}: too large to hold; streamed to a file of {} ({:.1} bytes per transfer), checked from the file as it was written",
                 row.topology.name,
                 tacos::units::format_size(bytes),
                 bytes as f64 / transfers.max(1) as f64
