@@ -183,7 +183,6 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     };
     let time_ps = report.collective_time_ps;
     let bounds = early_bounds.unwrap_or_else(|| Bounds::chunked(&topo, &collective));
-    let efficiency = bounds.efficiency(time_ps);
     let npus = collective.npus().len();
     let all_reduce = checked.all_reduce();
     if args.json {
@@ -293,16 +292,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             if a.pipelined { "pipelined" } else { "phased" }
         );
     }
-    println!(
-        "algorithm bandwidth  {:.2} GB/s",
-        algbw_gbps(args.size, time_ps)
-    );
-    println!(
-        "lower bound          {:.3} us, {} (efficiency {:.3})",
-        ps_to_us(bounds.best_ps()),
-        bounds.best_name(),
-        efficiency
-    );
+    print_bandwidth_and_bound(args.size, time_ps, &bounds);
     println!("synthesis time       {synth_ms:.2} ms (seed {seed} kept of {seeds} tried)");
     println!(
         "transfers            {} (checked: correct and contention-free)",
@@ -320,6 +310,18 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The text report's lines for the algorithm bandwidth of `size` bytes in `time_ps` and
+/// the best lower bound with the efficiency against it.
+pub(super) fn print_bandwidth_and_bound(size: u64, time_ps: u64, bounds: &Bounds) {
+    println!("algorithm bandwidth  {:.2} GB/s", algbw_gbps(size, time_ps));
+    println!(
+        "lower bound          {:.3} us, {} (efficiency {:.3})",
+        ps_to_us(bounds.best_ps()),
+        bounds.best_name(),
+        bounds.efficiency(time_ps)
+    );
 }
 
 /// The first line of the text report: the topology and its size.

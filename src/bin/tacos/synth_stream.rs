@@ -2,14 +2,14 @@
 //! stream file as it is made and checked by reading the file back.
 
 use super::progress::ProgressHandle;
-use super::synth::{topology_line, SynthArgs};
+use super::synth::{print_bandwidth_and_bound, topology_line, SynthArgs};
 use std::path::Path;
 use tacos::bounds::Bounds;
 use tacos::collective::Collective;
 use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{SynthReport, SynthRun};
 use tacos::topology::Topology;
-use tacos::units::{algbw_gbps, format_size, ps_to_us};
+use tacos::units::{format_size, ps_to_us};
 
 pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()> {
     let k = match args.chunks() {
@@ -72,16 +72,7 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
         format_size(collective.chunk_bytes().round() as u64)
     );
     println!("collective time      {:.3} us", ps_to_us(time_ps));
-    println!(
-        "algorithm bandwidth  {:.2} GB/s",
-        algbw_gbps(args.size, time_ps)
-    );
-    println!(
-        "lower bound          {:.3} us, {} (efficiency {:.3})",
-        ps_to_us(bounds.best_ps()),
-        bounds.best_name(),
-        bounds.efficiency(time_ps)
-    );
+    print_bandwidth_and_bound(args.size, time_ps, &bounds);
     println!(
         "synthesis time       {synth_ms:.2} ms (seed {}, streamed)",
         args.seed
