@@ -23,8 +23,9 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
             "--stream synthesizes one seed (--seed); --seeds compares schedules held whole"
         );
     }
+    // `--npus` is refused beside `--stream`: a sub-collective's relayed chunks are pruned
+    // over the whole list.
     let request = Request {
-        npus: args.npus.first().cloned(),
         root: args.root,
         ..Request::new(args.collective, args.size)
     };
