@@ -28,7 +28,7 @@ use crate::schedule::Network;
 use crate::schedule::{check, check_concurrent, check_data_flow, CheckReport, Schedule};
 use crate::sim::simulate_schedule;
 use crate::synth::{
-    synthesize_concurrent, synthesize_streamed, AllReduceTimes, Streamed, SynthOptions,
+    prepare_streamed, synthesize_concurrent, AllReduceTimes, Prepared, Streamed, SynthOptions,
 };
 use crate::topology::{NpuId, Topology};
 use crate::units::Picos;
@@ -248,13 +248,14 @@ pub struct StreamedChecked {
 }
 
 /// Synthesizes `collective` with `seed` into a transfer stream file at `path`
-/// (`schedule::stream`, recording the network), written as the matching makes it, so no
-/// more than the matching itself is held (`synth::synthesize_streamed`: All-Gather and
-/// Broadcast over every alive NPU), and checks the file (`schedule::check_stream`),
-/// reading it as it is written on another of the pool's threads where there is one (one
-/// core matches, the other checks), else after. The file is renamed into place only once
-/// it checks. `progress` hears the number of transfers written every
-/// [`STREAM_PROGRESS_EVERY`].
+/// (`schedule::stream`, recording the network), written as it is made, so no more than
+/// the matchings themselves are held (`synth::prepare_streamed`: a copying collective
+/// matched as it is written; a combining one's matchings spooled beside `path` first, an
+/// All-Reduce's two side by side), and checks the file (`schedule::check_stream`), reading
+/// it as it is written on another of the pool's threads where there is one, else after.
+/// The file is renamed into place only once it checks. `progress` hears, every
+/// [`STREAM_PROGRESS_EVERY`] or so, the transfers spooled plus those written (a combining
+/// collective's are counted twice, so its count ends at twice its transfers).
 pub fn synthesize_to_stream(
     topo: &Topology,
     collective: &Collective,
@@ -268,17 +269,25 @@ pub fn synthesize_to_stream(
         collective.chunk_bytes(),
         Some(Network::of(topo)),
     );
+    let started = Instant::now();
+    let shared = std::sync::Mutex::new(progress);
+    let tell = |n: u64| {
+        if let Ok(mut progress) = shared.lock() {
+            progress(n);
+        }
+    };
     let mut file = fsio::AtomicFile::create(path)?;
     let temp = file.temp_path().to_path_buf();
+    let prepared = prepare_streamed(topo, collective, &SynthOptions { seed }, path, &tell)?;
+    let spooled = prepared.spooled();
     let written = AtomicBool::new(false);
-    let started = Instant::now();
     let (made, checked) = rayon::join(
         || {
             // However the writing ends, so that the checker never waits for bytes that
             // will not come.
             let _finished = fsio::SetOnDrop(&written);
             let out = file.writer();
-            let made = write_stream(topo, collective, seed, &header, out, path, progress)
+            let made = write_stream(prepared, &header, out, path, &|n| tell(spooled + n))
                 .and_then(|m| out.flush().map(|()| m).map_err(|e| Error::io(path, e)));
             (made, started.elapsed())
         },
@@ -312,20 +321,18 @@ pub fn synthesize_to_stream(
     })
 }
 
-/// The synthesis of `collective` written to `out` as a transfer stream.
+/// A prepared streamed synthesis written to `out` as a transfer stream.
 fn write_stream(
-    topo: &Topology,
-    collective: &Collective,
-    seed: u64,
+    prepared: Prepared<'_>,
     header: &StreamHeader,
     out: &mut dyn Write,
     path: &Path,
-    progress: &mut (dyn FnMut(u64) + Send),
+    progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Streamed> {
     let io = |e| Error::io(path, e);
     let mut stream = StreamWriter::new(out, header).map_err(io)?;
     let mut count = 0u64;
-    let streamed = synthesize_streamed(topo, collective, &SynthOptions { seed }, &mut |t| {
+    let streamed = prepared.emit(&mut |t| {
         stream.push(&t).map_err(io)?;
         count += 1;
         if count % STREAM_PROGRESS_EVERY == 0 {

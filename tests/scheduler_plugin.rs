@@ -22,12 +22,39 @@ fn harness() -> &'static Path {
     HARNESS.get_or_init(|| common::build_harness("scheduler_harness", &["-ldl", "-rdynamic"]))
 }
 
-/// A scratch directory of this test.
-fn scratch(name: &str) -> PathBuf {
+/// A scratch directory of this test, removed when dropped (a 128-GPU cache is 200 MB).
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("tacos-scheduler-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
+}
+
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Fills the cache that the settings `env` name with the set for `ranks`, as a job's

@@ -1,11 +1,12 @@
-//! Streamed synthesis (`synth::synthesize_streamed`): the transfers `synthesize` makes,
-//! handed on in start order without the schedule being held, and refused where a whole
-//! matching is needed.
+//! Streamed synthesis (`synth::synthesize_streamed`, `synth::prepare_streamed`): the
+//! transfers `synthesize` makes, handed on in start order without the schedule being
+//! held; combining collectives as the time reversal of their dual's matching, spooled on
+//! disk; refused where the whole matching is needed.
 
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::pipeline::synthesize_to_stream;
 use tacos::schedule::{check, Schedule, Transfer};
-use tacos::synth::{synthesize, synthesize_streamed, SynthOptions};
+use tacos::synth::{prepare_streamed, synthesize, synthesize_streamed, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 
 fn topo(spec: &str) -> Topology {
@@ -74,9 +75,9 @@ fn a_streamed_synthesis_refuses_what_needs_the_whole_matching() {
             .unwrap_err()
             .to_string()
     };
-    // Reductions are the time reversal of a whole matching.
+    // Reductions are the time reversal of a whole matching: they go through a spool.
     let e = refused(&over_all(&mesh, CollectiveKind::ReduceScatter, 1));
-    assert!(e.contains("cannot be streamed"), "{e}");
+    assert!(e.contains("spool"), "{e}");
     // A sub-collective relays chunks through NPUs that do not want them, pruned afterwards.
     let part = Collective::new(
         &mesh,
@@ -154,4 +155,107 @@ fn an_unwritable_stream_path_is_named() {
     let path = std::path::Path::new("/nonexistent-dir/x.tts");
     let e = synthesize_to_stream(&mesh, &collective, 0, path, &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("/nonexistent-dir/x.tts"), "{e}");
+}
+
+/// A combining collective streamed through its spools is, transfer for transfer, the
+/// time reversal of the held All-Gather (Broadcast for Reduce) synthesized on the
+/// reversed topology with the same seed, and for an All-Reduce then the held All-Gather
+/// on the topology from when the last reduction ends (the phased composition): a second
+/// derivation of every transfer, independent of the spool and the reordering. The file
+/// passes the held checker, which replays every contribution; the spools are removed.
+#[test]
+fn streamed_reductions_are_the_dual_matching_reversed() {
+    let cases = [
+        ("mesh:4x4", CollectiveKind::AllReduce, 1),
+        ("mesh:6x6,bw=100:25", CollectiveKind::AllReduce, 2),
+        ("ring:6", CollectiveKind::ReduceScatter, 3),
+        ("rfs:2x4x4,bw=200:100:50", CollectiveKind::ReduceScatter, 1),
+        ("torus:4x4", CollectiveKind::Reduce, 2),
+    ];
+    let dir = std::env::temp_dir().join(format!("tacos-streamed-sums-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (spec, kind, k) in cases {
+        let topo = topo(spec);
+        let collective = over_all(&topo, kind, k);
+        let seed = 3;
+        let options = SynthOptions { seed };
+        let what = format!("{kind} on {spec}");
+        let path = dir.join("sums.tts");
+        let made = synthesize_to_stream(&topo, &collective, seed, &path, &mut |_| {})
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let read = Schedule::read(&path).unwrap();
+        let report = check(&read, &topo).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(report, made.report, "{what}");
+
+        let reversed = topo.reversed();
+        let dual_kind = match kind {
+            CollectiveKind::Reduce => CollectiveKind::Broadcast,
+            _ => CollectiveKind::AllGather,
+        };
+        let dual = Collective::new(
+            &reversed,
+            CollectiveSpec {
+                kind: dual_kind,
+                ..collective.spec().clone()
+            },
+        )
+        .unwrap();
+        let copies = synthesize(&reversed, &dual, &options).unwrap();
+        let end = copies.collective_time_ps();
+        let mut expected: Vec<Transfer> = copies
+            .transfers
+            .iter()
+            .map(|t| Transfer {
+                src: t.dst,
+                dst: t.src,
+                start_ps: end - t.end_ps,
+                end_ps: end - t.start_ps,
+                op: tacos::schedule::Op::Reduce,
+                ..t.clone()
+            })
+            .collect();
+        let mut time = end;
+        if kind == CollectiveKind::AllReduce {
+            let half = over_all(&topo, CollectiveKind::AllGather, k);
+            let gathered = synthesize(&topo, &half, &options).unwrap();
+            time += gathered.collective_time_ps();
+            expected.extend(gathered.transfers.iter().map(|t| Transfer {
+                start_ps: t.start_ps + end,
+                end_ps: t.end_ps + end,
+                ..t.clone()
+            }));
+        }
+        assert_eq!(made.streamed.collective_time_ps, time, "{what}");
+        assert_eq!(made.streamed.transfers, expected.len() as u64, "{what}");
+        assert_eq!(sorted(read.transfers), sorted(expected), "{what}");
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["sums.tts"], "{what}: the spools are removed");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Preparing spools the matchings and counts them; dropped unread, the spools go too.
+#[test]
+fn a_prepared_synthesis_dropped_unread_leaves_no_spool() {
+    let mesh = topo("mesh:4x4");
+    let collective = over_all(&mesh, CollectiveKind::AllReduce, 1);
+    let dir = std::env::temp_dir().join(format!("tacos-streamed-drop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prepared = prepare_streamed(
+        &mesh,
+        &collective,
+        &SynthOptions::default(),
+        &dir.join("x.tts"),
+        &|_| {},
+    )
+    .unwrap();
+    // Each half: 16 NPUs each lack 15 chunks.
+    assert_eq!(prepared.spooled(), 2 * 16 * 15);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "two spools");
+    drop(prepared);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

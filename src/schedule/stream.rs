@@ -124,7 +124,7 @@ const BLOCK: usize = 1 << 16;
 
 /// What encoder and decoder both remember of the transfers so far.
 #[derive(Default)]
-struct Context {
+pub(super) struct Context {
     start: Picos,
     duration: Picos,
     src: u64,
@@ -136,6 +136,59 @@ impl Context {
     fn remember_offset(&mut self, offset: u64) {
         self.offsets[self.next_slot] = offset;
         self.next_slot = (self.next_slot + 1) % SLOTS;
+    }
+
+    /// Appends `t`'s record to `buf` and remembers it; false (nothing appended) when `t`
+    /// starts before the transfer before it.
+    pub(super) fn encode(&mut self, buf: &mut Vec<u8>, t: &Transfer) -> bool {
+        let Some(start_delta) = t.start_ps.checked_sub(self.start) else {
+            return false;
+        };
+        let duration = t.end_ps.wrapping_sub(t.start_ps);
+        let src = t.src as u64;
+        let offset = (t.dst as u64).wrapping_sub(src);
+        let slot = self.offsets.iter().position(|&o| o == offset);
+        let mut flag = match slot {
+            Some(s) => (s as u8) << 4,
+            None => NEW_OFFSET << 4,
+        };
+        if t.op == Op::Reduce {
+            flag |= OP_REDUCE;
+        }
+        if start_delta != 0 {
+            flag |= START_CHANGED;
+        }
+        if duration != self.duration {
+            flag |= DURATION_CHANGED;
+        }
+        if src != self.src {
+            flag |= SRC_CHANGED;
+        }
+        buf.push(flag);
+        if start_delta != 0 {
+            put_varint(buf, start_delta);
+        }
+        if duration != self.duration {
+            put_varint(buf, zigzag(duration.wrapping_sub(self.duration)));
+        }
+        if src != self.src {
+            put_varint(buf, zigzag(src.wrapping_sub(self.src)));
+        }
+        if slot.is_none() {
+            put_varint(buf, zigzag(offset));
+            self.remember_offset(offset);
+        }
+        put_varint(buf, t.chunk as u64);
+        (self.start, self.duration, self.src) = (t.start_ps, duration, src);
+        true
+    }
+
+    /// Decodes the record starting at `bytes[*at]` (its flag byte), or None at the end of
+    /// `bytes` or where it is damaged or cut short (bytes this process wrote itself).
+    pub(super) fn decode_next(&mut self, bytes: &[u8], at: &mut usize) -> Option<Transfer> {
+        let &flag = bytes.get(*at)?;
+        *at += 1;
+        decode(bytes, at, flag, self).ok()
     }
 }
 
@@ -173,53 +226,15 @@ impl<W: Write> StreamWriter<W> {
     /// Transfers must come in nondecreasing start order (an io error of kind InvalidInput
     /// otherwise, naming the transfer).
     pub fn push(&mut self, t: &Transfer) -> std::io::Result<()> {
-        let c = &mut self.context;
-        let Some(start_delta) = t.start_ps.checked_sub(c.start) else {
+        if !self.context.encode(&mut self.buf, t) {
             return Err(std::io::Error::new(
                 ErrorKind::InvalidInput,
                 format!(
                     "transfer {} (chunk {}, NPU {} -> {}) starts at {} ps, before the one before it ({} ps): a stream's transfers come in start order",
-                    self.summary.transfers, t.chunk, t.src, t.dst, t.start_ps, c.start
+                    self.summary.transfers, t.chunk, t.src, t.dst, t.start_ps, self.context.start
                 ),
             ));
-        };
-        let duration = t.end_ps.wrapping_sub(t.start_ps);
-        let src = t.src as u64;
-        let offset = (t.dst as u64).wrapping_sub(src);
-        let slot = c.offsets.iter().position(|&o| o == offset);
-        let mut flag = match slot {
-            Some(s) => (s as u8) << 4,
-            None => NEW_OFFSET << 4,
-        };
-        if t.op == Op::Reduce {
-            flag |= OP_REDUCE;
         }
-        if start_delta != 0 {
-            flag |= START_CHANGED;
-        }
-        if duration != c.duration {
-            flag |= DURATION_CHANGED;
-        }
-        if src != c.src {
-            flag |= SRC_CHANGED;
-        }
-        let buf = &mut self.buf;
-        buf.push(flag);
-        if start_delta != 0 {
-            put_varint(buf, start_delta);
-        }
-        if duration != c.duration {
-            put_varint(buf, zigzag(duration.wrapping_sub(c.duration)));
-        }
-        if src != c.src {
-            put_varint(buf, zigzag(src.wrapping_sub(c.src)));
-        }
-        if slot.is_none() {
-            put_varint(buf, zigzag(offset));
-            c.remember_offset(offset);
-        }
-        put_varint(buf, t.chunk as u64);
-        (c.start, c.duration, c.src) = (t.start_ps, duration, src);
         self.summary.transfers += 1;
         self.summary.collective_time_ps = self.summary.collective_time_ps.max(t.end_ps);
         if self.buf.len() >= BLOCK {

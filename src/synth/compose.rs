@@ -20,9 +20,8 @@
 //! one matching problem, not separate schedules that would collide on shared links.
 
 use super::fabric::Fabric;
-use super::greedy::{match_chunks, match_chunks_into, ChunkTask, Problem};
+use super::greedy::{match_chunks, ChunkTask, Problem};
 use super::order::order_by_start;
-use super::outbox::Sink;
 use super::retime::{compact, ready_first};
 use super::SynthOptions;
 use crate::budget::{self, MemoryLimit};
@@ -180,53 +179,6 @@ pub fn synthesize_concurrent(
     })
 }
 
-/// What a streamed synthesis made (its transfers went to the sink).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Streamed {
-    pub transfers: u64,
-    /// When the last transfer ends.
-    pub collective_time_ps: Picos,
-}
-
-/// Synthesizes `collective` on `topo` without holding its schedule: each transfer goes to
-/// `sink` in start order (ties in the order they were made) as soon as it is final, so
-/// the memory held is the matching's (bits per (NPU, chunk), per link pools), whatever
-/// the number of transfers: a 200x200 mesh's All-Gather makes 1.6e9 of them. The
-/// transfers are those `synthesize` makes with the same seed. For copying collectives
-/// whose chunks cross only NPUs that want them (All-Gather and Broadcast over every alive
-/// NPU); the reductions of a combining collective are the time reversal of a whole
-/// matching, and relayed chunks are pruned over the whole list.
-pub fn synthesize_streamed(
-    topo: &Topology,
-    collective: &Collective,
-    options: &SynthOptions,
-    sink: &mut Sink<'_>,
-) -> Result<Streamed> {
-    if collective.combining() {
-        return Err(Error::Synthesis(format!(
-            "{} cannot be streamed: its reductions are the time reversal of a whole matching \
-             (stream All-Gather or Broadcast)",
-            collective.kind()
-        )));
-    }
-    let spec = collective.spec();
-    MemoryLimit::default().admit(budget::streamed_synthesis(topo, spec), || {
-        format!(
-            "synthesizing {} on {} (streamed)",
-            describe(std::slice::from_ref(spec)),
-            topo.name()
-        )
-    })?;
-    let fabric = Fabric::new(topo)?;
-    let joint = Joint::new(vec![(0, collective)]);
-    let problem = joint.problem(&|_, _| 0, Vec::new());
-    let (transfers, collective_time_ps) = match_chunks_into(&fabric, &problem, options.seed, sink)?;
-    Ok(Streamed {
-        transfers,
-        collective_time_ps,
-    })
-}
-
 /// The collectives as a memory estimate's error names them.
 pub(crate) fn describe(specs: &[CollectiveSpec]) -> String {
     let each: Vec<String> = specs
@@ -251,7 +203,10 @@ type Variant = (Picos, Vec<Transfer>, Vec<Transfer>);
 
 /// Per collective, on the reversed topology: the copying dual whose time reversal does
 /// its reductions (None for copying collectives).
-fn duals(reversed: &Topology, collectives: &[Collective]) -> Result<Vec<Option<Collective>>> {
+pub(super) fn duals(
+    reversed: &Topology,
+    collectives: &[Collective],
+) -> Result<Vec<Option<Collective>>> {
     collectives
         .iter()
         .map(|c| match dual_kind(c.kind()) {
@@ -289,7 +244,7 @@ fn dual_kind(kind: CollectiveKind) -> Option<CollectiveKind> {
     }
 }
 
-fn with_kind(spec: &CollectiveSpec, kind: CollectiveKind) -> CollectiveSpec {
+pub(super) fn with_kind(spec: &CollectiveSpec, kind: CollectiveKind) -> CollectiveSpec {
     CollectiveSpec {
         kind,
         ..spec.clone()
@@ -319,19 +274,23 @@ fn reduce(
     }
     let copies = match_chunks(reversed, &duals.problem(&|_, _| 0, Vec::new()), seed)?;
     let end = end_of(&copies, &[]);
-    let mut reductions: Vec<Transfer> = copies
-        .into_iter()
-        .map(|t| Transfer {
-            src: t.dst,
-            dst: t.src,
-            start_ps: end - t.end_ps,
-            end_ps: end - t.start_ps,
-            op: Op::Reduce,
-            ..t
-        })
-        .collect();
+    let mut reductions: Vec<Transfer> = copies.into_iter().map(|t| reduction_of(t, end)).collect();
     compact(fabric, &mut reductions);
     Ok(reductions)
+}
+
+/// The reduction a copy of the dual's matching on the reversed topology stands for, in a
+/// phase that ends at `end` (when the dual's last copy does): over the same link
+/// forwards, as long, mirrored in time.
+pub(super) fn reduction_of(copy: Transfer, end: Picos) -> Transfer {
+    Transfer {
+        src: copy.dst,
+        dst: copy.src,
+        start_ps: end - copy.end_ps,
+        end_ps: end - copy.start_ps,
+        op: Op::Reduce,
+        ..copy
+    }
 }
 
 /// When the last of these transfers ends.
@@ -380,7 +339,7 @@ fn reservations(fabric: &Fabric<'_>, transfers: &[Transfer]) -> Vec<Vec<(Picos, 
 }
 
 /// Several collectives' chunks numbered one after another, for one matching.
-struct Joint<'a> {
+pub(super) struct Joint<'a> {
     /// (index among the caller's collectives, the collective whose chunks are matched).
     parts: Vec<(usize, &'a Collective)>,
     /// First joint chunk id of each part, and the total at the end.
@@ -391,7 +350,7 @@ struct Joint<'a> {
 }
 
 impl<'a> Joint<'a> {
-    fn new(parts: Vec<(usize, &'a Collective)>) -> Joint<'a> {
+    pub(super) fn new(parts: Vec<(usize, &'a Collective)>) -> Joint<'a> {
         let mut offsets = vec![0];
         let mut class_bytes: Vec<f64> = Vec::new();
         let mut class = Vec::new();
@@ -416,7 +375,11 @@ impl<'a> Joint<'a> {
 
     /// The matching problem; `release(i, c)` says when chunk `c` of the caller's
     /// collective `i` becomes available.
-    fn problem(&self, release: &Release, reserved: Vec<Vec<(Picos, Picos)>>) -> Problem<'a> {
+    pub(super) fn problem(
+        &self,
+        release: &Release,
+        reserved: Vec<Vec<(Picos, Picos)>>,
+    ) -> Problem<'a> {
         let chunks = self
             .parts
             .iter()

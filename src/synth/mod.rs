@@ -24,11 +24,11 @@ mod ports;
 mod prefetch;
 mod relay;
 mod retime;
+mod streamed;
 
-pub use compose::{
-    synthesize_concurrent, synthesize_streamed, AllReduceTimes, Streamed, Synthesis,
-};
+pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
 pub use outbox::Sink;
+pub use streamed::{prepare_streamed, synthesize_streamed, Prepared, Streamed};
 
 use crate::collective::Collective;
 use crate::error::Result;

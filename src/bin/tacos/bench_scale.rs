@@ -31,6 +31,7 @@ const CASES: &[(&str, CollectiveKind, bool)] = &[
     ("mesh:64x64", CollectiveKind::AllGather, true),
     ("mesh:100x100", CollectiveKind::AllGather, false),
     ("mesh:200x200", CollectiveKind::AllGather, false),
+    ("mesh:200x200", CollectiveKind::AllReduce, false),
     (
         "preset:dgx-h100,nodes=2048,spine=64,oversub=2",
         CollectiveKind::AllReduce,
@@ -63,11 +64,16 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
         ));
     }
     let mut rows = Vec::new();
+    let mut cases: Vec<(&str, CollectiveKind)> = Vec::new();
     for &(spec, kind, small) in CASES {
-        if args.filter.as_deref().is_some_and(|f| !spec.contains(f)) || args.quick && !small {
-            continue;
+        let case = (spec, args.collective.unwrap_or(kind));
+        let filtered = args.filter.as_deref().is_some_and(|f| !spec.contains(f));
+        // `--collective` may make two cases one.
+        if !filtered && (small || !args.quick) && !cases.contains(&case) {
+            cases.push(case);
         }
-        let kind = args.collective.unwrap_or(kind);
+    }
+    for (spec, kind) in cases {
         bar.step(&format!("{spec} {kind}"));
         let row = in_child(spec, kind, args)?;
         if !args.json {
@@ -165,8 +171,8 @@ fn skipped(spec: &str, kind: CollectiveKind, why: String) -> anyhow::Result<Scal
 
 /// Measures one case in this process: synthesis, check, the per-NPU bounds, peak memory.
 /// A schedule that would not fit in memory is streamed to a temporary file and checked
-/// from it, where the collective can be streamed; a synthesis the memory limit refuses
-/// is a skipped row, not an error.
+/// from it (a combining collective's matchings spooled beside it first); a synthesis the
+/// memory limit refuses is a skipped row, not an error.
 fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
     let kind = args.collective.unwrap_or(CollectiveKind::AllGather);
     let topo = parse_spec(spec, &SpecDefaults::default())?;
@@ -176,7 +182,7 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
         Err(e) => return skipped(spec, kind, e.to_string()),
     };
     let held = budget::synthesis_checked(&topo, collective.spec(), false);
-    let streamed = !collective.combining() && held > MemoryLimit::default().bytes();
+    let streamed = held > MemoryLimit::default().bytes();
     let measured = match streamed {
         true => measure_streamed(&topo, &collective, args.seed),
         false => measure_held(&topo, &collective, args.seed),

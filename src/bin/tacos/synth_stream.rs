@@ -5,7 +5,7 @@ use super::progress::ProgressHandle;
 use super::synth::{print_bandwidth_and_bound, topology_line, SynthArgs};
 use std::path::Path;
 use tacos::bounds::Bounds;
-use tacos::collective::Collective;
+use tacos::collective::{Collective, CollectiveKind};
 use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{SynthReport, SynthRun};
 use tacos::topology::Topology;
@@ -31,9 +31,22 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
     };
     let collective = Collective::new(topo, request.spec(topo, k))?;
     let hidden = args.quiet || args.json;
-    let expected =
+    // Every NPU but a chunk's first gets it once; a combining collective's transfers are
+    // spooled, then written (an All-Reduce's reductions and copies each).
+    let mut expected =
         collective.chunk_count() as u64 * collective.npus().len().saturating_sub(1) as u64;
-    let bar = ProgressHandle::bar("synthesizing (transfers written)", expected, hidden);
+    let label = if collective.combining() {
+        let phases = if collective.kind() == CollectiveKind::AllReduce {
+            2
+        } else {
+            1
+        };
+        expected *= 2 * phases;
+        "synthesizing (transfers matched, then written)"
+    } else {
+        "synthesizing (transfers written)"
+    };
+    let bar = ProgressHandle::bar(label, expected, hidden);
     // The bounds need nothing from the synthesis, so they are computed beside it.
     let (made, bounds) = rayon::join(
         || pipeline::synthesize_to_stream(topo, &collective, args.seed, path, &mut |n| bar.set(n)),

@@ -1,0 +1,287 @@
+//! Streamed synthesis: the transfers handed to a sink in start order as they are final,
+//! the schedule never held, for schedules too large to hold (a 200x200 mesh's All-Gather
+//! makes 1.6e9 transfers, its All-Reduce twice as many).
+//!
+//! A copying collective is matched straight into the sink (the matcher's outbox hands
+//! each transfer on once its arrival settles it). A combining collective's reductions are
+//! the time reversal of its copying dual's matching on the reversed topology (`compose`),
+//! whose last copy is the first reduction: the dual is matched into a spool on disk
+//! (`schedule::spool`) and read back from its last transfer. An All-Reduce is composed
+//! phased, as the paper composes it: its All-Gather half starts when the last reduction
+//! ends, so it needs no reservations around the reductions and is matched on its own, at
+//! the same time as the dual (two matchings on the caller's thread pool), into a second
+//! spool, and handed out after the reductions shifted by their end. The held synthesis
+//! (`synthesize_concurrent`) also compacts the reductions and tries the pipelined
+//! composition, which need the reductions held; the streamed one does neither.
+
+use super::compose::{describe, duals, reduction_of, with_kind, Joint};
+use super::fabric::Fabric;
+use super::greedy::match_chunks_into;
+use super::outbox::Sink;
+use super::SynthOptions;
+use crate::budget::{self, MemoryLimit};
+use crate::collective::{Collective, CollectiveKind};
+use crate::error::{Error, Result};
+use crate::schedule::spool::{Spool, SpoolReader};
+use crate::schedule::Transfer;
+use crate::topology::Topology;
+use crate::units::Picos;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering as Atomic};
+
+/// How many transfers a matching spools between calls of the progress callback.
+const PROGRESS_EVERY: u64 = 1 << 20;
+
+/// What a streamed synthesis made (its transfers went to the sink).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Streamed {
+    pub transfers: u64,
+    /// When the last transfer ends.
+    pub collective_time_ps: Picos,
+}
+
+/// Synthesizes a copying `collective` on `topo` without holding its schedule: each
+/// transfer goes to `sink` in start order (ties in the order they were made) as soon as
+/// it is final, so the memory held is the matching's (bits per (NPU, chunk), per link
+/// pools), whatever the number of transfers. The transfers are those `synthesize` makes
+/// with the same seed. For copying collectives whose chunks cross only NPUs that want
+/// them (All-Gather and Broadcast over every alive NPU); a combining collective needs a
+/// spool ([`prepare_streamed`]), and relayed chunks are pruned over the whole list.
+pub fn synthesize_streamed(
+    topo: &Topology,
+    collective: &Collective,
+    options: &SynthOptions,
+    sink: &mut Sink<'_>,
+) -> Result<Streamed> {
+    if collective.combining() {
+        return Err(Error::Synthesis(format!(
+            "{} is streamed through a spool on disk: its reductions are the time reversal \
+             of a whole matching (synth::prepare_streamed)",
+            collective.kind()
+        )));
+    }
+    admit(topo, collective, 1)?;
+    match_copies(topo, collective, options.seed, sink)
+}
+
+/// A streamed synthesis ready to hand out its transfers ([`Prepared::emit`]): for a
+/// combining collective its matchings made and spooled to disk, for a copying one nothing
+/// yet (its matching runs as it hands them out).
+pub struct Prepared<'a> {
+    topo: &'a Topology,
+    collective: &'a Collective,
+    seed: u64,
+    spools: Option<Spools>,
+}
+
+/// A combining collective's matchings on disk.
+struct Spools {
+    /// The copying dual's, on the reversed topology.
+    dual: Spool,
+    /// An All-Reduce's All-Gather half's, from time 0.
+    all_gather: Option<Spool>,
+}
+
+/// Prepares the streamed synthesis of `collective` on `topo`: a combining collective's
+/// matchings are made now (an All-Reduce's two side by side on the caller's thread pool)
+/// and spooled to temporary files beside `beside`, removed when the result is dropped;
+/// `progress` hears the transfers spooled so far, now and then. Refused where the
+/// matchings' memory passes the limit, and for collectives whose chunks cross NPUs that do
+/// not want them.
+pub fn prepare_streamed<'a>(
+    topo: &'a Topology,
+    collective: &'a Collective,
+    options: &SynthOptions,
+    beside: &Path,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Prepared<'a>> {
+    let mut prepared = Prepared {
+        topo,
+        collective,
+        seed: options.seed,
+        spools: None,
+    };
+    if !collective.combining() {
+        admit(topo, collective, 1)?;
+        return Ok(prepared);
+    }
+    let all_reduce = collective.kind() == CollectiveKind::AllReduce;
+    admit(topo, collective, if all_reduce { 2 } else { 1 })?;
+    let reversed = topo.reversed();
+    let dual = duals(&reversed, std::slice::from_ref(collective))?
+        .pop()
+        .flatten()
+        .expect("a combining collective has a copying dual");
+    let half = all_reduce
+        .then(|| {
+            Collective::new(
+                topo,
+                with_kind(collective.spec(), CollectiveKind::AllGather),
+            )
+        })
+        .transpose()?;
+    let fabric = Fabric::new(topo)?;
+    let back = fabric.reversed(topo, &reversed)?;
+    let spooled = AtomicU64::new(0);
+    let spool = |fabric: &Fabric<'_>, copies: &Collective, name: &str| -> Result<Spool> {
+        let mut spool = Spool::create(&beside.with_extension(name))?;
+        let joint = Joint::new(vec![(0, copies)]);
+        let problem = joint.problem(&|_, _| 0, Vec::new());
+        match_chunks_into(fabric, &problem, options.seed, &mut |t| {
+            spool.push(&t)?;
+            if spool.transfers() % PROGRESS_EVERY == 0 {
+                progress(spooled.fetch_add(PROGRESS_EVERY, Atomic::Relaxed) + PROGRESS_EVERY);
+            }
+            Ok(())
+        })?;
+        Ok(spool)
+    };
+    let (dual, all_gather) = rayon::join(
+        || spool(&back, &dual, "reductions"),
+        || {
+            half.as_ref()
+                .map(|h| spool(&fabric, h, "all-gather"))
+                .transpose()
+        },
+    );
+    prepared.spools = Some(Spools {
+        dual: dual?,
+        all_gather: all_gather?,
+    });
+    Ok(prepared)
+}
+
+impl Prepared<'_> {
+    /// Transfers already made and spooled (0 for a copying collective).
+    pub fn spooled(&self) -> u64 {
+        self.spools.as_ref().map_or(0, |s| {
+            s.dual.transfers() + s.all_gather.as_ref().map_or(0, Spool::transfers)
+        })
+    }
+
+    /// Hands every transfer to `sink` in start order: the reductions (the dual's matching
+    /// read back last first, reversed in time and direction), then an All-Reduce's copies
+    /// from when the last reduction ends; or a copying collective's matching as it runs.
+    pub fn emit(self, sink: &mut Sink<'_>) -> Result<Streamed> {
+        let Some(Spools { dual, all_gather }) = self.spools else {
+            return match_copies(self.topo, self.collective, self.seed, sink);
+        };
+        let reduced_by = dual.end_ps();
+        let longest = dual.longest_ps();
+        let mut transfers = dual.transfers();
+        reverse_in_time(dual.backwards()?, reduced_by, longest, sink)?;
+        let mut collective_time_ps = reduced_by;
+        if let Some(copies) = all_gather {
+            transfers += copies.transfers();
+            collective_time_ps += copies.end_ps();
+            for t in copies.forwards()? {
+                let t = t?;
+                sink(Transfer {
+                    start_ps: t.start_ps + reduced_by,
+                    end_ps: t.end_ps + reduced_by,
+                    ..t
+                })?;
+            }
+        }
+        Ok(Streamed {
+            transfers,
+            collective_time_ps,
+        })
+    }
+}
+
+/// Admits `matchings` streamed matchings of `collective`'s size against the memory limit.
+fn admit(topo: &Topology, collective: &Collective, matchings: u64) -> Result<()> {
+    let spec = collective.spec();
+    let one = budget::streamed_synthesis(topo, spec);
+    MemoryLimit::default().admit(one.saturating_mul(matchings), || {
+        format!(
+            "synthesizing {} on {} (streamed)",
+            describe(std::slice::from_ref(spec)),
+            topo.name()
+        )
+    })
+}
+
+/// A copying collective matched straight into `sink`.
+fn match_copies(
+    topo: &Topology,
+    collective: &Collective,
+    seed: u64,
+    sink: &mut Sink<'_>,
+) -> Result<Streamed> {
+    let fabric = Fabric::new(topo)?;
+    let joint = Joint::new(vec![(0, collective)]);
+    let problem = joint.problem(&|_, _| 0, Vec::new());
+    let (transfers, collective_time_ps) = match_chunks_into(&fabric, &problem, seed, sink)?;
+    Ok(Streamed {
+        transfers,
+        collective_time_ps,
+    })
+}
+
+/// Hands `sink` the reductions of the dual's copies, which come last first (nonincreasing
+/// start), in start order: a reduction starts at `end` less its copy's end, so they go
+/// out by nonincreasing copy end. A copy waits until no copy still unread can end later:
+/// every unread one starts no later than the one just read, and so ends at most `longest`
+/// after it. Copies wait for as long as the longest transfer (one instant's on links of
+/// one speed).
+fn reverse_in_time(
+    copies: SpoolReader,
+    end: Picos,
+    longest: Picos,
+    sink: &mut Sink<'_>,
+) -> Result<()> {
+    let mut waiting: BinaryHeap<Waiting> = BinaryHeap::new();
+    for (read, copy) in copies.enumerate() {
+        let copy = copy?;
+        let horizon = copy.start_ps.saturating_add(longest);
+        while waiting.peek().is_some_and(|w| w.copy.end_ps >= horizon) {
+            let w = waiting.pop().expect("peeked");
+            sink(reduction_of(w.copy, end))?;
+        }
+        waiting.push(Waiting {
+            copy,
+            read: Reverse(read),
+        });
+    }
+    while let Some(w) = waiting.pop() {
+        sink(reduction_of(w.copy, end))?;
+    }
+    Ok(())
+}
+
+/// A copy read back and not yet handed out; the greatest goes first: the latest end, then
+/// the earliest read.
+struct Waiting {
+    copy: Transfer,
+    read: Reverse<usize>,
+}
+
+impl Waiting {
+    fn key(&self) -> (Picos, Reverse<usize>) {
+        (self.copy.end_ps, self.read)
+    }
+}
+
+impl PartialEq for Waiting {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Waiting {}
+
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
