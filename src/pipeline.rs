@@ -35,7 +35,7 @@ use crate::units::Picos;
 use rayon::prelude::*;
 use std::io::{BufReader, Write};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -281,29 +281,39 @@ pub fn synthesize_to_stream(
     let prepared = prepare_streamed(topo, collective, &SynthOptions { seed }, path, &tell)?;
     let spooled = prepared.spooled();
     let written = AtomicBool::new(false);
+    // A checker that refuses the file stops the synthesis rather than wait for its end.
+    let refused = AtomicBool::new(false);
     let (made, checked) = rayon::join(
         || {
             // However the writing ends, so that the checker never waits for bytes that
             // will not come.
             let _finished = fsio::SetOnDrop(&written);
             let out = file.writer();
-            let made = write_stream(prepared, &header, out, path, &|n| tell(spooled + n))
+            let progress = |n| tell(spooled + n);
+            let made = write_stream(prepared, &header, out, path, &progress, &refused)
                 .and_then(|m| out.flush().map(|()| m).map_err(|e| Error::io(path, e)));
             (made, started.elapsed())
         },
         || {
-            let following = fsio::Following::open(&temp, &written)?;
-            let reader = BufReader::with_capacity(1 << 16, following);
-            let report = check_stream(
-                StreamReader::new(reader, &path.display().to_string())?,
-                topo,
-            )?;
-            Ok::<_, Error>((report, started.elapsed()))
+            let checked = (|| {
+                let following = fsio::Following::open(&temp, &written)?;
+                let reader = BufReader::with_capacity(1 << 16, following);
+                let report = check_stream(
+                    StreamReader::new(reader, &path.display().to_string())?,
+                    topo,
+                )?;
+                Ok::<_, Error>((report, started.elapsed()))
+            })();
+            if checked.is_err() {
+                refused.store(true, Ordering::Release);
+            }
+            checked
         },
     );
+    // The checker's verdict first: where it refused, the synthesis only stopped.
+    let (report, checked) = checked?;
     let (made, synthesized) = made;
     let streamed = made?;
-    let (report, checked) = checked?;
     if report.transfers as u64 != streamed.transfers {
         return Err(Error::Schedule(format!(
             "{}: {} transfers read back where {} were written",
@@ -321,13 +331,18 @@ pub fn synthesize_to_stream(
     })
 }
 
-/// A prepared streamed synthesis written to `out` as a transfer stream.
+/// How often (in transfers written) the writer looks whether the checker refused the file.
+const REFUSAL_EVERY: u64 = 1 << 12;
+
+/// A prepared streamed synthesis written to `out` as a transfer stream; it stops once
+/// `refused` is set.
 fn write_stream(
     prepared: Prepared<'_>,
     header: &StreamHeader,
     out: &mut dyn Write,
     path: &Path,
     progress: &(dyn Fn(u64) + Sync),
+    refused: &AtomicBool,
 ) -> Result<Streamed> {
     let io = |e| Error::io(path, e);
     let mut stream = StreamWriter::new(out, header).map_err(io)?;
@@ -335,6 +350,11 @@ fn write_stream(
     let streamed = prepared.emit(&mut |t| {
         stream.push(&t).map_err(io)?;
         count += 1;
+        if count % REFUSAL_EVERY == 0 && refused.load(Ordering::Acquire) {
+            return Err(Error::Synthesis(
+                "stopped: the checker refused what was written".into(),
+            ));
+        }
         if count % STREAM_PROGRESS_EVERY == 0 {
             progress(count);
         }

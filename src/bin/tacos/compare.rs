@@ -90,14 +90,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     drop(bar);
     let bounds = Bounds::new(&topo, &collective);
     let tacos_ps = rows[0].outcome.as_ref().ok().map(|m| m.report.time_ps);
-    let title = format!(
-        "{}{} of {} on {} ({} NPUs)",
-        spec.kind,
-        spec.root.map_or(String::new(), |r| format!(" (root {r})")),
-        format_size(spec.size_bytes),
-        topo.name(),
-        spec.npus.len()
-    );
+    let title = title(&spec, &topo);
     if let Some(path) = &args.heatmap {
         let panels: Vec<(String, &SimReport)> = rows
             .iter()
@@ -303,4 +296,16 @@ pub(super) fn check_writable_dir(path: &Path, what: &str) -> anyhow::Result<()> 
         );
     }
     Ok(())
+}
+
+/// What is compared, as the text and the page title name it.
+pub fn title(spec: &CollectiveSpec, topo: &Topology) -> String {
+    format!(
+        "{}{} of {} on {} ({} NPUs)",
+        spec.kind,
+        spec.root.map_or(String::new(), |r| format!(" (root {r})")),
+        format_size(spec.size_bytes),
+        topo.name(),
+        spec.npus.len()
+    )
 }

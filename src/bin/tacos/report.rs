@@ -5,7 +5,8 @@
 //! collective, and the table of its files.
 
 use super::compare::{
-    baselines_for, check_writable_dir, measure, measure_baselines, synthesized, Measured, Row, Run,
+    baselines_for, check_writable_dir, measure, measure_baselines, synthesized, title, Measured,
+    Row, Run,
 };
 use super::progress::ProgressHandle;
 use super::simulate::{read_schedule, simulate_xml, CollectiveArgs};
@@ -89,14 +90,7 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
     } = compared(args)?;
     let spec = collective.spec();
     let bounds = Bounds::new(&topo, &collective);
-    let title = format!(
-        "{}{} of {} on {} ({} NPUs)",
-        spec.kind,
-        spec.root.map_or(String::new(), |r| format!(" (root {r})")),
-        format_size(spec.size_bytes),
-        topo.name(),
-        spec.npus.len()
-    );
+    let title = title(spec, &topo);
     let mut page = Page::new(&format!("tacos report: {title}"));
     page.heading(1, &title);
     // An MSCCL program's chunking is its own, not the K of the command line.

@@ -241,12 +241,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let spec = collective.spec();
-    println!(
-        "topology      {} ({} NPUs, {} links)",
-        topo.name(),
-        topo.npus(),
-        topo.links().len()
-    );
+    print_topology(&topo);
     println!("algorithm     {algorithm} ({messages} transfers)");
     println!(
         "collective    {} of {}{}, {} chunk{} per NPU",
@@ -577,5 +572,15 @@ pub(super) fn print_bounds(b: &Bounds, time_ps: Option<u64>) {
         "ideal         {:.3} us ({IDEAL_NOTE}){}",
         ps_to_us(b.ideal_ps),
         against("of ideal", Bounds::of_ideal)
+    );
+}
+
+/// The report's first line: the topology simulated on.
+pub fn print_topology(topo: &Topology) {
+    println!(
+        "topology      {} ({} NPUs, {} links)",
+        topo.name(),
+        topo.npus(),
+        topo.links().len()
     );
 }

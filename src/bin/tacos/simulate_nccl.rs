@@ -2,7 +2,7 @@
 //! priced by the executor cost model (`tacos::cost::nccl`), with the algorithm and
 //! protocol NCCL's tuning would pick unless the command line names them.
 
-use super::simulate::{print_bounds, SimulateArgs};
+use super::simulate::{print_bounds, print_topology, SimulateArgs};
 use anyhow::bail;
 use clap::Args;
 use tacos::bounds::Bounds;
@@ -103,12 +103,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let spec = collective.spec();
-    println!(
-        "topology      {} ({} NPUs, {} links)",
-        topo.name(),
-        topo.npus(),
-        topo.links().len()
-    );
+    print_topology(&topo);
     println!(
         "algorithm     NCCL {} with {} on {} channels (picked by {picked_by})",
         price.algorithm, price.protocol, price.channels
