@@ -4,11 +4,14 @@
 
 use std::io::Write;
 use std::process::Command;
-use tacos::collective::{Collective, CollectiveKind};
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::pipeline::Request;
 use tacos::schedule::stream::{
     self, StreamHeader, StreamReader, StreamSummary, StreamWriter, STREAM_FORMAT,
 };
-use tacos::schedule::{check, check_stream, Network, Op, Schedule, Transfer};
+use tacos::schedule::{
+    check, check_stream, link_time_ps, CheckReport, Network, Op, Schedule, Transfer,
+};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 
@@ -210,7 +213,7 @@ fn a_synthesized_mesh_takes_a_few_bytes_a_transfer() {
 }
 
 /// Both checkers on the same transfers: the same report or the same error.
-fn same_verdict(s: &Schedule, t: &Topology) -> tacos::Result<tacos::schedule::CheckReport> {
+fn same_verdict(s: &Schedule, t: &Topology) -> tacos::Result<CheckReport> {
     let (bytes, _) = stream_of(s, &s.transfers);
     let streamed = check_stream(StreamReader::new(&bytes[..], "test.tts").unwrap(), t);
     let held = check(s, t);
@@ -285,20 +288,211 @@ fn the_stream_checker_agrees_with_check_on_a_switched_fabric() {
     both_checkers_agree(&t, &synth(&t, CollectiveKind::AllGather, 1));
 }
 
-#[test]
-fn combining_collectives_are_checked_whole_with_the_same_verdict() {
-    let t = topo("mesh:3x3");
-    for kind in [CollectiveKind::ReduceScatter, CollectiveKind::AllReduce] {
-        let s = synth(&t, kind, 1);
-        let report = same_verdict(&s, &t).unwrap();
-        assert_eq!(report.transfers, s.transfers.len());
-        let slow = mutated(&s, |ts| ts[0].end_ps += 1);
-        assert!(same_verdict(&slow, &t).is_err());
-        let short = mutated(&s, |ts| {
-            ts.pop();
-        });
-        assert!(same_verdict(&short, &t).is_err());
+/// A synthesized combining collective (`pipeline::synthesize`, as `tacos synth` makes
+/// it), with the network recorded.
+fn synth_combining(t: &Topology, kind: CollectiveKind, k: usize) -> Schedule {
+    let request = Request::new(kind, 1 << 26);
+    let checked = tacos::pipeline::synthesize(t, &request, k, 0).unwrap();
+    if let Some(times) = checked.all_reduce() {
+        println!(
+            "{} All-Reduce K={k}: {} composition kept",
+            t.name(),
+            if times.pipelined {
+                "pipelined"
+            } else {
+                "phased"
+            }
+        );
     }
+    let mut s = checked.schedule().clone();
+    s.network = Some(Network::of(t));
+    s
+}
+
+/// Synthesized sums are reduction trees (every contributor sends each chunk's partial sum
+/// once, after those sent to it): the stream checker reads them with `check`'s report,
+/// and refuses their faults with `check`'s message.
+#[test]
+fn synthesized_combining_collectives_pass_the_stream_checker_with_checks_report() {
+    for (spec, k) in [
+        ("mesh:3x3", 1),
+        ("mesh:4x4", 2),
+        ("ring:8", 1),
+        ("switch:8", 1),
+    ] {
+        let t = topo(spec);
+        for kind in [
+            CollectiveKind::ReduceScatter,
+            CollectiveKind::Reduce,
+            CollectiveKind::AllReduce,
+        ] {
+            let s = synth_combining(&t, kind, k);
+            // An All-Reduce is reductions then copies of the sums.
+            let copies = s.transfers.iter().filter(|t| t.op == Op::Copy).count();
+            assert_eq!(
+                copies > 0,
+                kind == CollectiveKind::AllReduce,
+                "{spec} {kind}"
+            );
+            let report =
+                same_verdict(&s, &t).unwrap_or_else(|e| panic!("{spec} {kind} K={k}: {e}"));
+            assert_eq!(report.transfers, s.transfers.len());
+            assert_eq!(report.collective_time_ps, s.collective_time_ps());
+            let slow = mutated(&s, |ts| ts[0].end_ps += 1);
+            let e = same_verdict(&slow, &t).unwrap_err().to_string();
+            assert!(e.contains("takes"), "{e}");
+            let busy = mutated(&s, |ts| ts.push(ts[ts.len() / 2].clone()));
+            let e = same_verdict(&busy, &t).unwrap_err().to_string();
+            assert!(e.contains("still occupies the link"), "{e}");
+            // The last transfer dropped: its destination lacks the chunk (the root, of a
+            // reduction, or an NPU a copy would have reached).
+            let short = mutated(&s, |ts| {
+                ts.pop();
+            });
+            let e = same_verdict(&short, &t).unwrap_err().to_string();
+            assert!(e.contains("at the end, NPU"), "{e}");
+        }
+    }
+}
+
+/// `kind` over `npus` fully connected NPUs (rooted at NPU 0, K = 1) by hand-made
+/// transfers of chunk 0, each taking a link's time: `(op, src, dst, step)` runs over
+/// `[step, step + 1)` in link times.
+fn hand_made(
+    kind: CollectiveKind,
+    npus: usize,
+    transfers: &[(Op, usize, usize, u64)],
+) -> (Topology, Schedule) {
+    let t = topo(&format!("fc:{npus}"));
+    let spec = CollectiveSpec {
+        kind,
+        root: kind.has_root().then_some(0),
+        npus: (0..npus).collect(),
+        chunks_per_npu: 1,
+        size_bytes: 1 << 20,
+    };
+    let collective = Collective::new(&t, spec.clone()).unwrap();
+    let d = link_time_ps(&t.links()[0], collective.chunk_bytes()).unwrap();
+    let ts: Vec<Transfer> = transfers
+        .iter()
+        .map(|&(op, src, dst, step)| Transfer {
+            chunk: 0,
+            src,
+            dst,
+            start_ps: step * d,
+            end_ps: (step + 1) * d,
+            op,
+        })
+        .collect();
+    let mut s = Schedule::new(t.name(), spec, collective.chunk_bytes(), ts);
+    s.network = Some(Network::of(&t));
+    (t, s)
+}
+
+/// What each checker says of `s`: `check` on it held, `check_stream` on it streamed.
+fn both_say(
+    s: &Schedule,
+    t: &Topology,
+) -> (tacos::Result<CheckReport>, tacos::Result<CheckReport>) {
+    let (bytes, _) = stream_of(s, &s.transfers);
+    let streamed = check_stream(StreamReader::new(&bytes[..], "test.tts").unwrap(), t);
+    (check(s, t), streamed)
+}
+
+const R: Op = Op::Reduce;
+const C: Op = Op::Copy;
+
+/// Hand-worked Reduce to NPU 0 over 4 NPUs: 2 -> 1 and 3 -> 0 in step 0, 1 -> 0 in step 1
+/// (the tree 2 -> 1 -> 0 <- 3), and faults of each kind.
+#[test]
+fn hand_made_reduction_trees_and_their_faults() {
+    let (t, good) = hand_made(
+        CollectiveKind::Reduce,
+        4,
+        &[(R, 2, 1, 0), (R, 3, 0, 0), (R, 1, 0, 1)],
+    );
+    let (held, streamed) = both_say(&good, &t);
+    assert_eq!(held.unwrap(), streamed.unwrap());
+    // The same tree, then the whole sum copied on from the root: still correct.
+    let (t, copied) = hand_made(
+        CollectiveKind::Reduce,
+        4,
+        &[(R, 2, 1, 0), (R, 3, 0, 0), (R, 1, 0, 1), (C, 0, 2, 2)],
+    );
+    let (held, streamed) = both_say(&copied, &t);
+    assert_eq!(held.unwrap(), streamed.unwrap());
+    let refused = |transfers: &[(Op, usize, usize, u64)], held_says: &str, streamed_says: &str| {
+        let (t, s) = hand_made(CollectiveKind::Reduce, 4, transfers);
+        let (held, streamed) = both_say(&s, &t);
+        let held = held.unwrap_err().to_string();
+        let streamed = streamed.unwrap_err().to_string();
+        assert!(held.contains(held_says), "check: {held}");
+        assert!(streamed.contains(streamed_says), "check_stream: {streamed}");
+    };
+    // NPU 2 sends its partial to 1 and to 3, so 0 counts it twice.
+    refused(
+        &[(R, 2, 1, 0), (R, 2, 3, 0), (R, 1, 0, 1), (R, 3, 0, 1)],
+        "would count a contribution to chunk 0 twice",
+        "transfer 1 (chunk 0, NPU 2 -> 3, 0.000000-",
+    );
+    refused(
+        &[(R, 2, 1, 0), (R, 2, 3, 0), (R, 1, 0, 1), (R, 3, 0, 1)],
+        "transfer 3 (chunk 0, NPU 3 -> 0",
+        "NPU 2 sends its partial sum of chunk 0 a second time",
+    );
+    // NPU 1 sends before 2's partial reaches it: 2's contribution is lost.
+    refused(
+        &[(R, 1, 0, 0), (R, 3, 0, 0), (R, 2, 1, 1)],
+        "at the end, NPU 0 lacks chunk 0",
+        "NPU 1 sent its partial sum of chunk 0 before this landed",
+    );
+    // A partial sum copied over the root's: what the root had gathered is overwritten.
+    refused(
+        &[(R, 2, 1, 0), (R, 3, 0, 0), (C, 1, 0, 1)],
+        "at the end, NPU 0 lacks chunk 0",
+        "NPU 1 does not hold the whole sum of chunk 0 when it sends",
+    );
+    // NPU 3 never sends: the root lacks its contribution, and both say so alike.
+    let (t, missing) = hand_made(CollectiveKind::Reduce, 4, &[(R, 2, 1, 0), (R, 1, 0, 1)]);
+    let (held, streamed) = both_say(&missing, &t);
+    let held = held.unwrap_err().to_string();
+    assert_eq!(held, streamed.unwrap_err().to_string());
+    assert!(
+        held.contains("at the end, NPU 0 lacks chunk 0 (or some of its contributions)"),
+        "{held}"
+    );
+}
+
+/// Recursive doubling on two NPUs: each sends the other its partial of each chunk at once,
+/// so both end with both contributions (`check` accepts, by hand: {0} + {1} on each), but
+/// each sent its partial before the other's landed, which no reduction tree does.
+#[test]
+fn a_correct_all_reduce_of_another_shape_is_refused_by_the_stream_checker_saying_why() {
+    let (t, s) = hand_made(CollectiveKind::AllReduce, 2, &[(R, 0, 1, 0), (R, 1, 0, 0)]);
+    // All-Reduce on 2 NPUs at K = 1 has two chunks: exchange chunk 1 a step later.
+    let mut transfers = s.transfers.clone();
+    transfers.extend(transfers.clone().into_iter().map(|t| Transfer {
+        chunk: 1,
+        start_ps: t.end_ps,
+        end_ps: 2 * t.end_ps,
+        ..t
+    }));
+    let s = Schedule::new(
+        s.topology.clone(),
+        s.collective.clone(),
+        s.chunk_bytes,
+        transfers,
+    );
+    let (held, streamed) = both_say(&s, &t);
+    let report = held.unwrap();
+    assert_eq!(report.transfers, 4);
+    let e = streamed.unwrap_err().to_string();
+    assert!(
+        e.contains("NPU 1 sent its partial sum of chunk 0 before this landed")
+            && e.contains("reduction-tree form")
+            && e.contains("`schedule::check` on the schedule read whole"),
+        "{e}"
+    );
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
