@@ -314,11 +314,16 @@ fn synth_combining(t: &Topology, kind: CollectiveKind, k: usize) -> Schedule {
 /// and refuses their faults with `check`'s message.
 #[test]
 fn synthesized_combining_collectives_pass_the_stream_checker_with_checks_report() {
+    // Both All-Reduce compositions (phased on the first, pipelined on ring:5 K=2, rfs and
+    // the DGX pair as synthesized at seed 0, printed), links of three speeds, switches.
     for (spec, k) in [
         ("mesh:3x3", 1),
         ("mesh:4x4", 2),
         ("ring:8", 1),
+        ("ring:5", 2),
         ("switch:8", 1),
+        ("rfs:2x4x8,bw=200:100:50", 1),
+        ("preset:dgx-a100,nodes=2", 2),
     ] {
         let t = topo(spec);
         for kind in [
