@@ -368,6 +368,19 @@ fn hand_made(
     npus: usize,
     transfers: &[(Op, usize, usize, u64)],
 ) -> (Topology, Schedule) {
+    let of_chunk_0: Vec<_> = transfers
+        .iter()
+        .map(|&(op, src, dst, step)| (0, op, src, dst, step))
+        .collect();
+    hand_made_chunks(kind, npus, &of_chunk_0)
+}
+
+/// `hand_made` with each transfer's chunk first: `(chunk, op, src, dst, step)`.
+fn hand_made_chunks(
+    kind: CollectiveKind,
+    npus: usize,
+    transfers: &[(usize, Op, usize, usize, u64)],
+) -> (Topology, Schedule) {
     let t = topo(&format!("fc:{npus}"));
     let spec = CollectiveSpec {
         kind,
@@ -380,8 +393,8 @@ fn hand_made(
     let d = link_time_ps(&t.links()[0], collective.chunk_bytes()).unwrap();
     let ts: Vec<Transfer> = transfers
         .iter()
-        .map(|&(op, src, dst, step)| Transfer {
-            chunk: 0,
+        .map(|&(chunk, op, src, dst, step)| Transfer {
+            chunk,
             src,
             dst,
             start_ps: step * d,
@@ -473,20 +486,16 @@ fn hand_made_reduction_trees_and_their_faults() {
 /// each sent its partial before the other's landed, which no reduction tree does.
 #[test]
 fn a_correct_all_reduce_of_another_shape_is_refused_by_the_stream_checker_saying_why() {
-    let (t, s) = hand_made(CollectiveKind::AllReduce, 2, &[(R, 0, 1, 0), (R, 1, 0, 0)]);
-    // All-Reduce on 2 NPUs at K = 1 has two chunks: exchange chunk 1 a step later.
-    let mut transfers = s.transfers.clone();
-    transfers.extend(transfers.clone().into_iter().map(|t| Transfer {
-        chunk: 1,
-        start_ps: t.end_ps,
-        end_ps: 2 * t.end_ps,
-        ..t
-    }));
-    let s = Schedule::new(
-        s.topology.clone(),
-        s.collective.clone(),
-        s.chunk_bytes,
-        transfers,
+    // All-Reduce on 2 NPUs at K = 1 has two chunks: chunk 1 is exchanged a step later.
+    let (t, s) = hand_made_chunks(
+        CollectiveKind::AllReduce,
+        2,
+        &[
+            (0, R, 0, 1, 0),
+            (0, R, 1, 0, 0),
+            (1, R, 0, 1, 1),
+            (1, R, 1, 0, 1),
+        ],
     );
     let (held, streamed) = both_say(&s, &t);
     let report = held.unwrap();
@@ -585,4 +594,159 @@ fn simulate_reads_a_stream_like_the_json_it_holds() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A small deterministic generator (xorshift), so the random schedules below are the same
+/// on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// A random schedule in reduction-tree form for `kind` on `npus` fully connected NPUs
+/// (K = 1): per chunk a random in-tree into its root, each NPU sending after what it
+/// receives has landed, then (All-Reduce) the sum copied from NPUs holding it.
+fn random_trees(
+    rng: &mut Rng,
+    kind: CollectiveKind,
+    npus: usize,
+) -> Vec<(usize, Op, usize, usize, u64)> {
+    let chunks = if kind == CollectiveKind::Reduce {
+        1
+    } else {
+        npus
+    };
+    let mut transfers = Vec::new();
+    for c in 0..chunks {
+        let root = match kind {
+            CollectiveKind::Reduce => 0,
+            CollectiveKind::ReduceScatter => c,
+            _ => rng.below(npus),
+        };
+        // Each NPU joins the tree below the root or one that joined before it.
+        let mut order: Vec<usize> = (0..npus).filter(|&n| n != root).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        let joined: Vec<usize> = std::iter::once(root).chain(order.iter().copied()).collect();
+        let parent: Vec<(usize, usize)> = (1..joined.len())
+            .map(|i| (joined[i], joined[rng.below(i)]))
+            .collect();
+        // Sending steps from the leaves up: after every child's partial has landed.
+        let mut ready = vec![0u64; npus];
+        for &(child, to) in parent.iter().rev() {
+            let step = ready[child] + rng.below(2) as u64;
+            transfers.push((c, Op::Reduce, child, to, step));
+            ready[to] = ready[to].max(step + 1);
+        }
+        if kind == CollectiveKind::AllReduce {
+            let mut holders = vec![root];
+            for &n in &order {
+                let from = holders[rng.below(holders.len())];
+                let step = ready[from] + rng.below(2) as u64;
+                transfers.push((c, Op::Copy, from, n, step));
+                ready[n] = step + 1;
+                holders.push(n);
+            }
+        }
+    }
+    transfers
+}
+
+/// The soundness of the reduction-tree rule, against `check`'s contribution sets as a
+/// second implementation: on random trees, and on each with one random change (an op
+/// flipped, a transfer dropped, moved a step, redirected, or sent again), every schedule
+/// `check_stream` accepts `check` accepts with the same report, and every correct
+/// schedule it refuses is refused for its shape, saying so.
+#[test]
+fn every_schedule_the_stream_checker_accepts_check_accepts() {
+    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let (mut accepted, mut changed_accepted, mut other_shapes) = (0, 0, 0);
+    for round in 0..3000 {
+        let kind = [
+            CollectiveKind::Reduce,
+            CollectiveKind::ReduceScatter,
+            CollectiveKind::AllReduce,
+        ][round % 3];
+        let npus = 3 + round % 3;
+        let mut transfers = random_trees(&mut rng, kind, npus);
+        let pick = rng.below(transfers.len());
+        let changed = round % 4 != 0;
+        if changed {
+            let t = &mut transfers[pick];
+            match rng.below(5) {
+                0 => {
+                    t.1 = if t.1 == Op::Copy {
+                        Op::Reduce
+                    } else {
+                        Op::Copy
+                    }
+                }
+                1 => {
+                    transfers.remove(pick);
+                }
+                2 => {
+                    t.4 = if rng.below(2) == 0 {
+                        t.4 + 1
+                    } else {
+                        t.4.saturating_sub(1)
+                    }
+                }
+                3 => t.3 = (t.2 + 1 + rng.below(npus - 1)) % npus,
+                _ => {
+                    let again = (
+                        t.0,
+                        t.1,
+                        t.2,
+                        (t.2 + 1 + rng.below(npus - 1)) % npus,
+                        t.4 + rng.below(3) as u64,
+                    );
+                    transfers.push(again);
+                }
+            }
+        }
+        let (t, s) = hand_made_chunks(kind, npus, &transfers);
+        let (held, streamed) = both_say(&s, &t);
+        match (&held, &streamed) {
+            (_, Ok(report)) => {
+                assert_eq!(
+                    held.as_ref().ok(),
+                    Some(report),
+                    "round {round}: {transfers:?}"
+                );
+                accepted += 1;
+                changed_accepted += changed as usize;
+            }
+            (Ok(_), Err(e)) => {
+                assert!(
+                    e.to_string().contains("reduction-tree form"),
+                    "round {round}: {e}"
+                );
+                other_shapes += 1;
+            }
+            (Err(_), Err(_)) => {}
+        }
+        if !changed {
+            // Unchanged, it is a tree: refused only for links carrying two chunks at once,
+            // by both alike.
+            match (&held, &streamed) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b),
+                (Err(a), Err(b)) => {
+                    assert_eq!(a.to_string(), b.to_string());
+                    assert!(a.to_string().contains("still occupies the link"), "{a}");
+                }
+                _ => panic!("round {round}: {held:?} but {streamed:?}"),
+            }
+        }
+    }
+    println!(
+        "accepted {accepted} ({changed_accepted} changed), {other_shapes} correct of another shape"
+    );
+    assert!(accepted >= 500 && changed_accepted >= 200 && other_shapes >= 20);
 }
