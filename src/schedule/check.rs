@@ -382,8 +382,8 @@ enum Followed {
 
 /// The one pass over transfers in start order that `check`, `check_stream` and
 /// `check_data_flow` share: each transfer's NPUs, chunk, route, duration and link use as
-/// it departs, and for copying collectives the contents (combining ones are replayed
-/// after, a chunk at a time).
+/// it departs, and the contents it follows (`Followed`: a combining collective's, for
+/// `check`, are replayed after, a chunk at a time).
 struct Sweep<'a> {
     topo: &'a Topology,
     collective: &'a Collective,
