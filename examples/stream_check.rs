@@ -1,9 +1,11 @@
 //! What the transfer stream (`schedule::stream`) costs and saves on synthesized mesh
-//! All-Gathers (K = 1, 1 GiB, seed 0): the stream's bytes a transfer against the JSON
-//! schedule file's and the 48-byte records, and the time `check` takes on the schedule in
-//! memory against `check_stream` reading the stream file.
+//! collectives (All-Gather unless a collective is named; K = 1, 1 GiB, seed 0): the
+//! stream's bytes a transfer against the JSON schedule file's and the 48-byte records,
+//! and the time `check` takes on the schedule in memory against `check_stream` reading
+//! the stream file (combining collectives: as reduction trees), with its throughput.
 //!
 //! cargo run --release --example stream_check -- 32 64
+//! cargo run --release --example stream_check -- allreduce 32 64
 
 use std::time::Instant;
 use tacos::collective::{Collective, CollectiveKind};
@@ -13,18 +15,23 @@ use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
 
 fn main() -> tacos::Result<()> {
-    let sides: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("mesh sides are numbers"))
-        .collect();
+    let mut kind = CollectiveKind::AllGather;
+    let mut sides = Vec::new();
+    for arg in std::env::args().skip(1) {
+        match arg.parse::<usize>() {
+            Ok(side) => sides.push(side),
+            Err(_) => kind = arg.parse()?,
+        }
+    }
     let dir = std::env::temp_dir().join(format!("tacos-stream-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| tacos::Error::io(&dir, e))?;
-    println!("| mesh | transfers | stream B/transfer | JSON B/transfer | write s | check s | check_stream s |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| {kind} | transfers | stream B/transfer | JSON B/transfer | write s | check s | check_stream s | check_stream M transfers/s |");
+    println!("|---|---|---|---|---|---|---|---|");
     for side in sides {
         let spec = format!("mesh:{side}x{side}");
         let topo = parse_spec(&spec, &SpecDefaults::default())?;
-        let collective = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 1 << 30)?;
+        let collective =
+            Collective::over_all(&topo, kind, kind.has_root().then_some(0), 1, 1 << 30)?;
         let schedule = synthesize(&topo, &collective, &SynthOptions::default())?;
         let header = StreamHeader::new(
             spec.clone(),
@@ -61,10 +68,11 @@ fn main() -> tacos::Result<()> {
         let stream_s = clock.elapsed().as_secs_f64();
         assert_eq!(held, streamed, "the two checkers disagree");
         println!(
-            "| {spec} | {} | {:.2} | {:.1} | {write_s:.2} | {check_s:.2} | {stream_s:.2} |",
+            "| {spec} | {} | {:.2} | {:.1} | {write_s:.2} | {check_s:.2} | {stream_s:.2} | {:.1} |",
             schedule.transfers.len(),
             (file_bytes - header_bytes) as f64 / n,
             json.0 as f64 / n,
+            n / stream_s / 1e6,
         );
         std::fs::remove_file(&path).map_err(|e| tacos::Error::io(&path, e))?;
     }

@@ -359,14 +359,12 @@ fn one_speed(topo: &Topology) -> bool {
 /// Bytes the checker holds for a schedule of `transfers` transfers of `spec` on `topo`:
 /// the contents (copying collectives: a bit per (NPU, chunk); combining ones, a chunk at a
 /// time: a bit per contributor on each NPU, with the data of transfers in flight, at most
-/// about one per link or NPU, and the transfers grouped by chunk, 4 bytes each), the last
-/// transfer on each link, where transfers differ in duration a 4-byte index per transfer
-/// for each of the start and end orders, and through switches a route tree per NPU.
+/// about one per link or NPU, and the transfers grouped by chunk, 4 bytes each), and what
+/// every sweep holds (`sweep_state`).
 pub fn check(spec: &CollectiveSpec, topo: &Topology, transfers: u64) -> u64 {
     let s = Shape::of(spec, topo.npus());
     let npus = topo.npus() as u64;
     let links = topo.links().len() as u64;
-    let orders = if one_speed(topo) { 0 } else { 8 };
     let contents = if spec.kind.combining() {
         let row = 8 * spec.npus.len().div_ceil(64) as u64;
         let in_flight = mul(links.max(npus), row + 4 * ALLOCATION);
@@ -377,14 +375,38 @@ pub fn check(spec: &CollectiveSpec, topo: &Topology, transfers: u64) -> u64 {
     } else {
         mul(s.chunks, npus).div_ceil(8)
     };
+    contents.saturating_add(sweep_state(topo, transfers))
+}
+
+/// Bytes the stream checker holds for a stream of `spec` on `topo`, nothing per transfer:
+/// a bit per (NPU, chunk) (combining collectives, read as reduction trees: two, whether
+/// the NPU sent its partial sum and whether it holds the whole sum, and per chunk a
+/// 4-byte count of the reductions landed) and what every sweep holds (`sweep_state`).
+pub fn check_streamed(spec: &CollectiveSpec, topo: &Topology) -> u64 {
+    let s = Shape::of(spec, topo.npus());
+    let states = mul(s.chunks, topo.npus() as u64);
+    let contents = if spec.kind.combining() {
+        mul(states, 2).div_ceil(8).saturating_add(mul(s.chunks, 4))
+    } else {
+        states.div_ceil(8)
+    };
+    contents.saturating_add(sweep_state(topo, 0))
+}
+
+/// Bytes every checker's sweep holds beside the contents: the last transfer on each link,
+/// where transfers differ in duration a 4-byte index per transfer for each of the start
+/// and end orders, and through switches a route tree per NPU.
+fn sweep_state(topo: &Topology, transfers: u64) -> u64 {
+    let npus = topo.npus() as u64;
+    let links = topo.links().len() as u64;
+    let orders = if one_speed(topo) { 0 } else { 8 };
     // Per NPU sending through switches its route tree.
     let routes = if topo.has_switches() {
         mul(npus, 16 * topo.vertices() as u64 + 4 * ALLOCATION)
     } else {
         0
     };
-    contents
-        .saturating_add(mul(links, 24))
+    mul(links, 24)
         .saturating_add(mul(transfers, orders))
         .saturating_add(routes)
 }

@@ -4,11 +4,14 @@
 
 use std::io::Write;
 use std::process::Command;
-use tacos::collective::{Collective, CollectiveKind};
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::pipeline::Request;
 use tacos::schedule::stream::{
     self, StreamHeader, StreamReader, StreamSummary, StreamWriter, STREAM_FORMAT,
 };
-use tacos::schedule::{check, check_stream, Network, Op, Schedule, Transfer};
+use tacos::schedule::{
+    check, check_stream, link_time_ps, CheckReport, Network, Op, Schedule, Transfer,
+};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 
@@ -210,7 +213,7 @@ fn a_synthesized_mesh_takes_a_few_bytes_a_transfer() {
 }
 
 /// Both checkers on the same transfers: the same report or the same error.
-fn same_verdict(s: &Schedule, t: &Topology) -> tacos::Result<tacos::schedule::CheckReport> {
+fn same_verdict(s: &Schedule, t: &Topology) -> tacos::Result<CheckReport> {
     let (bytes, _) = stream_of(s, &s.transfers);
     let streamed = check_stream(StreamReader::new(&bytes[..], "test.tts").unwrap(), t);
     let held = check(s, t);
@@ -285,20 +288,225 @@ fn the_stream_checker_agrees_with_check_on_a_switched_fabric() {
     both_checkers_agree(&t, &synth(&t, CollectiveKind::AllGather, 1));
 }
 
-#[test]
-fn combining_collectives_are_checked_whole_with_the_same_verdict() {
-    let t = topo("mesh:3x3");
-    for kind in [CollectiveKind::ReduceScatter, CollectiveKind::AllReduce] {
-        let s = synth(&t, kind, 1);
-        let report = same_verdict(&s, &t).unwrap();
-        assert_eq!(report.transfers, s.transfers.len());
-        let slow = mutated(&s, |ts| ts[0].end_ps += 1);
-        assert!(same_verdict(&slow, &t).is_err());
-        let short = mutated(&s, |ts| {
-            ts.pop();
-        });
-        assert!(same_verdict(&short, &t).is_err());
+/// A synthesized combining collective (`pipeline::synthesize`, as `tacos synth` makes
+/// it), with the network recorded.
+fn synth_combining(t: &Topology, kind: CollectiveKind, k: usize) -> Schedule {
+    let request = Request::new(kind, 1 << 26);
+    let checked = tacos::pipeline::synthesize(t, &request, k, 0).unwrap();
+    if let Some(times) = checked.all_reduce() {
+        println!(
+            "{} All-Reduce K={k}: {} composition kept",
+            t.name(),
+            if times.pipelined {
+                "pipelined"
+            } else {
+                "phased"
+            }
+        );
     }
+    let mut s = checked.schedule().clone();
+    s.network = Some(Network::of(t));
+    s
+}
+
+/// Synthesized sums are reduction trees (every contributor sends each chunk's partial sum
+/// once, after those sent to it): the stream checker reads them with `check`'s report,
+/// and refuses their faults with `check`'s message.
+#[test]
+fn synthesized_combining_collectives_pass_the_stream_checker_with_checks_report() {
+    // Both All-Reduce compositions (phased on the first, pipelined on ring:5 K=2, rfs and
+    // the DGX pair as synthesized at seed 0, printed), links of three speeds, switches.
+    for (spec, k) in [
+        ("mesh:3x3", 1),
+        ("mesh:4x4", 2),
+        ("ring:8", 1),
+        ("ring:5", 2),
+        ("switch:8", 1),
+        ("rfs:2x4x8,bw=200:100:50", 1),
+        ("preset:dgx-a100,nodes=2", 2),
+    ] {
+        let t = topo(spec);
+        for kind in [
+            CollectiveKind::ReduceScatter,
+            CollectiveKind::Reduce,
+            CollectiveKind::AllReduce,
+        ] {
+            let s = synth_combining(&t, kind, k);
+            // An All-Reduce is reductions then copies of the sums.
+            let copies = s.transfers.iter().filter(|t| t.op == Op::Copy).count();
+            assert_eq!(
+                copies > 0,
+                kind == CollectiveKind::AllReduce,
+                "{spec} {kind}"
+            );
+            let report =
+                same_verdict(&s, &t).unwrap_or_else(|e| panic!("{spec} {kind} K={k}: {e}"));
+            assert_eq!(report.transfers, s.transfers.len());
+            assert_eq!(report.collective_time_ps, s.collective_time_ps());
+            let slow = mutated(&s, |ts| ts[0].end_ps += 1);
+            let e = same_verdict(&slow, &t).unwrap_err().to_string();
+            assert!(e.contains("takes"), "{e}");
+            let busy = mutated(&s, |ts| ts.push(ts[ts.len() / 2].clone()));
+            let e = same_verdict(&busy, &t).unwrap_err().to_string();
+            assert!(e.contains("still occupies the link"), "{e}");
+            // The last transfer dropped: its destination lacks the chunk (the root, of a
+            // reduction, or an NPU a copy would have reached).
+            let short = mutated(&s, |ts| {
+                ts.pop();
+            });
+            let e = same_verdict(&short, &t).unwrap_err().to_string();
+            assert!(e.contains("at the end, NPU"), "{e}");
+        }
+    }
+}
+
+/// `kind` over `npus` fully connected NPUs (rooted at NPU 0, K = 1) by hand-made
+/// transfers of chunk 0, each taking a link's time: `(op, src, dst, step)` runs over
+/// `[step, step + 1)` in link times.
+fn hand_made(
+    kind: CollectiveKind,
+    npus: usize,
+    transfers: &[(Op, usize, usize, u64)],
+) -> (Topology, Schedule) {
+    let of_chunk_0: Vec<_> = transfers
+        .iter()
+        .map(|&(op, src, dst, step)| (0, op, src, dst, step))
+        .collect();
+    hand_made_chunks(kind, npus, &of_chunk_0)
+}
+
+/// `hand_made` with each transfer's chunk first: `(chunk, op, src, dst, step)`.
+fn hand_made_chunks(
+    kind: CollectiveKind,
+    npus: usize,
+    transfers: &[(usize, Op, usize, usize, u64)],
+) -> (Topology, Schedule) {
+    let t = topo(&format!("fc:{npus}"));
+    let spec = CollectiveSpec {
+        kind,
+        root: kind.has_root().then_some(0),
+        npus: (0..npus).collect(),
+        chunks_per_npu: 1,
+        size_bytes: 1 << 20,
+    };
+    let collective = Collective::new(&t, spec.clone()).unwrap();
+    let d = link_time_ps(&t.links()[0], collective.chunk_bytes()).unwrap();
+    let ts: Vec<Transfer> = transfers
+        .iter()
+        .map(|&(chunk, op, src, dst, step)| Transfer {
+            chunk,
+            src,
+            dst,
+            start_ps: step * d,
+            end_ps: (step + 1) * d,
+            op,
+        })
+        .collect();
+    let mut s = Schedule::new(t.name(), spec, collective.chunk_bytes(), ts);
+    s.network = Some(Network::of(&t));
+    (t, s)
+}
+
+/// What each checker says of `s`: `check` on it held, `check_stream` on it streamed.
+fn both_say(
+    s: &Schedule,
+    t: &Topology,
+) -> (tacos::Result<CheckReport>, tacos::Result<CheckReport>) {
+    let (bytes, _) = stream_of(s, &s.transfers);
+    let streamed = check_stream(StreamReader::new(&bytes[..], "test.tts").unwrap(), t);
+    (check(s, t), streamed)
+}
+
+const R: Op = Op::Reduce;
+const C: Op = Op::Copy;
+
+/// Hand-worked Reduce to NPU 0 over 4 NPUs: 2 -> 1 and 3 -> 0 in step 0, 1 -> 0 in step 1
+/// (the tree 2 -> 1 -> 0 <- 3), and faults of each kind.
+#[test]
+fn hand_made_reduction_trees_and_their_faults() {
+    let (t, good) = hand_made(
+        CollectiveKind::Reduce,
+        4,
+        &[(R, 2, 1, 0), (R, 3, 0, 0), (R, 1, 0, 1)],
+    );
+    let (held, streamed) = both_say(&good, &t);
+    assert_eq!(held.unwrap(), streamed.unwrap());
+    // The same tree, then the whole sum copied on from the root: still correct.
+    let (t, copied) = hand_made(
+        CollectiveKind::Reduce,
+        4,
+        &[(R, 2, 1, 0), (R, 3, 0, 0), (R, 1, 0, 1), (C, 0, 2, 2)],
+    );
+    let (held, streamed) = both_say(&copied, &t);
+    assert_eq!(held.unwrap(), streamed.unwrap());
+    let refused = |transfers: &[(Op, usize, usize, u64)], held_says: &str, streamed_says: &str| {
+        let (t, s) = hand_made(CollectiveKind::Reduce, 4, transfers);
+        let (held, streamed) = both_say(&s, &t);
+        let held = held.unwrap_err().to_string();
+        let streamed = streamed.unwrap_err().to_string();
+        assert!(held.contains(held_says), "check: {held}");
+        assert!(streamed.contains(streamed_says), "check_stream: {streamed}");
+    };
+    // NPU 2 sends its partial to 1 and to 3, so 0 counts it twice.
+    refused(
+        &[(R, 2, 1, 0), (R, 2, 3, 0), (R, 1, 0, 1), (R, 3, 0, 1)],
+        "would count a contribution to chunk 0 twice",
+        "transfer 1 (chunk 0, NPU 2 -> 3, 0.000000-",
+    );
+    refused(
+        &[(R, 2, 1, 0), (R, 2, 3, 0), (R, 1, 0, 1), (R, 3, 0, 1)],
+        "transfer 3 (chunk 0, NPU 3 -> 0",
+        "NPU 2 sends its partial sum of chunk 0 a second time",
+    );
+    // NPU 1 sends before 2's partial reaches it: 2's contribution is lost.
+    refused(
+        &[(R, 1, 0, 0), (R, 3, 0, 0), (R, 2, 1, 1)],
+        "at the end, NPU 0 lacks chunk 0",
+        "NPU 1 sent its partial sum of chunk 0 before this landed",
+    );
+    // A partial sum copied over the root's: what the root had gathered is overwritten.
+    refused(
+        &[(R, 2, 1, 0), (R, 3, 0, 0), (C, 1, 0, 1)],
+        "at the end, NPU 0 lacks chunk 0",
+        "NPU 1 does not hold the whole sum of chunk 0 when it sends",
+    );
+    // NPU 3 never sends: the root lacks its contribution, and both say so alike.
+    let (t, missing) = hand_made(CollectiveKind::Reduce, 4, &[(R, 2, 1, 0), (R, 1, 0, 1)]);
+    let (held, streamed) = both_say(&missing, &t);
+    let held = held.unwrap_err().to_string();
+    assert_eq!(held, streamed.unwrap_err().to_string());
+    assert!(
+        held.contains("at the end, NPU 0 lacks chunk 0 (or some of its contributions)"),
+        "{held}"
+    );
+}
+
+/// Recursive doubling on two NPUs: each sends the other its partial of each chunk at once,
+/// so both end with both contributions (`check` accepts, by hand: {0} + {1} on each), but
+/// each sent its partial before the other's landed, which no reduction tree does.
+#[test]
+fn a_correct_all_reduce_of_another_shape_is_refused_by_the_stream_checker_saying_why() {
+    // All-Reduce on 2 NPUs at K = 1 has two chunks: chunk 1 is exchanged a step later.
+    let (t, s) = hand_made_chunks(
+        CollectiveKind::AllReduce,
+        2,
+        &[
+            (0, R, 0, 1, 0),
+            (0, R, 1, 0, 0),
+            (1, R, 0, 1, 1),
+            (1, R, 1, 0, 1),
+        ],
+    );
+    let (held, streamed) = both_say(&s, &t);
+    let report = held.unwrap();
+    assert_eq!(report.transfers, 4);
+    let e = streamed.unwrap_err().to_string();
+    assert!(
+        e.contains("NPU 1 sent its partial sum of chunk 0 before this landed")
+            && e.contains("reduction-tree form")
+            && e.contains("`schedule::check` on the schedule read whole"),
+        "{e}"
+    );
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
@@ -386,4 +594,159 @@ fn simulate_reads_a_stream_like_the_json_it_holds() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A small deterministic generator (xorshift), so the random schedules below are the same
+/// on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// A random schedule in reduction-tree form for `kind` on `npus` fully connected NPUs
+/// (K = 1): per chunk a random in-tree into its root, each NPU sending after what it
+/// receives has landed, then (All-Reduce) the sum copied from NPUs holding it.
+fn random_trees(
+    rng: &mut Rng,
+    kind: CollectiveKind,
+    npus: usize,
+) -> Vec<(usize, Op, usize, usize, u64)> {
+    let chunks = if kind == CollectiveKind::Reduce {
+        1
+    } else {
+        npus
+    };
+    let mut transfers = Vec::new();
+    for c in 0..chunks {
+        let root = match kind {
+            CollectiveKind::Reduce => 0,
+            CollectiveKind::ReduceScatter => c,
+            _ => rng.below(npus),
+        };
+        // Each NPU joins the tree below the root or one that joined before it.
+        let mut order: Vec<usize> = (0..npus).filter(|&n| n != root).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        let joined: Vec<usize> = std::iter::once(root).chain(order.iter().copied()).collect();
+        let parent: Vec<(usize, usize)> = (1..joined.len())
+            .map(|i| (joined[i], joined[rng.below(i)]))
+            .collect();
+        // Sending steps from the leaves up: after every child's partial has landed.
+        let mut ready = vec![0u64; npus];
+        for &(child, to) in parent.iter().rev() {
+            let step = ready[child] + rng.below(2) as u64;
+            transfers.push((c, Op::Reduce, child, to, step));
+            ready[to] = ready[to].max(step + 1);
+        }
+        if kind == CollectiveKind::AllReduce {
+            let mut holders = vec![root];
+            for &n in &order {
+                let from = holders[rng.below(holders.len())];
+                let step = ready[from] + rng.below(2) as u64;
+                transfers.push((c, Op::Copy, from, n, step));
+                ready[n] = step + 1;
+                holders.push(n);
+            }
+        }
+    }
+    transfers
+}
+
+/// The soundness of the reduction-tree rule, against `check`'s contribution sets as a
+/// second implementation: on random trees, and on each with one random change (an op
+/// flipped, a transfer dropped, moved a step, redirected, or sent again), every schedule
+/// `check_stream` accepts `check` accepts with the same report, and every correct
+/// schedule it refuses is refused for its shape, saying so.
+#[test]
+fn every_schedule_the_stream_checker_accepts_check_accepts() {
+    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let (mut accepted, mut changed_accepted, mut other_shapes) = (0, 0, 0);
+    for round in 0..3000 {
+        let kind = [
+            CollectiveKind::Reduce,
+            CollectiveKind::ReduceScatter,
+            CollectiveKind::AllReduce,
+        ][round % 3];
+        let npus = 3 + round % 3;
+        let mut transfers = random_trees(&mut rng, kind, npus);
+        let pick = rng.below(transfers.len());
+        let changed = round % 4 != 0;
+        if changed {
+            let t = &mut transfers[pick];
+            match rng.below(5) {
+                0 => {
+                    t.1 = if t.1 == Op::Copy {
+                        Op::Reduce
+                    } else {
+                        Op::Copy
+                    }
+                }
+                1 => {
+                    transfers.remove(pick);
+                }
+                2 => {
+                    t.4 = if rng.below(2) == 0 {
+                        t.4 + 1
+                    } else {
+                        t.4.saturating_sub(1)
+                    }
+                }
+                3 => t.3 = (t.2 + 1 + rng.below(npus - 1)) % npus,
+                _ => {
+                    let again = (
+                        t.0,
+                        t.1,
+                        t.2,
+                        (t.2 + 1 + rng.below(npus - 1)) % npus,
+                        t.4 + rng.below(3) as u64,
+                    );
+                    transfers.push(again);
+                }
+            }
+        }
+        let (t, s) = hand_made_chunks(kind, npus, &transfers);
+        let (held, streamed) = both_say(&s, &t);
+        match (&held, &streamed) {
+            (_, Ok(report)) => {
+                assert_eq!(
+                    held.as_ref().ok(),
+                    Some(report),
+                    "round {round}: {transfers:?}"
+                );
+                accepted += 1;
+                changed_accepted += changed as usize;
+            }
+            (Ok(_), Err(e)) => {
+                assert!(
+                    e.to_string().contains("reduction-tree form"),
+                    "round {round}: {e}"
+                );
+                other_shapes += 1;
+            }
+            (Err(_), Err(_)) => {}
+        }
+        if !changed {
+            // Unchanged, it is a tree: refused only for links carrying two chunks at once,
+            // by both alike.
+            match (&held, &streamed) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b),
+                (Err(a), Err(b)) => {
+                    assert_eq!(a.to_string(), b.to_string());
+                    assert!(a.to_string().contains("still occupies the link"), "{a}");
+                }
+                _ => panic!("round {round}: {held:?} but {streamed:?}"),
+            }
+        }
+    }
+    println!(
+        "accepted {accepted} ({changed_accepted} changed), {other_shapes} correct of another shape"
+    );
+    assert!(accepted >= 500 && changed_accepted >= 200 && other_shapes >= 20);
 }

@@ -10,12 +10,55 @@
 //! checked: the contents (copying collectives: one bit per (NPU, chunk), as a sender must
 //! hold the whole chunk and so always sends it whole; combining collectives, replayed a
 //! chunk at a time: one chunk's contribution sets and a 4-byte index per transfer to
-//! group them by chunk), the last transfer on each link and the transfers in flight (at
-//! most one per link), through switches a route tree per sending NPU, and a 4-byte index
-//! per transfer only where the schedule is not already in start order. Transfers are
+//! group them by chunk; `check_stream` reads them as reduction trees instead, below),
+//! the last transfer on each link and the transfers in flight (at most one per link),
+//! through switches a route tree per sending NPU, and a 4-byte index per transfer only
+//! where the schedule is not already in start order. Transfers are
 //! swept once in start order (a stream is read in that order, so `check_stream` holds
 //! nothing per transfer); durations are at least a picosecond, so two transfers on a link
 //! overlap exactly when one starts before the one that started last on it has ended.
+//!
+//! # Streamed combining collectives: reduction trees
+//!
+//! A combining collective's stream cannot be grouped by chunk without holding it, so
+//! `check_stream` reads sums in one pass in start order with a sufficient rule instead:
+//! it accepts exactly the schedules whose reductions form, per chunk, one in-tree over the
+//! chunk's contributors (every contributor but the root sends its partial sum once, after
+//! all partials sent to it have landed), followed by copies of the whole sum. Per (NPU,
+//! chunk) it keeps whether the NPU has sent its partial (`passed`) and whether it holds
+//! the whole sum (`whole`), per chunk how many reductions have landed; with P the chunk's
+//! contributors (`Collective::pre`), arrivals at an instant landing before departures at
+//! it:
+//! - a reduction leaves from a contributor neither `passed` nor `whole`, which becomes
+//!   `passed`;
+//! - a reduction lands at a contributor neither `passed` (its partial left without this
+//!   one: lost) nor `whole` (counted twice); when the chunk's landed reductions reach
+//!   |P| - 1, that NPU becomes `whole` (a single contributor is `whole` from the start);
+//! - a copy leaves only from a `whole` NPU and makes its destination `whole`;
+//! - at the end every NPU of the postcondition is `whole`.
+//!
+//! Why an accepted schedule is correct under the contribution sets `check` replays: each
+//! contributor sends at most once, so the reductions are a graph with at most one edge
+//! out of each NPU, and along an edge s -> d, s leaves before the edge lands (durations
+//! are at least a picosecond), which is no later than d leaves: times increase strictly
+//! along paths, so there is no cycle. By induction over the replay, an NPU neither
+//! `passed` nor `whole` holds exactly itself and the NPUs whose chain of landed edges
+//! ends at it, and a reduction carries its sender's such set. Two such sets meeting at a
+//! landing s -> d are disjoint: an NPU in both would have one chain of edges reaching s
+//! and d, so either s's only edge (this one) had already landed on the way to d, or d
+//! had already sent on the way to s and is `passed`, both refused. The (|P| - 1)-th
+//! landing comes from the last of the |P| - 1 distinct senders other than its
+//! destination d (d has not sent: it would be `passed`), every other contributor's
+//! chain ends at d, so d holds all of P; only `whole` NPUs send copies, so copies carry
+//! the whole sum, and a `whole` NPU neither sends nor takes partials after. A
+//! contributor `passed` and not `whole` lacks its parent's contribution, any other NPU
+//! not `whole` holds nothing: `whole` at the end is exactly holding the whole sum, so the
+//! final verdict is `check`'s.
+//!
+//! `check`, holding the schedule, judges any reduction pattern; a correct schedule of
+//! another shape (partial sums copied, a partial sent twice, recursive doubling's
+//! exchanges) is refused by `check_stream` with a message saying the streamed check reads
+//! only the reduction-tree form and that `check` on the schedule read whole judges it.
 
 use super::stream::StreamReader;
 use super::{route_time_ps, Op, Schedule, Transfer};
@@ -48,41 +91,42 @@ pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
     sweep_schedule(schedule, &collective, topo, Timing::Promised)
 }
 
-/// `check` on a stream (`schedule::stream`) in one pass, holding a bit per (NPU, chunk),
-/// per link its last transfer and the transfers in flight (a contention-free schedule has
-/// at most one per link; contention is refused as it appears), nothing per transfer:
-/// the same verdict as `check` on the same transfers. Combining collectives
-/// (Reduce-Scatter, Reduce, All-Reduce) are replayed a chunk at a time, which needs the
-/// transfers grouped by chunk: their stream is read into a `Schedule` (within the memory
-/// limit) and checked by `check`.
+/// `check` on a stream (`schedule::stream`) in one pass, holding per link its last
+/// transfer and the transfers in flight (a contention-free schedule has at most one per
+/// link; contention is refused as it appears), nothing per transfer. Copying collectives:
+/// a bit per (NPU, chunk), and the same verdict as `check` on the same transfers.
+/// Combining collectives (Reduce-Scatter, Reduce, All-Reduce): two bits per (NPU, chunk)
+/// and a count per chunk, read as reduction trees (see the module's documentation):
+/// every schedule it accepts `check` accepts with the same report, and a correct
+/// schedule whose sums take another shape is refused, saying so.
 pub fn check_stream<R: BufRead>(stream: StreamReader<R>, topo: &Topology) -> Result<CheckReport> {
     let spec = stream.header().collective.clone();
     let chunk_bytes = stream.header().chunk_bytes;
-    let doing = |transfers: String| {
+    // The checker's state, plus the transfers in flight (at most one per link, in a queue
+    // or a heap, with a vector's slack) and the reader's buffers.
+    let carried = match spec.kind.combining() {
+        true => std::mem::size_of::<(Picos, Sent)>(),
+        false => std::mem::size_of::<(Picos, (NpuId, ChunkId))>(),
+    };
+    let estimate = budget::collective(topo, &spec)
+        .saturating_add(budget::check_streamed(&spec, topo))
+        .saturating_add((topo.links().len() as u64).saturating_mul(4 * carried as u64))
+        .saturating_add(1 << 18);
+    let collective = admitted(&spec, topo, estimate, || {
         format!(
-            "checking a {} stream over {} NPUs with K={} ({transfers})",
+            "checking a {} stream over {} NPUs with K={}",
             spec.kind,
             spec.npus.len(),
             spec.chunks_per_npu
         )
-    };
-    if spec.kind.combining() {
-        let schedule = stream.into_schedule(
-            |n| budget::collective(topo, &spec).saturating_add(budget::check(&spec, topo, n)),
-            || doing("read whole: its sums are replayed a chunk at a time".into()),
-        )?;
-        return check(&schedule, topo);
-    }
-    // Nothing per transfer: the checker's state for no transfers, plus the transfers in
-    // flight (at most one per link, in a queue or a heap, with a vector's slack) and the
-    // reader's buffers.
-    let in_flight = 4 * std::mem::size_of::<Arrival>() as u64;
-    let estimate = budget::collective(topo, &spec)
-        .saturating_add(budget::check(&spec, topo, 0))
-        .saturating_add((topo.links().len() as u64).saturating_mul(in_flight))
-        .saturating_add(1 << 18);
-    let collective = admitted(&spec, topo, estimate, || doing("streamed".into()))?;
-    let mut sweep = Sweep::new(topo, &collective, chunk_bytes, Timing::Promised)?;
+    })?;
+    let mut sweep = Sweep::new(
+        topo,
+        &collective,
+        chunk_bytes,
+        Timing::Promised,
+        Sums::Trees,
+    )?;
     for (i, t) in stream.enumerate() {
         sweep.depart(i, &t?)?;
     }
@@ -291,7 +335,13 @@ fn sweep_schedule(
     timing: Timing,
 ) -> Result<CheckReport> {
     let departures = Order::by(&schedule.transfers, |t| t.start_ps)?;
-    let mut sweep = Sweep::new(topo, collective, schedule.chunk_bytes, timing)?;
+    let mut sweep = Sweep::new(
+        topo,
+        collective,
+        schedule.chunk_bytes,
+        timing,
+        Sums::Replayed,
+    )?;
     for i in departures.iter() {
         sweep.depart(i, &schedule.transfers[i])?;
     }
@@ -311,10 +361,29 @@ enum Timing {
     Order,
 }
 
+/// How a sweep judges a combining collective's sums.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sums {
+    /// Replayed after the sweep, a chunk at a time, whatever their pattern (`check`).
+    Replayed,
+    /// As reduction trees, during the sweep (`check_stream`).
+    Trees,
+}
+
+/// The contents a sweep follows as transfers depart and land.
+enum Followed {
+    /// A copying collective's.
+    Copies(Replay<Copies>),
+    /// A combining collective's, as reduction trees.
+    Trees(Replay<Trees>),
+    /// A combining collective's, replayed after the sweep (`replay_sums`).
+    Later,
+}
+
 /// The one pass over transfers in start order that `check`, `check_stream` and
 /// `check_data_flow` share: each transfer's NPUs, chunk, route, duration and link use as
-/// it departs, and for copying collectives the contents (combining ones are replayed
-/// after, a chunk at a time).
+/// it departs, and the contents it follows (`Followed`: a combining collective's, for
+/// `check`, are replayed after, a chunk at a time).
 struct Sweep<'a> {
     topo: &'a Topology,
     collective: &'a Collective,
@@ -323,7 +392,7 @@ struct Sweep<'a> {
     routes: Routes<'a>,
     /// Per link, the last transfer on it: its index and chunk.
     links: LinkSweep<(usize, ChunkId)>,
-    copies: Option<Copies>,
+    contents: Followed,
     transfers: usize,
     latest_end: Picos,
 }
@@ -334,6 +403,7 @@ impl<'a> Sweep<'a> {
         collective: &'a Collective,
         chunk_bytes: f64,
         timing: Timing,
+        sums: Sums,
     ) -> Result<Sweep<'a>> {
         let expected = collective.chunk_bytes();
         if timing == Timing::Promised && (chunk_bytes - expected).abs() > 1e-9 * expected.max(1.0) {
@@ -351,7 +421,13 @@ impl<'a> Sweep<'a> {
                 Timing::Promised => topo.links().len(),
                 Timing::Order => 0,
             }),
-            copies: (!collective.combining()).then(|| Copies::new(collective, topo.npus())),
+            contents: match (collective.combining(), sums) {
+                (false, _) => Followed::Copies(Replay::new(Copies::new(collective, topo.npus()))),
+                (true, Sums::Trees) => {
+                    Followed::Trees(Replay::new(Trees::new(collective, topo.npus())?))
+                }
+                (true, Sums::Replayed) => Followed::Later,
+            },
             transfers: 0,
             latest_end: 0,
         })
@@ -410,19 +486,23 @@ impl<'a> Sweep<'a> {
                 }
             }
         }
-        if let Some(copies) = &mut self.copies {
-            copies.depart(i, t)?;
+        match &mut self.contents {
+            Followed::Copies(copies) => copies.depart(i, t)?,
+            Followed::Trees(trees) => trees.depart(i, t)?,
+            Followed::Later => {}
         }
         self.transfers += 1;
         self.latest_end = self.latest_end.max(t.end_ps);
         Ok(())
     }
 
-    /// Lands the transfers still in flight and checks the postconditions of a copying
-    /// collective.
+    /// Lands the transfers still in flight and checks the postconditions of the contents
+    /// it follows.
     fn finish(self) -> Result<CheckReport> {
-        if let Some(copies) = self.copies {
-            copies.finish(self.collective)?;
+        match self.contents {
+            Followed::Copies(copies) => copies.finish(self.collective)?,
+            Followed::Trees(trees) => trees.finish(self.collective)?,
+            Followed::Later => {}
         }
         Ok(CheckReport {
             collective_time_ps: self.latest_end,
@@ -431,32 +511,35 @@ impl<'a> Sweep<'a> {
     }
 }
 
-/// A transfer in flight as the sweep lands it: when, where, which chunk.
-type Arrival = (Picos, NpuId, ChunkId);
-
-/// Transfers in flight, landed earliest first (in any order among equal ends): those sent
-/// in end order (all of them where every transfer takes as long) queue in order, the rest
-/// wait in a heap.
-#[derive(Default)]
-struct InFlight {
-    in_order: VecDeque<Arrival>,
-    rest: BinaryHeap<Reverse<Arrival>>,
+/// Transfers in flight, landed earliest first (in any order among equal ends), each with
+/// what it carries: those sent in end order (all of them where every transfer takes as
+/// long) queue in order, the rest wait in a heap.
+struct InFlight<A> {
+    in_order: VecDeque<(Picos, A)>,
+    rest: BinaryHeap<Reverse<(Picos, A)>>,
 }
 
-impl InFlight {
-    fn push(&mut self, a: Arrival) {
+impl<A: Ord> InFlight<A> {
+    fn new() -> InFlight<A> {
+        InFlight {
+            in_order: VecDeque::new(),
+            rest: BinaryHeap::new(),
+        }
+    }
+
+    fn push(&mut self, end: Picos, carried: A) {
         match self.in_order.back() {
-            Some(last) if a.0 < last.0 => self.rest.push(Reverse(a)),
-            _ => self.in_order.push_back(a),
+            Some(last) if end < last.0 => self.rest.push(Reverse((end, carried))),
+            _ => self.in_order.push_back((end, carried)),
         }
     }
 
     /// The earliest arrival by `by`, taken out.
-    fn pop_by(&mut self, by: Picos) -> Option<Arrival> {
-        let queued = self.in_order.front().filter(|a| a.0 <= by);
-        let heaped = self.rest.peek().map(|r| r.0).filter(|a| a.0 <= by);
+    fn pop_by(&mut self, by: Picos) -> Option<(Picos, A)> {
+        let queued = self.in_order.front().map(|a| a.0).filter(|&end| end <= by);
+        let heaped = self.rest.peek().map(|r| r.0 .0).filter(|&end| end <= by);
         match (queued, heaped) {
-            (Some(q), Some(h)) if h.0 < q.0 => self.rest.pop().map(|r| r.0),
+            (Some(q), Some(h)) if h < q => self.rest.pop().map(|r| r.0),
             (Some(_), _) => self.in_order.pop_front(),
             (None, Some(_)) => self.rest.pop().map(|r| r.0),
             (None, None) => None,
@@ -464,85 +547,112 @@ impl InFlight {
     }
 }
 
-/// Copying collectives: a chunk is whole or absent on an NPU, one bit per (NPU, chunk).
-/// A copy brings what its sender held when it left, which was the whole chunk (checked
-/// then), so a chunk once held stays held, and a transfer in flight needs only its end,
-/// destination and chunk.
-struct Copies {
-    chunks: usize,
-    held: Vec<u64>,
-    in_flight: InFlight,
-    /// The first sender lacking its chunk among the transfers departing at the current
-    /// instant, reported once all of them are on their links: contention among transfers
-    /// that start together is found first however they are listed.
-    lacking: Option<Error>,
+/// A collective's chunk contents as a sweep follows them, transfer by transfer in start
+/// order (`Replay`).
+trait Contents {
+    /// What a transfer in flight carries to its landing.
+    type Carried: Ord;
+
+    /// Transfer `i` leaves, once everything landing by its start has landed. An error is
+    /// reported once every transfer departing at the same instant is on its links, so
+    /// that contention among them is found first however they are listed.
+    fn depart(&mut self, i: usize, t: &Transfer) -> Result<Self::Carried>;
+
+    /// A transfer lands.
+    fn land(&mut self, carried: Self::Carried) -> Result<()>;
+
+    /// Every postcondition holds once everything has landed.
+    fn finish(&self, collective: &Collective) -> Result<()>;
+}
+
+/// A sweep's replay of `Contents`: transfers in flight land in end order, those landing at
+/// an instant before those departing at it (a chunk can be forwarded the moment it
+/// arrives).
+struct Replay<C: Contents> {
+    contents: C,
+    in_flight: InFlight<C::Carried>,
+    /// The first departure refused at the current instant, reported when it ends.
+    refused: Option<Error>,
     /// The current instant.
     now: Picos,
 }
 
-impl Copies {
-    fn new(collective: &Collective, npus: usize) -> Copies {
-        let chunks = collective.chunk_count();
-        let mut copies = Copies {
-            chunks,
-            held: table(0u64, (npus * chunks).div_ceil(64)),
-            in_flight: InFlight::default(),
-            lacking: None,
+impl<C: Contents> Replay<C> {
+    fn new(contents: C) -> Replay<C> {
+        Replay {
+            contents,
+            in_flight: InFlight::new(),
+            refused: None,
             now: 0,
-        };
-        for c in 0..chunks {
-            for &npu in collective.pre(c) {
-                copies.set(npu, c);
-            }
         }
-        copies
     }
 
-    fn bit(&self, npu: NpuId, chunk: ChunkId) -> (usize, u64) {
+    /// Sends transfer `i`, which starts no earlier than those before it.
+    fn depart(&mut self, i: usize, t: &Transfer) -> Result<()> {
+        if t.start_ps != self.now {
+            self.report()?;
+            self.now = t.start_ps;
+            self.land(t.start_ps)?;
+        }
+        match self.contents.depart(i, t) {
+            Ok(carried) => self.in_flight.push(t.end_ps, carried),
+            Err(e) => {
+                self.refused.get_or_insert(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The refusal found at the instant that ended, if any.
+    fn report(&mut self) -> Result<()> {
+        self.refused.take().map_or(Ok(()), Err)
+    }
+
+    fn land(&mut self, by: Picos) -> Result<()> {
+        while let Some((_, carried)) = self.in_flight.pop_by(by) {
+            self.contents.land(carried)?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, collective: &Collective) -> Result<()> {
+        self.report()?;
+        self.land(Picos::MAX)?;
+        self.contents.finish(collective)
+    }
+}
+
+/// One bit per (NPU, chunk), on huge pages where the system grants them.
+struct Bits {
+    chunks: usize,
+    words: Vec<u64>,
+}
+
+impl Bits {
+    fn new(npus: usize, chunks: usize) -> Bits {
+        Bits {
+            chunks,
+            words: table(0u64, (npus * chunks).div_ceil(64)),
+        }
+    }
+
+    fn at(&self, npu: NpuId, chunk: ChunkId) -> (usize, u64) {
         let b = npu * self.chunks + chunk;
         (b / 64, 1u64 << (b % 64))
     }
 
     fn set(&mut self, npu: NpuId, chunk: ChunkId) {
-        let (word, mask) = self.bit(npu, chunk);
-        self.held[word] |= mask;
+        let (word, mask) = self.at(npu, chunk);
+        self.words[word] |= mask;
     }
 
     fn holds(&self, npu: NpuId, chunk: ChunkId) -> bool {
-        let (word, mask) = self.bit(npu, chunk);
-        self.held[word] & mask != 0
+        let (word, mask) = self.at(npu, chunk);
+        self.words[word] & mask != 0
     }
 
-    /// Sends transfer `i` once what arrives by its start has landed (arrivals at a time
-    /// land before departures at it, so a chunk can be forwarded the moment it arrives),
-    /// from an NPU that must hold its chunk.
-    fn depart(&mut self, i: usize, t: &Transfer) -> Result<()> {
-        if t.start_ps != self.now {
-            self.report()?;
-            self.now = t.start_ps;
-            self.land(t.start_ps);
-        }
-        if self.lacking.is_none() && !self.holds(t.src, t.chunk) {
-            self.lacking = Some(not_held(i, t));
-        }
-        self.in_flight.push((t.end_ps, t.dst, t.chunk));
-        Ok(())
-    }
-
-    /// The lack found at the instant that ended, if any.
-    fn report(&mut self) -> Result<()> {
-        self.lacking.take().map_or(Ok(()), Err)
-    }
-
-    fn land(&mut self, by: Picos) {
-        while let Some((_, dst, chunk)) = self.in_flight.pop_by(by) {
-            self.set(dst, chunk);
-        }
-    }
-
-    fn finish(mut self, collective: &Collective) -> Result<()> {
-        self.report()?;
-        self.land(Picos::MAX);
+    /// The error for the NPUs of chunk `c`'s postcondition whose bit is clear, if any.
+    fn lacking(&self, collective: &Collective, what: &str) -> Result<()> {
         for c in 0..self.chunks {
             let lacking: Vec<usize> = collective
                 .post(c)
@@ -551,10 +661,198 @@ impl Copies {
                 .filter(|&n| !self.holds(n, c))
                 .collect();
             if !lacking.is_empty() {
-                return Err(lacks(&lacking, c, ""));
+                return Err(lacks(&lacking, c, what));
             }
         }
         Ok(())
+    }
+}
+
+/// Copying collectives: a chunk is whole or absent on an NPU, one bit per (NPU, chunk).
+/// A copy brings what its sender held when it left, which was the whole chunk (checked
+/// then), so a chunk once held stays held, and a transfer in flight carries only its
+/// destination and chunk.
+struct Copies {
+    held: Bits,
+}
+
+impl Copies {
+    fn new(collective: &Collective, npus: usize) -> Copies {
+        let mut held = Bits::new(npus, collective.chunk_count());
+        for c in 0..collective.chunk_count() {
+            for &npu in collective.pre(c) {
+                held.set(npu, c);
+            }
+        }
+        Copies { held }
+    }
+}
+
+impl Contents for Copies {
+    type Carried = (NpuId, ChunkId);
+
+    fn depart(&mut self, i: usize, t: &Transfer) -> Result<(NpuId, ChunkId)> {
+        match self.held.holds(t.src, t.chunk) {
+            true => Ok((t.dst, t.chunk)),
+            false => Err(not_held(i, t)),
+        }
+    }
+
+    fn land(&mut self, (dst, chunk): (NpuId, ChunkId)) -> Result<()> {
+        self.held.set(dst, chunk);
+        Ok(())
+    }
+
+    fn finish(&self, collective: &Collective) -> Result<()> {
+        self.held.lacking(collective, "")
+    }
+}
+
+/// Combining collectives read as reduction trees (`check_stream`; the rule and why it is
+/// sound are in the module's documentation): per (NPU, chunk) whether the NPU has sent
+/// its partial sum and whether it holds the whole sum, per chunk how many reductions
+/// have landed.
+struct Trees {
+    passed: Bits,
+    whole: Bits,
+    landed: Vec<u32>,
+    /// Whether each NPU contributes (to every chunk: `Trees::new` refuses a collective
+    /// whose chunks have different contributors).
+    contributor: Vec<bool>,
+    /// How many NPUs contribute.
+    contributors: usize,
+}
+
+/// A transfer in flight in a `Trees` replay: all of it, to name it if its landing is
+/// refused, ordered by its index.
+struct Sent {
+    i: usize,
+    t: Transfer,
+}
+
+impl PartialEq for Sent {
+    fn eq(&self, other: &Sent) -> bool {
+        self.i == other.i
+    }
+}
+
+impl Eq for Sent {}
+
+impl PartialOrd for Sent {
+    fn partial_cmp(&self, other: &Sent) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Sent {
+    fn cmp(&self, other: &Sent) -> std::cmp::Ordering {
+        self.i.cmp(&other.i)
+    }
+}
+
+/// What a refusal of the reduction-tree rule adds: the rule, and what judges other shapes.
+const TREE_FORM: &str = "the streamed check reads sums only in reduction-tree form (each contributor sends its partial sum once, after every partial sent to it has landed; only whole sums are copied); `schedule::check` on the schedule read whole judges any other shape";
+
+impl Trees {
+    fn new(collective: &Collective, npus: usize) -> Result<Trees> {
+        let chunks = collective.chunk_count();
+        let pre = collective.pre(0);
+        if let Some(c) =
+            (1..chunks).find(|&c| !std::ptr::eq(collective.pre(c), pre) && collective.pre(c) != pre)
+        {
+            return Err(Error::Schedule(format!(
+                "chunks 0 and {c} have different contributors; {TREE_FORM}"
+            )));
+        }
+        let mut contributor = vec![false; npus];
+        for &n in pre {
+            contributor[n] = true;
+        }
+        let mut whole = Bits::new(npus, chunks);
+        if let [only] = pre {
+            for c in 0..chunks {
+                whole.set(*only, c);
+            }
+        }
+        Ok(Trees {
+            passed: Bits::new(npus, chunks),
+            whole,
+            landed: vec![0; chunks],
+            contributor,
+            contributors: pre.len(),
+        })
+    }
+}
+
+/// Transfer `i` refused by the reduction-tree rule, saying which part.
+fn off_tree(i: usize, t: &Transfer, what: String) -> Error {
+    fail(i, t, format!("{what}; {TREE_FORM}"))
+}
+
+impl Contents for Trees {
+    type Carried = Sent;
+
+    fn depart(&mut self, i: usize, t: &Transfer) -> Result<Sent> {
+        let (s, c) = (t.src, t.chunk);
+        match t.op {
+            Op::Reduce if !self.contributor[s] => Err(off_tree(
+                i,
+                t,
+                format!("NPU {s} is not a contributor of chunk {c}"),
+            )),
+            Op::Reduce if self.passed.holds(s, c) => Err(off_tree(
+                i,
+                t,
+                format!("NPU {s} sends its partial sum of chunk {c} a second time"),
+            )),
+            Op::Reduce if self.whole.holds(s, c) => Err(off_tree(
+                i,
+                t,
+                format!("NPU {s} already holds chunk {c}'s whole sum"),
+            )),
+            Op::Copy if !self.whole.holds(s, c) => Err(off_tree(
+                i,
+                t,
+                format!("NPU {s} does not hold the whole sum of chunk {c} when it sends"),
+            )),
+            op => {
+                if op == Op::Reduce {
+                    self.passed.set(s, c);
+                }
+                Ok(Sent { i, t: t.clone() })
+            }
+        }
+    }
+
+    fn land(&mut self, Sent { i, t }: Sent) -> Result<()> {
+        let (d, c) = (t.dst, t.chunk);
+        if t.op == Op::Copy {
+            self.whole.set(d, c);
+            return Ok(());
+        }
+        let refused = if !self.contributor[d] {
+            format!("NPU {d} is not a contributor of chunk {c}")
+        } else if self.whole.holds(d, c) {
+            format!(
+                "NPU {d} already holds chunk {c}'s whole sum: it would count a contribution twice"
+            )
+        } else if self.passed.holds(d, c) {
+            format!("NPU {d} sent its partial sum of chunk {c} before this landed: the contribution would be lost")
+        } else {
+            self.landed[c] += 1;
+            // Every other contributor has sent its partial sum, and it has landed here
+            // through the tree.
+            if self.landed[c] as usize + 1 == self.contributors {
+                self.whole.set(d, c);
+            }
+            return Ok(());
+        };
+        Err(off_tree(i, &t, refused))
+    }
+
+    fn finish(&self, collective: &Collective) -> Result<()> {
+        self.whole
+            .lacking(collective, " (or some of its contributions)")
     }
 }
 
