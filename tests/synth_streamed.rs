@@ -159,22 +159,32 @@ fn an_unwritable_stream_path_is_named() {
 
 /// A combining collective streamed through its spools is, transfer for transfer, the
 /// time reversal of the held All-Gather (Broadcast for Reduce) synthesized on the
-/// reversed topology with the same seed, and for an All-Reduce then the held All-Gather
-/// on the topology from when the last reduction ends (the phased composition): a second
-/// derivation of every transfer, independent of the spool and the reordering. The file
-/// passes the held checker, which replays every contribution; the spools are removed.
+/// reversed topology with the same seed, and for an All-Reduce then, from when the last
+/// reduction ends (the phased composition), an All-Gather: that same dual's copies where
+/// every link has an equal twin the other way (meshes, bidirectional rings), else the
+/// held All-Gather on the topology (a unidirectional ring). A second derivation of every
+/// transfer, independent of the spool and the reordering. The file passes the held
+/// checker, which replays every contribution; the spools are removed.
 #[test]
 fn streamed_reductions_are_the_dual_matching_reversed() {
+    // (topology, collective, K, whether an All-Reduce's two halves are one matching)
     let cases = [
-        ("mesh:4x4", CollectiveKind::AllReduce, 1),
-        ("mesh:6x6,bw=100:25", CollectiveKind::AllReduce, 2),
-        ("ring:6", CollectiveKind::ReduceScatter, 3),
-        ("rfs:2x4x4,bw=200:100:50", CollectiveKind::ReduceScatter, 1),
-        ("torus:4x4", CollectiveKind::Reduce, 2),
+        ("mesh:4x4", CollectiveKind::AllReduce, 1, true),
+        ("mesh:6x6,bw=100:25", CollectiveKind::AllReduce, 2, true),
+        ("ring:5", CollectiveKind::AllReduce, 2, true),
+        ("uniring:6", CollectiveKind::AllReduce, 2, false),
+        ("ring:6", CollectiveKind::ReduceScatter, 3, false),
+        (
+            "rfs:2x4x4,bw=200:100:50",
+            CollectiveKind::ReduceScatter,
+            1,
+            false,
+        ),
+        ("torus:4x4", CollectiveKind::Reduce, 2, false),
     ];
     let dir = std::env::temp_dir().join(format!("tacos-streamed-sums-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (spec, kind, k) in cases {
+    for (spec, kind, k, one_matching) in cases {
         let topo = topo(spec);
         let collective = over_all(&topo, kind, k);
         let seed = 3;
@@ -216,8 +226,12 @@ fn streamed_reductions_are_the_dual_matching_reversed() {
             .collect();
         let mut time = end;
         if kind == CollectiveKind::AllReduce {
-            let half = over_all(&topo, CollectiveKind::AllGather, k);
-            let gathered = synthesize(&topo, &half, &options).unwrap();
+            let gathered = if one_matching {
+                copies
+            } else {
+                let half = over_all(&topo, CollectiveKind::AllGather, k);
+                synthesize(&topo, &half, &options).unwrap()
+            };
             time += gathered.collective_time_ps();
             expected.extend(gathered.transfers.iter().map(|t| Transfer {
                 start_ps: t.start_ps + end,
@@ -252,9 +266,9 @@ fn a_prepared_synthesis_dropped_unread_leaves_no_spool() {
         &|_| {},
     )
     .unwrap();
-    // Each half: 16 NPUs each lack 15 chunks.
-    assert_eq!(prepared.spooled(), 2 * 16 * 15);
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "two spools");
+    // One matching for both halves on a mesh: 16 NPUs each lack 15 chunks.
+    assert_eq!(prepared.spooled(), 16 * 15);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "one spool");
     drop(prepared);
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     std::fs::remove_dir_all(&dir).unwrap();

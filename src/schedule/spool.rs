@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 /// Encoded bytes after which a block ends.
 const BLOCK_BYTES: usize = 1 << 20;
 
-/// Transfers written in start order, to be read back once (`forwards` or `backwards`).
+/// Transfers written in start order, to be read back (`forwards` or `backwards`).
 pub(crate) struct Spool {
     file: AtomicFile,
     buf: Vec<u8>,
@@ -86,14 +86,14 @@ impl Spool {
     }
 
     /// The transfers from the first to the last.
-    pub fn forwards(self) -> Result<SpoolReader> {
-        SpoolReader::new(self, false)
+    pub fn forwards(&mut self) -> Result<SpoolReader<'_>> {
+        SpoolReader::new(self, false, false)
     }
 
-    /// The transfers from the last to the first; each block's disk space is given back as
-    /// it is read.
-    pub fn backwards(self) -> Result<SpoolReader> {
-        SpoolReader::new(self, true)
+    /// The transfers from the last to the first; with `give_back`, each block's disk space
+    /// is given back as it is read (and the spool cannot be read again).
+    pub fn backwards(&mut self, give_back: bool) -> Result<SpoolReader<'_>> {
+        SpoolReader::new(self, true, give_back)
     }
 
     fn origin(&self) -> PathBuf {
@@ -117,11 +117,12 @@ impl Spool {
     }
 }
 
-/// A spool read back once, a block at a time.
-pub(crate) struct SpoolReader {
-    spool: Spool,
+/// A spool read back, a block at a time.
+pub(crate) struct SpoolReader<'a> {
+    spool: &'a mut Spool,
     input: File,
     backwards: bool,
+    give_back: bool,
     /// Blocks not read yet: `spool.blocks[next..]` forwards, `[..next]` backwards.
     next: usize,
     /// The block being read, in the order it is handed out, reversed (so `pop` hands out
@@ -130,8 +131,8 @@ pub(crate) struct SpoolReader {
     bytes: Vec<u8>,
 }
 
-impl SpoolReader {
-    fn new(mut spool: Spool, backwards: bool) -> Result<SpoolReader> {
+impl<'a> SpoolReader<'a> {
+    fn new(spool: &'a mut Spool, backwards: bool, give_back: bool) -> Result<SpoolReader<'a>> {
         spool.flush_block()?;
         let origin = spool.origin();
         spool
@@ -145,6 +146,7 @@ impl SpoolReader {
             spool,
             input,
             backwards,
+            give_back,
             next,
             block: Vec::new(),
             bytes: Vec::new(),
@@ -184,7 +186,7 @@ impl SpoolReader {
             })?;
             self.block.push(t);
         }
-        if self.backwards {
+        if self.give_back {
             // Read backwards, the file's tail is done with.
             self.spool
                 .file
@@ -192,14 +194,15 @@ impl SpoolReader {
                 .get_ref()
                 .set_len(offset)
                 .map_err(|e| Error::io(&origin, e))?;
-        } else {
+        }
+        if !self.backwards {
             self.block.reverse();
         }
         Ok(true)
     }
 }
 
-impl Iterator for SpoolReader {
+impl Iterator for SpoolReader<'_> {
     type Item = Result<Transfer>;
 
     fn next(&mut self) -> Option<Result<Transfer>> {
@@ -262,15 +265,26 @@ mod tests {
         assert_eq!(spool.end_ps(), list.iter().map(|t| t.end_ps).max().unwrap());
         assert_eq!(spool.longest_ps(), 504);
         assert!(spool.blocks.len() >= 2, "{} blocks", spool.blocks.len());
-        let forwards: Vec<Transfer> = spool.forwards().unwrap().map(Result::unwrap).collect();
-        assert!(forwards == list);
-        let mut backwards: Vec<Transfer> = spooled(&dir, &list)
-            .backwards()
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let mut spool = spool;
+        let read =
+            |reader: SpoolReader<'_>| -> Vec<Transfer> { reader.map(Result::unwrap).collect() };
+        let mut backwards = read(spool.backwards(false).unwrap());
         backwards.reverse();
         assert!(backwards == list);
+        // Kept, it reads again, either way.
+        assert!(read(spool.forwards().unwrap()) == list);
+        let file = spool.file.temp_path().to_path_buf();
+        let size = std::fs::metadata(&file).unwrap().len();
+        assert!(size > 1 << 20, "{size} bytes");
+        let mut backwards = read(spool.backwards(true).unwrap());
+        backwards.reverse();
+        assert!(backwards == list);
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().len(),
+            0,
+            "the space is given back"
+        );
+        drop(spool);
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
         assert!(left.is_empty(), "the spools' files are removed: {left:?}");
         std::fs::remove_dir(&dir).unwrap();

@@ -10,7 +10,10 @@
 //! phased, as the paper composes it: its All-Gather half starts when the last reduction
 //! ends, so it needs no reservations around the reductions and is matched on its own, at
 //! the same time as the dual (two matchings on the caller's thread pool), into a second
-//! spool, and handed out after the reductions shifted by their end. The held synthesis
+//! spool, and handed out after the reductions shifted by their end. Where every link has
+//! a twin the other way as fast (meshes, tori, rings: no switches), the dual's matching
+//! on the reversed topology is itself an All-Gather on the topology, and is used for both
+//! halves: one matching, read back twice. The held synthesis
 //! (`synthesize_concurrent`) also compacts the reductions and tries the pipelined
 //! composition, which need the reductions held; the streamed one does neither.
 
@@ -80,8 +83,17 @@ pub struct Prepared<'a> {
 struct Spools {
     /// The copying dual's, on the reversed topology.
     dual: Spool,
-    /// An All-Reduce's All-Gather half's, from time 0.
-    all_gather: Option<Spool>,
+    all_gather: Half,
+}
+
+/// An All-Reduce's All-Gather half.
+enum Half {
+    /// Not an All-Reduce.
+    None,
+    /// Matched on its own, from time 0.
+    Matched(Box<Spool>),
+    /// The dual's matching, copies over the same links (see `mirrored`).
+    Dual,
 }
 
 /// Prepares the streamed synthesis of `collective` on `topo`: a combining collective's
@@ -108,13 +120,14 @@ pub fn prepare_streamed<'a>(
         return Ok(prepared);
     }
     let all_reduce = collective.kind() == CollectiveKind::AllReduce;
-    admit(topo, collective, if all_reduce { 2 } else { 1 })?;
+    let matched_half = all_reduce && !mirrored(topo);
+    admit(topo, collective, if matched_half { 2 } else { 1 })?;
     let reversed = topo.reversed();
     let dual = duals(&reversed, std::slice::from_ref(collective))?
         .pop()
         .flatten()
         .expect("a combining collective has a copying dual");
-    let half = all_reduce
+    let half = matched_half
         .then(|| {
             Collective::new(
                 topo,
@@ -146,9 +159,14 @@ pub fn prepare_streamed<'a>(
                 .transpose()
         },
     );
+    let all_gather = match all_gather? {
+        Some(spool) => Half::Matched(Box::new(spool)),
+        None if all_reduce => Half::Dual,
+        None => Half::None,
+    };
     prepared.spools = Some(Spools {
         dual: dual?,
-        all_gather: all_gather?,
+        all_gather,
     });
     Ok(prepared)
 }
@@ -156,8 +174,9 @@ pub fn prepare_streamed<'a>(
 impl Prepared<'_> {
     /// Transfers already made and spooled (0 for a copying collective).
     pub fn spooled(&self) -> u64 {
-        self.spools.as_ref().map_or(0, |s| {
-            s.dual.transfers() + s.all_gather.as_ref().map_or(0, Spool::transfers)
+        self.spools.as_ref().map_or(0, |s| match &s.all_gather {
+            Half::Matched(half) => s.dual.transfers() + half.transfers(),
+            Half::None | Half::Dual => s.dual.transfers(),
         })
     }
 
@@ -165,15 +184,25 @@ impl Prepared<'_> {
     /// read back last first, reversed in time and direction), then an All-Reduce's copies
     /// from when the last reduction ends; or a copying collective's matching as it runs.
     pub fn emit(self, sink: &mut Sink<'_>) -> Result<Streamed> {
-        let Some(Spools { dual, all_gather }) = self.spools else {
+        let Some(Spools {
+            mut dual,
+            all_gather,
+        }) = self.spools
+        else {
             return match_copies(self.topo, self.collective, self.seed, sink);
         };
         let reduced_by = dual.end_ps();
         let longest = dual.longest_ps();
         let mut transfers = dual.transfers();
-        reverse_in_time(dual.backwards()?, reduced_by, longest, sink)?;
+        let give_back = !matches!(all_gather, Half::Dual);
+        reverse_in_time(dual.backwards(give_back)?, reduced_by, longest, sink)?;
         let mut collective_time_ps = reduced_by;
-        if let Some(copies) = all_gather {
+        let mut copies = match all_gather {
+            Half::None => None,
+            Half::Matched(spool) => Some(*spool),
+            Half::Dual => Some(dual),
+        };
+        if let Some(copies) = &mut copies {
             transfers += copies.transfers();
             collective_time_ps += copies.end_ps();
             for t in copies.forwards()? {
@@ -190,6 +219,19 @@ impl Prepared<'_> {
             collective_time_ps,
         })
     }
+}
+
+/// Whether a copy's matching on the reversed topology is one on `topo` too: no switches,
+/// and every link has a twin the other way of the same latency and bandwidth, so a copy
+/// from u to v over the reversed topology's link takes as long over `topo`'s u -> v.
+fn mirrored(topo: &Topology) -> bool {
+    !topo.has_switches()
+        && topo.links().iter().all(|l| {
+            topo.link_between(l.dst, l.src).is_some_and(|back| {
+                let back = topo.link(back);
+                (back.latency_us, back.bandwidth_gbps) == (l.latency_us, l.bandwidth_gbps)
+            })
+        })
 }
 
 /// Admits `matchings` streamed matchings of `collective`'s size against the memory limit.
@@ -229,7 +271,7 @@ fn match_copies(
 /// after it. Copies wait for as long as the longest transfer (one instant's on links of
 /// one speed).
 fn reverse_in_time(
-    copies: SpoolReader,
+    copies: SpoolReader<'_>,
     end: Picos,
     longest: Picos,
     sink: &mut Sink<'_>,
