@@ -588,6 +588,18 @@ pub struct Trial {
     pub refused: Option<String>,
 }
 
+/// Refuses `request` where its first K's synthesis and check (and with `simulated`, its
+/// simulation) would pass the options' memory limit: what `schedule` (`simulated` where it
+/// ranks several candidates) and `program` (always simulated) refuse first, for a caller
+/// about to start other long work beside them.
+pub fn admit(topo: &Topology, request: &Request, options: &Options, simulated: bool) -> Result<()> {
+    let k = options.chunks.candidates()[0];
+    let estimate = budget::synthesis_checked(topo, &request.spec(topo, k), simulated);
+    options.max_memory.admit(estimate, || {
+        format!("synthesizing {} with K={k}", request.kind)
+    })
+}
+
 /// What a search kept, and every trial.
 #[derive(Clone, Debug)]
 pub struct Found<T> {
@@ -733,7 +745,7 @@ fn search<T: Send>(
     let estimate = |k: usize| budget::synthesis_checked(topo, &request.spec(topo, k), simulated);
     let doing = |k: usize| format!("synthesizing {} with K={k}", request.kind);
     // The request itself is checked once, at the first K, so that its errors come as they are.
-    limit.admit(estimate(ks[0]), || doing(ks[0]))?;
+    admit(topo, request, options, simulated)?;
     Collective::new(topo, request.spec(topo, ks[0]))?;
     let candidates: Vec<(usize, u64)> = ks
         .iter()

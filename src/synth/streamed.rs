@@ -65,7 +65,7 @@ pub fn synthesize_streamed(
             collective.kind()
         )));
     }
-    admit(topo, collective, 1)?;
+    admit_streamed(topo, collective)?;
     match_copies(topo, collective, options.seed, sink)
 }
 
@@ -116,12 +116,12 @@ pub fn prepare_streamed<'a>(
         spools: None,
     };
     if !collective.combining() {
-        admit(topo, collective, 1)?;
+        admit_streamed(topo, collective)?;
         return Ok(prepared);
     }
     let all_reduce = collective.kind() == CollectiveKind::AllReduce;
     let matched_half = all_reduce && !mirrored(topo);
-    admit(topo, collective, if matched_half { 2 } else { 1 })?;
+    admit_streamed(topo, collective)?;
     let reversed = topo.reversed();
     let dual = duals(&reversed, std::slice::from_ref(collective))?
         .pop()
@@ -234,9 +234,13 @@ fn mirrored(topo: &Topology) -> bool {
         })
 }
 
-/// Admits `matchings` streamed matchings of `collective`'s size against the memory limit.
-fn admit(topo: &Topology, collective: &Collective, matchings: u64) -> Result<()> {
+/// Refuses the streamed synthesis of `collective` on `topo` where its matchings' memory
+/// (two at once for an All-Reduce whose halves are matched apart) passes the limit; a
+/// caller about to start other long work beside the synthesis asks first.
+pub fn admit_streamed(topo: &Topology, collective: &Collective) -> Result<()> {
     let spec = collective.spec();
+    let halves_apart = collective.kind() == CollectiveKind::AllReduce && !mirrored(topo);
+    let matchings = if halves_apart { 2 } else { 1 };
     let one = budget::streamed_synthesis(topo, spec);
     MemoryLimit::default().admit(one.saturating_mul(matchings), || {
         format!(

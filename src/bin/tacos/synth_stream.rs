@@ -47,6 +47,8 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
         "synthesizing (transfers written)"
     };
     let bar = ProgressHandle::bar(label, expected, hidden);
+    // Refused before the bounds start, which would otherwise be waited for.
+    tacos::synth::admit_streamed(topo, &collective)?;
     // The bounds need nothing from the synthesis, so they are computed beside it.
     let (made, bounds) = rayon::join(
         || pipeline::synthesize_to_stream(topo, &collective, args.seed, path, &mut |n| bar.set(n)),
