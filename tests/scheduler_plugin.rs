@@ -506,7 +506,7 @@ fn bands_left_to_nccl_fall_back_on_every_node_alike() {
 /// compile is deterministic, whatever the threads do.
 #[test]
 fn two_nodes_filling_their_own_caches_get_the_same_bytes() {
-    let entries: Vec<PathBuf> = ["node-a", "node-b"]
+    let (caches, entries): (Vec<Scratch>, Vec<PathBuf>) = ["node-a", "node-b"]
         .into_iter()
         .map(|node| {
             let cache = scratch(node);
@@ -521,9 +521,9 @@ fn two_nodes_filling_their_own_caches_get_the_same_bytes() {
                 .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
                 .collect();
             assert_eq!(entries.len(), 1, "{entries:?}");
-            entries.pop().unwrap()
+            (cache, entries.pop().unwrap())
         })
-        .collect();
+        .unzip();
     let contents = |entry: &Path| {
         let mut files = Vec::new();
         for sub in ["bands", "msccl"] {
@@ -541,6 +541,7 @@ fn two_nodes_filling_their_own_caches_get_the_same_bytes() {
     let (a, b) = (contents(&entries[0]), contents(&entries[1]));
     assert!(a.1.len() > 1);
     assert!(a == b, "the two nodes' entries differ");
+    drop(caches);
 }
 
 #[test]
