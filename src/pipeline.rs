@@ -138,6 +138,14 @@ pub struct Options {
     pub max_memory: MemoryLimit,
 }
 
+impl Options {
+    /// Whether `schedule` ranks its candidates by simulation: one candidate leaves nothing
+    /// to rank, and simulating it can take longer than synthesizing it (a 64x64 mesh).
+    fn ranks_candidates(&self) -> bool {
+        self.chunks.candidates().len() > 1 || self.seeds.len() > 1
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -254,8 +262,8 @@ pub struct StreamedChecked {
 /// All-Reduce's two side by side), and checks the file (`schedule::check_stream`), reading
 /// it as it is written on another of the pool's threads where there is one, else after.
 /// The file is renamed into place only once it checks. `progress` hears, every
-/// [`STREAM_PROGRESS_EVERY`] or so, the transfers spooled plus those written (a combining
-/// collective's are counted twice, so its count ends at twice its transfers).
+/// [`STREAM_PROGRESS_EVERY`] or so, the transfers spooled plus those written
+/// (`synth::spooled_matchings` says how many matchings are spooled first).
 pub fn synthesize_to_stream(
     topo: &Topology,
     collective: &Collective,
@@ -588,16 +596,39 @@ pub struct Trial {
     pub refused: Option<String>,
 }
 
-/// Refuses `request` where its first K's synthesis and check (and with `simulated`, its
-/// simulation) would pass the options' memory limit: what `schedule` (`simulated` where it
-/// ranks several candidates) and `program` (always simulated) refuse first, for a caller
-/// about to start other long work beside them.
-pub fn admit(topo: &Topology, request: &Request, options: &Options, simulated: bool) -> Result<()> {
-    let k = options.chunks.candidates()[0];
-    let estimate = budget::synthesis_checked(topo, &request.spec(topo, k), simulated);
-    options.max_memory.admit(estimate, || {
-        format!("synthesizing {} with K={k}", request.kind)
-    })
+/// Refuses `request` where its first K's synthesis and check (and the simulation that
+/// ranks candidates) would pass the options' memory limit: what `schedule` (`lowered`
+/// false) or `program` (true) refuses first, for a caller about to start other long work
+/// beside them.
+pub fn admit(topo: &Topology, request: &Request, options: &Options, lowered: bool) -> Result<()> {
+    let simulated = lowered || options.ranks_candidates();
+    admit_at(
+        topo,
+        request,
+        options,
+        options.chunks.candidates()[0],
+        simulated,
+    )
+}
+
+/// The memory a synthesis of `request` with `k` chunks per NPU holds, checked (and
+/// simulated).
+fn estimate_at(topo: &Topology, request: &Request, k: usize, simulated: bool) -> u64 {
+    budget::synthesis_checked(topo, &request.spec(topo, k), simulated)
+}
+
+fn admit_at(
+    topo: &Topology,
+    request: &Request,
+    options: &Options,
+    k: usize,
+    simulated: bool,
+) -> Result<()> {
+    options
+        .max_memory
+        .admit(estimate_at(topo, request, k, simulated), || {
+            format!("synthesizing {} with K={k}", request.kind)
+        })
 }
 
 /// What a search kept, and every trial.
@@ -610,9 +641,8 @@ pub struct Found<T> {
 /// The fastest checked schedule for `request` over the options' K and seeds, by the
 /// simulator's time (ties to the smaller K, then the earlier seed).
 pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result<Found<Checked>> {
-    // One candidate leaves nothing to rank, and simulating it can take longer than
-    // synthesizing it (a 64x64 mesh): its own checked time stands for it.
-    let ranked = options.chunks.candidates().len() > 1 || options.seeds.len() > 1;
+    // A lone candidate's own checked time stands for it.
+    let ranked = options.ranks_candidates();
     let tried = search(topo, request, options, ranked, |checked| {
         let time_ps = if ranked {
             simulate_schedule(topo, checked.schedule())?.time_ps
@@ -742,10 +772,9 @@ fn search<T: Send>(
     }
     let ks = options.chunks.candidates();
     let limit = options.max_memory;
-    let estimate = |k: usize| budget::synthesis_checked(topo, &request.spec(topo, k), simulated);
-    let doing = |k: usize| format!("synthesizing {} with K={k}", request.kind);
+    let estimate = |k: usize| estimate_at(topo, request, k, simulated);
     // The request itself is checked once, at the first K, so that its errors come as they are.
-    admit(topo, request, options, simulated)?;
+    admit_at(topo, request, options, ks[0], simulated)?;
     Collective::new(topo, request.spec(topo, ks[0]))?;
     let candidates: Vec<(usize, u64)> = ks
         .iter()
@@ -764,8 +793,7 @@ fn search<T: Send>(
             simulated_ps: None,
             refused: None,
         };
-        let built = limit
-            .admit(estimate(k), || doing(k))
+        let built = admit_at(topo, request, options, k, simulated)
             .and_then(|()| synthesize(topo, request, k, seed))
             .and_then(|checked| {
                 trial.synthesized_ps = Some(checked.report().collective_time_ps);

@@ -28,7 +28,9 @@ mod streamed;
 
 pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
 pub use outbox::Sink;
-pub use streamed::{admit_streamed, prepare_streamed, synthesize_streamed, Prepared, Streamed};
+pub use streamed::{
+    admit_streamed, prepare_streamed, spooled_matchings, synthesize_streamed, Prepared, Streamed,
+};
 
 use crate::collective::Collective;
 use crate::error::Result;

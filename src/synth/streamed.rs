@@ -115,13 +115,12 @@ pub fn prepare_streamed<'a>(
         seed: options.seed,
         spools: None,
     };
+    admit_streamed(topo, collective)?;
     if !collective.combining() {
-        admit_streamed(topo, collective)?;
         return Ok(prepared);
     }
     let all_reduce = collective.kind() == CollectiveKind::AllReduce;
-    let matched_half = all_reduce && !mirrored(topo);
-    admit_streamed(topo, collective)?;
+    let matched_half = spooled_matchings(topo, collective) == 2;
     let reversed = topo.reversed();
     let dual = duals(&reversed, std::slice::from_ref(collective))?
         .pop()
@@ -234,13 +233,24 @@ fn mirrored(topo: &Topology) -> bool {
         })
 }
 
+/// How many matchings a streamed synthesis of `collective` on `topo` spools before it
+/// hands out its first transfer: none for a copying collective (matched as it hands them
+/// out), one for a combining one, two for an All-Reduce whose halves are matched apart
+/// (not `mirrored`).
+pub fn spooled_matchings(topo: &Topology, collective: &Collective) -> u64 {
+    match collective.kind() {
+        CollectiveKind::AllReduce if !mirrored(topo) => 2,
+        _ if collective.combining() => 1,
+        _ => 0,
+    }
+}
+
 /// Refuses the streamed synthesis of `collective` on `topo` where its matchings' memory
 /// (two at once for an All-Reduce whose halves are matched apart) passes the limit; a
 /// caller about to start other long work beside the synthesis asks first.
 pub fn admit_streamed(topo: &Topology, collective: &Collective) -> Result<()> {
     let spec = collective.spec();
-    let halves_apart = collective.kind() == CollectiveKind::AllReduce && !mirrored(topo);
-    let matchings = if halves_apart { 2 } else { 1 };
+    let matchings = spooled_matchings(topo, collective).max(1);
     let one = budget::streamed_synthesis(topo, spec);
     MemoryLimit::default().admit(one.saturating_mul(matchings), || {
         format!(

@@ -153,7 +153,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     // A synthesis the memory limit refuses is refused before the bounds start, which on a
     // large cluster would otherwise be waited for (a 16,384-GPU fabric's: half a minute).
     if let Chunks::Fixed(_) = chunks {
-        pipeline::admit(&topo, &request, &options, lowering.is_some() || seeds > 1)?;
+        pipeline::admit(&topo, &request, &options, lowering.is_some())?;
     }
     let (searched, early_bounds) = rayon::join(search, || match chunks {
         Chunks::Fixed(k) => bounds_of(k),

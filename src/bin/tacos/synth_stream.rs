@@ -31,17 +31,19 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
     };
     let collective = Collective::new(topo, request.spec(topo, k))?;
     let hidden = args.quiet || args.json;
-    // Every NPU but a chunk's first gets it once; a combining collective's transfers are
-    // spooled, then written (an All-Reduce's reductions and copies each).
-    let mut expected =
+    // Every NPU but a chunk's first gets it once in each half (an All-Reduce has two);
+    // the progress counts the transfers of the matchings spooled first, then those
+    // written.
+    let per_half =
         collective.chunk_count() as u64 * collective.npus().len().saturating_sub(1) as u64;
-    let label = if collective.combining() {
-        let phases = if collective.kind() == CollectiveKind::AllReduce {
-            2
-        } else {
-            1
-        };
-        expected *= 2 * phases;
+    let halves = if collective.kind() == CollectiveKind::AllReduce {
+        2
+    } else {
+        1
+    };
+    let spooled = tacos::synth::spooled_matchings(topo, &collective);
+    let expected = per_half * (halves + spooled);
+    let label = if spooled > 0 {
         "synthesizing (transfers matched, then written)"
     } else {
         "synthesizing (transfers written)"
