@@ -25,12 +25,26 @@ const ABANDONED_AFTER: Duration = Duration::from_secs(24 * 3600);
 /// The two kinds of hidden directory: a set being written, a set moved aside.
 const KINDS: [&str; 2] = ["tmp", "old"];
 
+/// A held `flock` on a directory, released explicitly when dropped: a child forked
+/// meanwhile shares the open file and would otherwise hold the lock until it execs or exits,
+/// so that this process itself would find the directory taken.
+struct DirLock(File);
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor this value owns; it does not touch memory.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
 /// A hidden directory beside the target, removed when dropped unless renamed away.
 pub(super) struct Staged {
     pub(super) path: PathBuf,
     /// The lock that says a live writer owns the directory (None where it was only
-    /// reserved, or the filesystem has no locks).
-    lock: Option<File>,
+    /// reserved, or the filesystem has no locks). Declared after `path` so that it is
+    /// released only once the directory is gone.
+    lock: Option<DirLock>,
 }
 
 impl Staged {
@@ -50,7 +64,8 @@ impl Staged {
         std::fs::create_dir(&staged.path).map_err(|e| Error::io(&staged.path, e))?;
         staged.lock = File::open(&staged.path)
             .ok()
-            .filter(|f| lock(f) == Locked::Held);
+            .filter(|f| lock(f) == Locked::Held)
+            .map(DirLock);
         Ok(staged)
     }
 
@@ -66,15 +81,9 @@ impl Staged {
 }
 
 impl Drop for Staged {
-    /// Removes the directory, then unlocks explicitly: a child forked meanwhile shares
-    /// the open file and would otherwise hold the lock as long as it lives.
+    /// Removes the directory; the lock is released after this, when the field drops.
     fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
         let _ = std::fs::remove_dir_all(&self.path);
-        if let Some(file) = &self.lock {
-            // SAFETY: flock on a descriptor this value owns; it does not touch memory.
-            unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
-        }
     }
 }
 
@@ -134,7 +143,7 @@ struct Abandoned {
     path: PathBuf,
     kind: String,
     modified: SystemTime,
-    _lock: Option<File>,
+    _lock: Option<DirLock>,
 }
 
 /// The abandoned hidden directories in `parent`: of the directory named `only`, or of
@@ -178,7 +187,7 @@ fn abandoned(parent: &Path, only: Option<&str>) -> Vec<Abandoned> {
             path,
             kind: kind.to_string(),
             modified,
-            _lock: file.filter(|_| held == Locked::Held),
+            _lock: file.filter(|_| held == Locked::Held).map(DirLock),
         });
     }
     found
@@ -288,5 +297,34 @@ mod tests {
         assert!(running(std::process::id()));
         assert!(!running(0));
         assert!(!running(u32::MAX));
+    }
+
+    #[test]
+    fn a_child_forked_while_a_leftover_is_locked_does_not_keep_it_from_this_process() {
+        // A PID no process can have (above the kernel's limit of 2^22).
+        let dead = (1u32 << 22) + 1;
+        let parent = std::env::temp_dir().join(format!("tacos-staging-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&parent);
+        let leftover = parent.join(format!(".out.old-{dead}-0"));
+        std::fs::create_dir_all(&leftover).unwrap();
+        let found = abandoned(&parent, Some("out"));
+        assert_eq!(found.len(), 1);
+        // SAFETY: the child only sleeps and exits, both async-signal-safe.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            unsafe {
+                libc::sleep(5);
+                libc::_exit(0)
+            };
+        }
+        assert!(child > 0);
+        drop(found);
+        // The child still holds the open directory; the lock must be gone all the same.
+        assert_eq!(remove_abandoned(&parent, Some("out")), 1);
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+        std::fs::remove_dir_all(&parent).unwrap();
     }
 }
