@@ -1,5 +1,5 @@
 //! Reading files whole within a size limit, reading JSON with errors that point at the
-//! spot, and writing files atomically.
+//! spot, writing files atomically, and advisory locks on files.
 
 use crate::error::{Error, Result};
 use serde::de::DeserializeOwned;
@@ -181,5 +181,58 @@ pub struct SetOnDrop<'a>(pub &'a AtomicBool);
 impl Drop for SetOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Release);
+    }
+}
+
+/// An exclusive advisory lock (`flock`) on an open file, released explicitly when dropped:
+/// a child forked meanwhile (by the host, or by another thread) shares the open file and
+/// would otherwise keep the lock until it execs or exits, even from this process.
+pub struct FileLock(File);
+
+/// What an attempt to lock without waiting found.
+pub enum Locking {
+    Held(FileLock),
+    ByOther,
+    /// The filesystem keeps no locks.
+    Unsupported,
+}
+
+impl FileLock {
+    /// Locks `file` if nobody else holds it, without waiting.
+    pub fn try_lock(file: File) -> Locking {
+        loop {
+            match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+                Ok(()) => return Locking::Held(FileLock(file)),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Locking::ByOther,
+                Err(_) => return Locking::Unsupported,
+            }
+        }
+    }
+
+    /// Waits for the lock on `file`; None where the filesystem keeps no locks.
+    pub fn wait(file: File) -> Option<FileLock> {
+        loop {
+            match flock(&file, libc::LOCK_EX) {
+                Ok(()) => return Some(FileLock(file)),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = flock(&self.0, libc::LOCK_UN);
+    }
+}
+
+fn flock(file: &File, operation: libc::c_int) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor `file` owns; it does not touch memory.
+    match unsafe { libc::flock(file.as_raw_fd(), operation) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
     }
 }

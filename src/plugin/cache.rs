@@ -11,7 +11,7 @@ use crate::compile::{
     CheckOptions, CompileOptions, Entry, LeftToNccl, Manifest, Progress, Written,
 };
 use crate::error::{Error, Result};
-use crate::fsio::write_atomic;
+use crate::fsio::{write_atomic, FileLock};
 use crate::msccl::{parse_program, Target};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
@@ -362,29 +362,16 @@ fn intact(algorithms: &Path, entry: &Entry) -> std::result::Result<(), String> {
     }
 }
 
-/// An exclusive advisory lock (`flock`) on `.NAME.lock` beside a directory, released when
-/// dropped (or when its process dies).
+/// An exclusive advisory lock on `.NAME.lock` beside a directory, released when dropped
+/// (or when its process dies).
 struct DirLock {
-    held: Option<std::fs::File>,
-}
-
-impl Drop for DirLock {
-    /// Unlocks explicitly: a child the host forked meanwhile (a data loader, say) shares
-    /// the open file and would otherwise keep the lock for as long as it lives.
-    fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        if let Some(file) = &self.held {
-            // SAFETY: flock on a descriptor this value owns; it does not touch memory.
-            unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
-        }
-    }
+    _held: Option<FileLock>,
 }
 
 impl DirLock {
     /// Waits for the lock. An error where the lock file cannot be made (the directory's
     /// parent cannot be written); no lock, but no error, where the filesystem keeps none.
     fn acquire(dir: &Path) -> Result<DirLock> {
-        use std::os::fd::AsRawFd;
         let (parent, name) = parent_and_name(dir)?;
         std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
         let path = parent.join(format!(".{name}.lock"));
@@ -394,14 +381,8 @@ impl DirLock {
             .write(true)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
-        loop {
-            // SAFETY: flock on a descriptor this function owns; it does not touch memory.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(DirLock { held: Some(file) });
-            }
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                return Ok(DirLock { held: None });
-            }
-        }
+        Ok(DirLock {
+            _held: FileLock::wait(file),
+        })
     }
 }

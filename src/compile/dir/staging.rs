@@ -12,6 +12,7 @@
 //! replacement), the newest abandoned complete set is renamed back into place first.
 
 use crate::error::{Error, Result};
+use crate::fsio::{FileLock, Locking};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,26 +26,13 @@ const ABANDONED_AFTER: Duration = Duration::from_secs(24 * 3600);
 /// The two kinds of hidden directory: a set being written, a set moved aside.
 const KINDS: [&str; 2] = ["tmp", "old"];
 
-/// A held `flock` on a directory, released explicitly when dropped: a child forked
-/// meanwhile shares the open file and would otherwise hold the lock until it execs or exits,
-/// so that this process itself would find the directory taken.
-struct DirLock(File);
-
-impl Drop for DirLock {
-    fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on a descriptor this value owns; it does not touch memory.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
-    }
-}
-
 /// A hidden directory beside the target, removed when dropped unless renamed away.
 pub(super) struct Staged {
     pub(super) path: PathBuf,
     /// The lock that says a live writer owns the directory (None where it was only
-    /// reserved, or the filesystem has no locks). Declared after `path` so that it is
-    /// released only once the directory is gone.
-    lock: Option<DirLock>,
+    /// reserved, or the filesystem has no locks); released after `drop` has removed the
+    /// directory, as fields drop after it.
+    lock: Option<FileLock>,
 }
 
 impl Staged {
@@ -62,10 +50,10 @@ impl Staged {
     pub(super) fn create(parent: &Path, name: &str, kind: &str) -> Result<Staged> {
         let mut staged = Staged::reserve(parent, name, kind);
         std::fs::create_dir(&staged.path).map_err(|e| Error::io(&staged.path, e))?;
-        staged.lock = File::open(&staged.path)
-            .ok()
-            .filter(|f| lock(f) == Locked::Held)
-            .map(DirLock);
+        staged.lock = match File::open(&staged.path).map(FileLock::try_lock) {
+            Ok(Locking::Held(lock)) => Some(lock),
+            _ => None,
+        };
         Ok(staged)
     }
 
@@ -84,30 +72,6 @@ impl Drop for Staged {
     /// Removes the directory; the lock is released after this, when the field drops.
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
-#[derive(PartialEq)]
-enum Locked {
-    Held,
-    ByOther,
-    /// The filesystem keeps no locks.
-    Unsupported,
-}
-
-/// `flock` exclusively on `file`, without waiting.
-fn lock(file: &File) -> Locked {
-    use std::os::fd::AsRawFd;
-    loop {
-        // SAFETY: flock on a descriptor `file` owns; it does not touch memory.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Locked::Held;
-        }
-        match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Locked::ByOther,
-            _ => return Locked::Unsupported,
-        }
     }
 }
 
@@ -143,7 +107,7 @@ struct Abandoned {
     path: PathBuf,
     kind: String,
     modified: SystemTime,
-    _lock: Option<DirLock>,
+    _lock: Option<FileLock>,
 }
 
 /// The abandoned hidden directories in `parent`: of the directory named `only`, or of
@@ -175,19 +139,16 @@ fn abandoned(parent: &Path, only: Option<&str>) -> Vec<Abandoned> {
         if !old && running(pid) {
             continue;
         }
-        let file = File::open(&path).ok();
-        let held = match &file {
-            Some(f) => lock(f),
-            None => Locked::Unsupported,
+        let lock = match File::open(&path).map(FileLock::try_lock) {
+            Ok(Locking::ByOther) => continue,
+            Ok(Locking::Held(lock)) => Some(lock),
+            _ => None,
         };
-        if held == Locked::ByOther {
-            continue;
-        }
         found.push(Abandoned {
             path,
             kind: kind.to_string(),
             modified,
-            _lock: file.filter(|_| held == Locked::Held).map(DirLock),
+            _lock: lock,
         });
     }
     found
