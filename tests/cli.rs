@@ -127,6 +127,61 @@ fn synth_streams_the_schedule_it_would_hold() {
     assert!(e.contains("one seed"), "{e}");
 }
 
+/// `tacos check` reads a stream and a held schedule alike, and refuses a damaged one by
+/// name.
+#[test]
+fn check_reads_both_forms_and_names_what_is_wrong() {
+    let stream = scratch("check-allreduce.tts");
+    let p = stream.to_str().unwrap();
+    let (ok, out, err) = tacos(&[
+        "synth",
+        "mesh:4x4",
+        "-c",
+        "allreduce",
+        "--stream",
+        p,
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let synthesized: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (ok, out, err) = tacos(&["check", p, "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["form"], "stream");
+    assert_eq!(v["collective"], "allreduce");
+    // 15 partial sums into each of 16 chunks' owners, then 15 copies out to each NPU.
+    assert_eq!(v["transfers"], 2 * 16 * 15);
+    assert_eq!(v["collective_time_us"], synthesized["collective_time_us"]);
+    // Cut short, it is refused naming the file.
+    let bytes = std::fs::read(&stream).unwrap();
+    let cut = scratch("check-cut.tts");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let e = fails(&["check", cut.to_str().unwrap()]);
+    assert!(
+        e.contains("check-cut.tts") && e.contains("truncated"),
+        "{e}"
+    );
+
+    let held = scratch("check-ring.json");
+    let h = held.to_str().unwrap();
+    let (ok, _, err) = tacos(&["synth", "ring:4", "--out", h]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = tacos(&["check", h]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("(schedule)") && out.contains("correct"),
+        "{out}"
+    );
+    // Without its last transfer some NPU ends without a chunk.
+    let mut schedule: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&held).unwrap()).unwrap();
+    schedule["transfers"].as_array_mut().unwrap().pop();
+    let short = scratch("check-short.json");
+    std::fs::write(&short, schedule.to_string()).unwrap();
+    let e = fails(&["check", short.to_str().unwrap()]);
+    assert!(e.contains("check-short.json") && e.contains("chunk"), "{e}");
+}
+
 #[test]
 fn topo_export_reads_back_the_same_topology() {
     let path = scratch("dragonfly.json");

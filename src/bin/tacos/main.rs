@@ -11,6 +11,7 @@ mod bench_seeds;
 mod bench_sim;
 mod bench_tuner;
 mod calibrate;
+mod check;
 mod compare;
 mod compile;
 mod concurrent;
@@ -67,6 +68,8 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Check an MSCCL algorithm XML file (deadlock, races, result) and optionally time it.
     Verify(verify::VerifyArgs),
+    /// Check a schedule file, held or streamed (any length), on its topology.
+    Check(check::CheckArgs),
     /// Draw an algorithm (synthesized, --schedule or --xml) or a compiled set (--compiled)
     /// as one self-contained HTML page.
     Report(report::ReportArgs),
@@ -92,6 +95,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(args) => simulate::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Check(args) => check::run(args),
         Command::Compile(args) => compile::run(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Report(args) => report::run(args),

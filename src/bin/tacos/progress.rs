@@ -4,7 +4,7 @@
 //! whose logs should hold no bar).
 
 use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Read};
 use std::time::Duration;
 
 /// A progress display; it clears itself when dropped, so an early return or an error
@@ -43,6 +43,21 @@ impl ProgressHandle {
         bar.set_length(total);
         bar.set_message(label.to_string());
         ProgressHandle { bar }
+    }
+
+    /// A bar counting `total` bytes read, labelled `label`; `hidden` is `quiet || json`.
+    pub fn bytes(label: &str, total: u64, hidden: bool) -> ProgressHandle {
+        let handle = ProgressHandle::bar(label, total, hidden);
+        handle.bar.set_style(
+            style("{msg:>10} [{bar:40}] {bytes}/{total_bytes} {elapsed} (ETA {eta})")
+                .progress_chars("=> "),
+        );
+        handle
+    }
+
+    /// `read`, advancing the bar by every byte read from it.
+    pub fn wrap_read<R: Read>(&self, read: R) -> impl Read {
+        self.bar.wrap_read(read)
     }
 
     /// Starts a new stage of `total` steps labelled `label`, counting from zero.

@@ -15,7 +15,7 @@ use tacos::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions
 use tacos::report::{
     BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
 };
-use tacos::schedule::{check, check_data_flow, Schedule};
+use tacos::schedule::{check, check_data_flow, Network, Schedule};
 use tacos::sim::{simulate_schedule_with, Sharing, SimReport, SimResult};
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
@@ -326,7 +326,12 @@ pub(super) fn read_schedule(
     let schedule = Schedule::read(path)?;
     let file = path.display().to_string();
     collective.check_matches(&file, &schedule.collective)?;
-    let (topo, used) = schedule_topology(topology, &schedule, &file)?;
+    let (topo, used) = schedule_topology(
+        topology,
+        &schedule.topology,
+        schedule.network.as_ref(),
+        &file,
+    )?;
     check_on_links(&schedule, &topo).with_context(|| {
         format!(
             "{file} (made for {}) does not fit {used}",
@@ -463,20 +468,20 @@ fn size_measured_as(layout: &Layout, executor_bytes: u64) -> u64 {
 /// which must have the NPUs the file was made for, or else the network the file records
 /// (with any failures given); a file written before networks were recorded has its
 /// topology name read as a spec.
-fn schedule_topology(
+pub(super) fn schedule_topology(
     args: &TopologyArgs,
-    schedule: &Schedule,
+    made_for: &str,
+    network: Option<&Network>,
     file: &str,
 ) -> anyhow::Result<(Topology, String)> {
-    let made_for = &schedule.topology;
     let failures = match (&args.fail_npus, &args.fail_links) {
         (None, None) => "",
         _ => " with the failures given",
     };
-    match (&args.spec, &schedule.network) {
+    match (&args.spec, network) {
         (Some(spec), network) => {
             let topo = args.topology()?;
-            if let Some(n) = network.as_ref().filter(|n| n.npus != topo.npus()) {
+            if let Some(n) = network.filter(|n| n.npus != topo.npus()) {
                 bail!(
                     "{file} was made for {made_for} ({} NPUs), but {spec} has {} NPUs",
                     n.npus,
