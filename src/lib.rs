@@ -24,6 +24,7 @@ pub mod msccl;
 pub mod panics;
 pub mod pipeline;
 pub mod plugin;
+mod prefetch;
 pub mod report;
 pub mod schedule;
 pub mod sim;

@@ -509,6 +509,39 @@ fn a_correct_all_reduce_of_another_shape_is_refused_by_the_stream_checker_saying
     );
 }
 
+/// The checker reads a few transfers ahead of the one it judges; a fault is still
+/// reported before damage just after it, as a reader judging each transfer as it comes
+/// would, and damage alone is reported as damage.
+#[test]
+fn a_fault_just_before_the_file_is_cut_is_reported_as_the_fault() {
+    let t = topo("mesh:3x3");
+    let s = small_schedule();
+    // Transfer 2 a picosecond too long, then the file cut three transfers later.
+    let slow = mutated(&s, |ts| ts[2].end_ps += 1);
+    let (bytes, _) = stream_of(&slow, &slow.transfers);
+    let whole = read_all(&bytes).unwrap();
+    let cut = (records_start(&bytes)..bytes.len())
+        .find(|&cut| {
+            StreamReader::new(&bytes[..cut], "test.tts")
+                .unwrap()
+                .take_while(|r| r.is_ok())
+                .count()
+                == 5
+        })
+        .expect("some cut leaves five whole transfers");
+    assert!(whole.len() > 5);
+    let e = check_stream(StreamReader::new(&bytes[..cut], "test.tts").unwrap(), &t)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("transfer 2 ") && e.contains("takes"), "{e}");
+    let sound = mutated(&s, |_| {});
+    let (sound, _) = stream_of(&sound, &sound.transfers);
+    let e = check_stream(StreamReader::new(&sound[..cut], "test.tts").unwrap(), &t)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("truncated"), "{e}");
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("tacos-stream-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

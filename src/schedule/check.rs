@@ -66,6 +66,7 @@ use crate::budget::{self, MemoryLimit};
 use crate::collective::{ChunkId, Collective, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::hugepages::table;
+use crate::prefetch;
 use crate::topology::{format_npus, LinkId, NpuId, RouteTree, Topology};
 use crate::units::{ps_to_us, Picos};
 use std::cmp::Reverse;
@@ -127,8 +128,33 @@ pub fn check_stream<R: BufRead>(stream: StreamReader<R>, topo: &Topology) -> Res
         Timing::Promised,
         Sums::Trees,
     )?;
+    // Decoded a few transfers ahead, so their bits are fetched before they are read. A
+    // transfer the file cannot give is reported once those before it are judged, as a
+    // reader that did not look ahead would.
+    let mut ahead: VecDeque<Transfer> = VecDeque::with_capacity(LOOKAHEAD + 1);
+    let mut unreadable = None;
     for (i, t) in stream.enumerate() {
-        sweep.depart(i, &t?)?;
+        match t {
+            Ok(t) => {
+                sweep.prefetch(&t);
+                ahead.push_back(t);
+            }
+            Err(e) => {
+                unreadable = Some(e);
+                break;
+            }
+        }
+        if ahead.len() > LOOKAHEAD {
+            let t = ahead.pop_front().expect("more than LOOKAHEAD are waiting");
+            sweep.depart(i - LOOKAHEAD, &t)?;
+        }
+    }
+    let judged = sweep.transfers;
+    for (k, t) in ahead.iter().enumerate() {
+        sweep.depart(judged + k, t)?;
+    }
+    if let Some(e) = unreadable {
+        return Err(e);
     }
     sweep.finish()
 }
@@ -342,7 +368,10 @@ fn sweep_schedule(
         timing,
         Sums::Replayed,
     )?;
-    for i in departures.iter() {
+    for (k, i) in departures.iter().enumerate() {
+        if k + LOOKAHEAD < departures.len() {
+            sweep.prefetch(&schedule.transfers[departures.at(k + LOOKAHEAD)]);
+        }
         sweep.depart(i, &schedule.transfers[i])?;
     }
     let report = sweep.finish()?;
@@ -431,6 +460,15 @@ impl<'a> Sweep<'a> {
             transfers: 0,
             latest_end: 0,
         })
+    }
+
+    /// Asks the cache for what `depart` will read of `t`.
+    fn prefetch(&self, t: &Transfer) {
+        match &self.contents {
+            Followed::Copies(copies) => copies.contents.prefetch_depart(t),
+            Followed::Trees(trees) => trees.contents.prefetch_depart(t),
+            Followed::Later => {}
+        }
     }
 
     /// Takes transfer `i`, which starts no earlier than those before it.
@@ -561,6 +599,14 @@ trait Contents {
     /// A transfer lands.
     fn land(&mut self, carried: Self::Carried) -> Result<()>;
 
+    /// Asks the cache for what `depart` will read of transfer `t`. At scale each
+    /// transfer's bits are a cache miss of their own; fetched a few transfers ahead, the
+    /// misses overlap.
+    fn prefetch_depart(&self, t: &Transfer);
+
+    /// Asks the cache for what `land` will read of `carried`.
+    fn prefetch_land(&self, carried: &Self::Carried);
+
     /// Every postcondition holds once everything has landed.
     fn finish(&self, collective: &Collective) -> Result<()>;
 }
@@ -610,6 +656,9 @@ impl<C: Contents> Replay<C> {
 
     fn land(&mut self, by: Picos) -> Result<()> {
         while let Some((_, carried)) = self.in_flight.pop_by(by) {
+            if let Some((_, ahead)) = self.in_flight.in_order.get(LOOKAHEAD) {
+                self.contents.prefetch_land(ahead);
+            }
             self.contents.land(carried)?;
         }
         Ok(())
@@ -649,6 +698,14 @@ impl Bits {
     fn holds(&self, npu: NpuId, chunk: ChunkId) -> bool {
         let (word, mask) = self.at(npu, chunk);
         self.words[word] & mask != 0
+    }
+
+    /// Asks the cache for the bit of (`npu`, `chunk`), soon to be read.
+    fn prefetch(&self, npu: NpuId, chunk: ChunkId) {
+        let (word, _) = self.at(npu, chunk);
+        if let Some(w) = self.words.get(word) {
+            prefetch::line(w);
+        }
     }
 
     /// The error for the NPUs of chunk `c`'s postcondition whose bit is clear, if any.
@@ -703,6 +760,14 @@ impl Contents for Copies {
         Ok(())
     }
 
+    fn prefetch_depart(&self, t: &Transfer) {
+        self.held.prefetch(t.src, t.chunk);
+    }
+
+    fn prefetch_land(&self, &(dst, chunk): &(NpuId, ChunkId)) {
+        self.held.prefetch(dst, chunk);
+    }
+
     fn finish(&self, collective: &Collective) -> Result<()> {
         self.held.lacking(collective, "")
     }
@@ -751,6 +816,9 @@ impl Ord for Sent {
 }
 
 /// What a refusal of the reduction-tree rule adds: the rule, and what judges other shapes.
+/// How many transfers ahead a sweep asks the cache for what it will read.
+const LOOKAHEAD: usize = 8;
+
 const TREE_FORM: &str = "the streamed check reads sums only in reduction-tree form (each contributor sends its partial sum once, after every partial sent to it has landed; only whole sums are copied); `schedule::check` on the schedule read whole judges any other shape";
 
 impl Trees {
@@ -848,6 +916,19 @@ impl Contents for Trees {
             return Ok(());
         };
         Err(off_tree(i, &t, refused))
+    }
+
+    fn prefetch_depart(&self, t: &Transfer) {
+        self.passed.prefetch(t.src, t.chunk);
+        self.whole.prefetch(t.src, t.chunk);
+    }
+
+    fn prefetch_land(&self, Sent { t, .. }: &Sent) {
+        self.passed.prefetch(t.dst, t.chunk);
+        self.whole.prefetch(t.dst, t.chunk);
+        if let Some(landed) = self.landed.get(t.chunk) {
+            prefetch::line(landed);
+        }
     }
 
     fn finish(&self, collective: &Collective) -> Result<()> {

@@ -21,7 +21,7 @@ mod greedy;
 mod order;
 mod outbox;
 mod ports;
-mod prefetch;
+use crate::prefetch;
 mod relay;
 mod retime;
 mod streamed;

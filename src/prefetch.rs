@@ -1,4 +1,5 @@
-//! Software prefetch: asking the cache for memory the matcher will read soon, so that
+//! Software prefetch: asking the cache for memory the matcher or the checker will read
+//! soon, so that
 //! the misses of several reads overlap instead of following one another. A prefetch
 //! changes nothing but timing.
 
@@ -8,7 +9,7 @@ const LINE: usize = 64;
 
 /// Prefetches the first lines of `items` into every cache level.
 #[inline]
-pub(super) fn slice<T>(items: &[T]) {
+pub(crate) fn slice<T>(items: &[T]) {
     let bytes = std::mem::size_of_val(items).min(MAX_LINES * LINE);
     let base = items.as_ptr().cast::<u8>();
     let mut offset = 0;
@@ -20,7 +21,7 @@ pub(super) fn slice<T>(items: &[T]) {
 
 /// Prefetches the cache line holding `at`.
 #[inline]
-pub(super) fn line<T>(at: *const T) {
+pub(crate) fn line<T>(at: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint: it never faults nor reads into the program, whatever
     // the address, and SSE (which provides it) is part of every x86_64 target.
