@@ -419,6 +419,8 @@ struct Sweep<'a> {
     chunk_bytes: f64,
     timing: Timing,
     routes: Routes<'a>,
+    /// Per link, the time a chunk takes on it alone, once computed (0 before: no time is 0).
+    link_time: Vec<Picos>,
     /// Per link, the last transfer on it: its index and chunk.
     links: LinkSweep<(usize, ChunkId)>,
     contents: Followed,
@@ -440,16 +442,19 @@ impl<'a> Sweep<'a> {
                 "chunk_bytes is {chunk_bytes} but the collective's chunks are {expected} bytes"
             )));
         }
+        // Links are followed only where the schedule's times are checked.
+        let timed_links = match timing {
+            Timing::Promised => topo.links().len(),
+            Timing::Order => 0,
+        };
         Ok(Sweep {
             topo,
             collective,
             chunk_bytes,
             timing,
             routes: Routes::new(topo),
-            links: LinkSweep::new(match timing {
-                Timing::Promised => topo.links().len(),
-                Timing::Order => 0,
-            }),
+            link_time: vec![0; timed_links],
+            links: LinkSweep::new(timed_links),
             contents: match (collective.combining(), sums) {
                 (false, _) => Followed::Copies(Replay::new(Copies::new(collective, topo.npus()))),
                 (true, Sums::Trees) => {
@@ -493,8 +498,18 @@ impl<'a> Sweep<'a> {
                         ),
                     )
                 })?;
-                let needed = route_time_ps(topo, route, self.chunk_bytes)
-                    .map_err(|e| fail(i, t, e.to_string()))?;
+                let cached = match route {
+                    &[link] => self.link_time[link],
+                    _ => 0,
+                };
+                let needed = match cached {
+                    0 => route_time_ps(topo, route, self.chunk_bytes)
+                        .map_err(|e| fail(i, t, e.to_string()))?,
+                    known => known,
+                };
+                if let &[link] = route {
+                    self.link_time[link] = needed;
+                }
                 if t.end_ps.checked_sub(t.start_ps) != Some(needed) {
                     return Err(fail(
                         i,
