@@ -119,40 +119,18 @@ fn synth_streams_the_schedule_it_would_hold() {
         "--json",
     ]);
     assert!(ok, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["transfers"], 2 * 16 * 15);
-    let e = fails(&["synth", "mesh:4x4", "-k", "auto", "--stream", p]);
-    assert!(e.contains("--stream takes a fixed -k"), "{e}");
-    let e = fails(&["synth", "mesh:4x4", "--seeds", "4", "--stream", p]);
-    assert!(e.contains("one seed"), "{e}");
-}
-
-/// `tacos check` reads a stream and a held schedule alike, and refuses a damaged one by
-/// name.
-#[test]
-fn check_reads_both_forms_and_names_what_is_wrong() {
-    let stream = scratch("check-allreduce.tts");
-    let p = stream.to_str().unwrap();
-    let (ok, out, err) = tacos(&[
-        "synth",
-        "mesh:4x4",
-        "-c",
-        "allreduce",
-        "--stream",
-        p,
-        "--json",
-    ]);
-    assert!(ok, "{err}");
     let synthesized: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(synthesized["transfers"], 2 * 16 * 15);
+    // `tacos check` reads the stream again, and refuses it cut short, naming the file.
     let (ok, out, err) = tacos(&["check", p, "--json"]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["form"], "stream");
-    assert_eq!(v["collective"], "allreduce");
-    // 15 partial sums into each of 16 chunks' owners, then 15 copies out to each NPU.
-    assert_eq!(v["transfers"], 2 * 16 * 15);
+    assert_eq!(
+        (&v["form"], &v["collective"]),
+        (&"stream".into(), &"allreduce".into())
+    );
+    assert_eq!(v["transfers"], synthesized["transfers"]);
     assert_eq!(v["collective_time_us"], synthesized["collective_time_us"]);
-    // Cut short, it is refused naming the file.
     let bytes = std::fs::read(&stream).unwrap();
     let cut = scratch("check-cut.tts");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
@@ -161,7 +139,15 @@ fn check_reads_both_forms_and_names_what_is_wrong() {
         e.contains("check-cut.tts") && e.contains("truncated"),
         "{e}"
     );
+    let e = fails(&["synth", "mesh:4x4", "-k", "auto", "--stream", p]);
+    assert!(e.contains("--stream takes a fixed -k"), "{e}");
+    let e = fails(&["synth", "mesh:4x4", "--seeds", "4", "--stream", p]);
+    assert!(e.contains("one seed"), "{e}");
+}
 
+/// `tacos check` reads a held schedule, and refuses one that lost a transfer by name.
+#[test]
+fn check_reads_a_held_schedule_and_names_what_is_wrong() {
     let held = scratch("check-ring.json");
     let h = held.to_str().unwrap();
     let (ok, _, err) = tacos(&["synth", "ring:4", "--out", h]);
