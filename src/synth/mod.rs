@@ -13,10 +13,12 @@
 //! (`compose`). The number of chunks per NPU is chosen by `crate::pipeline`, by the
 //! simulated time of what is emitted.
 
+mod bits;
 mod calendar;
 mod compose;
 mod fabric;
 mod fast;
+mod gates;
 mod greedy;
 mod order;
 mod outbox;
@@ -24,6 +26,7 @@ mod ports;
 mod prefetch;
 mod relay;
 mod retime;
+mod stars;
 mod streamed;
 
 pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
