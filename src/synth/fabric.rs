@@ -400,6 +400,62 @@ impl<'a> Fabric<'a> {
     }
 }
 
+/// What the matcher holds channels for on a switched fabric whose large star groups are
+/// matched by port, for memory estimates (`crate::budget`), found without building them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct PortShape {
+    /// Channels with a pool: direct links and pairs of members of small groups.
+    pub channels: u64,
+    /// Gates (one per member of a large group) and large groups.
+    pub gates: u64,
+    pub groups: u64,
+    /// Whether every channel with a pool takes as long (same latency and bandwidth), so
+    /// no per-(NPU, chunk) arrival times are kept.
+    pub uniform: bool,
+}
+
+/// The `PortShape` of `topo`; None where it has no gates (no switches, groups that do not
+/// describe its routes, or only small groups): every channel then has a pool.
+pub(crate) fn port_shape(topo: &Topology) -> Option<PortShape> {
+    if !topo.has_switches() {
+        return None;
+    }
+    let stars = Stars::find(topo)?;
+    let mut shape = PortShape {
+        channels: 0,
+        gates: 0,
+        groups: 0,
+        uniform: true,
+    };
+    let mut first: Option<(f64, f64)> = None;
+    let mut see = |link: &Link, shape: &mut PortShape| {
+        let key = (link.latency_us, link.bandwidth_gbps);
+        if *first.get_or_insert(key) != key {
+            shape.uniform = false;
+        }
+    };
+    for v in topo.alive_npus() {
+        for l in topo.out_links(v) {
+            if !topo.is_switch(topo.link(l).dst) {
+                shape.channels += 1;
+                see(topo.link(l), &mut shape);
+            }
+        }
+    }
+    for star in &stars.stars {
+        let m = star.members.len() as u64;
+        if star.members.len() > MAX_PAIRED_MEMBERS {
+            shape.gates += m;
+            shape.groups += 1;
+        } else {
+            shape.channels += m * (m - 1);
+            let (_, up, down) = star.members[0];
+            see(&topo.route_link([up, down]), &mut shape);
+        }
+    }
+    (shape.gates > 0).then_some(shape)
+}
+
 fn too_many(topo: &Topology) -> Error {
     Error::Synthesis(format!(
         "{} joins more than {MAX_CHANNELS} NPU pairs through switches; synthesize it unwound (--unwind)",

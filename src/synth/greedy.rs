@@ -605,7 +605,7 @@ impl<'a> Matcher<'a> {
         idle.retain(|&gate| {
             let gate = gate as usize;
             let v = gates.npu(gate);
-            if self.link_busy(gates.down(gate)) || self.missing[v] == 0 {
+            if self.link_busy(gates.down(gate)) || self.gate_need(gate, v) == 0 {
                 self.in_idle[gate] = false;
                 return false;
             }
@@ -935,7 +935,7 @@ impl<'a> Matcher<'a> {
             // A gate's links carry nothing but its group's transfers.
             if let Some(gate) = gates.down_of(link) {
                 let v = gates.npu(gate);
-                if self.missing[v] > 0 {
+                if self.gate_need(gate, v) > 0 {
                     self.mark_dirty(v);
                 }
                 return;
@@ -1033,7 +1033,9 @@ impl<'a> Matcher<'a> {
                     }
                     None => {
                         sampling.swap_remove(i);
-                        if !std::mem::replace(&mut self.in_idle[gate], true) {
+                        if self.gate_need(gate, dst) > 0
+                            && !std::mem::replace(&mut self.in_idle[gate], true)
+                        {
                             let g = self.gates.map_or(0, |g| g.group(gate));
                             self.idle[g].push(gate as u32);
                         }
@@ -1116,15 +1118,8 @@ impl<'a> Matcher<'a> {
         };
         let link = self.explicit + gate;
         let g = gates.group(gate);
-        let fast_group = self
-            .fast
-            .as_ref()
-            .filter(|f| f.is_slow(link))
-            .map(|f| f.group_of(dst));
-        let mut need = self.missing[dst];
-        if let (Some(fg), Some(f)) = (fast_group, &self.fast) {
-            need = need.min(f.absent(fg) as u32);
-        }
+        let fast_group = self.slow_gate_group(gate, dst);
+        let need = self.gate_need(gate, dst);
         if need == 0 || self.free_ups[g] == 0 {
             return Ok(None);
         }
@@ -1134,7 +1129,7 @@ impl<'a> Matcher<'a> {
         let row = g * self.npu_words;
         let span = self.max_cost[link];
         let mut tried = 0;
-        if (need as usize) * SPARSE_NEED <= self.chunks {
+        if need * SPARSE_NEED <= self.chunks {
             let (first, turn) = (self.rng.random_range(0..words), self.rng.random_range(0..64));
             for k in 0..words {
                 let w = (first + k) % words;
@@ -1199,6 +1194,23 @@ impl<'a> Matcher<'a> {
             }
         }
         Ok(None)
+    }
+
+    /// For a slow gate into `dst`, `dst`'s fast group (whose copies it need not bring).
+    fn slow_gate_group(&self, gate: usize, dst: NpuId) -> Option<usize> {
+        self.fast
+            .as_ref()
+            .filter(|f| f.is_slow(self.explicit + gate))
+            .map(|f| f.group_of(dst))
+    }
+
+    /// At most how many chunks gate `gate` could still bring `dst`; once 0, never more.
+    fn gate_need(&self, gate: usize, dst: NpuId) -> usize {
+        let need = self.missing[dst] as usize;
+        match (self.slow_gate_group(gate, dst), &self.fast) {
+            (Some(fg), Some(f)) => need.min(f.absent(fg)),
+            _ => need,
+        }
     }
 
     /// When `chunk` sent through gate channel `link` at `now` reaches `dst`.

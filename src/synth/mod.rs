@@ -30,6 +30,7 @@ mod stars;
 mod streamed;
 
 pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
+pub(crate) use fabric::{port_shape, PortShape};
 pub use outbox::Sink;
 pub use streamed::{
     admit_streamed, prepare_streamed, spooled_matchings, synthesize_streamed, Prepared, Streamed,
