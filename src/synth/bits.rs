@@ -32,7 +32,7 @@ mod tests {
             table[b / 64] |= 1 << (b % 64);
         }
         for start in [0, 1, 37, 63, 64, 100] {
-            let len = 192 - start;
+            let len: usize = 192 - start;
             for w in 0..len.div_ceil(64) {
                 let word = row_word(&table, start, len, w);
                 for k in 0..64 {

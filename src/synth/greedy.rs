@@ -576,6 +576,10 @@ impl<'a> Matcher<'a> {
                 && !self.comes_fast(link, dst, chunk)
             {
                 self.pools[link].push(chunk as u32);
+                if self.gates.is_some() && self.pools[link].len() > 2 * self.missing[dst] as usize + 8
+                {
+                    self.compact_pool(link, dst);
+                }
                 // Through switches most channels wait for a port; the destination is
                 // marked when the route frees (`physical_freed`).
                 if self.routes.map_or(true, |r| self.route_free(r, link)) {
@@ -619,6 +623,18 @@ impl<'a> Matcher<'a> {
             true
         });
         self.idle[g] = idle;
+    }
+
+    /// Drops the entries of `link`'s pool that `dst` no longer lacks. Where large groups
+    /// are matched by port (no relays), a pool holds each chunk once and at most
+    /// `missing[dst]` of them are still useful, so a pool past twice that is mostly
+    /// stale: compacted then, each entry costs O(1) however long the chunks spread, where
+    /// entries left to be drawn one by one fill the pools of a large cluster's NVSwitch
+    /// channels and make every draw a run of cache misses.
+    fn compact_pool(&mut self, link: LinkId, dst: NpuId) {
+        let mut pool = std::mem::take(&mut self.pools[link]);
+        pool.retain(|&c| !self.held(dst, c as usize));
+        self.pools[link] = pool;
     }
 
     /// Through switches: whether `link` is slow and a copy of `chunk` is already in or on

@@ -265,3 +265,91 @@ fn contested(
     }
     Some(excluded)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{parse_spec, SpecDefaults};
+
+    /// Every pair of distinct alive NPUs whose route (`Topology::route`, a search over the
+    /// whole fabric per source) is two links through a switch is joined by exactly that
+    /// switch's group and no other; every other pair by none.
+    fn agrees_with_routes(topo: &Topology) {
+        let stars = Stars::find(topo).expect("groups describe the fabric");
+        let alive = topo.alive_npus();
+        for &u in &alive {
+            for &v in &alive {
+                if u == v {
+                    continue;
+                }
+                let route = topo.route(u, v).unwrap_or_default();
+                let through = (route.len() == 2).then(|| topo.link(route[0]).dst);
+                let joining: Vec<VertexId> = stars
+                    .stars
+                    .iter()
+                    .enumerate()
+                    .filter(|(g, star)| {
+                        let member = |x| star.members.iter().any(|m| m.0 == x);
+                        member(u)
+                            && member(v)
+                            && !stars.excluded.contains(&(*g as u32, u as u32, v as u32))
+                    })
+                    .map(|(_, star)| star.switch)
+                    .collect();
+                assert_eq!(joining, Vec::from_iter(through), "{}: {u} -> {v}", topo.name());
+            }
+        }
+    }
+
+    #[test]
+    fn groups_join_the_pairs_whose_routes_cross_them() {
+        for s in [
+            "switch:6",
+            "preset:dgx-a100,nodes=3",
+            "preset:dgx-h100,nodes=4,spine=2,oversub=2",
+        ] {
+            let topo = parse_spec(s, &SpecDefaults::default()).unwrap();
+            agrees_with_routes(&topo);
+            agrees_with_routes(&topo.fail_npus(&[1]).unwrap());
+        }
+    }
+
+    #[test]
+    fn pairs_sharing_switches_and_direct_links_follow_the_route_search() {
+        // NPUs 0..4 on switches a and b (b reached as fast but numbered first, c slower),
+        // 2..6 on c; NPUs 0 and 1 also linked directly.
+        let mut links = Vec::new();
+        for npu in 0..6 {
+            if npu < 4 {
+                for (s, lat) in [("a", 0.5), ("b", 0.5)] {
+                    links.push(format!(
+                        r#"{{"src": {npu}, "dst": "{s}", "bidirectional": true, "bandwidth_gbps": 50, "latency_us": {lat}}}"#
+                    ));
+                }
+            }
+            if npu >= 2 {
+                links.push(format!(
+                    r#"{{"src": {npu}, "dst": "c", "bidirectional": true, "bandwidth_gbps": 50, "latency_us": 0.7}}"#
+                ));
+            }
+        }
+        links.push(
+            r#"{"src": 0, "dst": 1, "bidirectional": true, "bandwidth_gbps": 50, "latency_us": 2}"#
+                .into(),
+        );
+        let text = format!(
+            r#"{{"name": "planes", "npus": 6, "switches": ["b", "a", "c"], "links": [{}]}}"#,
+            links.join(", ")
+        );
+        let topo = crate::topology::file::parse(&text, "planes.json", &SpecDefaults::default())
+            .unwrap();
+        agrees_with_routes(&topo);
+    }
+
+    #[test]
+    fn a_leaf_spine_fabric_with_npus_on_its_leaves_is_left_to_routes() {
+        // Leaves of 4 NPUs: NPUs on different leaves are joined only through the spine.
+        let topo = parse_spec("clos:4x2,spine=2", &SpecDefaults::default()).unwrap();
+        assert!(Stars::find(&topo).is_none());
+    }
+}
