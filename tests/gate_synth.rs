@@ -60,7 +60,10 @@ fn all_gather_through_a_large_switch_nears_the_port_bound() {
     let bound = at_rate(23.0 * (GIB / 24) as f64, 50.0);
     let time = synth(&t, CollectiveKind::AllGather, 4, GIB, 0).collective_time_ps();
     assert!(time >= bound, "{time} ps beats the bound {bound} ps");
-    assert!(time as f64 <= bound as f64 / 0.95, "{time} ps, bound {bound} ps");
+    assert!(
+        time as f64 <= bound as f64 / 0.95,
+        "{time} ps, bound {bound} ps"
+    );
 }
 
 #[test]

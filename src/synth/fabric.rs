@@ -233,11 +233,7 @@ impl<'a> Fabric<'a> {
     /// The same channels on `reversed` (`topo.reversed()` of this fabric's topology), each
     /// in the other direction over the reversed links of its route, so a schedule matched
     /// there and reversed in time uses exactly the routes `Topology::route` gives.
-    pub fn reversed<'b>(
-        &self,
-        topo: &'b Topology,
-        reversed: &'b Topology,
-    ) -> Result<Fabric<'b>> {
+    pub fn reversed<'b>(&self, topo: &'b Topology, reversed: &'b Topology) -> Result<Fabric<'b>> {
         let Some(routes) = &self.routes else {
             return Fabric::new(reversed);
         };
@@ -305,7 +301,9 @@ impl<'a> Fabric<'a> {
         into.sort_unstable();
         // Ports into each NPU: those of its channels, and its gates' links down.
         let mut gate_ports: Vec<(usize, u32)> = gates.as_ref().map_or(Vec::new(), |g| {
-            (0..g.len()).map(|gate| (g.npu(gate), g.down(gate) as u32)).collect()
+            (0..g.len())
+                .map(|gate| (g.npu(gate), g.down(gate) as u32))
+                .collect()
         });
         gate_ports.sort_unstable();
         let mut into_start = vec![0u32; topo.npus() + 1];

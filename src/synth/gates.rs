@@ -46,7 +46,7 @@ impl Gates {
             star.members.sort_unstable();
             let (_, up, down) = star.members[0];
             channel.push(topo.route_link([up, down]));
-            group.extend(std::iter::repeat_n(g as u32, star.members.len()));
+            group.resize(group.len() + star.members.len(), g as u32);
             members.extend(star.members);
             start.push(members.len() as u32);
         }
@@ -103,7 +103,8 @@ impl Gates {
         let stars = (0..self.groups())
             .map(|g| Star {
                 switch: topo.link(self.members[self.start[g] as usize].1).dst,
-                members: self.gates_of_group(g)
+                members: self
+                    .gates_of_group(g)
                     .map(|gate| {
                         let (v, up, down) = self.members[gate];
                         (v, back(down), back(up))

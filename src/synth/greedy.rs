@@ -13,8 +13,8 @@
 use super::bits::row_word;
 use super::calendar::{sort_distinct, Arrivals};
 use super::fabric::{Fabric, Routes};
-use super::gates::Gates;
 use super::fast::FastPaths;
+use super::gates::Gates;
 use super::outbox::{Outbox, Sink};
 use super::ports::match_ports;
 use super::prefetch;
@@ -315,10 +315,7 @@ impl<'a> Matcher<'a> {
             for group in 0..groups {
                 let range = g.gates_of_group(group);
                 // Members come by NPU.
-                span[group] = (
-                    g.npu(range.start) / 64,
-                    g.npu(range.end - 1) / 64 + 1,
-                );
+                span[group] = (g.npu(range.start) / 64, g.npu(range.end - 1) / 64 + 1);
                 free_ups[group] = range.len() as u32;
                 for gate in range {
                     let v = g.npu(gate);
@@ -576,7 +573,8 @@ impl<'a> Matcher<'a> {
                 && !self.comes_fast(link, dst, chunk)
             {
                 self.pools[link].push(chunk as u32);
-                if self.gates.is_some() && self.pools[link].len() > 2 * self.missing[dst] as usize + 8
+                if self.gates.is_some()
+                    && self.pools[link].len() > 2 * self.missing[dst] as usize + 8
                 {
                     self.compact_pool(link, dst);
                 }
@@ -698,7 +696,10 @@ impl<'a> Matcher<'a> {
         let (src, dst) = self.ends(link);
         self.mark_dirty(dst);
         if let (Some(gates), true) = (self.gates, link >= self.explicit) {
-            let (to, from) = (link - self.explicit, self.gate_src[link - self.explicit] as usize);
+            let (to, from) = (
+                link - self.explicit,
+                self.gate_src[link - self.explicit] as usize,
+            );
             let (up, down) = (gates.up(from), gates.down(to));
             self.link_holder[up] = FREE;
             self.link_holder[down] = FREE;
@@ -1139,14 +1140,21 @@ impl<'a> Matcher<'a> {
         if need == 0 || self.free_ups[g] == 0 {
             return Ok(None);
         }
-        let probes = if self.exhaustive { usize::MAX } else { GATE_PROBES };
+        let probes = if self.exhaustive {
+            usize::MAX
+        } else {
+            GATE_PROBES
+        };
         let words = self.chunks.div_ceil(64);
         let (lo, hi) = self.span[g];
         let row = g * self.npu_words;
         let span = self.max_cost[link];
         let mut tried = 0;
         if need * SPARSE_NEED <= self.chunks {
-            let (first, turn) = (self.rng.random_range(0..words), self.rng.random_range(0..64));
+            let (first, turn) = (
+                self.rng.random_range(0..words),
+                self.rng.random_range(0..64),
+            );
             for k in 0..words {
                 let w = (first + k) % words;
                 let mut chunks = self.needed_word(dst, fast_group, w).rotate_right(turn);
@@ -1294,9 +1302,9 @@ impl<'a> Matcher<'a> {
     fn is_planned(&self, link: LinkId) -> bool {
         link < self.explicit
             && self.routes.is_some_and(|r| {
-            let up = r.links(link)[0] as usize;
-            self.plan_up[up] == link as u32
-        })
+                let up = r.links(link)[0] as usize;
+                self.plan_up[up] == link as u32
+            })
     }
 
     /// Whether the plan leaves channel `link` free to use: its first link (the sender's
@@ -1380,7 +1388,10 @@ impl<'a> Matcher<'a> {
         self.busy[link] = seq;
         self.carrying[link] = (chunk, end);
         if let (Some(gates), true) = (self.gates, link >= self.explicit) {
-            let (to, from) = (link - self.explicit, self.gate_src[link - self.explicit] as usize);
+            let (to, from) = (
+                link - self.explicit,
+                self.gate_src[link - self.explicit] as usize,
+            );
             self.link_holder[gates.up(from)] = link as u32;
             self.link_holder[gates.down(to)] = link as u32;
             let g = gates.group(to);

@@ -296,7 +296,12 @@ mod tests {
                     })
                     .map(|(_, star)| star.switch)
                     .collect();
-                assert_eq!(joining, Vec::from_iter(through), "{}: {u} -> {v}", topo.name());
+                assert_eq!(
+                    joining,
+                    Vec::from_iter(through),
+                    "{}: {u} -> {v}",
+                    topo.name()
+                );
             }
         }
     }
@@ -341,8 +346,8 @@ mod tests {
             r#"{{"name": "planes", "npus": 6, "switches": ["b", "a", "c"], "links": [{}]}}"#,
             links.join(", ")
         );
-        let topo = crate::topology::file::parse(&text, "planes.json", &SpecDefaults::default())
-            .unwrap();
+        let topo =
+            crate::topology::file::parse(&text, "planes.json", &SpecDefaults::default()).unwrap();
         agrees_with_routes(&topo);
     }
 
