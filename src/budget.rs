@@ -544,6 +544,34 @@ mod tests {
         assert!(text.contains("TACOS_MAX_MEMORY"), "{text}");
     }
 
+    /// On a rail-optimized cluster large rails are matched by port: nothing is held per
+    /// pair of GPUs, so with K=1 the streamed estimate grows as GPUs x chunks (the pools
+    /// of each node's NVSwitch channels, the per-(GPU, chunk) bits): about 4x for twice
+    /// the nodes, where a channel per pair would grow it 8x.
+    #[test]
+    fn a_rail_cluster_matched_by_port_grows_as_gpus_times_chunks() {
+        let estimate = |nodes: usize| {
+            let spec_text = format!("preset:dgx-h100,nodes={nodes},spine=8,oversub=2");
+            let topo =
+                crate::topology::parse_spec(&spec_text, &crate::topology::SpecDefaults::default())
+                    .unwrap();
+            assert!(
+                port_shape(&topo).is_some(),
+                "{spec_text}: rails matched by port"
+            );
+            let spec = CollectiveSpec {
+                kind: CollectiveKind::AllGather,
+                root: None,
+                npus: (0..topo.npus()).collect(),
+                chunks_per_npu: 1,
+                size_bytes: 1 << 30,
+            };
+            streamed_synthesis(&topo, &spec) as f64
+        };
+        let ratio = estimate(256) / estimate(128);
+        assert!((3.5..4.5).contains(&ratio), "{ratio}");
+    }
+
     /// K is read from a schedule file before the collective checks it: a K no machine
     /// could hold saturates the estimate (so the limit refuses it) instead of overflowing.
     #[test]
