@@ -17,6 +17,7 @@
 
 use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
+use crate::synth::{port_shape, PortShape};
 use crate::topology::{NpuId, Topology};
 use crate::units::parse_size;
 use std::collections::VecDeque;
@@ -289,11 +290,13 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
             copy_phases = 3;
         }
     }
-    let mut matcher = matcher_state(topo, chunks);
+    let ports = if relayed { None } else { port_shape(topo) };
+    let mut matcher = matcher_state(topo, chunks, ports);
     // Per transfer: its record (48, reserved once, with growth slack where relays add
     // hops), whether it was dropped (1), and pool entries offered over each outgoing link
-    // (4 x degree x 2); the kept ones are filtered in place.
-    let degree = links / n.max(1) + 1;
+    // (4 x degree x 2; through switches matched by port, each channel with a pool); the
+    // kept ones are filtered in place.
+    let degree = ports.map_or(links, |p| p.channels) / n.max(1) + 1;
     let record = if relayed { 2 * TRANSFER } else { TRANSFER };
     matcher = matcher.saturating_add(mul(transfers, record + 8 * degree + 1));
     if relayed {
@@ -324,14 +327,27 @@ pub fn streamed_synthesis(topo: &Topology, spec: &CollectiveSpec) -> u64 {
     let alive = topo.alive_npus().len() as u64;
     let chunks = Shape::of(spec, alive as usize).chunks;
     // Through switches the matcher's links are channels, one per pair of NPUs a route
-    // joins (`synth::fabric`).
-    let links = match topo.has_switches() {
-        true => mul(alive, alive.saturating_sub(1)),
-        false => topo.links().len() as u64,
+    // joins (`synth::fabric`), except that large star groups are matched by port: a
+    // gate per member, and no pool.
+    let ports = port_shape(topo);
+    let (links, pooled_links) = match ports {
+        Some(p) => (p.channels + p.gates, p.channels),
+        None if topo.has_switches() => {
+            let pairs = mul(alive, alive.saturating_sub(1));
+            (pairs, pairs)
+        }
+        None => (topo.links().len() as u64, topo.links().len() as u64),
     };
-    let offers = mul(links, chunks);
-    let pooled = (mul(offers, 4) / mean_hops(topo)).min(offers);
-    matcher_state(topo, chunks)
+    let offers = mul(pooled_links, chunks);
+    let pooled = match ports {
+        // Measured at their peak (rail-optimized clusters of 1,024 to 4,096 GPUs, the
+        // vectors' capacity), the pools of the small groups' channels hold up to a
+        // quarter of the chunks each (a backlog at NVSwitch ports nearly as busy as the
+        // rails); with the growth slack counted below, half.
+        Some(_) => offers / 4,
+        None => (mul(offers, 4) / mean_hops(topo)).min(offers),
+    };
+    matcher_state(topo, chunks, ports)
         .saturating_add(mul(links, 2 * TRANSFER + 64))
         .saturating_add(mul(pooled, 2 * 4))
 }
@@ -340,11 +356,18 @@ pub fn streamed_synthesis(topo: &Topology, spec: &CollectiveSpec) -> u64 {
 /// `topo`: whether each NPU holds each chunk (two bits, one in each of two layouts) and
 /// wants it (a bit, rounded up with them to a byte), and where links differ in cost when
 /// it was got (8) and the fast-path estimate (8); per chunk its task and release (48 +
-/// 24).
-fn matcher_state(topo: &Topology, chunks: u64) -> u64 {
+/// 24). Through switches matched by port (`ports`), those two tables are kept only where
+/// the channels with pools differ in cost, and each large group has a bit per NPU.
+fn matcher_state(topo: &Topology, chunks: u64, ports: Option<PortShape>) -> u64 {
     let states = mul(topo.npus() as u64, chunks);
-    let per_state = if one_speed(topo) { 1 } else { 17 };
-    mul(states, per_state).saturating_add(mul(chunks, 72))
+    let uniform = one_speed(topo) || ports.is_some_and(|p| p.uniform);
+    let per_state = if uniform { 1 } else { 17 };
+    let groups = ports.map_or(0, |p| {
+        mul(p.groups, (topo.npus() as u64).div_ceil(8)).saturating_add(mul(p.gates, 64))
+    });
+    mul(states, per_state)
+        .saturating_add(mul(chunks, 72))
+        .saturating_add(groups)
 }
 
 /// Whether every transfer of one chunk size takes equally long on `topo`: no switches
@@ -519,6 +542,34 @@ mod tests {
         );
         assert!(text.contains("--max-memory"), "{text}");
         assert!(text.contains("TACOS_MAX_MEMORY"), "{text}");
+    }
+
+    /// On a rail-optimized cluster large rails are matched by port: nothing is held per
+    /// pair of GPUs, so with K=1 the streamed estimate grows as GPUs x chunks (the pools
+    /// of each node's NVSwitch channels, the per-(GPU, chunk) bits): about 4x for twice
+    /// the nodes, where a channel per pair would grow it 8x.
+    #[test]
+    fn a_rail_cluster_matched_by_port_grows_as_gpus_times_chunks() {
+        let estimate = |nodes: usize| {
+            let spec_text = format!("preset:dgx-h100,nodes={nodes},spine=8,oversub=2");
+            let topo =
+                crate::topology::parse_spec(&spec_text, &crate::topology::SpecDefaults::default())
+                    .unwrap();
+            assert!(
+                port_shape(&topo).is_some(),
+                "{spec_text}: rails matched by port"
+            );
+            let spec = CollectiveSpec {
+                kind: CollectiveKind::AllGather,
+                root: None,
+                npus: (0..topo.npus()).collect(),
+                chunks_per_npu: 1,
+                size_bytes: 1 << 30,
+            };
+            streamed_synthesis(&topo, &spec) as f64
+        };
+        let ratio = estimate(256) / estimate(128);
+        assert!((3.5..4.5).contains(&ratio), "{ratio}");
     }
 
     /// K is read from a schedule file before the collective checks it: a K no machine

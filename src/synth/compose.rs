@@ -330,9 +330,7 @@ fn reservations(fabric: &Fabric<'_>, transfers: &[Transfer]) -> Vec<Vec<(Picos, 
     }
     let mut reserved = vec![Vec::new(); fabric.physical_links()];
     for t in transfers {
-        fabric.for_each_link(fabric.channel(t.src, t.dst), |l| {
-            reserved[l].push((t.start_ps, t.end_ps))
-        });
+        fabric.for_each_link(t.src, t.dst, |l| reserved[l].push((t.start_ps, t.end_ps)));
     }
     reserved.iter_mut().for_each(|r| r.sort_unstable());
     reserved

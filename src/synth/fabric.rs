@@ -15,6 +15,8 @@
 //! its leaves gets routes through the spine too. Longer routes only add contention on the
 //! links the shorter ones already use, and their number grows as the square of the NPUs.
 
+use super::gates::Gates;
+use super::stars::Stars;
 use crate::error::{Error, Result};
 use crate::topology::{Link, LinkId, NpuId, Topology};
 use std::borrow::Cow;
@@ -22,13 +24,24 @@ use std::borrow::Cow;
 /// The most channels one matching builds (each holds a pool and a route).
 const MAX_CHANNELS: usize = 1 << 24;
 
+/// Star groups with more members than this are matched by port (`Gates`); smaller ones
+/// get a channel per pair of members, whose pools find useful chunks fastest.
+const MAX_PAIRED_MEMBERS: usize = 16;
+
 /// The matcher's view of a topology: NPUs and channels.
 pub(super) struct Fabric<'a> {
+    /// The topology the fabric is of.
+    pub topo: &'a Topology,
     /// One link per channel, between NPUs only (the topology itself when it has no
     /// switches).
     pub view: Cow<'a, Topology>,
     /// The physical links each channel holds; None when every channel is one link.
     pub routes: Option<Routes>,
+    /// The large star groups, matched by port (channels implied), where the fabric is
+    /// described by its groups (`stars`).
+    pub gates: Option<Gates>,
+    /// The topology this fabric's is the reversal of (`reversed`), whose routes it keeps.
+    forward: Option<&'a Topology>,
 }
 
 /// Per channel, the physical links it holds; per physical link, the channels holding it.
@@ -92,14 +105,84 @@ impl Routes {
 type Channel = (Link, Vec<LinkId>);
 
 impl<'a> Fabric<'a> {
-    /// The channels of `topo` (see the module's rule).
+    /// The channels of `topo` (see the module's rule): from its star groups where they
+    /// describe its short routes, the large ones as gates; else route by route.
     pub fn new(topo: &'a Topology) -> Result<Fabric<'a>> {
         if !topo.has_switches() {
             return Ok(Fabric {
+                topo,
                 view: Cow::Borrowed(topo),
                 routes: None,
+                gates: None,
+                forward: None,
             });
         }
+        match Stars::find(topo) {
+            Some(stars) => Fabric::of_stars(topo, stars, MAX_PAIRED_MEMBERS),
+            None => Fabric::by_routes(topo),
+        }
+    }
+
+    /// The same channels with every pair of group members a channel of its own (no
+    /// gates), for matchings the gates do not serve (relayed chunks).
+    pub fn paired(&self) -> Result<Fabric<'a>> {
+        let paired = |topo| match Stars::find(topo) {
+            Some(stars) => Fabric::of_stars(topo, stars, usize::MAX),
+            None => Fabric::by_routes(topo),
+        };
+        match self.forward {
+            None => paired(self.topo),
+            Some(forward) => paired(forward)?.reversed(forward, self.topo),
+        }
+    }
+
+    /// Channels from the star groups: the direct links, the pairs of members of groups
+    /// of at most `max_paired` members, and gates for the larger groups.
+    fn of_stars(topo: &'a Topology, stars: Stars, max_paired: usize) -> Result<Fabric<'a>> {
+        let mut channels: Vec<Channel> = Vec::new();
+        for v in topo.alive_npus() {
+            for l in topo.out_links(v) {
+                if !topo.is_switch(topo.link(l).dst) {
+                    channels.push((topo.link(l).clone(), vec![l]));
+                }
+            }
+        }
+        let Stars {
+            stars: groups,
+            excluded,
+        } = stars;
+        let mut large = Vec::new();
+        let mut large_excluded = std::collections::HashSet::new();
+        for (g, star) in groups.into_iter().enumerate() {
+            if star.members.len() > max_paired {
+                let k = large.len() as u32;
+                large_excluded.extend(
+                    excluded
+                        .iter()
+                        .filter(|e| e.0 == g as u32)
+                        .map(|&(_, u, v)| (k, u, v)),
+                );
+                large.push(star);
+                continue;
+            }
+            for &(u, up, _) in &star.members {
+                for &(v, _, down) in &star.members {
+                    if u == v || excluded.contains(&(g as u32, u as u32, v as u32)) {
+                        continue;
+                    }
+                    if channels.len() >= MAX_CHANNELS {
+                        return Err(too_many(topo));
+                    }
+                    channels.push((topo.route_link([up, down]), vec![up, down]));
+                }
+            }
+        }
+        let gates = (!large.is_empty()).then(|| Gates::new(topo, large, large_excluded));
+        Fabric::from_channels(topo, channels, gates)
+    }
+
+    /// Channels route by route: every pair of alive NPUs whose route is short enough.
+    fn by_routes(topo: &'a Topology) -> Result<Fabric<'a>> {
         let alive = topo.alive_npus();
         let mut direct: Vec<Channel> = Vec::new();
         let mut switched: Vec<Channel> = Vec::new();
@@ -134,7 +217,7 @@ impl<'a> Fabric<'a> {
                 .cloned()
                 .chain(switched.iter().filter(|(_, r)| r.len() <= h).cloned())
                 .collect();
-            let fabric = Fabric::from_channels(topo, channels)?;
+            let fabric = Fabric::from_channels(topo, channels, None)?;
             let connected = fabric.view.check_strongly_connected(&alive).is_ok();
             chosen = Some(fabric);
             if connected {
@@ -143,14 +226,14 @@ impl<'a> Fabric<'a> {
         }
         match chosen {
             Some(fabric) => Ok(fabric),
-            None => Fabric::from_channels(topo, direct),
+            None => Fabric::from_channels(topo, direct, None),
         }
     }
 
     /// The same channels on `reversed` (`topo.reversed()` of this fabric's topology), each
     /// in the other direction over the reversed links of its route, so a schedule matched
     /// there and reversed in time uses exactly the routes `Topology::route` gives.
-    pub fn reversed(&self, topo: &Topology, reversed: &'a Topology) -> Result<Fabric<'a>> {
+    pub fn reversed<'b>(&self, topo: &'b Topology, reversed: &'b Topology) -> Result<Fabric<'b>> {
         let Some(routes) = &self.routes else {
             return Fabric::new(reversed);
         };
@@ -175,11 +258,18 @@ impl<'a> Fabric<'a> {
                 (link, route)
             })
             .collect();
-        Fabric::from_channels(reversed, channels)
+        let gates = self.gates.as_ref().map(|g| g.reversed(topo, reversed));
+        let mut fabric = Fabric::from_channels(reversed, channels, gates)?;
+        fabric.forward = Some(topo);
+        Ok(fabric)
     }
 
-    /// The fabric of `channels` over `topo`'s physical links.
-    fn from_channels(topo: &Topology, mut channels: Vec<Channel>) -> Result<Fabric<'a>> {
+    /// The fabric of `channels` and `gates` over `topo`'s physical links.
+    fn from_channels(
+        topo: &'a Topology,
+        mut channels: Vec<Channel>,
+        gates: Option<Gates>,
+    ) -> Result<Fabric<'a>> {
         channels.sort_by_key(|(l, _)| (l.src, l.dst));
         let mut start = Vec::with_capacity(channels.len() + 1);
         let mut links = Vec::new();
@@ -209,6 +299,13 @@ impl<'a> Fabric<'a> {
             .map(|(c, (l, route))| (l.dst, route[route.len() - 1], c as u32))
             .collect();
         into.sort_unstable();
+        // Ports into each NPU: those of its channels, and its gates' links down.
+        let mut gate_ports: Vec<(usize, u32)> = gates.as_ref().map_or(Vec::new(), |g| {
+            (0..g.len())
+                .map(|gate| (g.npu(gate), g.down(gate) as u32))
+                .collect()
+        });
+        gate_ports.sort_unstable();
         let mut into_start = vec![0u32; topo.npus() + 1];
         for &(dst, _, _) in &into {
             into_start[dst + 1] += 1;
@@ -223,9 +320,15 @@ impl<'a> Fabric<'a> {
         let mut ports_start = Vec::with_capacity(topo.npus() + 1);
         let mut ports = Vec::new();
         ports_start.push(0);
+        let mut gate_port = gate_ports.iter().peekable();
         for npu in 0..topo.npus() {
             let group = &into[into_start[npu] as usize..into_start[npu + 1] as usize];
+            let first = ports.len();
             ports.extend(group.iter().map(|&(port, _)| port));
+            while let Some(&(_, port)) = gate_port.next_if(|&&(v, _)| v == npu) {
+                ports.push(port);
+            }
+            ports[first..].sort_unstable();
             ports.dedup();
             ports_start.push(ports.len() as u32);
         }
@@ -248,7 +351,10 @@ impl<'a> Fabric<'a> {
             view.fail_npus(topo.failed())?
         };
         Ok(Fabric {
+            topo,
             view: Cow::Owned(view),
+            gates,
+            forward: None,
             routes: Some(Routes {
                 start,
                 links,
@@ -263,18 +369,23 @@ impl<'a> Fabric<'a> {
         })
     }
 
-    /// The channel from `src` to `dst` (a transfer of a schedule matched on this fabric).
-    pub fn channel(&self, src: NpuId, dst: NpuId) -> LinkId {
-        self.view
-            .link_between(src, dst)
-            .expect("transfers use channels of the fabric")
-    }
-
-    /// Calls `f` with each physical link channel `c` holds.
-    pub fn for_each_link(&self, c: LinkId, mut f: impl FnMut(LinkId)) {
-        match &self.routes {
-            None => f(c),
-            Some(r) => r.links(c).iter().for_each(|&l| f(l as usize)),
+    /// Calls `f` with each physical link a transfer from `src` to `dst` (of a schedule
+    /// matched on this fabric) holds.
+    pub fn for_each_link(&self, src: NpuId, dst: NpuId, mut f: impl FnMut(LinkId)) {
+        let channel = self.view.link_between(src, dst);
+        match (&self.routes, channel) {
+            (None, Some(c)) => f(c),
+            (Some(r), Some(c)) => r.links(c).iter().for_each(|&l| f(l as usize)),
+            (_, None) => {
+                let (from, to) = self
+                    .gates
+                    .as_ref()
+                    .and_then(|g| g.between(src, dst))
+                    .expect("transfers use channels of the fabric");
+                let gates = self.gates.as_ref().expect("found above");
+                f(gates.up(from));
+                f(gates.down(to));
+            }
         }
     }
 
@@ -285,6 +396,62 @@ impl<'a> Fabric<'a> {
             Some(r) => r.physical(),
         }
     }
+}
+
+/// What the matcher holds channels for on a switched fabric whose large star groups are
+/// matched by port, for memory estimates (`crate::budget`), found without building them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct PortShape {
+    /// Channels with a pool: direct links and pairs of members of small groups.
+    pub channels: u64,
+    /// Gates (one per member of a large group) and large groups.
+    pub gates: u64,
+    pub groups: u64,
+    /// Whether every channel with a pool takes as long (same latency and bandwidth), so
+    /// no per-(NPU, chunk) arrival times are kept.
+    pub uniform: bool,
+}
+
+/// The `PortShape` of `topo`; None where it has no gates (no switches, groups that do not
+/// describe its routes, or only small groups): every channel then has a pool.
+pub(crate) fn port_shape(topo: &Topology) -> Option<PortShape> {
+    if !topo.has_switches() {
+        return None;
+    }
+    let stars = Stars::find(topo)?;
+    let mut shape = PortShape {
+        channels: 0,
+        gates: 0,
+        groups: 0,
+        uniform: true,
+    };
+    let mut first: Option<(f64, f64)> = None;
+    let mut see = |link: &Link, shape: &mut PortShape| {
+        let key = (link.latency_us, link.bandwidth_gbps);
+        if *first.get_or_insert(key) != key {
+            shape.uniform = false;
+        }
+    };
+    for v in topo.alive_npus() {
+        for l in topo.out_links(v) {
+            if !topo.is_switch(topo.link(l).dst) {
+                shape.channels += 1;
+                see(topo.link(l), &mut shape);
+            }
+        }
+    }
+    for star in &stars.stars {
+        let m = star.members.len() as u64;
+        if star.members.len() > MAX_PAIRED_MEMBERS {
+            shape.gates += m;
+            shape.groups += 1;
+        } else {
+            shape.channels += m * (m - 1);
+            let (_, up, down) = star.members[0];
+            see(&topo.route_link([up, down]), &mut shape);
+        }
+    }
+    (shape.gates > 0).then_some(shape)
 }
 
 fn too_many(topo: &Topology) -> Error {

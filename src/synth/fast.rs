@@ -12,6 +12,7 @@
 //! relays), every NPU on the fast route takes it on: nothing waits for a copy that will
 //! not come.
 
+use super::bits::row_word;
 use crate::topology::{NpuId, Topology};
 use crate::units::Picos;
 use std::cmp::Reverse;
@@ -40,11 +41,16 @@ pub(super) struct FastPaths {
     complete: Vec<bool>,
     /// Per (group, chunk), one bit: whether a copy is held or in flight in the group.
     copies: Vec<u64>,
+    /// Per group: how many chunks have a copy there.
+    present: Vec<u32>,
 }
 
 impl FastPaths {
-    /// Tables for `topo` where `cost` is a chunk's time on each link; None when no link
-    /// is slow or a fast group is too large to track.
+    /// Tables for `topo` where `cost` is a chunk's time on each channel: its links, then
+    /// any further channels (gates) that join no fast group; None when no channel is slow
+    /// or a fast group is too large to track. The per-(NPU, chunk) estimate behind
+    /// `arrives_by` is kept only where some fast group is incomplete or some link of
+    /// `topo` is slow (slow gates ask `comes_by_fast_links` instead).
     pub(super) fn new(topo: &Topology, cost: &[Picos], chunks: usize) -> Option<FastPaths> {
         let cheapest = cost.iter().copied().min()?;
         let slow: Vec<bool> = cost
@@ -95,9 +101,11 @@ impl FastPaths {
                     .collect()
             })
             .collect();
-        let complete = dist.iter().map(|d| d.iter().all(|&t| t != NEVER)).collect();
+        let complete: Vec<bool> = dist.iter().map(|d| d.iter().all(|&t| t != NEVER)).collect();
         let copies = vec![0; (members.len() * chunks).div_ceil(64)];
+        let estimated = !complete.iter().all(|&c| c) || slow[..topo.links().len()].contains(&true);
         Some(FastPaths {
+            present: vec![0; members.len()],
             complete,
             copies,
             chunks,
@@ -106,7 +114,11 @@ impl FastPaths {
             index,
             members,
             dist,
-            eta: vec![NEVER; n * chunks],
+            eta: if estimated {
+                vec![NEVER; n * chunks]
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -118,7 +130,13 @@ impl FastPaths {
     pub(super) fn reach(&mut self, npu: NpuId, chunk: usize, at: Picos) {
         let g = self.group[npu];
         let bit = g * self.chunks + chunk;
-        self.copies[bit / 64] |= 1 << (bit % 64);
+        if self.copies[bit / 64] & (1 << (bit % 64)) == 0 {
+            self.copies[bit / 64] |= 1 << (bit % 64);
+            self.present[g] += 1;
+        }
+        if self.eta.is_empty() {
+            return;
+        }
         let size = self.members[g].len();
         let row = &self.dist[g][self.index[npu] * size..(self.index[npu] + 1) * size];
         for (j, &d) in row.iter().enumerate() {
@@ -144,7 +162,24 @@ impl FastPaths {
 
     /// Whether `chunk` reaches `npu` over fast links by `time` anyway.
     pub(super) fn arrives_by(&self, npu: NpuId, chunk: usize, time: Picos) -> bool {
-        self.eta[npu * self.chunks + chunk] <= time
+        self.eta
+            .get(npu * self.chunks + chunk)
+            .is_some_and(|&eta| eta <= time)
+    }
+
+    /// `npu`'s fast group.
+    pub(super) fn group_of(&self, npu: NpuId) -> usize {
+        self.group[npu]
+    }
+
+    /// How many chunks have no copy in fast group `g` yet.
+    pub(super) fn absent(&self, g: usize) -> usize {
+        self.chunks - self.present[g] as usize
+    }
+
+    /// Chunks `64 w..64 w + 64` with a copy in fast group `g`, one bit each.
+    pub(super) fn copies_word(&self, g: usize, w: usize) -> u64 {
+        row_word(&self.copies, g * self.chunks, self.chunks, w)
     }
 }
 

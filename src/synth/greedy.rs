@@ -10,9 +10,11 @@
 //! NPUs that do not need them (a sub-collective, Gather, Scatter, All-to-All), to a relay
 //! that is strictly closer to a target than every copy so far (see `relay`).
 
+use super::bits::row_word;
 use super::calendar::{sort_distinct, Arrivals};
 use super::fabric::{Fabric, Routes};
 use super::fast::FastPaths;
+use super::gates::Gates;
 use super::outbox::{Outbox, Sink};
 use super::ports::match_ports;
 use super::prefetch;
@@ -21,7 +23,7 @@ use crate::collective::ChunkId;
 use crate::error::{Error, Result};
 use crate::hugepages::table;
 use crate::schedule::{later, link_time_ps, Op, Transfer};
-use crate::topology::{LinkId, NpuId, Topology};
+use crate::topology::{Link, LinkId, NpuId, Topology};
 use crate::units::{ps_to_us, Picos};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -44,6 +46,12 @@ const PREFETCH_AHEAD: usize = 2;
 /// a mesh NPU, but only from a few of the many channels of an NPU behind a switch, whose
 /// pools would crowd the cache.
 const PREFETCH_MAX_LINKS: usize = 8;
+/// A gate's receiver needing fewer than one chunk in this many is matched chunk first
+/// (its needed chunks, then a free holder of each), else sender first.
+const SPARSE_NEED: usize = 16;
+/// Senders (or chunks) one gate's search tries before it leaves the gate idle until a
+/// sender frees or gets something; the search that ends a stalled matching tries all.
+const GATE_PROBES: usize = 64;
 
 /// One chunk as the matcher sees it.
 #[derive(Clone, Debug)]
@@ -78,11 +86,29 @@ enum Event {
     Wake(LinkId),
 }
 
-/// Whether every link takes the same time for a chunk of each class (`cost` is per class,
-/// `links` entries each).
-fn uniform_costs(cost: &[Picos], links: usize) -> bool {
+/// Whether the first `explicit` of each class's `links` cost entries are all the same.
+fn uniform_costs(cost: &[Picos], links: usize, explicit: usize) -> bool {
     cost.chunks(links.max(1))
-        .all(|class| class.iter().all(|&c| c == class[0]))
+        .all(|class| class[..explicit].iter().all(|&c| c == class[0]))
+}
+
+/// Whether some chunk must cross NPUs that do not want it (relays).
+fn needs_relays(topo: &Topology, problem: &Problem<'_>) -> bool {
+    let alive = topo.alive_npus().len();
+    problem.chunks.iter().any(|c| c.post.len() < alive)
+}
+
+/// `fabric`, or where it has gates and the problem needs relays (which gates do not
+/// serve), the same channels with a channel per pair of group members, in `paired`.
+fn serving<'f>(
+    fabric: &'f Fabric<'f>,
+    problem: &Problem<'_>,
+    paired: &'f mut Option<Fabric<'f>>,
+) -> Result<&'f Fabric<'f>> {
+    if fabric.gates.is_some() && needs_relays(&fabric.view, problem) {
+        return Ok(paired.insert(fabric.paired()?));
+    }
+    Ok(fabric)
 }
 
 /// Matches `problem` on `fabric` and returns the transfers that carried a useful chunk.
@@ -91,7 +117,9 @@ pub(super) fn match_chunks(
     problem: &Problem<'_>,
     seed: u64,
 ) -> Result<Vec<Transfer>> {
-    let mut matcher = Matcher::new(&fabric.view, fabric.routes.as_ref(), problem, seed)?;
+    let mut paired = None;
+    let fabric = serving(fabric, problem, &mut paired)?;
+    let mut matcher = Matcher::new(fabric, problem, seed)?;
     // Every postcondition not met at the start takes a transfer, and few take more
     // (relays, replaced copies): reserved at once, the list does not double past its
     // need (the transfers are most of what a large matching holds).
@@ -118,7 +146,7 @@ pub(super) fn match_chunks_into(
     seed: u64,
     sink: &mut Sink<'_>,
 ) -> Result<(u64, Picos)> {
-    let mut matcher = Matcher::new(&fabric.view, fabric.routes.as_ref(), problem, seed)?;
+    let mut matcher = Matcher::new(fabric, problem, seed)?;
     if matcher.relays.is_some() {
         return Err(Error::Synthesis(
             "a streamed synthesis needs every chunk wanted by every NPU it crosses \
@@ -135,6 +163,26 @@ struct Matcher<'a> {
     topo: &'a Topology,
     /// The physical links each channel holds, where channels go through switches.
     routes: Option<&'a Routes>,
+    /// The large star groups, matched by port: gate g is channel `explicit + g`.
+    gates: Option<&'a Gates>,
+    /// How many channels are links of `topo` (the rest are gates).
+    explicit: usize,
+    /// Per gate, while it carries a chunk: the sender's gate in the group.
+    gate_src: Vec<u32>,
+    /// Per group of gates, one bit per NPU (`group * npu_words + npu / 64`): the members
+    /// whose link up to the switch is free.
+    free_up: Vec<u64>,
+    npu_words: usize,
+    /// Per group: the words of its row in `free_up` that hold members, and how many
+    /// members' links up are free.
+    span: Vec<(usize, usize)>,
+    free_ups: Vec<u32>,
+    /// Per group: gates whose search found nothing (woken when a sender frees or gets a
+    /// chunk), and per gate whether it is listed.
+    idle: Vec<Vec<u32>>,
+    in_idle: Vec<bool>,
+    /// Set while a stalled matching searches every gate without a bound.
+    exhaustive: bool,
     /// Per physical link, the channel holding it while it carries a chunk, or FREE (with
     /// `routes` only).
     link_holder: Vec<u32>,
@@ -209,24 +257,28 @@ struct Matcher<'a> {
 }
 
 impl<'a> Matcher<'a> {
-    fn new(
-        topo: &'a Topology,
-        routes: Option<&'a Routes>,
-        problem: &'a Problem<'a>,
-        seed: u64,
-    ) -> Result<Matcher<'a>> {
+    fn new(fabric: &'a Fabric<'a>, problem: &'a Problem<'a>, seed: u64) -> Result<Matcher<'a>> {
+        let topo: &'a Topology = &fabric.view;
+        let routes = fabric.routes.as_ref();
+        let gates = fabric.gates.as_ref();
         let chunks = problem.chunks.len();
         let n = topo.npus();
-        let links = topo.links().len();
+        let explicit = topo.links().len();
+        let gate_count = gates.map_or(0, Gates::len);
+        let links = explicit + gate_count;
         if !matches!(chunks.checked_mul(n), Some(states) if states <= MAX_STATES) {
             return Err(Error::Synthesis(format!(
                 "{chunks} chunks on {n} NPUs are too many to track"
             )));
         }
+        let gate_links: Vec<&Link> = gates.map_or(Vec::new(), |g| {
+            (0..g.len()).map(|gate| g.channel(g.group(gate))).collect()
+        });
+        let channel_links: Vec<&Link> = topo.links().iter().chain(gate_links).collect();
         let cost: Vec<Picos> = problem
             .class_bytes
             .iter()
-            .flat_map(|&bytes| topo.links().iter().map(move |l| link_time_ps(l, bytes)))
+            .flat_map(|&bytes| channel_links.iter().map(move |l| link_time_ps(l, bytes)))
             .collect::<Result<_>>()?;
         let max_cost = (0..links)
             .map(|l| {
@@ -236,13 +288,14 @@ impl<'a> Matcher<'a> {
                     .unwrap_or(0)
             })
             .collect();
-        let alive = topo.alive_npus().len();
-        let relays = problem
-            .chunks
-            .iter()
-            .any(|c| c.post.len() < alive)
+        let relays = needs_relays(topo, problem)
             .then(|| Relays::new(topo, problem, &cost))
             .transpose()?;
+        if relays.is_some() && gates.is_some() {
+            return Err(Error::Synthesis(
+                "relayed chunks are matched on channels per pair, not gates".into(),
+            ));
+        }
         // The fast-path estimate assumes every NPU on a fast route will take the chunk
         // on, which holds when every NPU wants every chunk (no relays).
         let fast = if problem.class_bytes.len() == 1 && relays.is_none() {
@@ -252,10 +305,37 @@ impl<'a> Matcher<'a> {
         };
         let physical = routes.map_or(links, Routes::physical);
         let wants_all = problem.chunks.iter().all(|c| c.post.len() == n);
-        let uniform = uniform_costs(&cost, links);
+        let uniform = uniform_costs(&cost, links, explicit);
+        let npu_words = n.div_ceil(64);
+        let groups = gates.map_or(0, Gates::groups);
+        let mut free_up = vec![0u64; groups * npu_words];
+        let mut span = vec![(0, 0); groups];
+        let mut free_ups = vec![0u32; groups];
+        if let Some(g) = gates {
+            for group in 0..groups {
+                let range = g.gates_of_group(group);
+                // Members come by NPU.
+                span[group] = (g.npu(range.start) / 64, g.npu(range.end - 1) / 64 + 1);
+                free_ups[group] = range.len() as u32;
+                for gate in range {
+                    let v = g.npu(gate);
+                    free_up[group * npu_words + v / 64] |= 1 << (v % 64);
+                }
+            }
+        }
         let mut m = Matcher {
             topo,
             routes,
+            gates,
+            explicit,
+            gate_src: vec![0; gate_count],
+            free_up,
+            npu_words,
+            span,
+            free_ups,
+            idle: vec![Vec::new(); groups],
+            in_idle: vec![false; gate_count],
+            exhaustive: false,
             link_holder: vec![FREE; if routes.is_some() { physical } else { 0 }],
             problem,
             chunks,
@@ -323,12 +403,18 @@ impl<'a> Matcher<'a> {
     /// start order, as they settle); returns (how many, when the last ends).
     fn run(&mut self, sink: &mut Sink<'_>) -> Result<(u64, Picos)> {
         self.match_dirty(0)?;
+        let mut last = 0;
         loop {
             let next_arrival = self.arrivals.next_time();
             let next_event = self.events.peek().map(|&Reverse((t, _))| t);
             let Some(now) = next_arrival.into_iter().chain(next_event).min() else {
+                if self.unsatisfied > 0 && self.gates.is_some() && self.sweep(last)? {
+                    self.outbox.release(sink)?;
+                    continue;
+                }
                 break;
             };
+            last = now;
             if next_arrival == Some(now) {
                 if let Some((_, links)) = self.arrivals.pop_next() {
                     for (k, &link) in links.iter().enumerate() {
@@ -432,6 +518,9 @@ impl<'a> Matcher<'a> {
     /// Asks the cache for what the arrival over `link` will read: the chunk's bits at its
     /// destination and the ends of the pools it may be offered to.
     fn prefetch_arrival(&self, link: LinkId) {
+        if link >= self.explicit {
+            return;
+        }
         let chunk = self.carrying[link].0;
         let dst = self.topo.link(link).dst;
         prefetch::line(&self.held[(dst * self.chunks + chunk) / 64]);
@@ -484,6 +573,11 @@ impl<'a> Matcher<'a> {
                 && !self.comes_fast(link, dst, chunk)
             {
                 self.pools[link].push(chunk as u32);
+                if self.gates.is_some()
+                    && self.pools[link].len() > 2 * self.useful_bound(link, dst) + 8
+                {
+                    self.compact_pool(link, dst);
+                }
                 // Through switches most channels wait for a port; the destination is
                 // marked when the route frees (`physical_freed`).
                 if self.routes.map_or(true, |r| self.route_free(r, link)) {
@@ -491,6 +585,68 @@ impl<'a> Matcher<'a> {
                 }
             }
         }
+        if let Some(gates) = self.gates {
+            for &from in gates.of_npu(npu) {
+                let from = from as usize;
+                let g = gates.group(from);
+                if !self.idle[g].is_empty() && !self.link_busy(gates.up(from)) {
+                    self.wake_idle(g, Some(chunk), npu);
+                }
+            }
+        }
+    }
+
+    /// Gates of group `g` left idle may now find something: a sender (`sender`, which
+    /// does not send to itself) freed its link up, or got `chunk`. Marks their NPUs
+    /// (those lacking `chunk`, if given) and forgets gates that are busy or need nothing.
+    fn wake_idle(&mut self, g: usize, chunk: Option<usize>, sender: NpuId) {
+        let Some(gates) = self.gates else {
+            return;
+        };
+        let mut idle = std::mem::take(&mut self.idle[g]);
+        idle.retain(|&gate| {
+            let gate = gate as usize;
+            let v = gates.npu(gate);
+            if self.link_busy(gates.down(gate)) || self.gate_need(gate, v) == 0 {
+                self.in_idle[gate] = false;
+                return false;
+            }
+            let slow = self.explicit + gate;
+            let wanted = chunk.map_or(true, |c| {
+                !self.holds(v, c) && self.wants(v, c) && !self.comes_fast(slow, v, c)
+            });
+            if v != sender && wanted {
+                self.mark_dirty(v);
+            }
+            true
+        });
+        self.idle[g] = idle;
+    }
+
+    /// At most how many distinct chunks `link`'s pool can hold that are useful to `dst`
+    /// (gates only: no relays, every alive NPU wants every chunk): those `dst` lacks, and
+    /// over a fast link only those with a copy in `dst`'s fast group (its source's).
+    fn useful_bound(&self, link: LinkId, dst: NpuId) -> usize {
+        let missing = self.missing[dst] as usize;
+        match &self.fast {
+            Some(f) if !f.is_slow(link) => {
+                let held = self.chunks - missing;
+                missing.min(self.chunks - f.absent(f.group_of(dst)) - held)
+            }
+            _ => missing,
+        }
+    }
+
+    /// Drops the entries of `link`'s pool that `dst` no longer lacks. Where large groups
+    /// are matched by port (no relays), a pool holds each chunk once and at most
+    /// `missing[dst]` of them are still useful, so a pool past twice that is mostly
+    /// stale: compacted then, each entry costs O(1) however long the chunks spread, where
+    /// entries left to be drawn one by one fill the pools of a large cluster's NVSwitch
+    /// channels and make every draw a run of cache misses.
+    fn compact_pool(&mut self, link: LinkId, dst: NpuId) {
+        let mut pool = std::mem::take(&mut self.pools[link]);
+        pool.retain(|&c| !self.held(dst, c as usize));
+        self.pools[link] = pool;
     }
 
     /// Through switches: whether `link` is slow and a copy of `chunk` is already in or on
@@ -551,9 +707,23 @@ impl<'a> Matcher<'a> {
         let idx = std::mem::replace(&mut self.busy[link], IDLE);
         // From the link's own tables, not the transfer record: the records are most of the
         // matching's memory and seldom still in cache when their chunk lands.
-        let dst = self.topo.link(link).dst;
+        let (src, dst) = self.ends(link);
         self.mark_dirty(dst);
-        if let Some(routes) = self.routes {
+        if let (Some(gates), true) = (self.gates, link >= self.explicit) {
+            let (to, from) = (
+                link - self.explicit,
+                self.gate_src[link - self.explicit] as usize,
+            );
+            let (up, down) = (gates.up(from), gates.down(to));
+            self.link_holder[up] = FREE;
+            self.link_holder[down] = FREE;
+            let g = gates.group(to);
+            let u = gates.npu(from);
+            self.free_up[g * self.npu_words + u / 64] |= 1 << (u % 64);
+            self.free_ups[g] += 1;
+            self.physical_freed(up, link);
+            self.physical_freed(down, link);
+        } else if let Some(routes) = self.routes {
             for &l in routes.links(link) {
                 self.link_holder[l as usize] = FREE;
             }
@@ -576,7 +746,7 @@ impl<'a> Matcher<'a> {
         }
         debug_assert!(self
             .held_since
-            .get(self.topo.link(link).src * self.chunks + chunk)
+            .get(src * self.chunks + chunk)
             .map_or(true, |&since| since <= self.outbox.get(idx).start_ps));
         self.outbox.settle(idx, true);
         self.receive(dst, chunk, now);
@@ -589,9 +759,9 @@ impl<'a> Matcher<'a> {
         started: Picos,
         now: Picos,
     ) -> Option<usize> {
-        if self.held_since.is_empty() {
+        if self.held_since.is_empty() || link >= self.explicit {
             // Equal costs: no second copy is ever started (see `held_since`); dropping
-            // one is always sound.
+            // one is always sound. A gate keeps no pool to draw another chunk from.
             return None;
         }
         let (src, dst) = (self.topo.link(link).src, self.topo.link(link).dst);
@@ -648,7 +818,10 @@ impl<'a> Matcher<'a> {
             // that lacks the most goes first, so no NPU falls behind and finishes last.
             let missing = &self.missing;
             dirty.sort_by_key(|&npu| Reverse(missing[npu]));
-            if plan {
+            // Where large groups are matched by port the plan is left out: it orders
+            // only the small groups' channels (an NVSwitch's), which fill their ports
+            // well without it, and on large clusters it doubles the cost of an event.
+            if plan && self.gates.is_none() {
                 self.plan(&dirty, now);
             }
         }
@@ -681,7 +854,8 @@ impl<'a> Matcher<'a> {
             let first = edges.len();
             let mut free = Vec::new();
             self.free_into(d, now, &mut free);
-            for c in free {
+            let explicit = self.explicit;
+            for c in free.into_iter().filter(|&c| c < explicit) {
                 let route = routes.links(c);
                 if route.len() < 2 || !self.has_useful(c) {
                     continue;
@@ -731,6 +905,14 @@ impl<'a> Matcher<'a> {
             }
             i += 1;
         }
+        if let Some(gates) = self.gates {
+            for &gate in gates.of_npu(dst) {
+                let c = self.explicit + gate as usize;
+                if self.available(c, now) {
+                    free.push(c);
+                }
+            }
+        }
     }
 
     /// Whether channel `link`'s pool has a chunk still useful to its destination (stale
@@ -759,6 +941,13 @@ impl<'a> Matcher<'a> {
         let Some(routes) = self.routes else {
             return self.problem.reserved.is_empty() || self.clear_of_reservations(link, span, now);
         };
+        if let (Some(gates), true) = (self.gates, link >= self.explicit) {
+            // The sender's link up is checked when one is picked.
+            let down = gates.down(link - self.explicit);
+            return !self.link_busy(down)
+                && (self.problem.reserved.is_empty()
+                    || self.clear_of_reservations(down, span, now));
+        }
         let route = routes.links(link);
         if route.iter().any(|&l| self.link_busy(l as usize)) {
             return false;
@@ -776,6 +965,20 @@ impl<'a> Matcher<'a> {
             self.mark_dirty(self.topo.link(link).dst);
             return;
         };
+        if let Some(gates) = self.gates {
+            // A gate's links carry nothing but its group's transfers.
+            if let Some(gate) = gates.down_of(link) {
+                let v = gates.npu(gate);
+                if self.gate_need(gate, v) > 0 {
+                    self.mark_dirty(v);
+                }
+                return;
+            }
+            if let Some(gate) = gates.up_of(link) {
+                self.wake_idle(gates.group(gate), None, gates.npu(gate));
+                return;
+            }
+        }
         if routes.enters(link).is_some_and(|npu| self.is_dirty[npu]) {
             // Every channel holding the link ends at an NPU already marked.
             return;
@@ -853,6 +1056,27 @@ impl<'a> Matcher<'a> {
                 }
             };
             let link = sampling[i];
+            if link >= self.explicit {
+                let gate = link - self.explicit;
+                match self.gate_pick(gate, dst, now)? {
+                    Some((from, chunk, arrival)) => {
+                        self.gate_src[gate] = from as u32;
+                        self.start(link, chunk, now, arrival);
+                        free.retain(|&l| l != link && self.available(l, now));
+                        sampling.retain(|&l| l != link && self.available(l, now));
+                    }
+                    None => {
+                        sampling.swap_remove(i);
+                        if self.gate_need(gate, dst) > 0
+                            && !std::mem::replace(&mut self.in_idle[gate], true)
+                        {
+                            let g = self.gates.map_or(0, |g| g.group(gate));
+                            self.idle[g].push(gate as u32);
+                        }
+                    }
+                }
+                continue;
+            }
             if self.pools[link].is_empty() {
                 sampling.swap_remove(i);
                 continue;
@@ -909,12 +1133,195 @@ impl<'a> Matcher<'a> {
         Ok(())
     }
 
+    /// A sender and a chunk for gate `gate` (into `dst`) to start at `now`: (the sender's
+    /// gate, the chunk, its arrival). The sender is a member of the group whose link up is
+    /// free and clear of reservations, joined to `dst` through the switch; the chunk is
+    /// one it holds that `dst` wants and lacks, not on its way there as soon, and for a
+    /// slow gate not held or coming in `dst`'s fast group. Where `dst` needs few chunks
+    /// they are tried in turn (random start), each looked up among the free senders
+    /// holding it; else free senders are tried (random start), each for a chunk it holds.
+    /// Each way tries at most `GATE_PROBES` (unless `exhaustive`).
+    fn gate_pick(
+        &mut self,
+        gate: usize,
+        dst: NpuId,
+        now: Picos,
+    ) -> Result<Option<(usize, usize, Picos)>> {
+        let Some(gates) = self.gates else {
+            return Ok(None);
+        };
+        let link = self.explicit + gate;
+        let g = gates.group(gate);
+        let fast_group = self.slow_gate_group(gate, dst);
+        let need = self.gate_need(gate, dst);
+        if need == 0 || self.free_ups[g] == 0 {
+            return Ok(None);
+        }
+        let probes = if self.exhaustive {
+            usize::MAX
+        } else {
+            GATE_PROBES
+        };
+        let words = self.chunks.div_ceil(64);
+        let (lo, hi) = self.span[g];
+        let row = g * self.npu_words;
+        let span = self.max_cost[link];
+        let mut tried = 0;
+        if need * SPARSE_NEED <= self.chunks {
+            let (first, turn) = (
+                self.rng.random_range(0..words),
+                self.rng.random_range(0..64),
+            );
+            for k in 0..words {
+                let w = (first + k) % words;
+                let mut chunks = self.needed_word(dst, fast_group, w).rotate_right(turn);
+                while chunks != 0 {
+                    let c = 64 * w + (chunks.trailing_zeros() + turn) as usize % 64;
+                    chunks &= chunks - 1;
+                    let arrival = self.gate_arrival(link, c, dst, now)?;
+                    if self.in_flight_arrival(dst, c) <= arrival {
+                        continue;
+                    }
+                    tried += 1;
+                    if tried > probes {
+                        return Ok(None);
+                    }
+                    let start = lo + self.rng.random_range(0..hi - lo);
+                    for j in 0..hi - lo {
+                        let uw = lo + (start - lo + j) % (hi - lo);
+                        let mut senders = self.free_up[row + uw]
+                            & row_word(&self.holders, c * self.npus, self.npus, uw);
+                        while senders != 0 {
+                            let u = 64 * uw + senders.trailing_zeros() as usize;
+                            senders &= senders - 1;
+                            if let Some(from) = self.gate_sender(gate, g, u, span, now) {
+                                return Ok(Some((from, c, arrival)));
+                            }
+                        }
+                    }
+                }
+            }
+            return Ok(None);
+        }
+        let start = lo + self.rng.random_range(0..hi - lo);
+        let turn = self.rng.random_range(0..64);
+        for j in 0..hi - lo {
+            let uw = lo + (start - lo + j) % (hi - lo);
+            let mut senders = self.free_up[row + uw].rotate_right(turn);
+            while senders != 0 {
+                let u = 64 * uw + (senders.trailing_zeros() + turn) as usize % 64;
+                senders &= senders - 1;
+                let Some(from) = self.gate_sender(gate, g, u, span, now) else {
+                    continue;
+                };
+                tried += 1;
+                if tried > probes {
+                    return Ok(None);
+                }
+                let first = self.rng.random_range(0..words);
+                for k in 0..words {
+                    let w = (first + k) % words;
+                    let mut chunks = self.needed_word(dst, fast_group, w)
+                        & row_word(&self.held, u * self.chunks, self.chunks, w);
+                    while chunks != 0 {
+                        let c = 64 * w + chunks.trailing_zeros() as usize;
+                        chunks &= chunks - 1;
+                        let arrival = self.gate_arrival(link, c, dst, now)?;
+                        if self.in_flight_arrival(dst, c) > arrival {
+                            return Ok(Some((from, c, arrival)));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// For a slow gate into `dst`, `dst`'s fast group (whose copies it need not bring).
+    fn slow_gate_group(&self, gate: usize, dst: NpuId) -> Option<usize> {
+        self.fast
+            .as_ref()
+            .filter(|f| f.is_slow(self.explicit + gate))
+            .map(|f| f.group_of(dst))
+    }
+
+    /// At most how many chunks gate `gate` could still bring `dst`; once 0, never more.
+    fn gate_need(&self, gate: usize, dst: NpuId) -> usize {
+        let need = self.missing[dst] as usize;
+        match (self.slow_gate_group(gate, dst), &self.fast) {
+            (Some(fg), Some(f)) => need.min(f.absent(fg)),
+            _ => need,
+        }
+    }
+
+    /// When `chunk` sent through gate channel `link` at `now` reaches `dst`.
+    fn gate_arrival(&self, link: LinkId, chunk: usize, dst: NpuId, now: Picos) -> Result<Picos> {
+        later(now, self.cost(link, chunk), || {
+            format!("synthesis: chunk {chunk} arriving at NPU {dst}")
+        })
+    }
+
+    /// NPU `u`'s gate in group `g` if it may send through it to gate `to` at `now`: it is
+    /// joined to `to`'s member that way and its link up is clear of reservations for
+    /// `span` (its link up is free: the caller read `free_up`).
+    fn gate_sender(
+        &mut self,
+        to: usize,
+        g: usize,
+        u: NpuId,
+        span: Picos,
+        now: Picos,
+    ) -> Option<usize> {
+        let gates = self.gates?;
+        let from = gates.gate_in(g, u)?;
+        if !gates.joins(from, to) {
+            return None;
+        }
+        let clear = self.problem.reserved.is_empty()
+            || self.clear_of_reservations(gates.up(from), span, now);
+        clear.then_some(from)
+    }
+
+    /// Chunks `64 w..64 w + 64` that `dst` wants and lacks, one bit each; with
+    /// `fast_group` (`dst`'s, for a slow gate), only those with no copy there either.
+    fn needed_word(&self, dst: NpuId, fast_group: Option<usize>, w: usize) -> u64 {
+        let row = dst * self.chunks;
+        let left = self.chunks - 64 * w;
+        let mut word = !row_word(&self.held, row, self.chunks, w);
+        if left < 64 {
+            word &= (1u64 << left) - 1;
+        }
+        if !self.wants.is_empty() {
+            word &= row_word(&self.wants, row, self.chunks, w);
+        }
+        if let (Some(fg), Some(f)) = (fast_group, &self.fast) {
+            word &= !f.copies_word(fg, w);
+        }
+        word
+    }
+
+    /// Nothing is in flight and some NPU still lacks a chunk: tries every gate again
+    /// without the search's bound. Whether anything started.
+    fn sweep(&mut self, now: Picos) -> Result<bool> {
+        for npu in 0..self.npus {
+            if self.missing[npu] > 0 {
+                self.mark_dirty(npu);
+            }
+        }
+        self.exhaustive = true;
+        let matched = self.match_dirty(now);
+        self.exhaustive = false;
+        matched?;
+        Ok(self.arrivals.next_time().is_some())
+    }
+
     /// Whether the event's plan chose channel `link`.
     fn is_planned(&self, link: LinkId) -> bool {
-        self.routes.is_some_and(|r| {
-            let up = r.links(link)[0] as usize;
-            self.plan_up[up] == link as u32
-        })
+        link < self.explicit
+            && self.routes.is_some_and(|r| {
+                let up = r.links(link)[0] as usize;
+                self.plan_up[up] == link as u32
+            })
     }
 
     /// Whether the plan leaves channel `link` free to use: its first link (the sender's
@@ -958,7 +1365,7 @@ impl<'a> Matcher<'a> {
         let mut best_key = (Picos::MAX, true);
         let mut ties = 0;
         for &l in links {
-            if !self.holds(self.topo.link(l).src, chunk) {
+            if l >= self.explicit || !self.holds(self.topo.link(l).src, chunk) {
                 continue;
             }
             let key = (costs[l], switched && l != sampled);
@@ -979,30 +1386,54 @@ impl<'a> Matcher<'a> {
 
     /// `link` carries `chunk` during [now, end).
     fn start(&mut self, link: LinkId, chunk: usize, now: Picos, end: Picos) {
-        let l = self.topo.link(link);
+        let (src, dst) = self.ends(link);
         let class = self.class(chunk);
         if let Some(r) = &mut self.relays {
-            r.reach(chunk, class, l.dst);
+            r.reach(chunk, class, dst);
         }
         if let Some(f) = &mut self.fast {
-            f.reach(l.dst, chunk, end);
+            f.reach(dst, chunk, end);
         }
         let seq = self.outbox.start(Transfer {
             chunk,
-            src: l.src,
-            dst: l.dst,
+            src,
+            dst,
             start_ps: now,
             end_ps: end,
             op: Op::Copy,
         });
         self.busy[link] = seq;
         self.carrying[link] = (chunk, end);
-        if let Some(routes) = self.routes {
+        if let (Some(gates), true) = (self.gates, link >= self.explicit) {
+            let (to, from) = (
+                link - self.explicit,
+                self.gate_src[link - self.explicit] as usize,
+            );
+            self.link_holder[gates.up(from)] = link as u32;
+            self.link_holder[gates.down(to)] = link as u32;
+            let g = gates.group(to);
+            self.free_up[g * self.npu_words + src / 64] &= !(1 << (src % 64));
+            self.free_ups[g] -= 1;
+        } else if let Some(routes) = self.routes {
             for &p in routes.links(link) {
                 self.link_holder[p as usize] = link as u32;
             }
         }
         self.arrivals.push(end, link);
+    }
+
+    /// (source, destination) of channel `link` (a gate's while it carries a chunk).
+    fn ends(&self, link: LinkId) -> (NpuId, NpuId) {
+        match self.gates {
+            Some(gates) if link >= self.explicit => {
+                let to = link - self.explicit;
+                (gates.npu(self.gate_src[to] as usize), gates.npu(to))
+            }
+            _ => {
+                let l = self.topo.link(link);
+                (l.src, l.dst)
+            }
+        }
     }
 
     /// Removes transfers into relays whose copy is forwarded to nobody who needed it (a

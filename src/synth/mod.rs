@@ -13,10 +13,12 @@
 //! (`compose`). The number of chunks per NPU is chosen by `crate::pipeline`, by the
 //! simulated time of what is emitted.
 
+mod bits;
 mod calendar;
 mod compose;
 mod fabric;
 mod fast;
+mod gates;
 mod greedy;
 mod order;
 mod outbox;
@@ -24,9 +26,11 @@ mod ports;
 use crate::prefetch;
 mod relay;
 mod retime;
+mod stars;
 mod streamed;
 
 pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
+pub(crate) use fabric::{port_shape, PortShape};
 pub use outbox::Sink;
 pub use streamed::{
     admit_streamed, prepare_streamed, spooled_matchings, synthesize_streamed, Prepared, Streamed,

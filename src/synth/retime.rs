@@ -19,7 +19,7 @@ use std::collections::BinaryHeap;
 /// Moves every transfer as early as its inputs and its links allow (every physical link
 /// of its route, on a fabric), keeping each link's order: nothing starts later than before.
 pub(super) fn compact(fabric: &Fabric<'_>, transfers: &mut [Transfer]) {
-    let tree = Tree::new(&fabric.view, transfers);
+    let tree = Tree::new(fabric.view.npus(), transfers);
     let mut order: Vec<usize> = (0..transfers.len()).collect();
     order.sort_by_key(|&i| transfers[i].start_ps);
     let mut link_free = vec![0; fabric.physical_links()];
@@ -28,10 +28,10 @@ pub(super) fn compact(fabric: &Fabric<'_>, transfers: &mut [Transfer]) {
         let t = &mut transfers[i];
         let took = t.end_ps - t.start_ps;
         let mut start = ready[i];
-        fabric.for_each_link(tree.link[i], |l| start = start.max(link_free[l]));
+        fabric.for_each_link(t.src, t.dst, |l| start = start.max(link_free[l]));
         t.start_ps = start;
         t.end_ps = t.start_ps + took;
-        fabric.for_each_link(tree.link[i], |l| link_free[l] = start + took);
+        fabric.for_each_link(t.src, t.dst, |l| link_free[l] = start + took);
         for &d in tree.dependents(t.dst, t.chunk) {
             ready[d] = ready[d].max(t.end_ps);
         }
@@ -43,7 +43,14 @@ pub(super) fn compact(fabric: &Fabric<'_>, transfers: &mut [Transfer]) {
 /// partial sums are in, whatever order the links had before. Times may grow, so a time
 /// past the clock is an error. Transfers use one link each (no routes through switches).
 pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) -> Result<()> {
-    let tree = Tree::new(topo, transfers);
+    let tree = Tree::new(topo.npus(), transfers);
+    let link: Vec<LinkId> = transfers
+        .iter()
+        .map(|t| {
+            topo.link_between(t.src, t.dst)
+                .expect("transfers use links of the topology")
+        })
+        .collect();
     let mut waiting: Vec<usize> = transfers
         .iter()
         .map(|t| tree.inputs(t.src, t.chunk))
@@ -56,8 +63,8 @@ pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) -> Result
     let mut touched: Vec<LinkId> = Vec::new();
     for (i, t) in transfers.iter().enumerate() {
         if waiting[i] == 0 {
-            queues[tree.link[i]].push(Reverse((0, t.start_ps, i)));
-            touched.push(tree.link[i]);
+            queues[link[i]].push(Reverse((0, t.start_ps, i)));
+            touched.push(link[i]);
         }
     }
     let mut now = 0;
@@ -87,15 +94,15 @@ pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) -> Result
                 break;
             }
             ends.pop();
-            link_busy[tree.link[i]] = false;
-            touched.push(tree.link[i]);
+            link_busy[link[i]] = false;
+            touched.push(link[i]);
             let (dst, chunk) = (transfers[i].dst, transfers[i].chunk);
             for &d in tree.dependents(dst, chunk) {
                 ready[d] = ready[d].max(now);
                 waiting[d] -= 1;
                 if waiting[d] == 0 {
-                    queues[tree.link[d]].push(Reverse((ready[d], transfers[d].start_ps, d)));
-                    touched.push(tree.link[d]);
+                    queues[link[d]].push(Reverse((ready[d], transfers[d].start_ps, d)));
+                    touched.push(link[d]);
                 }
             }
         }
@@ -106,8 +113,6 @@ pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) -> Result
 /// The dependency structure of reduction trees, in flat arrays indexed by
 /// `npu * chunks + chunk`.
 struct Tree {
-    /// The link each transfer uses.
-    link: Vec<LinkId>,
     chunks: usize,
     /// Transfers leaving each (NPU, chunk): `sends[send_start[i]..send_start[i + 1]]`.
     send_start: Vec<usize>,
@@ -117,9 +122,9 @@ struct Tree {
 }
 
 impl Tree {
-    fn new(topo: &Topology, transfers: &[Transfer]) -> Tree {
+    fn new(npus: usize, transfers: &[Transfer]) -> Tree {
         let chunks = transfers.iter().map(|t| t.chunk + 1).max().unwrap_or(0);
-        let slots = topo.npus() * chunks;
+        let slots = npus * chunks;
         let mut send_start = vec![0; slots + 1];
         let mut inputs = vec![0; slots];
         for t in transfers {
@@ -136,15 +141,7 @@ impl Tree {
             sends[fill[slot]] = i;
             fill[slot] += 1;
         }
-        let link = transfers
-            .iter()
-            .map(|t| {
-                topo.link_between(t.src, t.dst)
-                    .expect("transfers use links of the topology")
-            })
-            .collect();
         Tree {
-            link,
             chunks,
             send_start,
             sends,
