@@ -23,11 +23,12 @@ mod greedy;
 mod order;
 mod outbox;
 mod ports;
-use crate::prefetch;
 mod relay;
 mod retime;
 mod stars;
 mod streamed;
+
+use crate::prefetch;
 
 pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
 pub(crate) use fabric::{port_shape, PortShape};
