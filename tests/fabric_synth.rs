@@ -3,10 +3,11 @@
 //! routes each transfer through `Topology::route`, holding its links cut-through) and by
 //! the simulator, and compared with bounds worked out by hand.
 
-use tacos::collective::{Collective, CollectiveKind};
-use tacos::schedule::{check, Schedule};
-use tacos::sim::simulate_schedule;
-use tacos::synth::{synthesize, SynthOptions};
+mod common;
+
+use common::synth_checked;
+use tacos::collective::CollectiveKind;
+use tacos::schedule::Schedule;
 use tacos::topology::{file, parse_spec, SpecDefaults, Topology};
 use tacos::units::us_to_ps;
 
@@ -17,14 +18,9 @@ fn spec(s: &str) -> Topology {
 }
 
 fn synth(t: &Topology, kind: CollectiveKind, k: usize, size: u64, seed: u64) -> Schedule {
-    let root = kind.has_root().then_some(0);
-    let c = Collective::over_all(t, kind, root, k, size).unwrap();
-    let s = synthesize(t, &c, &SynthOptions { seed }).unwrap();
-    let report = check(&s, t).unwrap_or_else(|e| panic!("{} {kind:?} K={k}: {e}", t.name()));
-    assert_eq!(report.collective_time_ps, s.collective_time_ps());
+    let (s, simulated) = synth_checked(t, kind, k, size, seed);
     // Contention-free on its routes: the simulator, keeping the schedule's order on the
     // switch ports, runs it on its own clock.
-    let simulated = simulate_schedule(t, &s).unwrap().time_ps;
     assert_eq!(
         simulated,
         s.collective_time_ps(),

@@ -4,11 +4,12 @@
 //! the independent checker, which routes each transfer with `Topology::route` (so a pair
 //! matched through a switch its route does not cross fails there), and by the simulator.
 
+mod common;
+
+use common::synth_checked;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::pipeline::synthesize_to_stream;
 use tacos::schedule::{check, Schedule};
-use tacos::sim::simulate_schedule;
-use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{file, parse_spec, SpecDefaults, Topology};
 
 const GIB: u64 = 1 << 30;
@@ -18,16 +19,11 @@ fn spec(s: &str) -> Topology {
 }
 
 fn synth(t: &Topology, kind: CollectiveKind, k: usize, size: u64, seed: u64) -> Schedule {
-    let root = kind.has_root().then_some(0);
-    let c = Collective::over_all(t, kind, root, k, size).unwrap();
-    let s = synthesize(t, &c, &SynthOptions { seed }).unwrap();
-    let report = check(&s, t).unwrap_or_else(|e| panic!("{} {kind:?} K={k}: {e}", t.name()));
-    assert_eq!(report.collective_time_ps, s.collective_time_ps());
-    // Contention-free on its routes: the simulator, keeping the schedule's order on the
-    // links, runs it on its own clock, never later. (It may end sooner: a copy through a
-    // gate that arrives after a faster one is dropped, not relabelled with another
-    // chunk, so the link time it held is idle in the schedule.)
-    let simulated = simulate_schedule(t, &s).unwrap().time_ps;
+    let (s, simulated) = synth_checked(t, kind, k, size, seed);
+    // Contention-free on its routes: the simulator runs it on its own clock, never later.
+    // (It may end sooner: a copy through a gate that arrives after a faster one is
+    // dropped, not relabelled with another chunk, so the link time it held is idle in the
+    // schedule.)
     assert!(simulated <= s.collective_time_ps(), "{} {kind:?}", t.name());
     s
 }

@@ -1,5 +1,6 @@
-//! Helpers shared by the integration tests: random topologies, and loading the cdylib from
-//! C the way NCCL and the MSCCL executor do.
+//! Helpers shared by the integration tests: random topologies, synthesized schedules
+//! checked and simulated, and loading the cdylib from C the way NCCL and the MSCCL executor
+//! do.
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
@@ -7,6 +8,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use tacos::collective::{Collective, CollectiveKind};
+use tacos::schedule::{check, Schedule};
+use tacos::sim::simulate_schedule;
+use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{Link, Topology};
 
 /// A random strongly connected topology: a ring through a random permutation of the NPUs
@@ -148,4 +153,23 @@ pub fn corpus(relative: &str) -> Option<PathBuf> {
         println!("skipped: ../shared/corpus not found");
         None
     }
+}
+
+/// `kind` (K = `k`, `size` bytes, root 0 where it has one) synthesized on `t` with `seed`,
+/// checked (its reported time is its own clock), and the time the simulator takes to run it
+/// keeping the schedule's order on switch ports.
+pub fn synth_checked(
+    t: &Topology,
+    kind: CollectiveKind,
+    k: usize,
+    size: u64,
+    seed: u64,
+) -> (Schedule, u64) {
+    let root = kind.has_root().then_some(0);
+    let c = Collective::over_all(t, kind, root, k, size).unwrap();
+    let s = synthesize(t, &c, &SynthOptions { seed }).unwrap();
+    let report = check(&s, t).unwrap_or_else(|e| panic!("{} {kind:?} K={k}: {e}", t.name()));
+    assert_eq!(report.collective_time_ps, s.collective_time_ps());
+    let simulated = simulate_schedule(t, &s).unwrap().time_ps;
+    (s, simulated)
 }
