@@ -365,15 +365,32 @@ fn the_chunked_bound_by_hand() {
     assert!(chunked_bound_ps(&topo, &c).abs_diff(42_000_000) <= 1);
 }
 
+#[test]
+fn the_chunked_bound_counts_both_hops_through_a_switch_by_hand() {
+    // switch:4 (50 GB/s, 0.25 us a hop), All-Gather, K = 2 of 8 MB: a transfer of a 1 MB
+    // chunk holds the port down for both hops' latency, 0.5 + 20 = 20.5 us, and each NPU
+    // lacks 6 chunks: 123 us (each transfer's figure is taken a picosecond low, lest the
+    // latencies' sum round above the route's own).
+    let topo = parse_spec("switch:4", &SpecDefaults::default()).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 2, 8_000_000).unwrap();
+    assert_eq!(chunked_bound_ps(&topo, &c), 6 * (20_500_000 - 1));
+    // Two DGX H100 nodes: a GPU takes in its 15 chunks of 1 MB through its NVSwitch port
+    // (0.7 us, 450 GB/s: 2.9222 us each) and its NIC (2 us, 50 GB/s: 22 us each). By
+    // 14 NVSwitch transfers, 40.9111 us, the NIC has carried one: 15.
+    let topo = parse_spec("preset:dgx-h100", &SpecDefaults::default()).unwrap();
+    let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 16_000_000).unwrap();
+    assert_eq!(chunked_bound_ps(&topo, &c), 14 * (2_922_223 - 1));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
 
     /// Synthesized schedules move whole chunks, one per link at a time: none beats it.
     #[test]
     fn synthesized_schedules_respect_the_chunked_bound(
-        seed in any::<u64>(), builder in 0usize..6, kind in 0usize..8, k in 1usize..4, size_log in 10u32..28,
+        seed in any::<u64>(), builder in 0usize..8, kind in 0usize..8, k in 1usize..4, size_log in 10u32..28,
     ) {
-        let spec = ["ring:6", "mesh:3x3", "fc:5", "preset:dgx1", "torus:2x4", "preset:dgx-a100,nodes=2"][builder];
+        let spec = ["ring:6", "mesh:3x3", "fc:5", "preset:dgx1", "torus:2x4", "preset:dgx-a100,nodes=2", "switch:5", "clos:2x3,spine=2"][builder];
         let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
         let kind = CollectiveKind::ALL[kind];
         let root = kind.has_root().then_some(1);

@@ -12,7 +12,7 @@
 //! | latency | the first byte of a needed piece crosses at least the alpha-shortest path |
 //! | cut | for a set X of vertices, what must leave X over the bandwidth leaving X (see `cut`) |
 //! | ideal | size x busbw factor / smallest NPU bandwidth + alpha diameter (the paper's) |
-//! | chunked | latency-aware, for schedules of whole chunks only (every synthesized one): each chunk an NPU lacks comes by a transfer of its own over an incoming link, each paying the link's alpha and the chunk's beta (see `chunked_bound_ps`) |
+//! | chunked | latency-aware, for schedules of whole chunks only (every synthesized one): each chunk an NPU lacks comes by a transfer of its own over an incoming link, each paying its route's alpha (both hops' through a switch) and the chunk's beta (see `chunked_bound_ps`) |
 //!
 //! The cut bound per kind: All-Gather ForestColl's max-flow bound (X's NPUs' shares must
 //! leave X); Reduce-Scatter, Reduce and Scatter that of their dual (All-Gather, Broadcast,
@@ -24,8 +24,11 @@
 //! the classic 2(P-1)/P S over an NPU's bandwidth. `efficiency = best bound / time`, the
 //! best bound being the largest of the valid ones.
 
+mod chunked;
 mod cut;
 mod traffic;
+
+pub use chunked::chunked_bound_ps;
 
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::error::Result;
@@ -233,68 +236,6 @@ fn owed_chunks(topo: &Topology, collective: &Collective) -> Vec<usize> {
         }
     }
     owed
-}
-
-/// The latency-aware bound of schedules that move whole chunks: every transfer carries
-/// one chunk of `collective` (K chunks per NPU, as it is split), over one link (or a route
-/// through switches, which holds each of its links throughout), paying that link's alpha
-/// and the chunk's beta, and a link carries one transfer at a time. Every synthesized
-/// schedule is one (the checker enforces the last two), so none beats this bound; an
-/// algorithm that sends several chunks for one alpha may.
-///
-/// Why it holds: an NPU that lacks n chunks (takes in contributions from others, for
-/// combining collectives) receives each by at least one transfer of its own, since a
-/// transfer carries one chunk. A transfer into it holds one of its incoming links l for at
-/// least d_l = alpha_l + chunk / B_l (a route through switches takes its summed latency and
-/// narrowest bandwidth, no less than its last link's), so by time T link l has delivered
-/// at most floor(T / d_l) chunks, and T must satisfy sum_l floor(T / d_l) >= n. Likewise
-/// for the chunks only the NPU holds, over its outgoing links. The bound is the least such
-/// T, over NPUs and both directions. On a mesh's corner NPU (two links in, N - 1 chunks
-/// lacking) it is ceil((N - 1) / 2) x (alpha + chunk / B), where the ingress bound counts
-/// only the bytes: on a 100x100 mesh at 1 GiB, 13.2 ms against 10.7 ms.
-///
-/// The floor makes it a bound at this K only: with 4 NPUs on a ring and K = 1 it is
-/// 2 (alpha + c), yet K = 2 may take 3 (alpha + c / 2), less when alpha < c / 2. A caller
-/// that needs one figure for several K takes the bound at each; it grows with K, which
-/// makes it a quick test of whether more chunks per NPU could beat a time already found.
-pub fn chunked_bound_ps(topo: &Topology, collective: &Collective) -> Picos {
-    let bytes = collective.chunk_bytes();
-    let needed = needed_chunks(topo, collective);
-    let owed = owed_chunks(topo, collective);
-    let least = |count: usize, links: &mut dyn Iterator<Item = usize>| -> Picos {
-        let costs: Vec<Picos> = links
-            .map(|l| topo.link(l).transfer_ps(bytes).max(1))
-            .collect();
-        least_time_for(count, &costs)
-    };
-    (0..topo.npus())
-        .map(|npu| {
-            least(needed[npu], &mut topo.in_links(npu).iter().copied())
-                .max(least(owed[npu], &mut topo.out_links(npu)))
-        })
-        .max()
-        .unwrap_or(0)
-}
-
-/// The least T with sum over `costs` of floor(T / cost) >= `count`: the time links of
-/// these per-transfer costs need to carry `count` transfers; 0 without links (nothing
-/// can be carried: the collective cannot be synthesized at all).
-fn least_time_for(count: usize, costs: &[Picos]) -> Picos {
-    let Some(&slowest) = costs.iter().max() else {
-        return 0;
-    };
-    let carried = |t: u128| -> u128 { costs.iter().map(|&d| t / d as u128).sum() };
-    // At T = count x slowest every link alone carries count / (its share): enough.
-    let (mut lo, mut hi) = (0u128, count as u128 * slowest as u128);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if carried(mid) >= count as u128 {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    Picos::try_from(lo).unwrap_or(Picos::MAX)
 }
 
 /// The largest `chunks x chunk size / bandwidth of the given links` over NPUs.
