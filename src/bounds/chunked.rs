@@ -124,11 +124,8 @@ enum Direction {
 /// `direction`, through switches only: every NPU starts at 0, so no path runs through one.
 fn least_latency(topo: &Topology, direction: Direction) -> Vec<f64> {
     let mut dist = vec![f64::INFINITY; topo.vertices()];
-    let mut heap = BinaryHeap::new();
-    for npu in 0..topo.npus() {
-        dist[npu] = 0.0;
-        heap.push(Reverse((0u64, npu)));
-    }
+    dist[..topo.npus()].fill(0.0);
+    let mut heap: BinaryHeap<_> = (0..topo.npus()).map(|npu| Reverse((0u64, npu))).collect();
     let mut step = Vec::new();
     // Sums of latencies >= 0 from 0.0 are never -0.0, so their bits order as they do.
     while let Some(Reverse((bits, u))) = heap.pop() {
