@@ -40,7 +40,8 @@ const FREE: u32 = u32::MAX;
 const MAX_STATES: usize = 1 << 31;
 /// Pool entries compared when picking a relayed chunk.
 const URGENCY_SAMPLES: usize = 4;
-/// How many destinations ahead of the one being matched its pools are prefetched.
+/// How many destinations ahead of the one being matched its pools are prefetched (their
+/// headers twice as far ahead).
 const PREFETCH_AHEAD: usize = 2;
 /// Most links whose pools are prefetched for one NPU: a matching draws from every pool of
 /// a mesh NPU, but only from a few of the many channels of an NPU behind a switch, whose
@@ -418,6 +419,9 @@ impl<'a> Matcher<'a> {
             if next_arrival == Some(now) {
                 if let Some((_, links)) = self.arrivals.pop_next() {
                     for (k, &link) in links.iter().enumerate() {
+                        if let Some(&ahead) = links.get(k + 2 * PREFETCH_AHEAD) {
+                            self.prefetch_carried(ahead);
+                        }
                         if let Some(&ahead) = links.get(k + PREFETCH_AHEAD) {
                             self.prefetch_arrival(ahead);
                         }
@@ -503,20 +507,40 @@ impl<'a> Matcher<'a> {
         }
     }
 
+    /// Asks the cache for the headers of the pools of the links into `dst` (where each
+    /// pool's entries are), ahead of `prefetch_pools`, which reads them: on a large
+    /// cluster the headers miss the cache as often as the entries.
+    fn prefetch_pool_heads(&self, dst: NpuId) {
+        let links = self.topo.in_links(dst);
+        if links.len() <= PREFETCH_MAX_LINKS {
+            for &l in links {
+                prefetch::line(&self.pools[l]);
+            }
+        }
+    }
+
     /// Asks the cache for the pools of the links into `dst`, whose entries its matching
     /// will draw at random.
     fn prefetch_pools(&self, dst: NpuId) {
         let links = self.topo.in_links(dst);
-        if links.len() > PREFETCH_MAX_LINKS {
-            return;
+        if links.len() <= PREFETCH_MAX_LINKS {
+            for &l in links {
+                prefetch::slice(&self.pools[l]);
+            }
         }
-        for &l in links {
-            prefetch::slice(&self.pools[l]);
+    }
+
+    /// Asks the cache for what `prefetch_arrival` reads to find the arrival over `link`:
+    /// which chunk it carries, and where to.
+    fn prefetch_carried(&self, link: LinkId) {
+        if link < self.explicit {
+            prefetch::line(&self.carrying[link]);
+            prefetch::line(self.topo.link(link));
         }
     }
 
     /// Asks the cache for what the arrival over `link` will read: the chunk's bits at its
-    /// destination and the ends of the pools it may be offered to.
+    /// destination and the headers of the pools it may be offered to.
     fn prefetch_arrival(&self, link: LinkId) {
         if link >= self.explicit {
             return;
@@ -526,12 +550,10 @@ impl<'a> Matcher<'a> {
         prefetch::line(&self.held[(dst * self.chunks + chunk) / 64]);
         prefetch::line(&self.holders[(chunk * self.npus + dst) / 64]);
         let links = self.topo.out_links(dst);
-        if links.len() > PREFETCH_MAX_LINKS {
-            return;
-        }
-        for l in links {
-            let pool = &self.pools[l];
-            prefetch::line(pool.as_ptr().wrapping_add(pool.len()));
+        if links.len() <= PREFETCH_MAX_LINKS {
+            for l in links {
+                prefetch::line(&self.pools[l]);
+            }
         }
     }
 
@@ -826,6 +848,9 @@ impl<'a> Matcher<'a> {
             }
         }
         for (k, &npu) in dirty.iter().enumerate() {
+            if let Some(&ahead) = dirty.get(k + 2 * PREFETCH_AHEAD) {
+                self.prefetch_pool_heads(ahead);
+            }
             if let Some(&ahead) = dirty.get(k + PREFETCH_AHEAD) {
                 self.prefetch_pools(ahead);
             }
