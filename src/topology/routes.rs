@@ -50,8 +50,10 @@ struct Reached {
     ps: u64,
     /// Links on the route.
     hops: u32,
-    /// The route's last link (meaningless for `src`, whose route is empty).
+    /// The route's last link and the index (in the tree) of the vertex it leaves from,
+    /// so a route is walked back without searching (both meaningless for `src`).
     via: u32,
+    parent: u32,
 }
 
 impl Reached {
@@ -76,20 +78,18 @@ impl RouteTree {
         self.links_into(topo, dst, route).is_ok()
     }
 
-    /// How vertex `v` was reached, if the search expanded it.
-    fn find(&self, v: VertexId) -> Option<Reached> {
-        let v = u32::try_from(v).ok()?;
-        let i = self.vertices.binary_search(&v).ok()?;
-        Some(self.reached[i])
+    /// The index of vertex `v` in the tree, if the search expanded it.
+    fn find(&self, v: VertexId) -> Option<usize> {
+        self.vertices.binary_search(&u32::try_from(v).ok()?).ok()
     }
 
-    /// The last link of the route to NPU `dst` and the vertex it leaves from, as the
+    /// The last link of the route to NPU `dst` and the index of the vertex it leaves from, as the
     /// search over every vertex would settle it: each in-link from an expanded vertex `s`
     /// offers `dst` the distance `s`'s plus the link's latency, with one hop more, and the
     /// least offer wins; among equal offers the first made, that is the one from the `s`
     /// expanded first (least `Reached::order`). A topology has at most one link from `s`
     /// to `dst`, so no two offers come from the same `s`.
-    fn last_link(&self, topo: &Topology, dst: NpuId) -> Option<(LinkId, VertexId, Reached)> {
+    fn last_link(&self, topo: &Topology, dst: NpuId) -> Option<(LinkId, usize)> {
         topo.in_links(dst)
             .iter()
             .filter_map(|&l| {
@@ -99,10 +99,11 @@ impl RouteTree {
                 }
                 Some((l, s, self.find(s)?))
             })
-            .min_by_key(|&(l, s, from)| {
-                let latency = us_to_ps(topo.link(l).latency_us);
+            .min_by_key(|&(l, s, i)| {
+                let (from, latency) = (self.reached[i], us_to_ps(topo.link(l).latency_us));
                 (from.ps + latency, from.hops + 1, from.order(s))
             })
+            .map(|(l, _, i)| (l, i))
     }
 
     /// The route to `dst` written into `route` (cleared first), or why there is none:
@@ -119,23 +120,22 @@ impl RouteTree {
             return Err(None);
         }
         // The last link, when derived, and the vertex whose stored route comes before it.
-        let (last, at, before) = if dst < topo.npus() {
-            let (l, s, from) = self.last_link(topo, dst).ok_or(None)?;
-            (Some(l), s, from)
+        let (last, mut at) = if dst < topo.npus() {
+            let (l, i) = self.last_link(topo, dst).ok_or(None)?;
+            (Some(l), i)
         } else {
-            (None, dst, self.find(dst).ok_or(None)?)
+            (None, self.find(dst).ok_or(None)?)
         };
-        let stored = before.hops as usize;
+        let stored = self.reached[at].hops as usize;
         let len = stored + usize::from(last.is_some());
         if len > MAX_ROUTE_LINKS {
             return Err(Some(len));
         }
         route.resize(stored, 0);
-        let mut at = at;
         for slot in route.iter_mut().rev() {
-            let l = self.find(at).ok_or(None)?.via as LinkId;
-            *slot = l;
-            at = topo.link(l).src;
+            let r = self.reached[at];
+            *slot = r.via as LinkId;
+            at = r.parent as usize;
         }
         route.extend(last);
         Ok(())
@@ -149,6 +149,7 @@ impl Topology {
     /// NPUs other than `src` never relay, so the search visits switches only; the routes
     /// to NPUs follow from the switches' distances (`RouteTree::last_link`).
     pub fn route_tree(&self, src: NpuId) -> RouteTree {
+        // In the order expanded, parents indexed in that order.
         let mut expanded: Vec<(u32, Reached)> = Vec::new();
         if src < self.npus() {
             let npus = self.npus();
@@ -156,20 +157,26 @@ impl Topology {
                 ps: u64::MAX,
                 hops: u32::MAX,
                 via: 0,
+                parent: 0,
             };
             let mut best = vec![unreached; self.switches().len()];
             let mut heap = BinaryHeap::from([Reverse((0u64, 0u32, src))]);
             while let Some(Reverse((ps, hops, u))) = heap.pop() {
-                let via = if u == src {
-                    0
+                let reached = if u == src {
+                    Reached {
+                        ps,
+                        hops,
+                        ..unreached
+                    }
                 } else {
                     let b = best[u - npus];
                     if (ps, hops) > (b.ps, b.hops) {
                         continue;
                     }
-                    b.via
+                    b
                 };
-                expanded.push((u as u32, Reached { ps, hops, via }));
+                let parent = expanded.len() as u32;
+                expanded.push((u as u32, reached));
                 for l in self.links_to_switches(u) {
                     let link = self.link(l);
                     let next = (ps + us_to_ps(link.latency_us), hops + 1);
@@ -179,17 +186,29 @@ impl Topology {
                             ps: next.0,
                             hops: next.1,
                             via: l as u32,
+                            parent,
                         };
                         heap.push(Reverse((next.0, next.1, link.dst)));
                     }
                 }
             }
-            expanded.sort_unstable_by_key(|&(v, _)| v);
+        }
+        let mut order: Vec<usize> = (0..expanded.len()).collect();
+        order.sort_unstable_by_key(|&i| expanded[i].0);
+        let mut rank = vec![0; order.len()];
+        for (to, &from) in order.iter().enumerate() {
+            rank[from] = to as u32;
         }
         RouteTree {
             src,
-            vertices: expanded.iter().map(|&(v, _)| v).collect(),
-            reached: expanded.iter().map(|&(_, r)| r).collect(),
+            vertices: order.iter().map(|&i| expanded[i].0).collect(),
+            reached: order
+                .iter()
+                .map(|&i| Reached {
+                    parent: rank[expanded[i].1.parent as usize],
+                    ..expanded[i].1
+                })
+                .collect(),
         }
     }
 
