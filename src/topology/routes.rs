@@ -78,6 +78,11 @@ impl RouteTree {
         self.links_into(topo, dst, route).is_ok()
     }
 
+    /// How many vertices the tree holds: `src` and the switches reached.
+    pub(crate) fn held(&self) -> usize {
+        self.vertices.len()
+    }
+
     /// The index of vertex `v` in the tree, if the search expanded it.
     fn find(&self, v: VertexId) -> Option<usize> {
         self.vertices.binary_search(&u32::try_from(v).ok()?).ok()
@@ -532,7 +537,7 @@ mod tests {
                 }
             }
             let reached = seen.iter().filter(|&&s| s).count();
-            assert_eq!(topo.route_tree(src).vertices.len(), reached);
+            assert_eq!(topo.route_tree(src).held(), reached);
             // Its NVSwitch, the 8 rails, the 2 spines.
             assert_eq!(reached, 1 + 1 + 8 + 2);
         }
