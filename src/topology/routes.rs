@@ -88,10 +88,10 @@ impl RouteTree {
         self.vertices.binary_search(&u32::try_from(v).ok()?).ok()
     }
 
-    /// The last link of the route to NPU `dst` and the index of the vertex it leaves from, as the
-    /// search over every vertex would settle it: each in-link from an expanded vertex `s`
-    /// offers `dst` the distance `s`'s plus the link's latency, with one hop more, and the
-    /// least offer wins; among equal offers the first made, that is the one from the `s`
+    /// The last link of the route to NPU `dst` and the index of the vertex it leaves from,
+    /// as the search over every vertex would settle it: each in-link from an expanded
+    /// vertex `s` offers `dst` the distance `s`'s plus the link's latency, with one hop
+    /// more, and the least offer wins; among equal offers the first made, that is the one from the `s`
     /// expanded first (least `Reached::order`). A topology has at most one link from `s`
     /// to `dst`, so no two offers come from the same `s`.
     fn last_link(&self, topo: &Topology, dst: NpuId) -> Option<(LinkId, usize)> {
@@ -124,7 +124,8 @@ impl RouteTree {
         if dst == self.src {
             return Err(None);
         }
-        // The last link, when derived, and the vertex whose stored route comes before it.
+        // The last link, when derived, and the index of the vertex whose stored route
+        // comes before it.
         let (last, mut at) = if dst < topo.npus() {
             let (l, i) = self.last_link(topo, dst).ok_or(None)?;
             (Some(l), i)
