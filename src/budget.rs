@@ -423,11 +423,14 @@ fn sweep_state(topo: &Topology, transfers: u64) -> u64 {
     let npus = topo.npus() as u64;
     let links = topo.links().len() as u64;
     let orders = if one_speed(topo) { 0 } else { 8 };
-    // Per NPU sending through switches its route tree.
-    let routes = if topo.has_switches() {
-        mul(npus, 16 * topo.vertices() as u64 + 4 * ALLOCATION)
-    } else {
-        0
+    // Per NPU sending through switches its route tree: 28 bytes per vertex it holds (the
+    // first live NPU's count stands for every NPU's), two allocations and its map entry.
+    let routes = match (0..topo.npus()).find(|&n| !topo.is_failed(n)) {
+        Some(first) if topo.has_switches() => {
+            let held = topo.route_tree(first).held() as u64;
+            mul(npus, 28 * held + 64 + 2 * ALLOCATION)
+        }
+        _ => 0,
     };
     mul(links, 24)
         .saturating_add(mul(transfers, orders))

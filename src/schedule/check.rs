@@ -232,12 +232,12 @@ impl<'a> Routes<'a> {
         if !topo.has_switches() {
             return None;
         }
-        self.route = self
+        let tree = self
             .trees
             .entry(src)
-            .or_insert_with(|| topo.route_tree(src))
-            .route_to(topo, dst)?;
-        Some(&self.route)
+            .or_insert_with(|| topo.route_tree(src));
+        tree.route_into(topo, dst, &mut self.route)
+            .then_some(&self.route)
     }
 }
 

@@ -14,6 +14,8 @@ pub(super) struct Router<'a> {
     trees: HashMap<(NpuId, u64), Vec<Option<LinkId>>>,
     /// src -> routes through switches only, preferred where they exist.
     switched: HashMap<NpuId, RouteTree>,
+    /// The last route through switches found, kept to route the next without allocating.
+    route: Vec<LinkId>,
 }
 
 impl<'a> Router<'a> {
@@ -22,6 +24,7 @@ impl<'a> Router<'a> {
             topo,
             trees: HashMap::new(),
             switched: HashMap::new(),
+            route: Vec::new(),
         }
     }
 
@@ -37,8 +40,8 @@ impl<'a> Router<'a> {
                 .switched
                 .entry(src)
                 .or_insert_with(|| topo.route_tree(src));
-            if let Some(route) = tree.route_to(topo, dst) {
-                path.extend(route.iter().map(|&l| l as u32));
+            if tree.route_into(topo, dst, &mut self.route) {
+                path.extend(self.route.iter().map(|&l| l as u32));
                 return Ok(());
             }
         }

@@ -511,14 +511,14 @@ pub(super) fn schedule_topology(
 fn check_on_links(schedule: &Schedule, topo: &Topology) -> anyhow::Result<()> {
     check_data_flow(schedule, topo)?;
     let mut trees = std::collections::HashMap::new();
+    let mut route = Vec::new();
     let mut joined = |src: usize, dst: usize| {
         topo.link_between(src, dst).is_some()
             || (topo.has_switches()
                 && trees
                     .entry(src)
                     .or_insert_with(|| topo.route_tree(src))
-                    .route_to(topo, dst)
-                    .is_some())
+                    .route_into(topo, dst, &mut route))
     };
     if let Some((i, t)) = schedule
         .transfers
