@@ -210,15 +210,26 @@ struct Routes<'a> {
     topo: &'a Topology,
     /// The last route found.
     route: Vec<LinkId>,
-    trees: HashMap<NpuId, RouteTree>,
+    /// Per sending NPU, its route tree once it has sent through a switch (none for a
+    /// topology without switches).
+    trees: Vec<Option<RouteTree>>,
 }
 
 impl<'a> Routes<'a> {
     fn new(topo: &'a Topology) -> Routes<'a> {
+        let senders = if topo.has_switches() { topo.npus() } else { 0 };
         Routes {
             topo,
             route: Vec::new(),
-            trees: HashMap::new(),
+            trees: std::iter::repeat_with(|| None).take(senders).collect(),
+        }
+    }
+
+    /// Asks the cache for what finding a route from `src` will search: on a large
+    /// cluster the senders' trees together outgrow the cache.
+    fn prefetch(&self, src: NpuId) {
+        if let Some(Some(tree)) = self.trees.get(src) {
+            tree.prefetch();
         }
     }
 
@@ -234,8 +245,8 @@ impl<'a> Routes<'a> {
         }
         let tree = self
             .trees
-            .entry(src)
-            .or_insert_with(|| topo.route_tree(src));
+            .get_mut(src)?
+            .get_or_insert_with(|| topo.route_tree(src));
         tree.route_into(topo, dst, &mut self.route)
             .then_some(&self.route)
     }
@@ -469,6 +480,7 @@ impl<'a> Sweep<'a> {
 
     /// Asks the cache for what `depart` will read of `t`.
     fn prefetch(&self, t: &Transfer) {
+        self.routes.prefetch(t.src);
         match &self.contents {
             Followed::Copies(copies) => copies.contents.prefetch_depart(t),
             Followed::Trees(trees) => trees.contents.prefetch_depart(t),

@@ -83,6 +83,11 @@ impl RouteTree {
         self.vertices.len()
     }
 
+    /// Asks the cache for the vertices a route's lookup searches.
+    pub(crate) fn prefetch(&self) {
+        crate::prefetch::slice(&self.vertices);
+    }
+
     /// The index of vertex `v` in the tree, if the search expanded it.
     fn find(&self, v: VertexId) -> Option<usize> {
         self.vertices.binary_search(&u32::try_from(v).ok()?).ok()
