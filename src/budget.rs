@@ -423,12 +423,12 @@ fn sweep_state(topo: &Topology, transfers: u64) -> u64 {
     let npus = topo.npus() as u64;
     let links = topo.links().len() as u64;
     let orders = if one_speed(topo) { 0 } else { 8 };
-    // Per NPU sending through switches its route tree: 28 bytes per vertex it holds (the
-    // first live NPU's count stands for every NPU's), two allocations and its map entry.
+    // Per NPU sending through switches its route tree: what it holds for its vertices (the
+    // first live NPU's stands for every NPU's), two allocations and its slot.
     let routes = match (0..topo.npus()).find(|&n| !topo.is_failed(n)) {
         Some(first) if topo.has_switches() => {
-            let held = topo.route_tree(first).held() as u64;
-            mul(npus, 28 * held + 64 + 2 * ALLOCATION)
+            let held = topo.route_tree(first).held_bytes() as u64;
+            mul(npus, held + 64 + 2 * ALLOCATION)
         }
         _ => 0,
     };

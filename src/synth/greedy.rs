@@ -507,27 +507,29 @@ impl<'a> Matcher<'a> {
         }
     }
 
-    /// Asks the cache for the headers of the pools of the links into `dst` (where each
-    /// pool's entries are), ahead of `prefetch_pools`, which reads them: on a large
-    /// cluster the headers miss the cache as often as the entries.
-    fn prefetch_pool_heads(&self, dst: NpuId) {
+    /// The pools of the links into `dst` worth prefetching: a matching draws from every
+    /// pool of a mesh NPU, but only from a few of an NPU's many channels behind a switch.
+    fn pools_into(&self, dst: NpuId) -> impl Iterator<Item = &Vec<u32>> + '_ {
         let links = self.topo.in_links(dst);
-        if links.len() <= PREFETCH_MAX_LINKS {
-            for &l in links {
-                prefetch::line(&self.pools[l]);
-            }
-        }
+        let few = if links.len() <= PREFETCH_MAX_LINKS {
+            links
+        } else {
+            &[]
+        };
+        few.iter().map(|&l| &self.pools[l])
     }
 
-    /// Asks the cache for the pools of the links into `dst`, whose entries its matching
-    /// will draw at random.
+    /// Asks the cache for the headers of the pools into `dst` (where each pool's entries
+    /// are), ahead of `prefetch_pools`, which reads them: on a large cluster the headers
+    /// miss the cache as often as the entries.
+    fn prefetch_pool_heads(&self, dst: NpuId) {
+        self.pools_into(dst).for_each(|pool| prefetch::line(pool));
+    }
+
+    /// Asks the cache for the pools into `dst`, whose entries its matching will draw at
+    /// random.
     fn prefetch_pools(&self, dst: NpuId) {
-        let links = self.topo.in_links(dst);
-        if links.len() <= PREFETCH_MAX_LINKS {
-            for &l in links {
-                prefetch::slice(&self.pools[l]);
-            }
-        }
+        self.pools_into(dst).for_each(|pool| prefetch::slice(pool));
     }
 
     /// Asks the cache for what `prefetch_arrival` reads to find the arrival over `link`:

@@ -83,6 +83,11 @@ impl RouteTree {
         self.vertices.len()
     }
 
+    /// The bytes the tree holds for its vertices.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.held() * (std::mem::size_of::<u32>() + std::mem::size_of::<Reached>())
+    }
+
     /// Asks the cache for the vertices a route's lookup searches.
     pub(crate) fn prefetch(&self) {
         crate::prefetch::slice(&self.vertices);

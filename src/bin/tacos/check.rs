@@ -55,6 +55,9 @@ struct CheckJson {
 pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     let file = args.file.display().to_string();
     let hidden = args.quiet || args.json;
+    // The topology a schedule is checked on: SPEC, else the network it records.
+    let on_topology =
+        |made_for: &str, network| schedule_topology(&args.topology, made_for, network, &file);
     let (form, made_for, spec, checked_on, report) = if stream::is_stream(&args.file)? {
         let opened = File::open(&args.file).with_context(|| format!("reading {file}"))?;
         let bytes = opened
@@ -64,23 +67,13 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         let progress = ProgressHandle::bytes("checking", bytes, hidden);
         let reader = StreamReader::new(BufReader::new(progress.wrap_read(opened)), &file)?;
         let header = reader.header().clone();
-        let (topo, used) = schedule_topology(
-            &args.topology,
-            &header.topology,
-            header.network.as_ref(),
-            &file,
-        )?;
+        let (topo, used) = on_topology(&header.topology, header.network.as_ref())?;
         let report = check_stream(reader, &topo).with_context(|| format!("{file} on {used}"))?;
         ("stream", header.topology, header.collective, used, report)
     } else {
         let _progress = ProgressHandle::spinner("checking", hidden);
         let schedule = Schedule::read(&args.file)?;
-        let (topo, used) = schedule_topology(
-            &args.topology,
-            &schedule.topology,
-            schedule.network.as_ref(),
-            &file,
-        )?;
+        let (topo, used) = on_topology(&schedule.topology, schedule.network.as_ref())?;
         let report = check(&schedule, &topo).with_context(|| format!("{file} on {used}"))?;
         (
             "schedule",
