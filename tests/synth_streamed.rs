@@ -6,11 +6,33 @@
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::pipeline::synthesize_to_stream;
 use tacos::schedule::{check, Schedule, Transfer};
-use tacos::synth::{prepare_streamed, synthesize, synthesize_streamed, SynthOptions};
-use tacos::topology::{parse_spec, SpecDefaults, Topology};
+use tacos::synth::{
+    prepare_streamed, spooled_matchings, synthesize, synthesize_streamed, SynthOptions,
+};
+use tacos::topology::{file, parse_spec, SpecDefaults, Topology};
 
 fn topo(spec: &str) -> Topology {
     parse_spec(spec, &SpecDefaults::default()).unwrap()
+}
+
+/// `npus` NPUs on one switch, each port twice as fast down as up: no link has a twin the
+/// other way as fast, so a matching on the reversed topology is not one on it.
+fn lopsided_star(npus: usize) -> Topology {
+    let links: Vec<String> = (0..npus)
+        .flat_map(|npu| {
+            [
+                format!(r#"{{"src": {npu}, "dst": "s", "bandwidth_gbps": 50, "latency_us": 0.2}}"#),
+                format!(
+                    r#"{{"src": "s", "dst": {npu}, "bandwidth_gbps": 100, "latency_us": 0.2}}"#
+                ),
+            ]
+        })
+        .collect();
+    let text = format!(
+        r#"{{"name": "lopsided-star-{npus}", "npus": {npus}, "switches": ["s"], "links": [{}]}}"#,
+        links.join(", ")
+    );
+    file::parse(&text, "lopsided-star.json", &SpecDefaults::default()).unwrap()
 }
 
 fn over_all(topo: &Topology, kind: CollectiveKind, k: usize) -> Collective {
@@ -161,32 +183,59 @@ fn an_unwritable_stream_path_is_named() {
 /// time reversal of the held All-Gather (Broadcast for Reduce) synthesized on the
 /// reversed topology with the same seed, and for an All-Reduce then, from when the last
 /// reduction ends (the phased composition), an All-Gather: that same dual's copies where
-/// every link has an equal twin the other way (meshes, bidirectional rings), else the
-/// held All-Gather on the topology (a unidirectional ring). A second derivation of every
-/// transfer, independent of the spool and the reordering. The file passes the held
-/// checker, which replays every contribution; the spools are removed.
+/// every link has an equal twin the other way and every route through switches is its
+/// reverse's taken back (meshes, bidirectional rings, the DGX and leaf-spine fabrics, with
+/// their large rails matched by port), else the held All-Gather on the topology (a
+/// unidirectional ring, a switch whose ports run faster down than up). A second
+/// derivation of every transfer, independent of the spool and the reordering. The file
+/// passes the held checker, which replays every contribution (and routes every transfer
+/// as `Topology::route` does); the spools are removed.
 #[test]
 fn streamed_reductions_are_the_dual_matching_reversed() {
     // (topology, collective, K, whether an All-Reduce's two halves are one matching)
     let cases = [
-        ("mesh:4x4", CollectiveKind::AllReduce, 1, true),
-        ("mesh:6x6,bw=100:25", CollectiveKind::AllReduce, 2, true),
-        ("ring:5", CollectiveKind::AllReduce, 2, true),
-        ("uniring:6", CollectiveKind::AllReduce, 2, false),
-        ("ring:6", CollectiveKind::ReduceScatter, 3, false),
+        (topo("mesh:4x4"), CollectiveKind::AllReduce, 1, true),
         (
-            "rfs:2x4x4,bw=200:100:50",
+            topo("mesh:6x6,bw=100:25"),
+            CollectiveKind::AllReduce,
+            2,
+            true,
+        ),
+        (topo("ring:5"), CollectiveKind::AllReduce, 2, true),
+        (topo("uniring:6"), CollectiveKind::AllReduce, 2, false),
+        (
+            topo("preset:dgx-a100,nodes=2"),
+            CollectiveKind::AllReduce,
+            2,
+            true,
+        ),
+        (
+            topo("preset:dgx-a100,nodes=24"),
+            CollectiveKind::AllReduce,
+            1,
+            true,
+        ),
+        (topo("clos:4x2,spine=2"), CollectiveKind::AllReduce, 1, true),
+        (lopsided_star(6), CollectiveKind::AllReduce, 2, false),
+        (lopsided_star(20), CollectiveKind::AllReduce, 1, false),
+        (topo("ring:6"), CollectiveKind::ReduceScatter, 3, false),
+        (
+            topo("rfs:2x4x4,bw=200:100:50"),
             CollectiveKind::ReduceScatter,
             1,
             false,
         ),
-        ("torus:4x4", CollectiveKind::Reduce, 2, false),
+        (topo("torus:4x4"), CollectiveKind::Reduce, 2, false),
     ];
     let dir = std::env::temp_dir().join(format!("tacos-streamed-sums-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (spec, kind, k, one_matching) in cases {
-        let topo = topo(spec);
+    for (topo, kind, k, one_matching) in cases {
+        let spec = topo.name().to_string();
         let collective = over_all(&topo, kind, k);
+        if kind == CollectiveKind::AllReduce {
+            let matchings = if one_matching { 1 } else { 2 };
+            assert_eq!(spooled_matchings(&topo, &collective), matchings, "{spec}");
+        }
         let seed = 3;
         let options = SynthOptions { seed };
         let what = format!("{kind} on {spec}");

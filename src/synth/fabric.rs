@@ -389,6 +389,40 @@ impl<'a> Fabric<'a> {
         }
     }
 
+    /// Whether a matching on this fabric's `reversed` is also one on this fabric, copy for
+    /// copy: every physical link has one twin the other way of the same latency and
+    /// bandwidth, and each channel's route is its reverse channel's taken back over the
+    /// twins (for gates: a member's link down is the twin of its link up, and a pair left
+    /// out is left out both ways). A copy from u to v over the reversed fabric then holds,
+    /// twin for link, what the same copy over this fabric holds, and for as long, so the
+    /// twins (a bijection) carry its contention-freedom over.
+    pub fn mirrors_itself(&self) -> bool {
+        let topo = self.topo;
+        let Some(twin) = twins(topo) else {
+            return false;
+        };
+        let Some(routes) = &self.routes else {
+            return true;
+        };
+        let channels_mirror = self.view.links().iter().enumerate().all(|(c, link)| {
+            self.view
+                .link_between(link.dst, link.src)
+                .is_some_and(|back| {
+                    let (route, back) = (routes.links(c), routes.links(back));
+                    route.len() == back.len()
+                        && route
+                            .iter()
+                            .zip(back.iter().rev())
+                            .all(|(&l, &b)| twin[b as usize] == l as usize)
+                })
+        });
+        channels_mirror
+            && self
+                .gates
+                .as_ref()
+                .map_or(true, |g| g.mirror_themselves(&twin))
+    }
+
     /// How many physical links the topology has.
     pub fn physical_links(&self) -> usize {
         match &self.routes {
@@ -454,6 +488,25 @@ pub(crate) fn port_shape(topo: &Topology) -> Option<PortShape> {
     (shape.gates > 0).then_some(shape)
 }
 
+/// Per physical link of `topo`, its twin: the link between the same vertices the other
+/// way, of the same latency and bandwidth; None where some link has none, or where twins
+/// are not one to one (parallel links).
+fn twins(topo: &Topology) -> Option<Vec<LinkId>> {
+    let twin: Vec<LinkId> = topo
+        .links()
+        .iter()
+        .map(|l| {
+            let back = topo.link_between(l.dst, l.src)?;
+            let b = topo.link(back);
+            ((b.latency_us, b.bandwidth_gbps) == (l.latency_us, l.bandwidth_gbps)).then_some(back)
+        })
+        .collect::<Option<_>>()?;
+    twin.iter()
+        .enumerate()
+        .all(|(l, &back)| twin[back] == l)
+        .then_some(twin)
+}
+
 fn too_many(topo: &Topology) -> Error {
     Error::Synthesis(format!(
         "{} joins more than {MAX_CHANNELS} NPU pairs through switches; synthesize it unwound (--unwind)",
@@ -486,6 +539,54 @@ mod tests {
                 assert_eq!(routes.ports_into(npu), expected, "{spec}, NPU {npu}");
             }
         }
+    }
+
+    fn spec(s: &str) -> Topology {
+        parse_spec(s, &SpecDefaults::default()).unwrap()
+    }
+
+    #[test]
+    fn fabrics_whose_routes_go_back_over_their_twins_mirror_themselves() {
+        // Links in twins, routes through one switch or a spine (large rails as gates).
+        for s in [
+            "mesh:4x4",
+            "ring:5",
+            "switch:4",
+            "preset:dgx-h100,nodes=2",
+            "preset:dgx-a100,nodes=24",
+            "clos:4x2,spine=2",
+        ] {
+            assert!(Fabric::new(&spec(s)).unwrap().mirrors_itself(), "{s}");
+        }
+        // Links one way only; a port faster down than up.
+        assert!(!Fabric::new(&spec("uniring:6")).unwrap().mirrors_itself());
+        let lopsided = crate::topology::file::parse(
+            r#"{"name": "lopsided", "npus": 3, "switches": ["s"], "links": [
+                {"src": 0, "dst": "s", "bandwidth_gbps": 50, "latency_us": 1},
+                {"src": "s", "dst": 0, "bandwidth_gbps": 100, "latency_us": 1},
+                {"src": 1, "dst": "s", "bidirectional": true, "bandwidth_gbps": 50, "latency_us": 1},
+                {"src": 2, "dst": "s", "bidirectional": true, "bandwidth_gbps": 50, "latency_us": 1}
+            ]}"#,
+            "lopsided.json",
+            &SpecDefaults::default(),
+        )
+        .unwrap();
+        assert!(!Fabric::new(&lopsided).unwrap().mirrors_itself());
+    }
+
+    #[test]
+    fn a_channel_whose_route_is_not_its_reverses_taken_back_breaks_the_mirror() {
+        let topo = spec("switch:4");
+        let mut fabric = Fabric::new(&topo).unwrap();
+        assert!(fabric.mirrors_itself());
+        // Channel 0 -> 1 made to come down into NPU 2: its reverse, 1 -> 0, goes up from
+        // NPU 1, whose twin is the link down into NPU 1, not 2.
+        let c = fabric.view.link_between(0, 1).unwrap();
+        let routes = fabric.routes.as_mut().unwrap();
+        let into_2 = topo.in_links(2)[0] as u32;
+        let last = routes.start[c + 1] as usize - 1;
+        routes.links[last] = into_2;
+        assert!(!fabric.mirrors_itself());
     }
 
     #[test]

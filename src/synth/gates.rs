@@ -116,6 +116,17 @@ impl Gates {
         Gates::new(reversed, stars, excluded)
     }
 
+    /// Whether these gates are their own reversal over `twin` (per physical link, its twin
+    /// the other way): each member's link down is the twin of its link up, and a pair left
+    /// out is left out both ways.
+    pub fn mirror_themselves(&self, twin: &[LinkId]) -> bool {
+        self.members.iter().all(|&(_, up, down)| twin[down] == up)
+            && self
+                .excluded
+                .iter()
+                .all(|&(g, u, v)| self.excluded.contains(&(g, v, u)))
+    }
+
     /// How many gates there are.
     pub fn len(&self) -> usize {
         self.members.len()
@@ -198,5 +209,28 @@ impl Gates {
             let from = self.gate_in(self.group(to as usize), src)?;
             self.joins(from, to as usize).then_some((from, to as usize))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::synth::fabric::Fabric;
+    use crate::topology::{parse_spec, SpecDefaults};
+
+    #[test]
+    fn a_pair_left_out_one_way_only_breaks_the_mirror() {
+        let topo = parse_spec("preset:dgx-a100,nodes=24", &SpecDefaults::default()).unwrap();
+        let mut fabric = Fabric::new(&topo).unwrap();
+        assert!(fabric.mirrors_itself());
+        let gates = fabric
+            .gates
+            .as_mut()
+            .expect("rails of 24 are matched by port");
+        let (first, second) = (gates.npu(0) as u32, gates.npu(1) as u32);
+        gates.excluded.insert((0, first, second));
+        assert!(!fabric.mirrors_itself());
+        let gates = fabric.gates.as_mut().unwrap();
+        gates.excluded.insert((0, second, first));
+        assert!(fabric.mirrors_itself());
     }
 }

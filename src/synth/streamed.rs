@@ -11,9 +11,10 @@
 //! ends, so it needs no reservations around the reductions and is matched on its own, at
 //! the same time as the dual (two matchings on the caller's thread pool), into a second
 //! spool, and handed out after the reductions shifted by their end. Where every link has
-//! a twin the other way as fast (meshes, tori, rings: no switches), the dual's matching
-//! on the reversed topology is itself an All-Gather on the topology, and is used for both
-//! halves: one matching, read back twice. The held synthesis
+//! a twin the other way as fast and every route through switches is its reverse's taken
+//! back (meshes, tori, rings, rail-optimized clusters: `Fabric::mirrors_itself`), the
+//! dual's matching on the reversed topology is itself an All-Gather on the topology, and
+//! is used for both halves: one matching, read back twice. The held synthesis
 //! (`synthesize_concurrent`) also compacts the reductions and tries the pipelined
 //! composition, which need the reductions held; the streamed one does neither.
 
@@ -92,7 +93,7 @@ enum Half {
     None,
     /// Matched on its own, from time 0.
     Matched(Box<Spool>),
-    /// The dual's matching, copies over the same links (see `mirrored`).
+    /// The dual's matching, copies over the same links (see `Fabric::mirrors_itself`).
     Dual,
 }
 
@@ -120,7 +121,8 @@ pub fn prepare_streamed<'a>(
         return Ok(prepared);
     }
     let all_reduce = collective.kind() == CollectiveKind::AllReduce;
-    let matched_half = spooled_matchings(topo, collective) == 2;
+    let fabric = Fabric::new(topo)?;
+    let matched_half = all_reduce && !fabric.mirrors_itself();
     let reversed = topo.reversed();
     let dual = duals(&reversed, std::slice::from_ref(collective))?
         .pop()
@@ -134,7 +136,6 @@ pub fn prepare_streamed<'a>(
             )
         })
         .transpose()?;
-    let fabric = Fabric::new(topo)?;
     let back = fabric.reversed(topo, &reversed)?;
     let spooled = AtomicU64::new(0);
     let spool = |fabric: &Fabric<'_>, copies: &Collective, name: &str| -> Result<Spool> {
@@ -220,26 +221,14 @@ impl Prepared<'_> {
     }
 }
 
-/// Whether a copy's matching on the reversed topology is one on `topo` too: no switches,
-/// and every link has a twin the other way of the same latency and bandwidth, so a copy
-/// from u to v over the reversed topology's link takes as long over `topo`'s u -> v.
-fn mirrored(topo: &Topology) -> bool {
-    !topo.has_switches()
-        && topo.links().iter().all(|l| {
-            topo.link_between(l.dst, l.src).is_some_and(|back| {
-                let back = topo.link(back);
-                (back.latency_us, back.bandwidth_gbps) == (l.latency_us, l.bandwidth_gbps)
-            })
-        })
-}
-
 /// How many matchings a streamed synthesis of `collective` on `topo` spools before it
 /// hands out its first transfer: none for a copying collective (matched as it hands them
 /// out), one for a combining one, two for an All-Reduce whose halves are matched apart
-/// (not `mirrored`).
+/// (where a matching on the reversed topology is not one on `topo`, see
+/// `Fabric::mirrors_itself`).
 pub fn spooled_matchings(topo: &Topology, collective: &Collective) -> u64 {
     match collective.kind() {
-        CollectiveKind::AllReduce if !mirrored(topo) => 2,
+        CollectiveKind::AllReduce if !Fabric::new(topo).is_ok_and(|f| f.mirrors_itself()) => 2,
         _ if collective.combining() => 1,
         _ => 0,
     }
