@@ -259,8 +259,9 @@ pub struct StreamedChecked {
 /// (`schedule::stream`, recording the network), written as it is made, so no more than
 /// the matchings themselves are held (`synth::prepare_streamed`: a copying collective
 /// matched as it is written; a combining one's matchings spooled beside `path` first, an
-/// All-Reduce's two side by side), and checks the file (`schedule::check_stream`), reading
-/// it as it is written on another of the pool's threads where there is one, else after.
+/// All-Reduce's two side by side where its halves are not one matching), and checks the
+/// file (`schedule::check_stream`), reading it as it is written on another of the pool's
+/// threads where there is one, else after.
 /// The file is renamed into place only once it checks. `progress` hears, every
 /// [`STREAM_PROGRESS_EVERY`] or so, the transfers spooled plus those written
 /// (`synth::spooled_matchings` says how many matchings are spooled first).

@@ -98,11 +98,11 @@ enum Half {
 }
 
 /// Prepares the streamed synthesis of `collective` on `topo`: a combining collective's
-/// matchings are made now (an All-Reduce's two side by side on the caller's thread pool)
-/// and spooled to temporary files beside `beside`, removed when the result is dropped;
-/// `progress` hears the transfers spooled so far, now and then. Refused where the
-/// matchings' memory passes the limit, and for collectives whose chunks cross NPUs that do
-/// not want them.
+/// matchings are made now (an All-Reduce's two side by side on the caller's thread pool,
+/// where they are not one: `Fabric::mirrors_itself`) and spooled to temporary files
+/// beside `beside`, removed when the result is dropped; `progress` hears the transfers
+/// spooled so far, now and then. Refused where the matchings' memory passes the limit,
+/// and for collectives whose chunks cross NPUs that do not want them.
 pub fn prepare_streamed<'a>(
     topo: &'a Topology,
     collective: &'a Collective,
