@@ -9,7 +9,7 @@ use tacos::schedule::{check, Schedule, Transfer};
 use tacos::synth::{
     prepare_streamed, spooled_matchings, synthesize, synthesize_streamed, SynthOptions,
 };
-use tacos::topology::{file, parse_spec, SpecDefaults, Topology};
+use tacos::topology::{file, parse_spec, Link, SpecDefaults, Topology};
 
 fn topo(spec: &str) -> Topology {
     parse_spec(spec, &SpecDefaults::default()).unwrap()
@@ -321,4 +321,78 @@ fn a_prepared_synthesis_dropped_unread_leaves_no_spool() {
     drop(prepared);
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Random small fabrics through switches, many with latency ties between routes: where
+/// a fabric mirrors itself the streamed All-Reduce is one matching read back twice, and
+/// the file it makes passes the held checker, which routes every transfer as
+/// `Topology::route` does (a route not its reverse's taken back would put copies on
+/// links the matching never held); where it does not (a link faster one way), two
+/// matchings, checked alike.
+#[test]
+fn streamed_all_reduces_on_random_switched_fabrics_pass_the_checker() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(15);
+    let dir = std::env::temp_dir().join(format!("tacos-streamed-random-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("all-reduce.tts");
+    let (mut one, mut two) = (0, 0);
+    for case in 0..60 {
+        let npus = rng.random_range(3..8);
+        let switches = rng.random_range(1..4);
+        let vertices = npus + switches;
+        let mut links = Vec::new();
+        for u in 0..vertices {
+            for v in u + 1..vertices {
+                // Every NPU on some switch; other pairs now and then.
+                let on_switch = u < npus && v == npus + u % switches;
+                if !on_switch && !rng.random_bool(0.3) {
+                    continue;
+                }
+                let latency_us = [0.5, 1.0][rng.random_range(0..2)];
+                let bandwidth_gbps = [50.0, 100.0][rng.random_range(0..2)];
+                let back_gbps = if rng.random_bool(0.03) {
+                    2.0 * bandwidth_gbps
+                } else {
+                    bandwidth_gbps
+                };
+                links.push(Link {
+                    src: u,
+                    dst: v,
+                    bandwidth_gbps,
+                    latency_us,
+                });
+                links.push(Link {
+                    src: v,
+                    dst: u,
+                    bandwidth_gbps: back_gbps,
+                    latency_us,
+                });
+            }
+        }
+        let names = (0..switches).map(|s| format!("s{s}")).collect();
+        let Ok(topo) = Topology::with_switches(format!("random-{case}"), npus, names, links) else {
+            continue;
+        };
+        // Some NPU reaches another only through a third (routes never relay).
+        let Ok(collective) =
+            Collective::over_all(&topo, CollectiveKind::AllReduce, None, 1, 1 << 20)
+        else {
+            continue;
+        };
+        let made = synthesize_to_stream(&topo, &collective, case, &path, &mut |_| {})
+            .unwrap_or_else(|e| panic!("random-{case}: {e}"));
+        let read = Schedule::read(&path).unwrap();
+        let report = check(&read, &topo).unwrap_or_else(|e| panic!("random-{case}: {e}"));
+        assert_eq!(report, made.report, "random-{case}");
+        match spooled_matchings(&topo, &collective) {
+            1 => one += 1,
+            _ => two += 1,
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        one >= 20 && two >= 5,
+        "{one} fabrics with one matching, {two} with two"
+    );
 }
