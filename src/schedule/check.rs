@@ -213,6 +213,10 @@ struct Routes<'a> {
     /// Per sending NPU, its route tree once it has sent through a switch (none for a
     /// topology without switches).
     trees: Vec<Option<RouteTree>>,
+    /// With switches, per NPU: whether it has a link straight to another NPU. A GPU of a
+    /// rail-optimized cluster has none, so its transfers go to its tree without a search
+    /// of its links first (reads that miss the cache on a large cluster).
+    direct: Vec<bool>,
 }
 
 impl<'a> Routes<'a> {
@@ -222,6 +226,9 @@ impl<'a> Routes<'a> {
             topo,
             route: Vec::new(),
             trees: std::iter::repeat_with(|| None).take(senders).collect(),
+            direct: (0..senders)
+                .map(|n| topo.out_links(n).any(|l| !topo.is_switch(topo.link(l).dst)))
+                .collect(),
         }
     }
 
@@ -235,12 +242,15 @@ impl<'a> Routes<'a> {
 
     fn between(&mut self, src: NpuId, dst: NpuId) -> Option<&[LinkId]> {
         let topo = self.topo;
-        if let Some(l) = topo.link_between(src, dst) {
-            self.route.clear();
-            self.route.push(l);
-            return Some(&self.route);
+        let switched = topo.has_switches();
+        if !switched || self.direct.get(src) == Some(&true) {
+            if let Some(l) = topo.link_between(src, dst) {
+                self.route.clear();
+                self.route.push(l);
+                return Some(&self.route);
+            }
         }
-        if !topo.has_switches() {
+        if !switched {
             return None;
         }
         let tree = self
