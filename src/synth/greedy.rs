@@ -529,14 +529,12 @@ impl<'a> Matcher<'a> {
     /// Asks the cache for the pools into `dst`, whose entries its matching will draw at
     /// random. Not behind switches: there a matching draws from one or two of the NPU's
     /// channels, and fetching every pool's first lines costs more than it saves (the
-    /// 8,192-GPU rail-optimized All-Gather matched in 97-103 s without it, 123 s with).
+    /// 8,192-GPU rail-optimized All-Gather matched in 97-106 s without it, 123 s with).
     fn prefetch_pools(&self, dst: NpuId) {
         if self.routes.is_some() {
             return;
         }
-        self.pools_into(dst)
-            .filter(|p| p.len() <= 128)
-            .for_each(|pool| prefetch::slice(pool));
+        self.pools_into(dst).for_each(|pool| prefetch::slice(pool));
     }
 
     /// Asks the cache for what `prefetch_arrival` reads to find the arrival over `link`:
