@@ -963,7 +963,7 @@ impl<'a> Matcher<'a> {
     fn has_useful(&mut self, link: LinkId) -> bool {
         let dst = self.topo.link(link).dst;
         while let Some(&c) = self.pools[link].last() {
-            if self.useful(dst, c as usize) {
+            if !self.stale(dst, c as usize) {
                 return true;
             }
             self.pools[link].pop();
