@@ -205,6 +205,10 @@ fn physical_memory() -> Option<u64> {
 const TRANSFER: u64 = 48;
 /// What the allocator adds to each allocation, roughly.
 const ALLOCATION: u64 = 16;
+/// Bytes the matcher keeps per link of a held synthesis: the transfer it carries and when
+/// it lands (24), its costs (16), its reservations' cursor and wake-up (16), its pool's
+/// header and slot (28) and the pool's first allocation (16 with the allocator's).
+const LINK_STATE: u64 = 100;
 
 /// A collective's figures, from its spec alone (nothing built).
 #[derive(Clone, Copy, Debug)]
@@ -291,7 +295,9 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
         }
     }
     let ports = if relayed { None } else { port_shape(topo) };
-    let mut matcher = matcher_state(topo, chunks, ports);
+    let (matched_links, _) = matcher_links(topo, ports);
+    let mut matcher =
+        matcher_state(topo, chunks, ports).saturating_add(mul(matched_links, LINK_STATE));
     // Per transfer: its record (48, reserved once, with growth slack where relays add
     // hops), whether it was dropped (1), and pool entries offered over each outgoing link
     // (4 x degree x 2; through switches matched by port, each channel with a pool); the
@@ -330,14 +336,7 @@ pub fn streamed_synthesis(topo: &Topology, spec: &CollectiveSpec) -> u64 {
     // joins (`synth::fabric`), except that large star groups are matched by port: a
     // gate per member, and no pool.
     let ports = port_shape(topo);
-    let (links, pooled_links) = match ports {
-        Some(p) => (p.channels + p.gates, p.channels),
-        None if topo.has_switches() => {
-            let pairs = mul(alive, alive.saturating_sub(1));
-            (pairs, pairs)
-        }
-        None => (topo.links().len() as u64, topo.links().len() as u64),
-    };
+    let (links, pooled_links) = matcher_links(topo, ports);
     let offers = mul(pooled_links, chunks);
     let pooled = match ports {
         // Measured at their peak (rail-optimized clusters of 1,024 to 4,096 GPUs, the
@@ -350,6 +349,21 @@ pub fn streamed_synthesis(topo: &Topology, spec: &CollectiveSpec) -> u64 {
     matcher_state(topo, chunks, ports)
         .saturating_add(mul(links, 2 * TRANSFER + 64))
         .saturating_add(mul(pooled, 2 * 4))
+}
+
+/// The links the matcher matches on `topo` and those of them with a pool: through switches
+/// its links are channels, one per pair of NPUs a route joins (`synth::fabric`), except
+/// that large star groups are matched by port (`ports`): a gate per member, and no pool.
+fn matcher_links(topo: &Topology, ports: Option<PortShape>) -> (u64, u64) {
+    match ports {
+        Some(p) => (p.channels + p.gates, p.channels),
+        None if topo.has_switches() => {
+            let alive = topo.alive_npus().len() as u64;
+            let pairs = mul(alive, alive.saturating_sub(1));
+            (pairs, pairs)
+        }
+        None => (topo.links().len() as u64, topo.links().len() as u64),
+    }
 }
 
 /// Bytes of the matcher's state per (NPU, chunk) and per chunk for `chunks` chunks on
@@ -416,7 +430,8 @@ pub fn check_streamed(spec: &CollectiveSpec, topo: &Topology) -> u64 {
     contents.saturating_add(sweep_state(topo, 0))
 }
 
-/// Bytes every checker's sweep holds beside the contents: the last transfer on each link,
+/// Bytes every checker's sweep holds beside the contents: the last transfer on each link
+/// and the transfers in flight, at most one per link (32 with a queue's growth slack),
 /// where transfers differ in duration a 4-byte index per transfer for each of the start
 /// and end orders, and through switches a route tree per NPU.
 fn sweep_state(topo: &Topology, transfers: u64) -> u64 {
@@ -432,7 +447,7 @@ fn sweep_state(topo: &Topology, transfers: u64) -> u64 {
         }
         _ => 0,
     };
-    mul(links, 24)
+    mul(links, 24 + 32)
         .saturating_add(mul(transfers, orders))
         .saturating_add(routes)
 }

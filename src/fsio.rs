@@ -148,7 +148,8 @@ impl Drop for AtomicFile {
 }
 
 /// A file another thread is writing, read as it grows: at its current end a read waits
-/// for more until the writer says it is done (`written`), then ends where the file does.
+/// for more (taking on the pool's pending work meanwhile) until the writer says it is done
+/// (`written`), then ends where the file does.
 pub struct Following<'a> {
     file: File,
     written: &'a AtomicBool,
@@ -170,7 +171,11 @@ impl Read for Following<'_> {
             if n > 0 || buf.is_empty() || finished {
                 return Ok(n);
             }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            // On a worker of a pool whose other worker writes the file, the writer's work
+            // handed to the pool (a matching round's half) is taken on while waiting.
+            if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
         }
     }
 }

@@ -348,7 +348,7 @@ const REFUSAL_EVERY: u64 = 1 << 12;
 fn write_stream(
     prepared: Prepared<'_>,
     header: &StreamHeader,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
     path: &Path,
     progress: &(dyn Fn(u64) + Sync),
     refused: &AtomicBool,

@@ -20,13 +20,19 @@ fn spec(s: &str) -> Topology {
 fn synth(t: &Topology, kind: CollectiveKind, k: usize, size: u64, seed: u64) -> Schedule {
     let (s, simulated) = synth_checked(t, kind, k, size, seed);
     // Contention-free on its routes: the simulator, keeping the schedule's order on the
-    // switch ports, runs it on its own clock.
-    assert_eq!(
-        simulated,
-        s.collective_time_ps(),
-        "{} {kind:?} K={k}",
-        t.name()
-    );
+    // switch ports, never runs it longer than its own clock, and where every NPU wants
+    // every chunk, exactly as long. Where chunks cross NPUs that do not want them
+    // (Scatter, Gather, All-to-All), copies sent to a relay that then fed nobody are
+    // pruned afterwards, and the port they held stands idle in the schedule: the
+    // simulator may start what followed on it sooner.
+    let what = format!("{} {kind:?} K={k}", t.name());
+    assert!(simulated <= s.collective_time_ps(), "{what}");
+    if !matches!(
+        kind,
+        CollectiveKind::Scatter | CollectiveKind::Gather | CollectiveKind::AllToAll
+    ) {
+        assert_eq!(simulated, s.collective_time_ps(), "{what}");
+    }
     s
 }
 

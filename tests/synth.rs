@@ -203,6 +203,29 @@ fn same_seed_gives_the_same_bytes() {
     assert_eq!(a, b);
 }
 
+/// Where no destination's matching reads what another's changes (a mesh), a round's
+/// destinations are matched on several threads once there are enough of them (a 24x24 mesh
+/// has up to 576 at once), each drawing from its own random stream: the schedule must not
+/// depend on how many threads the pool has, nor on which thread took which destinations.
+#[test]
+fn the_schedule_is_the_same_on_one_thread_or_several() {
+    let t = topo("mesh:24x24");
+    let c = Collective::over_all(&t, CollectiveKind::AllGather, None, 2, 1 << 20).unwrap();
+    let on = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| synthesize(&t, &c, &SynthOptions { seed: 5 }).unwrap())
+    };
+    let one = on(1);
+    check(&one, &t).unwrap();
+    let json = one.to_json();
+    for threads in [2, 3] {
+        assert!(on(threads).to_json() == json, "{threads} threads");
+    }
+}
+
 #[test]
 fn disconnected_topologies_name_the_unreachable_npus() {
     let link = |src, dst| Link {

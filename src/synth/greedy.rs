@@ -28,6 +28,7 @@ use crate::units::{ps_to_us, Picos};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rand_pcg::Pcg32;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -53,6 +54,32 @@ const SPARSE_NEED: usize = 16;
 /// Senders (or chunks) one gate's search tries before it leaves the gate idle until a
 /// sender frees or gets something; the search that ends a stalled matching tries all.
 const GATE_PROBES: usize = 64;
+/// Fewest destinations a thread takes on at once in a parallel matching round: below,
+/// handing them to another thread costs more than it saves.
+const PARALLEL_GRAIN: usize = 1024;
+
+/// A round's random stream; where the round's destinations are matched apart, each its
+/// own, so that its draws do not depend on which thread matched it nor on which
+/// destinations were matched before it.
+type Draws = Pcg32;
+
+/// A transfer a destination's matching decided, started once the round has matched every
+/// destination (`Matcher::match_plain`).
+#[derive(Clone, Copy, Debug)]
+struct Decided {
+    link: LinkId,
+    chunk: usize,
+    arrival: Picos,
+}
+
+/// What drawing one pool entry came to.
+enum Drawn {
+    /// The entry was of no use (stale, or the chunk comes as soon by another way) and is
+    /// gone; the pool may hold more.
+    Dropped,
+    /// The chunk goes over this link.
+    Sent(Decided),
+}
 
 /// One chunk as the matcher sees it.
 #[derive(Clone, Debug)]
@@ -241,8 +268,21 @@ struct Matcher<'a> {
     spare_links: Vec<Vec<LinkId>>,
     /// Set when some links are much slower than others.
     fast: Option<FastPaths>,
-    /// Per link: chunks its source holds that were useful to its destination when offered.
+    /// Per link (at `pool_slot[link]`): chunks its source holds that were useful to its
+    /// destination when offered. Ordered by destination, so that the pools of the links into
+    /// one NPU lie side by side, from `pool_first[npu]` in its `in_links` order, and a
+    /// round's destinations split the table into disjoint slices (`match_plain`).
     pools: Vec<Vec<u32>>,
+    pool_slot: Vec<u32>,
+    pool_first: Vec<usize>,
+    /// Whether a round may match its destinations apart and in parallel: no destination's
+    /// matching reads what another's changes (no switch ports, relays, fast paths or
+    /// reservations shared between them).
+    plain: bool,
+    /// Drawn from `rng` at each round: seeds every destination's `Draws`.
+    round_seed: u64,
+    /// The transfers a plain round decided, kept between rounds.
+    decided: Vec<Decided>,
     /// Transfers from their start until their arrival settles them.
     outbox: Outbox,
     /// The link of every chunk in flight, by arrival time.
@@ -324,6 +364,23 @@ impl<'a> Matcher<'a> {
                 }
             }
         }
+        // Pools by destination: the links into each vertex in its `in_links` order.
+        let mut pool_slot = vec![0u32; explicit];
+        let mut pool_first = Vec::with_capacity(topo.vertices() + 1);
+        let mut next = 0;
+        for v in 0..topo.vertices() {
+            pool_first.push(next);
+            for &l in topo.in_links(v) {
+                pool_slot[l] = next as u32;
+                next += 1;
+            }
+        }
+        pool_first.push(next);
+        let plain = routes.is_none()
+            && gates.is_none()
+            && relays.is_none()
+            && fast.is_none()
+            && problem.reserved.is_empty();
         let mut m = Matcher {
             topo,
             routes,
@@ -367,7 +424,12 @@ impl<'a> Matcher<'a> {
             planned: Vec::new(),
             relays,
             fast,
-            pools: vec![Vec::new(); links],
+            pools: vec![Vec::new(); explicit],
+            pool_slot,
+            pool_first,
+            plain,
+            round_seed: 0,
+            decided: Vec::new(),
             outbox: Outbox::default(),
             arrivals: Arrivals::default(),
             events: BinaryHeap::new(),
@@ -403,6 +465,12 @@ impl<'a> Matcher<'a> {
     /// Runs to completion, handing `sink` the transfers that carried a useful chunk (in
     /// start order, as they settle); returns (how many, when the last ends).
     fn run(&mut self, sink: &mut Sink<'_>) -> Result<(u64, Picos)> {
+        // On a worker of the caller's pool (rayon's), where the rounds' halves are handed
+        // to the other workers at the cost of a push, not of waking a thread per round.
+        rayon::scope(|_| self.run_events(sink))
+    }
+
+    fn run_events(&mut self, sink: &mut Sink<'_>) -> Result<(u64, Picos)> {
         self.match_dirty(0)?;
         let mut last = 0;
         loop {
@@ -507,34 +575,47 @@ impl<'a> Matcher<'a> {
         }
     }
 
-    /// The pools of the links into `dst` worth prefetching: a matching draws from every
-    /// pool of a mesh NPU, but only from a few of an NPU's many channels behind a switch.
-    fn pools_into(&self, dst: NpuId) -> impl Iterator<Item = &Vec<u32>> + '_ {
-        let links = self.topo.in_links(dst);
-        let few = if links.len() <= PREFETCH_MAX_LINKS {
-            links
-        } else {
-            &[]
-        };
-        few.iter().map(|&l| &self.pools[l])
+    /// The slot of `link`'s pool in `pools`.
+    #[inline]
+    fn slot(&self, link: LinkId) -> usize {
+        self.pool_slot[link] as usize
+    }
+
+    /// The slots of the pools of the links into `npu`, in its `in_links` order.
+    #[inline]
+    fn inbox(&self, npu: NpuId) -> std::ops::Range<usize> {
+        self.pool_first[npu]..self.pool_first[npu + 1]
+    }
+
+    /// The pools of the links into `dst` worth prefetching, from `pools` (the table's
+    /// slots from `base` on): a matching draws from every pool of a mesh NPU, but only
+    /// from a few of an NPU's many channels behind a switch.
+    fn pools_into<'p>(&self, pools: &'p [Vec<u32>], base: usize, dst: NpuId) -> &'p [Vec<u32>] {
+        let inbox = self.inbox(dst);
+        if inbox.len() > PREFETCH_MAX_LINKS {
+            return &[];
+        }
+        &pools[inbox.start - base..inbox.end - base]
     }
 
     /// Asks the cache for the headers of the pools into `dst` (where each pool's entries
     /// are), ahead of `prefetch_pools`, which reads them: on a large cluster the headers
     /// miss the cache as often as the entries.
-    fn prefetch_pool_heads(&self, dst: NpuId) {
-        self.pools_into(dst).for_each(|pool| prefetch::line(pool));
+    fn prefetch_pool_heads(&self, pools: &[Vec<u32>], base: usize, dst: NpuId) {
+        prefetch::slice(self.pools_into(pools, base, dst));
     }
 
     /// Asks the cache for the pools into `dst`, whose entries its matching will draw at
     /// random. Not behind switches: there a matching draws from one or two of the NPU's
     /// channels, and fetching every pool's first lines costs more than it saves (the
     /// 8,192-GPU rail-optimized All-Gather matched in 97-106 s without it, 123 s with).
-    fn prefetch_pools(&self, dst: NpuId) {
+    fn prefetch_pools(&self, pools: &[Vec<u32>], base: usize, dst: NpuId) {
         if self.routes.is_some() {
             return;
         }
-        self.pools_into(dst).for_each(|pool| prefetch::slice(pool));
+        for pool in self.pools_into(pools, base, dst) {
+            prefetch::slice(pool);
+        }
     }
 
     /// Asks the cache for what `prefetch_arrival` reads to find the arrival over `link`:
@@ -559,7 +640,7 @@ impl<'a> Matcher<'a> {
         let links = self.topo.out_links(dst);
         if links.len() <= PREFETCH_MAX_LINKS {
             for l in links {
-                prefetch::line(&self.pools[l]);
+                prefetch::line(&self.pools[self.slot(l)]);
             }
         }
     }
@@ -601,9 +682,10 @@ impl<'a> Matcher<'a> {
                 && self.needed(dst, chunk)
                 && !self.comes_fast(link, dst, chunk)
             {
-                self.pools[link].push(chunk as u32);
+                let slot = self.slot(link);
+                self.pools[slot].push(chunk as u32);
                 if self.gates.is_some()
-                    && self.pools[link].len() > 2 * self.useful_bound(link, dst) + 8
+                    && self.pools[slot].len() > 2 * self.useful_bound(link, dst) + 8
                 {
                     self.compact_pool(link, dst);
                 }
@@ -674,9 +756,15 @@ impl<'a> Matcher<'a> {
     /// entries left to be drawn one by one fill the pools of a large cluster's NVSwitch
     /// channels and make every draw a run of cache misses.
     fn compact_pool(&mut self, link: LinkId, dst: NpuId) {
-        let mut pool = std::mem::take(&mut self.pools[link]);
+        let slot = self.slot(link);
+        let mut pool = std::mem::take(&mut self.pools[slot]);
+        self.drop_stale(&mut pool, dst);
+        self.pools[slot] = pool;
+    }
+
+    /// Drops the entries of `pool` (of a link into `dst`) that are `stale`.
+    fn drop_stale(&self, pool: &mut Vec<u32>, dst: NpuId) {
         pool.retain(|&c| !self.stale(dst, c as usize));
-        self.pools[link] = pool;
     }
 
     /// Whether a pool entry of `chunk` on a link into `dst` is of no more use there.
@@ -805,7 +893,8 @@ impl<'a> Matcher<'a> {
             return None;
         }
         let (src, dst) = (self.topo.link(link).src, self.topo.link(link).dst);
-        let mut pool = std::mem::take(&mut self.pools[link]);
+        let slot = self.slot(link);
+        let mut pool = std::mem::take(&mut self.pools[slot]);
         pool.retain(|&c| self.useful(dst, c as usize));
         let candidates: Vec<usize> = (0..pool.len())
             .filter(|&i| {
@@ -818,7 +907,7 @@ impl<'a> Matcher<'a> {
         let pick = (!candidates.is_empty())
             .then(|| candidates[self.rng.random_range(0..candidates.len())])
             .map(|i| pool.swap_remove(i) as usize);
-        self.pools[link] = pool;
+        self.pools[slot] = pool;
         pick
     }
 
@@ -848,6 +937,28 @@ impl<'a> Matcher<'a> {
     fn match_round(&mut self, now: Picos, plan: bool) -> Result<()> {
         let mut dirty = std::mem::take(&mut self.dirty);
         sort_distinct(&mut dirty, &mut self.dirty_bits);
+        if !dirty.is_empty() {
+            // Not for a round with nothing to match, so that a matching shifted in time
+            // (whose first round, at 0, finds nothing released) draws what it would at 0.
+            self.round_seed = self.rng.random();
+        }
+        if self.plain {
+            for &npu in &dirty {
+                self.is_dirty[npu] = false;
+            }
+            let mut pools = std::mem::take(&mut self.pools);
+            let mut decided = std::mem::take(&mut self.decided);
+            let matched = self.match_plain(&dirty, &mut pools, 0, now, &mut decided);
+            self.pools = pools;
+            matched?;
+            for d in decided.drain(..) {
+                self.start(d.link, d.chunk, now, d.arrival);
+            }
+            self.decided = decided;
+            dirty.clear();
+            self.dirty = dirty;
+            return Ok(());
+        }
         if self.relays.is_some() || self.routes.is_some() {
             // A relayed chunk goes to whichever closer NPU takes it first; in id order
             // low ids would always win and draw every route the same way.
@@ -865,15 +976,17 @@ impl<'a> Matcher<'a> {
                 self.plan(&dirty, now);
             }
         }
+        // Matched one after the other, the destinations share the round's stream.
+        let mut rng = Draws::seed_from_u64(self.round_seed);
         for (k, &npu) in dirty.iter().enumerate() {
             if let Some(&ahead) = dirty.get(k + 2 * PREFETCH_AHEAD) {
-                self.prefetch_pool_heads(ahead);
+                self.prefetch_pool_heads(&self.pools, 0, ahead);
             }
             if let Some(&ahead) = dirty.get(k + PREFETCH_AHEAD) {
-                self.prefetch_pools(ahead);
+                self.prefetch_pools(&self.pools, 0, ahead);
             }
             self.is_dirty[npu] = false;
-            self.match_destination(npu, now)?;
+            self.match_destination(npu, now, &mut rng)?;
         }
         dirty.clear();
         self.dirty = dirty;
@@ -961,12 +1074,12 @@ impl<'a> Matcher<'a> {
     /// Whether channel `link`'s pool has a chunk still useful to its destination (stale
     /// entries found on the way are dropped).
     fn has_useful(&mut self, link: LinkId) -> bool {
-        let dst = self.topo.link(link).dst;
-        while let Some(&c) = self.pools[link].last() {
+        let (dst, slot) = (self.topo.link(link).dst, self.slot(link));
+        while let Some(&c) = self.pools[slot].last() {
             if !self.stale(dst, c as usize) {
                 return true;
             }
-            self.pools[link].pop();
+            self.pools[slot].pop();
         }
         false
     }
@@ -1031,7 +1144,7 @@ impl<'a> Matcher<'a> {
             let dst = self.topo.link(c).dst;
             if c != by
                 && !self.is_dirty[dst]
-                && !self.pools[c].is_empty()
+                && !self.pools[self.slot(c)].is_empty()
                 && self.route_free(routes, c)
             {
                 self.mark_dirty(dst);
@@ -1067,11 +1180,85 @@ impl<'a> Matcher<'a> {
         }
     }
 
+    /// `dst`'s random stream at this round, where destinations are matched apart.
+    fn draws(&self, dst: NpuId) -> Draws {
+        Draws::seed_from_u64(self.round_seed.wrapping_add(dst as u64))
+    }
+
+    /// Draws an entry of `pool` (the pool of `link`, into `dst`; not empty) and decides
+    /// what it comes to: the cheapest link in `free` whose source holds the chunk (ties
+    /// broken at random) sends it, unless it is stale or comes as soon by another way.
+    /// `decided`: the chunks sent into `dst` at this round that have not started yet.
+    #[allow(clippy::too_many_arguments)]
+    fn draw(
+        &self,
+        dst: NpuId,
+        link: LinkId,
+        pool: &mut Vec<u32>,
+        free: &[LinkId],
+        decided: &[Decided],
+        now: Picos,
+        rng: &mut Draws,
+    ) -> Result<Drawn> {
+        let j = self.pick(pool, rng);
+        let chunk = pool[j] as usize;
+        if self.stale(dst, chunk) {
+            if self.routes.is_some() {
+                // Behind switches a drawn entry is stale more often than not (a chunk
+                // is pooled by every NVSwitch peer that gets it before `dst`): one
+                // pass over the pool drops them all, where drawing each costs two
+                // cache misses. The draws stay uniform over the entries still useful.
+                // Not on meshes yet: there a pool grows with the mesh's side, the pass
+                // reads `dst`'s bit for each entry, and the 200x200 mesh showed no gain
+                // where the 100x100 one did (README, scale).
+                self.drop_stale(pool, dst);
+            } else {
+                pool.swap_remove(j);
+            }
+            return Ok(Drawn::Dropped);
+        }
+        let best = self.cheapest_holder(free, chunk, link, rng);
+        let arrival = later(now, self.cost(best, chunk), || {
+            format!("synthesis: chunk {chunk} arriving at NPU {dst}")
+        })?;
+        let coming = self.in_flight_arrival(dst, chunk).min(
+            decided
+                .iter()
+                .filter(|d| d.chunk == chunk)
+                .map(|d| d.arrival)
+                .min()
+                .unwrap_or(NEVER),
+        );
+        if coming <= arrival {
+            // Already on its way and arriving no later: a second copy is useless.
+            pool.swap_remove(j);
+            return Ok(Drawn::Dropped);
+        }
+        if self.fast.as_ref().is_some_and(|f| {
+            f.is_slow(best) && f.arrives_by(dst, chunk, arrival.saturating_add(arrival - now))
+        }) {
+            // Coming over fast links at most one slow transfer later: keep the slow
+            // link for a chunk that gains more from it (`link` is free and holds the
+            // chunk, so it is no faster than `best`).
+            pool.swap_remove(j);
+            return Ok(Drawn::Dropped);
+        }
+        if best == link {
+            pool.swap_remove(j);
+        }
+        Ok(Drawn::Sent(Decided {
+            link: best,
+            chunk,
+            arrival,
+        }))
+    }
+
     /// Matches the free incoming links of `dst` with chunks useful to it: pick a random
     /// chunk from a random free link's pool, send it over the cheapest free link whose
     /// source holds it (ties broken at random), until every free link is busy or nothing
-    /// is left.
-    fn match_destination(&mut self, dst: NpuId, now: Picos) -> Result<()> {
+    /// is left. Each transfer starts at once, since through switches it takes ports the
+    /// next draw must see taken.
+    fn match_destination(&mut self, dst: NpuId, now: Picos, rng: &mut Draws) -> Result<()> {
         let mut free = self.spare_links.pop().unwrap_or_default();
         self.free_into(dst, now, &mut free);
         if free.is_empty() {
@@ -1089,7 +1276,7 @@ impl<'a> Matcher<'a> {
         while !sampling.is_empty() {
             let i = loop {
                 let Some(&l) = planned.last() else {
-                    break self.rng.random_range(0..sampling.len());
+                    break rng.random_range(0..sampling.len());
                 };
                 match sampling.iter().position(|&s| s == l) {
                     Some(i) => break i,
@@ -1101,7 +1288,7 @@ impl<'a> Matcher<'a> {
             let link = sampling[i];
             if link >= self.explicit {
                 let gate = link - self.explicit;
-                match self.gate_pick(gate, dst, now)? {
+                match self.gate_pick(gate, dst, now, rng)? {
                     Some((from, chunk, arrival)) => {
                         self.gate_src[gate] = from as u32;
                         self.start(link, chunk, now, arrival);
@@ -1120,48 +1307,22 @@ impl<'a> Matcher<'a> {
                 }
                 continue;
             }
-            if self.pools[link].is_empty() {
+            let slot = self.slot(link);
+            if self.pools[slot].is_empty() {
                 sampling.swap_remove(i);
                 continue;
             }
-            let j = self.pick(link);
-            let chunk = self.pools[link][j] as usize;
-            if self.stale(dst, chunk) {
-                if self.routes.is_some() {
-                    // Behind switches a drawn entry is stale more often than not (a chunk
-                    // is pooled by every NVSwitch peer that gets it before `dst`): one
-                    // pass over the pool drops them all, where drawing each costs two
-                    // cache misses. The draws stay uniform over the entries still useful.
-                    // Not on meshes yet: there a pool grows with the mesh's side, the pass
-                    // reads `dst`'s bit for each entry, and the 200x200 mesh showed no gain
-                    // where the 100x100 one did (README, scale).
-                    self.compact_pool(link, dst);
-                } else {
-                    self.pools[link].swap_remove(j);
-                }
+            let mut pool = std::mem::take(&mut self.pools[slot]);
+            let drawn = self.draw(dst, link, &mut pool, &free, &[], now, rng);
+            self.pools[slot] = pool;
+            let Drawn::Sent(Decided {
+                link: best,
+                chunk,
+                arrival,
+            }) = drawn?
+            else {
                 continue;
-            }
-            let best = self.cheapest_holder(&free, chunk, link);
-            let arrival = later(now, self.cost(best, chunk), || {
-                format!("synthesis: chunk {chunk} arriving at NPU {dst}")
-            })?;
-            if self.in_flight_arrival(dst, chunk) <= arrival {
-                // Already on its way and arriving no later: a second copy is useless.
-                self.pools[link].swap_remove(j);
-                continue;
-            }
-            if self.fast.as_ref().is_some_and(|f| {
-                f.is_slow(best) && f.arrives_by(dst, chunk, arrival.saturating_add(arrival - now))
-            }) {
-                // Coming over fast links at most one slow transfer later: keep the slow
-                // link for a chunk that gains more from it (`link` is free and holds the
-                // chunk, so it is no faster than `best`).
-                self.pools[link].swap_remove(j);
-                continue;
-            }
-            if best == link {
-                self.pools[link].swap_remove(j);
-            }
+            };
             self.start(best, chunk, now, arrival);
             if self.routes.is_some() {
                 // Channels sharing a physical link with `best` (into the same switch
@@ -1182,6 +1343,73 @@ impl<'a> Matcher<'a> {
         Ok(())
     }
 
+    /// Matches the destinations `dirty` (in ascending order) of a plain round (`plain`):
+    /// as `match_destination`, but each destination draws only from its own links' pools
+    /// (`pools`, the table's slots from `base` on) and reads nothing another's matching
+    /// changes, so the halves of `dirty` are matched apart, down to `PARALLEL_GRAIN`, on
+    /// whichever threads of the pool are free; the transfers decided are appended to
+    /// `decided` in `dirty`'s order, to be started afterwards. Whatever the threads, the
+    /// result is the same.
+    fn match_plain(
+        &self,
+        dirty: &[NpuId],
+        pools: &mut [Vec<u32>],
+        base: usize,
+        now: Picos,
+        decided: &mut Vec<Decided>,
+    ) -> Result<()> {
+        if dirty.len() >= 2 * PARALLEL_GRAIN {
+            let (first, second) = dirty.split_at(dirty.len() / 2);
+            let cut = self.pool_first[second[0]];
+            let (mine, theirs) = pools.split_at_mut(cut - base);
+            let mut later_half = Vec::new();
+            let (done, other) = rayon::join(
+                || self.match_plain(first, mine, base, now, decided),
+                || self.match_plain(second, theirs, cut, now, &mut later_half),
+            );
+            done?;
+            other?;
+            decided.append(&mut later_half);
+            return Ok(());
+        }
+        let (mut free, mut sampling) = (Vec::new(), Vec::new());
+        for (k, &dst) in dirty.iter().enumerate() {
+            if let Some(&ahead) = dirty.get(k + 2 * PREFETCH_AHEAD) {
+                self.prefetch_pool_heads(pools, base, ahead);
+            }
+            if let Some(&ahead) = dirty.get(k + PREFETCH_AHEAD) {
+                self.prefetch_pools(pools, base, ahead);
+            }
+            let links = self.topo.in_links(dst);
+            let first = self.pool_first[dst] - base;
+            free.clear();
+            free.extend(links.iter().copied().filter(|&l| self.busy[l] == IDLE));
+            if free.is_empty() {
+                continue;
+            }
+            // Positions in `links` (and in the destination's pools) of the free links.
+            sampling.clear();
+            sampling.extend((0..links.len()).filter(|&i| self.busy[links[i]] == IDLE));
+            let mut rng = self.draws(dst);
+            let mine = decided.len();
+            while !sampling.is_empty() {
+                let i = rng.random_range(0..sampling.len());
+                let (link, pool) = (links[sampling[i]], &mut pools[first + sampling[i]]);
+                if pool.is_empty() {
+                    sampling.swap_remove(i);
+                    continue;
+                }
+                let drawn = self.draw(dst, link, pool, &free, &decided[mine..], now, &mut rng)?;
+                if let Drawn::Sent(d) = drawn {
+                    decided.push(d);
+                    free.retain(|&l| l != d.link);
+                    sampling.retain(|&i| links[i] != d.link);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A sender and a chunk for gate `gate` (into `dst`) to start at `now`: (the sender's
     /// gate, the chunk, its arrival). The sender is a member of the group whose link up is
     /// free and clear of reservations, joined to `dst` through the switch; the chunk is
@@ -1195,6 +1423,7 @@ impl<'a> Matcher<'a> {
         gate: usize,
         dst: NpuId,
         now: Picos,
+        rng: &mut Draws,
     ) -> Result<Option<(usize, usize, Picos)>> {
         let Some(gates) = self.gates else {
             return Ok(None);
@@ -1217,10 +1446,7 @@ impl<'a> Matcher<'a> {
         let span = self.max_cost[link];
         let mut tried = 0;
         if need * SPARSE_NEED <= self.chunks {
-            let (first, turn) = (
-                self.rng.random_range(0..words),
-                self.rng.random_range(0..64),
-            );
+            let (first, turn) = (rng.random_range(0..words), rng.random_range(0..64));
             for k in 0..words {
                 let w = (first + k) % words;
                 let mut chunks = self.needed_word(dst, fast_group, w).rotate_right(turn);
@@ -1235,7 +1461,7 @@ impl<'a> Matcher<'a> {
                     if tried > probes {
                         return Ok(None);
                     }
-                    let start = lo + self.rng.random_range(0..hi - lo);
+                    let start = lo + rng.random_range(0..hi - lo);
                     for j in 0..hi - lo {
                         let uw = lo + (start - lo + j) % (hi - lo);
                         let mut senders = self.free_up[row + uw]
@@ -1252,8 +1478,8 @@ impl<'a> Matcher<'a> {
             }
             return Ok(None);
         }
-        let start = lo + self.rng.random_range(0..hi - lo);
-        let turn = self.rng.random_range(0..64);
+        let start = lo + rng.random_range(0..hi - lo);
+        let turn = rng.random_range(0..64);
         for j in 0..hi - lo {
             let uw = lo + (start - lo + j) % (hi - lo);
             let mut senders = self.free_up[row + uw].rotate_right(turn);
@@ -1267,7 +1493,7 @@ impl<'a> Matcher<'a> {
                 if tried > probes {
                     return Ok(None);
                 }
-                let first = self.rng.random_range(0..words);
+                let first = rng.random_range(0..words);
                 for k in 0..words {
                     let w = (first + k) % words;
                     let mut chunks = self.needed_word(dst, fast_group, w)
@@ -1386,19 +1612,16 @@ impl<'a> Matcher<'a> {
     /// A random entry of `link`'s pool; with relays, the most urgent of a few random ones
     /// (the chunk whose farthest target is farthest from its nearest copy), since a
     /// relayed chunk sent late finishes late.
-    fn pick(&mut self, link: LinkId) -> usize {
-        let len = self.pools[link].len();
-        let first = self.rng.random_range(0..len);
+    fn pick(&self, pool: &[u32], rng: &mut Draws) -> usize {
+        let len = pool.len();
+        let first = rng.random_range(0..len);
         let Some(relays) = &self.relays else {
             return first;
         };
-        let urgency = |j: usize| {
-            let c = self.pools[link][j] as usize;
-            relays.remaining(c)
-        };
+        let urgency = |j: usize| relays.remaining(pool[j] as usize);
         let mut best = (urgency(first), first);
         for _ in 1..URGENCY_SAMPLES.min(len) {
-            let j = self.rng.random_range(0..len);
+            let j = rng.random_range(0..len);
             best = best.max((urgency(j), j));
         }
         best.1
@@ -1407,7 +1630,13 @@ impl<'a> Matcher<'a> {
     /// The cheapest link in `links` whose source holds `chunk`, ties broken at random;
     /// through switches, ties go to `sampled` (the link the chunk was drawn from, which
     /// the event's plan may have chosen).
-    fn cheapest_holder(&mut self, links: &[LinkId], chunk: usize, sampled: LinkId) -> LinkId {
+    fn cheapest_holder(
+        &self,
+        links: &[LinkId],
+        chunk: usize,
+        sampled: LinkId,
+        rng: &mut Draws,
+    ) -> LinkId {
         let costs = &self.cost[self.class(chunk) * self.busy.len()..];
         let switched = self.routes.is_some();
         let mut best = IDLE;
@@ -1424,7 +1653,7 @@ impl<'a> Matcher<'a> {
                 ties = 1;
             } else if key == best_key {
                 ties += 1;
-                if self.rng.random_range(0..ties) == 0 {
+                if rng.random_range(0..ties) == 0 {
                     best = l;
                 }
             }

@@ -14,8 +14,9 @@ use crate::schedule::Transfer;
 use crate::units::Picos;
 use std::collections::VecDeque;
 
-/// Where settled transfers go, in start order.
-pub type Sink<'s> = dyn FnMut(Transfer) -> Result<()> + 's;
+/// Where settled transfers go, in start order (from whichever worker of the pool runs the
+/// matching).
+pub type Sink<'s> = dyn FnMut(Transfer) -> Result<()> + Send + 's;
 
 #[derive(Default)]
 pub(super) struct Outbox {

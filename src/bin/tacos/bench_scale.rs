@@ -213,7 +213,9 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
         synth_ms: Some(synth_ms),
         check_ms: Some(check_ms),
         synth_peak_mib,
-        peak_mib: peak_mib(),
+        // Linux counts a thread's resident pages into the process's high-water mark in
+        // batches, so a later reading can lag an earlier one by a few pages.
+        peak_mib: peak_mib().map(|p| synth_peak_mib.map_or(p, |s| p.max(s))),
         transfers: Some(report.transfers),
         stream_bytes,
         time_us: Some(ps_to_us(time_ps)),
