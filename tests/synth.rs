@@ -204,13 +204,14 @@ fn same_seed_gives_the_same_bytes() {
 }
 
 /// Where no destination's matching reads what another's changes (a mesh), a round's
-/// destinations are matched on several threads once there are enough of them (a 24x24 mesh
-/// has up to 576 at once), each drawing from its own random stream: the schedule must not
-/// depend on how many threads the pool has, nor on which thread took which destinations.
+/// destinations are matched on several threads once there are enough of them (2,048 or
+/// more: a 46x46 mesh's 2,116 NPUs are all matched at most of its events), each drawing
+/// from its own random stream: the schedule must not depend on how many threads the pool
+/// has, nor on which thread took which destinations.
 #[test]
 fn the_schedule_is_the_same_on_one_thread_or_several() {
-    let t = topo("mesh:24x24");
-    let c = Collective::over_all(&t, CollectiveKind::AllGather, None, 2, 1 << 20).unwrap();
+    let t = topo("mesh:46x46");
+    let c = Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
     let on = |threads: usize| {
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -220,9 +221,8 @@ fn the_schedule_is_the_same_on_one_thread_or_several() {
     };
     let one = on(1);
     check(&one, &t).unwrap();
-    let json = one.to_json();
     for threads in [2, 3] {
-        assert!(on(threads).to_json() == json, "{threads} threads");
+        assert!(on(threads).transfers == one.transfers, "{threads} threads");
     }
 }
 

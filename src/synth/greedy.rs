@@ -1382,14 +1382,14 @@ impl<'a> Matcher<'a> {
             }
             let links = self.topo.in_links(dst);
             let first = self.pool_first[dst] - base;
-            free.clear();
-            free.extend(links.iter().copied().filter(|&l| self.busy[l] == IDLE));
-            if free.is_empty() {
-                continue;
-            }
             // Positions in `links` (and in the destination's pools) of the free links.
             sampling.clear();
             sampling.extend((0..links.len()).filter(|&i| self.busy[links[i]] == IDLE));
+            if sampling.is_empty() {
+                continue;
+            }
+            free.clear();
+            free.extend(sampling.iter().map(|&i| links[i]));
             let mut rng = self.draws(dst);
             let mine = decided.len();
             while !sampling.is_empty() {
