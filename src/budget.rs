@@ -452,6 +452,18 @@ fn sweep_state(topo: &Topology, transfers: u64) -> u64 {
         .saturating_add(routes)
 }
 
+/// Bytes the streamed simulation (`sim::replay_stream`) holds for a stream of `spec` on
+/// `topo`, nothing per transfer: a simulated time per (NPU, chunk), 4 bytes while times
+/// fit (it asks again before widening them); per link its free time, last planned start,
+/// busy time and bytes, and an arrival in flight (48 with a heap's slack); the route
+/// trees as every sweep holds them (`sweep_state`).
+pub fn replay(spec: &CollectiveSpec, topo: &Topology) -> u64 {
+    let s = Shape::of(spec, topo.npus());
+    mul(mul(s.chunks, topo.npus() as u64), 4)
+        .saturating_add(mul(topo.links().len() as u64, 40 + 48))
+        .saturating_add(sweep_state(topo, 0))
+}
+
 /// Bytes the simulator holds for `messages` messages on `topo`: per message its endpoints,
 /// route, dependencies and timing, with queues and events.
 pub fn simulation(topo: &Topology, messages: u64) -> u64 {

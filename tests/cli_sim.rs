@@ -381,3 +381,86 @@ fn long_commands_draw_no_progress_off_a_terminal() {
         assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{args:?}");
     }
 }
+
+/// A transfer stream (`synth --stream`) is simulated in one pass, nothing held per
+/// transfer, with every figure the same as the same transfers held; one the pass cannot
+/// answer for exactly (a baseline's unit steps) is simulated held, saying so; a damaged
+/// one is refused naming the file.
+#[test]
+fn a_stream_is_simulated_in_one_pass_as_it_would_be_held() {
+    let dir = scratch("stream");
+    let (stream, held) = (dir.join("mesh.tts"), dir.join("mesh.json"));
+    let (s, h) = (stream.to_str().unwrap(), held.to_str().unwrap());
+    succeeds(&[
+        "synth",
+        "mesh:4x4",
+        "-c",
+        "allreduce",
+        "-k",
+        "1",
+        "--stream",
+        s,
+    ]);
+    let schedule = tacos::schedule::Schedule::read(&stream).unwrap();
+    std::fs::write(&held, schedule.to_json()).unwrap();
+    let one_pass = ok_json(&["simulate", "--schedule", s, "--json"]);
+    let whole = ok_json(&["simulate", "--schedule", h, "--json"]);
+    for field in [
+        "time_us",
+        "schedule_time_us",
+        "transfers",
+        "links",
+        "bounds",
+    ] {
+        assert_eq!(one_pass[field], whole[field], "{field}");
+    }
+    assert_eq!(one_pass["transfers"], 2 * 16 * 15);
+    // A Ring baseline's times are steps, not the links' times.
+    let topo = tacos::topology::parse_spec("ring:5", &Default::default()).unwrap();
+    let c = tacos::collective::Collective::over_all(
+        &topo,
+        tacos::collective::CollectiveKind::AllGather,
+        None,
+        1,
+        5 << 20,
+    )
+    .unwrap();
+    let ring = tacos::baselines::Baseline::Ring
+        .schedule(&topo, c.spec())
+        .unwrap();
+    let steps = dir.join("ring.tts");
+    let header = tacos::schedule::stream::StreamHeader::new(
+        "ring:5",
+        ring.collective.clone(),
+        ring.chunk_bytes,
+        None,
+    );
+    let mut writer = tacos::schedule::stream::StreamWriter::new(Vec::new(), &header).unwrap();
+    for t in &ring.transfers {
+        writer.push(t).unwrap();
+    }
+    std::fs::write(&steps, writer.finish().unwrap().0).unwrap();
+    let out = succeeds(&["simulate", "--schedule", steps.to_str().unwrap(), "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot be replayed in one pass"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let baseline = ok_json(&[
+        "simulate",
+        "ring:5",
+        "--baseline",
+        "ring",
+        "-s",
+        "5MiB",
+        "--json",
+    ]);
+    assert_eq!(v["time_us"], baseline["time_us"]);
+    // Cut short in its records.
+    let bytes = std::fs::read(&stream).unwrap();
+    let cut = dir.join("cut.tts");
+    std::fs::write(&cut, &bytes[..bytes.len() - 40]).unwrap();
+    let err = error_of(&["simulate", "--schedule", cut.to_str().unwrap()]);
+    assert!(
+        err.contains("cut.tts") && err.contains("truncated"),
+        "{err}"
+    );
+}

@@ -611,12 +611,30 @@ fn simulate_reads_a_stream_like_the_json_it_holds() {
     assert_eq!(from_stream, simulated(&json));
     // Contention-free: the simulation runs on the schedule's own clock.
     assert_eq!(from_stream.0, from_stream.1);
-    // Its records are held within the memory limit: 4,096 of them (the first reserved)
-    // take 192 KiB, over a 64 KiB limit.
+    // Simulated in one pass (serial sharing), nothing is held per transfer: it runs
+    // within 64 KiB. Read whole (fair sharing), its records are held within the memory
+    // limit: 4,096 of them (the first reserved) take 192 KiB, over that limit.
+    let small = ["--max-memory", "64KiB", "--json"];
+    let out = tacos(
+        &[
+            &["simulate", "--schedule", tts.to_str().unwrap()],
+            &small[..],
+        ]
+        .concat(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["time_us"], from_stream.0);
     let out = tacos(&[
         "simulate",
         "--schedule",
         tts.to_str().unwrap(),
+        "--sharing",
+        "fair",
         "--max-memory",
         "64KiB",
     ]);

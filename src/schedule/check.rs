@@ -60,6 +60,7 @@
 //! exchanges) is refused by `check_stream` with a message saying the streamed check reads
 //! only the reduction-tree form and that `check` on the schedule read whole judges it.
 
+use super::in_flight::{InFlight, LOOKAHEAD};
 use super::stream::StreamReader;
 use super::{route_time_ps, Op, Schedule, Transfer};
 use crate::budget::{self, MemoryLimit};
@@ -586,42 +587,6 @@ impl<'a> Sweep<'a> {
     }
 }
 
-/// Transfers in flight, landed earliest first (in any order among equal ends), each with
-/// what it carries: those sent in end order (all of them where every transfer takes as
-/// long) queue in order, the rest wait in a heap.
-struct InFlight<A> {
-    in_order: VecDeque<(Picos, A)>,
-    rest: BinaryHeap<Reverse<(Picos, A)>>,
-}
-
-impl<A: Ord> InFlight<A> {
-    fn new() -> InFlight<A> {
-        InFlight {
-            in_order: VecDeque::new(),
-            rest: BinaryHeap::new(),
-        }
-    }
-
-    fn push(&mut self, end: Picos, carried: A) {
-        match self.in_order.back() {
-            Some(last) if end < last.0 => self.rest.push(Reverse((end, carried))),
-            _ => self.in_order.push_back((end, carried)),
-        }
-    }
-
-    /// The earliest arrival by `by`, taken out.
-    fn pop_by(&mut self, by: Picos) -> Option<(Picos, A)> {
-        let queued = self.in_order.front().map(|a| a.0).filter(|&end| end <= by);
-        let heaped = self.rest.peek().map(|r| r.0 .0).filter(|&end| end <= by);
-        match (queued, heaped) {
-            (Some(q), Some(h)) if h < q => self.rest.pop().map(|r| r.0),
-            (Some(_), _) => self.in_order.pop_front(),
-            (None, Some(_)) => self.rest.pop().map(|r| r.0),
-            (None, None) => None,
-        }
-    }
-}
-
 /// A collective's chunk contents as a sweep follows them, transfer by transfer in start
 /// order (`Replay`).
 trait Contents {
@@ -693,7 +658,7 @@ impl<C: Contents> Replay<C> {
 
     fn land(&mut self, by: Picos) -> Result<()> {
         while let Some((_, carried)) = self.in_flight.pop_by(by) {
-            if let Some((_, ahead)) = self.in_flight.in_order.get(LOOKAHEAD) {
+            if let Some(ahead) = self.in_flight.ahead(LOOKAHEAD) {
                 self.contents.prefetch_land(ahead);
             }
             self.contents.land(carried)?;
@@ -853,9 +818,6 @@ impl Ord for Sent {
 }
 
 /// What a refusal of the reduction-tree rule adds: the rule, and what judges other shapes.
-/// How many transfers ahead a sweep asks the cache for what it will read.
-const LOOKAHEAD: usize = 8;
-
 const TREE_FORM: &str = "the streamed check reads sums only in reduction-tree form (each contributor sends its partial sum once, after every partial sent to it has landed; only whole sums are copied); `schedule::check` on the schedule read whole judges any other shape";
 
 impl Trees {

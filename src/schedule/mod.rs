@@ -3,6 +3,7 @@
 //! baselines both produce one; the checker, the simulator and the MSCCL lowering take one.
 
 mod check;
+pub(crate) mod in_flight;
 pub(crate) mod spool;
 pub mod stream;
 

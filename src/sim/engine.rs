@@ -296,15 +296,27 @@ fn is_timed(
 ) -> bool {
     times.iter().enumerate().all(|(m, &(start, end))| {
         let route = &route_links[route_start[m] as usize..route_start[m + 1] as usize];
-        let Some((_, inner)) = route.split_last() else {
-            return false;
-        };
-        let one_hop = inner
-            .iter()
-            .all(|&l| topo.is_switch(topo.link(l as usize).dst));
-        let link = topo.route_link(route.iter().map(|&l| l as usize));
-        one_hop && link_time_ps(&link, work.bytes.of(m)).ok() == end.checked_sub(start)
+        is_timed_hop(topo, route, work.bytes.of(m), start, end)
     })
+}
+
+/// Whether `route` is one hop (a link, or a run of links through switches) and a message
+/// of `bytes` planned over [start, end) takes exactly its cut-through time.
+pub(super) fn is_timed_hop(
+    topo: &Topology,
+    route: &[u32],
+    bytes: f64,
+    start: Picos,
+    end: Picos,
+) -> bool {
+    let Some((_, inner)) = route.split_last() else {
+        return false;
+    };
+    let one_hop = inner
+        .iter()
+        .all(|&l| topo.is_switch(topo.link(l as usize).dst));
+    let link = topo.route_link(route.iter().map(|&l| l as usize));
+    one_hop && link_time_ps(&link, bytes).ok() == end.checked_sub(start)
 }
 
 /// The planned order of a schedule's messages on links through switches.

@@ -14,18 +14,23 @@
 //! message at once and shares link bandwidth by max-min fairness (module `fair`).
 //!
 //! The engine keeps flat arrays indexed by message and link, so a schedule of a million
-//! transfers simulates in a fraction of a second (`tacos bench sim` measures it).
+//! transfers simulates in a fraction of a second (`tacos bench sim` measures it). A
+//! transfer stream too large to hold is replayed in one pass instead (`replay_stream`),
+//! with the same answer wherever the schedule is timed.
 
 mod engine;
 mod fair;
 mod heatmap;
+mod landed;
 mod ready;
+mod replay;
 mod report;
 pub(crate) mod route;
 mod workload;
 
 pub use fair::MAX_CONCURRENT_FLOWS;
 pub use heatmap::heatmap_svg;
+pub use replay::{replay_stream, Replayed};
 pub use report::{bus_factor, LinkLoad, SimReport};
 
 use crate::budget::{self, MemoryLimit};
@@ -60,6 +65,7 @@ pub struct MessageTiming {
 pub struct SimResult {
     /// When the last message arrived.
     pub time_ps: Picos,
+    /// Per message (empty from `replay_stream`, which keeps nothing per message).
     pub messages: Vec<MessageTiming>,
     /// Per link (indexed like `Topology::links()`): time spent carrying messages.
     pub link_busy_ps: Vec<Picos>,

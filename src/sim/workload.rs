@@ -308,7 +308,13 @@ fn check_count(n: usize) -> Result<usize> {
     Ok(n)
 }
 
-fn check_endpoints(topo: &Topology, what: &str, i: usize, src: usize, dst: usize) -> Result<()> {
+pub(super) fn check_endpoints(
+    topo: &Topology,
+    what: &str,
+    i: usize,
+    src: usize,
+    dst: usize,
+) -> Result<()> {
     if src >= topo.npus() || dst >= topo.npus() || src == dst {
         return Err(Error::Schedule(format!(
             "{what} {i} goes from NPU {src} to NPU {dst}: both must be distinct NPUs of the topology (0..{})",

@@ -12,8 +12,8 @@ use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
 use std::fs::File;
-use std::io::BufReader;
-use std::path::PathBuf;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
 use tacos::schedule::stream::{self, StreamReader};
 use tacos::schedule::{check, check_stream, CheckReport, Schedule};
 use tacos::units::ps_to_us;
@@ -51,6 +51,24 @@ struct CheckJson {
     collective_time_us: f64,
 }
 
+/// A transfer stream opened for reading, with a progress bar of the bytes read headed
+/// `label`.
+pub(super) fn open_stream(
+    path: &Path,
+    label: &str,
+    hidden: bool,
+) -> anyhow::Result<(StreamReader<BufReader<impl Read>>, ProgressHandle)> {
+    let file = path.display().to_string();
+    let opened = File::open(path).with_context(|| format!("reading {file}"))?;
+    let bytes = opened
+        .metadata()
+        .with_context(|| format!("reading {file}"))?
+        .len();
+    let progress = ProgressHandle::bytes(label, bytes, hidden);
+    let reader = StreamReader::new(BufReader::new(progress.wrap_read(opened)), &file)?;
+    Ok((reader, progress))
+}
+
 /// Succeeds only when the schedule is correct on its topology.
 pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     let file = args.file.display().to_string();
@@ -59,13 +77,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     let on_topology =
         |made_for: &str, network| schedule_topology(&args.topology, made_for, network, &file);
     let (form, made_for, spec, checked_on, report) = if stream::is_stream(&args.file)? {
-        let opened = File::open(&args.file).with_context(|| format!("reading {file}"))?;
-        let bytes = opened
-            .metadata()
-            .with_context(|| format!("reading {file}"))?
-            .len();
-        let progress = ProgressHandle::bytes("checking", bytes, hidden);
-        let reader = StreamReader::new(BufReader::new(progress.wrap_read(opened)), &file)?;
+        let (reader, _progress) = open_stream(&args.file, "checking", hidden)?;
         let header = reader.header().clone();
         let (topo, used) = on_topology(&header.topology, header.network.as_ref())?;
         let report = check_stream(reader, &topo).with_context(|| format!("{file} on {used}"))?;

@@ -1,6 +1,7 @@
 //! `tacos simulate`: run one algorithm (a schedule file or a baseline) through the
 //! congestion-aware simulator and report its time, bandwidths, bounds and link load.
 
+use super::check::open_stream;
 use super::progress::ProgressHandle;
 use super::simulate_nccl::{self, NcclArgs};
 use super::{at_least_one, collective_kind, sharing, size, CostArgs, TopologyArgs};
@@ -15,8 +16,9 @@ use tacos::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions
 use tacos::report::{
     BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
 };
-use tacos::schedule::{check, check_data_flow, Network, Schedule};
-use tacos::sim::{simulate_schedule_with, Sharing, SimReport, SimResult};
+use tacos::schedule::stream;
+use tacos::schedule::{check, check_data_flow, check_stream, Network, Schedule};
+use tacos::sim::{replay_stream, simulate_schedule_with, Replayed, Sharing, SimReport, SimResult};
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
 
@@ -112,7 +114,9 @@ pub struct SimulateArgs {
 #[derive(Debug, Args)]
 #[group(required = true, multiple = false)]
 pub struct AlgorithmArgs {
-    /// A schedule file (from `tacos synth --out`) to simulate
+    /// A schedule file to simulate: from `tacos synth --out`, or a transfer stream from
+    /// `tacos synth --stream`, which is simulated in one pass (serial sharing; checked
+    /// beside it on the other core) whatever its length
     #[arg(long, value_name = "FILE")]
     pub schedule: Option<PathBuf>,
     /// An MSCCL algorithm XML file (ours, msccl-tools' or hand-written) to verify and time,
@@ -159,18 +163,28 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         args.algorithm.baseline,
     ) {
         (Some(path), ..) => {
-            let (topo, schedule, own) = read_schedule(&args.topology, &args.collective, path)?;
-            let file = path.display().to_string();
-            let _bar = ProgressHandle::spinner("simulating", hidden);
-            let simulated = Simulated::schedule(
-                &topo,
-                schedule,
-                format!("schedule {file}"),
-                own,
-                SizeFrom::Schedule,
-                args.sharing,
-            )?;
-            (topo, simulated)
+            let replayed = match args.sharing {
+                Sharing::Serial if stream::is_stream(path)? => {
+                    replay_file(&args.topology, &args.collective, path, hidden)?
+                }
+                _ => None,
+            };
+            if let Some(replayed) = replayed {
+                replayed
+            } else {
+                let (topo, schedule, own) = read_schedule(&args.topology, &args.collective, path)?;
+                let file = path.display().to_string();
+                let _bar = ProgressHandle::spinner("simulating", hidden);
+                let simulated = Simulated::schedule(
+                    &topo,
+                    schedule,
+                    format!("schedule {file}"),
+                    own,
+                    SizeFrom::Schedule,
+                    args.sharing,
+                )?;
+                (topo, simulated)
+            }
         }
         (None, Some(path), _) => {
             if args.sharing != Sharing::Serial {
@@ -340,6 +354,50 @@ pub(super) fn read_schedule(
     })?;
     let own = check(&schedule, &topo).ok().map(|r| r.collective_time_ps);
     Ok((topo, schedule, own))
+}
+
+/// A transfer stream simulated in one pass (`replay_stream`), with the stream checker
+/// beside it on the other core for the schedule's own clock: nothing is held per
+/// transfer, so a stream of any length simulates. None, said on stderr, where the replay
+/// cannot answer for the stream exactly (it is not a timed schedule): simulate it held.
+fn replay_file(
+    topology: &TopologyArgs,
+    collective: &CollectiveArgs,
+    path: &Path,
+    hidden: bool,
+) -> anyhow::Result<Option<(Topology, Simulated)>> {
+    let file = path.display().to_string();
+    let (reader, progress) = open_stream(path, "simulating", hidden)?;
+    let header = reader.header().clone();
+    collective.check_matches(&file, &header.collective)?;
+    let (topo, used) =
+        schedule_topology(topology, &header.topology, header.network.as_ref(), &file)?;
+    let (checked, replayed) = rayon::join(
+        || stream::open(path).and_then(|s| check_stream(s, &topo)),
+        || replay_stream(reader, &topo),
+    );
+    let (result, transfers) = match replayed
+        .with_context(|| format!("simulating {file} on {used}"))?
+    {
+        Replayed::Simulated { result, transfers } => (result, transfers),
+        Replayed::NotReplayable { transfer, why } => {
+            drop(progress);
+            eprintln!(
+                    "note: {file}: transfer {transfer} cannot be replayed in one pass, as {why}; simulating the schedule held"
+                );
+            return Ok(None);
+        }
+    };
+    let simulated = Simulated {
+        label: format!("schedule {file}"),
+        spec: header.collective,
+        messages: transfers as usize,
+        result,
+        own_clock: checked.ok().map(|r| r.collective_time_ps),
+        size_from: SizeFrom::Schedule,
+        is_program: false,
+    };
+    Ok(Some((topo, simulated)))
 }
 
 /// One algorithm's simulation, whatever it came from.
