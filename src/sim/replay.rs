@@ -162,8 +162,10 @@ impl<'a> Replay<'a> {
             self.landed.raise(slot, simulated, &|| doing.clone())?;
         }
         self.route.clear();
-        self.router
-            .route(t.src, t.dst, self.bytes, &mut self.route)?;
+        if let Err(e) = self.router.route(t.src, t.dst, self.bytes, &mut self.route) {
+            // Held, the schedule is checked against the links first, which says it better.
+            return Ok(Err(e.to_string()));
+        }
         let topo = self.topo;
         if !is_timed_hop(topo, &self.route, self.bytes, t.start_ps, t.end_ps) {
             return Ok(Err(format!(
