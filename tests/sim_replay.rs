@@ -81,7 +81,7 @@ fn delayed(schedule: &Schedule, seed: u64, most: u64) -> Schedule {
     let mut out = schedule.clone();
     for t in &mut out.transfers {
         if rng.random_range(0..3) == 0 {
-            let d = rng.random_range(1..=most);
+            let d = rng.random_range(1..=most.max(1));
             t.start_ps += d;
             t.end_ps += d;
         }

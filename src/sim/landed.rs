@@ -47,8 +47,16 @@ impl LandedTimes {
     /// Asks the cache for time `i`.
     pub fn prefetch(&self, i: usize) {
         match &self.counts {
-            Counts::Narrow(c) => c.get(i).into_iter().for_each(|n| prefetch::line(n)),
-            Counts::Wide(c) => c.get(i).into_iter().for_each(|n| prefetch::line(n)),
+            Counts::Narrow(c) => {
+                if let Some(n) = c.get(i) {
+                    prefetch::line(n);
+                }
+            }
+            Counts::Wide(c) => {
+                if let Some(n) = c.get(i) {
+                    prefetch::line(n);
+                }
+            }
         }
     }
 

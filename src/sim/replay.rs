@@ -64,29 +64,23 @@ pub fn replay_stream<R: BufRead>(stream: StreamReader<R>, topo: &Topology) -> Re
     let mut replay = Replay::new(topo, header.chunk_bytes, chunks, doing);
     // Read a few transfers ahead, so that their times are fetched before they are read.
     let mut ahead: VecDeque<Transfer> = VecDeque::with_capacity(LOOKAHEAD + 1);
+    let mut stream = stream.fuse();
     let mut played = 0;
-    let mut stream = stream.peekable();
-    while let Some(t) = stream.next() {
-        let t = t?;
-        replay.prefetch(&t);
-        ahead.push_back(t);
-        if ahead.len() <= LOOKAHEAD && stream.peek().is_some() {
-            continue;
+    loop {
+        while ahead.len() <= LOOKAHEAD {
+            let Some(t) = stream.next() else { break };
+            let t = t?;
+            replay.prefetch(&t);
+            ahead.push_back(t);
         }
-        let drain = if stream.peek().is_some() {
-            1
-        } else {
-            ahead.len()
-        };
-        for t in ahead.drain(..drain) {
-            if let Err(why) = replay.step(played, &t)? {
-                return Ok(Replayed::NotReplayable {
-                    transfer: played as u64,
-                    why,
-                });
-            }
-            played += 1;
+        let Some(t) = ahead.pop_front() else { break };
+        if let Err(why) = replay.step(played, &t)? {
+            return Ok(Replayed::NotReplayable {
+                transfer: played as u64,
+                why,
+            });
         }
+        played += 1;
     }
     Ok(Replayed::Simulated {
         result: replay.finish(),
@@ -140,9 +134,11 @@ impl<'a> Replay<'a> {
         }
     }
 
-    /// Asks the cache for the time transfer `t` will read.
+    /// Asks the cache for the time transfer `t` will read (none for endpoints `step`
+    /// will refuse).
     fn prefetch(&self, t: &Transfer) {
-        self.landed.prefetch(t.src * self.chunks + t.chunk);
+        self.landed
+            .prefetch(t.src.saturating_mul(self.chunks).saturating_add(t.chunk));
     }
 
     /// Plays transfer `i`; the inner error says why the replay cannot answer for it.

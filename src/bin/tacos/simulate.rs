@@ -395,8 +395,8 @@ fn replay_file(
         Replayed::NotReplayable { transfer, why } => {
             drop(progress);
             eprintln!(
-                    "note: {file}: transfer {transfer} cannot be replayed in one pass, as {why}; simulating the schedule held"
-                );
+                "note: {file}: transfer {transfer} cannot be replayed in one pass, as {why}; simulating the schedule held"
+            );
             return Ok(None);
         }
     };
