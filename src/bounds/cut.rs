@@ -11,15 +11,15 @@
 //! only some sinks (on large topologies, to keep to a work budget) can only make it
 //! weaker, never wrong.
 
+use super::maxflow::FlowNetwork;
 use crate::topology::{NpuId, Topology};
-use pathfinding::directed::edmonds_karp::{EdmondsKarp, SparseCapacity};
 use rayon::prelude::*;
-use std::collections::VecDeque;
 
 /// Max-flow work allowed, in NPUs x links per sink checked: every sink of a topology of
-/// a few hundred NPUs, a sample on larger ones (4 on a 32x32 mesh, a third of a second
-/// on one core), marked approximate. The bound is printed beside every synthesis, so its
-/// cost is part of what a user waits for.
+/// a few hundred NPUs, a sample on larger ones (4 on a 32x32 mesh, 4 ms; all of its
+/// 1,024 would take 0.7 s on two cores), marked approximate. The bound is printed beside
+/// every synthesis and computed for every compiled collective, so its cost is part of
+/// what a user waits for.
 const WORK_BUDGET: usize = 20_000_000;
 /// Sinks checked however large the topology: the least-fed one and one more.
 const MIN_SINKS: usize = 2;
@@ -129,26 +129,21 @@ fn violated_cut(
     ratio: f64,
     scale: f64,
 ) -> Option<f64> {
-    let n = topo.vertices();
-    let super_source = n;
-    let mut net = SparseCapacity::<i64>::new(n + 1, super_source, t);
-    for l in topo.links() {
-        net.set_capacity(l.src, l.dst, (l.bandwidth_gbps * scale).round() as i64);
-    }
+    let super_source = topo.vertices();
     let per_source = (ratio * scale).round() as i64;
-    let mut demand = 0;
-    for &u in sources.iter().filter(|&&u| u != t) {
-        net.set_capacity(super_source, u, per_source);
-        demand += per_source;
-    }
-    net.omit_details();
-    let (_, flow, _) = net.augment();
+    let fed: Vec<NpuId> = sources.iter().copied().filter(|&u| u != t).collect();
+    let demand = per_source * fed.len() as i64;
+    let mut net = FlowNetwork::new(
+        topo.vertices() + 1,
+        scaled_links(topo, scale).chain(fed.iter().map(|&u| (super_source, u, per_source))),
+    );
+    let flow = net.max_flow(super_source, t);
     // Rounding costs at most one unit per edge; a shortfall within that is no cut.
     let slack = (topo.links().len() + sources.len()) as i64;
     if flow + slack >= demand {
         return None;
     }
-    let in_s = source_side(&mut net, super_source);
+    let in_s = net.source_side(super_source);
     let members = sources.iter().filter(|&&u| in_s[u]).count();
     let found = leaving_gbps(topo, &in_s) / members.max(1) as f64;
     (members > 0 && found < ratio * (1.0 - 1e-12)).then_some(found)
@@ -167,13 +162,9 @@ pub(super) fn min_cut_gbps(topo: &Topology, npus: &[NpuId]) -> Option<CutRatio> 
     let best = checked
         .into_par_iter()
         .map(|t| {
-            let mut net = SparseCapacity::<i64>::new(topo.vertices(), s, t);
-            for l in topo.links() {
-                net.set_capacity(l.src, l.dst, (l.bandwidth_gbps * scale).round() as i64);
-            }
-            net.omit_details();
-            net.augment();
-            let in_s = source_side(&mut net, s);
+            let mut net = FlowNetwork::new(topo.vertices(), scaled_links(topo, scale));
+            net.max_flow(s, t);
+            let in_s = net.source_side(s);
             leaving_gbps(topo, &in_s)
         })
         .reduce(|| f64::INFINITY, f64::min);
@@ -268,21 +259,11 @@ fn best_prefix(
     best
 }
 
-/// The vertices a residual network's source still reaches after a max-flow: the source
-/// side of a minimum cut.
-fn source_side(net: &mut SparseCapacity<i64>, source: usize) -> Vec<bool> {
-    let mut in_s = vec![false; net.size()];
-    let mut queue = VecDeque::from([source]);
-    in_s[source] = true;
-    while let Some(u) = queue.pop_front() {
-        for (v, _) in net.residual_successors(u) {
-            if !in_s[v] {
-                in_s[v] = true;
-                queue.push_back(v);
-            }
-        }
-    }
-    in_s
+/// The topology's links as max-flow edges, bandwidths scaled to integers.
+fn scaled_links(topo: &Topology, scale: f64) -> impl Iterator<Item = (usize, usize, i64)> + '_ {
+    topo.links()
+        .iter()
+        .map(move |l| (l.src, l.dst, (l.bandwidth_gbps * scale).round() as i64))
 }
 
 /// The bandwidth of the links leaving the set `inside` (indexed by NPU; longer is fine).

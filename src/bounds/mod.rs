@@ -26,6 +26,7 @@
 
 mod chunked;
 mod cut;
+mod maxflow;
 mod traffic;
 
 pub use chunked::chunked_bound_ps;
