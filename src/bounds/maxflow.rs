@@ -35,21 +35,12 @@ impl FlowNetwork {
             head.extend([to, from]);
             residual.extend([capacity.max(0), 0]);
         }
-        // Counting sort of the edges by tail.
-        let mut first = vec![0usize; vertices + 1];
-        for e in 0..head.len() {
-            first[head[e ^ 1] + 1] += 1;
-        }
-        for v in 0..vertices {
-            first[v + 1] += first[v];
-        }
-        let mut fill = first.clone();
-        let mut adjacent = vec![0; head.len()];
-        for e in 0..head.len() {
-            let tail = head[e ^ 1];
-            adjacent[fill[tail]] = e;
-            fill[tail] += 1;
-        }
+        // The edges by tail (a stable sort: each vertex's in the order given).
+        let mut adjacent: Vec<usize> = (0..head.len()).collect();
+        adjacent.sort_by_key(|&e| head[e ^ 1]);
+        let first = (0..=vertices)
+            .map(|v| adjacent.partition_point(|&e| head[e ^ 1] < v))
+            .collect();
         FlowNetwork {
             first,
             adjacent,
