@@ -156,7 +156,6 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             own_clock,
             size_from,
             is_program,
-            bounds,
         },
     ) = match (
         &args.algorithm.schedule,
@@ -225,14 +224,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let collective = Collective::new(&topo, spec)?;
     let report = SimReport::new(&topo, collective.spec(), &result);
     // A schedule file moves one chunk per transfer, at its own K: with one message per
-    // link at a time, the latency-aware bound holds for it too (a replayed stream's were
-    // computed beside the replay).
-    let bounds = match bounds {
-        Some(bounds) => bounds,
-        None if args.algorithm.schedule.is_some() && args.sharing == Sharing::Serial => {
-            Bounds::chunked(&topo, &collective)
-        }
-        None => Bounds::new(&topo, &collective),
+    // link at a time, the latency-aware bound holds for it too.
+    let bounds = if args.algorithm.schedule.is_some() && args.sharing == Sharing::Serial {
+        Bounds::chunked(&topo, &collective)
+    } else {
+        Bounds::new(&topo, &collective)
     };
     let timing = Timing::new(collective.spec(), report.time_ps, &bounds);
     if args.json {
@@ -376,17 +372,9 @@ fn replay_file(
     collective.check_matches(&file, &header.collective)?;
     let (topo, used) =
         schedule_topology(topology, &header.topology, header.network.as_ref(), &file)?;
-    // Three passes of their own: on a 200x200 mesh the bounds' max-flows take as long as
-    // the replay beside its check.
-    let collective = Collective::new(&topo, header.collective.clone())?;
-    let ((checked, replayed), bounds) = rayon::join(
-        || {
-            rayon::join(
-                || stream::open(path).and_then(|s| check_stream(s, &topo)),
-                || replay_stream(reader, &topo),
-            )
-        },
-        || Bounds::chunked(&topo, &collective),
+    let (checked, replayed) = rayon::join(
+        || stream::open(path).and_then(|s| check_stream(s, &topo)),
+        || replay_stream(reader, &topo),
     );
     let (result, transfers) = match replayed
         .with_context(|| format!("simulating {file} on {used}"))?
@@ -408,7 +396,6 @@ fn replay_file(
         own_clock: checked.ok().map(|r| r.collective_time_ps),
         size_from: SizeFrom::Schedule,
         is_program: false,
-        bounds: Some(bounds),
     };
     Ok(Some((topo, simulated)))
 }
@@ -425,8 +412,6 @@ pub(super) struct Simulated {
     size_from: SizeFrom,
     /// An MSCCL program rather than a schedule.
     is_program: bool,
-    /// The bounds, where they were computed beside the simulation.
-    bounds: Option<Bounds>,
 }
 
 impl Simulated {
@@ -446,7 +431,6 @@ impl Simulated {
             own_clock,
             size_from,
             is_program: false,
-            bounds: None,
         })
     }
 }
@@ -518,7 +502,6 @@ pub(super) fn simulate_xml(
         own_clock: None,
         size_from,
         is_program: true,
-        bounds: None,
     })
 }
 
