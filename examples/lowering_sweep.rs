@@ -55,7 +55,7 @@ fn main() -> anyhow::Result<()> {
                 let case = format!("{spec_text} {kind} K={k}");
                 let root = kind.has_root().then_some(0);
                 let collective = Collective::over_all(&topo, kind, root, k, SIZE)?;
-                let schedule = synthesize(&topo, &collective, &SynthOptions { seed: 0 })?;
+                let schedule = synthesize(&topo, &collective, &SynthOptions::seeded(0))?;
                 cases += 1;
                 let Ok(big) = lower(&schedule, &topo, &wide) else {
                     neither += lower(&schedule, &topo, &narrow).is_err() as usize;

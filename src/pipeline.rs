@@ -136,9 +136,20 @@ pub struct Options {
     /// fit it together. (The steps themselves, which take no options, also hold to the
     /// process's limit, `MemoryLimit::default()`, which this defaults to.)
     pub max_memory: MemoryLimit,
+    /// Each trial synthesized replicated (`synth::Replicated`): one node matched, its
+    /// transfers shifted onto every other.
+    pub replicate: bool,
 }
 
 impl Options {
+    /// What the synthesizer is told for a trial with `seed`.
+    fn synth(&self, seed: u64) -> SynthOptions {
+        SynthOptions {
+            seed,
+            replicate: self.replicate,
+        }
+    }
+
     /// Whether `schedule` ranks its candidates by simulation: one candidate leaves nothing
     /// to rank, and simulating it can take longer than synthesizing it (a 64x64 mesh).
     fn ranks_candidates(&self) -> bool {
@@ -153,6 +164,7 @@ impl Default for Options {
             seeds: vec![0],
             lowering: LowerOptions::default(),
             max_memory: MemoryLimit::default(),
+            replicate: false,
         }
     }
 }
@@ -228,17 +240,19 @@ impl Checked {
     }
 }
 
-/// Synthesizes `request` with `k` chunks per NPU and `seed`, and checks the schedule.
-pub fn synthesize(topo: &Topology, request: &Request, k: usize, seed: u64) -> Result<Checked> {
+/// Synthesizes `request` with `k` chunks per NPU as `options` say, and checks the
+/// schedule.
+pub fn synthesize(
+    topo: &Topology,
+    request: &Request,
+    k: usize,
+    options: &SynthOptions,
+) -> Result<Checked> {
     let collective = Collective::new(topo, request.spec(topo, k))?;
-    let mut synthesis = synthesize_concurrent(
-        topo,
-        std::slice::from_ref(&collective),
-        &SynthOptions { seed },
-    )?;
+    let mut synthesis = synthesize_concurrent(topo, std::slice::from_ref(&collective), options)?;
     let schedule = synthesis.schedules.remove(0);
     let report = check(&schedule, topo);
-    Checked::with(schedule, report, synthesis.all_reduce, Some(seed))
+    Checked::with(schedule, report, synthesis.all_reduce, Some(options.seed))
 }
 
 /// How often (in transfers written) `synthesize_to_stream` reports progress.
@@ -255,7 +269,7 @@ pub struct StreamedChecked {
     pub checked: Duration,
 }
 
-/// Synthesizes `collective` with `seed` into a transfer stream file at `path`
+/// Synthesizes `collective` as `options` say into a transfer stream file at `path`
 /// (`schedule::stream`, recording the network), written as it is made, so no more than
 /// the matchings themselves are held (`synth::prepare_streamed`: a copying collective
 /// matched as it is written; a combining one's matchings spooled beside `path` first, an
@@ -268,7 +282,7 @@ pub struct StreamedChecked {
 pub fn synthesize_to_stream(
     topo: &Topology,
     collective: &Collective,
-    seed: u64,
+    options: &SynthOptions,
     path: &Path,
     progress: &mut (dyn FnMut(u64) + Send),
 ) -> Result<StreamedChecked> {
@@ -287,7 +301,7 @@ pub fn synthesize_to_stream(
     };
     let mut file = fsio::AtomicFile::create(path)?;
     let temp = file.temp_path().to_path_buf();
-    let prepared = prepare_streamed(topo, collective, &SynthOptions { seed }, path, &tell)?;
+    let prepared = prepare_streamed(topo, collective, options, path, &tell)?;
     let spooled = prepared.spooled();
     let written = AtomicBool::new(false);
     // A checker that refuses the file stops the synthesis rather than wait for its end.
@@ -388,7 +402,7 @@ pub fn concurrent(
         .iter()
         .map(|r| Collective::new(topo, r.spec(topo, k)))
         .collect::<Result<Vec<_>>>()?;
-    let synthesis = synthesize_concurrent(topo, &collectives, &SynthOptions { seed })?;
+    let synthesis = synthesize_concurrent(topo, &collectives, &SynthOptions::seeded(seed))?;
     let reports = check_concurrent(&synthesis.schedules, topo).map_err(|e| {
         Error::Schedule(format!(
             "the schedules synthesized together failed the checker: {e}"
@@ -709,8 +723,10 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
     let one_k = trials.len() == 1 || matches!(options.chunks, Chunks::Fixed(_));
     if let (Some(e), Some(trial), true) = (failed, trials.first(), none_built && one_k) {
         let advice = match options.chunks {
-            Chunks::Fixed(k) => limit_advice(topo, request, k, trial.seed, lowering)
-                .map(|advice| format!("-k {k} does not fit: {advice}; ")),
+            Chunks::Fixed(k) => {
+                limit_advice(topo, request, k, &options.synth(trial.seed), lowering)
+                    .map(|advice| format!("-k {k} does not fit: {advice}; "))
+            }
             Chunks::Auto => None,
         };
         let seeds = match trials.as_slice() {
@@ -795,7 +811,7 @@ fn search<T: Send>(
             refused: None,
         };
         let built = admit_at(topo, request, options, k, simulated)
-            .and_then(|()| synthesize(topo, request, k, seed))
+            .and_then(|()| synthesize(topo, request, k, &options.synth(seed)))
             .and_then(|checked| {
                 trial.synthesized_ps = Some(checked.report().collective_time_ps);
                 evaluate(checked)
@@ -846,10 +862,10 @@ fn limit_advice(
     topo: &Topology,
     request: &Request,
     k: usize,
-    seed: u64,
+    synth: &SynthOptions,
     lowering: &LowerOptions,
 ) -> Option<String> {
-    let checked = synthesize(topo, request, k, seed).ok()?;
+    let checked = synthesize(topo, request, k, synth).ok()?;
     let target = &lowering.target;
     let lifted = LowerOptions {
         target: Target {
@@ -867,7 +883,7 @@ fn limit_advice(
     msccl::lower(checked.schedule(), topo, &lifted).ok()?;
     let mut advice = Vec::new();
     let smaller = (1..k).rev().find(|&j| {
-        synthesize(topo, request, j, seed).is_ok_and(|c| {
+        synthesize(topo, request, j, synth).is_ok_and(|c| {
             check_shape(c.schedule(), topo, lowering).is_ok()
                 && msccl::lower(c.schedule(), topo, lowering).is_ok()
         })

@@ -526,6 +526,9 @@ pub struct SynthReport {
     pub program_time_us: Option<f64>,
     /// An All-Reduce's two compositions.
     pub allreduce: Option<AllReducePhases>,
+    /// With `--replicate`: the nodes one node's matching was replicated onto.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicated: Option<Replication>,
     /// With `-k auto`, each K tried.
     pub chunk_trials: Option<Vec<ChunkTrialReport>>,
     /// Alias of `time_us`.
@@ -605,7 +608,15 @@ pub struct SynthRun {
     /// With `--xml`: the verified program's simulated time.
     pub program_time_ps: Option<Picos>,
     pub allreduce: Option<AllReducePhases>,
+    pub replicated: Option<Replication>,
     pub chunk_trials: Option<Vec<ChunkTrialReport>>,
+}
+
+/// A replicated synthesis's node shift (`synth::NodeShift`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Replication {
+    pub npus_per_node: usize,
+    pub nodes: usize,
 }
 
 impl SynthReport {
@@ -634,6 +645,7 @@ impl SynthReport {
             xml_file: run.xml_file,
             program_time_us: run.program_time_ps.map(ps_to_us),
             allreduce: run.allreduce,
+            replicated: run.replicated,
             chunk_trials: run.chunk_trials,
             npus: spec.npus.len(),
             size_bytes: spec.size_bytes,
@@ -714,6 +726,10 @@ pub struct ScaleBenchReport {
 pub struct ScaleBenchRow {
     pub topology: TopologyInfo,
     pub collective: CollectiveInfo,
+    /// Synthesized replicated (`tacos synth --replicate`): one node matched, its
+    /// transfers shifted onto every other.
+    #[serde(default)]
+    pub replicated: bool,
     /// Why the case was not measured (refused by the memory limit, failed, killed); the
     /// figures below are then null.
     pub skipped: Option<String>,

@@ -227,7 +227,7 @@ proptest! {
         let c = Collective::over_all(&topo, kind, root, k, 1 << size_log).unwrap();
         let b = Bounds::new(&topo, &c);
         let mut timed = vec![("synthesized".to_string(), {
-            let s = synthesize(&topo, &c, &SynthOptions { seed }).unwrap();
+            let s = synthesize(&topo, &c, &SynthOptions::seeded(seed)).unwrap();
             simulate_schedule(&topo, &s).unwrap().time_ps
         })];
         for baseline in Baseline::ALL.into_iter().filter(|b| b.kinds().contains(&kind)) {
@@ -395,7 +395,7 @@ proptest! {
         let kind = CollectiveKind::ALL[kind];
         let root = kind.has_root().then_some(1);
         let c = Collective::over_all(&topo, kind, root, k, 1 << size_log).unwrap();
-        let s = synthesize(&topo, &c, &SynthOptions { seed }).unwrap();
+        let s = synthesize(&topo, &c, &SynthOptions::seeded(seed)).unwrap();
         let bound = chunked_bound_ps(&topo, &c);
         prop_assert!(bound > 0);
         prop_assert!(s.collective_time_ps() >= bound, "{spec} {kind} K={k}: {} < {bound}", s.collective_time_ps());
@@ -542,7 +542,7 @@ fn the_chunked_bound_on_unequal_links_by_hand() {
     let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 2, 3_000_000).unwrap();
     assert_eq!(chunked_bound_ps(&topo, &c), 150_000_000);
     for seed in 0..8 {
-        let s = synthesize(&topo, &c, &SynthOptions { seed }).unwrap();
+        let s = synthesize(&topo, &c, &SynthOptions::seeded(seed)).unwrap();
         assert!(s.collective_time_ps() >= 150_000_000, "seed {seed}");
     }
 }

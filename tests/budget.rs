@@ -184,7 +184,8 @@ fn a_whole_synthesis_trial_is_estimated_honestly() {
         for simulated in [false, true] {
             let (_, measured) = peak_of(|| {
                 let request = Request::new(kind, 1 << 24);
-                let checked = pipeline::synthesize(&topo, &request, k, 0).unwrap();
+                let checked =
+                    pipeline::synthesize(&topo, &request, k, &SynthOptions::seeded(0)).unwrap();
                 simulated.then(|| simulate_schedule(&topo, checked.schedule()).unwrap())
             });
             let estimate = budget::synthesis_checked(&topo, &spec(&topo, kind, k), simulated);

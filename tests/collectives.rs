@@ -38,7 +38,7 @@ fn collective(
 
 /// Synthesizes and checks; returns the collective time.
 fn synth_checked(topo: &Topology, c: &Collective, seed: u64) -> Picos {
-    let schedule = synthesize(topo, c, &SynthOptions { seed })
+    let schedule = synthesize(topo, c, &SynthOptions::seeded(seed))
         .unwrap_or_else(|e| panic!("{} {} seed {seed}: {e}", topo.name(), c.kind()));
     assert_eq!(&schedule.collective, c.spec());
     check(&schedule, topo)
@@ -186,9 +186,12 @@ fn all_reduce_keeps_the_faster_of_pipelined_and_phased() {
         let all = topo.alive_npus();
         let seed = 3;
         let ar = collective(&topo, CollectiveKind::AllReduce, all.clone(), 0, k, 1 << 26);
-        let synthesis =
-            synthesize_concurrent(&topo, std::slice::from_ref(&ar), &SynthOptions { seed })
-                .unwrap();
+        let synthesis = synthesize_concurrent(
+            &topo,
+            std::slice::from_ref(&ar),
+            &SynthOptions::seeded(seed),
+        )
+        .unwrap();
         let time = check(&synthesis.schedules[0], &topo)
             .unwrap()
             .collective_time_ps;
@@ -263,13 +266,13 @@ fn three_concurrent_sub_collectives_share_a_6x6_mesh_without_contention() {
             .map(|g| collective(&topo, kinds[g], group(g), 0, 2, 3 << 20))
             .collect();
         let synthesis =
-            synthesize_concurrent(&topo, &collectives, &SynthOptions { seed: 5 }).unwrap();
+            synthesize_concurrent(&topo, &collectives, &SynthOptions::seeded(5)).unwrap();
         assert_eq!(synthesis.schedules.len(), 3);
         check_concurrent(&synthesis.schedules, &topo).unwrap();
         // Synthesized one by one, each is fine alone but together they collide.
         let separate: Vec<_> = collectives
             .iter()
-            .map(|c| synthesize(&topo, c, &SynthOptions { seed: 5 }).unwrap())
+            .map(|c| synthesize(&topo, c, &SynthOptions::seeded(5)).unwrap())
             .collect();
         for s in &separate {
             check(s, &topo).unwrap();
@@ -476,7 +479,7 @@ proptest! {
         let collectives: Vec<Collective> = (0..2)
             .map(|i| random_collective(&topo, kinds[i], ks[i], subsets[i], roots[i]))
             .collect();
-        let synthesis = synthesize_concurrent(&topo, &collectives, &SynthOptions { seed })
+        let synthesis = synthesize_concurrent(&topo, &collectives, &SynthOptions::seeded(seed))
             .unwrap_or_else(|e| panic!("{kinds:?}: {e}"));
         check_concurrent(&synthesis.schedules, &topo).unwrap_or_else(|e| panic!("{kinds:?}: {e}"));
     }

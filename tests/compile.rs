@@ -221,7 +221,7 @@ fn no_candidate_beats_the_chosen_program() {
                     continue; // The options' smallest chunk.
                 }
                 let c = Collective::over_all(&topo, kind, None, k, size).unwrap();
-                schedules.push(synthesize(&topo, &c, &SynthOptions { seed: 0 }).unwrap());
+                schedules.push(synthesize(&topo, &c, &SynthOptions::seeded(0)).unwrap());
             }
             for b in Baseline::ALL
                 .into_iter()

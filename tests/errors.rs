@@ -135,7 +135,7 @@ fn a_topology_past_the_npu_limit_states_both_figures() {
 fn a_lowering_with_more_instances_than_channels_states_the_limit_and_the_figure() {
     let t = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
     let collective = Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
-    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions::seeded(0)).unwrap();
     let options = LowerOptions {
         instances: 3,
         target: Target {
@@ -175,7 +175,7 @@ fn failing_an_npu_the_topology_lacks_names_it_and_the_range() {
 fn ring_all_gather(k: usize) -> (tacos::topology::Topology, tacos::schedule::Schedule) {
     let t = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
     let collective = Collective::over_all(&t, CollectiveKind::AllGather, None, k, 1 << 20).unwrap();
-    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions::seeded(0)).unwrap();
     (t, schedule)
 }
 
@@ -388,7 +388,7 @@ fn a_fixed_k_past_the_targets_limits_keeps_the_fields_and_says_what_fits() {
 fn an_in_place_all_to_all_is_an_invalid_placement() {
     let t = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
     let collective = Collective::over_all(&t, CollectiveKind::AllToAll, None, 1, 1 << 20).unwrap();
-    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions::seeded(0)).unwrap();
     let options = LowerOptions {
         in_place: Some(true),
         ..LowerOptions::default()

@@ -10,6 +10,7 @@ use common::synth_checked;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::pipeline::synthesize_to_stream;
 use tacos::schedule::{check, Schedule};
+use tacos::synth::SynthOptions;
 use tacos::topology::{file, parse_spec, SpecDefaults, Topology};
 
 const GIB: u64 = 1 << 30;
@@ -131,7 +132,8 @@ fn a_streamed_all_reduce_through_large_switches_passes_the_checker() {
     for topo in [spec("preset:dgx-a100,nodes=24"), two_planes()] {
         let c = Collective::over_all(&topo, CollectiveKind::AllReduce, None, 1, GIB).unwrap();
         let path = dir.join("all-reduce.tts");
-        let made = synthesize_to_stream(&topo, &c, 1, &path, &mut |_| {}).unwrap();
+        let made =
+            synthesize_to_stream(&topo, &c, &SynthOptions::seeded(1), &path, &mut |_| {}).unwrap();
         let read = Schedule::read(&path).unwrap();
         let report = check(&read, &topo).unwrap_or_else(|e| panic!("{}: {e}", topo.name()));
         assert_eq!(report, made.report, "{}", topo.name());

@@ -251,7 +251,7 @@ fn synth_report_matches_the_command_and_keeps_the_old_names() {
     let synthesis = synthesize_concurrent(
         &topo,
         std::slice::from_ref(&collective),
-        &SynthOptions { seed: 0 },
+        &SynthOptions::seeded(0),
     )
     .unwrap();
     let checked = check(&synthesis.schedules[0], &topo).unwrap();
@@ -270,6 +270,7 @@ fn synth_report_matches_the_command_and_keeps_the_old_names() {
             xml_file: None,
             program_time_ps: None,
             allreduce: None,
+            replicated: None,
             chunk_trials: None,
         },
     );

@@ -328,7 +328,7 @@ fn the_lowering_sweep_fits_the_executor_or_is_refused_naming_the_limit() {
                     let case = format!("{spec_text} {kind} K={k} seed {seed}");
                     let root = kind.has_root().then(|| (seed as usize * 5) % p);
                     let collective = Collective::over_all(&t, kind, root, k, 1 << 26).unwrap();
-                    let schedule = synthesize(&t, &collective, &SynthOptions { seed })
+                    let schedule = synthesize(&t, &collective, &SynthOptions::seeded(seed))
                         .unwrap_or_else(|e| panic!("{case}: {e}"));
                     let options = LowerOptions::default();
                     let checked = check_shape(&schedule, &t, &options);
@@ -394,7 +394,7 @@ fn the_lowering_sweep_fits_the_executor_or_is_refused_naming_the_limit() {
 fn too_many_steps_spread_over_channels_or_fail_naming_the_limit() {
     let t = topo("ring:8");
     let collective = Collective::over_all(&t, CollectiveKind::AllGather, None, 4, 1 << 20).unwrap();
-    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions::seeded(0)).unwrap();
     let base = lower(&schedule, &t, &LowerOptions::default()).unwrap();
     let most = |p: &Program| {
         p.gpus
@@ -448,7 +448,7 @@ fn too_many_steps_spread_over_channels_or_fail_naming_the_limit() {
 fn instances_replicate_the_algorithm_on_more_channels() {
     let t = topo("mesh:2x2");
     let collective = Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
-    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions::seeded(0)).unwrap();
     let one = lower(&schedule, &t, &LowerOptions::default()).unwrap();
     let options = LowerOptions {
         instances: 3,
@@ -618,7 +618,7 @@ fn the_shape_check_refuses_only_what_no_lowering_fits() {
             for (k, instances) in [(1, 1), (3, 1), (2, 2)] {
                 let root = kind.has_root().then_some(1);
                 let collective = Collective::over_all(&t, kind, root, k, 1 << 22).unwrap();
-                let schedule = synthesize(&t, &collective, &SynthOptions { seed: 1 }).unwrap();
+                let schedule = synthesize(&t, &collective, &SynthOptions::seeded(1)).unwrap();
                 let first = LowerOptions {
                     instances,
                     target: Target {
@@ -678,7 +678,7 @@ fn a_64_gpu_all_reduce_with_16_chunks_per_gpu_is_refused_before_it_is_built() {
     for (k, fits) in [(16, false), (4, true)] {
         let collective =
             Collective::over_all(&t, CollectiveKind::AllReduce, None, k, 1 << 28).unwrap();
-        let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+        let schedule = synthesize(&t, &collective, &SynthOptions::seeded(0)).unwrap();
         let options = LowerOptions::default();
         let checked = check_shape(&schedule, &t, &options);
         let lowered = lower(&schedule, &t, &options);

@@ -16,7 +16,7 @@ fn lowered(spec: &str, kind: CollectiveKind, k: usize, in_place: bool) -> Progra
     let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
     let root = kind.has_root().then_some(0);
     let collective = Collective::over_all(&topo, kind, root, k, 1 << 20).unwrap();
-    let schedule = synthesize(&topo, &collective, &SynthOptions { seed: 3 }).unwrap();
+    let schedule = synthesize(&topo, &collective, &SynthOptions::seeded(3)).unwrap();
     let options = LowerOptions {
         in_place: Some(in_place),
         ..LowerOptions::default()

@@ -18,6 +18,7 @@ use tacos::msccl::{
 use tacos::pipeline::{self, Chunks, Options, Request};
 use tacos::schedule::{check, Network, Schedule};
 use tacos::sim::simulate_schedule;
+use tacos::synth::SynthOptions;
 use tacos::topology::{file as topology_file, Link, NpuId, SpecDefaults, Topology};
 use tacos::units::Picos;
 use tacos::Error;
@@ -161,7 +162,7 @@ fn request(c: &Collective) -> Request {
 /// The synthesized, checked schedule of `c` with `seed`, and its time by the checker.
 fn synthesized(topo: &Topology, c: &Collective, seed: u64) -> (Schedule, Picos) {
     let k = c.spec().chunks_per_npu;
-    let checked = pipeline::synthesize(topo, &request(c), k, seed)
+    let checked = pipeline::synthesize(topo, &request(c), k, &SynthOptions::seeded(seed))
         .unwrap_or_else(|e| panic!("{} {}: {e}", topo.name(), c.kind()));
     let time = checked.report().collective_time_ps;
     (checked.schedule().clone(), time)
@@ -318,7 +319,7 @@ proptest! {
         let Some(all_reduce) = collective(&topo, CollectiveKind::AllReduce, root, k, size_bytes)? else {
             return Ok(());
         };
-        let checked = pipeline::synthesize(&topo, &request(&all_reduce), k, seed)
+        let checked = pipeline::synthesize(&topo, &request(&all_reduce), k, &SynthOptions::seeded(seed))
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let time = checked.report().collective_time_ps;
         let phases = checked.all_reduce().expect("an All-Reduce reports its composition");

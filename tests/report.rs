@@ -221,7 +221,7 @@ fn a_mesh_is_drawn_with_the_loads_the_simulation_gives_on_one_scale() {
         size_bytes: 900_000,
     };
     let collective = Collective::new(&t, spec.clone()).unwrap();
-    let schedule = synthesize(&t, &collective, &SynthOptions { seed: 0 }).unwrap();
+    let schedule = synthesize(&t, &collective, &SynthOptions::seeded(0)).unwrap();
     check(&schedule, &t).unwrap();
     let sim = SimReport::new(&t, &spec, &simulate_schedule(&t, &schedule).unwrap());
     let tacos_links = panels[0].with_class("link");

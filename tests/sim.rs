@@ -197,7 +197,7 @@ fn synth_vs_sim(topo: &Topology, k: usize, seed: u64) -> Vec<(CollectiveKind, u6
     for kind in CollectiveKind::ALL {
         let root = kind.has_root().then_some(topo.npus() - 1);
         let c = Collective::over_all(topo, kind, root, k, 3 << 20).unwrap();
-        let schedule: Schedule = match synthesize(topo, &c, &SynthOptions { seed }) {
+        let schedule: Schedule = match synthesize(topo, &c, &SynthOptions::seeded(seed)) {
             Ok(s) => s,
             Err(Error::Synthesis(m)) if m.contains("not synthesized yet") => continue,
             Err(e) => panic!("{} {kind}: {e}", topo.name()),

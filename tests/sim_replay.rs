@@ -111,7 +111,7 @@ fn schedules(topo: &Topology, k: usize, seed: u64) -> Vec<Schedule> {
     for kind in CollectiveKind::ALL {
         let root = kind.has_root().then_some(topo.npus() - 1);
         let c = Collective::over_all(topo, kind, root, k, 3 << 20).unwrap();
-        match synthesize(topo, &c, &SynthOptions { seed }) {
+        match synthesize(topo, &c, &SynthOptions::seeded(seed)) {
             Ok(s) => out.push(s),
             Err(Error::Synthesis(m)) if m.contains("not synthesized yet") => {}
             Err(e) => panic!("{} {kind}: {e}", topo.name()),
@@ -147,7 +147,7 @@ fn a_delayed_schedule_simulates_ahead_of_its_clock() {
     // clock ends later than the simulation, which starts each as soon as it can.
     let topo = topology("mesh:4x4");
     let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
-    let schedule = synthesize(&topo, &c, &SynthOptions { seed: 3 }).unwrap();
+    let schedule = synthesize(&topo, &c, &SynthOptions::seeded(3)).unwrap();
     let late = delayed(&schedule, 3, schedule.collective_time_ps());
     let simulated = replayed(&topo, &late, late.transfers.len()).time_ps;
     assert!(simulated < late.collective_time_ps());
@@ -174,7 +174,7 @@ fn two_transfers_planned_at_once_through_a_switch_are_left_to_the_engine() {
     // whichever is ready first; the replay, which keeps the stream's order, declines.
     let topo = topology("switch:3");
     let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 3 << 20).unwrap();
-    let mut schedule = synthesize(&topo, &c, &SynthOptions { seed: 0 }).unwrap();
+    let mut schedule = synthesize(&topo, &c, &SynthOptions::seeded(0)).unwrap();
     let into_2: Vec<usize> = (0..schedule.transfers.len())
         .filter(|&i| schedule.transfers[i].dst == 2)
         .collect();

@@ -292,7 +292,7 @@ fn the_stream_checker_agrees_with_check_on_a_switched_fabric() {
 /// it), with the network recorded.
 fn synth_combining(t: &Topology, kind: CollectiveKind, k: usize) -> Schedule {
     let request = Request::new(kind, 1 << 26);
-    let checked = tacos::pipeline::synthesize(t, &request, k, 0).unwrap();
+    let checked = tacos::pipeline::synthesize(t, &request, k, &SynthOptions::seeded(0)).unwrap();
     if let Some(times) = checked.all_reduce() {
         println!(
             "{} All-Reduce K={k}: {} composition kept",

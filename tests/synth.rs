@@ -16,7 +16,7 @@ fn topo(spec: &str) -> Topology {
 fn run(t: &Topology, kind: CollectiveKind, k: usize, size: u64, seed: u64) -> (u64, usize) {
     let root = kind.has_root().then_some(0);
     let c = Collective::over_all(t, kind, root, k, size).unwrap();
-    let s = synthesize(t, &c, &SynthOptions { seed }).unwrap();
+    let s = synthesize(t, &c, &SynthOptions::seeded(seed)).unwrap();
     let report = check(&s, t).unwrap_or_else(|e| panic!("{} seed {seed}: {e}", t.name()));
     assert_eq!(report.collective_time_ps, s.collective_time_ps());
     (report.collective_time_ps, report.transfers)
@@ -194,10 +194,10 @@ fn all_gather_reaches_the_ingress_bound() {
 fn same_seed_gives_the_same_bytes() {
     let t = topo("torus:4x4");
     let c = Collective::over_all(&t, CollectiveKind::AllGather, None, 2, 1 << 20).unwrap();
-    let a = synthesize(&t, &c, &SynthOptions { seed: 11 })
+    let a = synthesize(&t, &c, &SynthOptions::seeded(11))
         .unwrap()
         .to_json();
-    let b = synthesize(&t, &c, &SynthOptions { seed: 11 })
+    let b = synthesize(&t, &c, &SynthOptions::seeded(11))
         .unwrap()
         .to_json();
     assert_eq!(a, b);
@@ -217,7 +217,7 @@ fn the_schedule_is_the_same_on_one_thread_or_several() {
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| synthesize(&t, &c, &SynthOptions { seed: 5 }).unwrap())
+            .install(|| synthesize(&t, &c, &SynthOptions::seeded(5)).unwrap())
     };
     let one = on(1);
     check(&one, &t).unwrap();

@@ -61,7 +61,7 @@ fn streamed_transfers_are_the_held_schedules_in_start_order() {
         let topo = topo(spec);
         let collective = over_all(&topo, kind, k);
         for seed in [0, 5] {
-            let options = SynthOptions { seed };
+            let options = SynthOptions::seeded(seed);
             let held = synthesize(&topo, &collective, &options).unwrap();
             let mut streamed = Vec::new();
             let made = synthesize_streamed(&topo, &collective, &options, &mut |t| {
@@ -147,7 +147,15 @@ fn a_stream_file_is_the_same_checked_with_one_thread_or_two() {
             .build()
             .unwrap();
         let made = pool
-            .install(|| synthesize_to_stream(&mesh, &collective, 4, &path, &mut |_| {}))
+            .install(|| {
+                synthesize_to_stream(
+                    &mesh,
+                    &collective,
+                    &SynthOptions::seeded(4),
+                    &path,
+                    &mut |_| {},
+                )
+            })
             .unwrap();
         assert!(made.checked >= made.synthesized);
         (made.streamed, made.report, std::fs::read(&path).unwrap())
@@ -160,7 +168,7 @@ fn a_stream_file_is_the_same_checked_with_one_thread_or_two() {
     // 64 NPUs each lack 63 x 2 chunks.
     assert_eq!(one.transfers, 64 * 63 * 2);
     assert_eq!(report_one.transfers as u64, one.transfers);
-    let held = synthesize(&mesh, &collective, &SynthOptions { seed: 4 }).unwrap();
+    let held = synthesize(&mesh, &collective, &SynthOptions::seeded(4)).unwrap();
     let read = Schedule::read(&dir.join("t1.tts")).unwrap();
     assert_eq!(sorted(read.transfers), sorted(held.transfers));
     // Nothing but the two files: no temporary file left behind.
@@ -175,7 +183,14 @@ fn an_unwritable_stream_path_is_named() {
     let mesh = topo("mesh:4x4");
     let collective = over_all(&mesh, CollectiveKind::AllGather, 1);
     let path = std::path::Path::new("/nonexistent-dir/x.tts");
-    let e = synthesize_to_stream(&mesh, &collective, 0, path, &mut |_| {}).unwrap_err();
+    let e = synthesize_to_stream(
+        &mesh,
+        &collective,
+        &SynthOptions::seeded(0),
+        path,
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("/nonexistent-dir/x.tts"), "{e}");
 }
 
@@ -237,11 +252,17 @@ fn streamed_reductions_are_the_dual_matching_reversed() {
             assert_eq!(spooled_matchings(&topo, &collective), matchings, "{spec}");
         }
         let seed = 3;
-        let options = SynthOptions { seed };
+        let options = SynthOptions::seeded(seed);
         let what = format!("{kind} on {spec}");
         let path = dir.join("sums.tts");
-        let made = synthesize_to_stream(&topo, &collective, seed, &path, &mut |_| {})
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let made = synthesize_to_stream(
+            &topo,
+            &collective,
+            &SynthOptions::seeded(seed),
+            &path,
+            &mut |_| {},
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
         let read = Schedule::read(&path).unwrap();
         let report = check(&read, &topo).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(report, made.report, "{what}");
@@ -380,8 +401,14 @@ fn streamed_all_reduces_on_random_switched_fabrics_pass_the_checker() {
         else {
             continue;
         };
-        let made = synthesize_to_stream(&topo, &collective, case, &path, &mut |_| {})
-            .unwrap_or_else(|e| panic!("random-{case}: {e}"));
+        let made = synthesize_to_stream(
+            &topo,
+            &collective,
+            &SynthOptions::seeded(case),
+            &path,
+            &mut |_| {},
+        )
+        .unwrap_or_else(|e| panic!("random-{case}: {e}"));
         let read = Schedule::read(&path).unwrap();
         let report = check(&read, &topo).unwrap_or_else(|e| panic!("random-{case}: {e}"));
         assert_eq!(report, made.report, "random-{case}");

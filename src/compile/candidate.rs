@@ -7,6 +7,7 @@ use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::error::Result;
 use crate::msccl::{LowerOptions, Program, Proto, Target};
 use crate::pipeline::{self, Checked, Lowered, Request};
+use crate::synth::SynthOptions;
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -104,7 +105,7 @@ impl Candidate {
                 seed,
             } => {
                 let request = Request::new(kind, size_bytes);
-                pipeline::synthesize(topo, &request, chunks_per_npu, seed)
+                pipeline::synthesize(topo, &request, chunks_per_npu, &SynthOptions::seeded(seed))
             }
             Candidate::Baseline { name } => {
                 let spec = CollectiveSpec {

@@ -212,6 +212,7 @@ fn synthesize_xml(
         max_memory: MemoryLimit::from_env()
             .map_err(|e| e.to_string())?
             .unwrap_or_default(),
+        replicate: false,
     };
     let found = pipeline::program(&topo, &request, &options).map_err(|e| e.to_string())?;
     Ok(found.kept.xml())

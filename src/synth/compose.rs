@@ -22,6 +22,7 @@
 use super::fabric::Fabric;
 use super::greedy::{match_chunks, ChunkTask, Problem};
 use super::order::order_by_start;
+use super::replicate::Replicated;
 use super::retime::{compact, ready_first};
 use super::SynthOptions;
 use crate::budget::{self, MemoryLimit};
@@ -49,7 +50,8 @@ pub struct AllReduceTimes {
 pub struct Synthesis {
     /// One schedule per collective, in the order given; together they are contention-free.
     pub schedules: Vec<Schedule>,
-    /// Present when some collective is an All-Reduce.
+    /// Present when some collective is an All-Reduce composed both ways (a replicated
+    /// synthesis composes it phased only).
     pub all_reduce: Option<AllReduceTimes>,
 }
 
@@ -67,6 +69,9 @@ pub fn synthesize_concurrent(
     MemoryLimit::default().admit(budget::synthesis(topo, &specs), || {
         format!("synthesizing {} on {}", describe(&specs), topo.name())
     })?;
+    if options.replicate {
+        return replicated(topo, collectives, options.seed);
+    }
     let seed = options.seed;
     let fabric = Fabric::new(topo)?;
     let reversed = topo.reversed();
@@ -176,6 +181,30 @@ pub fn synthesize_concurrent(
     Ok(Synthesis {
         schedules,
         all_reduce,
+    })
+}
+
+/// One collective synthesized replicated (`replicate`), held.
+fn replicated(topo: &Topology, collectives: &[Collective], seed: u64) -> Result<Synthesis> {
+    let [collective] = collectives else {
+        return Err(Error::Synthesis(
+            "a replicated synthesis makes one collective at a time".into(),
+        ));
+    };
+    let replicated = Replicated::new(topo, collective, seed)?;
+    let mut transfers = Vec::with_capacity(replicated.transfers() as usize);
+    replicated.emit(&mut |t| {
+        transfers.push(t);
+        Ok(())
+    })?;
+    Ok(Synthesis {
+        schedules: vec![Schedule::new(
+            topo.name(),
+            collective.spec().clone(),
+            collective.chunk_bytes(),
+            transfers,
+        )],
+        all_reduce: None,
     })
 }
 

@@ -10,7 +10,8 @@
 //! Copying collectives are matched directly (`greedy`, with `relay` for chunks that must
 //! cross NPUs that do not need them). Combining ones are the time reversal of their copying
 //! dual on the reversed topology, and All-Reduce is Reduce-Scatter then All-Gather
-//! (`compose`). The number of chunks per NPU is chosen by `crate::pipeline`, by the
+//! (`compose`). Where the topology is identical nodes, one node can be matched and its
+//! transfers shifted onto every other (`replicate`). The number of chunks per NPU is chosen by `crate::pipeline`, by the
 //! simulated time of what is emitted.
 
 mod bits;
@@ -24,6 +25,7 @@ mod order;
 mod outbox;
 mod ports;
 mod relay;
+mod replicate;
 mod retime;
 mod stars;
 mod streamed;
@@ -33,6 +35,7 @@ use crate::prefetch;
 pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
 pub(crate) use fabric::{port_shape, PortShape};
 pub use outbox::Sink;
+pub use replicate::{NodeShift, Replicated};
 pub use streamed::{
     admit_streamed, prepare_streamed, spooled_matchings, synthesize_streamed, Prepared, Streamed,
 };
@@ -47,6 +50,20 @@ use crate::topology::Topology;
 pub struct SynthOptions {
     /// Seeds every random choice: the same inputs and seed give the same schedule.
     pub seed: u64,
+    /// Match one node and replicate it over the topology's identical nodes
+    /// ([`Replicated`]): All-Gather, Reduce-Scatter and All-Reduce over every NPU, on
+    /// topologies a shift by whole nodes maps onto themselves.
+    pub replicate: bool,
+}
+
+impl SynthOptions {
+    /// The default synthesis (every NPU matched) with `seed`.
+    pub fn seeded(seed: u64) -> SynthOptions {
+        SynthOptions {
+            seed,
+            replicate: false,
+        }
+    }
 }
 
 /// Synthesizes a contention-free schedule for `collective` on `topo`.

@@ -22,6 +22,7 @@ use super::compose::{describe, duals, reduction_of, with_kind, Joint};
 use super::fabric::Fabric;
 use super::greedy::match_chunks_into;
 use super::outbox::Sink;
+use super::replicate::Replicated;
 use super::SynthOptions;
 use crate::budget::{self, MemoryLimit};
 use crate::collective::{Collective, CollectiveKind};
@@ -66,8 +67,20 @@ pub fn synthesize_streamed(
             collective.kind()
         )));
     }
+    if options.replicate {
+        return emit_replicated(&Replicated::new(topo, collective, options.seed)?, sink);
+    }
     admit_streamed(topo, collective)?;
     match_copies(topo, collective, options.seed, sink)
+}
+
+/// Every transfer of a replicated synthesis to `sink`, in start order.
+fn emit_replicated(replicated: &Replicated, sink: &mut Sink<'_>) -> Result<Streamed> {
+    replicated.emit(sink)?;
+    Ok(Streamed {
+        transfers: replicated.transfers(),
+        collective_time_ps: replicated.end_ps,
+    })
 }
 
 /// A streamed synthesis ready to hand out its transfers ([`Prepared::emit`]): for a
@@ -78,6 +91,8 @@ pub struct Prepared<'a> {
     collective: &'a Collective,
     seed: u64,
     spools: Option<Spools>,
+    /// A replicated synthesis: one node's transfers, held (they are few).
+    replicated: Option<Replicated>,
 }
 
 /// A combining collective's matchings on disk.
@@ -115,7 +130,12 @@ pub fn prepare_streamed<'a>(
         collective,
         seed: options.seed,
         spools: None,
+        replicated: None,
     };
+    if options.replicate {
+        prepared.replicated = Some(Replicated::new(topo, collective, options.seed)?);
+        return Ok(prepared);
+    }
     admit_streamed(topo, collective)?;
     if !collective.combining() {
         return Ok(prepared);
@@ -184,6 +204,9 @@ impl Prepared<'_> {
     /// read back last first, reversed in time and direction), then an All-Reduce's copies
     /// from when the last reduction ends; or a copying collective's matching as it runs.
     pub fn emit(self, sink: &mut Sink<'_>) -> Result<Streamed> {
+        if let Some(replicated) = &self.replicated {
+            return emit_replicated(replicated, sink);
+        }
         let Some(Spools {
             mut dual,
             all_gather,

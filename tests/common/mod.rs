@@ -167,7 +167,7 @@ pub fn synth_checked(
 ) -> (Schedule, u64) {
     let root = kind.has_root().then_some(0);
     let c = Collective::over_all(t, kind, root, k, size).unwrap();
-    let s = synthesize(t, &c, &SynthOptions { seed }).unwrap();
+    let s = synthesize(t, &c, &SynthOptions::seeded(seed)).unwrap();
     let report = check(&s, t).unwrap_or_else(|e| panic!("{} {kind:?} K={k}: {e}", t.name()));
     assert_eq!(report.collective_time_ps, s.collective_time_ps());
     let simulated = simulate_schedule(t, &s).unwrap().time_ps;

@@ -78,6 +78,9 @@ pub struct BenchArgs {
     /// a process of its own)
     #[arg(long, hide = true, value_name = "SPEC")]
     pub case: Option<String>,
+    /// scale, with --case: synthesize replicated (`synth --replicate`)
+    #[arg(long, hide = true)]
+    pub replicate: bool,
 }
 
 /// (topology spec, chunks per NPU, synthesis time of the public C++ TACOS on this machine
@@ -150,7 +153,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let root = kind.has_root().then_some(0);
         let collective = Collective::over_all(&topo, kind, root, k, SIZE)?;
         let reference_ms = reference_ms.filter(|_| kind == CollectiveKind::AllGather);
-        let options = SynthOptions { seed: args.seed };
+        let options = SynthOptions::seeded(args.seed);
         let (best, schedule) = best_of(Duration::from_millis(300), || {
             Ok(synthesize(&topo, &collective, &options)?)
         })?;

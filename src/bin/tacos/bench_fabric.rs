@@ -66,7 +66,7 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
             for &k in ks {
                 let collective = Collective::over_all(&topo, kind, root, k, SIZE)?;
                 let started = Instant::now();
-                let schedule = synthesize(&topo, &collective, &SynthOptions { seed: args.seed })?;
+                let schedule = synthesize(&topo, &collective, &SynthOptions::seeded(args.seed))?;
                 let ms = started.elapsed().as_secs_f64() * 1e3;
                 let time = schedule.collective_time_ps();
                 if best.as_ref().map_or(true, |b| time < b.0) {

@@ -60,7 +60,7 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
         bar.step(spec);
         let topo = parse_spec(spec, &SpecDefaults::default())?;
         let collective = Collective::over_all(&topo, kind, None, k, SIZE)?;
-        let schedule = synthesize(&topo, &collective, &SynthOptions { seed: args.seed })?;
+        let schedule = synthesize(&topo, &collective, &SynthOptions::seeded(args.seed))?;
         let options = LowerOptions::default();
         let (lower_t, program) = best_of(BUDGET, || Ok(lower(&schedule, &topo, &options)?))?;
         let (write_t, text) = best_of(BUDGET, || Ok(write_program(&program)))?;

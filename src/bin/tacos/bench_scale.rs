@@ -25,18 +25,19 @@ use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::units::ps_to_us;
 
-/// (topology spec, collective unless `--collective` says, whether `--quick` keeps it).
-const CASES: &[(&str, CollectiveKind, bool)] = &[
-    ("mesh:32x32", CollectiveKind::AllGather, true),
-    ("mesh:64x64", CollectiveKind::AllGather, true),
-    ("mesh:100x100", CollectiveKind::AllGather, false),
-    ("mesh:200x200", CollectiveKind::AllGather, false),
-    ("mesh:200x200", CollectiveKind::AllReduce, false),
-    (
-        "preset:dgx-h100,nodes=2048,spine=64,oversub=2",
-        CollectiveKind::AllReduce,
-        false,
-    ),
+/// The 16,384-GPU rail-optimized cluster.
+const CLUSTER: &str = "preset:dgx-h100,nodes=2048,spine=64,oversub=2";
+
+/// (topology spec, collective unless `--collective` says, whether `--quick` keeps it,
+/// whether it is synthesized replicated: one node matched, `synth::Replicated`).
+const CASES: &[(&str, CollectiveKind, bool, bool)] = &[
+    ("mesh:32x32", CollectiveKind::AllGather, true, false),
+    ("mesh:64x64", CollectiveKind::AllGather, true, false),
+    ("mesh:100x100", CollectiveKind::AllGather, false, false),
+    ("mesh:200x200", CollectiveKind::AllGather, false, false),
+    ("mesh:200x200", CollectiveKind::AllReduce, false, false),
+    (CLUSTER, CollectiveKind::AllReduce, false, false),
+    (CLUSTER, CollectiveKind::AllReduce, false, true),
 ];
 
 const SIZE: u64 = 1 << 30;
@@ -64,18 +65,19 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
         ));
     }
     let mut rows = Vec::new();
-    let mut cases: Vec<(&str, CollectiveKind)> = Vec::new();
-    for &(spec, kind, small) in CASES {
-        let case = (spec, args.collective.unwrap_or(kind));
+    let mut cases: Vec<(&str, CollectiveKind, bool)> = Vec::new();
+    for &(spec, kind, small, replicate) in CASES {
+        let case = (spec, args.collective.unwrap_or(kind), replicate);
         let filtered = args.filter.as_deref().is_some_and(|f| !spec.contains(f));
         // `--collective` may make two cases one.
         if !filtered && (small || !args.quick) && !cases.contains(&case) {
             cases.push(case);
         }
     }
-    for (spec, kind) in cases {
-        bar.step(&format!("{spec} {kind}"));
-        let row = in_child(spec, kind, args)?;
+    for (spec, kind, replicate) in cases {
+        let how = if replicate { " replicated" } else { "" };
+        bar.step(&format!("{spec} {kind}{how}"));
+        let row = in_child(spec, kind, replicate, args)?;
         if !args.json {
             bar.println(text_row(spec, &row));
         }
@@ -117,12 +119,18 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
 }
 
 /// Runs one case in a child process of this binary and reads back its row.
-fn in_child(spec: &str, kind: CollectiveKind, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
+fn in_child(
+    spec: &str,
+    kind: CollectiveKind,
+    replicate: bool,
+    args: &BenchArgs,
+) -> anyhow::Result<ScaleBenchRow> {
     let exe = std::env::current_exe().context("cannot find this binary to run a case")?;
     let output = Command::new(exe)
         .args(["bench", "scale", "--quiet", "--case", spec])
         .args(["--collective", kind.name()])
         .args(["--seed", &args.seed.to_string()])
+        .args(replicate.then_some("--replicate"))
         .args(["--max-memory", &MemoryLimit::default().bytes().to_string()])
         .output()
         .context("cannot start a process for the case")?;
@@ -137,13 +145,18 @@ fn in_child(spec: &str, kind: CollectiveKind, args: &BenchArgs) -> anyhow::Resul
                 .rev()
                 .find(|l| !l.trim().is_empty())
                 .map_or_else(|| output.status.to_string(), |l| l.trim().to_string());
-            skipped(spec, kind, why)
+            skipped(spec, kind, replicate, why)
         }
     }
 }
 
 /// A row for a case that could not be measured.
-fn skipped(spec: &str, kind: CollectiveKind, why: String) -> anyhow::Result<ScaleBenchRow> {
+fn skipped(
+    spec: &str,
+    kind: CollectiveKind,
+    replicated: bool,
+    why: String,
+) -> anyhow::Result<ScaleBenchRow> {
     let topo = parse_spec(spec, &SpecDefaults::default())?;
     let npus = topo.alive_npus();
     Ok(ScaleBenchRow {
@@ -155,6 +168,7 @@ fn skipped(spec: &str, kind: CollectiveKind, why: String) -> anyhow::Result<Scal
             chunks_per_npu: 1,
             size_bytes: SIZE,
         }),
+        replicated,
         skipped: Some(tacos::error::echo(&why)),
         synth_ms: None,
         check_ms: None,
@@ -179,13 +193,17 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
     let root = kind.has_root().then_some(0);
     let collective = match Collective::over_all(&topo, kind, root, 1, SIZE) {
         Ok(c) => c,
-        Err(e) => return skipped(spec, kind, e.to_string()),
+        Err(e) => return skipped(spec, kind, args.replicate, e.to_string()),
+    };
+    let options = SynthOptions {
+        seed: args.seed,
+        replicate: args.replicate,
     };
     let held = budget::synthesis_checked(&topo, collective.spec(), false);
     let streamed = held > MemoryLimit::default().bytes();
     let measured = match streamed {
-        true => measure_streamed(&topo, &collective, args.seed),
-        false => measure_held(&topo, &collective, args.seed),
+        true => measure_streamed(&topo, &collective, &options),
+        false => measure_held(&topo, &collective, &options),
     };
     let Measured {
         synth_ms,
@@ -195,7 +213,7 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
         stream_bytes,
     } = match measured {
         Ok(m) => m,
-        Err(e) => return skipped(spec, kind, e.to_string()),
+        Err(e) => return skipped(spec, kind, args.replicate, e.to_string()),
     };
     let time_ps = report.collective_time_ps;
     let (bound, bound_ps) = [
@@ -209,6 +227,7 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
     Ok(ScaleBenchRow {
         topology: TopologyInfo::new(&topo),
         collective: CollectiveInfo::new(collective.spec()),
+        replicated: args.replicate,
         skipped: None,
         synth_ms: Some(synth_ms),
         check_ms: Some(check_ms),
@@ -238,10 +257,10 @@ struct Measured {
 fn measure_held(
     topo: &Topology,
     collective: &Collective,
-    seed: u64,
+    options: &SynthOptions,
 ) -> tacos::error::Result<Measured> {
     let started = Instant::now();
-    let schedule = synthesize(topo, collective, &SynthOptions { seed })?;
+    let schedule = synthesize(topo, collective, options)?;
     let synth_ms = started.elapsed().as_secs_f64() * 1e3;
     let synth_peak_mib = peak_mib();
     let started = Instant::now();
@@ -261,10 +280,10 @@ fn measure_held(
 fn measure_streamed(
     topo: &Topology,
     collective: &Collective,
-    seed: u64,
+    options: &SynthOptions,
 ) -> tacos::error::Result<Measured> {
     let path = std::env::temp_dir().join(format!("tacos-scale-{}.tts", std::process::id()));
-    let made = synthesize_to_stream(topo, collective, seed, &path, &mut |_| {});
+    let made = synthesize_to_stream(topo, collective, options, &path, &mut |_| {});
     let stream_bytes = std::fs::metadata(&path).ok().map(|m| m.len());
     let _ = std::fs::remove_file(&path);
     let made = made?;
@@ -287,9 +306,13 @@ fn peak_mib() -> Option<f64> {
 }
 
 fn text_row(spec: &str, row: &ScaleBenchRow) -> String {
+    let name = match row.replicated {
+        true => format!("{spec} (replicated)"),
+        false => spec.to_string(),
+    };
     let head = format!(
         "{:<46} {:>6} {:<13}",
-        spec, row.collective.npus, row.collective.kind
+        name, row.collective.npus, row.collective.kind
     );
     if let Some(why) = &row.skipped {
         return format!("{head} skipped: {why}");

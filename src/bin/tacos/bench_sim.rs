@@ -61,7 +61,7 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
         let topo = parse_spec(spec, &SpecDefaults::default())?;
         let collective = Collective::over_all(&topo, kind, None, 1, SIZE)?;
         let schedule: Schedule = match baseline {
-            None => synthesize(&topo, &collective, &SynthOptions { seed: args.seed })?,
+            None => synthesize(&topo, &collective, &SynthOptions::seeded(args.seed))?,
             Some(b) => b.schedule(&topo, collective.spec())?,
         };
         let (best, result) = best_of(Duration::from_millis(500), || {

@@ -244,7 +244,7 @@ pub(super) fn synthesized(
     seed: u64,
     sharing: Sharing,
 ) -> anyhow::Result<Result<Measured, String>> {
-    let schedule = match synthesize(topo, collective, &SynthOptions { seed }) {
+    let schedule = match synthesize(topo, collective, &SynthOptions::seeded(seed)) {
         Ok(s) => s,
         Err(Error::Synthesis(why)) if why.contains("not synthesized yet") => return Ok(Err(why)),
         Err(e @ Error::Limit { .. }) => return Ok(Err(e.to_string())),

@@ -11,6 +11,7 @@ use tacos::report::{
     CollectiveInfo, ConcurrentSynthReport, GroupReport, TopologyInfo, SCHEMA_VERSION,
 };
 use tacos::schedule::CheckReport;
+use tacos::synth::SynthOptions;
 use tacos::topology::{format_npus, Topology};
 use tacos::units::{format_size, ps_to_us};
 
@@ -60,9 +61,11 @@ pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
     let alone = requests
         .iter()
         .map(|r| {
-            Ok(pipeline::synthesize(topo, r, k, args.seed)?
-                .report()
-                .collective_time_ps)
+            Ok(
+                pipeline::synthesize(topo, r, k, &SynthOptions::seeded(args.seed))?
+                    .report()
+                    .collective_time_ps,
+            )
         })
         .collect::<tacos::Result<Vec<_>>>()?;
     let together = reports

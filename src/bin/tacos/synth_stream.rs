@@ -2,12 +2,15 @@
 //! stream file as it is made and checked by reading the file back.
 
 use super::progress::ProgressHandle;
-use super::synth::{print_bandwidth_and_bound, topology_line, SynthArgs};
+use super::synth::{
+    print_bandwidth_and_bound, replicated_note, replication, topology_line, SynthArgs,
+};
 use std::path::Path;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{SynthReport, SynthRun};
+use tacos::synth::SynthOptions;
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
 
@@ -41,7 +44,16 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
     } else {
         1
     };
-    let spooled = tacos::synth::spooled_matchings(topo, &collective);
+    let options = SynthOptions {
+        seed: args.seed,
+        replicate: args.replicate,
+    };
+    // A replicated synthesis matches one node, so it spools nothing and is not refused
+    // for the whole matching's memory.
+    let spooled = match args.replicate {
+        true => 0,
+        false => tacos::synth::spooled_matchings(topo, &collective),
+    };
     let expected = per_half * (halves + spooled);
     let label = if spooled > 0 {
         "synthesizing (transfers matched, then written)"
@@ -50,10 +62,12 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
     };
     let bar = ProgressHandle::bar(label, expected, hidden);
     // Refused before the bounds start, which would otherwise be waited for.
-    tacos::synth::admit_streamed(topo, &collective)?;
+    if !args.replicate {
+        tacos::synth::admit_streamed(topo, &collective)?;
+    }
     // The bounds need nothing from the synthesis, so they are computed beside it.
     let (made, bounds) = rayon::join(
-        || pipeline::synthesize_to_stream(topo, &collective, args.seed, path, &mut |n| bar.set(n)),
+        || pipeline::synthesize_to_stream(topo, &collective, &options, path, &mut |n| bar.set(n)),
         || Bounds::chunked(topo, &collective),
     );
     drop(bar);
@@ -75,6 +89,7 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
             xml_file: None,
             program_time_ps: None,
             allreduce: None,
+            replicated: replication(args, topo),
             chunk_trials: None,
         };
         let value = SynthReport::new(topo, &collective, &bounds, run);
@@ -92,8 +107,9 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
     println!("collective time      {:.3} us", ps_to_us(time_ps));
     print_bandwidth_and_bound(args.size, time_ps, &bounds);
     println!(
-        "synthesis time       {synth_ms:.2} ms (seed {}, streamed)",
-        args.seed
+        "synthesis time       {synth_ms:.2} ms (seed {}, streamed{})",
+        args.seed,
+        replicated_note(args, topo)
     );
     println!(
         "check time           {check_ms:.2} ms after the synthesis (the file read as it was written)"
