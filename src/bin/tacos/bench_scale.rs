@@ -50,7 +50,7 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
     }
     if !args.json {
         bar.println(format!(
-            "{:<46} {:>6} {:<13} {:>11} {:>10} {:>11} {:>9} {:>10} {:>11} {:>11} {:>6}",
+            "{:<59} {:>6} {:<13} {:>11} {:>10} {:>11} {:>9} {:>10} {:>11} {:>11} {:>6}",
             "topology",
             "NPUs",
             "collective",
@@ -311,7 +311,7 @@ fn text_row(spec: &str, row: &ScaleBenchRow) -> String {
         false => spec.to_string(),
     };
     let head = format!(
-        "{:<46} {:>6} {:<13}",
+        "{:<59} {:>6} {:<13}",
         name, row.collective.npus, row.collective.kind
     );
     if let Some(why) = &row.skipped {
