@@ -589,8 +589,6 @@ pub struct Replicated {
     chunks: Chunks,
     /// Node 0's transfers in start order: the reductions, then the copies.
     transfers: Vec<Transfer>,
-    /// When the last reduction ends (0 without reductions).
-    pub reduced_by: Picos,
     /// When the last transfer ends.
     pub end_ps: Picos,
 }
@@ -651,7 +649,6 @@ impl Replicated {
                 row_words: shift.nodes.div_ceil(64),
             },
             transfers,
-            reduced_by,
             end_ps,
         })
     }
