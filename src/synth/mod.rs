@@ -11,8 +11,8 @@
 //! cross NPUs that do not need them). Combining ones are the time reversal of their copying
 //! dual on the reversed topology, and All-Reduce is Reduce-Scatter then All-Gather
 //! (`compose`). Where the topology is identical nodes, one node can be matched and its
-//! transfers shifted onto every other (`replicate`). The number of chunks per NPU is chosen by `crate::pipeline`, by the
-//! simulated time of what is emitted.
+//! transfers shifted onto every other (`replicate`). The number of chunks per NPU is
+//! chosen by `crate::pipeline`, by the simulated time of what is emitted.
 
 mod bits;
 mod calendar;
