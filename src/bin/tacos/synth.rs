@@ -63,8 +63,10 @@ pub struct SynthArgs {
     /// Match one node and shift its transfers onto every other identical node: for
     /// All-Gather, Reduce-Scatter and All-Reduce over every NPU of a topology that a shift
     /// by whole nodes maps onto itself (rail-optimized clusters of identical nodes, rings,
-    /// tori). Work and memory of one node, not of every NPU: a 16,384-GPU cluster in under
-    /// a second where matching every GPU takes minutes. The schedule is checked as any other
+    /// tori). Work and memory of one node, not of every NPU: a 16,384-GPU cluster is
+    /// matched in under a second where matching every GPU takes minutes (writing and checking
+    /// its hundreds of millions of transfers take minutes). The schedule is checked as any
+    /// other
     #[arg(long, conflicts_with = "npus")]
     pub replicate: bool,
     /// Print one JSON object instead of text
