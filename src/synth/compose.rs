@@ -95,9 +95,10 @@ pub fn synthesize_concurrent(
         } else {
             let mut problem = copying.problem(release, Vec::new());
             // Reductions that all end before the first copy is released are in no copy's
-            // way; reserving them anyway would match the copies another way (a matching
-            // with reservations draws from one stream for all NPUs), so a phased
-            // All-Gather half would not be the All-Gather synthesized alone.
+            // way; reserving them anyway would match the copies another way (on a topology
+            // whose NPUs are matched apart, each from its own random stream, reservations
+            // make them share one), so a phased All-Gather half would not be the
+            // All-Gather synthesized alone.
             let first_release = problem.chunks.iter().map(|c| c.release).min();
             if first_release.is_some_and(|r| r < end_of(&reductions, &[])) {
                 problem.reserved = reservations(&fabric, &reductions);

@@ -153,6 +153,15 @@ struct Chunks {
 }
 
 impl Chunks {
+    /// The chunks of `npus_per_node` NPUs x `chunks_per_npu` a node, over `nodes` nodes.
+    fn new(npus_per_node: usize, chunks_per_npu: usize, nodes: usize) -> Chunks {
+        Chunks {
+            per_node: npus_per_node * chunks_per_npu,
+            nodes,
+            row_words: nodes.div_ceil(64),
+        }
+    }
+
     fn shifted(&self, x: usize, nodes: usize) -> usize {
         (x + nodes * self.per_node) % (self.per_node * self.nodes)
     }
@@ -288,11 +297,7 @@ impl NodeMatcher {
             return Err(unusable());
         }
         let p = shift.period;
-        let chunks = Chunks {
-            per_node: p * chunks_per_npu,
-            nodes: shift.nodes,
-            row_words: shift.nodes.div_ceil(64),
-        };
+        let chunks = Chunks::new(p, chunks_per_npu, shift.nodes);
         let total = chunks.per_node * chunks.nodes;
         if total > u32::MAX as usize {
             return Err(Error::Synthesis(format!(
@@ -643,11 +648,7 @@ impl Replicated {
         let end_ps = transfers.iter().map(|t| t.end_ps).max().unwrap_or(0);
         Ok(Replicated {
             shift,
-            chunks: Chunks {
-                per_node: shift.period * k,
-                nodes: shift.nodes,
-                row_words: shift.nodes.div_ceil(64),
-            },
+            chunks: Chunks::new(shift.period, k, shift.nodes),
             transfers,
             end_ps,
         })
@@ -684,11 +685,7 @@ mod tests {
     fn a_pick_finds_a_node_with_the_bit_asked_for_and_none_only_where_there_is_none() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         for nodes in [1, 2, 63, 64, 65, 130, 200] {
-            let chunks = Chunks {
-                per_node: 3,
-                nodes,
-                row_words: nodes.div_ceil(64),
-            };
+            let chunks = Chunks::new(3, 1, nodes);
             for density in [0.0, 0.02, 0.5, 0.98, 1.0] {
                 let mut bits = Bits(vec![0; 3 * chunks.row_words]);
                 for x in 0..3 * nodes {
