@@ -41,6 +41,10 @@ pub enum BenchSubject {
     /// The seed study: 100 seeds each on the C++ TACOS's small meshes and tori, and what the
     /// default search keeps, against the C++'s collective time
     Seeds,
+    /// The quality suite: rings, meshes, tori, hypercubes, dragonflies, heterogeneous and
+    /// switched networks and every preset, four collectives at three sizes, each against
+    /// the best lower bound and the best baseline (--quick: 1 GiB only)
+    Quality,
 }
 
 #[derive(Debug, Args)]
@@ -131,6 +135,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchSubject::Cost => return super::bench_cost::run(&args, &bar),
         BenchSubject::Scale => return super::bench_scale::run(&args, &bar),
         BenchSubject::Seeds => return super::bench_seeds::run(&args, &bar),
+        BenchSubject::Quality => return super::bench_quality::run(&args, &bar),
         _ => {}
     }
     let mut rows = Vec::new();
