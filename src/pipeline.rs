@@ -51,6 +51,9 @@ pub enum Chunks {
     /// Each of [`AUTO_CHUNKS`], the fastest kept.
     #[default]
     Auto,
+    /// Each of [`AUTO_CHUNKS`] up to this K (1 at least), the fastest kept: the search
+    /// [`default_chunks`] sizes to the problem.
+    UpTo(usize),
 }
 
 impl Chunks {
@@ -58,9 +61,54 @@ impl Chunks {
         match self {
             Chunks::Fixed(k) => vec![k],
             Chunks::Auto => AUTO_CHUNKS.to_vec(),
+            Chunks::UpTo(most) => AUTO_CHUNKS
+                .into_iter()
+                .filter(|&k| k == 1 || k <= most)
+                .collect(),
+        }
+    }
+
+    /// The one K tried, where only one is.
+    pub fn only(self) -> Option<usize> {
+        match self.candidates().as_slice() {
+            &[k] => Some(k),
+            _ => None,
         }
     }
 }
+
+/// The K search a command makes unless told: the values of [`AUTO_CHUNKS`] up to the
+/// largest whose search, with the seeds [`default_seeds`] gives it, matches at most
+/// [`DEFAULT_SEARCH_WORK`] chunk deliveries (NPUs^2 x K summed over every K and seed,
+/// some 0.3 s of trials), so that small and mid-sized problems get the best K and a large
+/// one is not synthesized fifteen times over: K = 1 alone from 512 NPUs on.
+///
+/// ```
+/// use tacos::collective::CollectiveKind;
+/// use tacos::pipeline::{default_chunks, Chunks, Request};
+/// use tacos::topology::{parse_spec, SpecDefaults};
+///
+/// let request = Request::new(CollectiveKind::AllGather, 1 << 30);
+/// let torus = parse_spec("torus:4x4", &SpecDefaults::default()).unwrap();
+/// assert_eq!(default_chunks(&torus, &request), Chunks::UpTo(8));
+/// let mesh = parse_spec("mesh:32x32", &SpecDefaults::default()).unwrap();
+/// assert_eq!(default_chunks(&mesh, &request), Chunks::UpTo(1));
+/// ```
+pub fn default_chunks(topo: &Topology, request: &Request) -> Chunks {
+    let squared = (participants(topo, request) as u64).pow(2);
+    let mut most = 1;
+    for (i, &k) in AUTO_CHUNKS.iter().enumerate() {
+        let seeds = seeds_for_work(squared.saturating_mul(k as u64)) as u64;
+        let summed: u64 = AUTO_CHUNKS[..=i].iter().map(|&k| k as u64).sum();
+        if seeds.saturating_mul(squared).saturating_mul(summed) <= DEFAULT_SEARCH_WORK {
+            most = k;
+        }
+    }
+    Chunks::UpTo(most)
+}
+
+/// Chunk deliveries (NPUs^2 x K, summed over the trials) a default search may match.
+pub const DEFAULT_SEARCH_WORK: u64 = 1 << 19;
 
 /// What to synthesize: a collective of a size over some NPUs.
 #[derive(Clone, Debug, PartialEq)]
@@ -110,17 +158,27 @@ impl Request {
 /// some 40 ms) 4, up to 2^18 2, beyond that 1; on two cores each adds at most about
 /// 0.1 s.
 pub fn default_seeds(topo: &Topology, request: &Request, chunks: Chunks) -> usize {
-    let npus = request
-        .npus
-        .as_ref()
-        .map_or_else(|| topo.alive_npus().len(), Vec::len) as u64;
+    let npus = participants(topo, request) as u64;
     let k = chunks.candidates().into_iter().max().unwrap_or(1) as u64;
-    match npus.saturating_mul(npus).saturating_mul(k) {
+    seeds_for_work(npus.saturating_mul(npus).saturating_mul(k))
+}
+
+/// [`default_seeds`] for a matching of `work` chunk deliveries (NPUs^2 x K).
+fn seeds_for_work(work: u64) -> usize {
+    match work {
         0..=0x4000 => 8,
         0x4001..=0x1_0000 => 4,
         0x1_0001..=0x4_0000 => 2,
         _ => 1,
     }
+}
+
+/// The NPUs taking part in `request`.
+fn participants(topo: &Topology, request: &Request) -> usize {
+    request
+        .npus
+        .as_ref()
+        .map_or_else(|| topo.alive_npus().len(), Vec::len)
 }
 
 /// How to search and what to emit.
@@ -727,7 +785,7 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
                 limit_advice(topo, request, k, &options.synth(trial.seed), lowering)
                     .map(|advice| format!("-k {k} does not fit: {advice}; "))
             }
-            Chunks::Auto => None,
+            Chunks::Auto | Chunks::UpTo(_) => None,
         };
         let seeds = match trials.as_slice() {
             [_] => format!("seed {}", trial.seed),

@@ -97,7 +97,7 @@ fn synthesized(tag: &str) -> (Value, String, String) {
     let schedule = scratch(&format!("{tag}.json"));
     let xml = scratch(&format!("{tag}.xml"));
     let (s, x) = (schedule.to_str().unwrap(), xml.to_str().unwrap());
-    // One chunk per NPU, as `compare` synthesizes it.
+    // One chunk per NPU and one seed, as `compare -k 1 --seeds 1` below synthesizes it.
     let v = run_json(&[
         "synth", "ring:4", "-s", "1MiB", "-k", "1", "--seeds", "1", "--out", s, "--xml", x,
         "--json",
@@ -126,7 +126,9 @@ fn every_command_reports_the_common_fields_with_their_types() {
     timing(&sim, 1 << 20, bus, f64_at(&sim["bounds"], "best_us"));
     assert!(sim["schedule_time_us"].is_null(), "a baseline has no clock");
 
-    let cmp = run_json(&["compare", "ring:4", "-s", "1MiB", "--json", "--quiet"]);
+    let cmp = run_json(&[
+        "compare", "ring:4", "-s", "1MiB", "-k", "1", "--seeds", "1", "--json", "--quiet",
+    ]);
     header(&cmp, "compare");
     topology_fields(&cmp["topology"]);
     collective_fields(&cmp["collective"]);
@@ -203,7 +205,9 @@ fn one_algorithm_gets_the_same_figures_from_every_command() {
     assert!((f64_at(&sim["bounds"], "chunked_us") - 11.48576).abs() < 1e-9);
     assert_eq!(sim["bounds"]["best"], "chunked");
 
-    let cmp = run_json(&["compare", "ring:4", "-s", "1MiB", "--json", "--quiet"]);
+    let cmp = run_json(&[
+        "compare", "ring:4", "-s", "1MiB", "-k", "1", "--seeds", "1", "--json", "--quiet",
+    ]);
     let tacos = &cmp["algorithms"][0];
     assert_eq!(tacos["name"], "tacos");
     assert_eq!(f64_at(tacos, "time_us"), time_us, "{tacos}");

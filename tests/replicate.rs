@@ -179,6 +179,8 @@ fn the_command_line_reports_the_replication() {
         "-c",
         "allreduce",
         "--replicate",
+        "-k",
+        "1",
         "--json",
     ]);
     assert!(ok, "{err}");

@@ -3,7 +3,7 @@
 
 use super::progress::ProgressHandle;
 use super::simulate::{print_bounds, sharing_note, CollectiveArgs};
-use super::{sharing, TopologyArgs};
+use super::{at_least_one, sharing, TopologyArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -11,13 +11,13 @@ use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveSpec};
 use tacos::fsio::write_atomic;
+use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{
     BoundsReport, CollectiveInfo, CompareReport, CompareRow, CompareTimed, Timing, TopologyInfo,
     SCHEMA_VERSION,
 };
-use tacos::schedule::{check, Schedule};
+use tacos::schedule::Schedule;
 use tacos::sim::{heatmap_svg, simulate_schedule_with, Sharing, SimReport, SimResult};
-use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
 use tacos::Error;
@@ -28,9 +28,13 @@ pub struct CompareArgs {
     pub topology: TopologyArgs,
     #[command(flatten)]
     pub collective: CollectiveArgs,
-    /// Seed for the synthesizer's random choices
+    /// Seed for the synthesizer's random choices (the first of --seeds)
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Seeds tried from --seed on, the fastest kept [default: as `tacos synth`, 8 on small
+    /// problems down to 1 on large ones]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub seeds: Option<usize>,
     /// How messages crossing a link share it: serial (one at a time, in order of arrival)
     /// or fair (all at once, max-min fair shares of bandwidth, as SimGrid's flow model)
     #[arg(long, default_value = "serial", value_parser = sharing)]
@@ -72,13 +76,24 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         check_writable_dir(path, "the heat map")?;
     }
     let (topo, base) = args.topology.with_base()?;
-    let spec = args.collective.spec(&topo);
-    let collective = Collective::new(&topo, spec.clone())?;
+    let search = Search {
+        chunks: args.collective.chunks_per_npu,
+        seed: args.seed,
+        seeds: args.seeds,
+    };
+    let spinner = ProgressHandle::spinner("synthesizing", args.quiet || args.json);
+    let Synthesized {
+        collective,
+        seed,
+        outcome,
+    } = synthesized(&topo, &args.collective.spec(&topo), &search, args.sharing)?;
+    drop(spinner);
+    let spec = collective.spec().clone();
     let baselines = baselines_for(&spec);
-    let bar = ProgressHandle::bar("tacos", 1 + baselines.len() as u64, args.quiet || args.json);
+    let bar = ProgressHandle::bar("baselines", baselines.len() as u64, args.quiet || args.json);
     let mut rows = vec![Row {
         name: "tacos".into(),
-        outcome: synthesized(&topo, &collective, args.seed, args.sharing)?,
+        outcome,
     }];
     rows.extend(measure_baselines(
         &topo,
@@ -136,7 +151,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             command: "compare",
             topology: TopologyInfo::new(&topo),
             collective: CollectiveInfo::new(&spec),
-            seed: args.seed,
+            seed,
             sharing: args.sharing,
             bounds: BoundsReport::new(&bounds),
             algorithms,
@@ -148,7 +163,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     println!(
         "{title}, K = {}, seed {}, sharing {}",
         spec.chunks_per_npu,
-        args.seed,
+        seed,
         sharing_note(args.sharing)
     );
     println!(
@@ -236,31 +251,75 @@ pub(super) fn measure_baselines(
     Ok(rows)
 }
 
-/// The synthesized algorithm, checked and simulated (its run kept); Err(reason) where
-/// the synthesizer does not make this collective yet or it would not fit the memory limit.
+/// How `compare` and `report` search for the synthesized algorithm: as `tacos synth`
+/// does without `--xml`.
+pub(super) struct Search {
+    /// K as given; by default the search `pipeline::default_chunks` sizes.
+    pub chunks: Option<usize>,
+    pub seed: u64,
+    /// Seeds tried from `seed` on; by default `pipeline::default_seeds`.
+    pub seeds: Option<usize>,
+}
+
+/// What `synthesized` found.
+pub(super) struct Synthesized {
+    /// The collective at the K kept.
+    pub collective: Collective,
+    /// The seed kept.
+    pub seed: u64,
+    /// The algorithm checked and simulated (its run kept); Err(reason) where it would not
+    /// fit the memory limit.
+    pub outcome: Result<Measured, String>,
+}
+
+/// The synthesized algorithm for `spec`, its K aside: `search` says which K are tried.
 pub(super) fn synthesized(
     topo: &Topology,
-    collective: &Collective,
-    seed: u64,
+    spec: &CollectiveSpec,
+    search: &Search,
     sharing: Sharing,
-) -> anyhow::Result<Result<Measured, String>> {
-    let schedule = match synthesize(topo, collective, &SynthOptions::seeded(seed)) {
-        Ok(s) => s,
-        Err(Error::Synthesis(why)) if why.contains("not synthesized yet") => return Ok(Err(why)),
-        Err(e @ Error::Limit { .. }) => return Ok(Err(e.to_string())),
+) -> anyhow::Result<Synthesized> {
+    let request = Request {
+        kind: spec.kind,
+        size_bytes: spec.size_bytes,
+        npus: Some(spec.npus.clone()),
+        root: spec.root,
+    };
+    let chunks = search
+        .chunks
+        .map_or_else(|| pipeline::default_chunks(topo, &request), Chunks::Fixed);
+    let seeds = search
+        .seeds
+        .unwrap_or_else(|| pipeline::default_seeds(topo, &request, chunks));
+    let options = pipeline::Options {
+        chunks,
+        seeds: (0..seeds as u64)
+            .map(|i| search.seed.wrapping_add(i))
+            .collect(),
+        ..pipeline::Options::default()
+    };
+    let found = match pipeline::schedule(topo, &request, &options) {
+        Ok(found) => found,
+        Err(e @ Error::Limit { .. }) => {
+            let k = chunks.only().unwrap_or(1);
+            return Ok(Synthesized {
+                collective: Collective::new(topo, request.spec(topo, k))?,
+                seed: search.seed,
+                outcome: Err(e.to_string()),
+            });
+        }
         Err(e) => return Err(e.into()),
     };
-    let own = check(&schedule, topo)
-        .context("the synthesized schedule failed the checker")?
-        .collective_time_ps;
-    Ok(Ok(measure(
-        topo,
+    let checked = found.kept;
+    let collective = Collective::new(topo, checked.schedule().collective.clone())?;
+    let own = checked.report().collective_time_ps;
+    let schedule = checked.schedule().clone();
+    let measured = measure(topo, &collective, schedule, Some(own), sharing, true)?;
+    Ok(Synthesized {
         collective,
-        schedule,
-        Some(own),
-        sharing,
-        true,
-    )?))
+        seed: checked.seed().unwrap_or(search.seed),
+        outcome: Ok(measured),
+    })
 }
 
 /// Simulates `schedule`, keeping it and its simulation where `keep` says.

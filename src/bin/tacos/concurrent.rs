@@ -6,7 +6,7 @@ use super::synth::{topology_line, SynthArgs};
 use anyhow::{bail, Context};
 use std::time::Instant;
 use tacos::collective::{Collective, CollectiveSpec};
-use tacos::pipeline::{self, Chunks, Request};
+use tacos::pipeline::{self, Request};
 use tacos::report::{
     CollectiveInfo, ConcurrentSynthReport, GroupReport, TopologyInfo, SCHEMA_VERSION,
 };
@@ -16,11 +16,9 @@ use tacos::topology::{format_npus, Topology};
 use tacos::units::{format_size, ps_to_us};
 
 pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
-    let Chunks::Fixed(k) = args.chunks() else {
-        bail!(
-            "--chunks-per-npu auto chooses K for one collective; give a number with several --npus"
-        );
-    };
+    let k = args.fixed_chunks(
+        "--chunks-per-npu auto chooses K for one collective; give a number with several --npus",
+    )?;
     if args.root.is_some() {
         bail!("--root names one root; with several --npus each group's root is its first NPU");
     }

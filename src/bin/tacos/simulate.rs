@@ -33,7 +33,9 @@ pub struct CollectiveArgs {
     /// [default: 1GiB, or the schedule file's]
     #[arg(short, long, value_parser = size)]
     pub size: Option<u64>,
-    /// Chunks per NPU (K) [default: 1, or the schedule file's]
+    /// Chunks per NPU (K) [default: where an algorithm is synthesized (compare, report), the
+    /// search `tacos synth` makes (the fastest of 1, 2, 4, 8 within its time budget); for
+    /// a baseline 1; or the schedule file's]
     #[arg(short = 'k', long, value_parser = at_least_one)]
     pub chunks_per_npu: Option<usize>,
     /// Root NPU of a rooted collective (default: the first NPU)

@@ -29,7 +29,9 @@ pub struct SynthArgs {
     pub size: u64,
     /// Chunks per NPU (K): each NPU's share is split into K chunks; `auto` tries 1, 2, 4
     /// and 8 and keeps the fastest in simulation (with --xml, the fastest verified program
-    /// within the target). Default: auto with --xml (as the C API and compile), else 1
+    /// within the target). Default: auto with --xml (as the C API and compile), else the
+    /// values of 1, 2, 4, 8 whose search stays within the time --seeds budgets (every one
+    /// up to 128 NPUs, K = 1 alone from 512 on); `-k 1` is the TACOS paper's setting
     #[arg(short = 'k', long, value_parser = chunks_per_npu)]
     pub chunks_per_npu: Option<Chunks>,
     /// NPUs taking part, in rank order (default: every alive NPU); the others may relay
@@ -81,12 +83,22 @@ pub struct SynthArgs {
 
 impl SynthArgs {
     /// K as given, or the default: automatic where a program is emitted (`--xml`), as in
-    /// the C API and compile; 1 for a schedule alone, the paper's setting.
-    pub fn chunks(&self) -> Chunks {
+    /// the C API and compile; else the search `pipeline::default_chunks` sizes.
+    pub fn chunks(&self, topo: &Topology, request: &Request) -> Chunks {
         match self.chunks_per_npu {
             Some(chunks) => chunks,
             None if self.msccl.xml.is_some() => Chunks::Auto,
-            None => Chunks::Fixed(1),
+            None => pipeline::default_chunks(topo, request),
+        }
+    }
+
+    /// K for a synthesis that takes one (`--stream`, several `--npus`): as given, 1 by
+    /// default; `why` says why `auto` is refused.
+    pub fn fixed_chunks(&self, why: &str) -> anyhow::Result<usize> {
+        match self.chunks_per_npu {
+            None => Ok(1),
+            Some(Chunks::Fixed(k)) => Ok(k),
+            Some(_) => anyhow::bail!("{why}"),
         }
     }
 }
@@ -154,7 +166,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         ..Request::new(args.collective, args.size)
     };
     let lowering = args.msccl.options()?;
-    let chunks = args.chunks();
+    let chunks = args.chunks(&topo, &request);
     let seeds = args
         .seeds
         .unwrap_or_else(|| pipeline::default_seeds(&topo, &request, chunks));
@@ -190,16 +202,13 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     };
     // A synthesis the memory limit refuses is refused before the bounds start, which on a
     // large cluster would otherwise be waited for (a 16,384-GPU fabric's: half a minute).
-    if let Chunks::Fixed(_) = chunks {
+    if chunks.only().is_some() {
         pipeline::admit(&topo, &request, &options, lowering.is_some())?;
     }
-    let (searched, early_bounds) = rayon::join(search, || match chunks {
-        Chunks::Fixed(k) => bounds_of(k),
-        Chunks::Auto => None,
-    });
+    let (searched, early_bounds) = rayon::join(search, || chunks.only().and_then(bounds_of));
     let ((checked, trials, verified), synth_ms) = searched?;
     drop(spinner);
-    let trials = (matches!(options.chunks, Chunks::Auto) || seeds > 1).then_some(trials);
+    let trials = (chunks.only().is_none() || seeds > 1).then_some(trials);
     let seed = checked.seed().unwrap_or(args.seed);
     let schedule = checked.schedule();
     let collective = Collective::new(&topo, schedule.collective.clone())?;
@@ -292,8 +301,8 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         } else {
             "schedules"
         };
-        match options.chunks {
-            Chunks::Auto => {
+        match chunks.only() {
+            None => {
                 let of_seeds = if seeds > 1 {
                     format!(" (each the best of {seeds} seeds)")
                 } else {
@@ -304,7 +313,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
                     tried.join(", ")
                 );
             }
-            Chunks::Fixed(_) => {
+            Some(_) => {
                 let times = trials.iter().filter_map(|t| t.simulated_ps);
                 let worst = times.max().unwrap_or(0);
                 println!(

@@ -8,19 +8,16 @@ use super::synth::{
 use std::path::Path;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
-use tacos::pipeline::{self, Chunks, Request};
+use tacos::pipeline::{self, Request};
 use tacos::report::{SynthReport, SynthRun};
 use tacos::synth::SynthOptions;
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
 
 pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()> {
-    let k = match args.chunks() {
-        Chunks::Fixed(k) => k,
-        Chunks::Auto => anyhow::bail!(
-            "--stream takes a fixed -k (K is chosen by simulating schedules held whole)"
-        ),
-    };
+    let k = args.fixed_chunks(
+        "--stream takes a fixed -k (K is chosen by simulating schedules held whole)",
+    )?;
     if args.seeds.is_some_and(|n| n > 1) {
         anyhow::bail!(
             "--stream synthesizes one seed (--seed); --seeds compares schedules held whole"
