@@ -306,10 +306,13 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
     let record = if relayed { 2 * TRANSFER } else { TRANSFER };
     matcher = matcher.saturating_add(mul(transfers, record + 8 * degree + 1));
     if relayed {
-        // Distances from every target to every NPU, per chunk the best so far.
+        // Distances from every target to every NPU, per chunk the best so far, and where
+        // chunks have one target their planned paths: while they are planned, a trip (48),
+        // its place in the order (8) and a path of its own (its header and allocation, 40,
+        // and 4 a hop); then 5 a chunk and 4 a hop.
         matcher = matcher
             .saturating_add(mul(mul(n, n), 8))
-            .saturating_add(mul(chunks, 12));
+            .saturating_add(mul(chunks, 12 + 101 + 8 * hops));
     }
     // Phases running side by side, plus the finished transfers grouped per collective
     // where several lists are merged (one collective's single list is moved).

@@ -330,7 +330,7 @@ impl<'a> Matcher<'a> {
             })
             .collect();
         let relays = needs_relays(topo, problem)
-            .then(|| Relays::new(topo, problem, &cost))
+            .then(|| Relays::new(topo, routes, problem, &cost, seed))
             .transpose()?;
         if relays.is_some() && gates.is_some() {
             return Err(Error::Synthesis(
@@ -566,10 +566,12 @@ impl<'a> Matcher<'a> {
     /// Whether `npu`, if it lacks `chunk`, should get it.
     #[inline]
     fn needed(&self, npu: NpuId, chunk: usize) -> bool {
-        if self.wants(npu, chunk) {
-            return true;
-        }
         match &self.relays {
+            // On a planned path only the next hop's NPU, its target included.
+            Some(r) if r.routed() => r
+                .next_hop(chunk)
+                .is_some_and(|l| self.topo.link(l).dst == npu),
+            _ if self.wants(npu, chunk) => true,
             Some(r) => r.improves(chunk, self.class(chunk), npu),
             None => false,
         }
@@ -1217,7 +1219,11 @@ impl<'a> Matcher<'a> {
             }
             return Ok(Drawn::Dropped);
         }
-        let best = self.cheapest_holder(free, chunk, link, rng);
+        // A chunk on a planned path is in no pool but its next hop's.
+        let best = match &self.relays {
+            Some(r) if r.routed() => link,
+            _ => self.cheapest_holder(free, chunk, link, rng),
+        };
         let arrival = later(now, self.cost(best, chunk), || {
             format!("synthesis: chunk {chunk} arriving at NPU {dst}")
         })?;
@@ -1668,6 +1674,7 @@ impl<'a> Matcher<'a> {
         let class = self.class(chunk);
         if let Some(r) = &mut self.relays {
             r.reach(chunk, class, dst);
+            r.started(chunk, link);
         }
         if let Some(f) = &mut self.fast {
             f.reach(dst, chunk, end);

@@ -23,6 +23,7 @@ mod gates;
 mod greedy;
 mod order;
 mod outbox;
+mod paths;
 mod ports;
 mod relay;
 mod replicate;

@@ -8,11 +8,16 @@
 //! closer (no cycles), a second copy chasing the same target is never sent, and the copy
 //! closest to a target that still lacks the chunk always has a useful next hop on a
 //! shortest path, so every reachable target is reached.
+//!
+//! Where every chunk has one target (All-to-All, Gather, Scatter), each is given its path
+//! before matching instead (`paths`): the only useful next hop is the next on its path.
 
+use super::fabric::Routes;
 use super::greedy::Problem;
+use super::paths::{Paths, Trip};
 use crate::error::Result;
 use crate::schedule::later;
-use crate::topology::{NpuId, Topology};
+use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::Picos;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -32,11 +37,21 @@ pub(super) struct Relays {
     /// `dist[(class * targets + row) * npus + x]`: cheapest time from x to the row's target
     /// for a chunk of that class.
     dist: Vec<Picos>,
+    /// Every chunk's planned path, where each has one target.
+    paths: Option<Paths>,
 }
 
 impl Relays {
-    /// `cost[class * links + link]` is the time of one chunk of the class on the link.
-    pub(super) fn new(topo: &Topology, problem: &Problem<'_>, cost: &[Picos]) -> Result<Relays> {
+    /// `cost[class * links + link]` is the time of one chunk of the class on the link;
+    /// `routes`, the physical links each link of `topo` holds (where it is a channel
+    /// through switches), whose loads planned paths balance; `seed` orders the planning.
+    pub(super) fn new(
+        topo: &Topology,
+        routes: Option<&Routes>,
+        problem: &Problem<'_>,
+        cost: &[Picos],
+        seed: u64,
+    ) -> Result<Relays> {
         let n = topo.npus();
         let mut row_of = vec![u32::MAX; n];
         let mut target_npus = Vec::new();
@@ -61,14 +76,69 @@ impl Relays {
                 dist.extend(times_to(topo, w, class_cost)?);
             }
         }
-        Ok(Relays {
+        let mut relays = Relays {
             npus: n,
             best: vec![FAR; rows.len()],
             start,
             rows,
             targets: target_npus.len(),
             dist,
-        })
+            paths: None,
+        };
+        relays.paths = relays.plan(topo, routes, problem, cost, seed);
+        Ok(relays)
+    }
+
+    /// Every chunk's path, where each has one target and a source.
+    fn plan(
+        &self,
+        topo: &Topology,
+        routes: Option<&Routes>,
+        problem: &Problem<'_>,
+        cost: &[Picos],
+        seed: u64,
+    ) -> Option<Paths> {
+        let links = topo.links().len();
+        let n = self.npus;
+        let mut trips = Vec::with_capacity(problem.chunks.len());
+        for (c, chunk) in problem.chunks.iter().enumerate() {
+            let (&[to], false) = (chunk.post, chunk.pre.is_empty()) else {
+                return None;
+            };
+            let row = (chunk.class * self.targets + self.rows[self.start[c]] as usize) * n;
+            let dist = &self.dist[row..row + n];
+            let from = chunk.pre.iter().copied().min_by_key(|&u| dist[u])?;
+            trips.push(Trip {
+                from,
+                to,
+                cost: &cost[chunk.class * links..(chunk.class + 1) * links],
+                dist,
+            });
+        }
+        match routes {
+            Some(r) => Paths::plan(topo, r.physical(), |l| r.links(l), &trips, seed),
+            None => {
+                let own: Vec<u32> = (0..links as u32).collect();
+                Paths::plan(topo, links, |l| &own[l..=l], &trips, seed)
+            }
+        }
+    }
+
+    /// Whether chunks follow planned paths (`next_hop`) rather than any closer NPU.
+    pub(super) fn routed(&self) -> bool {
+        self.paths.is_some()
+    }
+
+    /// The link a chunk on a planned path takes next, if it has not started its last hop.
+    pub(super) fn next_hop(&self, chunk: usize) -> Option<LinkId> {
+        self.paths.as_ref().and_then(|p| p.next(chunk))
+    }
+
+    /// A transfer of `chunk` over `link` started: on a planned path, its next hop.
+    pub(super) fn started(&mut self, chunk: usize, link: LinkId) {
+        if let Some(p) = &mut self.paths {
+            p.advance(chunk, link);
+        }
     }
 
     fn dist(&self, class: usize, entry: usize, npu: NpuId) -> Picos {
@@ -85,8 +155,12 @@ impl Relays {
         }
     }
 
-    /// How far the chunk's farthest target still is from its nearest copy.
+    /// How far the chunk's farthest target still is from its nearest copy (on a planned
+    /// path, the hops it has yet to start).
     pub(super) fn remaining(&self, chunk: usize) -> Picos {
+        if let Some(p) = &self.paths {
+            return p.ahead(chunk).len() as Picos;
+        }
         self.best[self.start[chunk]..self.start[chunk + 1]]
             .iter()
             .copied()
