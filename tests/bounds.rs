@@ -111,10 +111,10 @@ fn all_reduce_needs_twice_the_all_gather_traffic() {
     assert_eq!(b.best_name(), "traffic");
     // dragonfly:4x5 (400 GB/s links in a group, one 200 GB/s link per group pair): the
     // smallest cut is a group's 4 x 200 GB/s, the whole buffer over it 1.25 ms; the
-    // traffic bound is 2 x 19 GB over 20 NPUs x 1400 GB/s.
+    // traffic between groups (`all_reduce_gossip_between_groups_by_hand`) says 2 ms.
     let b = bounds("dragonfly:4x5,bw=400:200", CollectiveKind::AllReduce, GB);
     assert_ms(b.cut.unwrap().time_ps, 1.25);
-    assert_ms(b.traffic_ps, 38.0 / 28.0);
+    assert_ms(b.traffic_ps, 2.0);
 }
 
 const GIB: u64 = 1 << 30;
@@ -257,6 +257,31 @@ fn all_to_all_bisection_by_hand() {
     // Hop-bytes: the 240 ordered pairs of a 4x4 mesh are 640 hops apart in all, each
     // pair 0.1 GB: 64 GB over 48 links x 50 GB/s = 26.667 ms.
     assert_ms(b.traffic_ps, 64_000.0 / 2400.0);
+}
+
+#[test]
+fn all_to_all_node_cut_counts_the_node_switch_inside() {
+    // 4 DGX H100 nodes (50 GB/s a NIC): a node's 8 GPUs send 8 x 24 thirty-seconds of a
+    // 32 GB buffer (192 GB) out over its 8 NICs (400 GB/s): 480 ms. The node's NVSwitch
+    // is inside that set; left outside, its 8 links of 450 GB/s would count as leaving.
+    let b = bounds("preset:dgx-h100,nodes=4", CollectiveKind::AllToAll, 32 * GB);
+    assert!((ms(b.cut.unwrap().time_ps) - 480.0).abs() < 1e-6);
+}
+
+#[test]
+fn all_reduce_gossip_between_groups_by_hand() {
+    // dragonfly:4x5 (400 GB/s inside a group, one 200 GB/s global link per group pair):
+    // merged, the 5 groups' All-Reduce needs 2 x 4 messages per byte between groups, over
+    // the 20 global links both ways (4,000 GB/s): 1 GB takes 8 GB / 4,000 GB/s = 2 ms,
+    // where counting every NPU's links gives 2 x 19 GB / (20 x 1,400 GB/s) = 1.357 ms.
+    let b = bounds("dragonfly:4x5,bw=400:200", CollectiveKind::AllReduce, GB);
+    assert_ms(b.traffic_ps, 2.0);
+    // 4 DGX A100 nodes: the nodes' 32 NICs of 25 GB/s carry 2 x 3 GB: 7.5 ms.
+    let b = bounds("preset:dgx-a100,nodes=4", CollectiveKind::AllReduce, GB);
+    assert_ms(b.traffic_ps, 7.5);
+    // Copies gain nothing from groups: each group's cut already says more.
+    let ag = bounds("dragonfly:4x5,bw=400:200", CollectiveKind::AllGather, GB);
+    assert!(ag.traffic_ps < b.traffic_ps);
 }
 
 /// The cut bound by enumerating every vertex set, switches included.
@@ -477,12 +502,13 @@ fn an_oversubscribed_spine_is_the_cut_bound_by_hand() {
     let rs = bounds(CollectiveKind::ReduceScatter);
     assert_ms(rs.cut.unwrap().time_ps, 160.0);
     // All-Reduce: a leaf's partial sums, the whole 8 GB, must cross the uplink each way:
-    // 320 ms, above the ports' 2 x 7/8 x 8 GB / 100 GB/s = 140 ms.
+    // 320 ms, above the ports' 2 x 7/8 x 8 GB / 100 GB/s = 140 ms. The two leaves' gossip
+    // (2 x 8 GB over the two uplinks of 25 GB/s) says 320 ms too.
     let ar = bounds(CollectiveKind::AllReduce);
-    assert_ms(ar.traffic_ps, 140.0);
+    assert_ms(ar.traffic_ps, 320.0);
     assert_ms(ar.ingress_ps, 80.0);
     assert_ms(ar.cut.unwrap().time_ps, 320.0);
-    assert_eq!(ar.best_name(), "cut");
+    assert_eq!(ar.best_ps(), ar.cut.unwrap().time_ps);
 }
 
 #[test]

@@ -189,12 +189,12 @@ pub(super) fn all_to_all_cut_ratio(topo: &Topology, npus: &[NpuId]) -> Option<Cu
     let balls = (WORK_BUDGET / per_order.max(1))
         .max(MIN_SINKS)
         .min(npus.len());
-    let mut orders: Vec<Vec<NpuId>> = vec![(0..topo.vertices()).collect()];
+    let mut orders: Vec<Vec<NpuId>> = vec![with_switches(topo, (0..topo.npus()).collect())];
     for &centre in npus.iter().step_by(npus.len().div_ceil(balls)) {
         let hops = topo.hops_from(centre);
-        let mut order: Vec<NpuId> = (0..topo.vertices()).collect();
+        let mut order: Vec<NpuId> = (0..topo.npus()).collect();
         order.sort_by_key(|&v| (hops[v], v));
-        orders.push(order);
+        orders.push(with_switches(topo, order));
     }
     let mut best: Option<(f64, Vec<bool>)> = None;
     for order in &orders {
@@ -218,6 +218,41 @@ pub(super) fn all_to_all_cut_ratio(topo: &Topology, npus: &[NpuId]) -> Option<Cu
         gbps_per_source: bandwidth / pairs,
         exact: false,
     })
+}
+
+/// `npu_order` (every NPU) with each switch placed right after the last of its NPU
+/// neighbours, and switches with none at the end: so a prefix that holds a node's NPUs
+/// holds the node's own switch too (whose links into the node would otherwise count as
+/// leaving the set), and a switch shared with NPUs outside stays out.
+fn with_switches(topo: &Topology, npu_order: Vec<NpuId>) -> Vec<NpuId> {
+    let mut position = vec![0; topo.npus()];
+    for (i, &v) in npu_order.iter().enumerate() {
+        position[v] = i;
+    }
+    let mut after: Vec<(usize, usize)> = topo
+        .switches()
+        .map(|w| {
+            let npus = topo.out_links(w).map(|l| topo.link(l).dst);
+            let last = npus
+                .chain(topo.in_links(w).iter().map(|&l| topo.link(l).src))
+                .filter(|&v| v < topo.npus())
+                .map(|v| position[v])
+                .max()
+                .unwrap_or(usize::MAX);
+            (last, w)
+        })
+        .collect();
+    after.sort_unstable();
+    let mut order = Vec::with_capacity(topo.vertices());
+    let mut next = after.iter().peekable();
+    for (i, v) in npu_order.into_iter().enumerate() {
+        order.push(v);
+        while let Some(&(_, w)) = next.next_if(|&&(last, _)| last == i) {
+            order.push(w);
+        }
+    }
+    order.extend(next.map(|&(_, w)| w));
+    order
 }
 
 /// The prefix of `order` with the smallest All-to-All cut ratio: (ratio, prefix length).

@@ -11,8 +11,14 @@
 //! sums and ends with (All-Reduce) is a one-way gossip: 2(P-1) messages at least; when an
 //! NPU outside the collective could combine on the way, only that each takes part in one
 //! sent and one received message is sure, P crossings.
+//!
+//! The gossip holds for groups too (`grouped_all_reduce`): merge each group of NPUs into
+//! one, and any All-Reduce becomes one among the G groups, whose bytes each take 2(G-1)
+//! messages between groups, each leaving its group over a link out of it. Groups joined
+//! by fast links and parted by slow ones (a dragonfly's, a cluster's nodes) make the links
+//! between them the bottleneck that the per-NPU count spreads over every link.
 
-use crate::collective::Collective;
+use crate::collective::{Collective, CollectiveKind};
 use crate::topology::{NpuId, Topology};
 use std::collections::VecDeque;
 
@@ -112,4 +118,74 @@ impl<'a> HopCache<'a> {
         }
         self.last.as_ref().map_or(&[], |(_, d)| d)
     }
+}
+
+/// Over the partitions of the vertices into the parts that links of at least some
+/// bandwidth join (one partition per distinct bandwidth): the largest 2(G-1) / (bandwidth
+/// of the links leaving the parts that hold NPUs), G those parts, in messages of the whole
+/// buffer per GB/s. A message between two of them leaves the part it starts in over one of
+/// those links (switches only forward). None but for an All-Reduce over every NPU (an NPU
+/// outside could combine on the way), and where no partition has two parts with NPUs.
+pub(super) fn grouped_all_reduce(topo: &Topology, collective: &Collective) -> Option<f64> {
+    if collective.kind() != CollectiveKind::AllReduce
+        || outsiders_have_links(topo, collective.npus())
+    {
+        return None;
+    }
+    let mut thresholds: Vec<f64> = topo.links().iter().map(|l| l.bandwidth_gbps).collect();
+    thresholds.sort_by(f64::total_cmp);
+    thresholds.dedup();
+    let mut best: Option<f64> = None;
+    for &threshold in &thresholds {
+        let part = parts(topo, threshold);
+        let mut has_npu = vec![false; topo.vertices()];
+        for &u in collective.npus() {
+            has_npu[part[u]] = true;
+        }
+        let groups = has_npu.iter().filter(|&&h| h).count();
+        if groups < 2 {
+            continue;
+        }
+        // Every message starts in a part with NPUs (a part of switches alone, a rail's,
+        // only forwards) and leaves it.
+        let leaving: f64 = topo
+            .links()
+            .iter()
+            .filter(|l| has_npu[part[l.src]] && part[l.src] != part[l.dst])
+            .map(|l| l.bandwidth_gbps)
+            .sum();
+        if leaving > 0.0 {
+            let ratio = 2.0 * (groups - 1) as f64 / leaving;
+            best = Some(best.map_or(ratio, |b: f64| b.max(ratio)));
+        }
+    }
+    best
+}
+
+/// Per vertex, the part it is in: the parts are what links of at least `threshold` GB/s
+/// join (either way), numbered by their least vertex.
+fn parts(topo: &Topology, threshold: f64) -> Vec<usize> {
+    let mut part = vec![usize::MAX; topo.vertices()];
+    for start in 0..topo.vertices() {
+        if part[start] != usize::MAX {
+            continue;
+        }
+        part[start] = start;
+        let mut stack = vec![start];
+        while let Some(u) = stack.pop() {
+            let out = topo.out_links(u).map(|l| topo.link(l));
+            let into = topo.in_links(u).iter().map(|&l| topo.link(l));
+            for l in out.chain(into) {
+                if l.bandwidth_gbps < threshold {
+                    continue;
+                }
+                let v = if l.src == u { l.dst } else { l.src };
+                if part[v] == usize::MAX {
+                    part[v] = start;
+                    stack.push(v);
+                }
+            }
+        }
+    }
+    part
 }
