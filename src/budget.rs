@@ -296,8 +296,16 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
     }
     let ports = if relayed { None } else { port_shape(topo) };
     let (matched_links, _) = matcher_links(topo, ports);
+    // Chunks with one target each travel as one copy on a planned path: nothing is ever
+    // replaced, so no time per (NPU, chunk) is kept.
+    let one_copy = specs.iter().all(|s| {
+        matches!(
+            s.kind,
+            CollectiveKind::AllToAll | CollectiveKind::Gather | CollectiveKind::Scatter
+        )
+    });
     let mut matcher =
-        matcher_state(topo, chunks, ports).saturating_add(mul(matched_links, LINK_STATE));
+        matcher_state(topo, chunks, ports, one_copy).saturating_add(mul(matched_links, LINK_STATE));
     // Per transfer: its record (48, reserved once, with growth slack where relays add
     // hops), whether it was dropped (1), and pool entries offered over each outgoing link
     // (4 x degree x 2; through switches matched by port, each channel with a pool); the
@@ -349,7 +357,7 @@ pub fn streamed_synthesis(topo: &Topology, spec: &CollectiveSpec) -> u64 {
         Some(_) => offers / 4,
         None => (mul(offers, 4) / mean_hops(topo)).min(offers),
     };
-    matcher_state(topo, chunks, ports)
+    matcher_state(topo, chunks, ports, false)
         .saturating_add(mul(links, 2 * TRANSFER + 64))
         .saturating_add(mul(pooled, 2 * 4))
 }
@@ -374,10 +382,12 @@ fn matcher_links(topo: &Topology, ports: Option<PortShape>) -> (u64, u64) {
 /// wants it (a bit, rounded up with them to a byte), and where links differ in cost when
 /// it was got (8) and the fast-path estimate (8); per chunk its task and release (48 +
 /// 24). Through switches matched by port (`ports`), those two tables are kept only where
-/// the channels with pools differ in cost, and each large group has a bit per NPU.
-fn matcher_state(topo: &Topology, chunks: u64, ports: Option<PortShape>) -> u64 {
+/// the channels with pools differ in cost, and each large group has a bit per NPU; where
+/// every chunk travels as `one_copy` (planned paths), neither is (no relays, no copies
+/// replaced).
+fn matcher_state(topo: &Topology, chunks: u64, ports: Option<PortShape>, one_copy: bool) -> u64 {
     let states = mul(topo.npus() as u64, chunks);
-    let uniform = one_speed(topo) || ports.is_some_and(|p| p.uniform);
+    let uniform = one_copy || one_speed(topo) || ports.is_some_and(|p| p.uniform);
     let per_state = if uniform { 1 } else { 17 };
     let groups = ports.map_or(0, |p| {
         mul(p.groups, (topo.npus() as u64).div_ceil(8)).saturating_add(mul(p.gates, 64))

@@ -238,7 +238,8 @@ struct Matcher<'a> {
     /// `replacement`. Kept only where links differ in cost: where every chunk takes as
     /// long on every link, a copy that would arrive second is never started
     /// (`in_flight_arrival`), so nothing is ever replaced, and the table (8 bytes and a
-    /// cache miss per (NPU, chunk) received) is left out.
+    /// cache miss per (NPU, chunk) received) is left out; so it is where every chunk
+    /// follows a planned path, as one copy.
     held_since: Vec<Picos>,
     /// Whether each NPU holds each chunk, one bit per (NPU, chunk), for the checks made
     /// on every pool entry.
@@ -406,7 +407,7 @@ impl<'a> Matcher<'a> {
             spare_links: Vec::new(),
             next_reserved: vec![0; physical],
             wake_at: vec![NEVER; physical],
-            held_since: if uniform {
+            held_since: if uniform || relays.as_ref().is_some_and(Relays::routed) {
                 Vec::new()
             } else {
                 table(NEVER, n * chunks)

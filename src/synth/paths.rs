@@ -51,15 +51,15 @@ impl Paths {
     /// Routes every trip over `view`'s links; `physical(l)` lists the links of the
     /// topology that view link `l` holds while it carries a chunk (whose loads are
     /// balanced) among `physical_links`.
-    /// None where some trip has no such path (a link of no time, which brings nothing
-    /// strictly closer): the matcher then relays without a plan.
+    /// Err((from, to)) of a trip that has no such path (no path at all, or only links of
+    /// no time, which bring nothing strictly closer).
     pub(super) fn plan<'p>(
         view: &Topology,
         physical_links: usize,
         physical: impl Fn(LinkId) -> &'p [u32],
         trips: &[Trip<'_>],
         seed: u64,
-    ) -> Option<Paths> {
+    ) -> Result<Paths, (NpuId, NpuId)> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut planner = Planner::new(view, physical_links);
         let mut paths: Vec<Vec<u32>> = vec![Vec::new(); trips.len()];
@@ -71,7 +71,9 @@ impl Paths {
                 if pass > 0 {
                     planner.load(&paths[c], trip.cost, &physical, false);
                 }
-                paths[c] = planner.route(view, trip, &physical)?;
+                paths[c] = planner
+                    .route(view, trip, &physical)
+                    .ok_or((trip.from, trip.to))?;
                 planner.load(&paths[c], trip.cost, &physical, true);
             }
         }
@@ -82,7 +84,7 @@ impl Paths {
             hops.extend(path);
         }
         start.push(hops.len() as u32);
-        Some(Paths {
+        Ok(Paths {
             progress: vec![0; trips.len()],
             start,
             hops,

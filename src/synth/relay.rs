@@ -15,7 +15,7 @@
 use super::fabric::Routes;
 use super::greedy::Problem;
 use super::paths::{Paths, Trip};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::schedule::later;
 use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::Picos;
@@ -85,11 +85,15 @@ impl Relays {
             dist,
             paths: None,
         };
-        relays.paths = relays.plan(topo, routes, problem, cost, seed);
+        if single_targets(problem) {
+            relays.paths = Some(relays.plan(topo, routes, problem, cost, seed)?);
+        }
         Ok(relays)
     }
 
-    /// Every chunk's path, where each has one target and a source.
+    /// Every chunk's path (each has one target and a source); an error where a chunk
+    /// cannot get strictly closer to its target at every hop (no path, or links that take
+    /// no time), where matching would stall as well.
     fn plan(
         &self,
         topo: &Topology,
@@ -97,31 +101,41 @@ impl Relays {
         problem: &Problem<'_>,
         cost: &[Picos],
         seed: u64,
-    ) -> Option<Paths> {
+    ) -> Result<Paths> {
         let links = topo.links().len();
         let n = self.npus;
-        let mut trips = Vec::with_capacity(problem.chunks.len());
-        for (c, chunk) in problem.chunks.iter().enumerate() {
-            let (&[to], false) = (chunk.post, chunk.pre.is_empty()) else {
-                return None;
-            };
-            let row = (chunk.class * self.targets + self.rows[self.start[c]] as usize) * n;
-            let dist = &self.dist[row..row + n];
-            let from = chunk.pre.iter().copied().min_by_key(|&u| dist[u])?;
-            trips.push(Trip {
-                from,
-                to,
-                cost: &cost[chunk.class * links..(chunk.class + 1) * links],
-                dist,
-            });
-        }
-        match routes {
+        let trips: Vec<Trip> = problem
+            .chunks
+            .iter()
+            .enumerate()
+            .map(|(c, chunk)| {
+                let row = (chunk.class * self.targets + self.rows[self.start[c]] as usize) * n;
+                let dist = &self.dist[row..row + n];
+                Trip {
+                    from: chunk
+                        .pre
+                        .iter()
+                        .copied()
+                        .min_by_key(|&u| dist[u])
+                        .unwrap_or(0),
+                    to: chunk.post[0],
+                    cost: &cost[chunk.class * links..(chunk.class + 1) * links],
+                    dist,
+                }
+            })
+            .collect();
+        let planned = match routes {
             Some(r) => Paths::plan(topo, r.physical(), |l| r.links(l), &trips, seed),
             None => {
                 let own: Vec<u32> = (0..links as u32).collect();
                 Paths::plan(topo, links, |l| &own[l..=l], &trips, seed)
             }
-        }
+        };
+        planned.map_err(|(from, to)| {
+            Error::Synthesis(format!(
+                "no path takes a chunk from NPU {from} to NPU {to} strictly closer at every hop"
+            ))
+        })
     }
 
     /// Whether chunks follow planned paths (`next_hop`) rather than any closer NPU.
@@ -172,6 +186,15 @@ impl Relays {
     pub(super) fn improves(&self, chunk: usize, class: usize, npu: NpuId) -> bool {
         (self.start[chunk]..self.start[chunk + 1]).any(|e| self.dist(class, e, npu) < self.best[e])
     }
+}
+
+/// Whether every chunk has one target and a source (All-to-All, Gather, Scatter): then
+/// each gets a planned path.
+pub(super) fn single_targets(problem: &Problem<'_>) -> bool {
+    problem
+        .chunks
+        .iter()
+        .all(|c| c.post.len() == 1 && !c.pre.is_empty())
 }
 
 /// Cheapest time from every NPU to `target` (Dijkstra over incoming links), FAR where

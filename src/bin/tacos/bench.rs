@@ -35,8 +35,8 @@ pub enum BenchSubject {
     Fabric,
     /// Pricing NCCL's own choices with the executor cost model (30 sizes per cluster)
     Cost,
-    /// Synthesis at scale (meshes of 1K to 40K NPUs, a 16K-GPU cluster): time, peak memory,
-    /// quality, and how the time grows with the NPUs
+    /// Synthesis at scale (meshes of 1K to 40K NPUs, a 16K-GPU cluster, All-to-All over 512
+    /// NPUs): time, peak memory, quality, and how the time grows with the NPUs
     Scale,
     /// The seed study: 100 seeds each on the C++ TACOS's small meshes and tori, and what the
     /// default search keeps, against the C++'s collective time
@@ -56,7 +56,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub filter: Option<String>,
     /// Leave out the largest cases (synth: the 32x32 and 24x24 meshes; scale: all but the
-    /// 32x32 and 64x64 meshes)
+    /// 32x32 and 64x64 meshes and the 512-NPU All-to-Alls; quality: all sizes but 1 GiB)
     #[arg(long)]
     pub quick: bool,
     /// Seed for the synthesizer
