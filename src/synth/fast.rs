@@ -10,7 +10,8 @@
 //! and is better spent on one that has no copy nearby. The estimate is only ever met by
 //! chunks that are really there and, as every NPU wants every chunk when this is used (no
 //! relays), every NPU on the fast route takes it on: nothing waits for a copy that will
-//! not come.
+//! not come. Contention is left out here; the matcher adds the fast links' backlog before
+//! it holds a slow link back (`Matcher::fast_backlog`).
 
 use super::bits::row_word;
 use crate::topology::{NpuId, Topology};

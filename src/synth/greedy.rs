@@ -794,6 +794,28 @@ impl<'a> Matcher<'a> {
                 .is_some_and(|f| f.is_slow(link) && f.comes_by_fast_links(dst, chunk))
     }
 
+    /// How long the fast links into `dst` are kept busy by the chunks their pools hold for
+    /// it, per link (stale entries counted too, which only makes it longer): a chunk
+    /// that is to come over them waits that long on average. The fast-path estimate
+    /// (`FastPaths::arrives_by`) leaves contention out; on a network whose fast links are
+    /// its bottleneck (a one-way ring of fast links crossed with slow ones) it would keep
+    /// the slow links idle while chunks queue for the fast ones.
+    fn fast_backlog(&self, dst: NpuId) -> Picos {
+        let Some(f) = &self.fast else {
+            return 0;
+        };
+        let (mut total, mut links): (Picos, Picos) = (0, 0);
+        for &l in self.topo.in_links(dst) {
+            if f.is_slow(l) {
+                continue;
+            }
+            links += 1;
+            let queued = self.pools[self.slot(l)].len() as Picos;
+            total = total.saturating_add(queued.saturating_mul(self.cost(l, 0)));
+        }
+        total / links.max(1)
+    }
+
     /// Whether a channel holding physical link `l` carries a chunk.
     #[inline]
     fn link_busy(&self, l: LinkId) -> bool {
@@ -1242,11 +1264,16 @@ impl<'a> Matcher<'a> {
             return Ok(Drawn::Dropped);
         }
         if self.fast.as_ref().is_some_and(|f| {
-            f.is_slow(best) && f.arrives_by(dst, chunk, arrival.saturating_add(arrival - now))
+            let by = arrival.saturating_add(arrival - now);
+            f.is_slow(best)
+                && f.arrives_by(dst, chunk, by)
+                && now.saturating_add(self.fast_backlog(dst)) <= by
         }) {
-            // Coming over fast links at most one slow transfer later: keep the slow
+            // Coming over fast links at most one slow transfer later, and the fast links
+            // into `dst` are not so backed up that it would come later still: keep the slow
             // link for a chunk that gains more from it (`link` is free and holds the
-            // chunk, so it is no faster than `best`).
+            // chunk, so it is no faster than `best`). Where the fast links are the
+            // bottleneck, a second copy over the slow link relieves them.
             pool.swap_remove(j);
             return Ok(Drawn::Dropped);
         }
