@@ -14,7 +14,10 @@
 //! Phase 2 (copies): copying collectives and All-Reduce's All-Gather half are matched on
 //! the topology around the link time phase 1 occupies. An All-Gather chunk is released at
 //! its owner either when its own reduction completes (pipelined) or when every reduction
-//! has (phased, the paper's composition); both are matched and the faster is kept.
+//! has (phased, the paper's composition); both are matched and the faster is kept. On a
+//! plain reversal every chunk is reduced near the end, which leaves pipelining little to
+//! overlap; so on direct networks the reductions are also taken from a dual whose owners
+//! release their chunks a step apart (staggered), reduced one after another.
 //!
 //! Collectives synthesized together share links without contention: "concurrent" means
 //! one matching problem, not separate schedules that would collide on shared links.
@@ -86,7 +89,7 @@ pub fn synthesize_concurrent(
         .collect();
     let copying = Joint::new(present(&copied));
 
-    let reductions = reduce(&fabric, &fabric_back, &reducing, seed)?;
+    let reductions = reduce(&fabric, &fabric_back, &reducing, seed, &|_, _| 0)?;
     // Phase 2 on top of some re-timing of the reductions, with chunks released as `release`
     // says; returns (end, reductions, copies).
     let copy = |reductions: Vec<Transfer>, release: &Release| -> Result<Variant> {
@@ -133,14 +136,36 @@ pub fn synthesize_concurrent(
                 pipelined(early)
             })
         };
-        let (phased, (compacted, listed)) = rayon::join(phased, || {
-            rayon::join(|| pipelined(reductions.clone()), listed)
-        });
-        let (phased, compacted) = (phased?, compacted?);
-        let pipelined = match listed.transpose()? {
-            Some(listed) if listed.0 < compacted.0 => listed,
-            _ => compacted,
+        // Pipelined on the reductions of a dual whose chunks are released one K-th of
+        // the phase apart by their index at their owner: mirrored, the owners' chunks
+        // are reduced one after another, and each starts its All-Gather while the next
+        // is reduced (on a mesh the plain reversal reduces every chunk near the end, and
+        // pipelining gains little). Direct networks only, as `listed`: through switches
+        // it gained nothing measured and costs two matchings a synthesis.
+        let staggered = || -> Result<Option<Variant>> {
+            if fabric.routes.is_some() {
+                return Ok(None);
+            }
+            let step = |i: usize| {
+                let k = collectives[i].spec().chunks_per_npu.max(1) as Picos;
+                reduced_by.saturating_mul(STAGGER_NUM) / STAGGER_DEN / k
+            };
+            let release = |i: usize, c: ChunkId| {
+                let k = collectives[i].spec().chunks_per_npu.max(1);
+                ((c % k) as Picos).saturating_mul(step(i))
+            };
+            let early = reduce(&fabric, &fabric_back, &reducing, seed, &release)?;
+            pipelined(early).map(Some)
         };
+        let ((phased, staggered), (compacted, listed)) = rayon::join(
+            || rayon::join(phased, staggered),
+            || rayon::join(|| pipelined(reductions.clone()), listed),
+        );
+        let (phased, compacted) = (phased?, compacted?);
+        let pipelined = [listed.transpose()?, staggered?]
+            .into_iter()
+            .flatten()
+            .fold(compacted, |best, v| if v.0 < best.0 { v } else { best });
         let times = AllReduceTimes {
             reduce_scatter_ps: reduced_by,
             pipelined_ps: pipelined.0,
@@ -233,6 +258,12 @@ pub(crate) fn describe(specs: &[CollectiveSpec]) -> String {
     each.join(" and ")
 }
 
+/// How far apart a staggered dual releases an owner's chunks: 3/2 of the phase over K (a
+/// gap past what the matching fills closes up when the reductions are compacted; 1/2 of
+/// it gained a third of what this does on meshes).
+const STAGGER_NUM: Picos = 3;
+const STAGGER_DEN: Picos = 2;
+
 /// When chunk `c` of the caller's collective `i` becomes available for copying.
 type Release<'a> = dyn Fn(usize, ChunkId) -> Picos + Sync + 'a;
 
@@ -306,11 +337,12 @@ fn reduce(
     reversed: &Fabric<'_>,
     duals: &Joint<'_>,
     seed: u64,
+    release: &Release,
 ) -> Result<Vec<Transfer>> {
     if duals.is_empty() {
         return Ok(Vec::new());
     }
-    let copies = match_chunks(reversed, &duals.problem(&|_, _| 0, Vec::new()), seed)?;
+    let copies = match_chunks(reversed, &duals.problem(release, Vec::new()), seed)?;
     let end = end_of(&copies, &[]);
     let mut reductions: Vec<Transfer> = copies.into_iter().map(|t| reduction_of(t, end)).collect();
     compact(fabric, &mut reductions);
