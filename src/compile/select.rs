@@ -542,7 +542,13 @@ fn nccl_pricers(
         return Ok(Vec::new());
     }
     let executor = cost.executor();
-    let tuning = Arc::new(nccl_tuning(topo, executor.domain_size, executor.gpu)?);
+    let version = executor.model.nccl_version();
+    let tuning = Arc::new(nccl_tuning(
+        topo,
+        executor.domain_size,
+        executor.gpu,
+        version,
+    )?);
     tuned
         .into_iter()
         .map(|kind| {
