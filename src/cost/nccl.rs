@@ -36,9 +36,12 @@
 
 use super::machine;
 use super::model::{line_data_bytes, wire_factor, ExecModel};
+use crate::budget::{self, MemoryLimit};
 use crate::collective::CollectiveKind;
+use crate::collective::CollectiveSpec;
 use crate::error::{echo, Error, Result};
-use crate::topology::Topology;
+use crate::topology::spec::{plan_spec, SpecPlan};
+use crate::topology::{SpecDefaults, Topology};
 use crate::tuner::nccl_tuning::{Comm, NcclTuning, NcclVersion};
 use crate::tuner::profile::{network_links, Profiler, Shape};
 use crate::tuner::search::{rings_on_mesh, Machine, NodeFabric};
@@ -80,6 +83,20 @@ impl NcclShapes {
         let ranks = topo.alive_npus().len();
         let domain_size = domain_size.clamp(1, ranks.max(1));
         check_tuned(kind)?;
+        // The baselines the profiler simulates, at two chunks a rank, split in two.
+        let spec = CollectiveSpec {
+            kind,
+            root: kind.has_root().then(|| topo.alive_npus()[0]),
+            npus: topo.alive_npus(),
+            chunks_per_npu: 2,
+            size_bytes: 1 << 30,
+        };
+        MemoryLimit::default().admit(budget::baseline(topo, &spec, 2), || {
+            format!(
+                "pricing NCCL's ring and tree for {kind} on {} ({ranks} ranks)",
+                echo(topo.name())
+            )
+        })?;
         let profiler = Profiler::on_fabric(topo, domain_size)?;
         let nics = nics_per_domain(topo, domain_size);
         let mesh = (domain_size == ranks && !topo.has_switches())
@@ -185,6 +202,9 @@ impl NcclPricer {
     /// Prices `kind` on `topo`'s alive NPUs, NVLink domains of `domain_size` NPUs apart
     /// in id (a node), `gpu` for NCCL's tables, `model` for the executor (and the NCCL
     /// version whose tuning picks).
+    ///
+    /// Above [`SIMULATED_RANKS_MAX`] ranks a preset cluster of identical nodes is priced
+    /// by formulas ([`NcclPricer::for_cluster`]), in time and memory linear in the ranks.
     pub fn new(
         topo: &Topology,
         kind: CollectiveKind,
@@ -192,6 +212,11 @@ impl NcclPricer {
         gpu: GpuArch,
         model: ExecModel,
     ) -> Result<NcclPricer> {
+        if topo.alive_npus().len() > SIMULATED_RANKS_MAX {
+            if let Some(cluster) = preset_cluster(topo, domain_size) {
+                return NcclPricer::for_cluster(&cluster, topo.name(), kind, gpu, model);
+            }
+        }
         let tuning = Arc::new(nccl_tuning(topo, domain_size, gpu, model.nccl_version())?);
         NcclPricer::with_tuning(topo, kind, domain_size, model, tuning)
     }
@@ -390,6 +415,22 @@ impl NcclPricer {
                 .ok_or_else(|| self.not_run(Some(other), Some(protocol))),
         }
     }
+}
+
+/// The most ranks whose Ring and Tree are simulated on the topology where formulas could
+/// price them (as the tuner plugin does).
+pub const SIMULATED_RANKS_MAX: usize = 64;
+
+/// The cluster of identical nodes a preset topology (every NPU alive) is, if it is one.
+fn preset_cluster(topo: &Topology, domain_size: usize) -> Option<Cluster> {
+    if !topo.name().starts_with("preset:") {
+        return None;
+    }
+    let plan = plan_spec(topo.name(), &SpecDefaults::default()).ok()?;
+    let SpecPlan::Composed { dims, .. } = plan else {
+        return None;
+    };
+    Cluster::from_dims(&dims, domain_size).filter(|c| c.npus() == topo.alive_npus().len())
 }
 
 /// NCCL's own model of `topo` in band `version` (its machine's graphs, NCCL's default
