@@ -563,3 +563,81 @@ fn the_command_names_the_table_that_does_not_fit_the_topology() {
     let e = calibrate_error(&[h100, "--topology", "ring:8", "--start", "no-such.json"]);
     assert!(e.contains("--start") && e.contains("no-such.json"), "{e}");
 }
+
+/// The 2-node A100 sweep fitted, the 8-GPU A100 table held out: the report gives both
+/// tables' errors, the held-out one marked and left out of the profile's source, and
+/// every constant the sweep does not determine keeps the start profile's value.
+#[test]
+fn a_held_out_table_is_predicted_not_fitted() {
+    let two = fixture("a100-2node-allreduce.txt");
+    let one = fixture("a100-allreduce.txt");
+    let v = calibrate_json(&[
+        two.to_str().unwrap(),
+        "--holdout",
+        one.to_str().unwrap(),
+        "--topology",
+        "preset:dgx-a100,nodes=2",
+        "--topology",
+        "preset:dgx-a100,nodes=1",
+    ]);
+    let tables = v["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 2);
+    assert_eq!(
+        (tables[0]["held_out"].clone(), tables[1]["held_out"].clone()),
+        (false.into(), true.into())
+    );
+    for t in tables {
+        let error = f64_at(t, "median_error");
+        assert!(error.is_finite() && error >= 0.0, "{t}");
+    }
+    let source = v["profile"]["source"].as_str().unwrap();
+    assert!(
+        source.contains("a100-2node") && !source.contains("a100-allreduce"),
+        "{source}"
+    );
+    let start = ExecModel::builtin(GpuArch::Ampere);
+    let start: std::collections::HashMap<&str, f64> =
+        tacos::cost::fit::constants(&start).into_iter().collect();
+    for c in v["constants"].as_array().unwrap() {
+        if c["determined"] == false {
+            let name = c["name"].as_str().unwrap();
+            assert_eq!(f64_at(c, "fitted"), start[name], "{name}");
+        }
+    }
+}
+
+/// `mpirun --tag-output` puts `[1,0]<stdout>:` before every line; the table reads as
+/// without it.
+#[test]
+fn tagged_output_reads_as_untagged() {
+    let plain = std::fs::read_to_string(fixture("h100-ring-allreduce.txt")).unwrap();
+    let tagged: String = plain
+        .lines()
+        .map(|l| format!("[1,0]<stdout>:{l}\n"))
+        .collect();
+    let path = scratch("tagged.txt");
+    std::fs::write(&path, tagged).unwrap();
+    let read = nccltests::read_file(&path, &ReadOptions::default()).unwrap();
+    let expected = read_one("h100-ring-allreduce.txt", ReadOptions::default());
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].points, expected.points);
+    assert_eq!(read[0].algorithm, expected.algorithm);
+    assert_eq!(read[0].ranks, 8);
+}
+
+/// Two runs' rows interleaved, each size twice (the calibration set's NVLS table): one
+/// table, each size's two times averaged, and a note naming the line and what to do.
+#[test]
+fn interleaved_runs_are_averaged_with_a_note() {
+    let m = read_one("h100-nvls-allreduce.txt", ReadOptions::default());
+    assert_eq!(m.points.len(), 14, "1 MiB to 8 GiB, each once");
+    // 1 MiB: 41.64 and 42.78 us.
+    assert!((m.points[0].time_us - (41.64 + 42.78) / 2.0).abs() < 1e-9);
+    assert!(
+        m.notes
+            .iter()
+            .any(|n| n.contains("line 20") && n.contains("interleaved")),
+        "{:?}",
+        m.notes
+    );
+}
