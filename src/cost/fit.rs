@@ -308,22 +308,27 @@ pub fn assess(tables: &[Table], model: &ExecModel) -> Result<Vec<TableFit>> {
         .collect()
 }
 
-/// The median error of `fits`' points below 1 MiB and from 1 MiB up (0 where there are
-/// none): what a profile records of its own fit.
+/// The worst table's median error below 1 MiB and from 1 MiB up (0 where no table has
+/// points there): what a profile records of its own fit, so a margin taken from it covers
+/// the table the profile predicts least well.
 pub fn median_errors(fits: &[TableFit]) -> FitError {
-    let median = |small: bool| {
-        let mut errors: Vec<f64> = fits
-            .iter()
-            .flat_map(|f| &f.points)
-            .filter(|p| (p.0 < SMALL_BYTES) == small)
-            .map(|&(_, m, p)| relative_error(m, p))
-            .collect();
-        errors.sort_by(f64::total_cmp);
-        errors.get(errors.len() / 2).copied().unwrap_or(0.0)
+    let worst_median = |small: bool| {
+        fits.iter()
+            .filter_map(|f| {
+                let mut errors: Vec<f64> = f
+                    .points
+                    .iter()
+                    .filter(|p| (p.0 < SMALL_BYTES) == small)
+                    .map(|&(_, m, p)| relative_error(m, p))
+                    .collect();
+                errors.sort_by(f64::total_cmp);
+                errors.get(errors.len() / 2).copied()
+            })
+            .fold(0.0, f64::max)
     };
     FitError {
-        below_1mib: median(true),
-        from_1mib: median(false),
+        below_1mib: worst_median(true),
+        from_1mib: worst_median(false),
     }
 }
 

@@ -1,4 +1,4 @@
-//! The machine NCCL finds under a topology ([`search::Machine`]): how each node's GPUs
+//! The machine NCCL finds under a topology ([`Machine`]): how each node's GPUs
 //! reach each other (an NVSwitch port, NVLinks pair by pair, or PCIe), how many NICs a
 //! node's GPUs reach and how fast one is, and whether the NVSwitch reduces (NVLS: Hopper
 //! and Blackwell NVSwitch nodes; an A100's NVSwitch does not). Read from the built
@@ -29,6 +29,15 @@ fn nvlinks(gbps: f64, arch: GpuArch) -> f64 {
 
 /// The machine under `topo`'s alive NPUs, NVLink domains (nodes) of `domain_size` NPUs
 /// apart in id, `arch` GPUs.
+///
+/// ```
+/// use tacos::cost::machine::of_topology;
+/// use tacos::topology::{parse_spec, SpecDefaults};
+/// use tacos::tuner::GpuArch;
+/// let topo = parse_spec("preset:dgx-h100,nodes=2", &SpecDefaults::default()).unwrap();
+/// let machine = of_topology(&topo, 8, GpuArch::Hopper);
+/// assert_eq!((machine.nodes, machine.nics, machine.nvls), (2, 8, true));
+/// ```
 pub fn of_topology(topo: &Topology, domain_size: usize, arch: GpuArch) -> Machine {
     let npus = topo.alive_npus();
     let domain_size = domain_size.clamp(1, npus.len().max(1));

@@ -1,7 +1,7 @@
 //! NCCL's built-in algorithms priced with the executor cost model, and the (algorithm,
 //! protocol) NCCL's own tuning picks: its cost model in the profile's band of NCCL
 //! versions ([`NcclTuning`]) on the graphs its search finds on the machine
-//! ([`machine`](super::machine)), so the pair priced is the pair NCCL runs.
+//! (the [`machine`] module), so the pair priced is the pair NCCL runs.
 //!
 //! Ring and Tree are priced from their shapes on the topology (below). The others by
 //! closed forms on the machine (`g` GPUs a node, `N` nodes, NICs of `nic` GB/s):

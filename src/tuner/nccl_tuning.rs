@@ -199,6 +199,29 @@ pub struct NcclTuning {
 
 impl NcclTuning {
     /// NCCL's model in band `version` for `comm` on `graphs`, with NCCL's default constants.
+    ///
+    /// ```
+    /// use tacos::collective::CollectiveKind;
+    /// use tacos::tuner::nccl_tuning::{Comm, NcclTuning, NcclVersion};
+    /// use tacos::tuner::search::{Machine, NodeFabric};
+    /// use tacos::tuner::{Algorithm, GpuArch};
+    /// // One H100 node: 8 GPUs on an NVSwitch of 18 NVLinks each.
+    /// let machine = Machine {
+    ///     arch: GpuArch::Hopper,
+    ///     nodes: 1,
+    ///     gpus_per_node: 8,
+    ///     fabric: NodeFabric::NvSwitch { nvlinks: 18.0 },
+    ///     nics: 0,
+    ///     nic_gbps: 0.0,
+    ///     nvls: true,
+    ///     sharp: false,
+    /// };
+    /// let comm = Comm { ranks: 8, nodes: 1, arch: GpuArch::Hopper, nvls: true, collnet: false };
+    /// let version = NcclVersion::parse("2.26.2").unwrap();
+    /// let tuning = NcclTuning::new(version, comm, &machine.graphs());
+    /// let (algorithm, _, _) = tuning.pick(CollectiveKind::AllReduce, 1 << 30, None, None).unwrap();
+    /// assert_eq!(algorithm, Algorithm::Nvls);
+    /// ```
     pub fn new(version: NcclVersion, comm: Comm, graphs: &Graphs) -> NcclTuning {
         let constants = version.constants();
         let mut tuning = NcclTuning {

@@ -296,6 +296,25 @@ impl Machine {
     }
 
     /// Every graph NCCL's algorithms need.
+    ///
+    /// ```
+    /// use tacos::tuner::search::{Machine, NodeFabric};
+    /// use tacos::tuner::GpuArch;
+    /// // One A100 node: 12 NVLinks a GPU into the NVSwitch, which does not reduce.
+    /// let machine = Machine {
+    ///     arch: GpuArch::Ampere,
+    ///     nodes: 1,
+    ///     gpus_per_node: 8,
+    ///     fabric: NodeFabric::NvSwitch { nvlinks: 12.0 },
+    ///     nics: 0,
+    ///     nic_gbps: 0.0,
+    ///     nvls: false,
+    ///     sharp: false,
+    /// };
+    /// let graphs = machine.graphs();
+    /// assert_eq!((graphs.ring.channels, graphs.ring.bw_intra), (12, 20.0));
+    /// assert_eq!(graphs.nvls.channels, 0);
+    /// ```
     pub fn graphs(&self) -> Graphs {
         let ring = self.search(Pattern::Ring, 1, GRAPH_CHANNELS_MAX);
         let tree = if ring.channels == 0 {
