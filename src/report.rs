@@ -951,6 +951,9 @@ pub struct CalibrateReport {
     pub files: Vec<String>,
     pub tables: Vec<CalibrateTable>,
     pub constants: Vec<CalibrateConstant>,
+    /// What to doubt in the fit: constants fitted onto a bound of their range, tables a fit
+    /// over several node counts predicts worse than [`crate::cost::fit::NODE_COUNTS_ERROR`].
+    pub warnings: Vec<String>,
     /// The fitted profile, as `-o` writes it.
     pub profile: crate::cost::ExecModel,
     /// Where the profile was written; null without `-o`.
@@ -982,6 +985,8 @@ pub struct CalibrateTable {
     pub points: Vec<CalibratePoint>,
     /// What the reader assumed or left aside.
     pub notes: Vec<String>,
+    /// Given with `--holdout`: predicted by the fit, not fitted to.
+    pub held_out: bool,
 }
 
 /// One size of a [`CalibrateTable`].

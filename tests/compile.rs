@@ -666,6 +666,8 @@ fn compile_writes_a_directory_that_checks_and_reports_it() {
         "1,2",
         "--seeds",
         "1",
+        // Every band gets a file: the layout is what is checked here.
+        "--no-nccl",
         "--json",
     ];
     let (ok, stdout, err) = tacos(&args);
@@ -1322,4 +1324,63 @@ fn check_refuses_a_manifest_that_is_not_a_regular_file_without_opening_it() {
     std::os::unix::fs::symlink(&elsewhere, &manifest).unwrap();
     let e = check_dir(&dir).unwrap_err().to_string();
     assert!(e.contains("not a regular file"), "{e}");
+}
+
+/// On two H100 nodes a band is served only where its program is predicted faster than
+/// NCCL's best choice there (of the algorithms NCCL has enabled, the one the cost model
+/// prices fastest) by more than the built-in profile's own measured error at that size,
+/// and the manifest records that margin for every band, served or left to NCCL.
+#[test]
+fn a_band_is_served_only_past_the_models_own_error() {
+    use tacos::cost::ExecModel;
+    use tacos::tuner::GpuArch;
+    let out = scratch("margins").join("set");
+    let args = [
+        "compile",
+        "preset:dgx-h100",
+        "--fast",
+        "--sizes",
+        "1KiB..1GiB",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ];
+    let (ok, stdout, err) = tacos(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let model = ExecModel::builtin(GpuArch::Hopper);
+    let margin_at = |bytes: u64| model.error_at(bytes);
+    let mut served = 0;
+    for entry in v["manifest"]["entries"].as_array().unwrap() {
+        for band in entry["bands"].as_array().unwrap() {
+            let nccl = &band["nccl"];
+            let (ours, theirs) = (
+                band["time_us"].as_f64().unwrap(),
+                nccl["time_us"].as_f64().unwrap(),
+            );
+            let margin = nccl["margin"].as_f64().unwrap();
+            let bytes = band["size_bytes"].as_u64().unwrap();
+            assert!(margin >= margin_at(bytes), "{band}");
+            assert!(ours * (1.0 + margin) < theirs, "{band}");
+            served += 1;
+        }
+    }
+    let left = v["manifest"]["left_to_nccl"].as_array().unwrap();
+    for band in left {
+        let margin = band["nccl"]["margin"].as_f64().unwrap();
+        assert!(
+            margin >= margin_at(band["min_bytes"].as_u64().unwrap()),
+            "{band}"
+        );
+        let (ours, theirs) = (
+            band["program_us"].as_f64().unwrap(),
+            band["nccl"]["time_us"].as_f64().unwrap(),
+        );
+        assert!(ours * (1.0 + margin) >= theirs, "{band}");
+    }
+    assert!(
+        served > 0 && !left.is_empty(),
+        "{served} served, {} left",
+        left.len()
+    );
 }

@@ -20,7 +20,8 @@ use crate::cost::nccl::nccl_tuning;
 use crate::cost::NcclPricer;
 use crate::error::{Error, Result};
 use crate::topology::Topology;
-use crate::tuner::{Tuner, TUNED};
+use crate::tuner::nccl_tuning::NcclTuning;
+use crate::tuner::TUNED;
 use std::sync::{Arc, OnceLock};
 
 /// What a band gets.
@@ -42,7 +43,7 @@ pub struct BandCompiler {
     /// never starts its threads.
     pool: OnceLock<std::result::Result<rayon::ThreadPool, String>>,
     /// NCCL's tuning on the topology, made at the first band that needs it.
-    tuning: OnceLock<std::result::Result<Arc<Tuner>, String>>,
+    tuning: OnceLock<std::result::Result<Arc<NcclTuning>, String>>,
     /// Per collective NCCL tunes, its pricer, made at the collective's first band.
     pricers: Vec<(
         CollectiveKind,
@@ -200,9 +201,14 @@ impl BandCompiler {
             let tuning = self
                 .tuning
                 .get_or_init(|| {
-                    nccl_tuning(&self.topo, executor.domain_size, executor.gpu)
-                        .map(Arc::new)
-                        .map_err(|e| e.to_string())
+                    nccl_tuning(
+                        &self.topo,
+                        executor.domain_size,
+                        executor.gpu,
+                        executor.model.nccl_version(),
+                    )
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
                 })
                 .clone()?;
             let model = executor.model.clone();

@@ -37,19 +37,26 @@ pub struct Manifest {
     pub options: CompileOptions,
     /// One per file, by collective (in the options' order), in place first, then by size.
     pub entries: Vec<Entry>,
-    /// Bands no file serves because NCCL's own choice is predicted as fast (within the
-    /// options' `cost.nccl_margin`): the scheduler leaves them to NCCL.
+    /// Bands no file serves because NCCL's best choice is predicted as fast (within the
+    /// margin each records): the scheduler leaves them to NCCL.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_to_nccl: Vec<LeftToNccl>,
 }
 
-/// NCCL's own choice for a band, priced by the executor cost model.
+/// NCCL's best choice for a band: of the algorithms and protocols NCCL has enabled, the
+/// one the executor cost model prices fastest (NCCL's own pick, unless its model
+/// misjudges), and the margin the program had to beat it by.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NcclBand {
     pub algorithm: String,
     pub protocol: String,
     pub time_us: f64,
+    /// The share the program had to be faster by: the larger of the options'
+    /// `cost.nccl_margin` and the profile's measured error at this size; absent in
+    /// manifests written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin: Option<f64>,
 }
 
 /// A band left to NCCL.

@@ -321,9 +321,10 @@ pub struct CostOptions {
     pub model: ExecModel,
     /// NPUs per NVLink domain (a node).
     pub domain_size: usize,
-    /// A band gets a program only where it is predicted faster than NCCL's own choice for
-    /// the band by at least this share (0.05: 5%); elsewhere the band is left to NCCL and
-    /// the manifest says so. `None`: NCCL does not compete.
+    /// A band gets a program only where it is predicted faster than NCCL's best choice for
+    /// the band by more than this share or the profile's measured error there, whichever
+    /// is larger; elsewhere the band is left to NCCL and the manifest says so, with the
+    /// margin used. `None`: NCCL does not compete.
     pub nccl_margin: Option<f64>,
 }
 

@@ -517,8 +517,9 @@ pub(super) struct Served {
     pub time_ps: Picos,
     pub bound_ps: Picos,
     pub best_baseline: Option<(Candidate, Picos)>,
-    /// NCCL's choice there (algorithm, protocol, us), where NCCL competed.
-    pub nccl: Option<(Algorithm, Protocol, f64)>,
+    /// NCCL's best choice there (algorithm, protocol, us) and the margin the program had
+    /// to beat it by, where NCCL competed.
+    pub nccl: Option<(Algorithm, Protocol, f64, f64)>,
 }
 
 /// A run of one collective and placement.
@@ -542,7 +543,13 @@ fn nccl_pricers(
         return Ok(Vec::new());
     }
     let executor = cost.executor();
-    let tuning = Arc::new(nccl_tuning(topo, executor.domain_size, executor.gpu)?);
+    let version = executor.model.nccl_version();
+    let tuning = Arc::new(nccl_tuning(
+        topo,
+        executor.domain_size,
+        executor.gpu,
+        version,
+    )?);
     tuned
         .into_iter()
         .map(|kind| {
@@ -554,10 +561,12 @@ fn nccl_pricers(
         .collect()
 }
 
-/// Each band against NCCL's own choice for it (`pricers`, by collective): a band stays
-/// with its program only where the program is predicted faster by at least `margin`;
-/// the others are left to NCCL, and a run that loses a band in its middle becomes two
-/// files.
+/// Each band against NCCL's best choice for it (`pricers`, by collective): of the
+/// algorithms NCCL has enabled, the one the executor cost model prices fastest. A band
+/// stays with its program only where the program is predicted faster by more than the
+/// margin: the larger of `margin` and the profile's own measured error at the band's size
+/// (a gain the model cannot tell from its error is no gain). The others are left to NCCL,
+/// and a run that loses a band in its middle becomes two files.
 pub(super) fn against_nccl(
     pricers: &[(CollectiveKind, &NcclPricer)],
     margin: f64,
@@ -572,10 +581,12 @@ pub(super) fn against_nccl(
         };
         let mut current: Vec<Served> = Vec::new();
         for mut served in run.bands.iter().copied() {
-            let nccl = pricer.price(served.band.min_bytes, None, None)?;
-            served.nccl = Some((nccl.algorithm, nccl.protocol, nccl.time_us));
+            let bytes = served.band.min_bytes;
+            let nccl = pricer.best_price(bytes)?;
+            let needed = margin.max(pricer.model().error_at(bytes));
+            served.nccl = Some((nccl.algorithm, nccl.protocol, nccl.time_us, needed));
             let program_us = ps_to_us(served.time_ps);
-            if program_us * (1.0 + margin) <= nccl.time_us {
+            if program_us * (1.0 + needed) < nccl.time_us {
                 current.push(served);
                 continue;
             }
@@ -598,12 +609,13 @@ pub(super) fn against_nccl(
     Ok((kept, left))
 }
 
-/// The manifest's record of NCCL's choice.
-fn nccl_band(nccl: Option<(Algorithm, Protocol, f64)>) -> Option<NcclBand> {
-    nccl.map(|(algorithm, protocol, time_us)| NcclBand {
+/// The manifest's record of NCCL's best choice.
+fn nccl_band(nccl: Option<(Algorithm, Protocol, f64, f64)>) -> Option<NcclBand> {
+    nccl.map(|(algorithm, protocol, time_us, margin)| NcclBand {
         algorithm: algorithm.name().to_string(),
         protocol: protocol.name().to_string(),
         time_us,
+        margin: Some(margin),
     })
 }
 

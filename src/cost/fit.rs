@@ -5,7 +5,7 @@
 //! A constant that no measured point depends on (network figures fitted on one node, a
 //! protocol NCCL never picked) keeps the value it started from.
 
-use super::model::ExecModel;
+use super::model::{ExecModel, FitError};
 use super::nccl::NcclPricer;
 use crate::error::Result;
 use crate::tuner::{Algorithm, Protocol};
@@ -69,6 +69,7 @@ macro_rules! knob {
 /// Every constant the fit moves; ranges are what hardware can be (a launch of at most
 /// 200 us, an efficiency of 0.3 to 1 of line rate, steps of at most 100 us, a channel of
 /// 0.5 to 500 GB/s).
+/// (The NVLS knobs read NaN, and are left alone, on a profile without NVLS figures.)
 fn knobs() -> Vec<Knob> {
     vec![
         knob!("launch_us", 0.0, 200.0, launch_us),
@@ -83,8 +84,34 @@ fn knobs() -> Vec<Knob> {
         knob!("simple.step_us.nvlink", 0.0, 100.0, simple.step_us.nvlink),
         knob!("simple.step_us.net", 0.0, 100.0, simple.step_us.net),
         knob!("simple.channel_gbps", 0.5, 500.0, simple.channel_gbps),
+        Knob {
+            name: "nvls.gbps",
+            low: 10.0,
+            high: 2000.0,
+            get: |m| m.nvls.map_or(f64::NAN, |n| n.gbps),
+            set: |m, v| {
+                if let Some(n) = &mut m.nvls {
+                    n.gbps = v;
+                }
+            },
+        },
+        Knob {
+            name: "nvls.step_us",
+            low: 0.0,
+            high: 100.0,
+            get: |m| m.nvls.map_or(f64::NAN, |n| n.step_us),
+            set: |m, v| {
+                if let Some(n) = &mut m.nvls {
+                    n.step_us = v;
+                }
+            },
+        },
     ]
 }
+
+/// The most a fit over tables of several node counts may miss one of its own tables by
+/// (median error) before `calibrate` says it cannot predict it.
+pub const NODE_COUNTS_ERROR: f64 = 0.25;
 
 /// Below this size a measured time varies more from run to run (launch jitter, the
 /// host's synchronisation), so its points weigh less.
@@ -114,30 +141,104 @@ fn loss(tables: &[Table], model: &ExecModel) -> Result<f64> {
 
 /// Keeps the protocols' step latencies in their physical order, LL <= LL128 <= Simple on
 /// each kind of hop (LL's lines carry their own flags and need no separate
-/// synchronisation; Simple synchronises per slice), raising the later ones where needed.
-/// Without it, constants no table pins down could land in any order.
-fn order_steps(model: &mut ExecModel) {
-    model.ll128.step_us.nvlink = model.ll128.step_us.nvlink.max(model.ll.step_us.nvlink);
-    model.simple.step_us.nvlink = model.simple.step_us.nvlink.max(model.ll128.step_us.nvlink);
-    model.ll128.step_us.net = model.ll128.step_us.net.max(model.ll.step_us.net);
-    model.simple.step_us.net = model.simple.step_us.net.max(model.ll128.step_us.net);
+/// synchronisation; Simple synchronises per slice), raising the later ones where needed,
+/// those `free` names only. Without it, constants no table pins down could land in any
+/// order.
+fn order_steps(model: &mut ExecModel, free: &[&str]) {
+    let raise = |later: &mut f64, earlier: f64, name: &str| {
+        if free.contains(&name) {
+            *later = later.max(earlier);
+        }
+    };
+    let ll = model.ll.step_us;
+    raise(
+        &mut model.ll128.step_us.nvlink,
+        ll.nvlink,
+        "ll128.step_us.nvlink",
+    );
+    raise(&mut model.ll128.step_us.net, ll.net, "ll128.step_us.net");
+    let ll128 = model.ll128.step_us;
+    raise(
+        &mut model.simple.step_us.nvlink,
+        ll128.nvlink,
+        "simple.step_us.nvlink",
+    );
+    raise(
+        &mut model.simple.step_us.net,
+        ll128.net,
+        "simple.step_us.net",
+    );
 }
 
-/// The constants, starting from `start`, that best fit `tables`.
-pub fn fit(tables: &[Table], start: &ExecModel) -> Result<ExecModel> {
-    let knobs = knobs();
+/// A fitted profile, and what the fit says of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fitted {
+    pub model: ExecModel,
+    /// Per constant the fit may move (as [`constants`] lists them), whether the tables
+    /// determine it: those they do not keep their start values.
+    pub determined: Vec<Determination>,
+    /// Constants fitted onto a bound of their physical range: the tables push them past
+    /// what hardware can be, so the fit's other constants may be off too.
+    pub on_bounds: Vec<String>,
+}
+
+/// The constants, starting from `start`, that best fit `tables`: those the tables
+/// determine are fitted (a first fit over every constant finds which they are), the rest
+/// keep their start values.
+pub fn fit(tables: &[Table], start: &ExecModel) -> Result<Fitted> {
+    let all: Vec<Knob> = knobs()
+        .into_iter()
+        .filter(|k| (k.get)(start).is_finite())
+        .collect();
+    let first = descend(tables, start, &all.iter().collect::<Vec<_>>())?;
+    let determined = determined(tables, &first)?;
+    let free: Vec<&Knob> = all
+        .iter()
+        .zip(&determined)
+        .filter(|(_, d)| d.determined)
+        .map(|(k, _)| k)
+        .collect();
+    let model = descend(tables, start, &free)?;
+    let on_bounds = free
+        .iter()
+        .filter_map(|k| {
+            let v = (k.get)(&model);
+            let at = |b: f64| (v - b).abs() <= 1e-9 * (k.high - k.low);
+            let bound = if at(k.low) {
+                "lowest"
+            } else if at(k.high) {
+                "highest"
+            } else {
+                return None;
+            };
+            Some(format!(
+                "{} = {v} is fitted to the {bound} value it may take (from {} to {}): the tables want it past what hardware can be, so the fit's other constants may be off too",
+                k.name, k.low, k.high
+            ))
+        })
+        .collect();
+    Ok(Fitted {
+        model,
+        determined,
+        on_bounds,
+    })
+}
+
+/// Coordinate descent on `free` from `start` (each kept inside its range).
+fn descend(tables: &[Table], start: &ExecModel, free: &[&Knob]) -> Result<ExecModel> {
+    let names: Vec<&str> = free.iter().map(|k| k.name).collect();
     let mut model = start.clone();
     // Start inside every range.
-    for k in &knobs {
+    for k in free {
         let value = (k.get)(&model).clamp(k.low, k.high);
         (k.set)(&mut model, value);
     }
-    order_steps(&mut model);
+    order_steps(&mut model, &names);
     let mut best = loss(tables, &model)?;
     let mut step = 0.5;
     while step > 1e-5 {
         let mut improved = false;
-        for k in &knobs {
+        for k in free {
             let value = (k.get)(&model);
             // A multiplicative step, and an additive one so a constant can leave zero.
             let span = (k.high - k.low) * step * 0.01;
@@ -153,7 +254,7 @@ pub fn fit(tables: &[Table], start: &ExecModel) -> Result<ExecModel> {
                 }
                 let mut trial = model.clone();
                 (k.set)(&mut trial, candidate);
-                order_steps(&mut trial);
+                order_steps(&mut trial, &names);
                 let l = loss(tables, &trial)?;
                 if l < best * (1.0 - 1e-12) {
                     best = l;
@@ -207,6 +308,30 @@ pub fn assess(tables: &[Table], model: &ExecModel) -> Result<Vec<TableFit>> {
         .collect()
 }
 
+/// The worst table's median error below 1 MiB and from 1 MiB up (0 where no table has
+/// points there): what a profile records of its own fit, so a margin taken from it covers
+/// the table the profile predicts least well.
+pub fn median_errors(fits: &[TableFit]) -> FitError {
+    let worst_median = |small: bool| {
+        fits.iter()
+            .filter_map(|f| {
+                let mut errors: Vec<f64> = f
+                    .points
+                    .iter()
+                    .filter(|p| (p.0 < SMALL_BYTES) == small)
+                    .map(|&(_, m, p)| relative_error(m, p))
+                    .collect();
+                errors.sort_by(f64::total_cmp);
+                errors.get(errors.len() / 2).copied()
+            })
+            .fold(0.0, f64::max)
+    };
+    FitError {
+        below_1mib: worst_median(true),
+        from_1mib: worst_median(false),
+    }
+}
+
 /// |predicted - measured| / measured.
 pub fn relative_error(measured: f64, predicted: f64) -> f64 {
     (predicted - measured).abs() / measured
@@ -217,9 +342,14 @@ pub fn fitted_constants() -> Vec<&'static str> {
     knobs().iter().map(|k| k.name).collect()
 }
 
-/// The constants the fit moves, named as [`fitted_constants`], with their values in `model`.
+/// The constants the fit moves, named as [`fitted_constants`], with their values in
+/// `model` (the NVLS ones only where it has NVLS figures).
 pub fn constants(model: &ExecModel) -> Vec<(&'static str, f64)> {
-    knobs().iter().map(|k| (k.name, (k.get)(model))).collect()
+    knobs()
+        .iter()
+        .map(|k| (k.name, (k.get)(model)))
+        .filter(|(_, v)| v.is_finite())
+        .collect()
 }
 
 /// Whether the tables pin one constant down on their own, around some constants.
@@ -245,7 +375,10 @@ const TAKES_PART: f64 = 1e-3;
 /// in each constant's log: a constant is determined when it takes no part in any
 /// direction those leave (nearly) flat.
 pub fn determined(tables: &[Table], model: &ExecModel) -> Result<Vec<Determination>> {
-    let knobs = knobs();
+    let knobs: Vec<Knob> = knobs()
+        .into_iter()
+        .filter(|k| (k.get)(model).is_finite())
+        .collect();
     let residuals = |m: &ExecModel| -> Result<Vec<f64>> {
         let mut out = Vec::new();
         for t in tables {
@@ -331,26 +464,51 @@ pub fn determined(tables: &[Table], model: &ExecModel) -> Result<Vec<Determinati
         .filter(|(value, _)| **value < UNDETERMINED)
         .map(|(_, vector)| vector)
         .collect();
-    for (j, &i) in seen.iter().enumerate() {
-        let mut partners: Vec<&'static str> = flat
-            .iter()
-            .filter(|vector| vector[j].abs() > TAKES_PART)
-            .flat_map(|vector| {
-                (0..seen.len())
-                    .filter(|&l| l != j && vector[l].abs() > TAKES_PART)
-                    .map(|l| knobs[seen[l]].name)
+    // Each flat direction leaves one constant to its start value: elimination with the
+    // largest component as pivot picks constants the flat directions cannot all avoid,
+    // so once those are held, the tables determine every other seen constant.
+    let mut rows: Vec<Vec<f64>> = flat.iter().map(|v| v.to_vec()).collect();
+    let mut held: Vec<(usize, Vec<usize>)> = Vec::new();
+    for r in 0..rows.len() {
+        let Some(pivot) = (0..seen.len())
+            .filter(|&l| rows[r][l].abs() > TAKES_PART)
+            .max_by(|&a, &b| {
+                rows[r][a]
+                    .abs()
+                    .total_cmp(&rows[r][b].abs())
+                    .then(b.cmp(&a))
             })
+        else {
+            continue;
+        };
+        let partners = (0..seen.len())
+            .filter(|&l| l != pivot && rows[r][l].abs() > TAKES_PART)
             .collect();
-        partners.sort_unstable();
-        partners.dedup();
-        let alone = flat.iter().all(|vector| vector[j].abs() <= TAKES_PART);
-        out[i].determined = alone;
-        out[i].reason = (!alone).then(|| {
-            format!(
-                "the tables see it only together with {}",
-                partners.join(", ")
-            )
-        });
+        held.push((pivot, partners));
+        let scale = rows[r][pivot];
+        let pivot_row: Vec<f64> = rows[r].iter().map(|x| x / scale).collect();
+        for (q, row) in rows.iter_mut().enumerate() {
+            if q != r {
+                let factor = row[pivot];
+                for (x, p) in row.iter_mut().zip(&pivot_row) {
+                    *x -= factor * p;
+                }
+            }
+        }
+        rows[r] = pivot_row;
+    }
+    for &i in &seen {
+        out[i].determined = true;
+        out[i].reason = None;
+    }
+    for (pivot, partners) in held {
+        let names: Vec<&str> = partners.iter().map(|&l| knobs[seen[l]].name).collect();
+        let i = seen[pivot];
+        out[i].determined = false;
+        out[i].reason = Some(format!(
+            "the tables see it only together with {}",
+            names.join(", ")
+        ));
     }
     Ok(out)
 }

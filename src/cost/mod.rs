@@ -10,6 +10,7 @@
 //! - a bandwidth ceiling per channel (one thread block), times the channels a run uses.
 
 pub mod fit;
+pub mod machine;
 pub mod model;
 pub mod nccl;
 pub mod nccltests;

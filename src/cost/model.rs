@@ -4,6 +4,7 @@
 
 use crate::error::{echo, Error, Result};
 use crate::fsio;
+use crate::tuner::nccl_tuning::NcclVersion;
 use crate::tuner::{GpuArch, Protocol};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -46,6 +47,62 @@ pub struct ExecModel {
     pub ll: ProtocolModel,
     pub ll128: ProtocolModel,
     pub simple: ProtocolModel,
+    /// The NCCL version the profile prices (its band of tuning models), e.g. `2.26.2`.
+    #[serde(default = "default_nccl")]
+    pub nccl: String,
+    /// NVLink SHARP's figures; absent: the GPU generation's built-in ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvls: Option<NvlsModel>,
+    /// The fit's measured error; absent: [`FitError::UNKNOWN`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<FitError>,
+}
+
+/// The NCCL version of a profile that names none (those written before profiles did).
+fn default_nccl() -> String {
+    "2.26".to_string()
+}
+
+impl FitError {
+    /// What a profile that records no error is taken to have: the calibration set's
+    /// tolerance (30% below 1 MiB, 15% from it).
+    pub const UNKNOWN: FitError = FitError {
+        below_1mib: 0.30,
+        from_1mib: 0.15,
+    };
+}
+
+/// What NVLink SHARP costs: the NVSwitch reduces and multicasts at its own rate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvlsModel {
+    /// Most collective bytes a GPU's NVLS All-Reduce moves per second through the switch's
+    /// reduction (algorithm bandwidth), GB/s.
+    pub gbps: f64,
+    /// Paid once per NVLS collective on top of the launch: the switch's round trip and the
+    /// chunks in flight before the first result, us.
+    pub step_us: f64,
+}
+
+/// The fit's own measured error: the median |predicted - measured| / measured of the
+/// tables it was fitted to, below 1 MiB and from 1 MiB up. `compile` and the scheduler
+/// plugin serve a program only where its predicted gain over NCCL exceeds it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitError {
+    pub below_1mib: f64,
+    pub from_1mib: f64,
+}
+
+impl FitError {
+    /// The error at `bytes`.
+    pub fn at(&self, bytes: u64) -> f64 {
+        if bytes < 1 << 20 {
+            self.below_1mib
+        } else {
+            self.from_1mib
+        }
+    }
 }
 
 /// Share of line rate, per kind of link.
@@ -138,6 +195,26 @@ impl ExecModel {
         }
     }
 
+    /// The band of NCCL versions the profile prices.
+    pub fn nccl_version(&self) -> NcclVersion {
+        NcclVersion::parse(&self.nccl).unwrap_or(NcclVersion::V2_24)
+    }
+
+    /// NVLink SHARP's figures: the profile's, else the built-in ones of its generation
+    /// (none before Hopper).
+    pub fn nvls(&self) -> Option<NvlsModel> {
+        self.nvls.or_else(|| {
+            let arch: GpuArch = self.arch.parse().ok()?;
+            ExecModel::builtin(arch).nvls
+        })
+    }
+
+    /// The fit's measured error at `bytes` (the calibration set's tolerance where the
+    /// profile records none).
+    pub fn error_at(&self, bytes: u64) -> f64 {
+        self.error.unwrap_or(FitError::UNKNOWN).at(bytes)
+    }
+
     /// Most `channels` channels of `protocol` move together, GB/s of wire bytes.
     pub fn channels_gbps(&self, protocol: Protocol, channels: u32) -> f64 {
         self.protocol(protocol).channel_gbps * channels.clamp(1, self.channels) as f64
@@ -171,7 +248,22 @@ impl ExecModel {
                 )
             }
         };
+        if NcclVersion::parse(&self.nccl).is_err() {
+            return bad(
+                "nccl",
+                format!("'{}'", echo(&self.nccl)),
+                NcclVersion::ALLOWED,
+            );
+        }
         range("launch_us", self.launch_us, 0.0, LAUNCH_US_MAX, false)?;
+        if let Some(nvls) = &self.nvls {
+            range("nvls.gbps", nvls.gbps, 0.0, CHANNEL_GBPS_MAX, true)?;
+            range("nvls.step_us", nvls.step_us, 0.0, STEP_US_MAX, false)?;
+        }
+        if let Some(error) = &self.error {
+            range("error.below_1mib", error.below_1mib, 0.0, 10.0, false)?;
+            range("error.from_1mib", error.from_1mib, 0.0, 10.0, false)?;
+        }
         range("efficiency.nvlink", self.efficiency.nvlink, 0.0, 1.0, true)?;
         range("efficiency.net", self.efficiency.net, 0.0, 1.0, true)?;
         if !(1..=CHANNELS_MAX).contains(&self.channels) {

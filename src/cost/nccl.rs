@@ -1,8 +1,24 @@
-//! NCCL's built-in algorithms (Ring; Tree for All-Reduce) priced with the executor cost
-//! model, and the (algorithm, protocol) NCCL's own tuning would pick, as the tuner plugin
-//! sees it ([`crate::tuner::Tuner`] with NCCL's default constants).
+//! NCCL's built-in algorithms priced with the executor cost model, and the (algorithm,
+//! protocol) NCCL's own tuning picks: its cost model in the profile's band of NCCL
+//! versions ([`NcclTuning`]) on the graphs its search finds on the machine
+//! (the [`machine`] module), so the pair priced is the pair NCCL runs.
 //!
-//! The time of `bytes` with `protocol` on `channels` channels is
+//! Ring and Tree are priced from their shapes on the topology (below). The others by
+//! closed forms on the machine (`g` GPUs a node, `N` nodes, NICs of `nic` GB/s):
+//!
+//! - NVLS (one node): `launch + nvls.step + S / min(nvls.gbps, port x eff x g/(g+1))`:
+//!   each GPU sends its whole buffer into the switch and a 1/g share out again, and the
+//!   switch's reduction runs at its own rate; All-Gather and Reduce-Scatter move
+//!   `S (g-1)/g` through the port;
+//! - NVLS-Tree (from two nodes): NVLS within each node and trees of the nodes between the
+//!   NICs, pipelined: the slower of the two, the trees' `2 log2 N` network steps on top;
+//!   a NIC carries `S / nics` each way on two nodes, twice that beyond (a tree's inner
+//!   nodes);
+//! - PAT (one GPU per node): `log2 N` network steps, `S (N-1)/N` through the NICs;
+//! - CollNet (SHARP): a reduce-scatter and all-gather within the node and `S / nics`
+//!   each way through a NIC, the network reducing.
+//!
+//! The time of Ring or Tree of `bytes` with `protocol` on `channels` channels is
 //!
 //! ```text
 //! launch + wire latency + nvlink steps x step(nvlink) + network steps x step(net)
@@ -18,14 +34,18 @@
 //! - `wire(protocol)`: LL's and LL128's flag bytes (`model::wire_factor`); each rank's
 //!   share of the bytes is rounded up to whole protocol lines.
 
+use super::machine;
 use super::model::{line_data_bytes, wire_factor, ExecModel};
+use crate::budget::{self, MemoryLimit};
 use crate::collective::CollectiveKind;
-use crate::error::{Error, Result};
-use crate::topology::Topology;
+use crate::collective::CollectiveSpec;
+use crate::error::{echo, Error, Result};
+use crate::topology::spec::{plan_spec, SpecPlan};
+use crate::topology::{SpecDefaults, Topology};
+use crate::tuner::nccl_tuning::{Comm, NcclTuning, NcclVersion};
 use crate::tuner::profile::{network_links, Profiler, Shape};
-use crate::tuner::{
-    fabric_shape, Algorithm, Cluster, Communicator, GpuArch, Network, Protocol, Tuner,
-};
+use crate::tuner::search::{rings_on_mesh, Machine, NodeFabric};
+use crate::tuner::{fabric_shape, Algorithm, Cluster, GpuArch, Protocol};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,7 +58,8 @@ pub struct NcclPrice {
     pub channels: u32,
     /// Predicted time, us.
     pub time_us: f64,
-    /// Whether NCCL's tuning picked the algorithm and protocol (else the user named them).
+    /// Whether NCCL's tuning picked the protocol, and the algorithm unless the user held it
+    /// (else the user named the protocol too).
     pub nccl_choice: bool,
 }
 
@@ -62,9 +83,29 @@ impl NcclShapes {
         let ranks = topo.alive_npus().len();
         let domain_size = domain_size.clamp(1, ranks.max(1));
         check_tuned(kind)?;
+        // The baselines the profiler simulates, at two chunks a rank, split in two.
+        let spec = CollectiveSpec {
+            kind,
+            root: kind.has_root().then(|| topo.alive_npus()[0]),
+            npus: topo.alive_npus(),
+            chunks_per_npu: 2,
+            size_bytes: 1 << 30,
+        };
+        MemoryLimit::default().admit(budget::baseline(topo, &spec, 2), || {
+            format!(
+                "pricing NCCL's ring and tree for {kind} on {} ({ranks} ranks)",
+                echo(topo.name())
+            )
+        })?;
         let profiler = Profiler::on_fabric(topo, domain_size)?;
         let nics = nics_per_domain(topo, domain_size);
-        NcclShapes::build(kind, channels, nics, |a| profiler.shape(kind, a))
+        let mesh = (domain_size == ranks && !topo.has_switches())
+            .then(|| mesh_rings(topo, kind))
+            .flatten();
+        NcclShapes::build(kind, channels, nics, |a| match (&mesh, a) {
+            (Some(rings), Algorithm::Ring) => Ok(rings.clone()),
+            _ => profiler.shape(kind, a),
+        })
     }
 
     /// The shapes of `kind` on `cluster` by formula (`tuner::fabric_shape`), without
@@ -152,14 +193,18 @@ pub struct NcclPricer {
     kind: CollectiveKind,
     model: ExecModel,
     shapes: NcclShapes,
-    /// NCCL's own ranking, per collective and size band (shared by the pricers of one
-    /// topology).
-    tuner: Arc<Tuner>,
+    machine: Machine,
+    /// NCCL's own model, which picks (shared by the pricers of one topology).
+    tuning: Arc<NcclTuning>,
 }
 
 impl NcclPricer {
     /// Prices `kind` on `topo`'s alive NPUs, NVLink domains of `domain_size` NPUs apart
-    /// in id (a node), `gpu` for NCCL's tables, `model` for the executor.
+    /// in id (a node), `gpu` for NCCL's tables, `model` for the executor (and the NCCL
+    /// version whose tuning picks).
+    ///
+    /// Above [`SIMULATED_RANKS_MAX`] ranks a preset cluster of identical nodes is priced
+    /// by formulas ([`NcclPricer::for_cluster`]), in time and memory linear in the ranks.
     pub fn new(
         topo: &Topology,
         kind: CollectiveKind,
@@ -167,11 +212,16 @@ impl NcclPricer {
         gpu: GpuArch,
         model: ExecModel,
     ) -> Result<NcclPricer> {
-        let tuner = Arc::new(nccl_tuning(topo, domain_size, gpu)?);
-        NcclPricer::with_tuning(topo, kind, domain_size, model, tuner)
+        if topo.alive_npus().len() > SIMULATED_RANKS_MAX {
+            if let Some(cluster) = preset_cluster(topo, domain_size) {
+                return NcclPricer::for_cluster(&cluster, topo.name(), kind, gpu, model);
+            }
+        }
+        let tuning = Arc::new(nccl_tuning(topo, domain_size, gpu, model.nccl_version())?);
+        NcclPricer::with_tuning(topo, kind, domain_size, model, tuning)
     }
 
-    /// A pricer for `kind` that reads NCCL's choices from `tuner` (made by
+    /// A pricer for `kind` that reads NCCL's choices from `tuning` (made by
     /// [`nccl_tuning`] for the same topology), so the pricers of several collectives share
     /// one.
     pub fn with_tuning(
@@ -179,20 +229,22 @@ impl NcclPricer {
         kind: CollectiveKind,
         domain_size: usize,
         model: ExecModel,
-        tuner: Arc<Tuner>,
+        tuning: Arc<NcclTuning>,
     ) -> Result<NcclPricer> {
         let shapes = NcclShapes::new(topo, kind, domain_size, model.channels)?;
+        let machine = machine::of_topology(topo, domain_size, tuning.comm().arch);
         Ok(NcclPricer {
             kind,
             model,
             shapes,
-            tuner,
+            machine,
+            tuning,
         })
     }
 
-    /// Prices `kind` on `cluster` by formulas (its shapes, and NCCL's tuning by
-    /// `tuner::formula`), building no topology: for clusters too large to simulate, as the
-    /// tuner plugin prices them. `name` labels NCCL's tuning.
+    /// Prices `kind` on `cluster` by formulas (its shapes, and NCCL's tuning on the
+    /// cluster's machine), building no topology: for clusters too large to simulate, as
+    /// the tuner plugin prices them. `name` labels the cluster in messages.
     pub fn for_cluster(
         cluster: &Cluster,
         name: &str,
@@ -200,21 +252,20 @@ impl NcclPricer {
         gpu: GpuArch,
         model: ExecModel,
     ) -> Result<NcclPricer> {
-        let comm = Communicator {
-            ranks: cluster.npus(),
-            nodes: cluster.domains,
-            constants: None,
-        };
-        let network = Network::Cluster {
-            cluster: *cluster,
-            name,
-        };
-        let tuner = Tuner::new(network, name, cluster.size, Vec::new(), &comm, gpu)?;
+        if cluster.npus() < 2 {
+            return Err(Error::Topology(format!(
+                "{}: a communicator of one rank has nothing to price",
+                echo(name)
+            )));
+        }
+        let machine = machine::of_cluster(cluster, gpu);
+        let tuning = Arc::new(tuning_on(&machine, model.nccl_version()));
         Ok(NcclPricer {
             kind,
             shapes: NcclShapes::for_cluster(cluster, kind, model.channels)?,
             model,
-            tuner: Arc::new(tuner),
+            machine,
+            tuning,
         })
     }
 
@@ -222,16 +273,70 @@ impl NcclPricer {
         &self.model
     }
 
-    /// The (algorithm, protocol) NCCL's tuning picks for `bytes`, among `algorithm`'s only
-    /// when given.
-    pub fn nccl_choice(&self, bytes: u64, algorithm: Option<Algorithm>) -> (Algorithm, Protocol) {
-        self.tuner
-            .choices(self.kind, bytes)
-            .iter()
-            .find(|c| algorithm.map_or(true, |a| a == c.algorithm))
-            .map_or((Algorithm::Ring, Protocol::Simple), |c| {
-                (c.algorithm, c.protocol)
+    /// The NCCL version band whose tuning picks.
+    pub fn version(&self) -> NcclVersion {
+        self.tuning.version()
+    }
+
+    /// The (algorithm, protocol) NCCL's tuning picks for `bytes`, among `algorithm`'s and
+    /// `protocol`'s only where given (`NCCL_ALGO`, `NCCL_PROTO`); an error naming what
+    /// runs where NCCL would not run what is held.
+    pub fn nccl_choice(
+        &self,
+        bytes: u64,
+        algorithm: Option<Algorithm>,
+        protocol: Option<Protocol>,
+    ) -> Result<(Algorithm, Protocol)> {
+        match self.tuning.pick(self.kind, bytes, algorithm, protocol) {
+            Some((a, p, _)) => Ok((a, p)),
+            None => Err(self.not_run(algorithm, protocol)),
+        }
+    }
+
+    /// Why NCCL runs nothing held to `algorithm` and `protocol` here.
+    fn not_run(&self, algorithm: Option<Algorithm>, protocol: Option<Protocol>) -> Error {
+        let m = &self.machine;
+        let why = match algorithm {
+            Some(a) if a.uses_nvls() && !m.nvls => format!(
+                "NVLS needs NVSwitch nodes of Hopper or Blackwell GPUs, whose switch reduces; this machine has {} GPUs{}",
+                m.arch,
+                if matches!(m.fabric, NodeFabric::NvSwitch { .. }) { "" } else { " and no NVSwitch" }
+            ),
+            Some(Algorithm::NvlsTree) if m.nodes < 2 => "NVLS-Tree runs across nodes; on one node NCCL runs NVLS".into(),
+            Some(Algorithm::Nvls) if m.nodes > 1 => "NVLS runs across nodes only with SHARP; NCCL runs NVLS-Tree".into(),
+            Some(a) if a.uses_collnet() => "CollNet needs a network that reduces (SHARP), which the topology does not say it has".into(),
+            Some(Algorithm::Pat) => "PAT runs All-Gather and Reduce-Scatter with one GPU per node, from NCCL 2.23".into(),
+            Some(a) if a.uses_nvls() || a.uses_collnet() => format!("{a} runs with Simple only"),
+            Some(Algorithm::Tree) => "NCCL's tree runs allreduce only".into(),
+            _ => "no such algorithm and protocol is enabled".into(),
+        };
+        let held = [
+            algorithm.map(|a| a.to_string()),
+            protocol.map(|p| p.to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("/");
+        Error::Baseline(format!(
+            "NCCL {} does not run {held} for {} here: {why}; it runs {}",
+            self.version(),
+            self.kind,
+            self.runnable().join(", ")
+        ))
+    }
+
+    /// The algorithms NCCL runs for the collective here, named.
+    fn runnable(&self) -> Vec<String> {
+        Algorithm::ALL
+            .into_iter()
+            .filter(|&a| {
+                Protocol::ALL
+                    .into_iter()
+                    .any(|p| self.tuning.time_us(self.kind, a, p, 1 << 20).is_some())
             })
+            .map(|a| a.to_string())
+            .collect()
     }
 
     /// The predicted time of `bytes` with `algorithm` and `protocol` (NCCL's pick where
@@ -253,10 +358,9 @@ impl NcclPricer {
         algorithm: Option<Algorithm>,
         protocol: Option<Protocol>,
     ) -> Result<NcclPrice> {
-        let (picked_algorithm, picked_protocol) = self.nccl_choice(bytes, algorithm);
-        let algorithm = algorithm.unwrap_or(picked_algorithm);
-        let protocol = protocol.unwrap_or(picked_protocol);
-        let time_us = self.shapes.time_us(model, algorithm, protocol, bytes)?;
+        let (picked_algorithm, picked_protocol) = self.nccl_choice(bytes, algorithm, None)?;
+        let (algorithm, protocol) = self.nccl_choice(bytes, algorithm, protocol)?;
+        let time_us = self.time_us(model, algorithm, protocol, bytes)?;
         Ok(NcclPrice {
             algorithm,
             protocol,
@@ -265,26 +369,229 @@ impl NcclPricer {
             nccl_choice: (algorithm, protocol) == (picked_algorithm, picked_protocol),
         })
     }
+
+    /// The fastest time the executor model gives any pair NCCL has enabled for `bytes`,
+    /// with that pair: what NCCL's best choice would take where its own model misjudges.
+    pub fn best_price(&self, bytes: u64) -> Result<NcclPrice> {
+        let picked = self.nccl_choice(bytes, None, None)?;
+        let mut best: Option<NcclPrice> = None;
+        for algorithm in Algorithm::ALL {
+            for protocol in Protocol::ALL {
+                if self
+                    .tuning
+                    .time_us(self.kind, algorithm, protocol, bytes)
+                    .is_none()
+                {
+                    continue;
+                }
+                let time_us = self.time_us(&self.model, algorithm, protocol, bytes)?;
+                if best.map_or(true, |b| time_us < b.time_us) {
+                    best = Some(NcclPrice {
+                        algorithm,
+                        protocol,
+                        channels: self.model.channels,
+                        time_us,
+                        nccl_choice: (algorithm, protocol) == picked,
+                    });
+                }
+            }
+        }
+        best.ok_or_else(|| self.not_run(None, None))
+    }
+
+    /// The executor model's time of `bytes` with `algorithm` and `protocol`.
+    fn time_us(
+        &self,
+        model: &ExecModel,
+        algorithm: Algorithm,
+        protocol: Protocol,
+        bytes: u64,
+    ) -> Result<f64> {
+        match algorithm {
+            Algorithm::Ring | Algorithm::Tree => {
+                self.shapes.time_us(model, algorithm, protocol, bytes)
+            }
+            other => closed_form_us(model, &self.machine, self.kind, other, bytes as f64)
+                .ok_or_else(|| self.not_run(Some(other), Some(protocol))),
+        }
+    }
 }
 
-/// NCCL's own ranking of its algorithms on `topo` (the tuner plugin's model with NCCL's
-/// default constants), for [`NcclPricer::with_tuning`].
-pub fn nccl_tuning(topo: &Topology, domain_size: usize, gpu: GpuArch) -> Result<Tuner> {
-    let ranks = topo.alive_npus().len();
-    let domain_size = domain_size.clamp(1, ranks.max(1));
-    let comm = Communicator {
-        ranks,
-        nodes: ranks.div_ceil(domain_size),
-        constants: None,
+/// The most ranks whose Ring and Tree are simulated on the topology where formulas could
+/// price them (as the tuner plugin does).
+pub const SIMULATED_RANKS_MAX: usize = 64;
+
+/// The cluster of identical nodes a preset topology (every NPU alive) is, if it is one.
+fn preset_cluster(topo: &Topology, domain_size: usize) -> Option<Cluster> {
+    if !topo.name().starts_with("preset:") {
+        return None;
+    }
+    let plan = plan_spec(topo.name(), &SpecDefaults::default()).ok()?;
+    let SpecPlan::Composed { dims, .. } = plan else {
+        return None;
     };
-    Tuner::new(
-        Network::Simulated(topo),
-        topo.name(),
-        domain_size,
-        Vec::new(),
-        &comm,
-        gpu,
-    )
+    Cluster::from_dims(&dims, domain_size).filter(|c| c.npus() == topo.alive_npus().len())
+}
+
+/// NCCL's own model of `topo` in band `version` (its machine's graphs, NCCL's default
+/// constants), for [`NcclPricer::with_tuning`].
+pub fn nccl_tuning(
+    topo: &Topology,
+    domain_size: usize,
+    gpu: GpuArch,
+    version: NcclVersion,
+) -> Result<NcclTuning> {
+    let ranks = topo.alive_npus().len();
+    if ranks < 2 {
+        return Err(Error::Topology(
+            "a communicator of one rank has nothing to tune".into(),
+        ));
+    }
+    Ok(tuning_on(
+        &machine::of_topology(topo, domain_size, gpu),
+        version,
+    ))
+}
+
+/// NCCL's model on `machine`.
+fn tuning_on(machine: &Machine, version: NcclVersion) -> NcclTuning {
+    let graphs = machine.graphs();
+    let comm = Comm {
+        ranks: machine.nodes * machine.gpus_per_node,
+        nodes: machine.nodes,
+        arch: machine.arch,
+        nvls: machine.nvls && graphs.nvls.channels > 0,
+        collnet: machine.sharp && graphs.collnet.channels > 0,
+    };
+    NcclTuning::new(version, comm, &graphs)
+}
+
+/// The closed forms of the module's text: NVLS, NVLS-Tree, PAT and CollNet under `model`
+/// on `machine`, us; `None` where the machine cannot run the algorithm (no NVLS figures,
+/// no NVSwitch, no NICs).
+fn closed_form_us(
+    model: &ExecModel,
+    machine: &Machine,
+    kind: CollectiveKind,
+    algorithm: Algorithm,
+    bytes: f64,
+) -> Option<f64> {
+    let g = machine.gpus_per_node.max(1) as f64;
+    let n = machine.nodes.max(1) as f64;
+    let eff = model.efficiency;
+    let port = match &machine.fabric {
+        NodeFabric::NvSwitch { nvlinks } => nvlinks * machine::nvlink_line_gbps(machine.arch),
+        _ => 0.0,
+    } * eff.nvlink;
+    let nics = (machine.nics as f64 * machine.nic_gbps * eff.net).max(0.0);
+    let net_step = model.simple.step_us.net;
+    let depth = n.log2().ceil();
+    let all_reduce = kind == CollectiveKind::AllReduce;
+    // GB/s = bytes per ns: us = bytes / (GB/s x 1e3).
+    let us = |bytes: f64, gbps: f64| bytes / (gbps * 1e3);
+    let time = match algorithm {
+        Algorithm::Nvls | Algorithm::NvlsTree => {
+            let nvls = model.nvls()?;
+            if port <= 0.0 {
+                return None;
+            }
+            let intra = if all_reduce {
+                us(bytes, nvls.gbps.min(port * g / (g + 1.0)))
+            } else {
+                let moved = bytes * (g - 1.0) / g;
+                us(moved, port.min(nvls.gbps * 2.0 * (g - 1.0) / g))
+            };
+            let mut t = model.launch_us + nvls.step_us;
+            if algorithm == Algorithm::NvlsTree || n > 1.0 {
+                if nics <= 0.0 {
+                    return None;
+                }
+                let inner = if algorithm == Algorithm::NvlsTree && n > 2.0 {
+                    2.0
+                } else {
+                    1.0
+                };
+                t += 2.0 * depth * net_step;
+                t + intra.max(us(bytes * inner, nics))
+            } else {
+                t + intra
+            }
+        }
+        Algorithm::Pat => {
+            if nics <= 0.0 {
+                return None;
+            }
+            model.launch_us + depth * net_step + us(bytes * (n - 1.0) / n, nics)
+        }
+        Algorithm::CollnetDirect | Algorithm::CollnetChain => {
+            if nics <= 0.0 || port <= 0.0 {
+                return None;
+            }
+            let intra = us(bytes * 2.0 * (g - 1.0) / g, port);
+            model.launch_us
+                + 2.0 * model.simple.step_us.nvlink
+                + 2.0 * net_step
+                + intra.max(us(bytes, nics))
+        }
+        Algorithm::Ring | Algorithm::Tree => return None,
+    };
+    Some(time)
+}
+
+/// The shape of NCCL's rings on one node of point-to-point links (no switch): as many
+/// rings through every NPU as the links hold, one link's worth each (a link of twice the
+/// slowest link's speed serves two), the collective's bytes split evenly over them.
+/// `None` where the NPUs have no such ring (NCCL's ring then follows the baseline's).
+fn mesh_rings(topo: &Topology, kind: CollectiveKind) -> Option<Shape> {
+    let npus = topo.alive_npus();
+    let p = npus.len();
+    let slowest = topo
+        .links()
+        .iter()
+        .map(|l| l.bandwidth_gbps)
+        .fold(f64::INFINITY, f64::min);
+    if p < 3 || !slowest.is_finite() || slowest <= 0.0 {
+        return None;
+    }
+    let mut links = vec![vec![0u8; p]; p];
+    let mut latency_us = 0.0f64;
+    for (i, &a) in npus.iter().enumerate() {
+        for (j, &b) in npus.iter().enumerate() {
+            if let Some(l) = topo.link_between(a, b) {
+                let link = topo.link(l);
+                links[i][j] = (link.bandwidth_gbps / slowest).round().clamp(1.0, 255.0) as u8;
+                latency_us = latency_us.max(link.latency_us);
+            }
+        }
+    }
+    let rings = rings_on_mesh(&links, 1.0, 1.0, 64);
+    if rings == 0 {
+        return None;
+    }
+    let pf = p as f64;
+    let (hops, per_rank) = match kind {
+        CollectiveKind::AllReduce => (2 * (p - 1), 2.0 * (pf - 1.0) / pf),
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => (p - 1, 1.0),
+        _ => (p - 1, (pf - 1.0) / pf),
+    };
+    let egress = |v: usize| -> f64 { topo.out_links(v).map(|l| topo.link(l).bandwidth_gbps).sum() };
+    let senders = if kind == CollectiveKind::Reduce {
+        p - 1
+    } else {
+        p
+    };
+    Some(Shape {
+        us_per_byte: per_rank / (f64::from(rings) * slowest * 1e3),
+        busiest: [1.0, 0.0],
+        nics_used: 0,
+        wire_latency_us: hops as f64 * latency_us,
+        steps: [hops as f64, 0.0],
+        injection: npus
+            .iter()
+            .take(senders)
+            .map(|&v| (per_rank, egress(v)))
+            .collect(),
+    })
 }
 
 /// The most NPUs of one NVLink domain with a link into the network (their NICs).

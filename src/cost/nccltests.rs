@@ -186,6 +186,7 @@ impl<'a> Reader<'a> {
     }
 
     fn line(&mut self, n: usize, line: &str) -> Result<()> {
+        let line = untagged(line);
         self.environment(n, line);
         let trimmed = line.trim();
         if let Some(comment) = trimmed.strip_prefix('#') {
@@ -266,22 +267,15 @@ impl<'a> Reader<'a> {
     /// Notes `NCCL_ALGO` and `NCCL_PROTO` settings on any line.
     fn environment(&mut self, n: usize, line: &str) {
         if let Some(value) = setting(line, "NCCL_ALGO") {
-            self.algorithm = match value.to_ascii_lowercase().as_str() {
-                "ring" => Setting {
-                    value: Some(Algorithm::Ring),
-                    note: None,
-                },
-                "tree" => Setting {
-                    value: Some(Algorithm::Tree),
-                    note: None,
-                },
-                _ => Setting {
-                    value: None,
-                    note: Some(format!(
-                        "line {n}: NCCL_ALGO={} names no single algorithm the model prices (ring, tree); NCCL's choice is assumed",
+            let algorithm = Algorithm::from_name(&value);
+            self.algorithm = Setting {
+                value: algorithm,
+                note: algorithm.is_none().then(|| {
+                    format!(
+                        "line {n}: NCCL_ALGO={} names no single algorithm (ring, tree, nvls, nvlstree, pat, collnetdirect, collnetchain); NCCL's choice is assumed",
                         echo(&value)
-                    )),
-                },
+                    )
+                }),
             };
         }
         if let Some(value) = setting(line, "NCCL_PROTO") {
@@ -429,7 +423,14 @@ impl<'a> Reader<'a> {
         notes.extend(self.protocol.note.clone());
         let several = open.groups.len() > 1;
         let program = self.run.program.take();
-        for ((data_type, redop, root), points) in open.groups {
+        for ((data_type, redop, root), rows) in open.groups {
+            let (points, repeated) = merge_repeats(rows);
+            let mut notes = notes.clone();
+            if let Some(bytes) = repeated {
+                notes.push(format!(
+                    "line {line}: the table gives a size twice or more ({bytes} B first): rows of several runs or communicators interleaved; each size's times are averaged (split the log per run to fit them apart)"
+                ));
+            }
             let origin = if several {
                 let root = if root.is_empty() || root == "-1" {
                     String::new()
@@ -456,7 +457,7 @@ impl<'a> Reader<'a> {
                     protocol: self.protocol.value,
                     in_place: self.in_place,
                     points,
-                    notes: notes.clone(),
+                    notes,
                 },
             });
         }
@@ -576,6 +577,52 @@ fn program_kind(program: &str, origin: &str, line: usize) -> Result<CollectiveKi
 }
 
 /// Whether a comment's words are a table's column line.
+/// `line` without the prefix `mpirun --tag-output` puts before each line of a process
+/// (`[1,0]<stdout>:`), where it has one.
+fn untagged(line: &str) -> &str {
+    let Some(rest) = line.strip_prefix('[') else {
+        return line;
+    };
+    let Some((ranks, rest)) = rest.split_once(']') else {
+        return line;
+    };
+    let numbered = ranks
+        .split(',')
+        .all(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()));
+    let stream = ["<stdout>:", "<stderr>:"]
+        .iter()
+        .find_map(|s| rest.strip_prefix(s));
+    match stream {
+        Some(text) if numbered => text,
+        _ => line,
+    }
+}
+
+/// The rows with each size once, a size given several times averaged (in the order sizes
+/// first appear), and the first size repeated, if any.
+fn merge_repeats(rows: Vec<Observation>) -> (Vec<Observation>, Option<u64>) {
+    let mut merged: Vec<(Observation, usize)> = Vec::new();
+    let mut repeated = None;
+    for row in rows {
+        match merged.iter_mut().find(|(o, _)| o.bytes == row.bytes) {
+            Some((o, count)) => {
+                repeated.get_or_insert(row.bytes);
+                o.time_us += row.time_us;
+                *count += 1;
+            }
+            None => merged.push((row, 1)),
+        }
+    }
+    let points = merged
+        .into_iter()
+        .map(|(o, count)| Observation {
+            bytes: o.bytes,
+            time_us: o.time_us / count as f64,
+        })
+        .collect();
+    (points, repeated)
+}
+
 fn is_column_line(words: &[&str]) -> bool {
     words.first() == Some(&"size")
         && words.contains(&"count")

@@ -589,7 +589,7 @@ mod tests {
     #[test]
     fn a_cold_cache_serves_from_the_first_call_the_bytes_every_rank_compiles_or_finds() {
         // Two nodes with caches of their own, and a third rank sharing node a's.
-        let (a, b) = (settings("fc:4", "node-a"), settings("fc:4", "node-b"));
+        let (a, b) = (every_band("fc:4", "node-a"), every_band("fc:4", "node-b"));
         let call = call4(CollectiveKind::AllGather, true, 4 << 10);
         let (mut rank_a, log_a) = job(&a);
         let (mut rank_b, log_b) = job(&b);

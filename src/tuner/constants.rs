@@ -134,8 +134,8 @@ impl NcclConstants {
 }
 
 /// GPU generation: selects the row of NCCL's bandwidth tables and the generic topology's
-/// link speeds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// link speeds. Ordered oldest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum GpuArch {
     Volta,
     Ampere,

@@ -34,8 +34,8 @@ pub(crate) fn shape(
     match algorithm {
         Algorithm::Ring => Ok(ring(cluster, kind)),
         Algorithm::Tree if kind == CollectiveKind::AllReduce => tree(cluster),
-        Algorithm::Tree => Err(Error::Baseline(format!(
-            "NCCL's tree runs allreduce only, not {kind}"
+        other => Err(Error::Baseline(format!(
+            "the formulas shape NCCL's ring, and its tree for allreduce, not {other} for {kind}"
         ))),
     }
 }

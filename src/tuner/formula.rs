@@ -48,8 +48,8 @@ pub(crate) fn profile(
     match algorithm {
         Algorithm::Ring => Ok(ring(cluster, kind, costs)),
         Algorithm::Tree if kind == CollectiveKind::AllReduce => tree(cluster, costs),
-        Algorithm::Tree => Err(Error::Baseline(format!(
-            "the tree formula covers allreduce only, not {kind}"
+        other => Err(Error::Baseline(format!(
+            "the formulas cover NCCL's ring, and its tree for allreduce, not {other} for {kind}"
         ))),
     }
 }

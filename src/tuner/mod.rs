@@ -58,8 +58,10 @@ mod cluster;
 mod constants;
 mod fabric;
 mod formula;
+pub mod nccl_tuning;
 pub(crate) mod profile;
 mod protocol;
+pub mod search;
 
 pub use cluster::{Cluster, LinkKind};
 pub use constants::{GpuArch, NcclConstants};

@@ -185,6 +185,11 @@ impl<'a> Profiler<'a> {
         let baseline = match algorithm {
             Algorithm::Ring => Baseline::Ring,
             Algorithm::Tree => Baseline::Dbt,
+            other => {
+                return Err(Error::Baseline(format!(
+                    "NCCL's {other} has no baseline schedule to simulate; it is priced by formula"
+                )))
+            }
         };
         let spec = |chunks_per_npu| CollectiveSpec {
             kind,

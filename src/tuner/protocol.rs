@@ -6,12 +6,23 @@ use super::constants::{GpuArch, NcclConstants, HW_NET, HW_NVLINK};
 use serde::Serialize;
 use std::fmt;
 
-/// NCCL's built-in algorithms the model covers, numbered as NCCL numbers them.
+/// NCCL's built-in algorithms, numbered as NCCL numbers them (`NCCL_ALGO_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Algorithm {
+    /// Double binary trees over the nodes, a chain within each node.
     Tree = 0,
     Ring = 1,
+    /// In-network reduction (SHARP), every GPU of a node talking to its NIC's switch.
+    CollnetDirect = 2,
+    /// In-network reduction (SHARP) at the end of a chain through each node.
+    CollnetChain = 3,
+    /// NVLink SHARP: the NVSwitch reduces and multicasts (one node, or with SHARP).
+    Nvls = 4,
+    /// NVLS within each node, trees between nodes.
+    NvlsTree = 5,
+    /// Parallel aggregated trees: All-Gather and Reduce-Scatter with one GPU per node.
+    Pat = 6,
 }
 
 /// NCCL's protocols, numbered as NCCL numbers them.
@@ -32,11 +43,50 @@ impl Algorithm {
         self as usize
     }
 
+    /// Every algorithm, in NCCL's order.
+    pub const ALL: [Algorithm; 7] = [
+        Algorithm::Tree,
+        Algorithm::Ring,
+        Algorithm::CollnetDirect,
+        Algorithm::CollnetChain,
+        Algorithm::Nvls,
+        Algorithm::NvlsTree,
+        Algorithm::Pat,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::Tree => "tree",
             Algorithm::Ring => "ring",
+            Algorithm::CollnetDirect => "collnet_direct",
+            Algorithm::CollnetChain => "collnet_chain",
+            Algorithm::Nvls => "nvls",
+            Algorithm::NvlsTree => "nvls_tree",
+            Algorithm::Pat => "pat",
         }
+    }
+
+    /// The algorithm NCCL calls `name` (`NCCL_ALGO` spells them `Ring`, `NVLSTree`,
+    /// `CollnetDirect`; ours with underscores are taken too), case aside.
+    pub fn from_name(name: &str) -> Option<Algorithm> {
+        let key: String = name
+            .chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name().replace('_', "") == key)
+    }
+
+    /// Whether the algorithm uses NVLink SHARP (the NVSwitch's reduction).
+    pub fn uses_nvls(self) -> bool {
+        matches!(self, Algorithm::Nvls | Algorithm::NvlsTree)
+    }
+
+    /// Whether the algorithm needs in-network reduction (SHARP) from the fabric.
+    pub fn uses_collnet(self) -> bool {
+        matches!(self, Algorithm::CollnetDirect | Algorithm::CollnetChain)
     }
 }
 
@@ -127,6 +177,8 @@ impl ProtocolCost {
                 None,
             ),
             (Algorithm::Tree, Protocol::Simple) => (TREE, Some(tree_channel), None),
+            // The plugin's tuner ranks Ring and Tree only; the others take no refinement.
+            _ => (1.0, None, None),
         };
         ProtocolCost {
             base_us: constants.base_latency_us[a][p],

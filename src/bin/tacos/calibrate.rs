@@ -27,6 +27,10 @@ pub struct CalibrateArgs {
     /// nccl-tests output files (what all_reduce_perf and its siblings print)
     #[arg(required = true, value_name = "RESULTS")]
     pub files: Vec<PathBuf>,
+    /// nccl-tests output to predict with the fitted profile without fitting to it (how the
+    /// fit carries to a table it did not see); may be given several times
+    #[arg(long, value_name = "RESULTS")]
+    pub holdout: Vec<PathBuf>,
     /// The cluster the runs were on, a spec or file (e.g. preset:dgx-h100,nodes=1); given
     /// several times (one node, two nodes), each table is priced on the one with its rank count
     #[arg(long, required = true, value_name = "SPEC")]
@@ -35,8 +39,8 @@ pub struct CalibrateArgs {
     /// in a file of several collectives, the one taken
     #[arg(short, long, value_parser = collective_kind)]
     pub collective: Option<CollectiveKind>,
-    /// The algorithm runs were held to (NCCL_ALGO) where their output does not say: ring or
-    /// tree [default: NCCL's own choice]
+    /// The algorithm runs were held to (NCCL_ALGO) where their output does not say: ring,
+    /// tree, nvls, nvls_tree, pat, collnet_direct, collnet_chain [default: NCCL's own choice]
     #[arg(long, value_name = "ALGO", value_parser = nccl_algo)]
     pub nccl_algo: Option<Algorithm>,
     /// Fit the in-place times instead of the out-of-place ones
@@ -62,11 +66,12 @@ pub struct CalibrateArgs {
 }
 
 fn nccl_algo(s: &str) -> Result<Algorithm, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "ring" => Ok(Algorithm::Ring),
-        "tree" => Ok(Algorithm::Tree),
-        _ => Err(format!("'{}' must be ring or tree", echo(s))),
-    }
+    Algorithm::from_name(s).ok_or_else(|| {
+        format!(
+            "'{}' must be one of NCCL's algorithms: ring, tree, nvls, nvls_tree, pat, collnet_direct, collnet_chain",
+            echo(s)
+        )
+    })
 }
 
 fn gpu_arch(s: &str) -> Result<GpuArch, String> {
@@ -97,6 +102,10 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
     };
     let mut measured = Vec::new();
     for file in &args.files {
+        measured.extend(nccltests::read_file(file, &options)?);
+    }
+    let fitted_tables = measured.len();
+    for file in &args.holdout {
         measured.extend(nccltests::read_file(file, &options)?);
     }
     let mut topologies: Vec<Topology> = Vec::new();
@@ -164,21 +173,41 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         .collect();
 
     let clock = Instant::now();
-    let mut fitted = fit::fit(&tables, &start)?;
+    let fit::Fitted {
+        model: mut fitted,
+        determined,
+        on_bounds,
+    } = fit::fit(&tables[..fitted_tables], &start)?;
     let elapsed_ms = clock.elapsed().as_secs_f64() * 1e3;
     fitted.arch = gpu.name().to_string();
-    fitted.source = source(&measured, &placed, &topologies);
+    fitted.source = source(&measured[..fitted_tables], &placed, &topologies);
+    let after = fit::assess(&tables, &fitted)?;
+    fitted.error = Some(fit::median_errors(&after[..fitted_tables]));
     fitted.validate("the fitted profile")?;
 
     let before = fit::assess(&tables, &start)?;
-    let after = fit::assess(&tables, &fitted)?;
+    let mut warnings = on_bounds;
+    let node_counts = placed[..fitted_tables]
+        .iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
     let mut report_tables = Vec::new();
-    for (((m, &t), table), (a, b)) in measured
+    for (i, (((m, &t), table), (a, b))) in measured
         .iter()
         .zip(&placed)
         .zip(&tables)
         .zip(after.iter().zip(&before))
+        .enumerate()
     {
+        let held_out = i >= fitted_tables;
+        if node_counts > 1 && !held_out && a.median_error > fit::NODE_COUNTS_ERROR {
+            warnings.push(format!(
+                "{}: the fit over {node_counts} topologies misses this table by {} (median), more than {}: one profile cannot predict every node count here",
+                m.origin,
+                percent(a.median_error),
+                percent(fit::NODE_COUNTS_ERROR)
+            ));
+        }
         let mut points = Vec::new();
         for (&(bytes, measured_us, predicted_us), &(_, _, start_us)) in
             a.points.iter().zip(&b.points)
@@ -215,9 +244,9 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
             start_worst_error: b.worst_error,
             points,
             notes: notes(m, &topologies[t]),
+            held_out,
         });
     }
-    let determined = fit::determined(&tables, &fitted)?;
     let constants = fit::constants(&start)
         .into_iter()
         .zip(fit::constants(&fitted))
@@ -244,6 +273,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         files: args.files.iter().map(|f| f.display().to_string()).collect(),
         tables: report_tables,
         constants,
+        warnings,
         profile: fitted,
         written: args.out.as_ref().map(|p| p.display().to_string()),
         elapsed_ms,
@@ -389,8 +419,13 @@ fn print_report(r: &CalibrateReport) {
             ),
         };
         println!();
+        let role = if t.held_out {
+            "  (held out: predicted, not fitted)"
+        } else {
+            ""
+        };
         println!(
-            "{}  {} of {} ranks on {}, {held}, {}",
+            "{}  {} of {} ranks on {}, {held}, {}{role}",
             echo(&t.name),
             t.collective,
             t.ranks,
@@ -430,13 +465,29 @@ fn print_report(r: &CalibrateReport) {
         }
     }
     println!();
-    println!("{:<22}  {:>10}  {:>10}", "constant", "start", "fitted");
+    println!(
+        "{:<22}  {:>10}  {:>10}  {:>8}",
+        "constant", "start", "fitted", "moved"
+    );
     for c in &r.constants {
         let why = c
             .reason
             .as_deref()
-            .map_or(String::new(), |w| format!("  (not determined: {w})"));
-        println!("{:<22}  {:>10.4}  {:>10.4}{why}", c.name, c.start, c.fitted);
+            .map_or(String::new(), |w| format!("  (not determined, kept: {w})"));
+        let moved = if c.fitted == c.start {
+            "-".to_string()
+        } else if c.start != 0.0 {
+            format!("{:+.1}%", (c.fitted - c.start) / c.start * 100.0)
+        } else {
+            format!("{:+.4}", c.fitted - c.start)
+        };
+        println!(
+            "{:<22}  {:>10.4}  {:>10.4}  {moved:>8}{why}",
+            c.name, c.start, c.fitted
+        );
+    }
+    for w in &r.warnings {
+        println!("warning: {}", echo(w));
     }
     if let Some(out) = &r.written {
         println!();

@@ -87,9 +87,10 @@ pub struct CompileArgs {
     pub json: bool,
     #[command(flatten)]
     pub cost: CostArgs,
-    /// Serve a band only where our program is predicted faster than NCCL's own choice by
-    /// at least this share (0.05: 5%); other bands are left to NCCL
-    #[arg(long, value_name = "SHARE", default_value_t = 0.05, value_parser = margin)]
+    /// Serve a band only where our program is predicted faster than NCCL's best choice by
+    /// more than this share (0.05: 5%) and than the cost profile's own measured error at
+    /// the band's size; other bands are left to NCCL
+    #[arg(long, value_name = "SHARE", default_value_t = 0.0, value_parser = margin)]
     pub nccl_margin: f64,
     /// Do not price NCCL's own algorithms: every band gets a program
     #[arg(long)]

@@ -18,8 +18,9 @@ use tacos::units::{format_size, us_to_ps};
 /// The choices `--baseline nccl` takes.
 #[derive(Debug, Args)]
 pub struct NcclArgs {
-    /// With --baseline nccl: NCCL's algorithm, ring or tree (tree: allreduce only)
-    /// [default: what NCCL's tuning picks for the size]
+    /// With --baseline nccl: NCCL's algorithm, ring, tree, nvls, nvls_tree, pat,
+    /// collnet_direct or collnet_chain, where NCCL runs it [default: what NCCL's tuning
+    /// picks for the size]
     #[arg(long, value_name = "ALGO", value_parser = nccl_algorithm)]
     pub nccl_algo: Option<Algorithm>,
     /// With --baseline nccl: NCCL's protocol, ll, ll128 or simple [default: what NCCL's
@@ -35,13 +36,11 @@ impl NcclArgs {
 }
 
 fn nccl_algorithm(s: &str) -> Result<Algorithm, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "ring" => Ok(Algorithm::Ring),
-        "tree" => Ok(Algorithm::Tree),
-        _ => Err(format!(
-            "'{s}' is not one of NCCL's algorithms tacos prices: ring, tree"
-        )),
-    }
+    Algorithm::from_name(s).ok_or_else(|| {
+        format!(
+            "'{s}' is not one of NCCL's algorithms: ring, tree, nvls, nvls_tree, pat, collnet_direct, collnet_chain"
+        )
+    })
 }
 
 fn nccl_protocol(s: &str) -> Result<Protocol, String> {
