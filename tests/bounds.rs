@@ -284,6 +284,18 @@ fn all_reduce_gossip_between_groups_by_hand() {
     assert!(ag.traffic_ps < b.traffic_ps);
 }
 
+#[test]
+fn all_to_all_crossings_between_groups_by_hand() {
+    // multi:R4xF4,bw=25:100: four groups of four fully connected at 100 GB/s, in a ring
+    // of 25 GB/s links. A piece crosses as many ring links as its groups are apart (0, 1,
+    // 2, 1 from each group): each NPU's 16 pieces of 1/16 GB cross 4 x 4 = 16 ring links,
+    // 16 GB in all over the 32 ring links' 800 GB/s: 20 ms. Counting every NPU's links
+    // alike, the hops spread over 3,200 GB/s more.
+    let b = bounds("multi:R4xF4,bw=25:100", CollectiveKind::AllToAll, GB);
+    assert_ms(b.traffic_ps, 20.0);
+    assert_eq!(b.best_name(), "traffic");
+}
+
 /// The cut bound by enumerating every vertex set, switches included.
 fn brute_force_cut_ms(topo: &Topology, kind: CollectiveKind, size: u64) -> Option<f64> {
     let n = topo.npus();

@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | ingress | an NPU must take in what it lacks over its incoming links: All-Gather and All-to-All (P-1)/P S, Reduce-Scatter S/P, All-Reduce S, Broadcast S (every NPU but the root), Reduce and Gather the root S and (P-1)/P S |
 //! | egress | an NPU must send out what only it holds: All-Gather S/P, Reduce-Scatter and All-to-All (P-1)/P S, All-Reduce S, Broadcast the root S, Reduce S (every NPU but the root), Scatter the root (P-1)/P S |
-//! | traffic | the NPUs' ports together must carry the least number of NPU-to-NPU messages every piece needs, at the summed bandwidth of the links leaving (or entering) NPUs, every link's without switches: All-Reduce 2(P-1) S (one-way gossip needs 2P-2 messages per byte; P S when NPUs outside the collective could combine), All-to-All the hop count between every pair times S/P; through one switch, All-Reduce's is the classic 2(P-1)/P S per port. An All-Reduce's gossip also holds between groups of NPUs (those that links of at least some bandwidth join): 2(G-1) S over the links leaving the G groups |
+//! | traffic | the NPUs' ports together must carry the least number of NPU-to-NPU messages every piece needs, at the summed bandwidth of the links leaving (or entering) NPUs, every link's without switches: All-Reduce 2(P-1) S (one-way gossip needs 2P-2 messages per byte; P S when NPUs outside the collective could combine), All-to-All the hop count between every pair times S/P; through one switch, All-Reduce's is the classic 2(P-1)/P S per port. The counts also hold between groups of NPUs (those that links of at least some bandwidth join), over the links leaving the groups: All-Reduce 2(G-1) S among G groups, All-to-All every pair's S/P times the groups between them |
 //! | latency | the first byte of a needed piece crosses at least the alpha-shortest path |
 //! | cut | for a set X of vertices, what must leave X over the bandwidth leaving X (see `cut`) |
 //! | ideal | size x busbw factor / smallest NPU bandwidth + alpha diameter (the paper's) |
@@ -73,8 +73,8 @@ struct SizeFree {
     cut: CutParts,
     /// Link crossings, in chunks, that the traffic bound counts.
     crossings: f64,
-    /// An All-Reduce's messages between groups, in buffers per GB/s of the links leaving
-    /// the groups (`traffic::grouped_all_reduce`).
+    /// An All-Reduce's or All-to-All's messages between groups, in buffers per GB/s of
+    /// the links leaving the groups (`traffic::grouped`).
     grouped: Option<f64>,
 }
 
@@ -86,7 +86,7 @@ impl SizeFree {
             diameter_ps,
             cut: CutParts::new(topo, collective),
             crossings: traffic::least_crossings(topo, collective),
-            grouped: traffic::grouped_all_reduce(topo, collective),
+            grouped: traffic::grouped(topo, collective),
         }
     }
 }

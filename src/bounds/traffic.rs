@@ -12,11 +12,13 @@
 //! NPU outside the collective could combine on the way, only that each takes part in one
 //! sent and one received message is sure, P crossings.
 //!
-//! The gossip holds for groups too (`grouped_all_reduce`): merge each group of NPUs into
-//! one, and any All-Reduce becomes one among the G groups, whose bytes each take 2(G-1)
-//! messages between groups, each leaving its group over a link out of it. Groups joined
-//! by fast links and parted by slow ones (a dragonfly's, a cluster's nodes) make the links
-//! between them the bottleneck that the per-NPU count spreads over every link.
+//! The counts hold for groups too (`grouped`): merge each group of NPUs into one, and any
+//! All-Reduce becomes one among the G groups, whose bytes each take 2(G-1) messages
+//! between groups, and an All-to-All's pieces cross as many groups as separate their
+//! ends, each message leaving its group over a link out of it. Groups joined by fast links
+//! and parted by slow ones (a dragonfly's, a cluster's nodes, the rings of a ring crossed
+//! with faster dimensions) make the links between them the bottleneck that the per-NPU
+//! count spreads over every link.
 
 use crate::collective::{Collective, CollectiveKind};
 use crate::topology::{NpuId, Topology};
@@ -121,16 +123,22 @@ impl<'a> HopCache<'a> {
 }
 
 /// Over the partitions of the vertices into the parts that links of at least some
-/// bandwidth join (one partition per distinct bandwidth): the largest 2(G-1) / (bandwidth
-/// of the links leaving the parts that hold NPUs), G those parts, in messages of the whole
-/// buffer per GB/s. A message between two of them leaves the part it starts in over one of
-/// those links (switches only forward). None but for an All-Reduce over every NPU (an NPU
-/// outside could combine on the way), and where no partition has two parts with NPUs.
-pub(super) fn grouped_all_reduce(topo: &Topology, collective: &Collective) -> Option<f64> {
-    if collective.kind() != CollectiveKind::AllReduce
-        || outsiders_have_links(topo, collective.npus())
-    {
-        return None;
+/// bandwidth join (one partition per distinct bandwidth): the largest volume of messages
+/// between the parts that hold NPUs, in buffers, over the bandwidth of the links leaving
+/// those parts (GB/s). A message between two of them leaves the part it starts in over one
+/// of those links (switches only forward), and leaves a part at every part it crosses.
+/// All-Reduce: merged, the G parts' gossip takes 2(G-1) messages of each byte. All-to-All:
+/// each NPU's piece for another crosses as many parts as the fewest parts a path from its
+/// part to the other's leaves. None for other collectives (the cut bound says as much for
+/// them), for an All-Reduce where an NPU outside could combine on the way, and where no
+/// partition has two parts with NPUs.
+pub(super) fn grouped(topo: &Topology, collective: &Collective) -> Option<f64> {
+    let kind = collective.kind();
+    let npus = collective.npus();
+    match kind {
+        CollectiveKind::AllReduce if !outsiders_have_links(topo, npus) => {}
+        CollectiveKind::AllToAll => {}
+        _ => return None,
     }
     let mut thresholds: Vec<f64> = topo.links().iter().map(|l| l.bandwidth_gbps).collect();
     thresholds.sort_by(f64::total_cmp);
@@ -139,7 +147,7 @@ pub(super) fn grouped_all_reduce(topo: &Topology, collective: &Collective) -> Op
     for &threshold in &thresholds {
         let part = parts(topo, threshold);
         let mut has_npu = vec![false; topo.vertices()];
-        for &u in collective.npus() {
+        for &u in npus {
             has_npu[part[u]] = true;
         }
         let groups = has_npu.iter().filter(|&&h| h).count();
@@ -154,12 +162,61 @@ pub(super) fn grouped_all_reduce(topo: &Topology, collective: &Collective) -> Op
             .filter(|l| has_npu[part[l.src]] && part[l.src] != part[l.dst])
             .map(|l| l.bandwidth_gbps)
             .sum();
-        if leaving > 0.0 {
-            let ratio = 2.0 * (groups - 1) as f64 / leaving;
+        let buffers = match kind {
+            CollectiveKind::AllToAll => pieces_crossing(topo, &part, &has_npu, npus),
+            _ => 2.0 * (groups - 1) as f64,
+        };
+        if leaving > 0.0 && buffers > 0.0 {
+            let ratio = buffers / leaving;
             best = Some(best.map_or(ratio, |b: f64| b.max(ratio)));
         }
     }
     best
+}
+
+/// All-to-All: the parts (of `part`, those with NPUs: `has_npu`) each NPU's piece for
+/// every other must leave, summed, in buffers (each piece 1/P of one): from each part
+/// with NPUs, a search over parts in which leaving a part with NPUs costs one.
+fn pieces_crossing(topo: &Topology, part: &[usize], has_npu: &[bool], npus: &[NpuId]) -> f64 {
+    let vertices = topo.vertices();
+    let mut per_part = vec![0usize; vertices];
+    for &u in npus {
+        per_part[part[u]] += 1;
+    }
+    // The parts' links, once per pair of parts that a link joins.
+    let mut joins: Vec<Vec<usize>> = vec![Vec::new(); vertices];
+    for l in topo.links() {
+        let (a, b) = (part[l.src], part[l.dst]);
+        if a != b && !joins[a].contains(&b) {
+            joins[a].push(b);
+        }
+    }
+    let mut crossings = 0usize;
+    for from in (0..vertices).filter(|&p| has_npu[p] && per_part[p] > 0) {
+        let mut dist = vec![usize::MAX; vertices];
+        dist[from] = 0;
+        let mut queue = VecDeque::from([from]);
+        while let Some(a) = queue.pop_front() {
+            let step = usize::from(has_npu[a]);
+            for &b in &joins[a] {
+                let d = dist[a] + step;
+                if d < dist[b] {
+                    dist[b] = d;
+                    if step == 0 {
+                        queue.push_front(b);
+                    } else {
+                        queue.push_back(b);
+                    }
+                }
+            }
+        }
+        for to in (0..vertices).filter(|&p| p != from && per_part[p] > 0) {
+            if dist[to] != usize::MAX {
+                crossings += per_part[from] * per_part[to] * dist[to];
+            }
+        }
+    }
+    crossings as f64 / npus.len() as f64
 }
 
 /// Per vertex, the part it is in: the parts are what links of at least `threshold` GB/s
