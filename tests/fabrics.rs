@@ -5,7 +5,9 @@
 
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
-use tacos::sim::{simulate_messages, Message};
+use tacos::schedule::check;
+use tacos::sim::{simulate_messages, simulate_schedule, Message};
+use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::spec::{plan_spec, SpecPlan};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::tuner::Cluster;
@@ -261,8 +263,13 @@ fn spines_join_the_rails_at_the_oversubscribed_rate() {
     assert_eq!(link(&t, rail3, spine0), (50.0, 0.25));
     assert_eq!(link(&t, spine0, rail5), (50.0, 0.25));
     // GPU 3 of node 0 to GPU 5 of node 1: rail 3, a spine, rail 5: 1 + 0.25 + 0.25 + 1.
-    assert_eq!(path(&t, 3, 13), Some(vec![3, rail3, spine0, rail5, 13]));
+    // Either spine is as short; sources spread over them by id (3 mod 2: spine 1), GPU 2
+    // of the same rail's other node takes spine 0.
+    let spine1 = switch(&t, "spine1");
+    assert_eq!(path(&t, 3, 13), Some(vec![3, rail3, spine1, rail5, 13]));
     assert_eq!(route_figures(&t, 3, 13), (50.0, 2.5));
+    let rail2 = switch(&t, "rail2");
+    assert_eq!(path(&t, 2, 13), Some(vec![2, rail2, spine0, rail5, 13]));
     // The same index stays on its rail.
     assert_eq!(path(&t, 3, 11), Some(vec![3, rail3, 11]));
     // Non-blocking with one spine: the rail's 200 GB/s in one link.
@@ -444,5 +451,37 @@ fn the_ring_crosses_nodes_on_rails_not_through_the_spine() {
     assert!(
         time >= nic_bound && time <= 1.1 * nic_bound,
         "{time} ps vs {nic_bound} ps"
+    );
+}
+
+/// A leaf-spine fabric of 4 leaves of 8 NPUs and 4 spines: every route between leaves is
+/// as short through any spine, and a leaf's NPUs spread over them evenly (two each), as
+/// ECMP spreads flows, so an All-to-All's pieces between leaves share all the uplinks.
+/// Each leaf sends 8 x 24 pieces of 1/32 GiB over 4 uplinks of 50 GB/s at least: 32,212
+/// us, which one chunk per piece comes within 15% of (0.89; through one spine it took
+/// four times as long).
+#[test]
+fn leaves_spread_over_the_spines() {
+    let t = spec("clos:8x4,spine=4,oversub=2");
+    let spines: Vec<usize> = (0..4).map(|k| switch(&t, &format!("spine{k}"))).collect();
+    for leaf in 0..4 {
+        let mut through = [0usize; 4];
+        for npu in 8 * leaf..8 * leaf + 8 {
+            let to = (npu + 8) % 32;
+            let route = path(&t, npu, to).unwrap();
+            assert_eq!(route.len(), 5, "{route:?}");
+            let k = spines.iter().position(|&s| s == route[2]).unwrap();
+            through[k] += 1;
+        }
+        assert_eq!(through, [2, 2, 2, 2], "leaf {leaf}");
+    }
+    let c = Collective::over_all(&t, CollectiveKind::AllToAll, None, 1, 1 << 30).unwrap();
+    let s = synthesize(&t, &c, &SynthOptions::seeded(0)).unwrap();
+    check(&s, &t).unwrap();
+    let time_us = simulate_schedule(&t, &s).unwrap().time_ps as f64 / 1e6;
+    let bound_us = (8 * 24) as f64 * (1u64 << 30) as f64 / 32.0 / (4.0 * 50.0 * 1e3);
+    assert!(
+        time_us <= bound_us / 0.85,
+        "{time_us} us against {bound_us} us"
     );
 }

@@ -3,8 +3,11 @@
 //!
 //! A route never passes through a third NPU (that would be a relay, which schedules make
 //! explicit); it is a direct NPU-to-NPU link, or a path whose inner vertices are all
-//! switches. Among those it is the shortest by summed latency, then by hops, ties broken
-//! toward the lowest-numbered vertex, so routes are reproducible. A pair whose shortest
+//! switches. Among those it is the shortest by summed latency, then by hops; where a
+//! switch is reached as soon through several others (the spines of a leaf-spine fabric),
+//! sources spread over them by their id (`spread_over_equal_parents`), as ECMP spreads
+//! flows; other ties go toward the lowest-numbered vertex, so routes are reproducible.
+//! A pair whose shortest
 //! route has more than `MAX_ROUTE_LINKS` links has no route (`try_route` says why), even
 //! where a slower one within the limit exists: no fabric built sanely has one, and
 //! keeping the search latency-first keeps it one pass.
@@ -176,6 +179,8 @@ impl Topology {
                 parent: 0,
             };
             let mut best = vec![unreached; self.switches().len()];
+            // Per switch, its index in `expanded` once expanded.
+            let mut slot = vec![u32::MAX; self.switches().len()];
             let mut heap = BinaryHeap::from([Reverse((0u64, 0u32, src))]);
             while let Some(Reverse((ps, hops, u))) = heap.pop() {
                 let reached = if u == src {
@@ -192,6 +197,9 @@ impl Topology {
                     b
                 };
                 let parent = expanded.len() as u32;
+                if u != src {
+                    slot[u - npus] = parent;
+                }
                 expanded.push((u as u32, reached));
                 for l in self.links_to_switches(u) {
                     let link = self.link(l);
@@ -208,6 +216,7 @@ impl Topology {
                     }
                 }
             }
+            self.spread_over_equal_parents(src, &mut expanded, &slot);
         }
         let mut order: Vec<usize> = (0..expanded.len()).collect();
         order.sort_unstable_by_key(|&i| expanded[i].0);
@@ -225,6 +234,45 @@ impl Topology {
                     ..expanded[i].1
                 })
                 .collect(),
+        }
+    }
+
+    /// Where a switch of a search from `src` is reached as soon through several vertices
+    /// (the spines over a leaf-spine fabric's leaves), its route comes through the
+    /// (`src` mod their number)-th of them by id, so the NPUs of a leaf spread over the
+    /// spines evenly, as ECMP spreads flows, where all would take the first. Every
+    /// candidate was expanded before the switch (its route is shorter), so the routes
+    /// stay shortest and acyclic. `slot`: per switch, its index in `expanded`.
+    fn spread_over_equal_parents(&self, src: NpuId, expanded: &mut [(u32, Reached)], slot: &[u32]) {
+        let npus = self.npus();
+        let mut equal: Vec<(u32, u32)> = Vec::new();
+        for i in 1..expanded.len() {
+            let (v, reached) = (expanded[i].0 as usize, expanded[i].1);
+            equal.clear();
+            // In-links come by source: the direct one from `src`, then those from switches.
+            let links = self.in_links(v);
+            let from_switches = links.partition_point(|&l| self.link(l).src < npus);
+            let direct = links[..from_switches]
+                .iter()
+                .copied()
+                .filter(|&l| self.link(l).src == src);
+            for l in direct.chain(links[from_switches..].iter().copied()) {
+                let w = self.link(l).src;
+                let j = if w == src { 0 } else { slot[w - npus] };
+                if j == u32::MAX {
+                    continue;
+                }
+                let from = expanded[j as usize].1;
+                let offer = (from.ps + us_to_ps(self.link(l).latency_us), from.hops + 1);
+                if offer == (reached.ps, reached.hops) {
+                    equal.push((l as u32, j));
+                }
+            }
+            if equal.len() > 1 {
+                let (via, parent) = equal[src % equal.len()];
+                expanded[i].1.via = via;
+                expanded[i].1.parent = parent;
+            }
         }
     }
 

@@ -20,6 +20,10 @@ use tacos::units::{format_size, ps_to_us, Picos};
 /// The networks of the suite: the paper's (dragonfly, 2D switch, 3D-RFS), direct networks
 /// of every shape, heterogeneous dimensions both ways round, an oversubscribed leaf-spine,
 /// and every machine preset at 1, 2 and 4 nodes (the HGX presets are the DGX ones' nodes).
+/// The leaf-spine has a spine per uplink port: with one spine (`clos:8x4,oversub=2`) a
+/// leaf's uplink is one link four NPU links wide, which a transfer holds whole at an NPU
+/// link's rate (routes are held cut-through), so no algorithm uses more than a quarter of
+/// it.
 const TOPOLOGIES: &[&str] = &[
     "ring:8",
     "ring:16",
@@ -37,7 +41,7 @@ const TOPOLOGIES: &[&str] = &[
     "multi:R4xF4,bw=25:100",
     "multi:S8xS4,bw=300:25",
     "rfs:2x4x8,bw=200:100:50",
-    "clos:8x4,oversub=2",
+    "clos:8x4,spine=4,oversub=2",
     "preset:dgx1",
     "preset:dgx2,nodes=1",
     "preset:dgx2,nodes=2",
