@@ -6,9 +6,9 @@
 
 use std::collections::HashMap;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::msccl::limits::LimitKind;
 use tacos::msccl::lower::check_shape;
 use tacos::msccl::{lower, simulate_program_on, verify, LowerOptions, Program, VerifyOptions};
-use tacos::msccl::limits::LimitKind;
 use tacos::msccl::{Limits, Proto, Target};
 use tacos::schedule::{check, Op, Schedule, Transfer};
 use tacos::synth::{synthesize, SynthOptions};

@@ -804,6 +804,12 @@ impl<'a> Matcher<'a> {
         let Some(f) = &self.fast else {
             return 0;
         };
+        if self.routes.is_some() {
+            // Through switches the fast links are NVSwitch ports, which a node's NICs
+            // rather than they limit, and the pools of their many channels say little of
+            // what one port has queued.
+            return 0;
+        }
         let (mut total, mut links): (Picos, Picos) = (0, 0);
         for &l in self.topo.in_links(dst) {
             if f.is_slow(l) {
