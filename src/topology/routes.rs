@@ -358,7 +358,8 @@ mod tests {
 
     /// The search this module's trees replace, kept as the reference: Dijkstra over every
     /// vertex, NPUs other than `src` reached but never expanded, the last link into each
-    /// vertex kept, routes walked back from it.
+    /// vertex kept, routes walked back from it; then each switch reached as soon from
+    /// several vertices (`src` or switches) takes the (`src` mod their number)-th by id.
     fn full_search(topo: &Topology, src: NpuId) -> Vec<Option<LinkId>> {
         let n = topo.vertices();
         let mut best: Vec<(u128, usize)> = vec![(u128::MAX, usize::MAX); n];
@@ -380,6 +381,25 @@ mod tests {
                     via[link.dst] = Some(l);
                     heap.push(Reverse((next.0, next.1, link.dst)));
                 }
+            }
+        }
+        for v in topo.switches() {
+            let mut equal: Vec<(VertexId, LinkId)> = topo
+                .in_links(v)
+                .iter()
+                .map(|&l| (topo.link(l).src, l))
+                .filter(|&(w, l)| {
+                    (w == src || topo.is_switch(w))
+                        && best[w].0 != u128::MAX
+                        && (
+                            best[w].0 + u128::from(us_to_ps(topo.link(l).latency_us)),
+                            best[w].1 + 1,
+                        ) == best[v]
+                })
+                .collect();
+            equal.sort_unstable();
+            if equal.len() > 1 {
+                via[v] = Some(equal[src % equal.len()].1);
             }
         }
         via
