@@ -230,7 +230,9 @@ fn streamed_reductions_are_the_dual_matching_reversed() {
             1,
             true,
         ),
-        (topo("clos:4x2,spine=2"), CollectiveKind::AllReduce, 1, true),
+        (topo("clos:4x2"), CollectiveKind::AllReduce, 1, true),
+        // Over several spines routes do not come back the way they went.
+        (topo("clos:4x2,spine=2"), CollectiveKind::AllReduce, 1, false),
         (lopsided_star(6), CollectiveKind::AllReduce, 2, false),
         (lopsided_star(20), CollectiveKind::AllReduce, 1, false),
         (topo("ring:6"), CollectiveKind::ReduceScatter, 3, false),
