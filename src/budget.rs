@@ -332,6 +332,14 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
     mul(matcher, copy_phases).saturating_add(merged)
 }
 
+/// Bytes planned trees for `spec` hold (`synth::trees`, a trial of `pipeline::search`
+/// with `SynthOptions::trees`): per chunk and NPU its tree's link in and the NPUs below it
+/// (8), and while they are planned a link's load and a candidate link per link (32).
+pub fn trees(topo: &Topology, spec: &CollectiveSpec) -> u64 {
+    let chunks = Shape::of(spec, topo.alive_npus().len()).chunks;
+    mul(mul(chunks, topo.npus() as u64), 8).saturating_add(mul(topo.links().len() as u64, 32))
+}
+
 /// Bytes a streamed synthesis of `spec` (`synth::synthesize_streamed`) holds at its
 /// peak, the collective excluded: the matcher's per (NPU, chunk) and per chunk state, per
 /// link (through switches, per channel) the transfer in flight (with those settled behind an earlier one, about as many),

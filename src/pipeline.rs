@@ -188,7 +188,8 @@ pub struct Options {
     /// Seeds of the synthesizer's random choices, each tried with each K.
     pub seeds: Vec<u64>,
     /// Placement, protocol, size range and target of the program. Without a name the
-    /// program is named `tacos-{collective}-k{K}-s{seed}`, as `compile` names it.
+    /// program is named `tacos-{collective}-k{K}-s{seed}` (`-t{seed}` with planned trees),
+    /// as `compile` names it.
     pub lowering: LowerOptions,
     /// The memory a trial may hold; trials run side by side only while their estimates
     /// fit it together. (The steps themselves, which take no options, also hold to the
@@ -197,14 +198,18 @@ pub struct Options {
     /// Each trial synthesized replicated (`synth::Replicated`): one node matched, its
     /// transfers shifted onto every other.
     pub replicate: bool,
+    /// Each K also tried with planned trees (`SynthOptions::trees`, with the first seed)
+    /// where they apply ([`trees_apply`], not replicated): the faster way is kept.
+    pub trees: bool,
 }
 
 impl Options {
-    /// What the synthesizer is told for a trial with `seed`.
-    fn synth(&self, seed: u64) -> SynthOptions {
+    /// What the synthesizer is told for a trial with `seed`, with planned trees or not.
+    fn synth(&self, seed: u64, trees: bool) -> SynthOptions {
         SynthOptions {
             seed,
             replicate: self.replicate,
+            trees,
         }
     }
 
@@ -223,8 +228,40 @@ impl Default for Options {
             lowering: LowerOptions::default(),
             max_memory: MemoryLimit::default(),
             replicate: false,
+            trees: true,
         }
     }
+}
+
+/// Most NPUs a trial with planned trees is made for: a tree per chunk holds a link per NPU
+/// (8 bytes with its subtree's size), NPUs^2 x K in all, and the search stays within the
+/// time `default_seeds` budgets.
+pub const MAX_TREE_NPUS: usize = 512;
+
+/// Whether a synthesis of `request` may plan trees (`SynthOptions::trees`): a collective
+/// whose chunks are copied or reduced along trees (All-Gather, Reduce-Scatter,
+/// All-Reduce, Broadcast, Reduce) over every alive NPU, at most [`MAX_TREE_NPUS`] of
+/// them (synthesized held and not replicated: the search's `Options` say).
+///
+/// ```
+/// use tacos::collective::CollectiveKind;
+/// use tacos::pipeline::{trees_apply, Request};
+/// use tacos::topology::{parse_spec, SpecDefaults};
+///
+/// let ring = parse_spec("ring:8", &SpecDefaults::default()).unwrap();
+/// assert!(trees_apply(&ring, &Request::new(CollectiveKind::AllReduce, 1 << 20)));
+/// assert!(!trees_apply(&ring, &Request::new(CollectiveKind::AllToAll, 1 << 20)));
+/// ```
+pub fn trees_apply(topo: &Topology, request: &Request) -> bool {
+    use CollectiveKind::*;
+    let alive = topo.alive_npus();
+    let every_npu = request.npus.as_ref().map_or(true, |n| n == &alive);
+    every_npu
+        && alive.len() <= MAX_TREE_NPUS
+        && matches!(
+            request.kind,
+            AllGather | ReduceScatter | AllReduce | Broadcast | Reduce
+        )
 }
 
 /// A schedule that passed `schedule::check` on its topology. Cheap to clone.
@@ -237,13 +274,15 @@ struct CheckedParts {
     report: CheckReport,
     all_reduce: Option<AllReduceTimes>,
     seed: Option<u64>,
+    /// Whether the synthesizer spread its chunks along planned trees.
+    trees: bool,
 }
 
 impl Checked {
     /// Checks a timed `schedule` (from a file, say) on `topo` with `schedule::check`.
     pub fn new(schedule: Schedule, topo: &Topology) -> Result<Checked> {
         let report = check(&schedule, topo);
-        Checked::with(schedule, report, None, None)
+        Checked::with(schedule, report, None, None, false)
     }
 
     /// Checks a schedule whose times are an order, not a promise (a baseline, whose sends
@@ -251,7 +290,7 @@ impl Checked {
     /// is then only the number of steps.
     pub fn order_only(schedule: Schedule, topo: &Topology) -> Result<Checked> {
         let report = check_data_flow(&schedule, topo);
-        Checked::with(schedule, report, None, None)
+        Checked::with(schedule, report, None, None, false)
     }
 
     fn with(
@@ -259,6 +298,7 @@ impl Checked {
         report: Result<CheckReport>,
         all_reduce: Option<AllReduceTimes>,
         seed: Option<u64>,
+        trees: bool,
     ) -> Result<Checked> {
         let report = report.map_err(|e| {
             Error::Schedule(format!(
@@ -271,6 +311,7 @@ impl Checked {
             report,
             all_reduce,
             seed,
+            trees,
         })))
     }
 
@@ -293,6 +334,11 @@ impl Checked {
         self.0.seed
     }
 
+    /// Whether the synthesizer spread its chunks along planned trees.
+    pub fn trees(&self) -> bool {
+        self.0.trees
+    }
+
     pub fn chunks_per_npu(&self) -> usize {
         self.0.schedule.collective.chunks_per_npu
     }
@@ -310,7 +356,13 @@ pub fn synthesize(
     let mut synthesis = synthesize_concurrent(topo, std::slice::from_ref(&collective), options)?;
     let schedule = synthesis.schedules.remove(0);
     let report = check(&schedule, topo);
-    Checked::with(schedule, report, synthesis.all_reduce, Some(options.seed))
+    Checked::with(
+        schedule,
+        report,
+        synthesis.all_reduce,
+        Some(options.seed),
+        options.trees,
+    )
 }
 
 /// How often (in transfers written) `synthesize_to_stream` reports progress.
@@ -475,7 +527,7 @@ pub fn concurrent(
                 .all_reduce
                 .clone()
                 .filter(|_| schedule.collective.kind == CollectiveKind::AllReduce);
-            Checked::with(schedule, Ok(report), all_reduce, Some(seed))
+            Checked::with(schedule, Ok(report), all_reduce, Some(seed), false)
         })
         .collect()
 }
@@ -564,9 +616,10 @@ pub fn lower(topo: &Topology, checked: &Checked, lowering: &LowerOptions) -> Res
     let named;
     let lowering = match (&lowering.name, checked.seed()) {
         (None, Some(seed)) => {
+            let way = if checked.trees() { 't' } else { 's' };
             named = LowerOptions {
                 name: Some(format!(
-                    "tacos-{}-k{}-s{seed}",
+                    "tacos-{}-k{}-{way}{seed}",
                     schedule.collective.kind, schedule.collective.chunks_per_npu
                 )),
                 ..lowering.clone()
@@ -658,6 +711,8 @@ impl Verified {
 pub struct Trial {
     pub chunks_per_npu: usize,
     pub seed: u64,
+    /// Whether its chunks were spread along planned trees (`SynthOptions::trees`).
+    pub trees: bool,
     /// The schedule's own time, when it was synthesized.
     pub synthesized_ps: Option<Picos>,
     /// The simulated time of what would be emitted (the schedule, or its program), which
@@ -681,13 +736,16 @@ pub fn admit(topo: &Topology, request: &Request, options: &Options, lowered: boo
         options,
         options.chunks.candidates()[0],
         simulated,
+        false,
     )
 }
 
 /// The memory a synthesis of `request` with `k` chunks per NPU holds, checked (and
-/// simulated).
-fn estimate_at(topo: &Topology, request: &Request, k: usize, simulated: bool) -> u64 {
-    budget::synthesis_checked(topo, &request.spec(topo, k), simulated)
+/// simulated), with planned trees or not.
+fn estimate_at(topo: &Topology, request: &Request, k: usize, simulated: bool, trees: bool) -> u64 {
+    let spec = request.spec(topo, k);
+    let planned = if trees { budget::trees(topo, &spec) } else { 0 };
+    budget::synthesis_checked(topo, &spec, simulated).saturating_add(planned)
 }
 
 fn admit_at(
@@ -696,11 +754,13 @@ fn admit_at(
     options: &Options,
     k: usize,
     simulated: bool,
+    trees: bool,
 ) -> Result<()> {
+    let planned = if trees { " with planned trees" } else { "" };
     options
         .max_memory
-        .admit(estimate_at(topo, request, k, simulated), || {
-            format!("synthesizing {} with K={k}", request.kind)
+        .admit(estimate_at(topo, request, k, simulated, trees), || {
+            format!("synthesizing {} with K={k}{planned}", request.kind)
         })
 }
 
@@ -781,10 +841,14 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
     let one_k = trials.len() == 1 || matches!(options.chunks, Chunks::Fixed(_));
     if let (Some(e), Some(trial), true) = (failed, trials.first(), none_built && one_k) {
         let advice = match options.chunks {
-            Chunks::Fixed(k) => {
-                limit_advice(topo, request, k, &options.synth(trial.seed), lowering)
-                    .map(|advice| format!("-k {k} does not fit: {advice}; "))
-            }
+            Chunks::Fixed(k) => limit_advice(
+                topo,
+                request,
+                k,
+                &options.synth(trial.seed, trial.trees),
+                lowering,
+            )
+            .map(|advice| format!("-k {k} does not fit: {advice}; ")),
             Chunks::Auto | Chunks::UpTo(_) => None,
         };
         let seeds = match trials.as_slice() {
@@ -847,29 +911,37 @@ fn search<T: Send>(
     }
     let ks = options.chunks.candidates();
     let limit = options.max_memory;
-    let estimate = |k: usize| estimate_at(topo, request, k, simulated);
+    let estimate = |k: usize, trees: bool| estimate_at(topo, request, k, simulated, trees);
     // The request itself is checked once, at the first K, so that its errors come as they are.
-    admit_at(topo, request, options, ks[0], simulated)?;
+    admit_at(topo, request, options, ks[0], simulated, false)?;
     Collective::new(topo, request.spec(topo, ks[0]))?;
-    let candidates: Vec<(usize, u64)> = ks
+    // Every K with every seed, then (where they apply) with planned trees and the first
+    // seed: ties go to the free matching.
+    let trees = options.trees && !options.replicate && trees_apply(topo, request);
+    let candidates: Vec<(usize, u64, bool)> = ks
         .iter()
-        .flat_map(|&k| options.seeds.iter().map(move |&seed| (k, seed)))
+        .flat_map(|&k| {
+            let free = options.seeds.iter().map(move |&seed| (k, seed, false));
+            let planned = trees.then_some((k, options.seeds[0], true));
+            free.chain(planned)
+        })
         .collect();
     let side_by_side = candidates
         .iter()
-        .map(|&(k, _)| estimate(k))
+        .map(|&(k, _, trees)| estimate(k, trees))
         .fold(0u64, u64::saturating_add)
         <= limit.bytes();
-    let attempt = |(k, seed): (usize, u64)| {
+    let attempt = |(k, seed, trees): (usize, u64, bool)| {
         let mut trial = Trial {
             chunks_per_npu: k,
             seed,
+            trees,
             synthesized_ps: None,
             simulated_ps: None,
             refused: None,
         };
-        let built = admit_at(topo, request, options, k, simulated)
-            .and_then(|()| synthesize(topo, request, k, &options.synth(seed)))
+        let built = admit_at(topo, request, options, k, simulated, trees)
+            .and_then(|()| synthesize(topo, request, k, &options.synth(seed, trees)))
             .and_then(|checked| {
                 trial.synthesized_ps = Some(checked.report().collective_time_ps);
                 evaluate(checked)

@@ -23,8 +23,8 @@ fn spec(s: &str) -> Topology {
 
 fn replicated(seed: u64) -> SynthOptions {
     SynthOptions {
-        seed,
         replicate: true,
+        ..SynthOptions::seeded(seed)
     }
 }
 

@@ -19,6 +19,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::cost::nccl::nccl_tuning;
 use crate::cost::NcclPricer;
 use crate::error::{Error, Result};
+use crate::pipeline::{trees_apply, Request};
 use crate::topology::Topology;
 use crate::tuner::nccl_tuning::NcclTuning;
 use crate::tuner::TUNED;
@@ -145,7 +146,13 @@ impl BandCompiler {
         let o = &self.options;
         let groups = [(
             kind,
-            Candidate::all(kind, &o.chunk_candidates, o.seeds, o.baselines),
+            Candidate::all(
+                kind,
+                &o.chunk_candidates,
+                o.seeds,
+                trees_apply(topo, &Request::new(kind, 1)),
+                o.baselines,
+            ),
         )];
         // Nothing to rank where every candidate is over the work bound: said at once,
         // before NCCL is priced or any bound is computed.

@@ -18,6 +18,9 @@ use std::fmt;
 pub enum Candidate {
     /// The synthesizer, with `chunks_per_npu` chunks per NPU and seed `seed`.
     Tacos { chunks_per_npu: usize, seed: u64 },
+    /// The synthesizer with planned trees (`SynthOptions::trees`, seed 0), with
+    /// `chunks_per_npu` chunks per NPU.
+    Trees { chunks_per_npu: usize },
     Baseline {
         #[serde(with = "baseline_name")]
         name: Baseline,
@@ -26,20 +29,25 @@ pub enum Candidate {
 
 impl Candidate {
     /// Every candidate the options ask for, in the order ties are broken: synthesized
-    /// ones by K then seed, then the baselines that define `kind`.
+    /// ones by K, each K's seeds then (where `trees`: planned trees apply to `kind` on the
+    /// topology, `pipeline::trees_apply`) its planned trees, then the baselines that
+    /// define `kind`.
     pub(crate) fn all(
         kind: CollectiveKind,
         chunk_candidates: &[usize],
         seeds: u64,
+        trees: bool,
         baselines: bool,
     ) -> Vec<Candidate> {
         let mut out: Vec<Candidate> = chunk_candidates
             .iter()
             .flat_map(|&k| {
-                (0..seeds).map(move |seed| Candidate::Tacos {
+                let free = (0..seeds).map(move |seed| Candidate::Tacos {
                     chunks_per_npu: k,
                     seed,
-                })
+                });
+                let planned = trees.then_some(Candidate::Trees { chunks_per_npu: k });
+                free.chain(planned)
             })
             .collect();
         if baselines {
@@ -58,7 +66,7 @@ impl Candidate {
     pub(crate) fn too_fine(&self, ranks: usize, size_bytes: u64, options: &CompileOptions) -> bool {
         let smallest = options.chunk_candidates.iter().min().copied().unwrap_or(1);
         match *self {
-            Candidate::Tacos { chunks_per_npu, .. } => {
+            Candidate::Tacos { chunks_per_npu, .. } | Candidate::Trees { chunks_per_npu } => {
                 chunks_per_npu > smallest
                     && size_bytes / ((ranks * chunks_per_npu) as u64) < options.min_chunk_bytes
             }
@@ -83,7 +91,9 @@ impl Candidate {
     /// K, for a synthesized candidate.
     pub fn chunks_per_npu(&self) -> Option<usize> {
         match *self {
-            Candidate::Tacos { chunks_per_npu, .. } => Some(chunks_per_npu),
+            Candidate::Tacos { chunks_per_npu, .. } | Candidate::Trees { chunks_per_npu } => {
+                Some(chunks_per_npu)
+            }
             Candidate::Baseline { .. } => None,
         }
     }
@@ -107,6 +117,14 @@ impl Candidate {
                 let request = Request::new(kind, size_bytes);
                 pipeline::synthesize(topo, &request, chunks_per_npu, &SynthOptions::seeded(seed))
             }
+            Candidate::Trees { chunks_per_npu } => {
+                let request = Request::new(kind, size_bytes);
+                let options = SynthOptions {
+                    trees: true,
+                    ..SynthOptions::seeded(0)
+                };
+                pipeline::synthesize(topo, &request, chunks_per_npu, &options)
+            }
             Candidate::Baseline { name } => {
                 let spec = CollectiveSpec {
                     kind,
@@ -124,7 +142,7 @@ impl Candidate {
     /// synthesized programs, e.g. `tacos-allreduce-k8-s0`).
     fn program_name(&self, kind: CollectiveKind) -> Option<String> {
         match self {
-            Candidate::Tacos { .. } => None,
+            Candidate::Tacos { .. } | Candidate::Trees { .. } => None,
             Candidate::Baseline { name } => Some(format!("tacos-{kind}-{name}")),
         }
     }
@@ -137,6 +155,9 @@ impl fmt::Display for Candidate {
                 chunks_per_npu,
                 seed,
             } => write!(f, "tacos K={chunks_per_npu} seed={seed}"),
+            Candidate::Trees { chunks_per_npu } => {
+                write!(f, "tacos K={chunks_per_npu} planned trees")
+            }
             Candidate::Baseline { name } => write!(f, "{name} (baseline)"),
         }
     }

@@ -213,6 +213,7 @@ fn synthesize_xml(
             .map_err(|e| e.to_string())?
             .unwrap_or_default(),
         replicate: false,
+        trees: true,
     };
     let found = pipeline::program(&topo, &request, &options).map_err(|e| e.to_string())?;
     Ok(found.kept.xml())

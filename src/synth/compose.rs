@@ -80,14 +80,14 @@ pub fn synthesize_concurrent(
     let reversed = topo.reversed();
     let fabric_back = fabric.reversed(topo, &reversed)?;
     let duals = duals(&reversed, collectives)?;
-    let reducing = Joint::new(present(&duals));
+    let reducing = Joint::new(present(&duals)).planned(options.trees);
     let halves = all_gather_halves(topo, collectives)?;
     let copied: Vec<Option<&Collective>> = collectives
         .iter()
         .zip(&halves)
         .map(|(c, half)| half.as_ref().or((!c.combining()).then_some(c)))
         .collect();
-    let copying = Joint::new(present(&copied));
+    let copying = Joint::new(present(&copied)).planned(options.trees);
 
     let reductions = reduce(&fabric, &fabric_back, &reducing, seed, &|_, _| 0)?;
     // Phase 2 on top of some re-timing of the reductions, with chunks released as `release`
@@ -415,6 +415,8 @@ pub(super) struct Joint<'a> {
     /// Distinct chunk sizes, and each part's index among them.
     class_bytes: Vec<f64>,
     class: Vec<usize>,
+    /// Whether the chunks are spread along planned trees (`Problem::trees`).
+    trees: bool,
 }
 
 impl<'a> Joint<'a> {
@@ -438,7 +440,13 @@ impl<'a> Joint<'a> {
             offsets,
             class_bytes,
             class,
+            trees: false,
         }
+    }
+
+    /// The same, its chunks spread along planned trees where `trees` (`Problem::trees`).
+    pub(super) fn planned(self, trees: bool) -> Joint<'a> {
+        Joint { trees, ..self }
     }
 
     /// The matching problem; `release(i, c)` says when chunk `c` of the caller's
@@ -465,6 +473,7 @@ impl<'a> Joint<'a> {
             chunks,
             class_bytes: self.class_bytes.clone(),
             reserved,
+            trees: self.trees,
         }
     }
 

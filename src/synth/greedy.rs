@@ -19,6 +19,7 @@ use super::outbox::{Outbox, Sink};
 use super::ports::match_ports;
 use super::prefetch;
 use super::relay::Relays;
+use super::trees::{Sprout, Trees};
 use crate::collective::ChunkId;
 use crate::error::{Error, Result};
 use crate::hugepages::table;
@@ -103,6 +104,9 @@ pub(super) struct Problem<'a> {
     /// Per physical link, sorted disjoint [start, end) intervals already taken by other
     /// transfers; empty when nothing is reserved.
     pub reserved: Vec<Vec<(Picos, Picos)>>,
+    /// Whether each chunk is spread along a tree planned before matching (`trees`), where
+    /// every chunk has one holder and needs no relay.
+    pub trees: bool,
 }
 
 /// What happens at an event time besides arrivals (handled after them).
@@ -126,17 +130,50 @@ fn needs_relays(topo: &Topology, problem: &Problem<'_>) -> bool {
     problem.chunks.iter().any(|c| c.post.len() < alive)
 }
 
-/// `fabric`, or where it has gates and the problem needs relays (which gates do not
-/// serve), the same channels with a channel per pair of group members, in `paired`.
+/// `fabric`, or where it has gates and the problem needs relays or planned trees (which
+/// gates do not serve), the same channels with a channel per pair of group members, in
+/// `paired`.
 fn serving<'f>(
     fabric: &'f Fabric<'f>,
     problem: &Problem<'_>,
     paired: &'f mut Option<Fabric<'f>>,
 ) -> Result<&'f Fabric<'f>> {
-    if fabric.gates.is_some() && needs_relays(&fabric.view, problem) {
+    if fabric.gates.is_some() && (problem.trees || needs_relays(&fabric.view, problem)) {
         return Ok(paired.insert(fabric.paired()?));
     }
     Ok(fabric)
+}
+
+/// Each chunk's planned tree on the fabric's view, where `problem` asks for them and every
+/// chunk has one holder and needs no relay (`relay_free`): the loads balanced are those of
+/// the physical links (`routes`), `cost` a chunk's time per class and view link.
+fn plan_trees(
+    view: &Topology,
+    routes: Option<&Routes>,
+    problem: &Problem<'_>,
+    cost: &[Picos],
+    links: usize,
+    relay_free: bool,
+    seed: u64,
+) -> Option<Trees> {
+    if !problem.trees || !relay_free || problem.chunks.iter().any(|c| c.pre.len() != 1) {
+        return None;
+    }
+    let sprouts: Vec<Sprout> = problem
+        .chunks
+        .iter()
+        .map(|c| Sprout {
+            root: c.pre[0],
+            cost: &cost[c.class * links..(c.class + 1) * links],
+        })
+        .collect();
+    Some(match routes {
+        Some(r) => Trees::plan(view, r.physical(), |l| r.links(l), &sprouts, seed),
+        None => {
+            let own: Vec<u32> = (0..links as u32).collect();
+            Trees::plan(view, links, |l| &own[l..=l], &sprouts, seed)
+        }
+    })
 }
 
 /// Matches `problem` on `fabric` and returns the transfers that carried a useful chunk.
@@ -267,6 +304,8 @@ struct Matcher<'a> {
     /// Link lists emptied after each destination's matching, kept for the next one (a
     /// matching is made for every destination at every event).
     spare_links: Vec<Vec<LinkId>>,
+    /// Each chunk's planned tree, where the problem asks for them (`Problem::trees`).
+    trees: Option<Trees>,
     /// Set when some links are much slower than others.
     fast: Option<FastPaths>,
     /// Per link (at `pool_slot[link]`): chunks its source holds that were useful to its
@@ -338,9 +377,11 @@ impl<'a> Matcher<'a> {
                 "relayed chunks are matched on channels per pair, not gates".into(),
             ));
         }
+        let trees = plan_trees(topo, routes, problem, &cost, links, relays.is_none(), seed);
         // The fast-path estimate assumes every NPU on a fast route will take the chunk
-        // on, which holds when every NPU wants every chunk (no relays).
-        let fast = if problem.class_bytes.len() == 1 && relays.is_none() {
+        // on, which holds when every NPU wants every chunk (no relays); a planned tree
+        // sends each chunk one way only, which no estimate may hold back.
+        let fast = if problem.class_bytes.len() == 1 && relays.is_none() && trees.is_none() {
             FastPaths::new(topo, &cost, chunks)
         } else {
             None
@@ -407,7 +448,8 @@ impl<'a> Matcher<'a> {
             spare_links: Vec::new(),
             next_reserved: vec![0; physical],
             wake_at: vec![NEVER; physical],
-            held_since: if uniform || relays.as_ref().is_some_and(Relays::routed) {
+            held_since: if uniform || trees.is_some() || relays.as_ref().is_some_and(Relays::routed)
+            {
                 Vec::new()
             } else {
                 table(NEVER, n * chunks)
@@ -424,6 +466,7 @@ impl<'a> Matcher<'a> {
             plan_up: vec![UNPLANNED; if routes.is_some() { physical } else { 0 }],
             planned: Vec::new(),
             relays,
+            trees,
             fast,
             pools: vec![Vec::new(); explicit],
             pool_slot,
@@ -564,6 +607,14 @@ impl<'a> Matcher<'a> {
         !self.held(npu, chunk) && self.needed(npu, chunk)
     }
 
+    /// Whether `chunk` may go into `dst` over `link`: any link, or its planned tree's.
+    #[inline]
+    fn on_tree(&self, link: LinkId, dst: NpuId, chunk: usize) -> bool {
+        self.trees
+            .as_ref()
+            .map_or(true, |t| t.parent(chunk, dst) == Some(link))
+    }
+
     /// Whether `npu`, if it lacks `chunk`, should get it.
     #[inline]
     fn needed(&self, npu: NpuId, chunk: usize) -> bool {
@@ -682,6 +733,7 @@ impl<'a> Matcher<'a> {
         for link in self.topo.out_links(npu) {
             let dst = self.topo.link(link).dst;
             if !self.holds(dst, chunk)
+                && self.on_tree(link, dst, chunk)
                 && self.needed(dst, chunk)
                 && !self.comes_fast(link, dst, chunk)
             {
@@ -1231,7 +1283,7 @@ impl<'a> Matcher<'a> {
         now: Picos,
         rng: &mut Draws,
     ) -> Result<Drawn> {
-        let j = self.pick(pool, rng);
+        let j = self.pick(pool, dst, rng);
         let chunk = pool[j] as usize;
         if self.stale(dst, chunk) {
             if self.routes.is_some() {
@@ -1248,10 +1300,12 @@ impl<'a> Matcher<'a> {
             }
             return Ok(Drawn::Dropped);
         }
-        // A chunk on a planned path is in no pool but its next hop's.
-        let best = match &self.relays {
-            Some(r) if r.routed() => link,
-            _ => self.cheapest_holder(free, chunk, link, rng),
+        // A chunk on a planned path or tree is in no pool but its next hop's.
+        let planned = self.trees.is_some() || self.relays.as_ref().is_some_and(Relays::routed);
+        let best = if planned {
+            link
+        } else {
+            self.cheapest_holder(free, chunk, link, rng)
         };
         let arrival = later(now, self.cost(best, chunk), || {
             format!("synthesis: chunk {chunk} arriving at NPU {dst}")
@@ -1649,16 +1703,24 @@ impl<'a> Matcher<'a> {
         })
     }
 
-    /// A random entry of `link`'s pool; with relays, the most urgent of a few random ones
-    /// (the chunk whose farthest target is farthest from its nearest copy), since a
-    /// relayed chunk sent late finishes late.
-    fn pick(&self, pool: &[u32], rng: &mut Draws) -> usize {
+    /// A random entry of the pool of a link into `dst`; with relays or planned trees, the
+    /// most urgent of a few random ones (the chunk whose farthest target is farthest from
+    /// its nearest copy; the chunk the most NPUs wait on below `dst` in its tree), since a
+    /// chunk others wait on sent late finishes late.
+    fn pick(&self, pool: &[u32], dst: NpuId, rng: &mut Draws) -> usize {
         let len = pool.len();
         let first = rng.random_range(0..len);
-        let Some(relays) = &self.relays else {
-            return first;
+        let urgency = |j: usize| -> Picos {
+            let chunk = pool[j] as usize;
+            match (&self.trees, &self.relays) {
+                (Some(t), _) => t.below(chunk, dst) as Picos,
+                (None, Some(r)) => r.remaining(chunk),
+                (None, None) => 0,
+            }
         };
-        let urgency = |j: usize| relays.remaining(pool[j] as usize);
+        if self.trees.is_none() && self.relays.is_none() {
+            return first;
+        }
         let mut best = (urgency(first), first);
         for _ in 1..URGENCY_SAMPLES.min(len) {
             let j = rng.random_range(0..len);

@@ -30,6 +30,7 @@ mod replicate;
 mod retime;
 mod stars;
 mod streamed;
+mod trees;
 
 use crate::prefetch;
 
@@ -55,14 +56,42 @@ pub struct SynthOptions {
     /// ([`Replicated`]): All-Gather, Reduce-Scatter and All-Reduce over every NPU, on
     /// topologies a shift by whole nodes maps onto themselves.
     pub replicate: bool,
+    /// Spread each chunk of a copying matching (All-Gather, Broadcast, and the duals of
+    /// the combining collectives) along a spanning tree planned before matching, each
+    /// link loaded in proportion to its speed (`trees`), instead of over whichever link
+    /// frees first: where links differ in speed or a ring's halves must go opposite ways,
+    /// near the cut bound; where the free choice times better (meshes), slower. Held
+    /// synthesis over every NPU only (not `replicate`, not streamed).
+    pub trees: bool,
 }
 
 impl SynthOptions {
-    /// The default synthesis (every NPU matched) with `seed`.
+    /// The default synthesis (every NPU matched, no planned trees) with `seed`.
+    ///
+    /// ```
+    /// use tacos::collective::{Collective, CollectiveKind};
+    /// use tacos::schedule::check;
+    /// use tacos::synth::{synthesize, SynthOptions};
+    /// use tacos::topology::{parse_spec, SpecDefaults};
+    ///
+    /// let ring = parse_spec("ring:8", &SpecDefaults::default()).unwrap();
+    /// let all_gather =
+    ///     Collective::over_all(&ring, CollectiveKind::AllGather, None, 8, 1 << 30).unwrap();
+    /// let greedy = synthesize(&ring, &all_gather, &SynthOptions::seeded(0)).unwrap();
+    /// let trees = SynthOptions { trees: true, ..SynthOptions::seeded(0) };
+    /// let planned = synthesize(&ring, &all_gather, &trees).unwrap();
+    /// check(&planned, &ring).unwrap();
+    /// // Every link busy from start to end: within 0.2% of the 9,395 us each NPU needs to
+    /// // take in 7/8 GiB over its two links, where chunks drawn freely take 3.7% more.
+    /// let bound_ps = 7 * (1u64 << 30) / 8 * 10;
+    /// assert!(planned.collective_time_ps() * 998 <= bound_ps * 1000);
+    /// assert!(planned.collective_time_ps() < greedy.collective_time_ps());
+    /// ```
     pub fn seeded(seed: u64) -> SynthOptions {
         SynthOptions {
             seed,
             replicate: false,
+            trees: false,
         }
     }
 }

@@ -204,8 +204,8 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
         Err(e) => return skipped(spec, kind, args.replicate, e.to_string()),
     };
     let options = SynthOptions {
-        seed: args.seed,
         replicate: args.replicate,
+        ..SynthOptions::seeded(args.seed)
     };
     let held = budget::synthesis_checked(&topo, collective.spec(), false);
     let streamed = held > MemoryLimit::default().bytes();

@@ -208,7 +208,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     let (searched, early_bounds) = rayon::join(search, || chunks.only().and_then(bounds_of));
     let ((checked, trials, verified), synth_ms) = searched?;
     drop(spinner);
-    let trials = (chunks.only().is_none() || seeds > 1).then_some(trials);
+    let trials = (trials.len() > 1).then_some(trials);
     let seed = checked.seed().unwrap_or(args.seed);
     let schedule = checked.schedule();
     let collective = Collective::new(&topo, schedule.collective.clone())?;
@@ -346,8 +346,15 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         );
     }
     print_bandwidth_and_bound(args.size, time_ps, &bounds);
+    let kept = if checked.trees() {
+        format!("planned trees with seed {seed} kept; {seeds} seeds and planned trees tried")
+    } else {
+        let planned = trials.as_ref().is_some_and(|ts| ts.iter().any(|t| t.trees));
+        let and_trees = if planned { " and planned trees" } else { "" };
+        format!("seed {seed} kept of {seeds} tried{and_trees}")
+    };
     println!(
-        "synthesis time       {synth_ms:.2} ms (seed {seed} kept of {seeds} tried{})",
+        "synthesis time       {synth_ms:.2} ms ({kept}{})",
         replicated_note(&args, &topo)
     );
     println!(

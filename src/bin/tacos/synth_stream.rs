@@ -42,8 +42,8 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
         1
     };
     let options = SynthOptions {
-        seed: args.seed,
         replicate: args.replicate,
+        ..SynthOptions::seeded(args.seed)
     };
     // A replicated synthesis matches one node, so it spools nothing and is not refused
     // for the whole matching's memory.
