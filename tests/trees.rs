@@ -4,8 +4,6 @@
 //! and where links differ in speed they come within a few percent of bounds worked out
 //! here by hand; the default search keeps them where they are faster.
 
-mod common;
-
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::pipeline::{self, Request};
 use tacos::schedule::{check, Op};
