@@ -291,3 +291,66 @@ fn specs_the_fuzzer_found_too_slow_are_refused_at_the_fuzzers_limit() {
         );
     }
 }
+
+/// Through switches the simulator holds, beside its per-message state, each route's links
+/// in the queues and the route trees: taken from the limit as routes are found. A direct
+/// All-to-All on a star queues every message on its sender's and its receiver's port.
+#[test]
+fn a_switched_simulation_is_estimated_honestly_with_its_routes() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    for name in ["switch:64", "switch:128"] {
+        let topo = topo(name);
+        let spec = spec(&topo, CollectiveKind::AllToAll, 1);
+        let schedule = Baseline::Direct.schedule(&topo, &spec).unwrap();
+        let (_, measured) = peak_of(|| simulate_schedule(&topo, &schedule).unwrap());
+        let messages = schedule.transfers.len() as u64;
+        // Every message crosses two links: up to the switch and down from it.
+        let estimate = budget::simulation(&topo, messages)
+            + 2 * messages * budget::ROUTE_LINK
+            + budget::route_trees(&topo);
+        assert_honest(
+            &format!("simulation alltoall on {name}"),
+            estimate,
+            measured,
+            4,
+        );
+    }
+}
+
+/// Routes found one by one are held to the limit as they grow: messages across a
+/// 256-NPU ring are routed over up to 128 links each, far past what their count alone
+/// says.
+#[test]
+fn long_routes_are_refused_as_they_are_found() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = topo("ring:256");
+    let messages: Vec<tacos::sim::Message> = (0..256)
+        .flat_map(|src| {
+            (0..256)
+                .filter(move |&dst| dst != src)
+                .map(move |dst| tacos::sim::Message {
+                    src,
+                    dst,
+                    bytes: 1024.0,
+                    deps: Vec::new(),
+                })
+        })
+        .collect();
+    let counted = budget::simulation(&topo, messages.len() as u64);
+    let (result, measured) = peak_of(|| {
+        let limit = tacos::budget::MemoryLimit::new(2 * counted, tacos::budget::Origin::Caller);
+        limit.set_process_default();
+        let result = tacos::sim::simulate_messages(&topo, &messages);
+        tacos::budget::MemoryLimit::machine().set_process_default();
+        result
+    });
+    let e = result.unwrap_err();
+    assert!(
+        matches!(e, tacos::Error::Limit { .. }) && e.to_string().contains("links of routes"),
+        "{e}"
+    );
+    assert!(
+        measured < 4 * counted,
+        "{measured} bytes held before the refusal"
+    );
+}

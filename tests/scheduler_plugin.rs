@@ -94,8 +94,28 @@ fn run(ranks: usize, expect_scheduled: bool, env: &[(&str, &str)]) -> (BTreeSet<
 }
 
 fn run_mode(ranks: usize, mode: &[&str], env: &[(&str, &str)]) -> (BTreeSet<PathBuf>, String) {
+    run_within(None, ranks, mode, env)
+}
+
+/// As `run_mode`, under an address-space limit of `address_space_kib` KiB (`ulimit -v`)
+/// where given, as a job run with one: an allocation no estimate saw aborts the harness.
+fn run_within(
+    address_space_kib: Option<u64>,
+    ranks: usize,
+    mode: &[&str],
+    env: &[(&str, &str)],
+) -> (BTreeSet<PathBuf>, String) {
     static NEXT_TMPDIR: AtomicUsize = AtomicUsize::new(0);
-    let mut cmd = Command::new(harness());
+    let mut cmd = match address_space_kib {
+        Some(kib) => {
+            let mut sh = Command::new("sh");
+            sh.arg("-c")
+                .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+                .arg(harness());
+            sh
+        }
+        None => Command::new(harness()),
+    };
     cmd.arg(common::cdylib()).arg(ranks.to_string()).args(mode);
     for var in [
         "TACOS_TOPOLOGY",
@@ -473,6 +493,24 @@ fn a_job_on_a_cold_128_gpu_cache_is_served_from_its_first_call_and_the_next_load
         first.display(),
         report.problems.first()
     );
+}
+
+/// A 256-GPU DGX A100 fabric with a cold cache, as a job under a 4 GB address-space
+/// limit runs it: pricing NCCL's rings on it once gathered 4 GiB of waiting messages in
+/// the simulator and aborted the host. Init and every call return; a band that cannot be
+/// served falls back with one warning of its own.
+#[test]
+fn a_256_gpu_fabric_on_a_cold_cache_under_4gb_returns_from_every_call() {
+    let cache = scratch("cold-256");
+    let env = [
+        ("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=32"),
+        ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+    ];
+    let (_, text) = run_within(Some(4_000_000), 256, &["expect-any"], &env);
+    let warned = warnings(&text, "");
+    let distinct: BTreeSet<&str> = warned.iter().copied().collect();
+    assert_eq!(distinct.len(), warned.len(), "a warning repeated:\n{text}");
+    assert!(warned.iter().all(|w| w.contains("on 256 ranks")), "{text}");
 }
 
 /// Two nodes with caches of their own, NCCL competing by the default margin: every call

@@ -194,7 +194,8 @@ impl Config {
 
 /// Holds everything this process's plugins compute to `TACOS_MAX_MEMORY` where it is
 /// set, else to the plugins' own limit ([`MemoryLimit::plugin`]), which is far below
-/// the command line's: they share the host with a training job. Done once per process
+/// the command line's: they share the host with a training job; either within what the
+/// host's limits leave ([`MemoryLimit::system`]). Done once per process
 /// (both plugins' `init` call it); a value that is not a size gets one warning through
 /// `log` and the plugins' limit.
 pub fn set_memory_limit(log: &dyn Log) {
@@ -207,8 +208,7 @@ pub fn set_memory_limit(log: &dyn Log) {
             ));
             None
         });
-        limit
-            .unwrap_or_else(MemoryLimit::plugin)
+        MemoryLimit::within_system(Some(limit.unwrap_or_else(MemoryLimit::plugin)))
             .set_process_default();
     });
 }

@@ -47,7 +47,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// Most memory one request may hold, e.g. 16GiB; larger ones are refused before they
-    /// allocate [default: TACOS_MAX_MEMORY, else half of this machine's memory]
+    /// allocate [default: TACOS_MAX_MEMORY; at most half of this machine's memory and of
+    /// what ulimit -v and the cgroup's limit leave]
     #[arg(long, global = true, value_name = "SIZE", value_parser = size)]
     pub max_memory: Option<u64>,
 }
