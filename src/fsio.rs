@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Numbers every temporary file this process makes, so no two calls share one.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -21,7 +22,7 @@ pub fn read_text(path: &Path, what: &str, max_bytes: u64) -> Result<String> {
         limit: max_bytes,
         context: format!("{}: {what}", path.display()),
     };
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = open_input(path)?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     if meta.is_file() && meta.len() > max_bytes {
         return Err(too_big(meta.len()));
@@ -34,6 +35,49 @@ pub fn read_text(path: &Path, what: &str, max_bytes: u64) -> Result<String> {
         return Err(too_big(text.len() as u64));
     }
     Ok(text)
+}
+
+/// Whether [`read_text`] takes only regular files ([`read_regular_files_only`]).
+static REGULAR_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// From now on [`read_text`] refuses, in this process, an input that is not a regular
+/// file (a FIFO, a device, a socket), opened without blocking and checked before it is
+/// read: what the plugins set, since a FIFO with no writer named by a setting would hold
+/// up a communicator's init forever. The command line reads pipes as files.
+pub fn read_regular_files_only() {
+    REGULAR_ONLY.store(true, Ordering::Relaxed);
+}
+
+/// Opens `path` to read it: where only regular files are read, without blocking (a FIFO's
+/// open waits for a writer) and refusing any other kind of file.
+fn open_input(path: &Path) -> Result<File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    if !REGULAR_ONLY.load(Ordering::Relaxed) {
+        return File::open(path).map_err(|e| Error::io(path, e));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    let kind = file.metadata().map_err(|e| Error::io(path, e))?.file_type();
+    let what = if kind.is_file() {
+        return Ok(file);
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a directory"
+    };
+    Err(Error::io(
+        path,
+        std::io::Error::other(format!(
+            "is {what}, not a regular file; the plugins read only regular files (one that never ends or has no writer would hold up the job)"
+        )),
+    ))
 }
 
 /// Parses JSON text into `T`: one document, nothing but whitespace after it. The error
@@ -205,14 +249,7 @@ pub enum Locking {
 impl FileLock {
     /// Locks `file` if nobody else holds it, without waiting.
     pub fn try_lock(file: File) -> Locking {
-        loop {
-            match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
-                Ok(()) => return Locking::Held(FileLock(file)),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Locking::ByOther,
-                Err(_) => return Locking::Unsupported,
-            }
-        }
+        FileLock::wait_for(file, Duration::ZERO)
     }
 
     /// Waits for the lock on `file`; None where the filesystem keeps no locks.
@@ -223,6 +260,27 @@ impl FileLock {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => return None,
             }
+        }
+    }
+
+    /// Waits for the lock on `file` for at most `wait`, trying again at growing intervals
+    /// (1 ms up to 50 ms); `ByOther` where another still holds it then.
+    pub fn wait_for(file: File, wait: Duration) -> Locking {
+        let deadline = Instant::now() + wait;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+                Ok(()) => return Locking::Held(FileLock(file)),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return Locking::Unsupported,
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Locking::ByOther;
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(50));
         }
     }
 }

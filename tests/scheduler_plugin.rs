@@ -601,3 +601,101 @@ fn a_tacos_max_memory_that_is_not_a_size_gets_one_warning_and_the_plugins_limit(
         "{text}"
     );
 }
+
+/// A FIFO with no writer named by a setting once held up the executor's init forever
+/// (opening it waits for a writer): the plugins open inputs without blocking and read
+/// only regular files, so each falls back (or prices with the built-in profile) with a
+/// warning naming the FIFO.
+#[test]
+fn settings_that_name_a_fifo_warn_and_fall_back_instead_of_waiting() {
+    let dir = scratch("fifo");
+    let fifo = |name: &str| -> String {
+        let path = dir.join(name);
+        let made = Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        path.to_str().unwrap().into()
+    };
+    let cache = dir.join("cache");
+    let c = cache.to_str().unwrap();
+    for (variable, name) in [
+        ("TACOS_TOPOLOGY", "topology.json"),
+        ("NCCL_TOPO_FILE", "topo.xml"),
+    ] {
+        let f = fifo(name);
+        let (_, text) = run(4, false, &[(variable, &f), ("TACOS_CACHE_DIR", c)]);
+        let named = warnings(&text, "is a FIFO, not a regular file");
+        assert!(
+            !named.is_empty() && named[0].contains(&f),
+            "{variable}:\n{text}"
+        );
+    }
+    let profile = fifo("profile.json");
+    let env = [
+        ("TACOS_TOPOLOGY", "ring:4"),
+        ("TACOS_PROFILE", &profile),
+        ("TACOS_CACHE_DIR", c),
+        ("TACOS_NCCL_MARGIN", "off"),
+    ];
+    let (files, text) = run(4, true, &env);
+    let named = warnings(&text, "is a FIFO, not a regular file");
+    assert_eq!(named.len(), 1, "{text}");
+    assert!(named[0].contains("built-in"), "{text}");
+    all_verify(&files, 4);
+}
+
+/// A band's lock held by another process (a stopped prologue, another job's long
+/// compile) once kept the band's first call waiting as long as that process did. After
+/// `TACOS_LOCK_WAIT_MS` the call compiles the band itself, with one warning per band, and
+/// gets what every other rank gets: the same files as a cache nobody held.
+#[test]
+fn a_band_locked_by_another_process_is_compiled_here_after_the_lock_wait() {
+    let free = scratch("lock-free");
+    let held = scratch("lock-held");
+    fn env(cache: &Path) -> [(&str, &str); 4] {
+        [
+            ("TACOS_TOPOLOGY", "ring:4"),
+            ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+            ("TACOS_NCCL_MARGIN", "off"),
+            ("TACOS_LOCK_WAIT_MS", "100"),
+        ]
+    }
+    let (free_env, held_env) = (env(&free), env(&held));
+    let (files, free_text) = run(4, true, &free_env);
+    // The same entry under the other cache, every band's lock taken by this process.
+    let entry = entry_of(&files);
+    let bands = held.join(entry.file_name().unwrap()).join("bands");
+    std::fs::create_dir_all(&bands).unwrap();
+    let mut locks = Vec::new();
+    for record in std::fs::read_dir(entry.join("bands")).unwrap() {
+        let name = record.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue; // the free run's own lock files
+        }
+        let path = bands.join(format!(".{name}.lock"));
+        let file = std::fs::File::create(&path).unwrap();
+        match tacos::fsio::FileLock::try_lock(file) {
+            tacos::fsio::Locking::Held(lock) => locks.push(lock),
+            _ => panic!("{} could not be locked", path.display()),
+        }
+    }
+    let (served, text) = run(4, true, &held_env);
+    let waited = warnings(&text, "was still locked by another process after 100 ms");
+    assert_eq!(waited.len(), locks.len(), "one warning per band:\n{text}");
+    let distinct: BTreeSet<&str> = waited.iter().copied().collect();
+    assert_eq!(distinct.len(), waited.len(), "{text}");
+    let selects = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("SELECT"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(selects(&text), selects(&free_text));
+    let bytes = |files: &BTreeSet<PathBuf>| -> Vec<Vec<u8>> {
+        files.iter().map(|f| std::fs::read(f).unwrap()).collect()
+    };
+    assert_eq!(bytes(&served), bytes(&files));
+    drop(locks);
+}

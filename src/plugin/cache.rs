@@ -11,11 +11,12 @@ use crate::compile::{
     CheckOptions, CompileOptions, Entry, LeftToNccl, Manifest, Progress, Written,
 };
 use crate::error::{Error, Result};
-use crate::fsio::{write_atomic, FileLock};
+use crate::fsio::{write_atomic, FileLock, Locking};
 use crate::msccl::{parse_program, Target};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// A directory name for the cache of what `options` compile on `topo` with this tool:
 /// `tacos-VERSION-TARGET-TOPOLOGY-OPTIONS` with the target's profile name, the first 16
@@ -90,7 +91,7 @@ fn open_or_rebuild(
     if let Ok(manifest) = look(dir, topo, &wanted) {
         return Ok((manifest, Opened::Existing));
     }
-    let _lock = DirLock::acquire(dir)?;
+    let _lock = DirLock::acquire(dir, None)?;
     let unsound = match look(dir, topo, &wanted) {
         Ok(manifest) => return Ok((manifest, Opened::Existing)),
         Err(why) => why,
@@ -169,6 +170,9 @@ pub struct BandCache {
     topology_hash: String,
     options_sha256: String,
     memory_limit: u64,
+    /// How long a band's first caller waits for the rank compiling it (None: as long as
+    /// that takes).
+    lock_wait: Option<Duration>,
 }
 
 /// How [`BandCache::open_band`] got a band's decision.
@@ -195,6 +199,16 @@ impl BandCache {
             topology_hash,
             options_sha256,
             memory_limit,
+            lock_wait: None,
+        }
+    }
+
+    /// The same entry, a band's first caller waiting at most `wait` for the lock of a
+    /// rank compiling it, then compiling it too ([`BandCache::open_band`]).
+    pub fn with_lock_wait(self, wait: Duration) -> BandCache {
+        BandCache {
+            lock_wait: Some(wait),
+            ..self
         }
     }
 
@@ -273,24 +287,36 @@ impl BandCache {
     /// `compiler` (whose topology and options this entry is for) and stored, the ranks of
     /// a node taking turns on a lock beside the record so that one compiles and the
     /// others find its result. A compile that fails is a decision too (`NoProgram`): it
-    /// fails alike everywhere. `rebuilding` hears why a record that was there is
-    /// replaced. An error where the decision cannot be stored (the cache cannot be
-    /// written): the caller may still compile it ([`compile_decision`]).
+    /// fails alike everywhere. `notice` hears why a record that was there is replaced,
+    /// and where the lock was still held after the entry's lock wait: the band is then
+    /// compiled here as well (the same bytes, written atomically over the same), so that
+    /// no call waits on another process without a bound and every rank decides alike. An
+    /// error where the decision cannot be stored (the cache cannot be written): the
+    /// caller may still compile it ([`compile_decision`]).
     pub fn open_band(
         &self,
         compiler: &BandCompiler,
         (kind, in_place, band): (CollectiveKind, bool, Band),
-        rebuilding: &dyn Fn(&str),
+        notice: &dyn Fn(Notice),
     ) -> Result<(Decision, Found)> {
         if let Ok(Some(decision)) = self.look(kind, in_place, band) {
             return Ok((decision, Found::Cached));
         }
         let path = self.record_path(kind, in_place, band);
-        let _turn = DirLock::acquire(&path)?;
+        let _turn = match DirLock::acquire(&path, self.lock_wait)? {
+            Ok(lock) => Some(lock),
+            Err(lock) => {
+                notice(Notice::StillLocked(
+                    &lock,
+                    self.lock_wait.unwrap_or_default(),
+                ));
+                None
+            }
+        };
         match self.look(kind, in_place, band) {
             Ok(Some(decision)) => return Ok((decision, Found::Cached)),
             Ok(None) => {}
-            Err(why) => rebuilding(&why),
+            Err(why) => notice(Notice::Rebuilding(&why)),
         }
         let (decision, xml) = compile_decision(compiler, (kind, in_place, band));
         if let (Decision::Program(entry), Some(xml)) = (&decision, xml) {
@@ -303,6 +329,16 @@ impl BandCache {
         write_atomic(&path, &json)?;
         Ok((record.decision, Found::Compiled))
     }
+}
+
+/// What [`BandCache::open_band`] tells its caller on the way.
+#[derive(Clone, Copy, Debug)]
+pub enum Notice<'a> {
+    /// A record that was there cannot be used (why): the band is compiled again.
+    Rebuilding(&'a str),
+    /// Another process still held the band's lock (this file) after this long: the band
+    /// is compiled here too.
+    StillLocked(&'a Path, Duration),
 }
 
 /// A band's decision compiled by `compiler`, with the program's file where it has one:
@@ -369,9 +405,14 @@ struct DirLock {
 }
 
 impl DirLock {
-    /// Waits for the lock. An error where the lock file cannot be made (the directory's
-    /// parent cannot be written); no lock, but no error, where the filesystem keeps none.
-    fn acquire(dir: &Path) -> Result<DirLock> {
+    /// Waits for the lock, for at most `wait` where given: `Err(path)` of the lock file
+    /// where another still holds it then. An error where the lock file cannot be made
+    /// (the directory's parent cannot be written); no lock, but no error, where the
+    /// filesystem keeps none.
+    fn acquire(
+        dir: &Path,
+        wait: Option<Duration>,
+    ) -> Result<std::result::Result<DirLock, PathBuf>> {
         let (parent, name) = parent_and_name(dir)?;
         std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
         let path = parent.join(format!(".{name}.lock"));
@@ -381,8 +422,14 @@ impl DirLock {
             .write(true)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
-        Ok(DirLock {
-            _held: FileLock::wait(file),
-        })
+        let held = match wait {
+            None => FileLock::wait(file),
+            Some(wait) => match FileLock::wait_for(file, wait) {
+                Locking::Held(lock) => Some(lock),
+                Locking::Unsupported => None,
+                Locking::ByOther => return Ok(Err(path)),
+            },
+        };
+        Ok(Ok(DirLock { _held: held }))
     }
 }
