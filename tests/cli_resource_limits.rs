@@ -287,3 +287,41 @@ const HUGE_LOOP: &str = r#"<algo name="t" proto="Simple" nchannels="1" nchunkspe
   </gpu>
 </algo>
 "#;
+
+/// Pricing NCCL's own algorithms on a 256-GPU fabric simulates its rings through the
+/// switches: that once aborted `tacos compile` under 4 GB at its first band. One band
+/// here (the whole compile takes tens of minutes on two cores, within the limit).
+#[test]
+fn compiling_for_a_256_gpu_fabric_prices_nccl_within_4gb() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-resource-limits");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_dir = dir.join("dgx-a100-32");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let args = [
+        "compile",
+        "preset:dgx-a100,nodes=32",
+        "--fast",
+        "--sizes",
+        "1MiB..2MiB",
+        "--collectives",
+        "allgather",
+        "--inplace",
+        "outofplace",
+        "--quiet",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = within_4gb(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The band is NCCL's or ours, with NCCL's price beside it.
+    assert!(
+        text.contains("allgather") && text.contains("ring/"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
