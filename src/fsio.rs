@@ -137,9 +137,36 @@ pub struct AtomicFile {
     committed: bool,
 }
 
+/// Writes `contents` to `path` as [`write_atomic`] does, the file readable and writable by
+/// its owner alone (mode 0600): what a cache others must not change keeps.
+pub fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
+    let mut file = AtomicFile::create_with_mode(path, 0o600)?;
+    file.writer()
+        .write_all(contents)
+        .map_err(|e| Error::io(path, e))?;
+    file.commit()
+}
+
+/// Creates directory `dir` and those above it that are missing, each readable, writable
+/// and searchable by its owner alone (mode 0700).
+pub fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(dir, e))
+}
+
 impl AtomicFile {
     /// Creates the temporary file for `path`.
     pub fn create(path: &Path) -> Result<AtomicFile> {
+        AtomicFile::create_with_mode(path, 0o666)
+    }
+
+    /// Creates the temporary file for `path` with permissions `mode` (less the umask).
+    pub fn create_with_mode(path: &Path, mode: u32) -> Result<AtomicFile> {
+        use std::os::unix::fs::OpenOptionsExt;
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
@@ -153,7 +180,14 @@ impl AtomicFile {
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        let out = BufWriter::new(File::create(&temp).map_err(|e| Error::io(path, e))?);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&temp)
+            .map_err(|e| Error::io(path, e))?;
+        let out = BufWriter::new(file);
         Ok(AtomicFile {
             path: path.to_path_buf(),
             temp,

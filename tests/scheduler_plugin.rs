@@ -699,3 +699,107 @@ fn a_band_locked_by_another_process_is_compiled_here_after_the_lock_wait() {
     assert_eq!(bytes(&served), bytes(&files));
     drop(locks);
 }
+
+/// A band record that names another band's file, with that file's SHA-256, was served:
+/// an All-Gather program for an All-Reduce call. The file's own `<algo>` tag is now
+/// checked against the call and the record: one warning, the band compiled again, and the
+/// All-Reduce's own file served.
+#[test]
+fn a_record_naming_another_bands_file_is_compiled_again_not_served() {
+    let cache = scratch("swapped");
+    let env = [
+        ("TACOS_TOPOLOGY", "ring:4"),
+        ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+        ("TACOS_NCCL_MARGIN", "off"),
+    ];
+    let (files, _) = run(4, true, &env);
+    let bands = entry_of(&files).join("bands");
+    let record = |name: &str| bands.join(name);
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(record(name)).unwrap()).unwrap()
+    };
+    let all_reduce = "allreduce-inplace-8K.json";
+    let kept = std::fs::read(record(all_reduce)).unwrap();
+    let mut swapped = read(all_reduce);
+    swapped["decision"] = read("allgather-inplace-64K.json")["decision"].clone();
+    std::fs::write(
+        record(all_reduce),
+        serde_json::to_vec_pretty(&swapped).unwrap(),
+    )
+    .unwrap();
+    let (again, text) = run(4, true, &env);
+    let caught = warnings(&text, "the record's program is allgather in place");
+    assert_eq!(caught.len(), 1, "{text}");
+    assert_eq!(again, files, "the same files");
+    assert_eq!(std::fs::read(record(all_reduce)).unwrap(), kept);
+    all_verify(&again, 4);
+    // The same, the record's entry made to match the call but the file left another's:
+    // what the file declares gives it away.
+    let own = read(all_reduce)["decision"]["program"].clone();
+    let mut forged = swapped;
+    let program = &mut forged["decision"]["program"];
+    for field in ["collective", "min_bytes", "max_bytes", "proto"] {
+        program[field] = own[field].clone();
+    }
+    std::fs::write(
+        record(all_reduce),
+        serde_json::to_vec_pretty(&forged).unwrap(),
+    )
+    .unwrap();
+    let (again, text) = run(4, true, &env);
+    let caught = warnings(
+        &text,
+        "it declares coll=\"allgather\", the call needs allreduce",
+    );
+    assert_eq!(caught.len(), 1, "{text}");
+    assert_eq!(again, files);
+    all_verify(&again, 4);
+}
+
+/// The cache is the user's alone: its directories are made owner-only, its files too;
+/// a cache directory every user may write is not served from (one warning, the bands
+/// compiled in memory, the same answers).
+#[test]
+fn the_cache_is_owner_only_and_one_others_may_write_is_not_served() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = scratch("owner-only");
+    let root = cache.join("cache");
+    let env = [
+        ("TACOS_TOPOLOGY", "ring:4"),
+        ("TACOS_CACHE_DIR", root.to_str().unwrap()),
+        ("TACOS_NCCL_MARGIN", "off"),
+    ];
+    let (files, good) = run(4, true, &env);
+    let entry = entry_of(&files);
+    for dir in [
+        root.clone(),
+        entry.clone(),
+        entry.join("bands"),
+        entry.join("msccl"),
+    ] {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{}: {mode:o}", dir.display());
+    }
+    for sub in ["bands", "msccl"] {
+        for f in std::fs::read_dir(entry.join(sub)).unwrap() {
+            let f = f.unwrap();
+            let mode = f.metadata().unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{:?}: {mode:o}", f.path());
+        }
+    }
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (served, text) = run(4, true, &env);
+    let refused = warnings(&text, "may be written by every user");
+    assert_eq!(refused.len(), 1, "{text}");
+    assert!(
+        served.iter().all(|f| f.starts_with("/proc/self/fd")),
+        "{served:?}"
+    );
+    let selects = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("SELECT"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(selects(&text), selects(&good));
+}
