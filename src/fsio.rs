@@ -111,6 +111,8 @@ fn located(origin: &str, field: &str, e: &serde_json::Error) -> String {
 /// rename, so readers never see a half-written file. The temporary file's name holds the
 /// process id and a number unique in the process, so concurrent writers of one path (other
 /// processes, other threads) never write into each other's: the last rename wins whole.
+/// The path is written as its kind asks ([`AtomicFile`]): through a symbolic link, the
+/// file it names; a device or FIFO, directly; a directory is an error.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     write_atomic_with(path, |out| out.write_all(contents))
 }
@@ -124,17 +126,6 @@ pub fn write_atomic_with(
     let mut file = AtomicFile::create(path)?;
     write(file.writer()).map_err(|e| Error::io(path, e))?;
     file.commit()
-}
-
-/// A file written under a temporary name beside its path (as [`write_atomic`] names it)
-/// and renamed into place by [`AtomicFile::commit`]; dropped uncommitted, it is removed.
-/// For a writer that must let the file be read while it is written (`temp_path`), or
-/// decide after writing whether it is kept.
-pub struct AtomicFile {
-    path: PathBuf,
-    temp: PathBuf,
-    out: BufWriter<File>,
-    committed: bool,
 }
 
 /// Writes `contents` to `path` as [`write_atomic`] does, the file readable and writable by
@@ -158,6 +149,70 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io(dir, e))
 }
 
+/// A file written under a temporary name and put in place by [`AtomicFile::commit`];
+/// dropped uncommitted, the temporary file is removed. For a writer that must let the
+/// file be read while it is written (`temp_path`), or decide after writing whether it is
+/// kept.
+///
+/// What is written in place is what the path names: through symbolic links, the file
+/// they lead to (written beside it and renamed onto it, so the links stay); a file or a
+/// new name, renamed into place; a character or block device, a FIFO or a socket, copied
+/// into at commit (the temporary file kept in the system's temporary directory): `--xml
+/// /dev/null` run as root writes to the device, never replaces it. A directory is an
+/// error before anything is written.
+pub struct AtomicFile {
+    /// The path as given, for errors.
+    path: PathBuf,
+    /// Where the contents land: `path` with its symbolic links followed.
+    target: PathBuf,
+    temp: PathBuf,
+    out: BufWriter<File>,
+    /// Whether the target is written into at commit (a device, a FIFO) rather than
+    /// replaced.
+    into: bool,
+    /// Whether the temporary file is gone (renamed into place, or removed after copying).
+    done: bool,
+}
+
+/// Most symbolic links followed to find what a path names, as the kernel's limit.
+const MAX_SYMLINKS: usize = 40;
+
+/// What writing `path` lands on: `path` with its symbolic links followed (a relative one
+/// from the folder it is in), and whether that is something other than a file or a new
+/// name (a device, a FIFO, a socket), written into rather than replaced. An error for a
+/// directory, or a loop of links.
+fn write_target(path: &Path) -> Result<(PathBuf, bool)> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut at = path.to_path_buf();
+    for _ in 0..MAX_SYMLINKS {
+        let kind = match std::fs::symlink_metadata(&at) {
+            Ok(meta) => meta.file_type(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((at, false)),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        if kind.is_symlink() {
+            let link = std::fs::read_link(&at).map_err(|e| Error::io(path, e))?;
+            at = match at.parent() {
+                Some(dir) if link.is_relative() => dir.join(link),
+                _ => link,
+            };
+            continue;
+        }
+        if kind.is_dir() {
+            return Err(Error::io(
+                path,
+                std::io::Error::other("is a directory; name a file to write"),
+            ));
+        }
+        let special = kind.is_char_device() || kind.is_block_device() || kind.is_fifo();
+        return Ok((at, special || kind.is_socket()));
+    }
+    Err(Error::io(
+        path,
+        std::io::Error::other(format!("more than {MAX_SYMLINKS} symbolic links in a row")),
+    ))
+}
+
 impl AtomicFile {
     /// Creates the temporary file for `path`.
     pub fn create(path: &Path) -> Result<AtomicFile> {
@@ -167,11 +222,13 @@ impl AtomicFile {
     /// Creates the temporary file for `path` with permissions `mode` (less the umask).
     pub fn create_with_mode(path: &Path, mode: u32) -> Result<AtomicFile> {
         use std::os::unix::fs::OpenOptionsExt;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
+        let (target, into) = write_target(path)?;
+        let beside = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
         };
-        let name = path
+        let dir = if into { std::env::temp_dir() } else { beside };
+        let name = target
             .file_name()
             .ok_or_else(|| Error::io(path, std::io::Error::other("not a file path")))?;
         let temp = dir.join(format!(
@@ -190,9 +247,11 @@ impl AtomicFile {
         let out = BufWriter::new(file);
         Ok(AtomicFile {
             path: path.to_path_buf(),
+            target,
             temp,
             out,
-            committed: false,
+            into,
+            done: false,
         })
     }
 
@@ -205,21 +264,30 @@ impl AtomicFile {
         &mut self.out
     }
 
-    /// Writes out what is buffered, syncs it and renames the file into place.
+    /// Writes out what is buffered and puts the contents in place: synced and renamed
+    /// onto the target, or copied into a device or FIFO.
     pub fn commit(mut self) -> Result<()> {
         let result = (|| {
             self.out.flush()?;
-            self.out.get_ref().sync_all()?;
-            std::fs::rename(&self.temp, &self.path)
+            if self.into {
+                let mut from = File::open(&self.temp)?;
+                let mut to = std::fs::OpenOptions::new().write(true).open(&self.target)?;
+                std::io::copy(&mut from, &mut to)?;
+                to.flush()
+            } else {
+                self.out.get_ref().sync_all()?;
+                std::fs::rename(&self.temp, &self.target)?;
+                self.done = true;
+                Ok(())
+            }
         })();
-        self.committed = result.is_ok();
         result.map_err(|e| Error::io(&self.path, e))
     }
 }
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if !self.committed {
+        if !self.done {
             let _ = std::fs::remove_file(&self.temp);
         }
     }

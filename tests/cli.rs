@@ -492,3 +492,32 @@ fn topo_show_gives_the_diameter_where_it_can_search_and_says_when_it_cannot() {
     assert!(large["diameter_hops"].is_null());
     assert_eq!(large["links"], 998_000);
 }
+
+/// `--xml /dev/null` run as root once replaced the system's `/dev/null` with a regular
+/// file (every writer renamed a temporary file onto its path). Outputs on a device are
+/// written into it; one naming a directory is an error naming it, with nothing written.
+#[test]
+fn outputs_on_a_device_are_written_into_and_a_directory_is_refused() {
+    use std::os::unix::fs::FileTypeExt;
+    let (ok, out, err) = tacos(&[
+        "synth",
+        "ring:4",
+        "--quiet",
+        "--xml",
+        "/dev/null",
+        "-o",
+        "/dev/null",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("msccl xml            /dev/null"), "{out}");
+    let kind = std::fs::symlink_metadata("/dev/null").unwrap().file_type();
+    assert!(kind.is_char_device(), "/dev/null is no longer a device");
+    let dir = scratch("an-output-directory");
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = fails(&["synth", "ring:4", "--quiet", "--xml", dir.to_str().unwrap()]);
+    assert!(
+        e.contains(dir.to_str().unwrap()) && e.contains("is a directory"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
