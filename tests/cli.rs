@@ -521,3 +521,50 @@ fn outputs_on_a_device_are_written_into_and_a_directory_is_refused() {
     );
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
+
+/// `--seeds 4294967295` once built four billion seeds and aborted, `--jobs 4294967295`
+/// asked for as many threads: every count a flag takes has a range, and the error names
+/// the flag and the range.
+#[test]
+fn counts_past_their_range_are_refused_naming_the_flag_and_the_range() {
+    for (args, flag, range) in [
+        (
+            vec!["synth", "ring:4", "--seeds", "4294967295"],
+            "--seeds",
+            "from 1 to 4096",
+        ),
+        (
+            vec!["synth", "ring:4", "--seeds", "18446744073709551615"],
+            "--seeds",
+            "from 1 to 4096",
+        ),
+        (
+            vec!["synth", "ring:4", "--jobs", "4294967295"],
+            "--jobs",
+            "from 0 to 256",
+        ),
+        (
+            vec!["compile", "ring:4", "--seeds", "4294967295"],
+            "--seeds",
+            "from 1 to 4096",
+        ),
+        (
+            vec!["compile", "ring:4", "--jobs", "4294967295"],
+            "--jobs",
+            "from 0 to 256",
+        ),
+        (
+            vec!["simulate", "ring:4", "-k", "18446744073709551615"],
+            "--chunks-per-npu",
+            "from 1 to 1048576",
+        ),
+        (
+            vec!["compile", "ring:4", "-k", "1,2,4294967296"],
+            "--chunks",
+            "from 1 to 1048576",
+        ),
+    ] {
+        let e = fails(&args);
+        assert!(e.contains(flag) && e.contains(range), "{args:?}: {e}");
+    }
+}

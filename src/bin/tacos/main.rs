@@ -340,6 +340,43 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Most seeds one search tries (`--seeds`): 512 times the most the default tries.
+pub const MAX_SEEDS: usize = 4096;
+
+/// Most worker threads a command starts (`--jobs`).
+pub const MAX_JOBS: usize = 256;
+
+/// Most chunks per NPU (`-k`): past it the per (NPU, chunk) state of the smallest
+/// collective runs to gigabytes.
+pub const MAX_CHUNKS_PER_NPU: usize = 1 << 20;
+
+/// `s` as a whole number within `range`, else why not.
+fn whole_within(s: &str, range: std::ops::RangeInclusive<usize>) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(v) if range.contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' must be a whole number from {} to {}",
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
+/// A `--seeds` count.
+fn seed_count(s: &str) -> Result<usize, String> {
+    whole_within(s, 1..=MAX_SEEDS)
+}
+
+/// A `--jobs` count (0: one per core).
+fn job_count(s: &str) -> Result<usize, String> {
+    whole_within(s, 0..=MAX_JOBS).map_err(|e| format!("{e} (0: one per core)"))
+}
+
+/// A `-k` count of chunks per NPU.
+fn chunk_count(s: &str) -> Result<usize, String> {
+    whole_within(s, 1..=MAX_CHUNKS_PER_NPU)
+}
+
 fn main() -> ExitCode {
     // Die quietly when the reader of stdout goes away (`tacos bench | head`), as shell
     // tools do, instead of failing on a broken pipe.

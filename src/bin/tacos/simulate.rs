@@ -4,7 +4,7 @@
 use super::check::open_stream;
 use super::progress::ProgressHandle;
 use super::simulate_nccl::{self, NcclArgs};
-use super::{at_least_one, collective_kind, sharing, size, CostArgs, TopologyArgs};
+use super::{chunk_count, collective_kind, sharing, size, CostArgs, TopologyArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -34,7 +34,7 @@ pub struct CollectiveArgs {
     #[arg(short, long, value_parser = size)]
     pub size: Option<u64>,
     /// Chunks per NPU (K) [default: 1, or the schedule file's]
-    #[arg(short = 'k', long, value_parser = at_least_one)]
+    #[arg(short = 'k', long, value_parser = chunk_count)]
     pub chunks_per_npu: Option<usize>,
     /// Root NPU of a rooted collective (default: the first NPU)
     #[arg(long)]
