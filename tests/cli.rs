@@ -491,6 +491,19 @@ fn topo_show_gives_the_diameter_where_it_can_search_and_says_when_it_cannot() {
     assert_eq!(large["diameter_computed"], false);
     assert!(large["diameter_hops"].is_null());
     assert_eq!(large["links"], 998_000);
+    // 300,000 NPUs and no link: each search walks 300,000 vertices, so the searches are
+    // past the budget too (they took quadratic time, counted as one step per NPU).
+    let dir = scratch("no-links");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("no-links.json");
+    std::fs::write(
+        &file,
+        r#"{"version": 1, "name": "no links", "npus": 300000, "links": []}"#,
+    )
+    .unwrap();
+    let empty = show(file.to_str().unwrap());
+    assert_eq!(empty["diameter_computed"], false);
+    assert!(empty["diameter_hops"].is_null());
 }
 
 /// `--xml /dev/null` run as root once replaced the system's `/dev/null` with a regular
