@@ -72,6 +72,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         check_writable_dir(path, "the heat map")?;
     }
     let (topo, base) = args.topology.with_base()?;
+    if args.heatmap.is_some() {
+        tacos::draw::topology::check_drawable(&topo)?;
+    }
     let spec = args.collective.spec(&topo);
     let collective = Collective::new(&topo, spec.clone())?;
     let baselines = baselines_for(&spec);
