@@ -1,5 +1,6 @@
 //! Routes for messages between non-neighbours: through switches only where such a route
-//! exists (`Topology::route_tree`), else shortest paths by alpha-beta cost.
+//! exists (`Topology::route_tree`), else shortest paths by alpha-beta cost. A route through
+//! switches longer than `MAX_ROUTE_LINKS` is an error naming the pair, as everywhere else.
 
 use crate::budget::Allowance;
 use crate::error::{Error, Npus, Result};
@@ -53,9 +54,15 @@ impl<'a> Router<'a> {
                 self.room.take(tree.held_bytes() as u64 + 64, doing)?;
                 self.switched.insert(src, tree);
             }
-            if self.switched[&src].route_into(topo, dst, &mut self.route) {
-                path.extend(self.route.iter().map(|&l| l as u32));
-                return Ok(());
+            match self.switched[&src].try_route_into(topo, dst, &mut self.route) {
+                Ok(()) => {
+                    path.extend(self.route.iter().map(|&l| l as u32));
+                    return Ok(());
+                }
+                // A route through switches past the limit is a mistake in the fabric, not
+                // a reason to relay through the switches store-and-forward.
+                Err(Some(links)) => return Err(topo.route_too_long(src, dst, links)),
+                Err(None) => {}
             }
         }
         if !self.trees.contains_key(&(src, bytes.to_bits())) {
