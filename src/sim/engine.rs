@@ -249,12 +249,16 @@ impl<'a> Engine<'a> {
 
     /// Starts the messages due next on free link `link` (planned order) whose hops can
     /// start: every link free, and no message planned earlier on any of them still to go.
+    /// Once one starts the link is taken, and the rest wait: each call reads the due
+    /// messages only up to there.
     fn serve_planned(&mut self, link: usize, now: Picos) -> Result<()> {
-        let Some(p) = &self.planned else {
-            return Ok(());
-        };
-        let due: Vec<usize> = p.due(link).collect();
-        for m in due {
+        let mut at = 0;
+        while !self.link_busy[link] {
+            let Some((position, m)) = self.planned.as_ref().and_then(|p| p.next_due(link, at))
+            else {
+                return Ok(());
+            };
+            at = position + 1;
             let hop = self.hop_range(m);
             let Some(p) = &self.planned else {
                 return Ok(());
@@ -403,14 +407,18 @@ impl Planned {
         self.user_start[link] != self.user_start[link + 1]
     }
 
-    /// The messages not started on `link` that are planned first (at the same time).
-    fn due(&self, link: usize) -> impl Iterator<Item = usize> + '_ {
-        let range = self.first_open[link] as usize..self.user_start[link + 1] as usize;
-        let first = self.users.get(range.start).map(|&m| self.times[m as usize]);
-        range
+    /// The first message not started on `link` that is planned first there (at the time
+    /// of the first not started), at or after position `at` of the link's list: its
+    /// position and the message.
+    fn next_due(&self, link: usize, at: usize) -> Option<(usize, usize)> {
+        let open = self.first_open[link] as usize;
+        let end = self.user_start[link + 1] as usize;
+        let first = self.times[*self.users[open..end].first()? as usize];
+        (at.max(open)..end)
             .filter(|&p| !self.started[p])
-            .map(|p| self.users[p] as usize)
-            .take_while(move |&m| Some(self.times[m]) == first)
+            .map(|p| (p, self.users[p] as usize))
+            .take_while(|&(_, m)| self.times[m] == first)
+            .next()
     }
 
     /// Whether no message planned before `m` on `link` is still to start there.
