@@ -325,3 +325,39 @@ fn compiling_for_a_256_gpu_fabric_prices_nccl_within_4gb() {
     );
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+/// A profile's efficiency of 1e-300 priced NCCL's All-Reduce at a 300-digit figure, a
+/// denormal channel rate at `inf us`, and the command exited 0. Each constant has a
+/// floor that keeps every time a figure; below it the file and field are named.
+#[test]
+fn a_profile_with_vanishing_constants_is_refused_naming_the_field() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-resource-limits");
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = tacos::cost::ExecModel::builtin(tacos::tuner::GpuArch::Hopper);
+    let mut efficiency = good.clone();
+    efficiency.efficiency.nvlink = 1e-300;
+    let mut rate = good.clone();
+    rate.simple.channel_gbps = 1e-310;
+    for (name, model, field) in [
+        ("efficiency.json", efficiency, "efficiency.nvlink = 1e-300"),
+        ("rate.json", rate, "simple.channel_gbps = 1e-310"),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, model.to_json()).unwrap();
+        let args = [
+            "simulate",
+            "preset:hgx-h100",
+            "--baseline",
+            "nccl",
+            "-c",
+            "allreduce",
+            "--profile",
+            path.to_str().unwrap(),
+        ];
+        let err = error_of(&args, &[]);
+        assert!(
+            err.contains(name) && err.contains(field) && err.contains("at least 0.01"),
+            "{err}"
+        );
+    }
+}
