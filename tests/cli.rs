@@ -215,7 +215,7 @@ fn bad_input_gets_a_clear_error() {
             ],
             "root 9 does not exist",
         ),
-        (&["synth", "-k", "0"], "at least 1"),
+        (&["synth", "-k", "0"], "from 1 to 1048576"),
         (&["topo", "show", "no-such-file.json"], "no-such-file.json"),
     ];
     for (args, expected) in cases {
@@ -579,5 +579,31 @@ fn counts_past_their_range_are_refused_naming_the_flag_and_the_range() {
     ] {
         let e = fails(&args);
         assert!(e.contains(flag) && e.contains(range), "{args:?}: {e}");
+    }
+}
+
+/// A collective left with one NPU (by `--npus` or `--fail-npus`) took no time, and
+/// `synth` printed `algorithm bandwidth inf GB/s`, `compare` a busbw of NaN, each
+/// exiting 0. It is refused, naming the flags.
+#[test]
+fn a_collective_of_one_npu_is_refused_rather_than_reported_at_infinite_bandwidth() {
+    for args in [
+        vec!["synth", "ring:4", "--npus", "0"],
+        vec!["synth", "ring:2", "--fail-npus", "1"],
+        vec![
+            "simulate",
+            "ring:2",
+            "--fail-npus",
+            "1",
+            "--baseline",
+            "ring",
+        ],
+        vec!["compare", "ring:2", "--fail-npus", "1"],
+    ] {
+        let e = fails(&args);
+        assert!(
+            e.contains("takes part on 1 NPU(s)") && e.contains("--fail-npus"),
+            "{args:?}: {e}"
+        );
     }
 }

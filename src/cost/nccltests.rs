@@ -396,15 +396,17 @@ impl<'a> Reader<'a> {
         let time = words[time_column];
         let time_us = match time.parse::<f64>() {
             Ok(t) if TIME_US_RANGE.contains(&t) => t,
-            _ => return Err(self.error(
-                n,
-                format!(
+            _ => {
+                return Err(self.error(
+                    n,
+                    format!(
                     "field time ({name}): '{}' must be a number of microseconds from {} to {:e}",
                     echo(time),
                     TIME_US_RANGE.start(),
                     TIME_US_RANGE.end()
                 ),
-            )),
+                ))
+            }
         };
         let group = (field(c.data_type), field(c.redop), field(c.root));
         let open = self.open.as_mut().expect("a table is open");

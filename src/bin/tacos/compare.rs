@@ -76,6 +76,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         tacos::draw::topology::check_drawable(&topo)?;
     }
     let spec = args.collective.spec(&topo);
+    super::check_moves_data(&spec)?;
     let collective = Collective::new(&topo, spec.clone())?;
     let baselines = baselines_for(&spec);
     let bar = ProgressHandle::bar("tacos", 1 + baselines.len() as u64, args.quiet || args.json);

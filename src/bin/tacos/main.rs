@@ -340,6 +340,21 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
+/// An error for a collective over fewer than two NPUs (what `--npus` or `--fail-npus`
+/// can leave): it moves nothing in no time, so every bandwidth of it would read as
+/// infinite or not a number.
+pub fn check_moves_data(spec: &tacos::collective::CollectiveSpec) -> anyhow::Result<()> {
+    if spec.npus.len() < 2 {
+        anyhow::bail!(
+            "the {} takes part on {} NPU(s) ({:?}): a collective moves data between at least 2 (see --npus and --fail-npus)",
+            spec.kind,
+            spec.npus.len(),
+            spec.npus
+        );
+    }
+    Ok(())
+}
+
 /// Most seeds one search tries (`--seeds`): 512 times the most the default tries.
 pub const MAX_SEEDS: usize = 4096;
 

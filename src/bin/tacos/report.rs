@@ -151,6 +151,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
         (Some(path), _) => {
             let (topo, schedule, own) = read_schedule(&args.topology, &args.collective, path)?;
             check_drawable(&topo)?;
+            super::check_moves_data(&schedule.collective)?;
             let collective = Collective::new(&topo, schedule.collective.clone())?;
             let m = measure(&topo, &collective, schedule, own, Sharing::Serial, true)?;
             let row = Row {
@@ -174,6 +175,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
                     run: None,
                 }),
             };
+            super::check_moves_data(&simulated.spec)?;
             let collective = Collective::new(&topo, simulated.spec)?;
             (topo, base, row, collective)
         }
@@ -189,6 +191,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
                     .then(|| args.collective.root.or(npus.first().copied()))
                     .flatten();
             }
+            super::check_moves_data(&spec)?;
             let collective = Collective::new(&topo, spec)?;
             let _spinner = ProgressHandle::spinner("synthesizing", args.quiet);
             let outcome = synthesized(&topo, &collective, args.seed, Sharing::Serial)?;

@@ -221,6 +221,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         }
         (None, None, None) => bail!("give --schedule FILE, --xml FILE or --baseline NAME"),
     };
+    super::check_moves_data(&spec)?;
     let collective = Collective::new(&topo, spec)?;
     let report = SimReport::new(&topo, collective.spec(), &result);
     // A schedule file moves one chunk per transfer, at its own K: with one message per

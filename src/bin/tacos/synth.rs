@@ -204,6 +204,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     let trials = (matches!(options.chunks, Chunks::Auto) || seeds > 1).then_some(trials);
     let seed = checked.seed().unwrap_or(args.seed);
     let schedule = checked.schedule();
+    super::check_moves_data(&schedule.collective)?;
     let collective = Collective::new(&topo, schedule.collective.clone())?;
     let k = collective.spec().chunks_per_npu;
     let root = collective.spec().root;
