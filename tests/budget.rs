@@ -354,3 +354,75 @@ fn long_routes_are_refused_as_they_are_found() {
         "{measured} bytes held before the refusal"
     );
 }
+
+/// Random requests through the library's entry points (topology, synthesis with its
+/// check, a baseline, the simulator) under a small memory limit: each ends in a result or
+/// an error, and what any of them holds at its peak stays within a few times the limit,
+/// so no allocation grows outside an estimate the limit saw.
+mod under_a_small_limit {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LIMIT: u64 = 16 << 20;
+
+    /// Proptest cases: `PROPTEST_CASES` when set, else `default`.
+    fn cases(default: u32) -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
+    fn spec_text(builder: usize, a: usize, b: usize) -> String {
+        match builder {
+            0 => format!("ring:{}", 2 + a * 4),
+            1 => format!("mesh:{}x{}", 2 + a, 2 + b),
+            2 => format!("switch:{}", 2 + a * 8),
+            3 => format!("fc:{}", 2 + a * 2),
+            4 => format!("preset:dgx-a100,nodes={}", 1 + a / 4),
+            5 => format!("torus:{}x{}", 3 + a, 3 + b),
+            _ => format!("hypercube:{}", 1 + a % 7),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases(32), ..ProptestConfig::default() })]
+        #[test]
+        fn every_step_holds_to_its_estimates(
+            builder in 0usize..7,
+            a in 0usize..16,
+            b in 0usize..16,
+            kind in 0usize..CollectiveKind::ALL.len(),
+            k in 1usize..64,
+            size_log in 10u32..31,
+            baseline in 0usize..4,
+        ) {
+            let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+            let kind = CollectiveKind::ALL[kind];
+            let text = spec_text(builder, a, b);
+            let (_, measured) = peak_of(|| {
+                tacos::budget::MemoryLimit::new(LIMIT, tacos::budget::Origin::Caller)
+                    .set_process_default();
+                let Ok(topo) = parse_spec(&text, &SpecDefaults::default()) else {
+                    return;
+                };
+                let request = Request::new(kind, 1 << size_log);
+                if let Ok(checked) =
+                    pipeline::synthesize(&topo, &request, k, &SynthOptions::seeded(0))
+                {
+                    let _ = simulate_schedule(&topo, checked.schedule());
+                }
+                let baseline = [Baseline::Ring, Baseline::Direct, Baseline::Dbt, Baseline::Rhd][baseline];
+                let spec = spec(&topo, kind, k);
+                if let Ok(schedule) = baseline.schedule(&topo, &spec) {
+                    let _ = simulate_schedule(&topo, &schedule);
+                }
+            });
+            tacos::budget::MemoryLimit::machine().set_process_default();
+            prop_assert!(
+                measured <= 4 * LIMIT,
+                "{text} {kind} K={k} 2^{size_log} B: {measured} bytes held under a {LIMIT}-byte limit"
+            );
+        }
+    }
+}
