@@ -38,6 +38,24 @@ fn within_4gb(args: &[&str]) -> Output {
     out
 }
 
+/// The stdout of a run under `within_4gb` that must succeed.
+fn succeeds_within_4gb(args: &[&str]) -> String {
+    let out = within_4gb(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A scratch path of these tests.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-resource-limits");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
 /// The one error line of a run that must fail cleanly.
 fn one_error(args: &[&str], out: &Output) -> String {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
@@ -201,13 +219,7 @@ fn a_512_npu_switched_all_to_all_simulates_within_4gb() {
         "-c",
         "alltoall",
     ];
-    let out = within_4gb(&args);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = succeeds_within_4gb(&args);
     // No faster than its lower bound, and no slower than every message in a row through
     // the busiest port's 511 x 2 messages of 1 GiB / 512^2 each.
     let (time, bound) = (figure_us(&text, "time"), figure_us(&text, "lower bound"));
@@ -217,13 +229,7 @@ fn a_512_npu_switched_all_to_all_simulates_within_4gb() {
 #[test]
 fn nccls_rings_and_trees_on_256_gpus_simulate_within_4gb() {
     let args = ["simulate", "preset:dgx-a100,nodes=32", "--baseline", "nccl"];
-    let out = within_4gb(&args);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = succeeds_within_4gb(&args);
     assert!(
         figure_us(&text, "time") >= figure_us(&text, "lower bound"),
         "{text}"
@@ -254,9 +260,7 @@ fn the_memory_limit_is_held_within_the_address_space_limit() {
 /// the process past 4 GB.
 #[test]
 fn a_program_of_huge_loops_is_refused_by_verify_and_simulate() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-resource-limits");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("loop.xml");
+    let path = scratch("loop.xml");
     std::fs::write(&path, HUGE_LOOP).unwrap();
     let path = path.to_str().unwrap();
     for args in [
@@ -293,9 +297,7 @@ const HUGE_LOOP: &str = r#"<algo name="t" proto="Simple" nchannels="1" nchunkspe
 /// here (the whole compile takes tens of minutes on two cores, within the limit).
 #[test]
 fn compiling_for_a_256_gpu_fabric_prices_nccl_within_4gb() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-resource-limits");
-    std::fs::create_dir_all(&dir).unwrap();
-    let out_dir = dir.join("dgx-a100-32");
+    let out_dir = scratch("dgx-a100-32");
     let _ = std::fs::remove_dir_all(&out_dir);
     let args = [
         "compile",
@@ -311,13 +313,7 @@ fn compiling_for_a_256_gpu_fabric_prices_nccl_within_4gb() {
         "--out",
         out_dir.to_str().unwrap(),
     ];
-    let out = within_4gb(&args);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = succeeds_within_4gb(&args);
     // The band is NCCL's or ours, with NCCL's price beside it.
     assert!(
         text.contains("allgather") && text.contains("ring/"),
@@ -331,8 +327,6 @@ fn compiling_for_a_256_gpu_fabric_prices_nccl_within_4gb() {
 /// floor that keeps every time a figure; below it the file and field are named.
 #[test]
 fn a_profile_with_vanishing_constants_is_refused_naming_the_field() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-resource-limits");
-    std::fs::create_dir_all(&dir).unwrap();
     let good = tacos::cost::ExecModel::builtin(tacos::tuner::GpuArch::Hopper);
     let mut efficiency = good.clone();
     efficiency.efficiency.nvlink = 1e-300;
@@ -342,7 +336,7 @@ fn a_profile_with_vanishing_constants_is_refused_naming_the_field() {
         ("efficiency.json", efficiency, "efficiency.nvlink = 1e-300"),
         ("rate.json", rate, "simple.channel_gbps = 1e-310"),
     ] {
-        let path = dir.join(name);
+        let path = scratch(name);
         std::fs::write(&path, model.to_json()).unwrap();
         let args = [
             "simulate",
