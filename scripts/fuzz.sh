@@ -41,6 +41,16 @@ done < tests/lowering_sweep.txt
 for spec in ring:4 mesh:2x2 torus:3x3; do
   "$tacos" synth "$spec" -c allreduce -o "$seeds/schedule_json/$spec.json" --quiet >/dev/null 2>&1 || true
 done
+# The plugins' environment with FIFOs for settings, and with a cache of its own whose band
+# records are replaced (here by a record of another band, and by nothing) and locked.
+printf 'TACOS_TOPOLOGY=ring:4\nFIFO=TACOS_PROFILE\nFIFO=NCCL_TOPO_FILE\n' >"$seeds/plugin_env/fifos"
+printf 'FIFO=TACOS_TOPOLOGY\n' >"$seeds/plugin_env/fifo-topology"
+record=$(mktemp -d)
+TACOS_CACHE_DIR="$record" TACOS_TOPOLOGY=ring:4 TACOS_NCCL_MARGIN=off "$tacos" compile --plugin-cache 4 >/dev/null 2>&1 || true
+first=$(find "$record" -path '*bands/allgather*.json' | head -n 1)
+{ printf 'TACOS_TOPOLOGY=ring:4\nTACOS_NCCL_MARGIN=off\nCACHE=1\n\n\n'; [ -n "$first" ] && cat "$first"; } >"$seeds/plugin_env/record"
+printf 'TACOS_TOPOLOGY=ring:4\nCACHE=1\n\n\n' >"$seeds/plugin_env/empty-record"
+rm -rf "$record"
 cp xml-templates/*.xml "$seeds/msccl_xml/"
 cp xml-templates/*.xml "$seeds/c_api/"
 if [ -d ../shared/corpus ]; then

@@ -11,9 +11,12 @@
 //! and per link tables, each with the growth slack of a vector. `tests/budget.rs` holds
 //! them to within a factor of two of what a counting allocator measures.
 //!
-//! The limit defaults to half of this machine's physical memory; the command line takes
-//! `--max-memory SIZE`, the environment [`MAX_MEMORY_ENV`], and the plugins, which run
-//! inside other programs, use the far lower [`PLUGIN_MAX_MEMORY`].
+//! The limit is one figure, the smallest of: what was asked for (the command line's
+//! `--max-memory SIZE`, else the environment's [`MAX_MEMORY_ENV`]; the plugins, which run
+//! inside other programs, else the far lower [`PLUGIN_MAX_MEMORY`]), half of this machine's
+//! physical memory, and half of what the process's address-space limit (`RLIMIT_AS`,
+//! `RLIMIT_DATA`) and its cgroup's memory limit leave it ([`MemoryLimit::system`]). Half,
+//! because the estimates may fall short of the measured peak by up to that much.
 
 use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
@@ -21,6 +24,7 @@ use crate::synth::{port_shape, PortShape};
 use crate::topology::{NpuId, Topology};
 use crate::units::parse_size;
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::sync::{OnceLock, RwLock};
 
 /// The environment variable that sets the limit where no `--max-memory` is given.
@@ -53,6 +57,10 @@ pub enum Origin {
     Plugin,
     /// A library caller's own figure.
     Caller,
+    /// Half of what the process's address-space limit leaves it.
+    AddressSpace,
+    /// Half of what the process's cgroup's memory limit leaves it.
+    Cgroup,
 }
 
 /// The limit `Default` gives, once a front end has set it for the process.
@@ -84,6 +92,37 @@ impl MemoryLimit {
         MemoryLimit::new(PLUGIN_MAX_MEMORY, Origin::Plugin)
     }
 
+    /// The most this process may hold now, whatever was asked for: half of physical
+    /// memory ([`MemoryLimit::machine`]), half of what `RLIMIT_AS` and `RLIMIT_DATA` leave
+    /// beyond the address space already mapped, and half of what the cgroup's memory limit
+    /// leaves beyond what it holds; the smallest of those that apply.
+    ///
+    /// ```
+    /// use tacos::budget::MemoryLimit;
+    /// assert!(MemoryLimit::system().bytes() <= MemoryLimit::machine().bytes());
+    /// ```
+    pub fn system() -> MemoryLimit {
+        let mut limit = MemoryLimit::machine();
+        for (room, origin) in [
+            (address_space_room(), Origin::AddressSpace),
+            (cgroup_room(), Origin::Cgroup),
+        ] {
+            if let Some(room) = room {
+                limit = limit.min(MemoryLimit::new(room / 2, origin));
+            }
+        }
+        limit
+    }
+
+    /// The smaller of two limits (the first where they are equal).
+    pub fn min(self, other: MemoryLimit) -> MemoryLimit {
+        if other.bytes < self.bytes {
+            other
+        } else {
+            self
+        }
+    }
+
     /// The limit [`MAX_MEMORY_ENV`] sets, if it is set; an error names a value that is
     /// not a size.
     pub fn from_env() -> Result<Option<MemoryLimit>> {
@@ -98,13 +137,20 @@ impl MemoryLimit {
         }
     }
 
-    /// The limit a command line asks for: `--max-memory` (already parsed, in bytes) if
-    /// given, else [`MAX_MEMORY_ENV`], else [`MemoryLimit::machine`].
+    /// The limit a command line runs under: `--max-memory` (already parsed, in bytes) if
+    /// given, else [`MAX_MEMORY_ENV`], held within [`MemoryLimit::system`].
     pub fn configured(flag: Option<u64>) -> Result<MemoryLimit> {
-        Ok(match flag {
-            Some(bytes) => MemoryLimit::new(bytes, Origin::Flag),
-            None => MemoryLimit::from_env()?.unwrap_or_else(MemoryLimit::machine),
-        })
+        let asked = match flag {
+            Some(bytes) => Some(MemoryLimit::new(bytes, Origin::Flag)),
+            None => MemoryLimit::from_env()?,
+        };
+        Ok(MemoryLimit::within_system(asked))
+    }
+
+    /// `asked`, where given, held within [`MemoryLimit::system`]; else that alone.
+    pub fn within_system(asked: Option<MemoryLimit>) -> MemoryLimit {
+        let system = MemoryLimit::system();
+        asked.map_or(system, |asked| asked.min(system))
     }
 
     /// Makes this the limit `MemoryLimit::default()` gives in this process: what a front
@@ -134,12 +180,14 @@ impl MemoryLimit {
 }
 
 impl Default for MemoryLimit {
-    /// The process's limit ([`MemoryLimit::set_process_default`]), else the machine's.
+    /// The process's limit ([`MemoryLimit::set_process_default`]), else
+    /// [`MemoryLimit::system`] as it was the first time it was asked for.
     fn default() -> MemoryLimit {
+        static SYSTEM: OnceLock<MemoryLimit> = OnceLock::new();
         PROCESS_DEFAULT
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .unwrap_or_else(MemoryLimit::machine)
+            .unwrap_or_else(|| *SYSTEM.get_or_init(MemoryLimit::system))
     }
 }
 
@@ -148,12 +196,16 @@ impl Origin {
     fn describe(self) -> &'static str {
         match self {
             Origin::Machine => {
-                "half of this machine's memory (raise it with --max-memory SIZE or TACOS_MAX_MEMORY)"
+                "half of this machine's memory (--max-memory SIZE or TACOS_MAX_MEMORY may lower it, not raise it)"
             }
             Origin::Flag => "set by --max-memory",
             Origin::Environment => "set by TACOS_MAX_MEMORY (--max-memory SIZE overrides it)",
             Origin::Plugin => "the plugins' limit (TACOS_MAX_MEMORY raises it)",
             Origin::Caller => "the caller's",
+            Origin::AddressSpace => {
+                "half of what the address-space limit (ulimit -v) leaves this process"
+            }
+            Origin::Cgroup => "half of what this process's cgroup memory limit leaves it",
         }
     }
 }
@@ -199,6 +251,88 @@ fn physical_memory() -> Option<u64> {
         .ok()?
         .checked_mul(u64::try_from(page).ok()?)?;
     (bytes > 0).then_some(bytes)
+}
+
+/// The least room the address-space limits (`RLIMIT_AS`, `RLIMIT_DATA`) leave beyond
+/// what this process has mapped (its size, for the data limit its data and stack), where
+/// either is set.
+fn address_space_room() -> Option<u64> {
+    // /proc/self/statm: sizes in pages, the whole mapping first and data and stack sixth.
+    let statm = std::fs::read_to_string("/proc/self/statm").ok();
+    let pages = |field: usize| -> u64 {
+        statm
+            .as_deref()
+            .and_then(|s| s.split_whitespace().nth(field)?.parse().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf only reads system configuration.
+    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    [(libc::RLIMIT_AS, 0), (libc::RLIMIT_DATA, 5)]
+        .into_iter()
+        .filter_map(|(resource, field)| {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes the one struct it is given.
+            if unsafe { libc::getrlimit(resource, &mut limit) } != 0
+                || limit.rlim_cur == libc::RLIM_INFINITY
+            {
+                return None;
+            }
+            Some(
+                limit
+                    .rlim_cur
+                    .saturating_sub(pages(field).saturating_mul(page)),
+            )
+        })
+        .min()
+}
+
+/// The least room the memory limits of this process's cgroup and its ancestors leave
+/// beyond what each holds, where one is set.
+fn cgroup_room() -> Option<u64> {
+    let membership = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    cgroup_room_at(&membership, Path::new("/sys/fs/cgroup"))
+}
+
+/// As `cgroup_room`, for the membership lines of `/proc/self/cgroup` under the cgroup
+/// file system mounted at `root`: cgroup v2's `memory.max` and `memory.current`, else v1's
+/// `memory.limit_in_bytes` and `memory.usage_in_bytes` under `root/memory`.
+fn cgroup_room_at(membership: &str, root: &Path) -> Option<u64> {
+    let read =
+        |path: PathBuf| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
+    let mut least: Option<u64> = None;
+    for line in membership.lines() {
+        // hierarchy-id:controllers:path; v2 lists no controllers.
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let base = match controllers {
+            "" => root.to_path_buf(),
+            c if c.split(',').any(|c| c == "memory") => root.join("memory"),
+            _ => continue,
+        };
+        let mut dir = base.join(path.trim_start_matches('/'));
+        loop {
+            let v2 = read(dir.join("memory.max")).zip(read(dir.join("memory.current")));
+            let v1 = || {
+                read(dir.join("memory.limit_in_bytes")).zip(read(dir.join("memory.usage_in_bytes")))
+            };
+            // v2 writes "max" where there is no limit (it does not parse); v1 a figure
+            // near 2^63.
+            if let Some((max, used)) = v2.or_else(v1).filter(|&(max, _)| max < 1 << 62) {
+                let room = max.saturating_sub(used);
+                least = Some(least.map_or(room, |l| l.min(room)));
+            }
+            if dir == base || !dir.pop() {
+                break;
+            }
+        }
+    }
+    least
 }
 
 /// Bytes of one transfer record (`schedule::Transfer`).
@@ -456,21 +590,23 @@ pub fn check_streamed(spec: &CollectiveSpec, topo: &Topology) -> u64 {
 /// where transfers differ in duration a 4-byte index per transfer for each of the start
 /// and end orders, and through switches a route tree per NPU.
 fn sweep_state(topo: &Topology, transfers: u64) -> u64 {
-    let npus = topo.npus() as u64;
     let links = topo.links().len() as u64;
     let orders = if one_speed(topo) { 0 } else { 8 };
-    // Per NPU sending through switches its route tree: what it holds for its vertices (the
-    // first live NPU's stands for every NPU's), two allocations and its slot.
-    let routes = match (0..topo.npus()).find(|&n| !topo.is_failed(n)) {
-        Some(first) if topo.has_switches() => {
-            let held = topo.route_tree(first).held_bytes() as u64;
-            mul(npus, held + 64 + 2 * ALLOCATION)
-        }
-        _ => 0,
-    };
     mul(links, 24 + 32)
         .saturating_add(mul(transfers, orders))
-        .saturating_add(routes)
+        .saturating_add(route_trees(topo))
+}
+
+/// Bytes of a route tree per NPU sending through switches: what each holds for its
+/// vertices (the first live NPU's stands for every NPU's), two allocations and its slot.
+pub fn route_trees(topo: &Topology) -> u64 {
+    match (0..topo.npus()).find(|&n| !topo.is_failed(n)) {
+        Some(first) if topo.has_switches() => {
+            let held = topo.route_tree(first).held_bytes() as u64;
+            mul(topo.npus() as u64, held + 64 + 2 * ALLOCATION)
+        }
+        _ => 0,
+    }
 }
 
 /// Bytes the streamed simulation (`sim::replay_stream`) holds for a stream of `spec` on
@@ -486,9 +622,48 @@ pub fn replay(spec: &CollectiveSpec, topo: &Topology) -> u64 {
 }
 
 /// Bytes the simulator holds for `messages` messages on `topo`: per message its endpoints,
-/// route, dependencies and timing, with queues and events.
+/// dependencies and timing, with queues and events, and per link its state. What grows
+/// with the routes, known only as they are found, is taken from an [`Allowance`] then
+/// ([`ROUTE_LINK`] per link of each route, and the trees routes are read from).
 pub fn simulation(topo: &Topology, messages: u64) -> u64 {
     mul(messages, 120).saturating_add(mul(topo.links().len() as u64, 96))
+}
+
+/// Bytes the simulator holds per link of a message's route: its entry in the routes (4,
+/// twice with a vector's growth slack), the message's place in the link's queue (16, twice
+/// with the queue's slack) and in a schedule's planned order (5).
+pub const ROUTE_LINK: u64 = 45;
+
+/// A limit's room for state whose size is only known as it is built (the simulator's
+/// routes): the estimate admitted before it starts, plus what is taken as it grows.
+///
+/// ```
+/// use tacos::budget::{Allowance, MemoryLimit, Origin};
+/// let mut room = Allowance::new(MemoryLimit::new(100, Origin::Caller), 60);
+/// assert!(room.take(40, || "routing".into()).is_ok());
+/// assert!(room.take(1, || "routing".into()).is_err());
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Allowance {
+    limit: MemoryLimit,
+    used: u64,
+}
+
+impl Allowance {
+    /// Room under `limit` beside the `admitted` bytes already estimated.
+    pub fn new(limit: MemoryLimit, admitted: u64) -> Allowance {
+        Allowance {
+            limit,
+            used: admitted,
+        }
+    }
+
+    /// Takes `bytes` more; an error once everything taken passes the limit (`doing` says
+    /// what needed it).
+    pub fn take(&mut self, bytes: u64, doing: impl FnOnce() -> String) -> Result<()> {
+        self.used = self.used.saturating_add(bytes);
+        self.limit.admit(self.used, doing)
+    }
 }
 
 /// Bytes one synthesis of `spec` holds at its peak from start to finish: the collective,
@@ -643,6 +818,49 @@ mod tests {
         let physical = physical_memory().expect("sysconf reports memory on this system");
         assert_eq!(MemoryLimit::machine().bytes(), physical / 2);
         assert!(PLUGIN_MAX_MEMORY < MemoryLimit::machine().bytes() || physical < 4 << 30);
+    }
+
+    /// The least room over the process's cgroup and its ancestors, v2 and v1 alike; "no
+    /// limit" in either spelling is none.
+    #[test]
+    fn a_cgroups_room_is_the_least_its_limits_and_its_ancestors_leave() {
+        let root = std::env::temp_dir().join(format!("tacos-cgroup-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let write = |dir: &str, files: &[(&str, &str)]| {
+            let dir = root.join(dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            for (name, text) in files {
+                std::fs::write(dir.join(name), text).unwrap();
+            }
+        };
+        write(
+            "job",
+            &[("memory.max", "1000\n"), ("memory.current", "400\n")],
+        );
+        write(
+            "job/step",
+            &[("memory.max", "max\n"), ("memory.current", "100\n")],
+        );
+        assert_eq!(cgroup_room_at("0::/job/step\n", &root), Some(600));
+        write("job", &[("memory.max", "max\n")]);
+        assert_eq!(cgroup_room_at("0::/job/step\n", &root), None);
+        write(
+            "memory/batch",
+            &[
+                ("memory.limit_in_bytes", "9223372036854771712"),
+                ("memory.usage_in_bytes", "5"),
+            ],
+        );
+        write(
+            "memory/batch/task",
+            &[
+                ("memory.limit_in_bytes", "300"),
+                ("memory.usage_in_bytes", "500"),
+            ],
+        );
+        let v1 = "4:cpu,cpuacct:/batch/task\n3:memory:/batch/task\n";
+        assert_eq!(cgroup_room_at(v1, &root), Some(0));
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Numbers every temporary file this process makes, so no two calls share one.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -21,7 +22,7 @@ pub fn read_text(path: &Path, what: &str, max_bytes: u64) -> Result<String> {
         limit: max_bytes,
         context: format!("{}: {what}", path.display()),
     };
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = open_input(path)?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     if meta.is_file() && meta.len() > max_bytes {
         return Err(too_big(meta.len()));
@@ -34,6 +35,49 @@ pub fn read_text(path: &Path, what: &str, max_bytes: u64) -> Result<String> {
         return Err(too_big(text.len() as u64));
     }
     Ok(text)
+}
+
+/// Whether [`read_text`] takes only regular files ([`read_regular_files_only`]).
+static REGULAR_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// From now on [`read_text`] refuses, in this process, an input that is not a regular
+/// file (a FIFO, a device, a socket), opened without blocking and checked before it is
+/// read: what the plugins set, since a FIFO with no writer named by a setting would hold
+/// up a communicator's init forever. The command line reads pipes as files.
+pub fn read_regular_files_only() {
+    REGULAR_ONLY.store(true, Ordering::Relaxed);
+}
+
+/// Opens `path` to read it: where only regular files are read, without blocking (a FIFO's
+/// open waits for a writer) and refusing any other kind of file.
+fn open_input(path: &Path) -> Result<File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    if !REGULAR_ONLY.load(Ordering::Relaxed) {
+        return File::open(path).map_err(|e| Error::io(path, e));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    let kind = file.metadata().map_err(|e| Error::io(path, e))?.file_type();
+    let what = if kind.is_file() {
+        return Ok(file);
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a directory"
+    };
+    Err(Error::io(
+        path,
+        std::io::Error::other(format!(
+            "is {what}, not a regular file; the plugins read only regular files (one that never ends or has no writer would hold up the job)"
+        )),
+    ))
 }
 
 /// Parses JSON text into `T`: one document, nothing but whitespace after it. The error
@@ -67,6 +111,8 @@ fn located(origin: &str, field: &str, e: &serde_json::Error) -> String {
 /// rename, so readers never see a half-written file. The temporary file's name holds the
 /// process id and a number unique in the process, so concurrent writers of one path (other
 /// processes, other threads) never write into each other's: the last rename wins whole.
+/// The path is written as its kind asks ([`AtomicFile`]): through a symbolic link, the
+/// file it names; a device or FIFO, directly; a directory is an error.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     write_atomic_with(path, |out| out.write_all(contents))
 }
@@ -82,25 +128,107 @@ pub fn write_atomic_with(
     file.commit()
 }
 
-/// A file written under a temporary name beside its path (as [`write_atomic`] names it)
-/// and renamed into place by [`AtomicFile::commit`]; dropped uncommitted, it is removed.
-/// For a writer that must let the file be read while it is written (`temp_path`), or
-/// decide after writing whether it is kept.
+/// Writes `contents` to `path` as [`write_atomic`] does, the file readable and writable by
+/// its owner alone (mode 0600): what a cache others must not change keeps.
+pub fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
+    let mut file = AtomicFile::create_with_mode(path, 0o600)?;
+    file.writer()
+        .write_all(contents)
+        .map_err(|e| Error::io(path, e))?;
+    file.commit()
+}
+
+/// Creates directory `dir` and those above it that are missing, each readable, writable
+/// and searchable by its owner alone (mode 0700).
+pub fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// A file written under a temporary name and put in place by [`AtomicFile::commit`];
+/// dropped uncommitted, the temporary file is removed. For a writer that must let the
+/// file be read while it is written (`temp_path`), or decide after writing whether it is
+/// kept.
+///
+/// What is written in place is what the path names: through symbolic links, the file
+/// they lead to (written beside it and renamed onto it, so the links stay); a file or a
+/// new name, renamed into place; a character or block device, a FIFO or a socket, copied
+/// into at commit (the temporary file kept in the system's temporary directory): `--xml
+/// /dev/null` run as root writes to the device, never replaces it. A directory is an
+/// error before anything is written.
 pub struct AtomicFile {
+    /// The path as given, for errors.
     path: PathBuf,
+    /// Where the contents land: `path` with its symbolic links followed.
+    target: PathBuf,
     temp: PathBuf,
     out: BufWriter<File>,
-    committed: bool,
+    /// Whether the target is written into at commit (a device, a FIFO) rather than
+    /// replaced.
+    into: bool,
+    /// Whether the temporary file is gone (renamed into place, or removed after copying).
+    done: bool,
+}
+
+/// Most symbolic links followed to find what a path names, as the kernel's limit.
+const MAX_SYMLINKS: usize = 40;
+
+/// What writing `path` lands on: `path` with its symbolic links followed (a relative one
+/// from the folder it is in), and whether that is something other than a file or a new
+/// name (a device, a FIFO, a socket), written into rather than replaced. An error for a
+/// directory, or a loop of links.
+fn write_target(path: &Path) -> Result<(PathBuf, bool)> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut at = path.to_path_buf();
+    for _ in 0..MAX_SYMLINKS {
+        let kind = match std::fs::symlink_metadata(&at) {
+            Ok(meta) => meta.file_type(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((at, false)),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        if kind.is_symlink() {
+            let link = std::fs::read_link(&at).map_err(|e| Error::io(path, e))?;
+            at = match at.parent() {
+                Some(dir) if link.is_relative() => dir.join(link),
+                _ => link,
+            };
+            continue;
+        }
+        if kind.is_dir() {
+            return Err(Error::io(
+                path,
+                std::io::Error::other("is a directory; name a file to write"),
+            ));
+        }
+        let special = kind.is_char_device() || kind.is_block_device() || kind.is_fifo();
+        return Ok((at, special || kind.is_socket()));
+    }
+    Err(Error::io(
+        path,
+        std::io::Error::other(format!("more than {MAX_SYMLINKS} symbolic links in a row")),
+    ))
 }
 
 impl AtomicFile {
     /// Creates the temporary file for `path`.
     pub fn create(path: &Path) -> Result<AtomicFile> {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
+        AtomicFile::create_with_mode(path, 0o666)
+    }
+
+    /// Creates the temporary file for `path` with permissions `mode` (less the umask).
+    pub fn create_with_mode(path: &Path, mode: u32) -> Result<AtomicFile> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let (target, into) = write_target(path)?;
+        let beside = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
         };
-        let name = path
+        let dir = if into { std::env::temp_dir() } else { beside };
+        let name = target
             .file_name()
             .ok_or_else(|| Error::io(path, std::io::Error::other("not a file path")))?;
         let temp = dir.join(format!(
@@ -109,12 +237,21 @@ impl AtomicFile {
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        let out = BufWriter::new(File::create(&temp).map_err(|e| Error::io(path, e))?);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&temp)
+            .map_err(|e| Error::io(path, e))?;
+        let out = BufWriter::new(file);
         Ok(AtomicFile {
             path: path.to_path_buf(),
+            target,
             temp,
             out,
-            committed: false,
+            into,
+            done: false,
         })
     }
 
@@ -127,21 +264,30 @@ impl AtomicFile {
         &mut self.out
     }
 
-    /// Writes out what is buffered, syncs it and renames the file into place.
+    /// Writes out what is buffered and puts the contents in place: synced and renamed
+    /// onto the target, or copied into a device or FIFO.
     pub fn commit(mut self) -> Result<()> {
         let result = (|| {
             self.out.flush()?;
-            self.out.get_ref().sync_all()?;
-            std::fs::rename(&self.temp, &self.path)
+            if self.into {
+                let mut from = File::open(&self.temp)?;
+                let mut to = std::fs::OpenOptions::new().write(true).open(&self.target)?;
+                std::io::copy(&mut from, &mut to)?;
+                to.flush()
+            } else {
+                self.out.get_ref().sync_all()?;
+                std::fs::rename(&self.temp, &self.target)?;
+                self.done = true;
+                Ok(())
+            }
         })();
-        self.committed = result.is_ok();
         result.map_err(|e| Error::io(&self.path, e))
     }
 }
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if !self.committed {
+        if !self.done {
             let _ = std::fs::remove_file(&self.temp);
         }
     }
@@ -205,14 +351,7 @@ pub enum Locking {
 impl FileLock {
     /// Locks `file` if nobody else holds it, without waiting.
     pub fn try_lock(file: File) -> Locking {
-        loop {
-            match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
-                Ok(()) => return Locking::Held(FileLock(file)),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Locking::ByOther,
-                Err(_) => return Locking::Unsupported,
-            }
-        }
+        FileLock::wait_for(file, Duration::ZERO)
     }
 
     /// Waits for the lock on `file`; None where the filesystem keeps no locks.
@@ -223,6 +362,27 @@ impl FileLock {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => return None,
             }
+        }
+    }
+
+    /// Waits for the lock on `file` for at most `wait`, trying again at growing intervals
+    /// (1 ms up to 50 ms); `ByOther` where another still holds it then.
+    pub fn wait_for(file: File, wait: Duration) -> Locking {
+        let deadline = Instant::now() + wait;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+                Ok(()) => return Locking::Held(FileLock(file)),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return Locking::Unsupported,
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Locking::ByOther;
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(50));
         }
     }
 }

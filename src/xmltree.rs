@@ -284,6 +284,37 @@ pub fn parse_document(text: &str, origin: &str, limits: &Limits) -> Result<Docum
     }
 }
 
+/// The root element's start tag of `text`, its attributes read and nothing after it: what
+/// a reader checking a file's header needs, at the cost of the prolog alone. Errors read
+/// `origin:line:column: what`.
+pub fn parse_root_tag(text: &str, origin: &str) -> Result<Element, String> {
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let skipped = text.len() - body.len();
+    let mut reader = Reader::from_str(body);
+    let lines = Lines::new(text);
+    let position = |offset: u64| lines.position(skipped + (offset as usize).min(body.len()));
+    let at = |offset: u64, what: String| {
+        let (line, column) = position(offset);
+        format!("{origin}:{line}:{column}: {what}")
+    };
+    loop {
+        let offset = reader.buffer_position();
+        let event = reader
+            .read_event()
+            .map_err(|e| at(reader.error_position(), e.to_string()))?;
+        match event {
+            Event::Start(s) | Event::Empty(s) => {
+                return element(&s, position(offset), &mut Vec::new(), &at, offset)
+            }
+            Event::Text(t) if !String::from_utf8_lossy(&t).trim().is_empty() => {
+                return Err(at(offset, "no root element before text".into()))
+            }
+            Event::Eof => return Err(at(offset, "no root element".into())),
+            _ => {}
+        }
+    }
+}
+
 /// Builds an element from its start tag at `position`, noting what a minimal reader
 /// would refuse inside the tag.
 fn element(

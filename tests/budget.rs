@@ -291,3 +291,138 @@ fn specs_the_fuzzer_found_too_slow_are_refused_at_the_fuzzers_limit() {
         );
     }
 }
+
+/// Through switches the simulator holds, beside its per-message state, each route's links
+/// in the queues and the route trees: taken from the limit as routes are found. A direct
+/// All-to-All on a star queues every message on its sender's and its receiver's port.
+#[test]
+fn a_switched_simulation_is_estimated_honestly_with_its_routes() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    for name in ["switch:64", "switch:128"] {
+        let topo = topo(name);
+        let spec = spec(&topo, CollectiveKind::AllToAll, 1);
+        let schedule = Baseline::Direct.schedule(&topo, &spec).unwrap();
+        let (_, measured) = peak_of(|| simulate_schedule(&topo, &schedule).unwrap());
+        let messages = schedule.transfers.len() as u64;
+        // Every message crosses two links: up to the switch and down from it.
+        let estimate = budget::simulation(&topo, messages)
+            + 2 * messages * budget::ROUTE_LINK
+            + budget::route_trees(&topo);
+        assert_honest(
+            &format!("simulation alltoall on {name}"),
+            estimate,
+            measured,
+            4,
+        );
+    }
+}
+
+/// Routes found one by one are held to the limit as they grow: messages across a
+/// 256-NPU ring are routed over up to 128 links each, far past what their count alone
+/// says.
+#[test]
+fn long_routes_are_refused_as_they_are_found() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = topo("ring:256");
+    let messages: Vec<tacos::sim::Message> = (0..256)
+        .flat_map(|src| {
+            (0..256)
+                .filter(move |&dst| dst != src)
+                .map(move |dst| tacos::sim::Message {
+                    src,
+                    dst,
+                    bytes: 1024.0,
+                    deps: Vec::new(),
+                })
+        })
+        .collect();
+    let counted = budget::simulation(&topo, messages.len() as u64);
+    let (result, measured) = peak_of(|| {
+        let limit = tacos::budget::MemoryLimit::new(2 * counted, tacos::budget::Origin::Caller);
+        limit.set_process_default();
+        let result = tacos::sim::simulate_messages(&topo, &messages);
+        tacos::budget::MemoryLimit::machine().set_process_default();
+        result
+    });
+    let e = result.unwrap_err();
+    assert!(
+        matches!(e, tacos::Error::Limit { .. }) && e.to_string().contains("links of routes"),
+        "{e}"
+    );
+    assert!(
+        measured < 4 * counted,
+        "{measured} bytes held before the refusal"
+    );
+}
+
+/// Random requests through the library's entry points (topology, synthesis with its
+/// check, a baseline, the simulator) under a small memory limit: each ends in a result or
+/// an error, and what any of them holds at its peak stays within a few times the limit,
+/// so no allocation grows outside an estimate the limit saw.
+mod under_a_small_limit {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LIMIT: u64 = 16 << 20;
+
+    /// Proptest cases: `PROPTEST_CASES` when set, else `default`.
+    fn cases(default: u32) -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
+    fn spec_text(builder: usize, a: usize, b: usize) -> String {
+        match builder {
+            0 => format!("ring:{}", 2 + a * 4),
+            1 => format!("mesh:{}x{}", 2 + a, 2 + b),
+            2 => format!("switch:{}", 2 + a * 8),
+            3 => format!("fc:{}", 2 + a * 2),
+            4 => format!("preset:dgx-a100,nodes={}", 1 + a / 4),
+            5 => format!("torus:{}x{}", 3 + a, 3 + b),
+            _ => format!("hypercube:{}", 1 + a % 7),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases(32), ..ProptestConfig::default() })]
+        #[test]
+        fn every_step_holds_to_its_estimates(
+            builder in 0usize..7,
+            a in 0usize..16,
+            b in 0usize..16,
+            kind in 0usize..CollectiveKind::ALL.len(),
+            k in 1usize..64,
+            size_log in 10u32..31,
+            baseline in 0usize..4,
+        ) {
+            let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+            let kind = CollectiveKind::ALL[kind];
+            let text = spec_text(builder, a, b);
+            let (_, measured) = peak_of(|| {
+                tacos::budget::MemoryLimit::new(LIMIT, tacos::budget::Origin::Caller)
+                    .set_process_default();
+                let Ok(topo) = parse_spec(&text, &SpecDefaults::default()) else {
+                    return;
+                };
+                let request = Request::new(kind, 1 << size_log);
+                if let Ok(checked) =
+                    pipeline::synthesize(&topo, &request, k, &SynthOptions::seeded(0))
+                {
+                    let _ = simulate_schedule(&topo, checked.schedule());
+                }
+                let baseline = [Baseline::Ring, Baseline::Direct, Baseline::Dbt, Baseline::Rhd][baseline];
+                let spec = spec(&topo, kind, k);
+                if let Ok(schedule) = baseline.schedule(&topo, &spec) {
+                    let _ = simulate_schedule(&topo, &schedule);
+                }
+            });
+            tacos::budget::MemoryLimit::machine().set_process_default();
+            prop_assert!(
+                measured <= 4 * LIMIT,
+                "{text} {kind} K={k} 2^{size_log} B: {measured} bytes held under a {LIMIT}-byte limit"
+            );
+        }
+    }
+}

@@ -228,6 +228,36 @@ fn counts_that_would_exhaust_memory_are_refused_naming_the_count() {
     }
 }
 
+/// A chunk slot costs the verifier a value on every rank and an access history, not a
+/// byte: 200,000,000 chunks per loop on two GPUs once passed the estimate as 1.2 GB and
+/// took the host past 4 GB; 20,000 GPUs of 20,000 chunks each, as 1.2 GB, took 4.8 GB.
+#[test]
+fn chunk_slots_are_estimated_at_what_the_verifier_holds_for_them() {
+    let loop_of_2e8 = SMALL.replacen("nchunksperloop=\"2\"", "nchunksperloop=\"200000000\"", 1);
+    let gpus = 20_000;
+    let many_gpus = format!(
+        "<algo name=\"t\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"{gpus}\" ngpus=\"{gpus}\" coll=\"allgather\" inplace=\"0\" outofplace=\"1\" minBytes=\"0\" maxBytes=\"0\">\n{}</algo>\n",
+        (0..gpus)
+            .map(|g| format!("<gpu id=\"{g}\" i_chunks=\"1\" o_chunks=\"{gpus}\" s_chunks=\"0\"/>\n"))
+            .collect::<String>()
+    );
+    for (name, xml, blamed) in [
+        (
+            "loop.xml",
+            loop_of_2e8,
+            "nchunksperloop 200000000 on 2 GPUs",
+        ),
+        ("gpus.xml", many_gpus, "nchunksperloop 20000 on 20000 GPUs"),
+    ] {
+        let run = simulate(name, &xml);
+        let e = run.error();
+        assert!(
+            e.contains("not executed") && e.contains(blamed) && e.contains("bytes, more than"),
+            "{name}: {e}"
+        );
+    }
+}
+
 #[test]
 fn tens_of_thousands_of_threadblocks_are_refused_before_the_quadratic_tables() {
     let tbs: String = (1..40_000)

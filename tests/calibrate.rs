@@ -641,3 +641,21 @@ fn interleaved_runs_are_averaged_with_a_note() {
         m.notes
     );
 }
+
+/// Times of 1e308 us or denormals once read as measurements, and a fit to them reported
+/// its 100% error as a result. A time is held to 0.01 us .. 1e9 us; past it the line and
+/// the field are named.
+#[test]
+fn times_no_collective_takes_are_refused_naming_the_line() {
+    for time in ["1e308", "4.9e-324", "0.001", "2e9"] {
+        let table = format!("$ all_reduce_perf -g 2\n# nThread 1 nGpus 2\n#  size  count  type  redop  root  time  algbw  busbw  #wrong\n  1024  256  float  sum  -1  12.5  0.0  0.0  0\n  2048  512  float  sum  -1  {time}  0.0  0.0  0\n");
+        let e = nccltests::parse(&table, "t.txt", &ReadOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("t.txt:5: field time (out-of-place): '{time}'"))
+                && e.contains("from 0.01 to 1e9"),
+            "{time}: {e}"
+        );
+    }
+}

@@ -256,7 +256,7 @@ fn bad_input_gets_a_clear_error() {
             ],
             "root 9 does not exist",
         ),
-        (&["synth", "-k", "0"], "at least 1"),
+        (&["synth", "-k", "0"], "from 1 to 1048576"),
         (&["topo", "show", "no-such-file.json"], "no-such-file.json"),
     ];
     for (args, expected) in cases {
@@ -532,4 +532,119 @@ fn topo_show_gives_the_diameter_where_it_can_search_and_says_when_it_cannot() {
     assert_eq!(large["diameter_computed"], false);
     assert!(large["diameter_hops"].is_null());
     assert_eq!(large["links"], 998_000);
+    // 300,000 NPUs and no link: each search walks 300,000 vertices, so the searches are
+    // past the budget too (they took quadratic time, counted as one step per NPU).
+    let dir = scratch("no-links");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("no-links.json");
+    std::fs::write(
+        &file,
+        r#"{"version": 1, "name": "no links", "npus": 300000, "links": []}"#,
+    )
+    .unwrap();
+    let empty = show(file.to_str().unwrap());
+    assert_eq!(empty["diameter_computed"], false);
+    assert!(empty["diameter_hops"].is_null());
+}
+
+/// `--xml /dev/null` run as root once replaced the system's `/dev/null` with a regular
+/// file (every writer renamed a temporary file onto its path). Outputs on a device are
+/// written into it; one naming a directory is an error naming it, with nothing written.
+#[test]
+fn outputs_on_a_device_are_written_into_and_a_directory_is_refused() {
+    use std::os::unix::fs::FileTypeExt;
+    let (ok, out, err) = tacos(&[
+        "synth",
+        "ring:4",
+        "--quiet",
+        "--xml",
+        "/dev/null",
+        "-o",
+        "/dev/null",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("msccl xml            /dev/null"), "{out}");
+    let kind = std::fs::symlink_metadata("/dev/null").unwrap().file_type();
+    assert!(kind.is_char_device(), "/dev/null is no longer a device");
+    let dir = scratch("an-output-directory");
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = fails(&["synth", "ring:4", "--quiet", "--xml", dir.to_str().unwrap()]);
+    assert!(
+        e.contains(dir.to_str().unwrap()) && e.contains("is a directory"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
+
+/// `--seeds 4294967295` once built four billion seeds and aborted, `--jobs 4294967295`
+/// asked for as many threads: every count a flag takes has a range, and the error names
+/// the flag and the range.
+#[test]
+fn counts_past_their_range_are_refused_naming_the_flag_and_the_range() {
+    for (args, flag, range) in [
+        (
+            vec!["synth", "ring:4", "--seeds", "4294967295"],
+            "--seeds",
+            "from 1 to 4096",
+        ),
+        (
+            vec!["synth", "ring:4", "--seeds", "18446744073709551615"],
+            "--seeds",
+            "from 1 to 4096",
+        ),
+        (
+            vec!["synth", "ring:4", "--jobs", "4294967295"],
+            "--jobs",
+            "from 0 to 256",
+        ),
+        (
+            vec!["compile", "ring:4", "--seeds", "4294967295"],
+            "--seeds",
+            "from 1 to 4096",
+        ),
+        (
+            vec!["compile", "ring:4", "--jobs", "4294967295"],
+            "--jobs",
+            "from 0 to 256",
+        ),
+        (
+            vec!["simulate", "ring:4", "-k", "18446744073709551615"],
+            "--chunks-per-npu",
+            "from 1 to 1048576",
+        ),
+        (
+            vec!["compile", "ring:4", "-k", "1,2,4294967296"],
+            "--chunks",
+            "from 1 to 1048576",
+        ),
+    ] {
+        let e = fails(&args);
+        assert!(e.contains(flag) && e.contains(range), "{args:?}: {e}");
+    }
+}
+
+/// A collective left with one NPU (by `--npus` or `--fail-npus`) took no time, and
+/// `synth` printed `algorithm bandwidth inf GB/s`, `compare` a busbw of NaN, each
+/// exiting 0. It is refused, naming the flags.
+#[test]
+fn a_collective_of_one_npu_is_refused_rather_than_reported_at_infinite_bandwidth() {
+    for args in [
+        vec!["synth", "ring:4", "--npus", "0"],
+        vec!["synth", "ring:2", "--fail-npus", "1"],
+        vec![
+            "simulate",
+            "ring:2",
+            "--fail-npus",
+            "1",
+            "--baseline",
+            "ring",
+        ],
+        vec!["compare", "ring:2", "--fail-npus", "1"],
+    ] {
+        let e = fails(&args);
+        assert!(
+            e.contains("takes part on 1 NPU(s)") && e.contains("--fail-npus"),
+            "{args:?}: {e}"
+        );
+    }
 }

@@ -331,7 +331,7 @@ fn bad_input_gets_clear_errors() {
     let refused = synth("0");
     let msg = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success());
-    assert!(msg.contains("at least 1, or auto"), "{msg}");
+    assert!(msg.contains("from 1 to 1048576, or auto"), "{msg}");
     assert!(synth("auto").status.success());
     // Failing NPUs 1 and 4 cuts NPU 0 off: a subset holding it cannot complete.
     let cut = spec("mesh:4x4").fail_npus(&[1, 4]).unwrap();

@@ -555,4 +555,17 @@ fn a_route_through_more_switches_than_the_limit_is_refused_naming_the_pair() {
         }
         other => panic!("{other:?}"),
     }
+    // The simulator once relayed such a message store-and-forward through the switches
+    // and reported a time: a 21-switch chain simulated.
+    let message = tacos::sim::Message {
+        src: 0,
+        dst: 1,
+        bytes: 1024.0,
+        deps: Vec::new(),
+    };
+    let e = tacos::sim::simulate_messages(&chain(21), &[message]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the route from NPU 0 to NPU 1 through switches: 22 links, more than the 16 allowed"
+    );
 }

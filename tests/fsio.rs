@@ -1,4 +1,5 @@
-//! Atomic writes from several threads at once to one path.
+//! Atomic writes: from several threads at once to one path, and to paths that are links,
+//! FIFOs, devices or directories.
 
 use std::path::Path;
 use tacos::fsio::write_atomic;
@@ -88,4 +89,80 @@ fn text_files_past_the_limit_are_refused_before_reading() {
     );
     let e = read_text(&dir.join("missing"), "digits", 9).unwrap_err();
     assert!(e.to_string().contains("missing"), "{e}");
+}
+
+/// A scratch directory of the test's own, emptied first.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Every writer once renamed a temporary file onto its path: a symbolic link was
+/// replaced by a file instead of its target written. The link is followed (a chain of
+/// them, relative ones from their own folder, one that leads nowhere yet), and its
+/// target replaced whole.
+#[test]
+fn a_symbolic_link_is_followed_and_its_target_written() {
+    use std::os::unix::fs::symlink;
+    let dir = scratch("fsio-symlink");
+    std::fs::create_dir(dir.join("real")).unwrap();
+    let target = dir.join("real/out.json");
+    std::fs::write(&target, "old").unwrap();
+    symlink("real/out.json", dir.join("first")).unwrap();
+    symlink(dir.join("first"), dir.join("second")).unwrap();
+    write_atomic(&dir.join("second"), b"new").unwrap();
+    assert_eq!(std::fs::read(&target).unwrap(), b"new");
+    for link in ["first", "second"] {
+        let meta = std::fs::symlink_metadata(dir.join(link)).unwrap();
+        assert!(meta.file_type().is_symlink(), "{link} is no longer a link");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.join("real")).unwrap().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    symlink("real/later.json", dir.join("dangling")).unwrap();
+    write_atomic(&dir.join("dangling"), b"made").unwrap();
+    assert_eq!(std::fs::read(dir.join("real/later.json")).unwrap(), b"made");
+    symlink("loop-b", dir.join("loop-a")).unwrap();
+    symlink("loop-a", dir.join("loop-b")).unwrap();
+    let e = write_atomic(&dir.join("loop-a"), b"x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("symbolic links in a row"), "{e}");
+}
+
+/// A directory is an error naming it, and nothing is left in it.
+#[test]
+fn a_directory_is_an_error_not_a_target() {
+    let dir = scratch("fsio-directory");
+    let e = write_atomic(&dir, b"x").unwrap_err().to_string();
+    assert!(e.contains("is a directory"), "{e}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
+
+/// A FIFO is written into (what a reader at its other end gets), never replaced by a
+/// file; a character device (`/dev/null`, which a rename run as root would have replaced
+/// for the whole system) too.
+#[test]
+fn a_fifo_and_a_device_are_written_into_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = scratch("fsio-fifo");
+    let fifo = dir.join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    write_atomic(&fifo, b"through the pipe").unwrap();
+    assert_eq!(reader.join().unwrap(), b"through the pipe");
+    let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(kind.is_fifo());
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    write_atomic(Path::new("/dev/null"), b"gone").unwrap();
+    let kind = std::fs::symlink_metadata("/dev/null").unwrap().file_type();
+    assert!(kind.is_char_device(), "/dev/null is no longer a device");
 }

@@ -282,3 +282,69 @@ fn an_nccl_file_without_options_is_one_node() {
         parse_spec_with_warnings(&file.display().to_string(), &SpecDefaults::default()).unwrap();
     assert_eq!(path_only, one_node);
 }
+
+/// Files whose GPUs contradict each other were imported as if they did not: two GPUs with
+/// one bus id, an NVLink to a GPU the file does not have (dropped without a word). Each
+/// is refused, naming the element by line and column.
+#[test]
+fn inconsistent_files_are_refused_naming_the_element() {
+    let o = NcclImportOptions::default();
+    let gpu = |bus: &str, dev: usize, links: &str| {
+        format!("<pci busid=\"{bus}\" class=\"0x030200\"><gpu dev=\"{dev}\" sm=\"80\">{links}</gpu></pci>\n")
+    };
+    let file = |gpus: &[String]| {
+        format!(
+            "<system version=\"1\">\n<cpu numaid=\"0\">\n{}</cpu></system>",
+            gpus.concat()
+        )
+    };
+    let link = |target: &str, tclass: Option<&str>| match tclass {
+        Some(c) => format!("<nvlink target=\"{target}\" count=\"2\" tclass=\"{c}\"/>"),
+        None => format!("<nvlink target=\"{target}\" count=\"2\"/>"),
+    };
+    for (xml, wanted) in [
+        (
+            file(&[gpu("0000:01:00.0", 0, ""), gpu("0000:01:00.0", 1, "")]),
+            "x.xml:4:1: GPU <pci busid=\"0000:01:00.0\"> has the bus id of the GPU at x.xml:3:1",
+        ),
+        (
+            file(&[gpu("0000:01:00.0", 0, ""), gpu("0000:02:00.0", 0, "")]),
+            "x.xml:4:1: GPU <gpu dev=\"0\"> has the device number of the GPU at x.xml:3:1",
+        ),
+        (
+            file(&[
+                gpu("0000:01:00.0", 0, &link("0000:09:00.0", Some("0x030200"))),
+                gpu("0000:02:00.0", 1, ""),
+            ]),
+            "<nvlink target=\"0000:09:00.0\"> of the GPU at x.xml:3:1 is a GPU by its tclass, but the file lists no GPU",
+        ),
+        (
+            file(&[
+                gpu("0000:01:00.0", 0, &link("0000:09:00.0", None)),
+                gpu("0000:02:00.0", 1, ""),
+            ]),
+            "names a bus id the file lists nowhere",
+        ),
+        (
+            file(&[
+                gpu("0000:01:00.0", 0, &link("0000:01:00.0", None)),
+                gpu("0000:02:00.0", 1, ""),
+            ]),
+            "leads back to its own GPU",
+        ),
+    ] {
+        let e = parse(&xml, "x.xml", &o).unwrap_err().to_string();
+        assert!(e.contains(wanted), "{e}\n{xml}");
+    }
+    // NVLinks to an NVSwitch or a CPU said by their class, or to a listed device, are kept
+    // or passed over as before.
+    let fine = file(&[
+        gpu(
+            "0000:01:00.0",
+            0,
+            &(link("0000:c0:00.0", Some("0x068000")) + &link("0000:02:00.0", None)),
+        ),
+        gpu("0000:02:00.0", 1, &link("0000:01:00.0", None)),
+    ]);
+    parse(&fine, "x.xml", &o).unwrap();
+}

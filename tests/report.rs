@@ -520,3 +520,52 @@ fn mistakes_are_named_before_any_work() {
     assert!(err.contains("none"), "{err}");
     assert!(!out.exists());
 }
+
+/// A stream of a few hundred bytes whose header's network claims 16,777,215 NPUs (four
+/// of them in the collective) once had `report` simulate and draw all of them: past
+/// 11 GB and minutes. A picture has a size limit of its own, said before anything is
+/// measured; the same for a topology given on the command line.
+#[test]
+fn a_network_too_large_to_draw_is_refused_naming_the_limit() {
+    use tacos::schedule::stream::{StreamHeader, StreamWriter};
+    use tacos::schedule::Network;
+    let dir = scratch("huge-network");
+    let ring = topo("ring:4");
+    let collective =
+        Collective::over_all(&ring, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
+    let schedule = synthesize(&ring, &collective, &SynthOptions::default()).unwrap();
+    let network = Network {
+        npus: (1 << 24) - 1,
+        switches: Vec::new(),
+        failed: Vec::new(),
+        links: ring.links().to_vec(),
+    };
+    let header = StreamHeader::new(
+        "ring:4",
+        collective.spec().clone(),
+        schedule.chunk_bytes,
+        Some(network),
+    );
+    let path = dir.join("huge.tts");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut writer = StreamWriter::new(std::io::BufWriter::new(file), &header).unwrap();
+    for t in &schedule.transfers {
+        writer.push(t).unwrap();
+    }
+    writer.finish().unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() < 1024);
+    let out = dir.join("huge.html");
+    let e = error_of(&[
+        "--schedule",
+        path.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        e.contains("16777215 vertices to draw, more than the 4096 allowed"),
+        "{e}"
+    );
+    assert!(!out.exists());
+    let e = error_of(&["mesh:65x65", "-o", out.to_str().unwrap()]);
+    assert!(e.contains("4225 vertices to draw"), "{e}");
+}

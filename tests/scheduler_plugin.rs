@@ -94,8 +94,28 @@ fn run(ranks: usize, expect_scheduled: bool, env: &[(&str, &str)]) -> (BTreeSet<
 }
 
 fn run_mode(ranks: usize, mode: &[&str], env: &[(&str, &str)]) -> (BTreeSet<PathBuf>, String) {
+    run_within(None, ranks, mode, env)
+}
+
+/// As `run_mode`, under an address-space limit of `address_space_kib` KiB (`ulimit -v`)
+/// where given, as a job run with one: an allocation no estimate saw aborts the harness.
+fn run_within(
+    address_space_kib: Option<u64>,
+    ranks: usize,
+    mode: &[&str],
+    env: &[(&str, &str)],
+) -> (BTreeSet<PathBuf>, String) {
     static NEXT_TMPDIR: AtomicUsize = AtomicUsize::new(0);
-    let mut cmd = Command::new(harness());
+    let mut cmd = match address_space_kib {
+        Some(kib) => {
+            let mut sh = Command::new("sh");
+            sh.arg("-c")
+                .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+                .arg(harness());
+            sh
+        }
+        None => Command::new(harness()),
+    };
     cmd.arg(common::cdylib()).arg(ranks.to_string()).args(mode);
     for var in [
         "TACOS_TOPOLOGY",
@@ -475,6 +495,24 @@ fn a_job_on_a_cold_128_gpu_cache_is_served_from_its_first_call_and_the_next_load
     );
 }
 
+/// A 256-GPU DGX A100 fabric with a cold cache, as a job under a 4 GB address-space
+/// limit runs it: pricing NCCL's rings on it once gathered 4 GiB of waiting messages in
+/// the simulator and aborted the host. Init and every call return; a band that cannot be
+/// served falls back with one warning of its own.
+#[test]
+fn a_256_gpu_fabric_on_a_cold_cache_under_4gb_returns_from_every_call() {
+    let cache = scratch("cold-256");
+    let env = [
+        ("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=32"),
+        ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+    ];
+    let (_, text) = run_within(Some(4_000_000), 256, &["expect-any"], &env);
+    let warned = warnings(&text, "");
+    let distinct: BTreeSet<&str> = warned.iter().copied().collect();
+    assert_eq!(distinct.len(), warned.len(), "a warning repeated:\n{text}");
+    assert!(warned.iter().all(|w| w.contains("on 256 ranks")), "{text}");
+}
+
 /// Two nodes with caches of their own, NCCL competing by the default margin: every call
 /// gets the same answer on both, and the bands NCCL wins fall back on both.
 #[test]
@@ -562,4 +600,206 @@ fn a_tacos_max_memory_that_is_not_a_size_gets_one_warning_and_the_plugins_limit(
         limit[0].contains("lots") && limit[0].contains("using the plugins' limit of 1 GiB"),
         "{text}"
     );
+}
+
+/// A FIFO with no writer named by a setting once held up the executor's init forever
+/// (opening it waits for a writer): the plugins open inputs without blocking and read
+/// only regular files, so each falls back (or prices with the built-in profile) with a
+/// warning naming the FIFO.
+#[test]
+fn settings_that_name_a_fifo_warn_and_fall_back_instead_of_waiting() {
+    let dir = scratch("fifo");
+    let fifo = |name: &str| -> String {
+        let path = dir.join(name);
+        let made = Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        path.to_str().unwrap().into()
+    };
+    let cache = dir.join("cache");
+    let c = cache.to_str().unwrap();
+    for (variable, name) in [
+        ("TACOS_TOPOLOGY", "topology.json"),
+        ("NCCL_TOPO_FILE", "topo.xml"),
+    ] {
+        let f = fifo(name);
+        let (_, text) = run(4, false, &[(variable, &f), ("TACOS_CACHE_DIR", c)]);
+        let named = warnings(&text, "is a FIFO, not a regular file");
+        assert!(
+            !named.is_empty() && named[0].contains(&f),
+            "{variable}:\n{text}"
+        );
+    }
+    let profile = fifo("profile.json");
+    let env = [
+        ("TACOS_TOPOLOGY", "ring:4"),
+        ("TACOS_PROFILE", &profile),
+        ("TACOS_CACHE_DIR", c),
+        ("TACOS_NCCL_MARGIN", "off"),
+    ];
+    let (files, text) = run(4, true, &env);
+    let named = warnings(&text, "is a FIFO, not a regular file");
+    assert_eq!(named.len(), 1, "{text}");
+    assert!(named[0].contains("built-in"), "{text}");
+    all_verify(&files, 4);
+}
+
+/// A band's lock held by another process (a stopped prologue, another job's long
+/// compile) once kept the band's first call waiting as long as that process did. After
+/// `TACOS_LOCK_WAIT_MS` the call compiles the band itself, with one warning per band, and
+/// gets what every other rank gets: the same files as a cache nobody held.
+#[test]
+fn a_band_locked_by_another_process_is_compiled_here_after_the_lock_wait() {
+    let free = scratch("lock-free");
+    let held = scratch("lock-held");
+    fn env(cache: &Path) -> [(&str, &str); 4] {
+        [
+            ("TACOS_TOPOLOGY", "ring:4"),
+            ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+            ("TACOS_NCCL_MARGIN", "off"),
+            ("TACOS_LOCK_WAIT_MS", "100"),
+        ]
+    }
+    let (free_env, held_env) = (env(&free), env(&held));
+    let (files, free_text) = run(4, true, &free_env);
+    // The same entry under the other cache, every band's lock taken by this process.
+    let entry = entry_of(&files);
+    let bands = held.join(entry.file_name().unwrap()).join("bands");
+    std::fs::create_dir_all(&bands).unwrap();
+    let mut locks = Vec::new();
+    for record in std::fs::read_dir(entry.join("bands")).unwrap() {
+        let name = record.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue; // the free run's own lock files
+        }
+        let path = bands.join(format!(".{name}.lock"));
+        let file = std::fs::File::create(&path).unwrap();
+        match tacos::fsio::FileLock::try_lock(file) {
+            tacos::fsio::Locking::Held(lock) => locks.push(lock),
+            _ => panic!("{} could not be locked", path.display()),
+        }
+    }
+    let (served, text) = run(4, true, &held_env);
+    let waited = warnings(&text, "was still locked by another process after 100 ms");
+    assert_eq!(waited.len(), locks.len(), "one warning per band:\n{text}");
+    let distinct: BTreeSet<&str> = waited.iter().copied().collect();
+    assert_eq!(distinct.len(), waited.len(), "{text}");
+    let selects = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("SELECT"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(selects(&text), selects(&free_text));
+    let bytes = |files: &BTreeSet<PathBuf>| -> Vec<Vec<u8>> {
+        files.iter().map(|f| std::fs::read(f).unwrap()).collect()
+    };
+    assert_eq!(bytes(&served), bytes(&files));
+    drop(locks);
+}
+
+/// A band record that names another band's file, with that file's SHA-256, was served:
+/// an All-Gather program for an All-Reduce call. The file's own `<algo>` tag is now
+/// checked against the call and the record: one warning, the band compiled again, and the
+/// All-Reduce's own file served.
+#[test]
+fn a_record_naming_another_bands_file_is_compiled_again_not_served() {
+    let cache = scratch("swapped");
+    let env = [
+        ("TACOS_TOPOLOGY", "ring:4"),
+        ("TACOS_CACHE_DIR", cache.to_str().unwrap()),
+        ("TACOS_NCCL_MARGIN", "off"),
+    ];
+    let (files, _) = run(4, true, &env);
+    let bands = entry_of(&files).join("bands");
+    let record = |name: &str| bands.join(name);
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(record(name)).unwrap()).unwrap()
+    };
+    let all_reduce = "allreduce-inplace-8K.json";
+    let kept = std::fs::read(record(all_reduce)).unwrap();
+    let mut swapped = read(all_reduce);
+    swapped["decision"] = read("allgather-inplace-64K.json")["decision"].clone();
+    std::fs::write(
+        record(all_reduce),
+        serde_json::to_vec_pretty(&swapped).unwrap(),
+    )
+    .unwrap();
+    let (again, text) = run(4, true, &env);
+    let caught = warnings(&text, "the record's program is allgather in place");
+    assert_eq!(caught.len(), 1, "{text}");
+    assert_eq!(again, files, "the same files");
+    assert_eq!(std::fs::read(record(all_reduce)).unwrap(), kept);
+    all_verify(&again, 4);
+    // The same, the record's entry made to match the call but the file left another's:
+    // what the file declares gives it away.
+    let own = read(all_reduce)["decision"]["program"].clone();
+    let mut forged = swapped;
+    let program = &mut forged["decision"]["program"];
+    for field in ["collective", "min_bytes", "max_bytes", "proto"] {
+        program[field] = own[field].clone();
+    }
+    std::fs::write(
+        record(all_reduce),
+        serde_json::to_vec_pretty(&forged).unwrap(),
+    )
+    .unwrap();
+    let (again, text) = run(4, true, &env);
+    let caught = warnings(
+        &text,
+        "it declares coll=\"allgather\", the call needs allreduce",
+    );
+    assert_eq!(caught.len(), 1, "{text}");
+    assert_eq!(again, files);
+    all_verify(&again, 4);
+}
+
+/// The cache is the user's alone: its directories are made owner-only, its files too;
+/// a cache directory every user may write is not served from (one warning, the bands
+/// compiled in memory, the same answers).
+#[test]
+fn the_cache_is_owner_only_and_one_others_may_write_is_not_served() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = scratch("owner-only");
+    let root = cache.join("cache");
+    let env = [
+        ("TACOS_TOPOLOGY", "ring:4"),
+        ("TACOS_CACHE_DIR", root.to_str().unwrap()),
+        ("TACOS_NCCL_MARGIN", "off"),
+    ];
+    let (files, good) = run(4, true, &env);
+    let entry = entry_of(&files);
+    for dir in [
+        root.clone(),
+        entry.clone(),
+        entry.join("bands"),
+        entry.join("msccl"),
+    ] {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{}: {mode:o}", dir.display());
+    }
+    for sub in ["bands", "msccl"] {
+        for f in std::fs::read_dir(entry.join(sub)).unwrap() {
+            let f = f.unwrap();
+            let mode = f.metadata().unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{:?}: {mode:o}", f.path());
+        }
+    }
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (served, text) = run(4, true, &env);
+    let refused = warnings(&text, "may be written by every user");
+    assert_eq!(refused.len(), 1, "{text}");
+    assert!(
+        served.iter().all(|f| f.starts_with("/proc/self/fd")),
+        "{served:?}"
+    );
+    let selects = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("SELECT"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(selects(&text), selects(&good));
 }

@@ -287,3 +287,48 @@ fn a_route_longer_than_the_clock_is_too_long_not_disconnected() {
     let e = simulate_messages(&topo, &[message(0, 15, 5e17, vec![])]).unwrap_err();
     assert!(matches!(e, Error::Limit { .. }), "{e}");
 }
+
+/// A timed schedule whose transfers all start at once on one port through a switch: each
+/// free port once gathered every message due there at that time and tried them all, so
+/// 2 x 40,000 transfers took minutes. Each direction's messages go one after another:
+/// 40,000 hop times, hand-worked from the route's cut-through time.
+#[test]
+fn many_transfers_planned_at_once_on_one_port_go_in_a_row() {
+    use tacos::collective::CollectiveSpec;
+    use tacos::schedule::{link_time_ps, SCHEDULE_FORMAT};
+    let topo = topology("switch:2");
+    let k = 40_000;
+    let chunk_bytes = 1024.0;
+    let hop = |src, dst| {
+        let route = topo.route(src, dst).unwrap();
+        link_time_ps(&topo.route_link(route), chunk_bytes).unwrap()
+    };
+    let transfers = (0..k)
+        .flat_map(|c| {
+            [(0, 1, c), (1, 0, k + c)].map(|(src, dst, chunk)| Transfer {
+                src,
+                dst,
+                chunk,
+                start_ps: 0,
+                end_ps: hop(src, dst),
+                op: Op::Copy,
+            })
+        })
+        .collect();
+    let schedule = Schedule {
+        format: SCHEDULE_FORMAT.into(),
+        topology: topo.name().into(),
+        collective: CollectiveSpec {
+            kind: CollectiveKind::AllGather,
+            root: None,
+            npus: vec![0, 1],
+            chunks_per_npu: k,
+            size_bytes: (2 * k) as u64 * 1024,
+        },
+        chunk_bytes,
+        network: None,
+        transfers,
+    };
+    let result = simulate_schedule(&topo, &schedule).unwrap();
+    assert_eq!(result.time_ps, k as u64 * hop(0, 1).max(hop(1, 0)));
+}

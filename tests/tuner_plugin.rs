@@ -130,6 +130,35 @@ fn bad_settings_change_nothing() {
     run("untouched", 16, 2, &[("TACOS_NIC_GBPS", "-3")], true);
 }
 
+/// A FIFO with no writer as a setting once held NCCL's init forever (opening it waits for
+/// a writer): the plugin refuses what is not a regular file and changes nothing.
+#[test]
+fn settings_that_name_a_fifo_change_nothing_and_return() {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tuner-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (variable, name) in [
+        ("NCCL_TOPO_FILE", "topo.xml"),
+        ("TACOS_TOPOLOGY", "topology.json"),
+    ] {
+        let fifo = dir.join(name);
+        let made = Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        run(
+            "untouched",
+            16,
+            2,
+            &[(variable, fifo.to_str().unwrap())],
+            true,
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_user_choice_of_algorithms_keeps_v2_out() {
     run(

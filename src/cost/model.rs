@@ -136,6 +136,11 @@ pub fn line_data_bytes(protocol: Protocol) -> u64 {
 pub const LAUNCH_US_MAX: f64 = 1000.0;
 pub const STEP_US_MAX: f64 = 1000.0;
 pub const CHANNEL_GBPS_MAX: f64 = 10_000.0;
+/// The least channel rate and link efficiency a profile may hold: far below anything
+/// measured (the fit keeps to 0.5 GB/s and 0.3), high enough that no time of the largest
+/// collective leaves the range of a figure (a denormal rate priced 1 GiB at infinity).
+pub const CHANNEL_GBPS_MIN: f64 = 0.01;
+pub const EFFICIENCY_MIN: f64 = 0.01;
 pub const CHANNELS_MAX: u32 = 64;
 
 impl ExecModel {
@@ -243,7 +248,7 @@ impl ExecModel {
                 let low = if open_low { "above" } else { "at least" };
                 bad(
                     field,
-                    format!("{v}"),
+                    crate::topology::limits::figure(v),
                     &format!("{low} {lo} and at most {hi}"),
                 )
             }
@@ -257,15 +262,33 @@ impl ExecModel {
         }
         range("launch_us", self.launch_us, 0.0, LAUNCH_US_MAX, false)?;
         if let Some(nvls) = &self.nvls {
-            range("nvls.gbps", nvls.gbps, 0.0, CHANNEL_GBPS_MAX, true)?;
+            range(
+                "nvls.gbps",
+                nvls.gbps,
+                CHANNEL_GBPS_MIN,
+                CHANNEL_GBPS_MAX,
+                false,
+            )?;
             range("nvls.step_us", nvls.step_us, 0.0, STEP_US_MAX, false)?;
         }
         if let Some(error) = &self.error {
             range("error.below_1mib", error.below_1mib, 0.0, 10.0, false)?;
             range("error.from_1mib", error.from_1mib, 0.0, 10.0, false)?;
         }
-        range("efficiency.nvlink", self.efficiency.nvlink, 0.0, 1.0, true)?;
-        range("efficiency.net", self.efficiency.net, 0.0, 1.0, true)?;
+        range(
+            "efficiency.nvlink",
+            self.efficiency.nvlink,
+            EFFICIENCY_MIN,
+            1.0,
+            false,
+        )?;
+        range(
+            "efficiency.net",
+            self.efficiency.net,
+            EFFICIENCY_MIN,
+            1.0,
+            false,
+        )?;
         if !(1..=CHANNELS_MAX).contains(&self.channels) {
             return bad(
                 "channels",
@@ -293,9 +316,9 @@ impl ExecModel {
             range(
                 &format!("{name}.channel_gbps"),
                 m.channel_gbps,
-                0.0,
+                CHANNEL_GBPS_MIN,
                 CHANNEL_GBPS_MAX,
-                true,
+                false,
             )?;
         }
         Ok(())

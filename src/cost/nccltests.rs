@@ -30,6 +30,11 @@ use std::path::Path;
 /// Largest nccl-tests output read, bytes.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
+/// The range a measured time may lie in, microseconds: from 10 ns (below any collective's
+/// launch) to 1,000 s. A denormal or a time of 1e308 is no measurement; a fit to it
+/// reports nonsense.
+pub const TIME_US_RANGE: std::ops::RangeInclusive<f64> = 0.01..=1e9;
+
 /// How to read a file.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ReadOptions {
@@ -384,14 +389,16 @@ impl<'a> Reader<'a> {
         };
         let time = words[time_column];
         let time_us = match time.parse::<f64>() {
-            Ok(t) if t.is_finite() && t > 0.0 => t,
+            Ok(t) if TIME_US_RANGE.contains(&t) => t,
             _ => {
                 return Err(self.error(
                     n,
                     format!(
-                        "field time ({name}): '{}' must be a positive number of microseconds",
-                        echo(time)
-                    ),
+                    "field time ({name}): '{}' must be a number of microseconds from {} to {:e}",
+                    echo(time),
+                    TIME_US_RANGE.start(),
+                    TIME_US_RANGE.end()
+                ),
                 ))
             }
         };

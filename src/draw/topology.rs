@@ -13,6 +13,41 @@ use crate::topology::{Link, Topology, VertexId};
 use crate::units::ps_to_us;
 use std::collections::{BTreeMap, VecDeque};
 
+/// Most vertices (NPUs and switches) a topology picture draws: a 64x64 mesh. Past it a
+/// picture is no picture (every NPU a few pixels) and its SVG runs to hundreds of
+/// megabytes per panel.
+pub const MAX_DRAWN_VERTICES: usize = 4096;
+
+/// Most directed links a topology picture draws (a 64x64 torus has 16,384).
+pub const MAX_DRAWN_LINKS: usize = 32_768;
+
+/// An error naming what is over the limits of a picture of `topo`, if anything: what the
+/// commands that draw a topology check before they measure what they would draw.
+///
+/// ```
+/// let topo = tacos::topology::parse_spec("mesh:8x8", &Default::default()).unwrap();
+/// assert!(tacos::draw::topology::check_drawable(&topo).is_ok());
+/// ```
+pub fn check_drawable(topo: &Topology) -> crate::Result<()> {
+    for (what, value, limit) in [
+        ("vertices to draw", topo.vertices(), MAX_DRAWN_VERTICES),
+        ("links to draw", topo.links().len(), MAX_DRAWN_LINKS),
+    ] {
+        if value > limit {
+            return Err(crate::Error::Limit {
+                what,
+                value: value as u64,
+                limit: limit as u64,
+                context: format!(
+                    "picturing topology '{}' (tacos simulate and compare give its figures without a picture)",
+                    crate::error::echo(topo.name())
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// How the vertices are placed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {

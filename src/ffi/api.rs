@@ -208,10 +208,12 @@ fn synthesize_xml(
             target: o.target.clone(),
             ..LowerOptions::default()
         },
-        // A host program sets no flag: the environment's limit, else the process's.
-        max_memory: MemoryLimit::from_env()
-            .map_err(|e| e.to_string())?
-            .unwrap_or_default(),
+        // A host program sets no flag: the environment's limit (within what the host's
+        // limits leave), else the process's.
+        max_memory: match MemoryLimit::from_env().map_err(|e| e.to_string())? {
+            Some(asked) => MemoryLimit::within_system(Some(asked)),
+            None => MemoryLimit::default(),
+        },
         replicate: false,
         trees: true,
     };

@@ -3,7 +3,8 @@
 //!
 //! This module only marshals the ABI; what the plugin decides is [`crate::plugin`]'s.
 //!
-//! - `init` holds the process to the plugins' memory limit ([`plugin::set_memory_limit`]),
+//! - `init` holds the process to the plugins' memory limit ([`plugin::set_memory_limit`])
+//!   and to reading regular files only ([`crate::fsio::read_regular_files_only`]),
 //!   reads the settings ([`Config::from_process`]) and starts a [`plugin::Scheduler`],
 //!   which reads and compiles nothing yet (the executor's `init` does not say the
 //!   communicator's size). The first call for a communicator size finds the cluster
@@ -196,6 +197,7 @@ fn measure(p: &mscclSchedulerParam, kind: CollectiveKind, elem: usize) -> Option
 unsafe extern "C" fn init() -> ncclResult_t {
     guard(ncclSuccess, || {
         plugin::set_memory_limit(&Stderr);
+        crate::fsio::read_regular_files_only();
         let mut state = STATE.lock().unwrap_or_else(|p| p.into_inner());
         if state.is_none() {
             *state = Some(State::start());

@@ -141,6 +141,7 @@ fn log_line(message: &str) -> CString {
 /// failed (every entry point takes null for "change nothing").
 unsafe fn init(context: *mut *mut c_void, log: Logger, start: impl FnOnce() -> Tuning) {
     crate::plugin::set_memory_limit(&log);
+    crate::fsio::read_regular_files_only();
     if context.is_null() {
         log.warn("init was given no place for its context; NCCL keeps its own choices");
         return;

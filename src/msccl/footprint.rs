@@ -8,7 +8,8 @@
 //! bound up to small constants, and time follows it (each entry is visited a bounded
 //! number of times).
 
-use super::{Layout, Program};
+use super::{Buf, Layout, Program};
+use crate::budget::MemoryLimit;
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 
@@ -75,60 +76,74 @@ pub fn estimate(program: &Program, kind: Option<CollectiveKind>) -> Vec<(u64, St
             format!("s_chunks {scratch} on GPU {scratch_gpu}, for {ranks} GPUs"),
         ),
     ];
-    let layout = kind.and_then(|kind| {
-        let root = kind.has_root().then_some(0);
-        Layout::new(
-            kind,
-            program.gpus.len(),
-            program.nchunksperloop,
-            false,
-            root,
-        )
-        .ok()
-    });
-    if let Some(layout) = layout {
-        // The buffers of every rank, and the start and end states checked chunk by chunk;
-        // a rooted collective without a root is tried with every rank as the root.
-        let per_rank = (layout.chunks() as u64).saturating_add(2 * program.nchunksperloop as u64);
-        let tries = if layout.kind().has_root() && program.root.is_none() {
-            ranks
-        } else {
-            1
-        };
-        parts.push((
-            sat(sat(per_rank, ranks), tries),
-            format!(
-                "nchunksperloop {} on {ranks} GPUs ({} chunks of {})",
-                program.nchunksperloop,
-                layout.chunks(),
-                layout.kind()
-            ),
-        ));
+    if let Some(kind) = kind {
+        if let Some((bytes, layout)) = replay_cost(program, kind) {
+            let tries = if layout.kind().has_root() && program.root.is_none() {
+                ranks
+            } else {
+                1
+            };
+            parts.push((
+                sat(bytes, tries),
+                format!(
+                    "nchunksperloop {} on {ranks} GPUs ({} chunks of {})",
+                    program.nchunksperloop,
+                    layout.chunks(),
+                    layout.kind()
+                ),
+            ));
+        }
     }
     parts.sort_by_key(|p| std::cmp::Reverse(p.0));
     parts
 }
 
-/// Refuses a program that would cost more than `limit` bytes to `doing` ("verifying",
-/// "timing") as `kind`, naming what costs the most.
-pub fn check(
-    program: &Program,
-    kind: Option<CollectiveKind>,
-    limit: u64,
-    doing: &str,
-) -> Result<()> {
+/// What replaying data through `program` as `kind` costs, in its costlier placement (of
+/// those it declares), with that placement's layout: every rank's input and output slots
+/// (a value of 12 bytes each), one GPU's access histories at a time (40 bytes a slot), and
+/// the start state written chunk by chunk on every rank (8 for each visit, for the time it
+/// takes). None where no layout fits the program's counts (the verifier says why).
+fn replay_cost(program: &Program, kind: CollectiveKind) -> Option<(u64, Layout)> {
+    let sat = |a: u64, b: u64| a.saturating_mul(b);
+    let ranks = program.gpus.len() as u64;
+    let root = kind.has_root().then_some(0);
+    [(program.inplace, true), (program.outofplace, false)]
+        .into_iter()
+        .filter(|&(declared, _)| declared)
+        .filter_map(|(_, in_place)| {
+            let layout = Layout::new(
+                kind,
+                program.gpus.len(),
+                program.nchunksperloop,
+                in_place,
+                root,
+            )
+            .ok()?;
+            let slots = (layout.canonical_len(Buf::Input) as u64)
+                .saturating_add(layout.canonical_len(Buf::Output) as u64);
+            let bytes = sat(sat(slots, ranks), 12)
+                .saturating_add(sat(slots, 40))
+                .saturating_add(sat(sat(layout.chunks() as u64, ranks), 8));
+            Some((bytes, layout))
+        })
+        .max_by_key(|&(bytes, _)| bytes)
+}
+
+/// Refuses a program that would cost more than [`MAX_BYTES`], or more than the memory
+/// limit allows, to `doing` ("verifying", "timing") as `kind`, naming what costs the most.
+pub fn check(program: &Program, kind: Option<CollectiveKind>, doing: &str) -> Result<()> {
     let parts = estimate(program, kind);
     let total = parts.iter().map(|p| p.0).fold(0, u64::saturating_add);
-    if total <= limit {
-        return Ok(());
+    let mostly = parts.first().map_or("", |p| p.1.as_str());
+    if total > MAX_BYTES {
+        return Err(Error::Limit {
+            what: "bytes",
+            value: total,
+            limit: MAX_BYTES,
+            context: format!("{doing} the program would take, mostly for {mostly}"),
+        });
     }
-    Err(Error::Limit {
-        what: "bytes",
-        value: total,
-        limit,
-        context: format!(
-            "{doing} the program would take, mostly for {}",
-            parts.first().map_or("", |p| p.1.as_str())
-        ),
+    MemoryLimit::default().admit(total, || {
+        format!("{doing} the program, mostly for {mostly},")
     })
 }

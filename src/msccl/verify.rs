@@ -175,8 +175,7 @@ pub fn verify(program: &Program, options: &VerifyOptions) -> VerifyReport {
         problems.add(ProblemKind::Structure, p.clone());
     }
     static_checks(program, kind, &mut problems);
-    let affordable =
-        super::footprint::check(program, kind, super::footprint::MAX_BYTES, "verifying");
+    let affordable = super::footprint::check(program, kind, "verifying");
     if let Err(e) = &affordable {
         problems.add(ProblemKind::Structure, format!("not executed: {e}"));
     }

@@ -8,14 +8,18 @@ use crate::collective::CollectiveKind;
 use crate::compile::{
     algorithm_dir, check_dir_with, compile, loader_problems, parent_and_name, read_regular,
     sha256_hex, short_size, tidy_dir, topology_hash, write_dir, Band, BandCompiler, BandOutcome,
-    CheckOptions, CompileOptions, Entry, LeftToNccl, Manifest, Progress, Written,
+    CheckOptions, CompileOptions, Entry, LeftToNccl, Manifest, Progress, ProtoChoice, Written,
 };
+use crate::error::echo;
 use crate::error::{Error, Result};
-use crate::fsio::{write_atomic, FileLock};
+use crate::fsio::{create_private_dir, write_private, FileLock, Locking};
 use crate::msccl::{parse_program, Target};
 use crate::topology::Topology;
+use crate::xmltree::parse_root_tag;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
 
 /// A directory name for the cache of what `options` compile on `topo` with this tool:
 /// `tacos-VERSION-TARGET-TOPOLOGY-OPTIONS` with the target's profile name, the first 16
@@ -90,7 +94,7 @@ fn open_or_rebuild(
     if let Ok(manifest) = look(dir, topo, &wanted) {
         return Ok((manifest, Opened::Existing));
     }
-    let _lock = DirLock::acquire(dir)?;
+    let _lock = DirLock::acquire(dir, None)?;
     let unsound = match look(dir, topo, &wanted) {
         Ok(manifest) => return Ok((manifest, Opened::Existing)),
         Err(why) => why,
@@ -169,6 +173,17 @@ pub struct BandCache {
     topology_hash: String,
     options_sha256: String,
     memory_limit: u64,
+    /// How long a band's first caller waits for the rank compiling it (None: as long as
+    /// that takes).
+    lock_wait: Option<Duration>,
+    /// What a served file must declare beside its call: the GPUs, and the protocol each
+    /// band is compiled with.
+    ranks: usize,
+    proto: ProtoChoice,
+    /// Whether the directories the entry lives in belong to this user alone (else why
+    /// not), found at the first band.
+    trusted: OnceLock<std::result::Result<(), String>>,
+    cache_dir: PathBuf,
 }
 
 /// How [`BandCache::open_band`] got a band's decision.
@@ -195,6 +210,20 @@ impl BandCache {
             topology_hash,
             options_sha256,
             memory_limit,
+            lock_wait: None,
+            ranks: compiler.topology().alive_npus().len(),
+            proto: options.proto,
+            trusted: OnceLock::new(),
+            cache_dir: cache_dir.to_path_buf(),
+        }
+    }
+
+    /// The same entry, a band's first caller waiting at most `wait` for the lock of a
+    /// rank compiling it, then compiling it too ([`BandCache::open_band`]).
+    pub fn with_lock_wait(self, wait: Duration) -> BandCache {
+        BandCache {
+            lock_wait: Some(wait),
+            ..self
         }
     }
 
@@ -263,46 +292,154 @@ impl BandCache {
             if entry.file.contains('/') {
                 return Err(format!("{} names a file outside its entry", path.display()));
             }
-            intact(&algorithm_dir(&self.dir), entry)
-                .map_err(|why| format!("{}: {why}", self.file_path(entry).display()))?;
+            let file = self.file_path(entry);
+            self.servable(&file, entry, (kind, in_place, band))
+                .map_err(|why| format!("{why}: {}", file.display()))?;
         }
         Ok(Some(record.decision))
+    }
+
+    /// Whether `file`, the program `entry` names, may serve the calls of `key`: its bytes
+    /// are those the entry names, and both the entry and what the file itself declares
+    /// in its `<algo>` tag (the collective, the GPUs, the placement, the size range, the
+    /// protocol, the chunks per loop) are the call's, so a record naming another band's
+    /// file, hash and all, serves nothing. Else why not.
+    fn servable(
+        &self,
+        file: &Path,
+        entry: &Entry,
+        (kind, in_place, band): (CollectiveKind, bool, Band),
+    ) -> std::result::Result<(), String> {
+        let proto = self.proto.for_size(band.min_bytes);
+        let recorded = (entry.collective, entry.in_place, entry.proto.as_str());
+        if recorded != (kind, in_place, proto.name())
+            || entry.min_bytes > band.min_bytes
+            || entry.max_bytes < band.max_bytes
+        {
+            return Err(format!(
+                "the record's program is {} {} for {}..{} bytes in {}, the band {kind} {} for {}..{} in {}",
+                entry.collective,
+                placement(entry.in_place),
+                entry.min_bytes,
+                entry.max_bytes,
+                entry.proto,
+                placement(in_place),
+                band.min_bytes,
+                band.max_bytes,
+                proto.name()
+            ));
+        }
+        let bytes = read_regular(file).map_err(|e| e.to_string())?;
+        if sha256_hex(&bytes) != entry.sha256 {
+            return Err("its bytes are not those the record names (SHA-256 mismatch)".into());
+        }
+        let text = std::str::from_utf8(&bytes).map_err(|e| e.to_string())?;
+        let algo = parse_root_tag(text, &file.display().to_string())?;
+        let placement_flag = if in_place { "inplace" } else { "outofplace" };
+        let declared = [
+            ("coll", kind.name().to_string()),
+            ("ngpus", self.ranks.to_string()),
+            ("proto", proto.name().to_string()),
+            ("nchunksperloop", entry.chunks_per_loop.to_string()),
+            (placement_flag, "1".into()),
+            ("minBytes", entry.min_bytes.to_string()),
+            ("maxBytes", entry.max_bytes.to_string()),
+        ];
+        if algo.name != "algo" {
+            return Err(format!(
+                "its root element is <{}>, not <algo>",
+                echo(&algo.name)
+            ));
+        }
+        for (attribute, wanted) in declared {
+            let found = algo.attr(attribute);
+            if found.map(str::trim) != Some(wanted.as_str()) {
+                return Err(format!(
+                    "it declares {attribute}={}, the call needs {wanted}",
+                    found.map_or("nothing".into(), |f| format!("\"{}\"", echo(f)))
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Why the cache's directories may not be used, if so: each of the cache directory,
+    /// the entry and its folders that exists must belong to this user and be writable by
+    /// no other (a directory others can write lets them plant a record and its program).
+    fn untrusted(&self) -> Option<&str> {
+        self.trusted
+            .get_or_init(|| {
+                let dirs = [
+                    self.cache_dir.clone(),
+                    self.dir.clone(),
+                    self.dir.join(BAND_DIR),
+                    algorithm_dir(&self.dir),
+                ];
+                dirs.iter().try_for_each(|d| owned_by_us(d))
+            })
+            .as_ref()
+            .err()
+            .map(String::as_str)
     }
 
     /// The band's decision: the cache's where it holds a usable one, else compiled by
     /// `compiler` (whose topology and options this entry is for) and stored, the ranks of
     /// a node taking turns on a lock beside the record so that one compiles and the
     /// others find its result. A compile that fails is a decision too (`NoProgram`): it
-    /// fails alike everywhere. `rebuilding` hears why a record that was there is
-    /// replaced. An error where the decision cannot be stored (the cache cannot be
-    /// written): the caller may still compile it ([`compile_decision`]).
+    /// fails alike everywhere. `notice` hears why a record that was there is replaced,
+    /// and where the lock was still held after the entry's lock wait: the band is then
+    /// compiled here as well (the same bytes, written atomically over the same), so that
+    /// no call waits on another process without a bound and every rank decides alike. An
+    /// error where the decision cannot be stored (the cache cannot be written): the
+    /// caller may still compile it ([`compile_decision`]).
     pub fn open_band(
         &self,
         compiler: &BandCompiler,
         (kind, in_place, band): (CollectiveKind, bool, Band),
-        rebuilding: &dyn Fn(&str),
+        notice: &dyn Fn(Notice),
     ) -> Result<(Decision, Found)> {
+        if let Some(why) = self.untrusted() {
+            return Err(Error::Compile(why.to_string()));
+        }
         if let Ok(Some(decision)) = self.look(kind, in_place, band) {
             return Ok((decision, Found::Cached));
         }
         let path = self.record_path(kind, in_place, band);
-        let _turn = DirLock::acquire(&path)?;
+        let _turn = match DirLock::acquire(&path, self.lock_wait)? {
+            Ok(lock) => Some(lock),
+            Err(lock) => {
+                notice(Notice::StillLocked(
+                    &lock,
+                    self.lock_wait.unwrap_or_default(),
+                ));
+                None
+            }
+        };
         match self.look(kind, in_place, band) {
             Ok(Some(decision)) => return Ok((decision, Found::Cached)),
             Ok(None) => {}
-            Err(why) => rebuilding(&why),
+            Err(why) => notice(Notice::Rebuilding(&why)),
         }
         let (decision, xml) = compile_decision(compiler, (kind, in_place, band));
         if let (Decision::Program(entry), Some(xml)) = (&decision, xml) {
-            let algorithms = algorithm_dir(&self.dir);
-            std::fs::create_dir_all(&algorithms).map_err(|e| Error::io(&algorithms, e))?;
-            write_atomic(&self.file_path(entry), xml.as_bytes())?;
+            create_private_dir(&algorithm_dir(&self.dir))?;
+            write_private(&self.file_path(entry), xml.as_bytes())?;
         }
         let record = self.record(kind, in_place, band, decision);
         let json = serde_json::to_vec_pretty(&record).map_err(|e| Error::Compile(e.to_string()))?;
-        write_atomic(&path, &json)?;
+        write_private(&path, &json)?;
         Ok((record.decision, Found::Compiled))
     }
+}
+
+/// What [`BandCache::open_band`] tells its caller on the way.
+#[derive(Clone, Copy, Debug)]
+pub enum Notice<'a> {
+    /// A record that was there cannot be used (why): the band is compiled again.
+    Rebuilding(&'a str),
+    /// Another process still held the band's lock (this file) after this long: the band
+    /// is compiled here too.
+    StillLocked(&'a Path, Duration),
 }
 
 /// A band's decision compiled by `compiler`, with the program's file where it has one:
@@ -351,15 +488,40 @@ pub(super) fn refusal_of(
     }
 }
 
-/// Whether `entry`'s file in `algorithms` holds the bytes its manifest names; else why not.
-fn intact(algorithms: &Path, entry: &Entry) -> std::result::Result<(), String> {
-    match read_regular(&algorithms.join(&entry.file)) {
-        Err(e) => Err(e.to_string()),
-        Ok(bytes) if sha256_hex(&bytes) != entry.sha256 => {
-            Err("its bytes are not those the manifest names (SHA-256 mismatch)".into())
-        }
-        Ok(_) => Ok(()),
+fn placement(in_place: bool) -> &'static str {
+    if in_place {
+        "in place"
+    } else {
+        "out of place"
     }
+}
+
+/// Whether directory `dir`, where it exists, belongs to this process's user and no other
+/// user may write it; else why not.
+fn owned_by_us(dir: &Path) -> std::result::Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    // SAFETY: geteuid only reads the process's credentials.
+    let us = unsafe { libc::geteuid() };
+    if meta.uid() != us {
+        return Err(format!(
+            "{} belongs to user {}, not to this process's user ({us}): another user's cache is not served",
+            dir.display(),
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o002 != 0 {
+        return Err(format!(
+            "{} may be written by every user (mode {:o}): a cache others can write is not served",
+            dir.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
 }
 
 /// An exclusive advisory lock on `.NAME.lock` beside a directory, released when dropped
@@ -369,20 +531,59 @@ struct DirLock {
 }
 
 impl DirLock {
-    /// Waits for the lock. An error where the lock file cannot be made (the directory's
-    /// parent cannot be written); no lock, but no error, where the filesystem keeps none.
-    fn acquire(dir: &Path) -> Result<DirLock> {
+    /// Waits for the lock, for at most `wait` where given: `Err(path)` of the lock file
+    /// where another still holds it then. An error where the lock file cannot be made
+    /// (the directory's parent cannot be written); no lock, but no error, where the
+    /// filesystem keeps none.
+    fn acquire(
+        dir: &Path,
+        wait: Option<Duration>,
+    ) -> Result<std::result::Result<DirLock, PathBuf>> {
+        use std::os::unix::fs::OpenOptionsExt;
         let (parent, name) = parent_and_name(dir)?;
-        std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+        create_private_dir(&parent)?;
         let path = parent.join(format!(".{name}.lock"));
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
-        Ok(DirLock {
-            _held: FileLock::wait(file),
-        })
+        let held = match wait {
+            None => FileLock::wait(file),
+            Some(wait) => match FileLock::wait_for(file, wait) {
+                Locking::Held(lock) => Some(lock),
+                Locking::Unsupported => None,
+                Locking::ByOther => return Ok(Err(path)),
+            },
+        };
+        Ok(Ok(DirLock { _held: held }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another user's directory is refused, naming its owner: `/` where this process is
+    /// not root; as root, a scratch directory given to another user.
+    #[test]
+    fn another_users_directory_is_not_trusted() {
+        // SAFETY: geteuid only reads the process's credentials.
+        let (dir, owner) = if unsafe { libc::geteuid() } != 0 {
+            (PathBuf::from("/"), 0)
+        } else {
+            let dir = std::env::temp_dir().join(format!("tacos-owner-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+            (dir, 65534)
+        };
+        let why = owned_by_us(&dir).unwrap_err();
+        assert!(why.contains(&format!("belongs to user {owner}")), "{why}");
+        assert!(owned_by_us(&dir.join("missing")).is_ok());
+        if owner != 0 {
+            let _ = std::fs::remove_dir(&dir);
+        }
     }
 }

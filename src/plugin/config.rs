@@ -10,6 +10,7 @@ use crate::tuner::GpuArch;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Once;
+use std::time::Duration;
 
 /// GPU generation assumed when `TACOS_GPU_ARCH` is not set.
 pub const DEFAULT_GPU: GpuArch = GpuArch::Hopper;
@@ -24,6 +25,16 @@ pub const DEFAULT_NCCL_MARGIN: f64 = 0.05;
 /// on 64 GPUs (All-Reduce with K = 16 needs 129,024) and K = 1 up to 256 GPUs, and keeps
 /// the first call of a band to about a second per 2^17 transfers on one core.
 pub const DEFAULT_MAX_TRANSFERS: u64 = 1 << 17;
+
+/// How long a band's first call waits for another process compiling it, when
+/// `TACOS_LOCK_WAIT_MS` is not set: 5 s, then it compiles the band itself.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// The most `TACOS_LOCK_WAIT_MS` may say: 10 minutes.
+const MAX_LOCK_WAIT_MS: u64 = 600_000;
+
+/// The variable that sets [`Config::lock_wait`].
+pub const LOCK_WAIT_ENV: &str = "TACOS_LOCK_WAIT_MS";
 
 /// What both plugins read from the environment, parsed.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,11 +67,14 @@ pub struct Config {
     /// `TACOS_MAX_TRANSFERS`: candidates needing more transfers are not synthesized
     /// (default [`DEFAULT_MAX_TRANSFERS`]).
     pub max_transfers: u64,
+    /// `TACOS_LOCK_WAIT_MS`: how long a band's first call waits for the lock of another
+    /// process compiling the band before compiling it too (default [`DEFAULT_LOCK_WAIT`]).
+    pub lock_wait: Duration,
     /// `NCCL_ALGO` or `NCCL_PROTO` is set: the user chose NCCL's algorithms.
     pub user_chose_algorithms: bool,
     /// Scheduler settings that did not parse and were replaced (`TACOS_NODES` ignored,
-    /// `TACOS_TARGET`, `TACOS_NCCL_MARGIN` and `TACOS_MAX_TRANSFERS` their defaults),
-    /// one message each.
+    /// `TACOS_TARGET`, `TACOS_NCCL_MARGIN`, `TACOS_MAX_TRANSFERS` and
+    /// `TACOS_LOCK_WAIT_MS` their defaults), one message each.
     pub warnings: Vec<String>,
 }
 
@@ -159,6 +173,20 @@ impl Config {
                 }
             },
         };
+        let lock_wait = match get(LOCK_WAIT_ENV) {
+            None => DEFAULT_LOCK_WAIT,
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(ms) if ms <= MAX_LOCK_WAIT_MS => Duration::from_millis(ms),
+                _ => {
+                    warnings.push(format!(
+                        "{LOCK_WAIT_ENV}='{}' must be a whole number of milliseconds from 0 to {MAX_LOCK_WAIT_MS}; using {}",
+                        echo(&v),
+                        DEFAULT_LOCK_WAIT.as_millis()
+                    ));
+                    DEFAULT_LOCK_WAIT
+                }
+            },
+        };
         let dir = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
         let cache_dir = dir("TACOS_CACHE_DIR")
             .or_else(|| dir("XDG_CACHE_HOME").map(|d| d.join("tacos")))
@@ -176,6 +204,7 @@ impl Config {
             cache_dir,
             nccl_margin,
             max_transfers,
+            lock_wait,
             user_chose_algorithms: get("NCCL_ALGO").is_some() || get("NCCL_PROTO").is_some(),
             warnings,
         })
@@ -194,7 +223,8 @@ impl Config {
 
 /// Holds everything this process's plugins compute to `TACOS_MAX_MEMORY` where it is
 /// set, else to the plugins' own limit ([`MemoryLimit::plugin`]), which is far below
-/// the command line's: they share the host with a training job. Done once per process
+/// the command line's: they share the host with a training job; either within what the
+/// host's limits leave ([`MemoryLimit::system`]). Done once per process
 /// (both plugins' `init` call it); a value that is not a size gets one warning through
 /// `log` and the plugins' limit.
 pub fn set_memory_limit(log: &dyn Log) {
@@ -207,8 +237,7 @@ pub fn set_memory_limit(log: &dyn Log) {
             ));
             None
         });
-        limit
-            .unwrap_or_else(MemoryLimit::plugin)
+        MemoryLimit::within_system(Some(limit.unwrap_or_else(MemoryLimit::plugin)))
             .set_process_default();
     });
 }
@@ -290,6 +319,27 @@ pub(super) mod tests {
             "{:?}",
             c.warnings
         );
+    }
+
+    #[test]
+    fn the_lock_wait_is_bounded_and_a_bad_value_warns() {
+        assert_eq!(Config::default().lock_wait, DEFAULT_LOCK_WAIT);
+        let c = config(&[(LOCK_WAIT_ENV, " 250 ")]).unwrap();
+        assert_eq!(
+            (c.lock_wait, c.warnings.len()),
+            (Duration::from_millis(250), 0)
+        );
+        for bad in ["-1", "soon", "600001", "18446744073709551616"] {
+            let c = config(&[(LOCK_WAIT_ENV, bad)]).unwrap();
+            assert_eq!(c.lock_wait, DEFAULT_LOCK_WAIT);
+            assert!(
+                c.warnings.len() == 1
+                    && c.warnings[0].contains(&format!("TACOS_LOCK_WAIT_MS='{bad}'"))
+                    && c.warnings[0].contains("from 0 to 600000"),
+                "{:?}",
+                c.warnings
+            );
+        }
     }
 
     #[test]

@@ -15,10 +15,11 @@ mod scheduler;
 mod tuner;
 
 pub use cache::{
-    cache_dir_name, compile_decision, open_or_compile, BandCache, Decision, Found, Opened,
+    cache_dir_name, compile_decision, open_or_compile, BandCache, Decision, Found, Notice, Opened,
 };
 pub use config::{
-    set_memory_limit, Config, DEFAULT_GPU, DEFAULT_MAX_TRANSFERS, DEFAULT_NCCL_MARGIN,
+    set_memory_limit, Config, DEFAULT_GPU, DEFAULT_LOCK_WAIT, DEFAULT_MAX_TRANSFERS,
+    DEFAULT_NCCL_MARGIN, LOCK_WAIT_ENV,
 };
 pub use discover::{discover, plan, Discovered, Layout, NvlDomains, Plan};
 pub use scheduler::{fill_cache, Call, Scheduler};

@@ -35,7 +35,8 @@
 //! bug).
 //! A topology whose NPU count is not the communicator's rank count is never compiled.
 
-use super::cache::{compile_decision, BandCache, Decision, Found};
+use super::cache::{compile_decision, BandCache, Decision, Found, Notice};
+use super::config::LOCK_WAIT_ENV;
 use super::{discover, Config, Log};
 use crate::budget::MemoryLimit;
 use crate::collective::CollectiveKind;
@@ -181,7 +182,8 @@ fn sized(config: &Config, topo: Topology, log: &dyn Log) -> crate::Result<Size> 
     let options = compile_options(config, &topo, log);
     let compiler = BandCompiler::new(topo, options)?;
     let memory = MemoryLimit::default().bytes();
-    let cache = BandCache::new(&config.cache_dir, &compiler, memory);
+    let cache =
+        BandCache::new(&config.cache_dir, &compiler, memory).with_lock_wait(config.lock_wait);
     Ok(Size {
         compiler,
         cache,
@@ -206,19 +208,24 @@ fn decide(
         format_size(band.min_bytes),
         format_size(band.max_bytes)
     );
-    let rebuilding = |why: &str| {
-        log.warn(&format!(
+    let notice = |notice: Notice| {
+        match notice {
+        Notice::Rebuilding(why) => log.warn(&format!(
             "{} (the cache was changed behind tacos's back, or a write was cut short); compiling {what} again",
             echo(why)
-        ))
+        )),
+        Notice::StillLocked(lock, wait) => log.warn(&format!(
+            "{} was still locked by another process after {} ms ({LOCK_WAIT_ENV}); compiling {what} here too",
+            lock.display(),
+            wait.as_millis()
+        )),
+    }
     };
     let opened = crate::panics::catch(|| {
         if size.unwritable {
             return Ok(None);
         }
-        size.cache
-            .open_band(&size.compiler, key, &rebuilding)
-            .map(Some)
+        size.cache.open_band(&size.compiler, key, &notice).map(Some)
     });
     let decided = match opened {
         Ok(Ok(Some((decision, found)))) => Ok((decision, found, None)),
@@ -353,9 +360,19 @@ pub fn fill_cache(
         for in_place in options.placements.flags(kind) {
             for &band in size.compiler.bands() {
                 let key = (kind, in_place, band);
-                let rebuilding =
-                    |why: &str| log.warn(&format!("{}; compiling that band again", echo(why)));
-                match size.cache.open_band(&size.compiler, key, &rebuilding) {
+                let notice = |notice: Notice| {
+                    match notice {
+                    Notice::Rebuilding(why) => {
+                        log.warn(&format!("{}; compiling that band again", echo(why)))
+                    }
+                    Notice::StillLocked(lock, wait) => log.warn(&format!(
+                        "{} was still locked by another process after {} ms; compiling that band here too",
+                        lock.display(),
+                        wait.as_millis()
+                    )),
+                }
+                };
+                match size.cache.open_band(&size.compiler, key, &notice) {
                     Ok((Decision::NoProgram(why), _)) => log.warn(&format!(
                         "no program for {kind} {} from {}: {}",
                         if in_place { "in place" } else { "out of place" },
@@ -381,12 +398,13 @@ fn topology(config: &Config, ranks: usize, log: &dyn Log) -> Result<Option<Topol
     let nodes = match (config.nodes, &config.nccl_topo_file) {
         (Some(n), _) => n,
         (None, Some(file)) if config.topology.is_none() => match gpus_per_node(file) {
-            Some(g) if g > 0 && ranks % g == 0 => ranks / g,
-            _ => {
+            Ok(g) if g > 0 && ranks % g == 0 => ranks / g,
+            Ok(_) => {
                 return Err(format!(
                     "{ranks} ranks are not a whole number of nodes of {file}; set TACOS_NODES"
                 ))
             }
+            Err(e) => return Err(e.to_string()),
         },
         _ => 1,
     };
@@ -406,10 +424,8 @@ fn topology(config: &Config, ranks: usize, log: &dyn Log) -> Result<Option<Topol
 }
 
 /// GPUs one NCCL topology file describes.
-fn gpus_per_node(file: &str) -> Option<usize> {
-    nccl_xml::read(Path::new(file), &NcclImportOptions::default())
-        .ok()
-        .map(|i| i.topology.npus())
+fn gpus_per_node(file: &str) -> crate::Result<usize> {
+    nccl_xml::read(Path::new(file), &NcclImportOptions::default()).map(|i| i.topology.npus())
 }
 
 #[cfg(test)]

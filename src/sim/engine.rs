@@ -17,15 +17,17 @@
 use super::ready::{Readiness, Routes};
 use super::workload::Workload;
 use super::{MessageTiming, SimResult};
+use crate::budget::Allowance;
 use crate::error::Result;
 use crate::schedule::{later, link_time_ps};
 use crate::topology::Topology;
 use crate::units::Picos;
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::ops::Range;
 
-pub(super) fn run(topo: &Topology, work: &Workload) -> Result<SimResult> {
-    Engine::new(topo, work)?.run()
+pub(super) fn run(topo: &Topology, work: &Workload, room: Allowance) -> Result<SimResult> {
+    Engine::new(topo, work, room)?.run()
 }
 
 struct Engine<'a> {
@@ -59,10 +61,10 @@ struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    fn new(topo: &'a Topology, work: &'a Workload) -> Result<Engine<'a>> {
+    fn new(topo: &'a Topology, work: &'a Workload, room: Allowance) -> Result<Engine<'a>> {
         let n = work.len();
         let links = topo.links().len();
-        let routes = Routes::new(topo, work)?;
+        let routes = Routes::new(topo, work, room)?;
         let planned = work
             .planned
             .as_deref()
@@ -177,7 +179,11 @@ impl<'a> Engine<'a> {
 
     fn serve_touched(&mut self, now: Picos) -> Result<()> {
         let mut touched = std::mem::take(&mut self.touched);
-        let mut switched = Vec::new();
+        // A link is touched once per message joining or leaving it; serving it once is
+        // the same, and keeps what follows to one pass over each queue.
+        touched.sort_unstable();
+        touched.dedup();
+        let mut switched = BinaryHeap::new();
         let mut planned_links = Vec::new();
         for &link in &touched {
             if self
@@ -191,50 +197,68 @@ impl<'a> Engine<'a> {
                 continue;
             }
             order_arrivals(&mut self.queues[link as usize], now);
+            if self.link_busy[link as usize] {
+                continue;
+            }
             let l = self.topo.link(link as usize);
             if self.topo.is_switch(l.src) || self.topo.is_switch(l.dst) {
-                if !self.link_busy[link as usize] {
-                    switched.extend(self.queues[link as usize].iter().copied());
+                if let Some(&first) = self.queues[link as usize].front() {
+                    switched.push(Reverse((first, link, 0u32)));
                 }
-            } else if !self.link_busy[link as usize] {
-                if let Some((_, m)) = self.queues[link as usize].pop_front() {
-                    self.start(m as usize, now)?;
-                }
+            } else if let Some((_, m)) = self.queues[link as usize].pop_front() {
+                self.start(m as usize, now)?;
             }
         }
         touched.clear();
         self.touched = touched;
-        // Switched hops waiting on a freed link, in queue order across all of them.
-        switched.sort_unstable();
-        switched.dedup();
-        for (_, m) in switched {
-            let m = m as usize;
-            let hop = self.hop_range(m);
-            let links = &self.route_links[hop.clone()];
-            if links.iter().all(|&l| !self.link_busy[l as usize]) {
-                for i in hop {
-                    let link = self.route_links[i] as usize;
-                    self.queues[link].retain(|e| e.1 as usize != m);
-                }
-                self.start(m, now)?;
-            }
-        }
-        planned_links.sort_unstable();
-        planned_links.dedup();
+        self.serve_switched(switched, now)?;
         for link in planned_links {
             self.serve_planned(link, now)?;
         }
         Ok(())
     }
 
+    /// Starts the switched hops waiting on the freed links whose queue heads `cursors`
+    /// holds, in queue order across all of them (time reached, index): each hop whose links
+    /// are all free. Every message in a link's queue crosses that link, so once the link
+    /// is taken the rest of its queue waits: each queue is read only up to there.
+    fn serve_switched(&mut self, mut cursors: BinaryHeap<Cursor>, now: Picos) -> Result<()> {
+        while let Some(Reverse(((_, m), link, at))) = cursors.pop() {
+            if self.link_busy[link as usize] {
+                continue;
+            }
+            let m = m as usize;
+            let hop = self.hop_range(m);
+            if self.route_links[hop.clone()]
+                .iter()
+                .all(|&l| !self.link_busy[l as usize])
+            {
+                for i in hop {
+                    let l = self.route_links[i] as usize;
+                    self.queues[l].retain(|e| e.1 as usize != m);
+                }
+                self.start(m, now)?;
+                continue;
+            }
+            if let Some(&next) = self.queues[link as usize].get(at as usize + 1) {
+                cursors.push(Reverse((next, link, at + 1)));
+            }
+        }
+        Ok(())
+    }
+
     /// Starts the messages due next on free link `link` (planned order) whose hops can
     /// start: every link free, and no message planned earlier on any of them still to go.
+    /// Once one starts the link is taken, and the rest wait: each call reads the due
+    /// messages only up to there.
     fn serve_planned(&mut self, link: usize, now: Picos) -> Result<()> {
-        let Some(p) = &self.planned else {
-            return Ok(());
-        };
-        let due: Vec<usize> = p.due(link).collect();
-        for m in due {
+        let mut at = 0;
+        while !self.link_busy[link] {
+            let Some((position, m)) = self.planned.as_ref().and_then(|p| p.next_due(link, at))
+            else {
+                return Ok(());
+            };
+            at = position + 1;
             let hop = self.hop_range(m);
             let Some(p) = &self.planned else {
                 return Ok(());
@@ -282,6 +306,10 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 }
+
+/// A place in a free link's queue: the entry there (time reached, message), the link and
+/// the entry's position, least entry first.
+type Cursor = Reverse<((Picos, u32), u32, u32)>;
 
 /// Whether a schedule's times are a timing, not just an order: every message crosses one
 /// hop (a link, or a route through switches) and takes exactly its cut-through time, as
@@ -379,14 +407,18 @@ impl Planned {
         self.user_start[link] != self.user_start[link + 1]
     }
 
-    /// The messages not started on `link` that are planned first (at the same time).
-    fn due(&self, link: usize) -> impl Iterator<Item = usize> + '_ {
-        let range = self.first_open[link] as usize..self.user_start[link + 1] as usize;
-        let first = self.users.get(range.start).map(|&m| self.times[m as usize]);
-        range
+    /// The first message not started on `link` that is planned first there (at the time
+    /// of the first not started), at or after position `at` of the link's list: its
+    /// position and the message.
+    fn next_due(&self, link: usize, at: usize) -> Option<(usize, usize)> {
+        let open = self.first_open[link] as usize;
+        let end = self.user_start[link + 1] as usize;
+        let first = self.times[*self.users[open..end].first()? as usize];
+        (at.max(open)..end)
             .filter(|&p| !self.started[p])
-            .map(|p| self.users[p] as usize)
-            .take_while(move |&m| Some(self.times[m]) == first)
+            .map(|p| (p, self.users[p] as usize))
+            .take_while(|&(_, m)| self.times[m] == first)
+            .next()
     }
 
     /// Whether no message planned before `m` on `link` is still to start there.

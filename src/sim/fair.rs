@@ -29,6 +29,7 @@
 use super::ready::{Readiness, Routes};
 use super::workload::Workload;
 use super::{MessageTiming, SimResult};
+use crate::budget::Allowance;
 use crate::error::{Error, Result};
 use crate::schedule::{later, time_limit};
 use crate::topology::Topology;
@@ -42,8 +43,8 @@ pub const MAX_CONCURRENT_FLOWS: usize = 1 << 16;
 /// How close to a whole picosecond (relatively) a completion counts as that picosecond.
 const SAME_PICOSECOND: f64 = 1e-12;
 
-pub(super) fn run(topo: &Topology, work: &Workload) -> Result<SimResult> {
-    Fair::new(topo, work)?.run()
+pub(super) fn run(topo: &Topology, work: &Workload, room: Allowance) -> Result<SimResult> {
+    Fair::new(topo, work, room)?.run()
 }
 
 struct Fair<'a> {
@@ -73,10 +74,10 @@ struct Fair<'a> {
 }
 
 impl<'a> Fair<'a> {
-    fn new(topo: &'a Topology, work: &'a Workload) -> Result<Fair<'a>> {
+    fn new(topo: &'a Topology, work: &'a Workload, room: Allowance) -> Result<Fair<'a>> {
         let n = work.len();
         let links = topo.links().len();
-        let routes = Routes::new(topo, work)?;
+        let routes = Routes::new(topo, work, room)?;
         Ok(Fair {
             topo,
             work,

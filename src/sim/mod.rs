@@ -33,7 +33,7 @@ pub use heatmap::heatmap_svg;
 pub use replay::{replay_stream, Replayed};
 pub use report::{bus_factor, LinkLoad, SimReport};
 
-use crate::budget::{self, MemoryLimit};
+use crate::budget::{self, Allowance, MemoryLimit};
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::topology::{NpuId, Topology};
@@ -96,10 +96,10 @@ impl Sharing {
         }
     }
 
-    fn run(self, topo: &Topology, work: &Workload) -> Result<SimResult> {
+    fn run(self, topo: &Topology, work: &Workload, room: Allowance) -> Result<SimResult> {
         match self {
-            Sharing::Serial => engine::run(topo, work),
-            Sharing::Fair => fair::run(topo, work),
+            Sharing::Serial => engine::run(topo, work, room),
+            Sharing::Fair => fair::run(topo, work, room),
         }
     }
 }
@@ -136,8 +136,8 @@ pub fn simulate_messages_with(
     messages: &[Message],
     sharing: Sharing,
 ) -> Result<SimResult> {
-    admit(topo, messages.len())?;
-    sharing.run(topo, &Workload::from_messages(topo, messages)?)
+    let room = admit(topo, messages.len())?;
+    sharing.run(topo, &Workload::from_messages(topo, messages)?, room)
 }
 
 /// Simulates a schedule: each transfer becomes a message that depends on every transfer
@@ -153,15 +153,19 @@ pub fn simulate_schedule_with(
     schedule: &Schedule,
     sharing: Sharing,
 ) -> Result<SimResult> {
-    admit(topo, schedule.transfers.len())?;
-    sharing.run(topo, &Workload::from_schedule(topo, schedule)?)
+    let room = admit(topo, schedule.transfers.len())?;
+    sharing.run(topo, &Workload::from_schedule(topo, schedule)?, room)
 }
 
-/// Refuses a simulation whose state would not fit the memory limit.
-fn admit(topo: &Topology, messages: usize) -> Result<()> {
-    MemoryLimit::default().admit(budget::simulation(topo, messages as u64), || {
+/// Refuses a simulation whose state would not fit the memory limit; the room left for
+/// its routes.
+fn admit(topo: &Topology, messages: usize) -> Result<Allowance> {
+    let limit = MemoryLimit::default();
+    let estimate = budget::simulation(topo, messages as u64);
+    limit.admit(estimate, || {
         format!("simulating {messages} messages on {}", topo.name())
-    })
+    })?;
+    Ok(Allowance::new(limit, estimate))
 }
 
 /// The messages of a schedule, with data dependencies taken from its transfer order: the

@@ -6,6 +6,7 @@
 
 use super::route::Router;
 use super::workload::{ArrivalGroups, Dependencies, Workload, NONE};
+use crate::budget::{self, Allowance};
 use crate::error::{Error, Result};
 use crate::topology::Topology;
 use std::collections::HashMap;
@@ -17,15 +18,30 @@ pub(super) struct Routes {
 }
 
 impl Routes {
-    pub fn new(topo: &Topology, work: &Workload) -> Result<Routes> {
+    /// Routes every message of `work`, taking what the routes hold from `room`.
+    pub fn new(topo: &Topology, work: &Workload, room: Allowance) -> Result<Routes> {
         let n = work.len();
-        let mut router = Router::new(topo);
+        let mut router = Router::new(topo, room);
         let mut start = Vec::with_capacity(n + 1);
         let mut links = Vec::with_capacity(n);
         start.push(0);
         for (m, (&src, &dst)) in work.src.iter().zip(&work.dst).enumerate() {
+            let before = links.len();
             router.route(src as usize, dst as usize, work.bytes.of(m), &mut links)?;
-            start.push(links.len() as u32);
+            let hops = (links.len() - before) as u64;
+            router.take(hops * budget::ROUTE_LINK, || {
+                format!(
+                    "simulating {n} messages on {}, {} links of routes so far",
+                    topo.name(),
+                    links.len()
+                )
+            })?;
+            start.push(u32::try_from(links.len()).map_err(|_| Error::Limit {
+                what: "links of message routes",
+                value: links.len() as u64,
+                limit: u32::MAX as u64,
+                context: format!("simulating {n} messages on {}", topo.name()),
+            })?);
         }
         Ok(Routes { start, links })
     }

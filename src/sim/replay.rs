@@ -27,7 +27,7 @@ use super::landed::LandedTimes;
 use super::route::Router;
 use super::workload::check_endpoints;
 use super::SimResult;
-use crate::budget::{self, MemoryLimit};
+use crate::budget::{self, Allowance, MemoryLimit};
 use crate::collective::Collective;
 use crate::error::Result;
 use crate::schedule::in_flight::{InFlight, LOOKAHEAD};
@@ -59,9 +59,13 @@ pub fn replay_stream<R: BufRead>(stream: StreamReader<R>, topo: &Topology) -> Re
         header.collective.npus.len(),
         header.collective.chunks_per_npu
     );
-    MemoryLimit::default().admit(budget::replay(&header.collective, topo), || doing.clone())?;
+    let limit = MemoryLimit::default();
+    let estimate = budget::replay(&header.collective, topo);
+    limit.admit(estimate, || doing.clone())?;
     let chunks = Collective::new(topo, header.collective)?.chunk_count();
-    let mut replay = Replay::new(topo, header.chunk_bytes, chunks, doing);
+    // The router takes its route trees from the room as it builds them.
+    let room = Allowance::new(limit, estimate.saturating_sub(budget::route_trees(topo)));
+    let mut replay = Replay::new(topo, header.chunk_bytes, chunks, doing, room);
     // Read a few transfers ahead, so that their times are fetched before they are read.
     let mut ahead: VecDeque<Transfer> = VecDeque::with_capacity(LOOKAHEAD + 1);
     let mut stream = stream.fuse();
@@ -115,7 +119,13 @@ struct Replay<'a> {
 }
 
 impl<'a> Replay<'a> {
-    fn new(topo: &'a Topology, bytes: f64, chunks: usize, doing: String) -> Replay<'a> {
+    fn new(
+        topo: &'a Topology,
+        bytes: f64,
+        chunks: usize,
+        doing: String,
+        room: Allowance,
+    ) -> Replay<'a> {
         let links = topo.links().len();
         Replay {
             topo,
@@ -128,7 +138,7 @@ impl<'a> Replay<'a> {
             planned_at: vec![None; links],
             busy_ps: vec![0; links],
             link_bytes: vec![0.0; links],
-            router: Router::new(topo),
+            router: Router::new(topo, room),
             route: Vec::new(),
             time_ps: 0,
         }

@@ -1,6 +1,8 @@
 //! Routes for messages between non-neighbours: through switches only where such a route
-//! exists (`Topology::route_tree`), else shortest paths by alpha-beta cost.
+//! exists (`Topology::route_tree`), else shortest paths by alpha-beta cost. A route through
+//! switches longer than `MAX_ROUTE_LINKS` is an error naming the pair, as everywhere else.
 
+use crate::budget::Allowance;
 use crate::error::{Error, Npus, Result};
 use crate::topology::{Link, LinkId, NpuId, RouteTree, Topology};
 use crate::units::Picos;
@@ -16,16 +18,25 @@ pub(super) struct Router<'a> {
     switched: HashMap<NpuId, RouteTree>,
     /// The last route through switches found, kept to route the next without allocating.
     route: Vec<LinkId>,
+    /// The memory the trees (and the caller's routes) may take.
+    room: Allowance,
 }
 
 impl<'a> Router<'a> {
-    pub fn new(topo: &'a Topology) -> Router<'a> {
+    /// A router whose trees take their memory from `room`.
+    pub fn new(topo: &'a Topology, room: Allowance) -> Router<'a> {
         Router {
             topo,
             trees: HashMap::new(),
             switched: HashMap::new(),
             route: Vec::new(),
+            room,
         }
+    }
+
+    /// Takes `bytes` more from the router's room (what a caller keeps per route).
+    pub fn take(&mut self, bytes: u64, doing: impl FnOnce() -> String) -> Result<()> {
+        self.room.take(bytes, doing)
     }
 
     /// Appends the links from `src` to `dst` to `path`, in order.
@@ -35,15 +46,28 @@ impl<'a> Router<'a> {
             return Ok(());
         }
         let topo = self.topo;
+        let doing = || format!("routing messages on {} from NPU {src}", topo.name());
         if topo.has_switches() {
-            let tree = self
-                .switched
-                .entry(src)
-                .or_insert_with(|| topo.route_tree(src));
-            if tree.route_into(topo, dst, &mut self.route) {
-                path.extend(self.route.iter().map(|&l| l as u32));
-                return Ok(());
+            if !self.switched.contains_key(&src) {
+                let tree = topo.route_tree(src);
+                // The tree, its slot and the map's slack.
+                self.room.take(tree.held_bytes() as u64 + 64, doing)?;
+                self.switched.insert(src, tree);
             }
+            match self.switched[&src].try_route_into(topo, dst, &mut self.route) {
+                Ok(()) => {
+                    path.extend(self.route.iter().map(|&l| l as u32));
+                    return Ok(());
+                }
+                // A route through switches past the limit is a mistake in the fabric, not
+                // a reason to relay through the switches store-and-forward.
+                Err(Some(links)) => return Err(topo.route_too_long(src, dst, links)),
+                Err(None) => {}
+            }
+        }
+        if !self.trees.contains_key(&(src, bytes.to_bits())) {
+            // The search's distances (16 a vertex) and the tree it leaves (16 a vertex).
+            self.room.take(topo.vertices() as u64 * 32, doing)?;
         }
         let tree = self
             .trees

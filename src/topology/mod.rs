@@ -554,8 +554,9 @@ impl Topology {
                 .entry((l.bandwidth_gbps.to_bits(), l.latency_us.to_bits()))
                 .or_default() += 1;
         }
-        let diameter_computed =
-            (alive.len() as u128) * (self.links.len() as u128 + 1) <= DIAMETER_SEARCH_MAX;
+        // Each search visits every vertex (its table) and every link.
+        let steps = (self.vertices() as u128 + self.links.len() as u128).max(1);
+        let diameter_computed = (alive.len() as u128) * steps <= DIAMETER_SEARCH_MAX;
         let mut diameter = diameter_computed.then_some(0);
         for &s in alive.iter().filter(|_| diameter_computed) {
             let dist = self.hops_from(s);
@@ -564,6 +565,10 @@ impl Topology {
                     (_, usize::MAX) | (None, _) => None,
                     (Some(a), b) => Some(a.max(b)),
                 };
+            }
+            if diameter.is_none() {
+                // Some NPU cannot reach another: no diameter, whatever the other searches.
+                break;
             }
         }
         TopologyStats {
@@ -587,8 +592,9 @@ impl Topology {
     }
 }
 
-/// The most search steps (alive NPUs x links) `stats` spends on the exact diameter, one
-/// breadth-first search per NPU: about a second; larger topologies are reported without it.
+/// The most search steps (alive NPUs x (vertices + links)) `stats` spends on the exact
+/// diameter, one breadth-first search per NPU: about a second; larger topologies are
+/// reported without it.
 pub const DIAMETER_SEARCH_MAX: u128 = 1 << 30;
 
 /// Links sharing one bandwidth and latency.

@@ -28,7 +28,9 @@
 //! Every figure is checked before use: bandwidths (options, PCIe `link_speed` x
 //! `link_width`, `<net speed>`) and latencies against `limits`' ranges, NVLink counts
 //! from 1 to `MAX_NVLINK_COUNT`, and the vertices and links of all nodes together against
-//! `MAX_NPUS` and `MAX_LINKS` before any link is built.
+//! `MAX_NPUS` and `MAX_LINKS` before any link is built. The GPUs are checked against each
+//! other too (`check_consistent`): a repeated bus id or device number, or an NVLink to a GPU
+//! the file lacks, is an error naming the element.
 
 use super::limits::{
     bandwidth_in_range, check_bandwidth, check_latency, check_links, check_npus, BANDWIDTH_ALLOWED,
@@ -36,7 +38,7 @@ use super::limits::{
 use super::{Link, Topology};
 use crate::error::{echo, Error, Result};
 use crate::xmltree::{self, Element};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 /// Figures the file may lack, and how many nodes the cluster has.
@@ -89,6 +91,10 @@ struct Gpu {
     sm: Option<u32>,
     /// (target bus id, NVLink count, target class when given)
     nvlinks: Vec<(String, u32, Option<String>)>,
+    /// Where the GPU's `<pci>` element and each of its `<nvlink>` elements are, for
+    /// errors: `origin:line:column`.
+    at: String,
+    nvlinks_at: Vec<String>,
     /// Bus ids (or `cpu<numa>`) of the PCI ancestors, outermost first.
     ancestors: Vec<String>,
     pcie_gbps: Option<f64>,
@@ -121,12 +127,13 @@ pub fn parse(text: &str, origin: &str, options: &NcclImportOptions) -> Result<Nc
         )));
     }
     check_options(options)?;
-    let (mut gpus, nics, switch_busids) = collect(&root, origin)?;
+    let (mut gpus, nics, switch_busids, listed) = collect(&root, origin)?;
     if gpus.is_empty() {
         return Err(Error::Spec(format!(
             "{origin}: no GPU found (no <pci> of class 0x0300 or 0x0302)"
         )));
     }
+    check_consistent(&gpus, &switch_busids, &listed)?;
     // Rank order: the CUDA device number where the file gives it, else bus id order.
     gpus.sort_by(|a, b| (a.dev, &a.busid).cmp(&(b.dev, &b.busid)));
     let mut warnings = Vec::new();
@@ -239,12 +246,14 @@ fn number<T: std::str::FromStr>(e: &Element, key: &str, origin: &str) -> Result<
         .transpose()
 }
 
-type Collected = (Vec<Gpu>, Vec<Nic>, Vec<String>);
+/// The GPUs, the NICs, the NVSwitches' bus ids and every `<pci>` bus id in the file.
+type Collected = (Vec<Gpu>, Vec<Nic>, Vec<String>, HashSet<String>);
 
 fn collect(root: &Element, origin: &str) -> Result<Collected> {
     let mut gpus = Vec::new();
     let mut nics = Vec::new();
     let mut switches = Vec::new();
+    let mut listed = HashSet::new();
     for (path, e) in root.walk() {
         let ancestors: Vec<String> = path
             .iter()
@@ -254,6 +263,9 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                 _ => None,
             })
             .collect();
+        if e.name == "pci" {
+            listed.extend(e.attr("busid").map(str::to_ascii_lowercase));
+        }
         match e.name.as_str() {
             "pci" if is_gpu(&class_of(e)) => {
                 let busid = e
@@ -267,6 +279,7 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                     .to_ascii_lowercase();
                 let gpu_el = e.children.iter().find(|c| c.name == "gpu");
                 let mut nvlinks = Vec::new();
+                let mut nvlinks_at = Vec::new();
                 let (mut dev, mut sm) = (None, None);
                 if let Some(gpu_el) = gpu_el {
                     dev = number(gpu_el, "dev", origin)?;
@@ -293,6 +306,7 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                             count,
                             l.attr("tclass").map(str::to_ascii_lowercase),
                         ));
+                        nvlinks_at.push(format!("{origin}:{}:{}", l.line, l.column));
                     }
                 }
                 gpus.push(Gpu {
@@ -300,6 +314,8 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                     dev,
                     sm,
                     nvlinks,
+                    at: format!("{origin}:{}:{}", e.line, e.column),
+                    nvlinks_at,
                     ancestors,
                     pcie_gbps: pcie_gbps(e, origin)?,
                 });
@@ -344,7 +360,57 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
             _ => {}
         }
     }
-    Ok((gpus, nics, switches))
+    Ok((gpus, nics, switches, listed))
+}
+
+/// Refuses a file whose GPUs contradict each other, naming the element: two GPUs with one
+/// bus id or one CUDA device number, an NVLink from a GPU to itself, or one to a bus id
+/// that the file lists nowhere and whose class (`tclass`) does not say it is an NVSwitch
+/// or a CPU (an NVLink whose class says GPU must lead to one of the file's GPUs). Silently
+/// dropped, such an NVLink would change the topology.
+fn check_consistent(gpus: &[Gpu], switches: &[String], listed: &HashSet<String>) -> Result<()> {
+    let mut busids: HashMap<&str, &str> = HashMap::new();
+    let mut devs: HashMap<usize, &str> = HashMap::new();
+    for gpu in gpus {
+        if let Some(first) = busids.insert(&gpu.busid, &gpu.at) {
+            return Err(Error::Spec(format!(
+                "{}: GPU <pci busid=\"{}\"> has the bus id of the GPU at {first}",
+                gpu.at,
+                echo(&gpu.busid)
+            )));
+        }
+        if let Some(dev) = gpu.dev {
+            if let Some(first) = devs.insert(dev, &gpu.at) {
+                return Err(Error::Spec(format!(
+                    "{}: GPU <gpu dev=\"{dev}\"> has the device number of the GPU at {first}",
+                    gpu.at
+                )));
+            }
+        }
+    }
+    for gpu in gpus {
+        for ((target, _, tclass), at) in gpu.nvlinks.iter().zip(&gpu.nvlinks_at) {
+            let to_gpu = busids.contains_key(target.as_str());
+            let why = if *target == gpu.busid {
+                "leads back to its own GPU"
+            } else if to_gpu || switches.contains(target) {
+                continue;
+            } else if tclass.as_deref().is_some_and(is_gpu) {
+                "is a GPU by its tclass, but the file lists no GPU with that bus id"
+            } else if tclass.is_some() || listed.contains(target) {
+                // An NVSwitch or a CPU, said by its class or listed in the PCI tree.
+                continue;
+            } else {
+                "names a bus id the file lists nowhere, and no tclass says what it is"
+            };
+            return Err(Error::Spec(format!(
+                "{at}: <nvlink target=\"{}\"> of the GPU at {} {why}",
+                echo(target),
+                gpu.at
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// NVLink bandwidth per link for a GPU generation, per direction.

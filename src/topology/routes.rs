@@ -81,6 +81,17 @@ impl RouteTree {
         self.links_into(topo, dst, route).is_ok()
     }
 
+    /// As `route_into`, saying why there is no route: `Err(Some(links))` where the route
+    /// through switches is longer than `MAX_ROUTE_LINKS`, `Err(None)` where there is none.
+    pub(crate) fn try_route_into(
+        &self,
+        topo: &Topology,
+        dst: NpuId,
+        route: &mut Vec<LinkId>,
+    ) -> std::result::Result<(), Option<usize>> {
+        self.links_into(topo, dst, route)
+    }
+
     /// How many vertices the tree holds: `src` and the switches reached.
     pub(crate) fn held(&self) -> usize {
         self.vertices.len()
@@ -333,21 +344,27 @@ impl Topology {
             Err(None)
         };
         found.map(|()| route).map_err(|too_long| match too_long {
-            Some(links) => Error::Limit {
-                what: "links",
-                value: links as u64,
-                limit: MAX_ROUTE_LINKS as u64,
-                context: format!(
-                    "the route from {} to {} through switches",
-                    self.vertex_label(src),
-                    self.vertex_label(dst)
-                ),
-            },
+            Some(links) => self.route_too_long(src, dst, links),
             None => Error::Disconnected {
                 from: Npus::Npu(src),
                 to: Npus::Npu(dst),
             },
         })
+    }
+
+    /// The error for a route of `links` links from `src` to `dst` through switches, past
+    /// `MAX_ROUTE_LINKS`.
+    pub(crate) fn route_too_long(&self, src: NpuId, dst: NpuId, links: usize) -> Error {
+        Error::Limit {
+            what: "links",
+            value: links as u64,
+            limit: MAX_ROUTE_LINKS as u64,
+            context: format!(
+                "the route from {} to {} through switches",
+                self.vertex_label(src),
+                self.vertex_label(dst)
+            ),
+        }
     }
 }
 

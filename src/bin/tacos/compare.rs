@@ -76,6 +76,11 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         check_writable_dir(path, "the heat map")?;
     }
     let (topo, base) = args.topology.with_base()?;
+    if args.heatmap.is_some() {
+        tacos::draw::topology::check_drawable(&topo)?;
+    }
+    let requested = args.collective.spec(&topo);
+    super::check_moves_data(&requested)?;
     let search = Search {
         chunks: args.collective.chunks_per_npu,
         seed: args.seed,
@@ -86,7 +91,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         collective,
         seed,
         outcome,
-    } = synthesized(&topo, &args.collective.spec(&topo), &search, args.sharing)?;
+    } = synthesized(&topo, &requested, &search, args.sharing)?;
     drop(spinner);
     let spec = collective.spec().clone();
     let baselines = baselines_for(&spec);

@@ -1,7 +1,10 @@
 //! `tacos compile`: a topology's MSCCL algorithm directory, and `--check` of one.
 
 use super::progress::ProgressHandle;
-use super::{at_least_one, collective_kind, CostArgs, TargetArgs, TopologyArgs};
+use super::{
+    at_least_one, chunk_count, collective_kind, job_count, seed_count, CostArgs, TargetArgs,
+    TopologyArgs,
+};
 use anyhow::bail;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -58,12 +61,12 @@ pub struct CompileArgs {
     /// Buffer placements: both, inplace or outofplace [default: both]
     #[arg(long, value_parser = placements)]
     pub inplace: Option<Placements>,
-    /// Seeds tried for every K [default: 2]
+    /// Seeds tried for every K, 1 to 4096 [default: 2]
     #[arg(long, value_parser = seeds)]
     pub seeds: Option<u64>,
     /// Chunks per NPU (K) tried, comma-separated; a K above the smallest is skipped where
     /// its chunks would be under 4 KiB [default: 1,2,4,8,16,32]
-    #[arg(short = 'k', long, value_delimiter = ',', value_parser = at_least_one)]
+    #[arg(short = 'k', long, value_delimiter = ',', value_parser = chunk_count)]
     pub chunks: Option<Vec<usize>>,
     /// Leave the baselines out (no speedup against them is reported)
     #[arg(long)]
@@ -73,8 +76,8 @@ pub struct CompileArgs {
     /// lowered); other options still apply
     #[arg(long)]
     pub fast: bool,
-    /// Worker threads (0: one per core)
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads (0: one per core; at most 256)
+    #[arg(long, default_value_t = 0, value_parser = job_count)]
     pub jobs: usize,
     /// Replace an existing directory even if it is not a compiled one
     #[arg(long)]
@@ -125,7 +128,7 @@ fn placements(s: &str) -> Result<Placements, String> {
 }
 
 fn seeds(s: &str) -> Result<u64, String> {
-    at_least_one(s).map(|n| n as u64)
+    seed_count(s).map(|n| n as u64)
 }
 
 impl CompileArgs {

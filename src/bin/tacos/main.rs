@@ -48,7 +48,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// Most memory one request may hold, e.g. 16GiB; larger ones are refused before they
-    /// allocate [default: TACOS_MAX_MEMORY, else half of this machine's memory]
+    /// allocate [default: TACOS_MAX_MEMORY; at most half of this machine's memory and of
+    /// what ulimit -v and the cgroup's limit leave]
     #[arg(long, global = true, value_name = "SIZE", value_parser = size)]
     pub max_memory: Option<u64>,
 }
@@ -338,6 +339,58 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(v) if v >= 1 => Ok(v),
         _ => Err(format!("'{s}' must be a whole number, at least 1")),
     }
+}
+
+/// An error for a collective over fewer than two NPUs (what `--npus` or `--fail-npus`
+/// can leave): it moves nothing in no time, so every bandwidth of it would read as
+/// infinite or not a number.
+pub fn check_moves_data(spec: &tacos::collective::CollectiveSpec) -> anyhow::Result<()> {
+    if spec.npus.len() < 2 {
+        anyhow::bail!(
+            "the {} takes part on {} NPU(s) ({:?}): a collective moves data between at least 2 (see --npus and --fail-npus)",
+            spec.kind,
+            spec.npus.len(),
+            spec.npus
+        );
+    }
+    Ok(())
+}
+
+/// Most seeds one search tries (`--seeds`): 512 times the most the default tries.
+pub const MAX_SEEDS: usize = 4096;
+
+/// Most worker threads a command starts (`--jobs`).
+pub const MAX_JOBS: usize = 256;
+
+/// Most chunks per NPU (`-k`): past it the per (NPU, chunk) state of the smallest
+/// collective runs to gigabytes.
+pub const MAX_CHUNKS_PER_NPU: usize = 1 << 20;
+
+/// `s` as a whole number within `range`, else why not.
+fn whole_within(s: &str, range: std::ops::RangeInclusive<usize>) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(v) if range.contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' must be a whole number from {} to {}",
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
+/// A `--seeds` count.
+fn seed_count(s: &str) -> Result<usize, String> {
+    whole_within(s, 1..=MAX_SEEDS)
+}
+
+/// A `--jobs` count (0: one per core).
+fn job_count(s: &str) -> Result<usize, String> {
+    whole_within(s, 0..=MAX_JOBS).map_err(|e| format!("{e} (0: one per core)"))
+}
+
+/// A `-k` count of chunks per NPU.
+fn chunk_count(s: &str) -> Result<usize, String> {
+    whole_within(s, 1..=MAX_CHUNKS_PER_NPU)
 }
 
 fn main() -> ExitCode {

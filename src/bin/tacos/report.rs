@@ -21,7 +21,7 @@ use tacos::draw::chart::{LineChart, Series, VLine};
 use tacos::draw::html::Page;
 use tacos::draw::scale::TickFormat;
 use tacos::draw::timeline::{held_links, utilization_chart, Timeline, BUSIEST_ROWS, MAX_ROWS};
-use tacos::draw::topology::{loads_svg, LoadPanel};
+use tacos::draw::topology::{check_drawable, loads_svg, LoadPanel};
 use tacos::fsio::write_atomic;
 use tacos::schedule::Op;
 use tacos::sim::{bus_factor, Sharing, SimReport};
@@ -154,6 +154,8 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
     let (topo, base, first, collective) = match (&args.schedule, &args.xml) {
         (Some(path), _) => {
             let (topo, schedule, own) = read_schedule(&args.topology, &args.collective, path)?;
+            check_drawable(&topo)?;
+            super::check_moves_data(&schedule.collective)?;
             let collective = Collective::new(&topo, schedule.collective.clone())?;
             let m = measure(&topo, &collective, schedule, own, Sharing::Serial, true)?;
             let row = Row {
@@ -164,6 +166,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
         }
         (None, Some(path)) => {
             let (topo, base) = args.topology.with_base()?;
+            check_drawable(&topo)?;
             let executor = args.cost.executor(&topo)?;
             let simulated = simulate_xml(&topo, path, &args.collective, executor.as_ref())?;
             let report = SimReport::new(&topo, &simulated.spec, &simulated.result);
@@ -176,11 +179,13 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
                     run: None,
                 }),
             };
+            super::check_moves_data(&simulated.spec)?;
             let collective = Collective::new(&topo, simulated.spec)?;
             (topo, base, row, collective)
         }
         (None, None) => {
             let (topo, base) = args.topology.with_base()?;
+            check_drawable(&topo)?;
             let mut spec = args.collective.spec(&topo);
             if let Some(npus) = &args.npus {
                 spec.npus = npus.clone();
@@ -190,6 +195,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
                     .then(|| args.collective.root.or(npus.first().copied()))
                     .flatten();
             }
+            super::check_moves_data(&spec)?;
             let spinner = ProgressHandle::spinner("synthesizing", args.quiet);
             let search = Search {
                 chunks: args.collective.chunks_per_npu,

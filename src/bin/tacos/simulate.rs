@@ -4,7 +4,7 @@
 use super::check::open_stream;
 use super::progress::ProgressHandle;
 use super::simulate_nccl::{self, NcclArgs};
-use super::{at_least_one, collective_kind, sharing, size, CostArgs, TopologyArgs};
+use super::{chunk_count, collective_kind, sharing, size, CostArgs, TopologyArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ pub struct CollectiveArgs {
     /// Chunks per NPU (K) [default: where an algorithm is synthesized (compare, report), the
     /// search `tacos synth` makes (the fastest of 1, 2, 4, 8 within its time budget); for
     /// a baseline 1; or the schedule file's]
-    #[arg(short = 'k', long, value_parser = at_least_one)]
+    #[arg(short = 'k', long, value_parser = chunk_count)]
     pub chunks_per_npu: Option<usize>,
     /// Root NPU of a rooted collective (default: the first NPU)
     #[arg(long)]
@@ -223,6 +223,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         }
         (None, None, None) => bail!("give --schedule FILE, --xml FILE or --baseline NAME"),
     };
+    super::check_moves_data(&spec)?;
     let collective = Collective::new(&topo, spec)?;
     let report = SimReport::new(&topo, collective.spec(), &result);
     // A schedule file moves one chunk per transfer, at its own K: with one message per

@@ -2,7 +2,9 @@
 
 use super::lowering::{describe, LowerArgs};
 use super::progress::ProgressHandle;
-use super::{at_least_one, collective_kind, npu_list, size, NpuList, TopologyArgs};
+use super::{
+    chunk_count, collective_kind, job_count, npu_list, seed_count, size, NpuList, TopologyArgs,
+};
 use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
@@ -47,11 +49,11 @@ pub struct SynthArgs {
     pub seed: u64,
     /// Seeds tried, from --seed on, side by side; the fastest schedule (program with
     /// --xml) is kept. Default: 8 on small problems down to 1 on large ones (NPUs^2 x K
-    /// past 2^18), so that the search stays within about a tenth of a second
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    /// past 2^18), so that the search stays within about a tenth of a second; at most 4096
+    #[arg(long, value_name = "N", value_parser = seed_count)]
     pub seeds: Option<usize>,
-    /// Worker threads for the search and the synthesis (0: one per core)
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads for the search and the synthesis (0: one per core; at most 256)
+    #[arg(long, default_value_t = 0, value_parser = job_count)]
     pub jobs: usize,
     /// Write the schedule (every transfer) as JSON to this file
     #[arg(short, long, value_name = "FILE")]
@@ -126,7 +128,7 @@ fn chunks_per_npu(s: &str) -> Result<Chunks, String> {
     if s.eq_ignore_ascii_case("auto") {
         return Ok(Chunks::Auto);
     }
-    at_least_one(s)
+    chunk_count(s)
         .map(Chunks::Fixed)
         .map_err(|e| format!("{e}, or auto"))
 }
@@ -211,6 +213,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     let trials = (trials.len() > 1).then_some(trials);
     let seed = checked.seed().unwrap_or(args.seed);
     let schedule = checked.schedule();
+    super::check_moves_data(&schedule.collective)?;
     let collective = Collective::new(&topo, schedule.collective.clone())?;
     let k = collective.spec().chunks_per_npu;
     let root = collective.spec().root;

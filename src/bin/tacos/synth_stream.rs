@@ -29,7 +29,9 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
         root: args.root,
         ..Request::new(args.collective, args.size)
     };
-    let collective = Collective::new(topo, request.spec(topo, k))?;
+    let spec = request.spec(topo, k);
+    super::check_moves_data(&spec)?;
+    let collective = Collective::new(topo, spec)?;
     let hidden = args.quiet || args.json;
     // Every NPU but a chunk's first gets it once in each half (an All-Reduce has two);
     // the progress counts the transfers of the matchings spooled first, then those

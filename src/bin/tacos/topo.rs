@@ -69,9 +69,9 @@ pub fn run(cmd: TopoCommand) -> anyhow::Result<()> {
                 "diameter      {}",
                 match (stats.diameter_computed, stats.diameter_hops) {
                     (false, _) => format!(
-                        "not computed ({} alive NPUs x {} links is past {} search steps)",
+                        "not computed ({} alive NPUs x {} vertices and links is past {} search steps)",
                         stats.alive_npus,
-                        stats.links,
+                        stats.npus + stats.switches + stats.links,
                         tacos::topology::DIAMETER_SEARCH_MAX
                     ),
                     (true, None) => "unreachable pairs".to_string(),
