@@ -173,10 +173,14 @@ fn automatic_chunking_keeps_the_fastest_simulated_k() {
     use tacos::pipeline::{self, Options, Request, Trial, AUTO_CHUNKS};
     let topo = tacos::topology::parse_spec("ring:8", &Default::default()).unwrap();
     let kept_is_fastest = |trials: &[Trial], k: usize| {
-        assert_eq!(
-            trials.iter().map(|t| t.chunks_per_npu).collect::<Vec<_>>(),
-            AUTO_CHUNKS
-        );
+        // Each K with its seed, then with planned trees.
+        let tried: Vec<(usize, bool)> =
+            trials.iter().map(|t| (t.chunks_per_npu, t.trees)).collect();
+        let expected: Vec<(usize, bool)> = AUTO_CHUNKS
+            .iter()
+            .flat_map(|&k| [(k, false), (k, true)])
+            .collect();
+        assert_eq!(tried, expected);
         let kept = trials.iter().find(|t| t.chunks_per_npu == k).unwrap();
         let lowest = trials.iter().filter_map(|t| t.simulated_ps).min();
         assert_eq!(kept.simulated_ps, lowest);
@@ -293,8 +297,22 @@ fn synth_keeps_the_fastest_of_its_seeds() {
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let trials = v["chunk_trials"].as_array().unwrap();
-    let seeds: Vec<u64> = trials.iter().map(|t| t["seed"].as_u64().unwrap()).collect();
-    assert_eq!(seeds, [10, 11, 12, 13, 14]);
+    // The five seeds, then planned trees with the first.
+    let seeds: Vec<(u64, bool)> = trials
+        .iter()
+        .map(|t| (t["seed"].as_u64().unwrap(), t["trees"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        seeds,
+        [
+            (10, false),
+            (11, false),
+            (12, false),
+            (13, false),
+            (14, false),
+            (10, true)
+        ]
+    );
     let fastest = trials
         .iter()
         .map(|t| t["simulated_time_us"].as_f64().unwrap())

@@ -3,7 +3,7 @@
 
 use super::progress::ProgressHandle;
 use super::simulate::{print_bounds, sharing_note, CollectiveArgs};
-use super::{at_least_one, sharing, TopologyArgs};
+use super::{seed_count, sharing, TopologyArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -33,8 +33,11 @@ pub struct CompareArgs {
     pub seed: u64,
     /// Seeds tried from --seed on, the fastest kept [default: as `tacos synth`, 8 on small
     /// problems down to 1 on large ones]
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    #[arg(long, value_name = "N", value_parser = seed_count)]
     pub seeds: Option<usize>,
+    /// Leave out the trials with planned trees (as `tacos synth --no-trees`)
+    #[arg(long)]
+    pub no_trees: bool,
     /// How messages crossing a link share it: serial (one at a time, in order of arrival)
     /// or fair (all at once, max-min fair shares of bandwidth, as SimGrid's flow model)
     #[arg(long, default_value = "serial", value_parser = sharing)]
@@ -85,6 +88,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         chunks: args.collective.chunks_per_npu,
         seed: args.seed,
         seeds: args.seeds,
+        trees: !args.no_trees,
     };
     let spinner = ProgressHandle::spinner("synthesizing", args.quiet || args.json);
     let Synthesized {
@@ -264,6 +268,8 @@ pub(super) struct Search {
     pub seed: u64,
     /// Seeds tried from `seed` on; by default `pipeline::default_seeds`.
     pub seeds: Option<usize>,
+    /// Whether planned trees are tried beside the seeds (`pipeline::Options::trees`).
+    pub trees: bool,
 }
 
 /// What `synthesized` found.
@@ -301,6 +307,7 @@ pub(super) fn synthesized(
         seeds: (0..seeds as u64)
             .map(|i| search.seed.wrapping_add(i))
             .collect(),
+        trees: search.trees,
         ..pipeline::Options::default()
     };
     let found = match pipeline::schedule(topo, &request, &options) {

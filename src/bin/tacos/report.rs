@@ -10,7 +10,7 @@ use super::compare::{
 };
 use super::progress::ProgressHandle;
 use super::simulate::{read_schedule, simulate_xml, CollectiveArgs};
-use super::{at_least_one, npu_list, CostArgs, NpuList, TopologyArgs};
+use super::{npu_list, seed_count, CostArgs, NpuList, TopologyArgs};
 use anyhow::Context;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -42,8 +42,11 @@ pub struct ReportArgs {
     pub seed: u64,
     /// Seeds tried from --seed on, the fastest kept [default: as `tacos synth`, 8 on small
     /// problems down to 1 on large ones]
-    #[arg(long, value_name = "N", value_parser = at_least_one, conflicts_with_all = ["schedule", "xml"])]
+    #[arg(long, value_name = "N", value_parser = seed_count, conflicts_with_all = ["schedule", "xml"])]
     pub seeds: Option<usize>,
+    /// Leave out the trials with planned trees (as `tacos synth --no-trees`)
+    #[arg(long, conflicts_with_all = ["schedule", "xml"])]
+    pub no_trees: bool,
     /// Report on this schedule file (from `tacos synth --out`) instead of synthesizing
     #[arg(long, value_name = "FILE", conflicts_with_all = ["xml", "compiled"])]
     pub schedule: Option<PathBuf>,
@@ -201,6 +204,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
                 chunks: args.collective.chunks_per_npu,
                 seed: args.seed,
                 seeds: args.seeds,
+                trees: !args.no_trees,
             };
             let found = synthesized(&topo, &spec, &search, Sharing::Serial)?;
             drop(spinner);

@@ -52,6 +52,12 @@ pub struct SynthArgs {
     /// past 2^18), so that the search stays within about a tenth of a second; at most 4096
     #[arg(long, value_name = "N", value_parser = seed_count)]
     pub seeds: Option<usize>,
+    /// Leave out the trials with planned trees (by default each K is also tried once with
+    /// every chunk spread along a spanning tree planned before matching, where they apply:
+    /// All-Gather, Reduce-Scatter, All-Reduce, Broadcast and Reduce over every NPU, up to
+    /// 512): only the free matching, as the TACOS paper's
+    #[arg(long)]
+    pub no_trees: bool,
     /// Worker threads for the search and the synthesis (0: one per core; at most 256)
     #[arg(long, default_value_t = 0, value_parser = job_count)]
     pub jobs: usize,
@@ -179,6 +185,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             .collect(),
         lowering: lowering.clone().unwrap_or_default(),
         replicate: args.replicate,
+        trees: !args.no_trees,
         ..pipeline::Options::default()
     };
     let spinner = ProgressHandle::spinner("synthesizing", args.quiet || args.json);
