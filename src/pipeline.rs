@@ -42,6 +42,11 @@ use std::time::{Duration, Instant};
 /// The K values an automatic choice tries.
 pub const AUTO_CHUNKS: [usize; 4] = [1, 2, 4, 8];
 
+/// The K values a command's default search ([`default_chunks`]) may try: those of
+/// [`AUTO_CHUNKS`] and, where the search's budget leaves room (small problems), 16, which
+/// pipelines a ring's or a slow dimension's chunks finer.
+pub const SEARCH_CHUNKS: [usize; 5] = [1, 2, 4, 8, 16];
+
 /// K, the chunks each NPU's share is split into: more chunks pipeline better over
 /// multi-hop paths, but every chunk pays each link's latency, so the best K depends on the
 /// size and is found by trying.
@@ -51,7 +56,7 @@ pub enum Chunks {
     /// Each of [`AUTO_CHUNKS`], the fastest kept.
     #[default]
     Auto,
-    /// Each of [`AUTO_CHUNKS`] up to this K (1 at least), the fastest kept: the search
+    /// Each of [`SEARCH_CHUNKS`] up to this K (1 at least), the fastest kept: the search
     /// [`default_chunks`] sizes to the problem.
     UpTo(usize),
 }
@@ -61,7 +66,7 @@ impl Chunks {
         match self {
             Chunks::Fixed(k) => vec![k],
             Chunks::Auto => AUTO_CHUNKS.to_vec(),
-            Chunks::UpTo(most) => AUTO_CHUNKS
+            Chunks::UpTo(most) => SEARCH_CHUNKS
                 .into_iter()
                 .filter(|&k| k == 1 || k <= most)
                 .collect(),
@@ -77,11 +82,12 @@ impl Chunks {
     }
 }
 
-/// The K search a command makes unless told: the values of [`AUTO_CHUNKS`] up to the
+/// The K search a command makes unless told: the values of [`SEARCH_CHUNKS`] up to the
 /// largest whose search, with the seeds [`default_seeds`] gives it, matches at most
 /// [`DEFAULT_SEARCH_WORK`] chunk deliveries (NPUs^2 x K summed over every K and seed,
 /// some 0.3 s of trials), so that small and mid-sized problems get the best K and a large
-/// one is not synthesized fifteen times over: K = 1 alone from 512 NPUs on.
+/// one is not synthesized fifteen times over: up to 16 to 64 NPUs, 8 to 128, K = 1 alone
+/// from 512 NPUs on.
 ///
 /// ```
 /// use tacos::collective::CollectiveKind;
@@ -90,16 +96,16 @@ impl Chunks {
 ///
 /// let request = Request::new(CollectiveKind::AllGather, 1 << 30);
 /// let torus = parse_spec("torus:4x4", &SpecDefaults::default()).unwrap();
-/// assert_eq!(default_chunks(&torus, &request), Chunks::UpTo(8));
+/// assert_eq!(default_chunks(&torus, &request), Chunks::UpTo(16));
 /// let mesh = parse_spec("mesh:32x32", &SpecDefaults::default()).unwrap();
 /// assert_eq!(default_chunks(&mesh, &request), Chunks::UpTo(1));
 /// ```
 pub fn default_chunks(topo: &Topology, request: &Request) -> Chunks {
     let squared = (participants(topo, request) as u64).pow(2);
     let mut most = 1;
-    for (i, &k) in AUTO_CHUNKS.iter().enumerate() {
+    for (i, &k) in SEARCH_CHUNKS.iter().enumerate() {
         let seeds = seeds_for_work(squared.saturating_mul(k as u64)) as u64;
-        let summed: u64 = AUTO_CHUNKS[..=i].iter().map(|&k| k as u64).sum();
+        let summed: u64 = SEARCH_CHUNKS[..=i].iter().map(|&k| k as u64).sum();
         if seeds.saturating_mul(squared).saturating_mul(summed) <= DEFAULT_SEARCH_WORK {
             most = k;
         }

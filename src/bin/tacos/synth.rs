@@ -32,8 +32,9 @@ pub struct SynthArgs {
     /// Chunks per NPU (K): each NPU's share is split into K chunks; `auto` tries 1, 2, 4
     /// and 8 and keeps the fastest in simulation (with --xml, the fastest verified program
     /// within the target). Default: auto with --xml (as the C API and compile), else the
-    /// values of 1, 2, 4, 8 whose search stays within the time --seeds budgets (every one
-    /// up to 128 NPUs, K = 1 alone from 512 on); `-k 1` is the TACOS paper's setting
+    /// values of 1, 2, 4, 8, 16 whose search stays within the time --seeds budgets (up to
+    /// 16 to 64 NPUs, 8 to 128, K = 1 alone from 512 on); `-k 1` is the TACOS paper's
+    /// setting
     #[arg(short = 'k', long, value_parser = chunks_per_npu)]
     pub chunks_per_npu: Option<Chunks>,
     /// NPUs taking part, in rank order (default: every alive NPU); the others may relay
