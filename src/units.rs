@@ -52,9 +52,18 @@ pub fn algbw_gbps(size_bytes: u64, time_ps: Picos) -> f64 {
     size_bytes as f64 * 1000.0 / time_ps as f64
 }
 
-/// Parses a byte size: a plain integer, or a number with one of the suffixes
-/// B, K/KB (1e3), M/MB, G/GB, T/TB, KiB, MiB, GiB, TiB (case-insensitive); from 1 byte
-/// to `MAX_SIZE_BYTES`.
+/// Parses a byte size: a plain integer, or a number with one of the suffixes (any case)
+/// KB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB (powers of 1024), or K, M, G, T
+/// alone, read as nccl-tests reads them (`-e 8G` is 8 x 2^30): powers of 1024; from 1
+/// byte to `MAX_SIZE_BYTES`.
+///
+/// ```
+/// use tacos::units::parse_size;
+///
+/// assert_eq!(parse_size("1G"), parse_size("1GiB"));
+/// assert_eq!(parse_size("4MB"), Ok(4_000_000));
+/// assert!(parse_size("1 parsec").is_err());
+/// ```
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t
@@ -67,17 +76,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     })?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
-        "k" | "kb" => 1e3,
-        "m" | "mb" => 1e6,
-        "g" | "gb" => 1e9,
-        "t" | "tb" => 1e12,
-        "ki" | "kib" => 1024.0,
-        "mi" | "mib" => 1024.0 * 1024.0,
-        "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "ti" | "tib" => 1024.0f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        "k" | "ki" | "kib" => 1024.0,
+        "m" | "mi" | "mib" => 1024.0 * 1024.0,
+        "g" | "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "ti" | "tib" => 1024.0f64.powi(4),
         other => {
             return Err(format!(
-            "size '{shown}' has unknown unit '{}' (allowed: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+            "size '{shown}' has unknown unit '{}' (allowed: B; KB, MB, GB, TB for powers of 1000; KiB, MiB, GiB, TiB, or K, M, G, T as nccl-tests reads them, for powers of 1024)",
             echo(other)
         ))
         }
@@ -201,6 +210,11 @@ mod tests {
         assert_eq!(parse_size("1kib").unwrap(), 1024);
         assert_eq!(parse_size("65536").unwrap(), 65536);
         assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
+        // Bare K, M, G, T as nccl-tests reads them.
+        assert_eq!(parse_size("8K").unwrap(), 8192);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_size("2M").unwrap(), 2 << 20);
+        assert_eq!(parse_size("1KB").unwrap(), 1000);
         assert!(parse_size("0").is_err());
         assert!(parse_size("-1MB").is_err());
         assert!(parse_size("1.5B").is_err());

@@ -29,7 +29,8 @@ pub struct CollectiveArgs {
     /// [default: allgather, or the schedule file's]
     #[arg(short, long, value_parser = collective_kind)]
     pub collective: Option<CollectiveKind>,
-    /// Buffer every NPU ends with (nccl-tests' convention), e.g. 1GiB, 4MB
+    /// Buffer every NPU ends with (nccl-tests' convention), e.g. 1GiB or 1G (2^30), 4MB
+    /// (10^6)
     /// [default: 1GiB, or the schedule file's]
     #[arg(short, long, value_parser = size)]
     pub size: Option<u64>,

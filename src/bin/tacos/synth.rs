@@ -26,7 +26,8 @@ pub struct SynthArgs {
     /// Collective: allgather, reducescatter, allreduce, broadcast, reduce, gather, scatter, alltoall
     #[arg(short, long, default_value = "allgather", value_parser = collective_kind)]
     pub collective: CollectiveKind,
-    /// Buffer every NPU ends with (nccl-tests' convention), e.g. 1GiB, 4MB, 65536
+    /// Buffer every NPU ends with (nccl-tests' convention), e.g. 1GiB or 1G (2^30), 4MB
+    /// (10^6), 65536
     #[arg(short, long, default_value = "1GiB", value_parser = size, allow_hyphen_values = true)]
     pub size: u64,
     /// Chunks per NPU (K): each NPU's share is split into K chunks; `auto` tries 1, 2, 4
