@@ -1,8 +1,8 @@
 //! `tacos bench quality`: a fixed suite of networks, collectives and sizes on which the
 //! synthesized algorithm is set against the best lower bound and the best baseline, as a
-//! user would get it (`pipeline::schedule`: K searched over `AUTO_CHUNKS`, the default
-//! seeds), so the README can print a table in place of claims and say where the worst
-//! cases are.
+//! user's `tacos synth` gets it (`pipeline::schedule` with `default_chunks`, the default
+//! seeds and planned trees), so the README can print a table in place of claims and say
+//! where the worst cases are.
 
 use super::bench::{print_json, BenchArgs};
 use super::progress::ProgressHandle;
@@ -11,7 +11,7 @@ use std::time::Instant;
 use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
-use tacos::pipeline::{self, Chunks, Request};
+use tacos::pipeline::{self, Request};
 use tacos::report::{CollectiveInfo, TopologyInfo};
 use tacos::sim::simulate_schedule;
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
@@ -145,9 +145,10 @@ fn measure(
     seed: u64,
 ) -> anyhow::Result<QualityBenchRow> {
     let request = Request::new(kind, size);
-    let seeds = pipeline::default_seeds(topo, &request, Chunks::Auto) as u64;
+    let chunks = pipeline::default_chunks(topo, &request);
+    let seeds = pipeline::default_seeds(topo, &request, chunks) as u64;
     let options = pipeline::Options {
-        chunks: Chunks::Auto,
+        chunks,
         seeds: (seed..seed + seeds).collect(),
         ..pipeline::Options::default()
     };
