@@ -405,7 +405,7 @@ pub fn collective(topo: &Topology, spec: &CollectiveSpec) -> u64 {
 /// Bytes synthesizing `specs` together on `topo` holds at its peak (the collectives
 /// themselves excluded): the matcher's per (NPU, chunk) and per transfer state, for
 /// All-Reduce its reduction phase and the three copy phases it runs side by side.
-pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
+pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec], planned: bool) -> u64 {
     let n = topo.npus() as u64;
     let links = topo.links().len() as u64;
     let alive = topo.alive_npus().len();
@@ -430,14 +430,10 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec]) -> u64 {
     }
     let ports = if relayed { None } else { port_shape(topo) };
     let (matched_links, _) = matcher_links(topo, ports);
-    // Chunks with one target each travel as one copy on a planned path: nothing is ever
-    // replaced, so no time per (NPU, chunk) is kept.
-    let one_copy = specs.iter().all(|s| {
-        matches!(
-            s.kind,
-            CollectiveKind::AllToAll | CollectiveKind::Gather | CollectiveKind::Scatter
-        )
-    });
+    // Planned, chunks with one target each travel as one copy on a path and chunks copied
+    // to every NPU along one tree: nothing is ever replaced, so no time per (NPU, chunk)
+    // is kept.
+    let one_copy = planned;
     let mut matcher =
         matcher_state(topo, chunks, ports, one_copy).saturating_add(mul(matched_links, LINK_STATE));
     // Per transfer: its record (48, reserved once, with growth slack where relays add
@@ -667,9 +663,14 @@ impl Allowance {
 }
 
 /// Bytes one synthesis of `spec` holds at its peak from start to finish: the collective,
-/// the synthesis, then its schedule checked and, where `simulated` (a search ranking
-/// several candidates), simulated.
-pub fn synthesis_checked(topo: &Topology, spec: &CollectiveSpec, simulated: bool) -> u64 {
+/// the synthesis (`planned` or not: `SynthOptions::planned`), then its schedule checked
+/// and, where `simulated` (a search ranking several candidates), simulated.
+pub fn synthesis_checked(
+    topo: &Topology,
+    spec: &CollectiveSpec,
+    simulated: bool,
+    planned: bool,
+) -> u64 {
     let s = Shape::of(spec, topo.alive_npus().len());
     let transfers = if s.relayed {
         mul(s.deliveries, mean_hops(topo))
@@ -683,7 +684,7 @@ pub fn synthesis_checked(topo: &Topology, spec: &CollectiveSpec, simulated: bool
         checked
     };
     collective(topo, spec)
-        .saturating_add(synthesis(topo, std::slice::from_ref(spec)))
+        .saturating_add(synthesis(topo, std::slice::from_ref(spec), planned))
         .max(mul(transfers, 2 * TRANSFER).saturating_add(after))
 }
 

@@ -194,7 +194,7 @@ pub struct Options {
     /// Seeds of the synthesizer's random choices, each tried with each K.
     pub seeds: Vec<u64>,
     /// Placement, protocol, size range and target of the program. Without a name the
-    /// program is named `tacos-{collective}-k{K}-s{seed}` (`-t{seed}` with planned trees),
+    /// program is named `tacos-{collective}-k{K}-s{seed}` (`-p{seed}` planned),
     /// as `compile` names it.
     pub lowering: LowerOptions,
     /// The memory a trial may hold; trials run side by side only while their estimates
@@ -204,18 +204,19 @@ pub struct Options {
     /// Each trial synthesized replicated (`synth::Replicated`): one node matched, its
     /// transfers shifted onto every other.
     pub replicate: bool,
-    /// Each K also tried with planned trees (`SynthOptions::trees`, with the first seed)
-    /// where they apply ([`trees_apply`], not replicated): the faster way is kept.
-    pub trees: bool,
+    /// Each K also tried with the chunks' ways planned (`SynthOptions::planned`, with the
+    /// first seed) where planning applies ([`planning_applies`], not replicated): the
+    /// faster way is kept.
+    pub planned: bool,
 }
 
 impl Options {
-    /// What the synthesizer is told for a trial with `seed`, with planned trees or not.
-    fn synth(&self, seed: u64, trees: bool) -> SynthOptions {
+    /// What the synthesizer is told for a trial with `seed`, planned or not.
+    fn synth(&self, seed: u64, planned: bool) -> SynthOptions {
         SynthOptions {
             seed,
             replicate: self.replicate,
-            trees,
+            planned,
         }
     }
 
@@ -234,7 +235,7 @@ impl Default for Options {
             lowering: LowerOptions::default(),
             max_memory: MemoryLimit::default(),
             replicate: false,
-            trees: true,
+            planned: true,
         }
     }
 }
@@ -244,30 +245,36 @@ impl Default for Options {
 /// time `default_seeds` budgets.
 pub const MAX_TREE_NPUS: usize = 512;
 
-/// Whether a synthesis of `request` may plan trees (`SynthOptions::trees`): a collective
-/// whose chunks are copied or reduced along trees (All-Gather, Reduce-Scatter,
-/// All-Reduce, Broadcast, Reduce) over every alive NPU, at most [`MAX_TREE_NPUS`] of
-/// them (synthesized held and not replicated: the search's `Options` say).
+/// Whether a synthesis of `request` may plan its chunks' ways (`SynthOptions::planned`):
+/// paths for a collective whose chunks have one target each (All-to-All, Gather,
+/// Scatter), trees for one whose chunks are copied or reduced along trees (All-Gather,
+/// Reduce-Scatter, All-Reduce, Broadcast, Reduce) over every alive NPU, at most
+/// [`MAX_TREE_NPUS`] of them (synthesized held and not replicated: the search's
+/// `Options` say).
 ///
 /// ```
 /// use tacos::collective::CollectiveKind;
-/// use tacos::pipeline::{trees_apply, Request};
+/// use tacos::pipeline::{planning_applies, Request};
 /// use tacos::topology::{parse_spec, SpecDefaults};
 ///
 /// let ring = parse_spec("ring:8", &SpecDefaults::default()).unwrap();
-/// assert!(trees_apply(&ring, &Request::new(CollectiveKind::AllReduce, 1 << 20)));
-/// assert!(!trees_apply(&ring, &Request::new(CollectiveKind::AllToAll, 1 << 20)));
+/// assert!(planning_applies(&ring, &Request::new(CollectiveKind::AllReduce, 1 << 20)));
+/// let some = Request {
+///     npus: Some(vec![0, 2, 4]),
+///     ..Request::new(CollectiveKind::AllGather, 1 << 20)
+/// };
+/// assert!(!planning_applies(&ring, &some));
 /// ```
-pub fn trees_apply(topo: &Topology, request: &Request) -> bool {
+pub fn planning_applies(topo: &Topology, request: &Request) -> bool {
     use CollectiveKind::*;
     let alive = topo.alive_npus();
     let every_npu = request.npus.as_ref().map_or(true, |n| n == &alive);
-    every_npu
-        && alive.len() <= MAX_TREE_NPUS
-        && matches!(
-            request.kind,
-            AllGather | ReduceScatter | AllReduce | Broadcast | Reduce
-        )
+    match request.kind {
+        AllToAll | Gather | Scatter => true,
+        AllGather | ReduceScatter | AllReduce | Broadcast | Reduce => {
+            every_npu && alive.len() <= MAX_TREE_NPUS
+        }
+    }
 }
 
 /// A schedule that passed `schedule::check` on its topology. Cheap to clone.
@@ -280,8 +287,8 @@ struct CheckedParts {
     report: CheckReport,
     all_reduce: Option<AllReduceTimes>,
     seed: Option<u64>,
-    /// Whether the synthesizer spread its chunks along planned trees.
-    trees: bool,
+    /// Whether the synthesizer planned its chunks' ways.
+    planned: bool,
 }
 
 impl Checked {
@@ -304,7 +311,7 @@ impl Checked {
         report: Result<CheckReport>,
         all_reduce: Option<AllReduceTimes>,
         seed: Option<u64>,
-        trees: bool,
+        planned: bool,
     ) -> Result<Checked> {
         let report = report.map_err(|e| {
             Error::Schedule(format!(
@@ -317,7 +324,7 @@ impl Checked {
             report,
             all_reduce,
             seed,
-            trees,
+            planned,
         })))
     }
 
@@ -340,9 +347,9 @@ impl Checked {
         self.0.seed
     }
 
-    /// Whether the synthesizer spread its chunks along planned trees.
-    pub fn trees(&self) -> bool {
-        self.0.trees
+    /// Whether the synthesizer planned its chunks' ways (`SynthOptions::planned`).
+    pub fn planned(&self) -> bool {
+        self.0.planned
     }
 
     pub fn chunks_per_npu(&self) -> usize {
@@ -367,7 +374,7 @@ pub fn synthesize(
         report,
         synthesis.all_reduce,
         Some(options.seed),
-        options.trees,
+        options.planned,
     )
 }
 
@@ -622,7 +629,7 @@ pub fn lower(topo: &Topology, checked: &Checked, lowering: &LowerOptions) -> Res
     let named;
     let lowering = match (&lowering.name, checked.seed()) {
         (None, Some(seed)) => {
-            let way = if checked.trees() { 't' } else { 's' };
+            let way = if checked.planned() { 'p' } else { 's' };
             named = LowerOptions {
                 name: Some(format!(
                     "tacos-{}-k{}-{way}{seed}",
@@ -717,8 +724,8 @@ impl Verified {
 pub struct Trial {
     pub chunks_per_npu: usize,
     pub seed: u64,
-    /// Whether its chunks were spread along planned trees (`SynthOptions::trees`).
-    pub trees: bool,
+    /// Whether its chunks' ways were planned (`SynthOptions::planned`).
+    pub planned: bool,
     /// The schedule's own time, when it was synthesized.
     pub synthesized_ps: Option<Picos>,
     /// The simulated time of what would be emitted (the schedule, or its program), which
@@ -747,11 +754,25 @@ pub fn admit(topo: &Topology, request: &Request, options: &Options, lowered: boo
 }
 
 /// The memory a synthesis of `request` with `k` chunks per NPU holds, checked (and
-/// simulated), with planned trees or not.
-fn estimate_at(topo: &Topology, request: &Request, k: usize, simulated: bool, trees: bool) -> u64 {
+/// simulated), planned or not (a tree per chunk where its chunks are copied to every NPU).
+fn estimate_at(
+    topo: &Topology,
+    request: &Request,
+    k: usize,
+    simulated: bool,
+    planned: bool,
+) -> u64 {
     let spec = request.spec(topo, k);
-    let planned = if trees { budget::trees(topo, &spec) } else { 0 };
-    budget::synthesis_checked(topo, &spec, simulated).saturating_add(planned)
+    let one_target = matches!(
+        request.kind,
+        CollectiveKind::AllToAll | CollectiveKind::Gather | CollectiveKind::Scatter
+    );
+    let trees = if planned && !one_target {
+        budget::trees(topo, &spec)
+    } else {
+        0
+    };
+    budget::synthesis_checked(topo, &spec, simulated, planned).saturating_add(trees)
 }
 
 fn admit_at(
@@ -760,13 +781,13 @@ fn admit_at(
     options: &Options,
     k: usize,
     simulated: bool,
-    trees: bool,
+    planned: bool,
 ) -> Result<()> {
-    let planned = if trees { " with planned trees" } else { "" };
+    let how = if planned { " planned" } else { "" };
     options
         .max_memory
-        .admit(estimate_at(topo, request, k, simulated, trees), || {
-            format!("synthesizing {} with K={k}{planned}", request.kind)
+        .admit(estimate_at(topo, request, k, simulated, planned), || {
+            format!("synthesizing {} with K={k}{how}", request.kind)
         })
 }
 
@@ -851,7 +872,7 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
                 topo,
                 request,
                 k,
-                &options.synth(trial.seed, trial.trees),
+                &options.synth(trial.seed, trial.planned),
                 lowering,
             )
             .map(|advice| format!("-k {k} does not fit: {advice}; ")),
@@ -917,37 +938,37 @@ fn search<T: Send>(
     }
     let ks = options.chunks.candidates();
     let limit = options.max_memory;
-    let estimate = |k: usize, trees: bool| estimate_at(topo, request, k, simulated, trees);
+    let estimate = |k: usize, planned: bool| estimate_at(topo, request, k, simulated, planned);
     // The request itself is checked once, at the first K, so that its errors come as they are.
     admit_at(topo, request, options, ks[0], simulated, false)?;
     Collective::new(topo, request.spec(topo, ks[0]))?;
-    // Every K with every seed, then (where they apply) with planned trees and the first
-    // seed: ties go to the free matching.
-    let trees = options.trees && !options.replicate && trees_apply(topo, request);
+    // Every K with every seed, then (where planning applies) planned with the first seed:
+    // ties go to the free matching.
+    let plans = options.planned && !options.replicate && planning_applies(topo, request);
     let candidates: Vec<(usize, u64, bool)> = ks
         .iter()
         .flat_map(|&k| {
             let free = options.seeds.iter().map(move |&seed| (k, seed, false));
-            let planned = trees.then_some((k, options.seeds[0], true));
+            let planned = plans.then_some((k, options.seeds[0], true));
             free.chain(planned)
         })
         .collect();
     let side_by_side = candidates
         .iter()
-        .map(|&(k, _, trees)| estimate(k, trees))
+        .map(|&(k, _, planned)| estimate(k, planned))
         .fold(0u64, u64::saturating_add)
         <= limit.bytes();
-    let attempt = |(k, seed, trees): (usize, u64, bool)| {
+    let attempt = |(k, seed, planned): (usize, u64, bool)| {
         let mut trial = Trial {
             chunks_per_npu: k,
             seed,
-            trees,
+            planned,
             synthesized_ps: None,
             simulated_ps: None,
             refused: None,
         };
-        let built = admit_at(topo, request, options, k, simulated, trees)
-            .and_then(|()| synthesize(topo, request, k, &options.synth(seed, trees)))
+        let built = admit_at(topo, request, options, k, simulated, planned)
+            .and_then(|()| synthesize(topo, request, k, &options.synth(seed, planned)))
             .and_then(|checked| {
                 trial.synthesized_ps = Some(checked.report().collective_time_ps);
                 evaluate(checked)

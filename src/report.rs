@@ -567,8 +567,9 @@ impl AllReducePhases {
 pub struct ChunkTrialReport {
     pub chunks_per_npu: usize,
     pub seed: u64,
-    /// Whether its chunks were spread along planned trees (`SynthOptions::trees`).
-    pub trees: bool,
+    /// Whether its chunks' ways were planned (`SynthOptions::planned`: trees, or paths
+    /// for chunks with one target).
+    pub planned: bool,
     /// The synthesized schedule's own clock; null when it could not be synthesized.
     pub schedule_time_us: Option<f64>,
     /// What the choice is made on: the schedule's simulated time, or with `--xml` its
@@ -587,7 +588,7 @@ impl ChunkTrialReport {
         ChunkTrialReport {
             chunks_per_npu: trial.chunks_per_npu,
             seed: trial.seed,
-            trees: trial.trees,
+            planned: trial.planned,
             schedule_time_us: trial.synthesized_ps.map(ps_to_us),
             simulated_time_us: trial.simulated_ps.map(ps_to_us),
             fits_target: programs.then_some(trial.refused.is_none()),

@@ -120,7 +120,7 @@ fn synthesis_estimates_are_honest() {
             )
             .unwrap()
         });
-        let estimate = budget::synthesis(&topo, std::slice::from_ref(collective.spec()));
+        let estimate = budget::synthesis(&topo, std::slice::from_ref(collective.spec()), false);
         assert_honest(
             &format!("synthesis {kind} on {name}"),
             estimate,
@@ -188,7 +188,8 @@ fn a_whole_synthesis_trial_is_estimated_honestly() {
                     pipeline::synthesize(&topo, &request, k, &SynthOptions::seeded(0)).unwrap();
                 simulated.then(|| simulate_schedule(&topo, checked.schedule()).unwrap())
             });
-            let estimate = budget::synthesis_checked(&topo, &spec(&topo, kind, k), simulated);
+            let estimate =
+                budget::synthesis_checked(&topo, &spec(&topo, kind, k), simulated, false);
             let what = format!("trial {kind} on {name}, simulated: {simulated}");
             assert_honest(&what, estimate, measured, 4);
         }

@@ -174,8 +174,10 @@ fn automatic_chunking_keeps_the_fastest_simulated_k() {
     let topo = tacos::topology::parse_spec("ring:8", &Default::default()).unwrap();
     let kept_is_fastest = |trials: &[Trial], k: usize| {
         // Each K with its seed, then with planned trees.
-        let tried: Vec<(usize, bool)> =
-            trials.iter().map(|t| (t.chunks_per_npu, t.trees)).collect();
+        let tried: Vec<(usize, bool)> = trials
+            .iter()
+            .map(|t| (t.chunks_per_npu, t.planned))
+            .collect();
         let expected: Vec<(usize, bool)> = AUTO_CHUNKS
             .iter()
             .flat_map(|&k| [(k, false), (k, true)])
@@ -300,7 +302,7 @@ fn synth_keeps_the_fastest_of_its_seeds() {
     // The five seeds, then planned trees with the first.
     let seeds: Vec<(u64, bool)> = trials
         .iter()
-        .map(|t| (t["seed"].as_u64().unwrap(), t["trees"].as_bool().unwrap()))
+        .map(|t| (t["seed"].as_u64().unwrap(), t["planned"].as_bool().unwrap()))
         .collect();
     assert_eq!(
         seeds,

@@ -200,7 +200,7 @@ fn tick_map(svg: &El, log: bool, value: impl Fn(&str) -> f64) -> impl Fn(f64) ->
 #[test]
 fn a_mesh_is_drawn_with_the_loads_the_simulation_gives_on_one_scale() {
     let dir = scratch("mesh");
-    // One chunk, one seed and no planned trees, as the library's synthesis below.
+    // One chunk, one seed and no planned ways, as the library's synthesis below.
     let args = [
         "mesh:3x3",
         "-c",
@@ -211,7 +211,7 @@ fn a_mesh_is_drawn_with_the_loads_the_simulation_gives_on_one_scale() {
         "1",
         "--seeds",
         "1",
-        "--no-trees",
+        "--no-plan",
     ];
     let text = report(&dir, &args);
     // Self-contained: nothing run, nothing fetched.

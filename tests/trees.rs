@@ -1,4 +1,4 @@
-//! Planned trees (`SynthOptions::trees`): every chunk spread along a spanning tree chosen
+//! Planned trees (`SynthOptions::planned`): every chunk spread along a spanning tree chosen
 //! before matching, each link loaded in proportion to its speed. Their schedules pass the
 //! independent checker for every collective they make, each NPU takes each chunk once,
 //! and where links differ in speed they come within a few percent of bounds worked out
@@ -19,7 +19,7 @@ fn topo(spec: &str) -> Topology {
 
 fn planned(seed: u64) -> SynthOptions {
     SynthOptions {
-        trees: true,
+        planned: true,
         ..SynthOptions::seeded(seed)
     }
 }
@@ -110,8 +110,8 @@ fn a_dragonfly_all_reduce_comes_within_ten_percent_of_its_groups_gossip() {
         ..pipeline::Options::default()
     };
     let found = pipeline::schedule(&t, &request, &options).unwrap();
-    assert!(found.kept.trees(), "the free matching was kept");
-    assert!(found.trials.iter().any(|t| !t.trees));
+    assert!(found.kept.planned(), "the free matching was kept");
+    assert!(found.trials.iter().any(|t| !t.planned));
     let time_us = simulate_schedule(&t, found.kept.schedule())
         .unwrap()
         .time_ps as f64
@@ -124,9 +124,10 @@ fn a_dragonfly_all_reduce_comes_within_ten_percent_of_its_groups_gossip() {
 }
 
 /// Trees cost a tree per chunk; the search plans them only for collectives they make,
-/// over every NPU, and says which trial was which.
+/// over every NPU, and paths for chunks with one target (any NPUs), and says which trial
+/// was which.
 #[test]
-fn the_search_tries_trees_beside_the_seeds_only_where_they_apply() {
+fn the_search_tries_planned_ways_beside_the_seeds_only_where_they_apply() {
     let t = topo("torus:4x4");
     let trials = |kind| {
         let options = pipeline::Options {
@@ -140,12 +141,18 @@ fn the_search_tries_trees_beside_the_seeds_only_where_they_apply() {
     };
     let ag = trials(CollectiveKind::AllGather);
     assert_eq!(ag.len(), 3);
-    assert_eq!(ag.iter().filter(|t| t.trees).count(), 1);
+    assert_eq!(ag.iter().filter(|t| t.planned).count(), 1);
     let a2a = trials(CollectiveKind::AllToAll);
-    assert!(a2a.iter().all(|t| !t.trees), "{a2a:?}");
+    assert_eq!(a2a.len(), 3, "{a2a:?}");
+    assert_eq!(a2a.iter().filter(|t| t.planned).count(), 1, "{a2a:?}");
     let sub = Request {
         npus: Some(vec![0, 1, 2, 3]),
         ..Request::new(CollectiveKind::AllGather, 1 << 24)
     };
-    assert!(!pipeline::trees_apply(&t, &sub));
+    assert!(!pipeline::planning_applies(&t, &sub));
+    let sub_a2a = Request {
+        npus: Some(vec![0, 1, 2, 3]),
+        ..Request::new(CollectiveKind::AllToAll, 1 << 24)
+    };
+    assert!(pipeline::planning_applies(&t, &sub_a2a));
 }

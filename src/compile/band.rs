@@ -19,7 +19,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::cost::nccl::nccl_tuning;
 use crate::cost::NcclPricer;
 use crate::error::{Error, Result};
-use crate::pipeline::{trees_apply, Request};
+use crate::pipeline::{planning_applies, Request};
 use crate::topology::Topology;
 use crate::tuner::nccl_tuning::NcclTuning;
 use crate::tuner::TUNED;
@@ -150,7 +150,7 @@ impl BandCompiler {
                 kind,
                 &o.chunk_candidates,
                 o.seeds,
-                trees_apply(topo, &Request::new(kind, 1)),
+                planning_applies(topo, &Request::new(kind, 1)),
                 o.baselines,
             ),
         )];

@@ -18,9 +18,11 @@ use std::fmt;
 pub enum Candidate {
     /// The synthesizer, with `chunks_per_npu` chunks per NPU and seed `seed`.
     Tacos { chunks_per_npu: usize, seed: u64 },
-    /// The synthesizer with planned trees (`SynthOptions::trees`, seed 0), with
-    /// `chunks_per_npu` chunks per NPU.
-    Trees { chunks_per_npu: usize },
+    /// The synthesizer with its chunks' ways planned (`SynthOptions::planned`, seed 0),
+    /// with `chunks_per_npu` chunks per NPU. Sets compiled before the paths were planned
+    /// name it `trees`.
+    #[serde(alias = "trees")]
+    Planned { chunks_per_npu: usize },
     Baseline {
         #[serde(with = "baseline_name")]
         name: Baseline,
@@ -29,14 +31,14 @@ pub enum Candidate {
 
 impl Candidate {
     /// Every candidate the options ask for, in the order ties are broken: synthesized
-    /// ones by K, each K's seeds then (where `trees`: planned trees apply to `kind` on the
-    /// topology, `pipeline::trees_apply`) its planned trees, then the baselines that
-    /// define `kind`.
+    /// ones by K, each K's seeds then (where `planned`: planning applies to `kind` on the
+    /// topology, `pipeline::planning_applies`) planned, then the baselines that define
+    /// `kind`.
     pub(crate) fn all(
         kind: CollectiveKind,
         chunk_candidates: &[usize],
         seeds: u64,
-        trees: bool,
+        planned: bool,
         baselines: bool,
     ) -> Vec<Candidate> {
         let mut out: Vec<Candidate> = chunk_candidates
@@ -46,7 +48,7 @@ impl Candidate {
                     chunks_per_npu: k,
                     seed,
                 });
-                let planned = trees.then_some(Candidate::Trees { chunks_per_npu: k });
+                let planned = planned.then_some(Candidate::Planned { chunks_per_npu: k });
                 free.chain(planned)
             })
             .collect();
@@ -66,7 +68,7 @@ impl Candidate {
     pub(crate) fn too_fine(&self, ranks: usize, size_bytes: u64, options: &CompileOptions) -> bool {
         let smallest = options.chunk_candidates.iter().min().copied().unwrap_or(1);
         match *self {
-            Candidate::Tacos { chunks_per_npu, .. } | Candidate::Trees { chunks_per_npu } => {
+            Candidate::Tacos { chunks_per_npu, .. } | Candidate::Planned { chunks_per_npu } => {
                 chunks_per_npu > smallest
                     && size_bytes / ((ranks * chunks_per_npu) as u64) < options.min_chunk_bytes
             }
@@ -91,7 +93,7 @@ impl Candidate {
     /// K, for a synthesized candidate.
     pub fn chunks_per_npu(&self) -> Option<usize> {
         match *self {
-            Candidate::Tacos { chunks_per_npu, .. } | Candidate::Trees { chunks_per_npu } => {
+            Candidate::Tacos { chunks_per_npu, .. } | Candidate::Planned { chunks_per_npu } => {
                 Some(chunks_per_npu)
             }
             Candidate::Baseline { .. } => None,
@@ -117,10 +119,10 @@ impl Candidate {
                 let request = Request::new(kind, size_bytes);
                 pipeline::synthesize(topo, &request, chunks_per_npu, &SynthOptions::seeded(seed))
             }
-            Candidate::Trees { chunks_per_npu } => {
+            Candidate::Planned { chunks_per_npu } => {
                 let request = Request::new(kind, size_bytes);
                 let options = SynthOptions {
-                    trees: true,
+                    planned: true,
                     ..SynthOptions::seeded(0)
                 };
                 pipeline::synthesize(topo, &request, chunks_per_npu, &options)
@@ -142,7 +144,7 @@ impl Candidate {
     /// synthesized programs, e.g. `tacos-allreduce-k8-s0`).
     fn program_name(&self, kind: CollectiveKind) -> Option<String> {
         match self {
-            Candidate::Tacos { .. } | Candidate::Trees { .. } => None,
+            Candidate::Tacos { .. } | Candidate::Planned { .. } => None,
             Candidate::Baseline { name } => Some(format!("tacos-{kind}-{name}")),
         }
     }
@@ -155,8 +157,8 @@ impl fmt::Display for Candidate {
                 chunks_per_npu,
                 seed,
             } => write!(f, "tacos K={chunks_per_npu} seed={seed}"),
-            Candidate::Trees { chunks_per_npu } => {
-                write!(f, "tacos K={chunks_per_npu} planned trees")
+            Candidate::Planned { chunks_per_npu } => {
+                write!(f, "tacos K={chunks_per_npu} planned")
             }
             Candidate::Baseline { name } => write!(f, "{name} (baseline)"),
         }

@@ -15,7 +15,7 @@ use crate::cost::nccl::nccl_tuning;
 use crate::cost::NcclPricer;
 use crate::error::{Error, Result};
 use crate::msccl::{Proto, Target};
-use crate::pipeline::{trees_apply, Checked, Lowered, Request, Verified};
+use crate::pipeline::{planning_applies, Checked, Lowered, Request, Verified};
 use crate::topology::Topology;
 use crate::tuner::{Algorithm, Protocol, TUNED};
 use crate::units::{algbw_gbps, format_size, ps_to_us, Picos};
@@ -136,7 +136,7 @@ fn compile_on_pool(
                 kind,
                 &options.chunk_candidates,
                 options.seeds,
-                trees_apply(topo, &Request::new(kind, 1)),
+                planning_applies(topo, &Request::new(kind, 1)),
                 options.baselines,
             );
             (kind, candidates)

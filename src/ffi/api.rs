@@ -215,7 +215,7 @@ fn synthesize_xml(
             None => MemoryLimit::default(),
         },
         replicate: false,
-        trees: true,
+        planned: true,
     };
     let found = pipeline::program(&topo, &request, &options).map_err(|e| e.to_string())?;
     Ok(found.kept.xml())

@@ -69,7 +69,7 @@ pub fn synthesize_concurrent(
         return Err(Error::Synthesis("no collective to synthesize".into()));
     }
     let specs: Vec<CollectiveSpec> = collectives.iter().map(|c| c.spec().clone()).collect();
-    MemoryLimit::default().admit(budget::synthesis(topo, &specs), || {
+    MemoryLimit::default().admit(budget::synthesis(topo, &specs, options.planned), || {
         format!("synthesizing {} on {}", describe(&specs), topo.name())
     })?;
     if options.replicate {
@@ -80,14 +80,14 @@ pub fn synthesize_concurrent(
     let reversed = topo.reversed();
     let fabric_back = fabric.reversed(topo, &reversed)?;
     let duals = duals(&reversed, collectives)?;
-    let reducing = Joint::new(present(&duals)).planned(options.trees);
+    let reducing = Joint::new(present(&duals)).planned(options.planned);
     let halves = all_gather_halves(topo, collectives)?;
     let copied: Vec<Option<&Collective>> = collectives
         .iter()
         .zip(&halves)
         .map(|(c, half)| half.as_ref().or((!c.combining()).then_some(c)))
         .collect();
-    let copying = Joint::new(present(&copied)).planned(options.trees);
+    let copying = Joint::new(present(&copied)).planned(options.planned);
 
     let reductions = reduce(&fabric, &fabric_back, &reducing, seed, &|_, _| 0)?;
     // Phase 2 on top of some re-timing of the reductions, with chunks released as `release`
@@ -415,8 +415,8 @@ pub(super) struct Joint<'a> {
     /// Distinct chunk sizes, and each part's index among them.
     class_bytes: Vec<f64>,
     class: Vec<usize>,
-    /// Whether the chunks are spread along planned trees (`Problem::trees`).
-    trees: bool,
+    /// Whether the chunks' ways are planned (`Problem::planned`).
+    planned: bool,
 }
 
 impl<'a> Joint<'a> {
@@ -440,13 +440,13 @@ impl<'a> Joint<'a> {
             offsets,
             class_bytes,
             class,
-            trees: false,
+            planned: false,
         }
     }
 
-    /// The same, its chunks spread along planned trees where `trees` (`Problem::trees`).
-    pub(super) fn planned(self, trees: bool) -> Joint<'a> {
-        Joint { trees, ..self }
+    /// The same, its chunks' ways planned where `planned` (`Problem::planned`).
+    pub(super) fn planned(self, planned: bool) -> Joint<'a> {
+        Joint { planned, ..self }
     }
 
     /// The matching problem; `release(i, c)` says when chunk `c` of the caller's
@@ -473,7 +473,7 @@ impl<'a> Joint<'a> {
             chunks,
             class_bytes: self.class_bytes.clone(),
             reserved,
-            trees: self.trees,
+            planned: self.planned,
         }
     }
 

@@ -104,9 +104,9 @@ pub(super) struct Problem<'a> {
     /// Per physical link, sorted disjoint [start, end) intervals already taken by other
     /// transfers; empty when nothing is reserved.
     pub reserved: Vec<Vec<(Picos, Picos)>>,
-    /// Whether each chunk is spread along a tree planned before matching (`trees`), where
-    /// every chunk has one holder and needs no relay.
-    pub trees: bool,
+    /// Whether each chunk's way is planned before matching: a tree (`trees`) where every
+    /// chunk has one holder and needs no relay, a path (`paths`) where each has one target.
+    pub planned: bool,
 }
 
 /// What happens at an event time besides arrivals (handled after them).
@@ -130,15 +130,15 @@ fn needs_relays(topo: &Topology, problem: &Problem<'_>) -> bool {
     problem.chunks.iter().any(|c| c.post.len() < alive)
 }
 
-/// `fabric`, or where it has gates and the problem needs relays or planned trees (which
-/// gates do not serve), the same channels with a channel per pair of group members, in
-/// `paired`.
+/// `fabric`, or where it has gates and the problem needs relays or plans its chunks' ways
+/// (which gates do not serve), the same channels with a channel per pair of group members,
+/// in `paired`.
 fn serving<'f>(
     fabric: &'f Fabric<'f>,
     problem: &Problem<'_>,
     paired: &'f mut Option<Fabric<'f>>,
 ) -> Result<&'f Fabric<'f>> {
-    if fabric.gates.is_some() && (problem.trees || needs_relays(&fabric.view, problem)) {
+    if fabric.gates.is_some() && (problem.planned || needs_relays(&fabric.view, problem)) {
         return Ok(paired.insert(fabric.paired()?));
     }
     Ok(fabric)
@@ -156,7 +156,7 @@ fn plan_trees(
     relay_free: bool,
     seed: u64,
 ) -> Option<Trees> {
-    if !problem.trees || !relay_free || problem.chunks.iter().any(|c| c.pre.len() != 1) {
+    if !problem.planned || !relay_free || problem.chunks.iter().any(|c| c.pre.len() != 1) {
         return None;
     }
     let sprouts: Vec<Sprout> = problem
@@ -304,7 +304,7 @@ struct Matcher<'a> {
     /// Link lists emptied after each destination's matching, kept for the next one (a
     /// matching is made for every destination at every event).
     spare_links: Vec<Vec<LinkId>>,
-    /// Each chunk's planned tree, where the problem asks for them (`Problem::trees`).
+    /// Each chunk's planned tree, where the problem asks for them (`Problem::planned`).
     trees: Option<Trees>,
     /// Set when some links are much slower than others.
     fast: Option<FastPaths>,

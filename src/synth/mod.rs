@@ -56,17 +56,19 @@ pub struct SynthOptions {
     /// ([`Replicated`]): All-Gather, Reduce-Scatter and All-Reduce over every NPU, on
     /// topologies a shift by whole nodes maps onto themselves.
     pub replicate: bool,
-    /// Spread each chunk of a copying matching (All-Gather, Broadcast, and the duals of
-    /// the combining collectives) along a spanning tree planned before matching, each
-    /// link loaded in proportion to its speed (`trees`), instead of over whichever link
-    /// frees first: where links differ in speed or a ring's halves must go opposite ways,
-    /// near the cut bound; where the free choice times better (meshes), slower. Held
-    /// synthesis over every NPU only (not `replicate`, not streamed).
-    pub trees: bool,
+    /// Plan each chunk's way before matching, the links loaded evenly for their speeds,
+    /// instead of letting the matcher choose at every event: a chunk copied to every NPU
+    /// (All-Gather, Broadcast, and the duals of the combining collectives) spreads along
+    /// a spanning tree (`trees`), a chunk with one target (All-to-All, Gather, Scatter)
+    /// follows a path (`paths`). Where links differ in speed, a ring's chunks must go round
+    /// both ways or a fabric's NICs must share the load evenly, near the bounds; where the
+    /// free choice times better (meshes, some relays), slower: searches try both. Held
+    /// synthesis only (not `replicate`, not streamed), trees over every NPU.
+    pub planned: bool,
 }
 
 impl SynthOptions {
-    /// The default synthesis (every NPU matched, no planned trees) with `seed`.
+    /// The default synthesis (every NPU matched, nothing planned) with `seed`.
     ///
     /// ```
     /// use tacos::collective::{Collective, CollectiveKind};
@@ -78,7 +80,7 @@ impl SynthOptions {
     /// let all_gather =
     ///     Collective::over_all(&ring, CollectiveKind::AllGather, None, 8, 1 << 30).unwrap();
     /// let greedy = synthesize(&ring, &all_gather, &SynthOptions::seeded(0)).unwrap();
-    /// let trees = SynthOptions { trees: true, ..SynthOptions::seeded(0) };
+    /// let trees = SynthOptions { planned: true, ..SynthOptions::seeded(0) };
     /// let planned = synthesize(&ring, &all_gather, &trees).unwrap();
     /// check(&planned, &ring).unwrap();
     /// // Every link busy from start to end: within 0.2% of the 9,395 us each NPU needs to
@@ -91,7 +93,7 @@ impl SynthOptions {
         SynthOptions {
             seed,
             replicate: false,
-            trees: false,
+            planned: false,
         }
     }
 }

@@ -9,8 +9,9 @@
 //! closest to a target that still lacks the chunk always has a useful next hop on a
 //! shortest path, so every reachable target is reached.
 //!
-//! Where every chunk has one target (All-to-All, Gather, Scatter), each is given its path
-//! before matching instead (`paths`): the only useful next hop is the next on its path.
+//! Where every chunk has one target (All-to-All, Gather, Scatter) and the problem plans
+//! its chunks' ways, each is given its path before matching instead (`paths`): the only
+//! useful next hop is the next on its path.
 
 use super::fabric::Routes;
 use super::greedy::Problem;
@@ -85,7 +86,7 @@ impl Relays {
             dist,
             paths: None,
         };
-        if single_targets(problem) {
+        if problem.planned && single_targets(problem) {
             relays.paths = Some(relays.plan(topo, routes, problem, cost, seed)?);
         }
         Ok(relays)

@@ -203,11 +203,18 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
         Ok(c) => c,
         Err(e) => return skipped(spec, kind, args.replicate, e.to_string()),
     };
+    // Chunks with one target each follow planned paths, as a user's default search
+    // keeps at this scale; copied chunks are matched freely (trees stop at 512 NPUs).
+    let one_target = matches!(
+        kind,
+        CollectiveKind::AllToAll | CollectiveKind::Gather | CollectiveKind::Scatter
+    );
     let options = SynthOptions {
         replicate: args.replicate,
+        planned: one_target && !args.replicate,
         ..SynthOptions::seeded(args.seed)
     };
-    let held = budget::synthesis_checked(&topo, collective.spec(), false);
+    let held = budget::synthesis_checked(&topo, collective.spec(), false, options.planned);
     let streamed = held > MemoryLimit::default().bytes();
     let measured = match streamed {
         true => measure_streamed(&topo, &collective, &options),

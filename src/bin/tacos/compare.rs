@@ -35,9 +35,9 @@ pub struct CompareArgs {
     /// problems down to 1 on large ones]
     #[arg(long, value_name = "N", value_parser = seed_count)]
     pub seeds: Option<usize>,
-    /// Leave out the trials with planned trees (as `tacos synth --no-trees`)
+    /// Leave out the trials with planned ways (as `tacos synth --no-plan`)
     #[arg(long)]
-    pub no_trees: bool,
+    pub no_plan: bool,
     /// How messages crossing a link share it: serial (one at a time, in order of arrival)
     /// or fair (all at once, max-min fair shares of bandwidth, as SimGrid's flow model)
     #[arg(long, default_value = "serial", value_parser = sharing)]
@@ -88,7 +88,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         chunks: args.collective.chunks_per_npu,
         seed: args.seed,
         seeds: args.seeds,
-        trees: !args.no_trees,
+        planned: !args.no_plan,
     };
     let spinner = ProgressHandle::spinner("synthesizing", args.quiet || args.json);
     let Synthesized {
@@ -268,8 +268,8 @@ pub(super) struct Search {
     pub seed: u64,
     /// Seeds tried from `seed` on; by default `pipeline::default_seeds`.
     pub seeds: Option<usize>,
-    /// Whether planned trees are tried beside the seeds (`pipeline::Options::trees`).
-    pub trees: bool,
+    /// Whether planned ways are tried beside the seeds (`pipeline::Options::planned`).
+    pub planned: bool,
 }
 
 /// What `synthesized` found.
@@ -307,7 +307,7 @@ pub(super) fn synthesized(
         seeds: (0..seeds as u64)
             .map(|i| search.seed.wrapping_add(i))
             .collect(),
-        trees: search.trees,
+        planned: search.planned,
         ..pipeline::Options::default()
     };
     let found = match pipeline::schedule(topo, &request, &options) {

@@ -44,9 +44,9 @@ pub struct ReportArgs {
     /// problems down to 1 on large ones]
     #[arg(long, value_name = "N", value_parser = seed_count, conflicts_with_all = ["schedule", "xml"])]
     pub seeds: Option<usize>,
-    /// Leave out the trials with planned trees (as `tacos synth --no-trees`)
+    /// Leave out the trials with planned ways (as `tacos synth --no-plan`)
     #[arg(long, conflicts_with_all = ["schedule", "xml"])]
-    pub no_trees: bool,
+    pub no_plan: bool,
     /// Report on this schedule file (from `tacos synth --out`) instead of synthesizing
     #[arg(long, value_name = "FILE", conflicts_with_all = ["xml", "compiled"])]
     pub schedule: Option<PathBuf>,
@@ -204,7 +204,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
                 chunks: args.collective.chunks_per_npu,
                 seed: args.seed,
                 seeds: args.seeds,
-                trees: !args.no_trees,
+                planned: !args.no_plan,
             };
             let found = synthesized(&topo, &spec, &search, Sharing::Serial)?;
             drop(spinner);

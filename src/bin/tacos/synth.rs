@@ -54,12 +54,13 @@ pub struct SynthArgs {
     /// past 2^18), so that the search stays within about a tenth of a second; at most 4096
     #[arg(long, value_name = "N", value_parser = seed_count)]
     pub seeds: Option<usize>,
-    /// Leave out the trials with planned trees (by default each K is also tried once with
-    /// every chunk spread along a spanning tree planned before matching, where they apply:
-    /// All-Gather, Reduce-Scatter, All-Reduce, Broadcast and Reduce over every NPU, up to
-    /// 512): only the free matching, as the TACOS paper's
+    /// Leave out the trials with planned ways (by default each K is also tried once with
+    /// every chunk's way planned before matching, the links loaded evenly for their
+    /// speeds: a spanning tree for each chunk of All-Gather, Reduce-Scatter, All-Reduce,
+    /// Broadcast and Reduce over every NPU up to 512, a path for each chunk of All-to-All,
+    /// Gather and Scatter): only the free matching, as the TACOS paper's
     #[arg(long)]
-    pub no_trees: bool,
+    pub no_plan: bool,
     /// Worker threads for the search and the synthesis (0: one per core; at most 256)
     #[arg(long, default_value_t = 0, value_parser = job_count)]
     pub jobs: usize,
@@ -187,7 +188,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             .collect(),
         lowering: lowering.clone().unwrap_or_default(),
         replicate: args.replicate,
-        trees: !args.no_trees,
+        planned: !args.no_plan,
         ..pipeline::Options::default()
     };
     let spinner = ProgressHandle::spinner("synthesizing", args.quiet || args.json);
@@ -358,12 +359,14 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         );
     }
     print_bandwidth_and_bound(args.size, time_ps, &bounds);
-    let kept = if checked.trees() {
-        format!("planned trees with seed {seed} kept; {seeds} seeds and planned trees tried")
+    let kept = if checked.planned() {
+        format!("planned ways with seed {seed} kept; {seeds} seeds and planned ways tried")
     } else {
-        let planned = trials.as_ref().is_some_and(|ts| ts.iter().any(|t| t.trees));
-        let and_trees = if planned { " and planned trees" } else { "" };
-        format!("seed {seed} kept of {seeds} tried{and_trees}")
+        let planned = trials
+            .as_ref()
+            .is_some_and(|ts| ts.iter().any(|t| t.planned));
+        let and_planned = if planned { " and planned ways" } else { "" };
+        format!("seed {seed} kept of {seeds} tried{and_planned}")
     };
     println!(
         "synthesis time       {synth_ms:.2} ms ({kept}{})",
