@@ -72,7 +72,8 @@ void tacos_synth_options_init(tacos_synth_options* options);
  * Synthesizes the collective on the topology, checks the schedule, lowers it to MSCCL
  * algorithm XML for the options' target, checks the program against the target's loader rules
  * and verifies it, and returns the XML in *xml_out (free it with tacos_free_string): the same
- * bytes `tacos synth --xml` writes for the same request. options may be NULL for the defaults.
+ * bytes `tacos synth --xml` writes for the same request. Candidates are ranked by the executor
+ * cost model, as tacos_simulate_xml times them. options may be NULL for the defaults.
  */
 int tacos_synthesize_xml(const char* topology, const char* collective, uint64_t size_bytes,
                          const tacos_synth_options* options, char** xml_out);
@@ -83,8 +84,10 @@ int tacos_synthesize_xml_file(const char* topology, const char* collective, uint
 
 /*
  * Verifies the MSCCL XML file at xml_path and times it on the topology (rank r on NPU r) for
- * a collective of size_bytes with the congestion-aware alpha-beta model; *time_us gets the
- * time in microseconds.
+ * a collective of size_bytes with the executor cost model (the topology preset's GPU
+ * generation, else Hopper; the profile TACOS_PROFILE names, else the generation's built-in
+ * one), as `tacos simulate --xml` and `tacos verify` time it; *time_us gets the time in
+ * microseconds.
  */
 int tacos_simulate_xml(const char* topology, const char* xml_path, uint64_t size_bytes,
                        double* time_us);

@@ -17,6 +17,7 @@
 
 use crate::budget::{self, MemoryLimit};
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
+use crate::cost::Executor;
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::msccl::{
@@ -208,6 +209,13 @@ pub struct Options {
     /// first seed) where planning applies ([`planning_applies`], not replicated): the
     /// faster way is kept.
     pub planned: bool,
+    /// How [`program`] times the programs it ranks and keeps: by the executor cost model
+    /// where given (what `tacos simulate --xml` and `tacos verify` say of the same file),
+    /// else by bare alpha-beta messages.
+    pub executor: Option<Executor>,
+    /// With `executor`: each program is also lowered on as many instances as its busiest
+    /// link needs, the faster kept, as `compile` does ([`priced`]).
+    pub fill_instances: bool,
 }
 
 impl Options {
@@ -236,6 +244,8 @@ impl Default for Options {
             max_memory: MemoryLimit::default(),
             replicate: false,
             planned: true,
+            executor: None,
+            fill_instances: false,
         }
     }
 }
@@ -827,6 +837,41 @@ pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result
     }
 }
 
+/// `lowered` timed by `executor` at its schedule's size; where `fill` gives the options it
+/// was lowered with, also lowered again on the instances (copies on more channels) its
+/// busiest link needs to move data at the link's rate (`Executor::instances_to_fill`),
+/// and that program kept where it lowers within the target and is faster.
+pub(crate) fn priced(
+    topo: &Topology,
+    lowered: Lowered,
+    executor: &Executor,
+    fill: Option<&LowerOptions>,
+) -> Result<Lowered> {
+    let size = lowered.checked().schedule().collective.size_bytes;
+    let time_ps = executor.program_time_ps(topo, lowered.program(), lowered.timer(), size)?;
+    let single = lowered.retimed(time_ps);
+    let Some(lowering) = fill else {
+        return Ok(single);
+    };
+    let instances = executor.instances_to_fill(topo, single.program(), single.timer());
+    if instances <= lowering.instances {
+        return Ok(single);
+    }
+    let copied = LowerOptions {
+        instances,
+        ..lowering.clone()
+    };
+    let Ok(more) = lower(topo, single.checked(), &copied) else {
+        return Ok(single);
+    };
+    let more_ps = executor.program_time_ps(topo, more.program(), more.timer(), size)?;
+    Ok(if more_ps < time_ps {
+        more.retimed(more_ps)
+    } else {
+        single
+    })
+}
+
 /// The fastest verified program for `request` over the options' K and seeds: each
 /// candidate is synthesized, checked, lowered for the options' target and timed as the
 /// program; the fastest that passes verification is kept (ties to the smaller K, then the
@@ -837,6 +882,13 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
     // Every program is timed by simulation, one candidate or many.
     let tried = search(topo, request, options, true, |checked| {
         let lowered = lower(topo, &checked, lowering)?;
+        let lowered = match &options.executor {
+            Some(executor) => {
+                let fill = options.fill_instances.then_some(lowering);
+                priced(topo, lowered, executor, fill)?
+            }
+            None => lowered,
+        };
         let time_ps = lowered.time_ps();
         Ok((lowered, time_ps))
     })?;

@@ -239,6 +239,22 @@ pub struct CostModelInfo {
     pub profile: Option<String>,
 }
 
+/// NCCL's own choice for the request a command answered, priced by the executor cost model
+/// beside the program the command would have the user run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NcclBeside {
+    /// The NCCL version band whose tuning picked (the profile's).
+    pub version: String,
+    pub algorithm: Algorithm,
+    pub protocol: Protocol,
+    pub channels: u32,
+    pub time_us: f64,
+    /// NCCL's time over our program's (above 1: ours is faster); absent where no
+    /// program was priced (`synth` without `--xml`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+}
+
 /// `tacos compare --json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CompareReport {
@@ -522,8 +538,15 @@ pub struct SynthReport {
     /// The schedule file written (`--out`, or the transfer stream of `--stream`).
     pub schedule_file: Option<String>,
     pub xml_file: Option<String>,
-    /// With `--xml`: the verified program's simulated time.
+    /// With `--xml`: the verified program's simulated time, by the executor cost model
+    /// (`cost_model`) unless `--alpha-beta`.
     pub program_time_us: Option<f64>,
+    /// The executor cost model the program and NCCL were priced with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_model: Option<CostModelInfo>,
+    /// NCCL's own choice for the same request, priced by the same model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<NcclBeside>,
     /// An All-Reduce's two compositions.
     pub allreduce: Option<AllReducePhases>,
     /// With `--replicate`: the nodes one node's matching was replicated onto.
@@ -611,6 +634,11 @@ pub struct SynthRun {
     pub xml_file: Option<String>,
     /// With `--xml`: the verified program's simulated time.
     pub program_time_ps: Option<Picos>,
+    /// The executor cost model `program_time_ps` and `nccl` were priced with; None where
+    /// programs were timed by bare alpha-beta messages (`--alpha-beta`).
+    pub cost_model: Option<CostModelInfo>,
+    /// NCCL's own choice for the request, where NCCL runs the collective.
+    pub nccl: Option<NcclBeside>,
     pub allreduce: Option<AllReducePhases>,
     pub replicated: Option<Replication>,
     pub chunk_trials: Option<Vec<ChunkTrialReport>>,
@@ -648,6 +676,8 @@ impl SynthReport {
             schedule_file: run.schedule_file,
             xml_file: run.xml_file,
             program_time_us: run.program_time_ps.map(ps_to_us),
+            cost_model: run.cost_model,
+            nccl: run.nccl,
             allreduce: run.allreduce,
             replicated: run.replicated,
             chunk_trials: run.chunk_trials,

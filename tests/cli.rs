@@ -361,13 +361,15 @@ fn synth_writes_xml_that_verifies_and_times_like_the_schedule() {
 #[test]
 fn verify_fails_with_one_line_naming_the_file_and_the_problem() {
     let xml = scratch("ring.xml").display().to_string();
-    // K = 1: the step edited below is the one-chunk program's.
+    // K = 1 on one instance: the step edited below is the one-chunk program's.
     let (ok, _, err) = tacos(&[
         "synth",
         "ring:4",
         "-c",
         "allgather",
         "-k",
+        "1",
+        "--instances",
         "1",
         "--xml",
         &xml,

@@ -27,6 +27,8 @@ fn a_k_that_does_not_fit_is_refused_with_the_largest_k_that_does() {
     // mesh:8x8 All-to-All K=4: every rank sends 252 chunks and relays more over 4 links;
     // spread thin enough for 64 steps per threadblock, a GPU has more than 64 threadblocks.
     let xml = scratch("a2a.xml");
+    // A directory left by an earlier run with the same process id may hold one.
+    let _ = std::fs::remove_file(&xml);
     let path = xml.display().to_string();
     let base = ["synth", "mesh:8x8", "-c", "alltoall", "--xml", &path];
     let (ok, _, err) = tacos(&[&base[..], &["-k", "4"]].concat());

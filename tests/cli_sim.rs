@@ -196,6 +196,7 @@ fn simulate_times_msccl_xml_like_the_schedule_it_was_lowered_from() {
         "8MiB",
         "-k",
         "2",
+        "--alpha-beta",
         "--json",
         "--xml",
         xml.to_str().unwrap(),

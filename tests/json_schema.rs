@@ -273,6 +273,8 @@ fn synth_report_matches_the_command_and_keeps_the_old_names() {
             schedule_file: None,
             xml_file: None,
             program_time_ps: None,
+            cost_model: None,
+            nccl: None,
             allreduce: None,
             replicated: None,
             chunk_trials: None,

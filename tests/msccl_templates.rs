@@ -9,12 +9,12 @@ use tacos::msccl::{read_program, verify, VerifyOptions};
 /// (file, `tacos synth` arguments). One line per template.
 #[rustfmt::skip]
 const TEMPLATES: &[(&str, &str)] = &[
-    ("allgather-ring4.xml", "ring:4 -c allgather -k 1 --size 1MiB --seeds 1"),
-    ("allgather-mesh2x2.xml", "mesh:2x2 -c allgather -k 1 --size 1MiB --seeds 1"),
-    ("allgather-ring4-k2-inplace.xml", "ring:4 -c allgather -k 2 --size 64KiB --placement in-place --seeds 1"),
-    ("broadcast-ring4.xml", "ring:4 -c broadcast -k 2 --size 1MiB --seeds 1"),
-    ("allreduce-ring4.xml", "ring:4 -c allreduce -k 2 --size 1MiB --seeds 1"),
-    ("allreduce-mesh2x2.xml", "mesh:2x2 -c allreduce -k 2 --size 1MiB --placement out-of-place --seeds 1"),
+    ("allgather-ring4.xml", "ring:4 -c allgather -k 1 --size 1MiB --seeds 1 --instances 1"),
+    ("allgather-mesh2x2.xml", "mesh:2x2 -c allgather -k 1 --size 1MiB --seeds 1 --instances 1"),
+    ("allgather-ring4-k2-inplace.xml", "ring:4 -c allgather -k 2 --size 64KiB --placement in-place --seeds 1 --instances 1"),
+    ("broadcast-ring4.xml", "ring:4 -c broadcast -k 2 --size 1MiB --seeds 1 --instances 1"),
+    ("allreduce-ring4.xml", "ring:4 -c allreduce -k 2 --size 1MiB --seeds 1 --instances 1"),
+    ("allreduce-mesh2x2.xml", "mesh:2x2 -c allreduce -k 2 --size 1MiB --placement out-of-place --seeds 1 --instances 1"),
 ];
 
 #[test]

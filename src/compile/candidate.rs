@@ -6,7 +6,7 @@ use crate::baselines::Baseline;
 use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::error::Result;
 use crate::msccl::{LowerOptions, Program, Proto, Target};
-use crate::pipeline::{self, Checked, Lowered, Request};
+use crate::pipeline::{self, Checked, Request};
 use crate::synth::SynthOptions;
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
@@ -184,25 +184,22 @@ pub(crate) fn least_transfers(kind: CollectiveKind, ranks: usize, k: usize) -> u
     }
 }
 
-/// `candidate`'s program for one placement, protocol and target, lowered and timed by
-/// the pipeline at the size the schedule was made for; the size range is set when the
-/// bands are merged.
-pub(crate) fn lower_for(
+/// How `candidate`'s program is lowered for one placement, protocol and target; the size
+/// range is set when the bands are merged.
+pub(crate) fn lowering_for(
     checked: &Checked,
-    topo: &Topology,
     candidate: &Candidate,
     (in_place, proto, instances): (bool, Proto, usize),
     target: &Target,
-) -> Result<Lowered> {
-    let options = LowerOptions {
+) -> LowerOptions {
+    LowerOptions {
         in_place: Some(in_place),
         proto: Some(proto),
         instances,
         name: candidate.program_name(checked.schedule().collective.kind),
         target: target.clone(),
         ..LowerOptions::default()
-    };
-    pipeline::lower(topo, checked, &options)
+    }
 }
 
 /// Whether two programs run the same steps (their size ranges aside).

@@ -1,6 +1,6 @@
 //! Choosing a program per band and merging bands: the heart of `compile`.
 
-use super::candidate::{lower_for, same_program};
+use super::candidate::{lowering_for, same_program};
 use super::manifest::{
     sha256_hex, topology_hash, BandPrediction, Entry, LeftToNccl, Manifest, NcclBand, TopologyInfo,
 };
@@ -15,7 +15,7 @@ use crate::cost::nccl::nccl_tuning;
 use crate::cost::NcclPricer;
 use crate::error::{Error, Result};
 use crate::msccl::{Proto, Target};
-use crate::pipeline::{planning_applies, Checked, Lowered, Request, Verified};
+use crate::pipeline::{self, planning_applies, Checked, Lowered, Request, Verified};
 use crate::topology::Topology;
 use crate::tuner::{Algorithm, Protocol, TUNED};
 use crate::units::{algbw_gbps, format_size, ps_to_us, Picos};
@@ -469,38 +469,14 @@ pub(super) fn timed_program(
     proto: Proto,
     options: &CompileOptions,
 ) -> Result<Lowered> {
-    let target = &options.target;
-    let built = lower_for(checked, topo, candidate, (in_place, proto, 1), target)?;
-    let Some(cost) = &options.cost else {
-        return Ok(built);
-    };
-    let size = checked.schedule().collective.size_bytes;
-    let time_ps = options.program_time_ps(topo, built.program(), built.timer(), size)?;
-    let single = built.retimed(time_ps);
-    // Where the program's threadblocks cannot fill a link at the protocol's channel rate,
-    // copies of it on more channels (instances) may: tried once, with as many as the
-    // busiest link needs, and kept when faster and within the target's limits.
-    let instances = cost
-        .executor()
-        .instances_to_fill(topo, single.program(), single.timer());
-    if instances <= 1 {
-        return Ok(single);
+    let lowering = lowering_for(checked, candidate, (in_place, proto, 1), &options.target);
+    let built = pipeline::lower(topo, checked, &lowering)?;
+    match &options.cost {
+        // Where the program's threadblocks cannot fill a link at the protocol's channel
+        // rate, copies of it on more channels (instances) may.
+        Some(cost) => pipeline::priced(topo, built, &cost.executor(), Some(&lowering)),
+        None => Ok(built),
     }
-    let Ok(more) = lower_for(
-        checked,
-        topo,
-        candidate,
-        (in_place, proto, instances),
-        target,
-    ) else {
-        return Ok(single);
-    };
-    let more_ps = options.program_time_ps(topo, more.program(), more.timer(), size)?;
-    Ok(if more_ps < time_ps {
-        more.retimed(more_ps)
-    } else {
-        single
-    })
 }
 
 /// Bands served by one program: one file.

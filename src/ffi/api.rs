@@ -5,10 +5,9 @@
 use super::guard::{c_str, give_string, guard};
 use crate::budget::MemoryLimit;
 use crate::collective::CollectiveKind;
+use crate::cost::Executor;
 use crate::fsio::write_atomic;
-use crate::msccl::{
-    read_program, simulate_program, verify, LowerOptions, Profile, Proto, Target, VerifyOptions,
-};
+use crate::msccl::{read_program, verify, LowerOptions, Profile, Proto, Target, VerifyOptions};
 use crate::pipeline::{self, Chunks, Request};
 use crate::topology::{file, parse_spec, SpecDefaults, Topology};
 use crate::units::ps_to_us;
@@ -216,6 +215,9 @@ fn synthesize_xml(
         },
         replicate: false,
         planned: true,
+        // Ranked as `tacos_simulate_xml` and the plugins time programs.
+        executor: Some(Executor::for_topology(&topo, None, None).map_err(|e| e.to_string())?),
+        fill_instances: true,
     };
     let found = pipeline::program(&topo, &request, &options).map_err(|e| e.to_string())?;
     Ok(found.kept.xml())
@@ -307,7 +309,7 @@ pub unsafe extern "C" fn tacos_synthesize_xml_file(
 }
 
 /// Verifies the MSCCL XML file at `xml_path` and times it on `topology` for a collective of
-/// `size_bytes`; the time in microseconds goes to `*time_us`.
+/// `size_bytes` with the executor cost model; the time in microseconds goes to `*time_us`.
 ///
 /// # Safety
 /// Pointers must be NULL or valid as include/tacos.h describes.
@@ -334,7 +336,10 @@ pub unsafe extern "C" fn tacos_simulate_xml(
                 problem.message
             ));
         }
-        let sim = simulate_program(&topo, &program, size_bytes).map_err(|e| e.to_string())?;
+        let executor = Executor::for_topology(&topo, None, None).map_err(|e| e.to_string())?;
+        let sim = executor
+            .simulate_program(&topo, &program, size_bytes)
+            .map_err(|e| e.to_string())?;
         *time_us = ps_to_us(sim.time_ps);
         Ok(0)
     })

@@ -26,8 +26,11 @@ pub struct LowerArgs {
     #[arg(long, value_parser = proto, requires = "xml")]
     pub proto: Option<Proto>,
     /// Copies of the algorithm on separate channels, each moving part of every chunk
-    #[arg(long, default_value_t = 1, value_parser = at_least_one, requires = "xml")]
-    pub instances: usize,
+    /// [default: 1, or with the executor cost model (no --alpha-beta) as many as the
+    /// busiest link needs to move data at its rate where that is faster, as `tacos
+    /// compile` does]
+    #[arg(long, value_parser = at_least_one, requires = "xml")]
+    pub instances: Option<usize>,
     /// Buffer placement the program is for (default: in place for allreduce, broadcast
     /// and reduce, out of place otherwise)
     #[arg(long, value_enum, requires = "xml")]
@@ -56,7 +59,7 @@ impl LowerArgs {
         }
         Ok(Some(LowerOptions {
             in_place: self.placement.map(|p| p == Placement::InPlace),
-            instances: self.instances,
+            instances: self.instances.unwrap_or(1),
             proto: self.proto,
             min_bytes: self.min_bytes,
             max_bytes: self.max_bytes,

@@ -17,6 +17,7 @@ mod compare;
 mod compile;
 mod concurrent;
 mod lowering;
+mod nccl_beside;
 pub mod progress;
 mod report;
 mod simulate;

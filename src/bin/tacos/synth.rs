@@ -1,9 +1,11 @@
 //! `tacos synth`: synthesize, check and report one algorithm.
 
 use super::lowering::{describe, LowerArgs};
+use super::nccl_beside;
 use super::progress::ProgressHandle;
 use super::{
-    chunk_count, collective_kind, job_count, npu_list, seed_count, size, NpuList, TopologyArgs,
+    chunk_count, collective_kind, job_count, npu_list, seed_count, size, CostArgs, NpuList,
+    TopologyArgs,
 };
 use anyhow::Context;
 use clap::Args;
@@ -90,6 +92,8 @@ pub struct SynthArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub msccl: LowerArgs,
+    #[command(flatten)]
+    pub cost: CostArgs,
 }
 
 impl SynthArgs {
@@ -177,6 +181,8 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         ..Request::new(args.collective, args.size)
     };
     let lowering = args.msccl.options()?;
+    // The model programs are timed and NCCL priced with (None: --alpha-beta).
+    let executor = args.cost.executor(&topo)?;
     let chunks = args.chunks(&topo, &request);
     let seeds = args
         .seeds
@@ -189,6 +195,8 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         lowering: lowering.clone().unwrap_or_default(),
         replicate: args.replicate,
         planned: !args.no_plan,
+        executor: executor.clone().filter(|_| lowering.is_some()),
+        fill_instances: args.msccl.instances.is_none(),
         ..pipeline::Options::default()
     };
     let spinner = ProgressHandle::spinner("synthesizing", args.quiet || args.json);
@@ -247,6 +255,45 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         None => None,
     };
     let time_ps = report.collective_time_ps;
+    let program_us = verified.as_ref().map(|v| ps_to_us(v.time_ps()));
+    let cost_model = executor
+        .as_ref()
+        .map(|e| nccl_beside::model_info(e, args.cost.profile_file()));
+    let nccl = executor.as_ref().and_then(|e| {
+        let over_every_npu = collective.npus() == topo.alive_npus().as_slice();
+        nccl_beside::price(
+            &topo,
+            collective.kind(),
+            args.size,
+            over_every_npu,
+            e,
+            program_us,
+        )
+    });
+    let nccl = match nccl {
+        Some(Err(why)) => {
+            if !args.json {
+                eprintln!("warning: NCCL's own choice could not be priced here: {why}");
+            }
+            None
+        }
+        Some(Ok(price)) => Some(price),
+        None => None,
+    };
+    if let (Some(price), Some(ours)) = (&nccl, program_us) {
+        if price.time_us < ours && !args.json {
+            eprintln!(
+                "warning: NCCL's own choice ({}/{}) is predicted faster than this program at {}: {:.1} us against {:.1} us; \
+                 `tacos compile {}` builds a set that serves only the sizes where ours is faster and leaves the rest to NCCL",
+                price.algorithm,
+                price.protocol,
+                format_size(args.size),
+                price.time_us,
+                ours,
+                topo.name()
+            );
+        }
+    }
     let bounds = early_bounds.unwrap_or_else(|| Bounds::chunked(&topo, &collective));
     let npus = collective.npus().len();
     let all_reduce = checked.all_reduce();
@@ -260,6 +307,10 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             schedule_file: args.out.as_ref().map(|p| p.display().to_string()),
             xml_file: xml.as_ref().map(|(_, p)| p.display().to_string()),
             program_time_ps: verified.as_ref().map(|v| v.time_ps()),
+            cost_model: cost_model
+                .clone()
+                .filter(|_| verified.is_some() || nccl.is_some()),
+            nccl: nccl.clone(),
             allreduce: all_reduce.map(AllReducePhases::new),
             replicated: replication(&args, &topo),
             chunk_trials: trials.as_ref().map(|ts| {
@@ -348,7 +399,10 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             );
         }
     }
-    println!("collective time      {:.3} us", ps_to_us(time_ps));
+    println!(
+        "schedule time        {:.3} us (the schedule's own clock: links' alpha-beta)",
+        ps_to_us(time_ps)
+    );
     if let Some(a) = all_reduce {
         println!(
             "all-reduce           pipelined {:.3} us, phased {:.3} us (reduce-scatter ends {:.3} us); kept {}",
@@ -379,13 +433,26 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.out {
         println!("schedule             {}", path.display());
     }
-    if let Some((verified, path)) = &xml {
+    let model = cost_model.as_ref().map_or_else(
+        || "bare alpha-beta messages".to_string(),
+        nccl_beside::model_label,
+    );
+    if let Some(verified) = &verified {
+        let written = xml.as_ref().map_or_else(
+            || "not written".to_string(),
+            |(_, path)| path.display().to_string(),
+        );
         println!(
-            "msccl xml            {} ({}; verified, simulated {:.3} us)",
-            path.display(),
-            describe(verified.program()),
+            "msccl xml            {written} ({}; verified)",
+            describe(verified.program())
+        );
+        println!(
+            "program time         {:.3} us ({model})",
             ps_to_us(verified.time_ps())
         );
+    }
+    if let Some(price) = &nccl {
+        println!("{}", nccl_beside::line(price, &model));
     }
     Ok(())
 }

@@ -87,6 +87,8 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
             schedule_file: Some(path.display().to_string()),
             xml_file: None,
             program_time_ps: None,
+            cost_model: None,
+            nccl: None,
             allreduce: None,
             replicated: replication(args, topo),
             chunk_trials: None,

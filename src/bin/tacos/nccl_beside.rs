@@ -1,0 +1,86 @@
+//! NCCL's own choice for the request a command answers, priced by the same executor cost
+//! model as our program, so a user sees whether running ours would beat doing nothing.
+
+use tacos::collective::CollectiveKind;
+use tacos::cost::nccl::SIMULATED_RANKS_MAX;
+use tacos::cost::{Executor, NcclPricer};
+use tacos::report::{CostModelInfo, NcclBeside};
+use tacos::topology::Topology;
+use tacos::tuner::TUNED;
+
+/// NCCL's own choice (its tuning's pick, as it runs unless told otherwise) for `kind` of
+/// `size_bytes` over every alive NPU of `topo`, with `ours_us` (our program's time under
+/// the same model) to compare; None where NCCL runs nothing to compare: a collective it
+/// has no built-in for, a request over some NPUs only, or a topology too large to price
+/// that is not a preset cluster. An error says why the price could not be made.
+pub fn price(
+    topo: &Topology,
+    kind: CollectiveKind,
+    size_bytes: u64,
+    over_every_npu: bool,
+    executor: &Executor,
+    ours_us: Option<f64>,
+) -> Option<Result<NcclBeside, String>> {
+    let npus = topo.alive_npus().len();
+    let priceable = npus <= SIMULATED_RANKS_MAX || topo.name().starts_with("preset:");
+    if !TUNED.contains(&kind) || !over_every_npu || npus < 2 || !priceable {
+        return None;
+    }
+    let priced = NcclPricer::new(
+        topo,
+        kind,
+        executor.domain_size,
+        executor.gpu,
+        executor.model.clone(),
+    )
+    .and_then(|pricer| {
+        let price = pricer.price(size_bytes, None, None)?;
+        Ok((pricer.version(), price))
+    });
+    Some(match priced {
+        Ok((version, price)) => Ok(NcclBeside {
+            version: version.to_string(),
+            algorithm: price.algorithm,
+            protocol: price.protocol,
+            channels: price.channels,
+            time_us: price.time_us,
+            speedup: ours_us
+                .filter(|&ours| ours > 0.0)
+                .map(|ours| price.time_us / ours),
+        }),
+        Err(e) => Err(e.to_string()),
+    })
+}
+
+/// The executor cost model's name for reports: its GPU generation and the profile read.
+pub fn model_info(executor: &Executor, profile: Option<String>) -> CostModelInfo {
+    CostModelInfo {
+        arch: executor.model.arch.clone(),
+        source: executor.model.source.clone(),
+        profile,
+    }
+}
+
+/// How a text report names the model: "executor cost model, hopper built-in profile".
+pub fn model_label(info: &CostModelInfo) -> String {
+    match &info.profile {
+        Some(file) => format!("executor cost model, profile {file}"),
+        None => format!("executor cost model, {} built-in profile", info.arch),
+    }
+}
+
+/// The text line for `nccl` beside our program (`ours` says what was priced of ours).
+pub fn line(nccl: &NcclBeside, model: &str) -> String {
+    let verdict = match nccl.speedup {
+        Some(s) if s >= 1.0 => format!("; our program is {s:.2}x faster"),
+        Some(s) => format!(
+            "; our program is {:.2}x slower: NCCL's own choice is faster here",
+            1.0 / s
+        ),
+        None => "; --xml prices our program the same way".to_string(),
+    };
+    format!(
+        "nccl                 {:.3} us (NCCL {}'s choice: {}/{} on {} channels, {model}){verdict}",
+        nccl.time_us, nccl.version, nccl.algorithm, nccl.protocol, nccl.channels
+    )
+}
