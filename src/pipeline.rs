@@ -841,7 +841,27 @@ pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result
 /// was lowered with, also lowered again on the instances (copies on more channels) its
 /// busiest link needs to move data at the link's rate (`Executor::instances_to_fill`),
 /// and that program kept where it lowers within the target and is faster.
-pub(crate) fn priced(
+///
+/// ```
+/// use tacos::collective::CollectiveKind;
+/// use tacos::cost::Executor;
+/// use tacos::msccl::LowerOptions;
+/// use tacos::pipeline::{lower, priced, synthesize, Request};
+/// use tacos::synth::SynthOptions;
+/// use tacos::topology::{parse_spec, SpecDefaults};
+///
+/// let ring = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+/// let request = Request::new(CollectiveKind::AllGather, 1 << 30);
+/// let checked = synthesize(&ring, &request, 1, &SynthOptions::seeded(0)).unwrap();
+/// let lowering = LowerOptions::default();
+/// let one = lower(&ring, &checked, &lowering).unwrap();
+/// let executor = Executor::for_topology(&ring, None, None).unwrap();
+/// let single = priced(&ring, one.clone(), &executor, None).unwrap();
+/// let filled = priced(&ring, one, &executor, Some(&lowering)).unwrap();
+/// // The executor's channels do not move a link's rate alone: more instances are faster.
+/// assert!(filled.time_ps() <= single.time_ps());
+/// ```
+pub fn priced(
     topo: &Topology,
     lowered: Lowered,
     executor: &Executor,

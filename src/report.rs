@@ -269,6 +269,16 @@ pub struct CompareReport {
     /// The synthesized algorithm first, then every baseline for the collective.
     pub algorithms: Vec<CompareRow>,
     pub heatmap: Option<String>,
+    /// The synthesized schedule as the MSCCL program `synth --xml` would write for it,
+    /// timed by the executor cost model (`cost_model`); absent with `--alpha-beta` or
+    /// where it could not be lowered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program_time_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_model: Option<CostModelInfo>,
+    /// NCCL's own choice for the request, priced by the same model as `program_time_us`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<NcclBeside>,
 }
 
 /// One algorithm of a comparison: timed, or skipped with the reason.

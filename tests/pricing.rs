@@ -201,3 +201,43 @@ fn nccl_is_priced_only_where_it_runs_the_collective() {
     // Without a program there is nothing of ours priced by the same model to compare.
     assert!(all["nccl"].get("speedup").is_none(), "{all}");
 }
+
+#[test]
+fn compare_prices_our_program_and_nccls_as_synth_does() {
+    let spec = "preset:dgx-h100,nodes=2";
+    let one = [
+        "-c",
+        "allreduce",
+        "-s",
+        "64MiB",
+        "-k",
+        "2",
+        "--seeds",
+        "1",
+        "--no-plan",
+    ];
+    let xml = scratch("compared.xml");
+    let synth = json(
+        &[
+            &["synth", spec][..],
+            &one,
+            &["--xml", xml.to_str().unwrap(), "--instances", "1", "--json"],
+        ]
+        .concat(),
+    );
+    let compare = json(&[&["compare", spec][..], &one, &["--quiet", "--json"]].concat());
+    // One candidate: the same schedule. Compare's program fills instances where that is
+    // faster, so it is no slower than synth's one-instance file.
+    let compared = time_us(&compare, "program_time_us");
+    assert!(compared <= time_us(&synth, "program_time_us") * (1.0 + 1e-9));
+    assert!(same(
+        time_us(&compare["nccl"], "time_us"),
+        time_us(&synth["nccl"], "time_us")
+    ));
+    assert!(same(
+        time_us(&compare["nccl"], "speedup"),
+        time_us(&compare["nccl"], "time_us") / compared
+    ));
+    let bare = json(&[&["compare", spec][..], &one, &["--alpha-beta", "--json"]].concat());
+    assert!(bare.get("nccl").is_none() && bare.get("program_time_us").is_none());
+}

@@ -1,9 +1,10 @@
 //! `tacos compare`: the synthesized algorithm and every baseline on one topology, each
 //! timed by the congestion-aware simulator, next to the lower bounds.
 
+use super::nccl_beside;
 use super::progress::ProgressHandle;
 use super::simulate::{print_bounds, sharing_note, CollectiveArgs};
-use super::{seed_count, sharing, TopologyArgs};
+use super::{seed_count, sharing, CostArgs, TopologyArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveSpec};
 use tacos::fsio::write_atomic;
-use tacos::pipeline::{self, Chunks, Request};
+use tacos::pipeline::{self, Checked, Chunks, Request};
 use tacos::report::{
     BoundsReport, CollectiveInfo, CompareReport, CompareRow, CompareTimed, Timing, TopologyInfo,
     SCHEMA_VERSION,
@@ -42,6 +43,8 @@ pub struct CompareArgs {
     /// or fair (all at once, max-min fair shares of bandwidth, as SimGrid's flow model)
     #[arg(long, default_value = "serial", value_parser = sharing)]
     pub sharing: Sharing,
+    #[command(flatten)]
+    pub cost: CostArgs,
     /// Print one JSON object instead of a table
     #[arg(long)]
     pub json: bool,
@@ -95,8 +98,10 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         collective,
         seed,
         outcome,
+        checked,
     } = synthesized(&topo, &requested, &search, args.sharing)?;
     drop(spinner);
+    let priced = beside_nccl(&args, &topo, &collective, checked.as_ref())?;
     let spec = collective.spec().clone();
     let baselines = baselines_for(&spec);
     let bar = ProgressHandle::bar("baselines", baselines.len() as u64, args.quiet || args.json);
@@ -165,6 +170,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             bounds: BoundsReport::new(&bounds),
             algorithms,
             heatmap: args.heatmap.as_ref().map(|p| p.display().to_string()),
+            program_time_us: priced.program_us,
+            cost_model: priced.cost_model,
+            nccl: priced.nccl,
         };
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -219,10 +227,85 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         );
     }
     print_bounds(&bounds, None);
+    if let Some(info) = &priced.cost_model {
+        let model = nccl_beside::model_label(info);
+        match &priced.program_us {
+            Some(us) => println!(
+                "program       {us:.3} us (tacos as the MSCCL program synth --xml writes, {model})"
+            ),
+            None => println!(
+                "program       not priced: {}",
+                priced.not_lowered.as_deref().unwrap_or("no program")
+            ),
+        }
+        if let Some(nccl) = &priced.nccl {
+            println!("{}", nccl_beside::line(nccl, &model));
+        }
+    }
     if let Some(path) = &args.heatmap {
         println!("heat map      {}", path.display());
     }
     Ok(())
+}
+
+/// Our program and NCCL's own choice, priced by the executor cost model.
+struct Priced {
+    program_us: Option<f64>,
+    /// Why the schedule kept has no program price.
+    not_lowered: Option<String>,
+    cost_model: Option<tacos::report::CostModelInfo>,
+    nccl: Option<tacos::report::NcclBeside>,
+}
+
+/// What `compare` prints beside the link-level table: the kept schedule as a program and
+/// NCCL's own choice, by the executor cost model (nothing with `--alpha-beta`).
+fn beside_nccl(
+    args: &CompareArgs,
+    topo: &Topology,
+    collective: &Collective,
+    checked: Option<&Checked>,
+) -> anyhow::Result<Priced> {
+    let Some(executor) = args.cost.executor(topo)? else {
+        return Ok(Priced {
+            program_us: None,
+            not_lowered: None,
+            cost_model: None,
+            nccl: None,
+        });
+    };
+    let program = match checked {
+        Some(checked) => nccl_beside::program_us(topo, checked, &executor),
+        None => Err("the schedule was not synthesized".to_string()),
+    };
+    let (program_us, not_lowered) = match program {
+        Ok(us) => (Some(us), None),
+        Err(why) => (None, Some(why)),
+    };
+    let spec = collective.spec();
+    let over_every_npu = spec.npus == topo.alive_npus();
+    let nccl = match nccl_beside::price(
+        topo,
+        spec.kind,
+        spec.size_bytes,
+        over_every_npu,
+        &executor,
+        program_us,
+    ) {
+        Some(Ok(price)) => Some(price),
+        Some(Err(why)) => {
+            if !args.json {
+                eprintln!("warning: NCCL's own choice could not be priced here: {why}");
+            }
+            None
+        }
+        None => None,
+    };
+    Ok(Priced {
+        program_us,
+        not_lowered,
+        cost_model: Some(nccl_beside::model_info(&executor, args.cost.profile_file())),
+        nccl,
+    })
 }
 
 /// The baselines that define `spec`'s collective.
@@ -281,6 +364,8 @@ pub(super) struct Synthesized {
     /// The algorithm checked and simulated (its run kept); Err(reason) where it would not
     /// fit the memory limit.
     pub outcome: Result<Measured, String>,
+    /// The schedule kept, where one was.
+    pub checked: Option<Checked>,
 }
 
 /// The synthesized algorithm for `spec`, its K aside: `search` says which K are tried.
@@ -318,6 +403,7 @@ pub(super) fn synthesized(
                 collective: Collective::new(topo, request.spec(topo, k))?,
                 seed: search.seed,
                 outcome: Err(e.to_string()),
+                checked: None,
             });
         }
         Err(e) => return Err(e.into()),
@@ -331,6 +417,7 @@ pub(super) fn synthesized(
         collective,
         seed: checked.seed().unwrap_or(search.seed),
         outcome: Ok(measured),
+        checked: Some(checked),
     })
 }
 

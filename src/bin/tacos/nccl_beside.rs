@@ -4,9 +4,23 @@
 use tacos::collective::CollectiveKind;
 use tacos::cost::nccl::SIMULATED_RANKS_MAX;
 use tacos::cost::{Executor, NcclPricer};
+use tacos::msccl::LowerOptions;
+use tacos::pipeline::{self, Checked};
 use tacos::report::{CostModelInfo, NcclBeside};
 use tacos::topology::Topology;
 use tacos::tuner::TUNED;
+use tacos::units::ps_to_us;
+
+/// `checked` as the MSCCL program `tacos synth --xml` would write for it (the default
+/// lowering, on as many instances as its busiest link needs where faster), timed by
+/// `executor`; an error says why it could not be lowered.
+pub fn program_us(topo: &Topology, checked: &Checked, executor: &Executor) -> Result<f64, String> {
+    let lowering = LowerOptions::default();
+    let lowered = pipeline::lower(topo, checked, &lowering).map_err(|e| e.to_string())?;
+    let priced =
+        pipeline::priced(topo, lowered, executor, Some(&lowering)).map_err(|e| e.to_string())?;
+    Ok(ps_to_us(priced.time_ps()))
+}
 
 /// NCCL's own choice (its tuning's pick, as it runs unless told otherwise) for `kind` of
 /// `size_bytes` over every alive NPU of `topo`, with `ours_us` (our program's time under
