@@ -650,3 +650,32 @@ fn a_collective_of_one_npu_is_refused_rather_than_reported_at_infinite_bandwidth
         );
     }
 }
+
+/// A directory compiled for one cluster is not replaced by a compilation for another by
+/// mistake: refused naming both, nothing changed, unless `--force`.
+#[test]
+fn compile_out_keeps_a_set_compiled_for_another_topology_without_force() {
+    let dir = scratch("compiled-for-ring4");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().unwrap();
+    let (ok, _, err) = tacos(&["compile", "ring:4", "--fast", "--out", out, "--quiet"]);
+    assert!(ok, "{err}");
+    let manifest = std::fs::read(dir.join("manifest.json")).unwrap();
+    let e = fails(&["compile", "ring:8", "--fast", "--out", out, "--quiet"]);
+    assert!(
+        e.contains(out) && e.contains("ring:4") && e.contains("ring:8") && e.contains("--force"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(dir.join("manifest.json")).unwrap(), manifest);
+    // The same cluster recompiles in place; --force replaces another's.
+    let (ok, _, err) = tacos(&["compile", "ring:4", "--fast", "--out", out, "--quiet"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = tacos(&[
+        "compile", "ring:8", "--fast", "--out", out, "--quiet", "--force",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        tacos::compile::compiled_for(&dir).map(|(name, _)| name),
+        Some("ring:8".to_string())
+    );
+}

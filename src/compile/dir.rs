@@ -97,6 +97,29 @@ pub fn check_target(dir: &Path, force: bool) -> Result<Found> {
     }
 }
 
+/// The topology the algorithm directory at `dir` was compiled for, as its manifest names
+/// it: (name, `topology_hash`); None where `dir` holds no manifest of ours.
+///
+/// ```
+/// let dir = std::env::temp_dir().join("tacos-doc-compiled-for-nothing");
+/// assert_eq!(tacos::compile::compiled_for(&dir), None);
+/// ```
+pub fn compiled_for(dir: &Path) -> Option<(String, String)> {
+    #[derive(Deserialize)]
+    struct Stamp {
+        topology: Named,
+    }
+    #[derive(Deserialize)]
+    struct Named {
+        name: String,
+        hash: String,
+    }
+    read_header(dir)?;
+    let bytes = read_regular(&dir.join(MANIFEST_FILE)).ok()?;
+    let stamp: Stamp = serde_json::from_slice(&bytes).ok()?;
+    Some((stamp.topology.name, stamp.topology.hash))
+}
+
 /// The directory of a compiled directory `dir` that holds its algorithm files alone: what
 /// `MSCCL_ALGO_DIR` should name.
 pub fn algorithm_dir(dir: &Path) -> PathBuf {
@@ -745,11 +768,15 @@ fn check_listed(
                     })
                     .map(ps_to_us);
                 if timed.as_ref().ok() != Some(&band.time_us) {
+                    let gives = match &timed {
+                        Ok(us) => format!("timed again, it takes {us} us"),
+                        Err(e) => format!("the program cannot be timed: {e}"),
+                    };
                     problems.add(
                         CheckKind::Prediction,
                         file,
                         format!(
-                            "at {} bytes the manifest predicts {} us, the simulator gives {timed:?}",
+                            "at {} bytes the manifest predicts {} us; {gives}",
                             band.size_bytes, band.time_us
                         ),
                     );
@@ -943,14 +970,16 @@ fn band_problem(entry: &Entry) -> Option<String> {
             };
         if !consistent {
             return Some(format!(
-                "at {} bytes the predictions disagree with each other: time {} us, algbw {} GB/s, bound {} us, efficiency {}, baseline {:?} us, speedup {:?}",
+                "at {} bytes the predictions disagree with each other: time {} us, algbw {} GB/s, bound {} us, efficiency {}, baseline {}, speedup {}",
                 band.size_bytes,
                 band.time_us,
                 band.algbw_gbps,
                 band.bound_us,
                 band.efficiency,
-                band.best_baseline_us,
+                band.best_baseline_us
+                    .map_or("none".to_string(), |us| format!("{us} us")),
                 band.speedup_vs_baseline
+                    .map_or("none".to_string(), |x| format!("{x}x"))
             ));
         }
     }

@@ -30,8 +30,8 @@ mod select;
 pub use band::{BandCompiler, BandOutcome};
 pub use candidate::Candidate;
 pub use dir::{
-    algorithm_dir, check_dir, check_dir_with, check_target, write_dir, CheckKind, CheckOptions,
-    CheckProblem, CheckReport, Found, Written,
+    algorithm_dir, check_dir, check_dir_with, check_target, compiled_for, write_dir, CheckKind,
+    CheckOptions, CheckProblem, CheckReport, Found, Written,
 };
 pub(crate) use dir::{loader_problems, parent_and_name, read_regular, tidy_dir};
 pub use manifest::{

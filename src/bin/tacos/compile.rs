@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tacos::collective::CollectiveKind;
 use tacos::compile::{
-    algorithm_dir, check_dir_with, check_target, compile, short_size, write_dir, AlgorithmSet,
-    CheckOptions, CompileOptions, CostOptions, NcclBand, Placements, Progress, ProtoChoice,
-    SizeRange, Stage, Written,
+    algorithm_dir, check_dir_with, check_target, compile, compiled_for, short_size, topology_hash,
+    write_dir, AlgorithmSet, CheckOptions, CompileOptions, CostOptions, NcclBand, Placements,
+    Progress, ProtoChoice, SizeRange, Stage, Written,
 };
 use tacos::msccl::Target;
 use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
@@ -79,7 +79,8 @@ pub struct CompileArgs {
     /// Worker threads (0: one per core; at most 256)
     #[arg(long, default_value_t = 0, value_parser = job_count)]
     pub jobs: usize,
-    /// Replace an existing directory even if it is not a compiled one
+    /// Replace an existing directory even if it is not a compiled one, or was compiled for
+    /// another topology
     #[arg(long)]
     pub force: bool,
     /// No progress display
@@ -204,8 +205,18 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
     let topo = args.topology.topology()?;
     let options = args.options(&topo)?;
     options.validate()?;
-    // Refuse before a long compilation what the write would refuse after it.
+    // Refuse before a long compilation what the write would refuse after it, and a set
+    // compiled for another cluster, which is not replaced by mistake.
     check_target(out, args.force)?;
+    if let Some((name, hash)) = compiled_for(out).filter(|_| !args.force) {
+        if hash != topology_hash(&topo) {
+            bail!(
+                "{} holds algorithms compiled for {name}, not for {}; use --force to replace them, or another --out",
+                out.display(),
+                topo.name()
+            );
+        }
+    }
     let bar = ProgressHandle::bar("candidates", 0, args.quiet || args.json);
     let report = |p: Progress| {
         if p.done == 0 {
