@@ -116,6 +116,8 @@ fn the_text_report_names_the_model_and_says_which_is_faster() {
         "1",
         "--xml",
         xml.to_str().unwrap(),
+        "--gpu-arch",
+        "hopper",
     ]);
     assert!(ok, "{err}");
     let program = out
@@ -196,7 +198,20 @@ fn nccl_is_priced_only_where_it_runs_the_collective() {
         "--json",
     ]);
     assert!(some.get("nccl").is_none(), "{some}");
-    let all = json(&["synth", "ring:8", "-c", "allgather", "-s", "1MiB", "--json"]);
+    // An abstract ring is no machine NCCL runs on until its GPUs are named.
+    let abstract_ring = json(&["synth", "ring:8", "-c", "allgather", "-s", "1MiB", "--json"]);
+    assert!(abstract_ring.get("nccl").is_none(), "{abstract_ring}");
+    let all = json(&[
+        "synth",
+        "ring:8",
+        "-c",
+        "allgather",
+        "-s",
+        "1MiB",
+        "--gpu-arch",
+        "hopper",
+        "--json",
+    ]);
     assert!(time_us(&all["nccl"], "time_us") > 0.0, "{all}");
     // Without a program there is nothing of ours priced by the same model to compare.
     assert!(all["nccl"].get("speedup").is_none(), "{all}");

@@ -283,14 +283,17 @@ fn beside_nccl(
     };
     let spec = collective.spec();
     let over_every_npu = spec.npus == topo.alive_npus();
-    let nccl = match nccl_beside::price(
-        topo,
-        spec.kind,
-        spec.size_bytes,
-        over_every_npu,
-        &executor,
-        program_us,
-    ) {
+    let priced = nccl_beside::runs_nccl(topo, &args.cost).then(|| {
+        nccl_beside::price(
+            topo,
+            spec.kind,
+            spec.size_bytes,
+            over_every_npu,
+            &executor,
+            program_us,
+        )
+    });
+    let nccl = match priced.flatten() {
         Some(Ok(price)) => Some(price),
         Some(Err(why)) => {
             if !args.json {

@@ -1,6 +1,7 @@
 //! NCCL's own choice for the request a command answers, priced by the same executor cost
 //! model as our program, so a user sees whether running ours would beat doing nothing.
 
+use super::CostArgs;
 use tacos::collective::CollectiveKind;
 use tacos::cost::nccl::SIMULATED_RANKS_MAX;
 use tacos::cost::{Executor, NcclPricer};
@@ -20,6 +21,17 @@ pub fn program_us(topo: &Topology, checked: &Checked, executor: &Executor) -> Re
     let priced =
         pipeline::priced(topo, lowered, executor, Some(&lowering)).map_err(|e| e.to_string())?;
     Ok(ps_to_us(priced.time_ps()))
+}
+
+/// Whether `topo` is a machine NCCL runs on: a preset, an NCCL topology file imported, or
+/// any topology whose GPUs the user named (`--gpu-arch`, `--profile`, `TACOS_PROFILE`). An
+/// abstract network (a torus, a mesh) has no NCCL to compare with unless told which GPUs.
+pub fn runs_nccl(topo: &Topology, cost: &CostArgs) -> bool {
+    let name = topo.name();
+    name.starts_with("preset:")
+        || name.contains(".xml")
+        || cost.gpu_arch.is_some()
+        || cost.profile_file().is_some()
 }
 
 /// NCCL's own choice (its tuning's pick, as it runs unless told otherwise) for `kind` of

@@ -259,7 +259,8 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     let cost_model = executor
         .as_ref()
         .map(|e| nccl_beside::model_info(e, args.cost.profile_file()));
-    let nccl = executor.as_ref().and_then(|e| {
+    let machine = nccl_beside::runs_nccl(&topo, &args.cost);
+    let nccl = executor.as_ref().filter(|_| machine).and_then(|e| {
         let over_every_npu = collective.npus() == topo.alive_npus().as_slice();
         nccl_beside::price(
             &topo,
