@@ -228,6 +228,19 @@ impl Options {
         }
     }
 
+    /// The (seed, planned) trials made at each K: every seed, then (where planning applies)
+    /// planned with the first seed, so that ties go to the free matching.
+    fn ways(&self, topo: &Topology, request: &Request) -> Vec<(u64, bool)> {
+        let plans = self.planned && !self.replicate && planning_applies(topo, request);
+        let free = self.seeds.iter().map(|&seed| (seed, false));
+        let planned = self
+            .seeds
+            .first()
+            .filter(|_| plans)
+            .map(|&seed| (seed, true));
+        free.chain(planned).collect()
+    }
+
     /// Whether `schedule` ranks its candidates by simulation: one candidate leaves nothing
     /// to rank, and simulating it can take longer than synthesizing it (a 64x64 mesh).
     fn ranks_candidates(&self) -> bool {
@@ -940,14 +953,8 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
     let one_k = trials.len() == 1 || matches!(options.chunks, Chunks::Fixed(_));
     if let (Some(e), Some(trial), true) = (failed, trials.first(), none_built && one_k) {
         let advice = match options.chunks {
-            Chunks::Fixed(k) => limit_advice(
-                topo,
-                request,
-                k,
-                &options.synth(trial.seed, trial.planned),
-                lowering,
-            )
-            .map(|advice| format!("-k {k} does not fit: {advice}; ")),
+            Chunks::Fixed(k) => limit_advice(topo, request, k, options)
+                .map(|advice| format!("-k {k} does not fit: {advice}; ")),
             Chunks::Auto | Chunks::UpTo(_) => None,
         };
         let seeds = match trials.as_slice() {
@@ -1014,16 +1021,11 @@ fn search<T: Send>(
     // The request itself is checked once, at the first K, so that its errors come as they are.
     admit_at(topo, request, options, ks[0], simulated, false)?;
     Collective::new(topo, request.spec(topo, ks[0]))?;
-    // Every K with every seed, then (where planning applies) planned with the first seed:
-    // ties go to the free matching.
-    let plans = options.planned && !options.replicate && planning_applies(topo, request);
+    // Every K with each of the options' ways.
+    let ways = options.ways(topo, request);
     let candidates: Vec<(usize, u64, bool)> = ks
         .iter()
-        .flat_map(|&k| {
-            let free = options.seeds.iter().map(move |&seed| (k, seed, false));
-            let planned = plans.then_some((k, options.seeds[0], true));
-            free.chain(planned)
-        })
+        .flat_map(|&k| ways.iter().map(move |&(seed, planned)| (k, seed, planned)))
         .collect();
     let side_by_side = candidates
         .iter()
@@ -1085,16 +1087,17 @@ fn nothing_found(trials: &[Trial], what: &str) -> String {
 }
 
 /// When K's program breaks only limits (it lowers once they are lifted): the largest
-/// smaller K that fits the target, and whether the executor rebuilt for 256 steps takes
+/// smaller K that fits the target (with any of the seeds and ways the options try, as
+/// `-k` with that K would find it), and whether the executor rebuilt for 256 steps takes
 /// K. None when the program fails for another reason.
-fn limit_advice(
-    topo: &Topology,
-    request: &Request,
-    k: usize,
-    synth: &SynthOptions,
-    lowering: &LowerOptions,
-) -> Option<String> {
-    let checked = synthesize(topo, request, k, synth).ok()?;
+fn limit_advice(topo: &Topology, request: &Request, k: usize, options: &Options) -> Option<String> {
+    let lowering = &options.lowering;
+    let synths: Vec<SynthOptions> = options
+        .ways(topo, request)
+        .into_iter()
+        .map(|(seed, planned)| options.synth(seed, planned))
+        .collect();
+    let checked = synthesize(topo, request, k, synths.first()?).ok()?;
     let target = &lowering.target;
     let lifted = LowerOptions {
         target: Target {
@@ -1111,12 +1114,15 @@ fn limit_advice(
     };
     msccl::lower(checked.schedule(), topo, &lifted).ok()?;
     let mut advice = Vec::new();
-    let smaller = (1..k).rev().find(|&j| {
+    let fits = |j: usize, synth: &SynthOptions| {
         synthesize(topo, request, j, synth).is_ok_and(|c| {
             check_shape(c.schedule(), topo, lowering).is_ok()
                 && msccl::lower(c.schedule(), topo, lowering).is_ok()
         })
-    });
+    };
+    let smaller = (1..k)
+        .rev()
+        .find(|&j| synths.iter().any(|synth| fits(j, synth)));
     advice.push(match smaller {
         Some(j) => format!("the largest K that fits target {target} is {j} (-k {j})"),
         None => format!("no smaller K fits target {target} either"),

@@ -47,6 +47,11 @@ fn a_k_that_does_not_fit_is_refused_with_the_largest_k_that_does() {
         .to_string();
     let k: usize = suggested.parse().unwrap();
     assert!((1..4).contains(&k), "{err}");
+    // It is the largest: every K between it and 4 is refused too, whatever its seeds.
+    for larger in k + 1..4 {
+        let (ok, _, _) = tacos(&[&base[..], &["-k", &larger.to_string()]].concat());
+        assert!(!ok, "-k {larger} fits, above the {k} suggested: {err}");
+    }
     // The suggestion works, and fits the executor's limits.
     let (ok, _, err) = tacos(&[&base[..], &["-k", &suggested]].concat());
     assert!(ok, "-k {suggested}: {err}");

@@ -62,10 +62,10 @@ impl Profile {
                 max_tbs: 1024,
                 ..executor
             },
+            // The older fork's parser keeps 4,095 elements per rank as the executor's does.
             Profile::MscclLegacy => Limits {
                 max_steps_per_tb: 256,
                 max_tbs: 216,
-                max_elements_per_rank: 4096,
                 ..executor
             },
         }
