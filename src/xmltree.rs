@@ -97,6 +97,9 @@ pub struct Note {
     pub column: usize,
 }
 
+/// The note on indentation or other text between elements holding a tab.
+const TAB_NOTE: &str = "a tab between elements";
+
 /// A parsed file: its root element and the notes on its text.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Document {
@@ -276,7 +279,21 @@ pub fn parse_document(text: &str, origin: &str, limits: &Limits) -> Result<Docum
                     (None, None) => Err(at(offset, "no root element".into())),
                 };
             }
-            Event::Text(_) | Event::GeneralRef(_) | Event::Comment(_) => None,
+            Event::Text(t) => {
+                // The loaders' parser skips only spaces and line breaks between tags; the
+                // first tab found stands for the file's.
+                let tab = t.iter().position(|&b| b == b'\t');
+                if let Some(tab) = tab.filter(|_| !notes.iter().any(|n| n.what == TAB_NOTE)) {
+                    let (line, column) = position(offset + tab as u64);
+                    notes.push(Note {
+                        what: TAB_NOTE,
+                        line,
+                        column,
+                    });
+                }
+                None
+            }
+            Event::GeneralRef(_) | Event::Comment(_) => None,
         };
         if done.is_some() {
             root = done;
@@ -495,5 +512,14 @@ mod tests {
         let plain = "<a x=\"1\" y=\"a'b\">\n  <b/>\n</a>\n";
         let doc = parse_document(plain, "t.xml", &Limits::default()).unwrap();
         assert!(doc.notes.is_empty(), "{:?}", doc.notes);
+        // Indentation with tabs: noted once, at the first tab (line 2, after two spaces).
+        let tabbed = "<a>\n  \t<b/>\n\t<c/>\n</a>\n";
+        let doc = parse_document(tabbed, "t.xml", &Limits::default()).unwrap();
+        let notes: Vec<(&str, usize, usize)> = doc
+            .notes
+            .iter()
+            .map(|n| (n.what, n.line, n.column))
+            .collect();
+        assert_eq!(notes, [("a tab between elements", 2, 3)]);
     }
 }
