@@ -405,6 +405,9 @@ pub struct CompileReport<'a> {
     pub command: &'static str,
     pub dir: String,
     pub msccl_algo_dir: String,
+    /// With `--target msccl-legacy`, which reads no directory: the `MSCCL_XML_FILES` value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub msccl_xml_files: Option<String>,
     pub target: String,
     /// `created`, `replaced` or `unchanged`.
     pub written: &'static str,

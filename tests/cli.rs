@@ -679,3 +679,45 @@ fn compile_out_keeps_a_set_compiled_for_another_topology_without_force() {
         Some("ring:8".to_string())
     );
 }
+
+/// The older microsoft/msccl reads no directory and loads at most four files: a legacy set
+/// is refused past four (nothing written) and otherwise told as the list it reads.
+#[test]
+fn a_legacy_set_is_at_most_four_files_named_in_msccl_xml_files() {
+    let dir = scratch("legacy-set");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().unwrap();
+    let base = [
+        "compile",
+        "ring:4",
+        "--fast",
+        "--no-nccl",
+        "--target",
+        "msccl-legacy",
+        "--out",
+        out,
+        "--quiet",
+    ];
+    let e = fails(&base);
+    assert!(e.contains("at most 4") && e.contains("--sizes"), "{e}");
+    assert!(!dir.exists(), "a refused set was written");
+    let (ok, text, err) = tacos(
+        &[
+            &base[..],
+            &["--collectives", "allreduce", "--sizes", "1MiB..4MiB"],
+        ]
+        .concat(),
+    );
+    assert!(ok, "{err}");
+    let line = text
+        .lines()
+        .find_map(|l| l.split("MSCCL_XML_FILES=").nth(1))
+        .unwrap_or_else(|| panic!("{text}"));
+    let files: Vec<&str> = line.split(':').collect();
+    assert!((1..=4).contains(&files.len()), "{line}");
+    for f in files {
+        let program = tacos::msccl::read_program(std::path::Path::new(f)).unwrap();
+        assert_eq!(program.collective, "allreduce");
+    }
+    assert!(!text.contains("MSCCL_ALGO_DIR"), "{text}");
+}

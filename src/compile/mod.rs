@@ -23,6 +23,7 @@
 mod band;
 mod candidate;
 mod dir;
+mod legacy;
 mod manifest;
 mod quick;
 mod select;
@@ -34,6 +35,7 @@ pub use dir::{
     CheckOptions, CheckProblem, CheckReport, Found, Written,
 };
 pub(crate) use dir::{loader_problems, parent_and_name, read_regular, tidy_dir};
+pub use legacy::{legacy_xml_files, LEGACY_MAX_FILES, LEGACY_MAX_SCRATCH_BYTES};
 pub use manifest::{
     sha256_hex, topology_hash, BandPrediction, Entry, LeftToNccl, Manifest, NcclBand, TopologyInfo,
     ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tacos::collective::CollectiveKind;
 use tacos::compile::{
-    algorithm_dir, check_dir_with, check_target, compile, compiled_for, short_size, topology_hash,
-    write_dir, AlgorithmSet, CheckOptions, CompileOptions, CostOptions, NcclBand, Placements,
-    Progress, ProtoChoice, SizeRange, Stage, Written,
+    algorithm_dir, check_dir_with, check_target, compile, compiled_for, legacy_xml_files,
+    short_size, topology_hash, write_dir, AlgorithmSet, CheckOptions, CompileOptions, CostOptions,
+    NcclBand, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
 };
-use tacos::msccl::Target;
+use tacos::msccl::{Profile, Target};
 use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
 use tacos::topology::Topology;
 use tacos::units::format_size;
@@ -232,14 +232,27 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
     let set = compile(&topo, &options, &report);
     drop(bar);
     let set = set?;
+    // The older fork reads a list of files, not a directory, and only a few of them.
+    let xml_files = match set.manifest.options.target.profile {
+        Profile::MscclLegacy => Some(legacy_xml_files(&set, &algorithm_dir(out))?),
+        _ => None,
+    };
     let written = write_dir(&set, out, args.force)?;
     let seconds = started.elapsed().as_secs_f64();
+    let loading = Loading { out, xml_files };
     if args.json {
-        print_json(&set, out, written, seconds)
+        print_json(&set, &loading, written, seconds)
     } else {
-        print_table(&set, out, written, seconds);
+        print_table(&set, &loading, written, seconds);
         Ok(())
     }
+}
+
+/// Where a written set is and what the runtime is told to load it.
+struct Loading<'a> {
+    out: &'a Path,
+    /// `MSCCL_XML_FILES` for the older fork; None where `MSCCL_ALGO_DIR` names the files.
+    xml_files: Option<String>,
 }
 
 fn written_word(w: Written) -> &'static str {
@@ -252,15 +265,17 @@ fn written_word(w: Written) -> &'static str {
 
 fn print_json(
     set: &AlgorithmSet,
-    out: &Path,
+    loading: &Loading,
     written: Written,
     seconds: f64,
 ) -> anyhow::Result<()> {
+    let out = loading.out;
     let value = CompileReport {
         schema_version: SCHEMA_VERSION,
         command: "compile",
         dir: out.display().to_string(),
         msccl_algo_dir: algorithm_dir(out).display().to_string(),
+        msccl_xml_files: loading.xml_files.clone(),
         target: set.manifest.options.target.to_string(),
         written: written_word(written),
         elapsed_ms: seconds * 1e3,
@@ -271,7 +286,8 @@ fn print_json(
     Ok(())
 }
 
-fn print_table(set: &AlgorithmSet, out: &Path, written: Written, seconds: f64) {
+fn print_table(set: &AlgorithmSet, loading: &Loading, written: Written, seconds: f64) {
+    let out = loading.out;
     let m = &set.manifest;
     println!(
         "{} {} for {} ({} NPUs), target {}: {} files in {seconds:.1} s; figures at each band's smallest size",
@@ -282,10 +298,16 @@ fn print_table(set: &AlgorithmSet, out: &Path, written: Written, seconds: f64) {
         m.options.target,
         m.entries.len()
     );
-    println!(
-        "point the executor at the algorithm files: MSCCL_ALGO_DIR={}",
-        algorithm_dir(out).display()
-    );
+    match &loading.xml_files {
+        Some(files) if files.is_empty() => {
+            println!("no file for the older msccl to load: every band is left to NCCL")
+        }
+        Some(files) => println!("point the older msccl at the files: MSCCL_XML_FILES={files}"),
+        None => println!(
+            "point the executor at the algorithm files: MSCCL_ALGO_DIR={}",
+            algorithm_dir(out).display()
+        ),
+    }
     let mut group = None;
     for e in &m.entries {
         if group != Some((e.collective, e.in_place)) {
