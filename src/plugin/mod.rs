@@ -22,7 +22,7 @@ pub use config::{
     DEFAULT_NCCL_MARGIN, LOCK_WAIT_ENV,
 };
 pub use discover::{discover, plan, Discovered, Layout, NvlDomains, Plan};
-pub use scheduler::{fill_cache, Call, Scheduler};
+pub use scheduler::{fill_cache, Call, Filled, Scheduler, ServedBy};
 pub use tuner::{tuner_for, CostTable, Tuning, FORMULA_RANKS_MAX, SIMULATED_RANKS_MAX};
 
 /// Where a plugin's messages go: the host's logger, stderr, or nowhere.

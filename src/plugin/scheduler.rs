@@ -341,21 +341,37 @@ fn compile_options(config: &Config, topo: &Topology, log: &dyn Log) -> CompileOp
     }
 }
 
+/// What [`fill_cache`] filled: the cache entry's directory and each band's decision.
+pub struct Filled {
+    pub dir: PathBuf,
+    /// (collective, in place, the band, what serves it), in the order the bands were
+    /// filled.
+    pub bands: Vec<(CollectiveKind, bool, Band, ServedBy)>,
+}
+
+/// What serves a band of a filled cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServedBy {
+    /// The program in this file of the entry's `msccl/`.
+    Program(String),
+    /// NCCL, whose own choice is predicted as fast.
+    Nccl,
+    /// NCCL, no program having been found (the warning says why).
+    NoProgram,
+}
+
 /// Fills the cache with every band of `ranks`-rank communicators as the scheduler would
 /// at their first calls (the same cluster, options, memory limit and entry): what a job's
 /// prologue runs (`tacos compile --plugin-cache RANKS`) so that no call of the job
-/// compiles. The entry's directory, or why there is none; bands that get no program are
-/// reported through `log`.
-pub fn fill_cache(
-    config: &Config,
-    ranks: usize,
-    log: &(dyn Log + Sync),
-) -> Result<PathBuf, String> {
+/// compiles. The entry and what serves each band, or why there is none; bands that get no
+/// program are also reported through `log`.
+pub fn fill_cache(config: &Config, ranks: usize, log: &(dyn Log + Sync)) -> Result<Filled, String> {
     let topo = topology(config, ranks, log)?.ok_or_else(|| {
         format!("the settings give no cluster of {ranks} GPUs (see the warnings)")
     })?;
     let size = sized(config, topo, log).map_err(|e| e.to_string())?;
     let options = size.compiler.options();
+    let mut bands = Vec::new();
     for &kind in &options.collectives {
         for in_place in options.placements.flags(kind) {
             for &band in size.compiler.bands() {
@@ -372,20 +388,28 @@ pub fn fill_cache(
                     )),
                 }
                 };
-                match size.cache.open_band(&size.compiler, key, &notice) {
-                    Ok((Decision::NoProgram(why), _)) => log.warn(&format!(
-                        "no program for {kind} {} from {}: {}",
-                        if in_place { "in place" } else { "out of place" },
-                        format_size(band.min_bytes),
-                        echo(&why)
-                    )),
-                    Ok(_) => {}
+                let served = match size.cache.open_band(&size.compiler, key, &notice) {
+                    Ok((Decision::NoProgram(why), _)) => {
+                        log.warn(&format!(
+                            "no program for {kind} {} from {}: {}",
+                            if in_place { "in place" } else { "out of place" },
+                            format_size(band.min_bytes),
+                            echo(&why)
+                        ));
+                        ServedBy::NoProgram
+                    }
+                    Ok((Decision::Program(entry), _)) => ServedBy::Program(entry.file),
+                    Ok((Decision::LeftToNccl(_), _)) => ServedBy::Nccl,
                     Err(e) => return Err(e.to_string()),
-                }
+                };
+                bands.push((kind, in_place, band, served));
             }
         }
     }
-    Ok(size.cache.dir().to_path_buf())
+    Ok(Filled {
+        dir: size.cache.dir().to_path_buf(),
+        bands,
+    })
 }
 
 /// The cluster for `ranks` ranks, or None (with a warning) where the settings give none
@@ -434,6 +458,7 @@ mod tests {
     use super::*;
     use crate::compile::sha256_hex;
     use crate::msccl::{read_program, Target};
+    use std::collections::BTreeSet;
     use std::sync::{Arc, Mutex};
 
     /// Keeps every warning.
@@ -487,7 +512,7 @@ mod tests {
     }
 
     /// `config`'s cache filled for `ranks` as a prologue would.
-    fn filled(config: &Config, ranks: usize) -> PathBuf {
+    fn filled(config: &Config, ranks: usize) -> Filled {
         fill_cache(config, ranks, &Recorded::default()).expect("the cache is filled")
     }
 
@@ -620,8 +645,26 @@ mod tests {
         assert_eq!(shared.select(&call), Some(file_a.clone()));
         // What a prologue writes for every band is what first calls compiled: node b's
         // one band is byte for byte node a's after a prologue there.
-        let entry = filled(&a, 4);
+        let filled = filled(&a, 4);
+        let entry = filled.dir.clone();
         let whole = contents(&entry);
+        // The prologue says what serves each band: every program file it names is in the
+        // entry, and every file in the entry serves some band.
+        let named: BTreeSet<String> = filled
+            .bands
+            .iter()
+            .filter_map(|(_, _, _, by)| match by {
+                ServedBy::Program(file) => Some(format!("msccl/{file}")),
+                _ => None,
+            })
+            .collect();
+        let files: BTreeSet<String> = whole
+            .iter()
+            .filter(|(name, _)| name.starts_with("msccl/"))
+            .map(|(name, _)| name.clone())
+            .collect();
+        assert_eq!(named, files);
+        assert!(filled.bands.len() >= files.len());
         let one = contents(&rank_b.entry(4).unwrap());
         assert_eq!(one.len(), 2, "{one:?}");
         for f in &one {

@@ -43,7 +43,8 @@ pub struct CompileArgs {
     /// communicators of RANKS ranks, read from the plugin's own settings in the
     /// environment (TACOS_TOPOLOGY or NCCL_TOPO_FILE, TACOS_NODES, TACOS_TARGET,
     /// TACOS_CACHE_DIR, ...): what a job's prologue runs so the job serves from its first
-    /// call. Prints the cache entry
+    /// call. Prints the cache entry and, per collective and placement, what serves each
+    /// range of sizes (a program file, or NCCL)
     #[arg(long, value_name = "RANKS", value_parser = at_least_one, conflicts_with_all = ["out", "check", "spec"])]
     pub plugin_cache: Option<usize>,
     /// Collectives, comma-separated: allreduce, allgather, reducescatter, alltoall
@@ -172,6 +173,43 @@ impl tacos::plugin::Log for Warnings {
     }
 }
 
+/// Per collective and placement of a filled plugin cache: its bands and what serves them,
+/// consecutive bands served alike told as one range.
+fn print_served(filled: &tacos::plugin::Filled) {
+    use tacos::plugin::ServedBy;
+    let mut i = 0;
+    while i < filled.bands.len() {
+        let (kind, in_place, _, _) = filled.bands[i];
+        let group: Vec<_> = filled.bands[i..]
+            .iter()
+            .take_while(|b| (b.0, b.1) == (kind, in_place))
+            .collect();
+        i += group.len();
+        let placement = if in_place { "in place" } else { "out of place" };
+        let mut runs: Vec<String> = Vec::new();
+        let mut j = 0;
+        while j < group.len() {
+            let served = &group[j].3;
+            let len = group[j..].iter().take_while(|b| &b.3 == served).count();
+            // As the files name their ranges: a band ends below the next power of two.
+            let max = group[j + len - 1].2.max_bytes;
+            let end = match max.checked_add(1) {
+                Some(next) if next.is_power_of_two() => next,
+                _ => max,
+            };
+            let sizes = format!("{}-{}", short_size(group[j].2.min_bytes), short_size(end));
+            let what = match served {
+                ServedBy::Program(file) => file.clone(),
+                ServedBy::Nccl => "NCCL (predicted as fast)".to_string(),
+                ServedBy::NoProgram => "NCCL (no program)".to_string(),
+            };
+            runs.push(format!("{sizes} {what}"));
+            j += len;
+        }
+        println!("  {kind} {placement}: {}", runs.join(", "));
+    }
+}
+
 pub fn run(args: CompileArgs) -> anyhow::Result<()> {
     if let Some(ranks) = args.plugin_cache {
         // The plugin's memory limit, as the plugin would compile under: the same entry.
@@ -180,9 +218,10 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
         for w in &config.warnings {
             tacos::plugin::Log::warn(&Warnings, w);
         }
-        let entry =
+        let filled =
             tacos::plugin::fill_cache(&config, ranks, &Warnings).map_err(anyhow::Error::msg)?;
-        println!("{}", entry.display());
+        println!("{}", filled.dir.display());
+        print_served(&filled);
         return Ok(());
     }
     if let Some(dir) = &args.check {
