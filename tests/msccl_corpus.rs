@@ -4,6 +4,8 @@
 //! per missing attribute until written back), verifies as the collective it declares, and
 //! round-trips parse -> write -> parse.
 
+mod common;
+
 use std::path::PathBuf;
 use tacos::msccl::rules::{self, Rule};
 use tacos::msccl::{parse_program, read_program, verify, write_program, Profile, Program};
@@ -12,11 +14,7 @@ use tacos::msccl::{Target, VerifyOptions, WHOLE_RANGE_MAX_BYTES};
 /// The corpus files, or `None` (with one printed line) when the corpus is not beside the
 /// checkout.
 fn corpus() -> Option<Vec<PathBuf>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/msccl-xml");
-    if !dir.is_dir() {
-        println!("skipping: {} is absent", dir.display());
-        return None;
-    }
+    let dir = common::corpus("msccl-xml")?;
     let mut files = Vec::new();
     let mut dirs = vec![dir];
     while let Some(d) = dirs.pop() {
