@@ -97,9 +97,9 @@ fn tool_args(line: &str) -> Option<Vec<String>> {
 ///
 /// Examples run in order in one scratch directory, so a line may read a file an earlier
 /// line writes.
-fn examples(readme: &str) -> (Vec<Example>, Vec<String>) {
+fn examples(text: &str) -> (Vec<Example>, Vec<String>) {
     let (mut run, mut skipped) = (Vec::new(), Vec::new());
-    for (tag, lines) in fenced_blocks(readme) {
+    for (tag, lines) in fenced_blocks(text) {
         let shell = matches!(tag.as_str(), "sh" | "bash" | "shell" | "console");
         for (i, line) in lines.iter().enumerate() {
             let transcript = line.strip_prefix("$ ").filter(|_| !shell);
@@ -166,11 +166,30 @@ fn label(line: &str) -> &str {
 
 #[test]
 fn every_fenced_readme_example_runs() {
-    let (run, skipped) = examples(&readme());
     // The README's two commands and its transcript at the least: an extraction that
     // finds nothing must not pass as "every example ran".
-    assert!(run.len() >= 2, "only {} README examples found", run.len());
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme-examples");
+    run_examples("README.md", &readme(), 2);
+}
+
+/// The deployment guide's commands, up to the steps that need GPUs (its `text` blocks).
+#[test]
+fn every_deployment_guide_command_runs() {
+    let guide = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deploy.md");
+    let text = std::fs::read_to_string(guide).expect("docs/deploy.md is readable");
+    run_examples("docs/deploy.md", &text, 5);
+}
+
+/// Runs `doc`'s examples (`examples`' rule) in a scratch directory of their own; at least
+/// `least` must be found.
+fn run_examples(doc: &str, text: &str, least: usize) {
+    let (run, skipped) = examples(text);
+    assert!(
+        run.len() >= least,
+        "only {} {doc} examples found",
+        run.len()
+    );
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("examples-{}", doc.replace(['/', '.'], "-")));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     for ex in &run {
@@ -182,7 +201,7 @@ fn every_fenced_readme_example_runs() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
-            "README example failed: {}\n{}",
+            "{doc} example failed: {}\n{}",
             ex.line,
             String::from_utf8_lossy(&out.stderr)
         );
@@ -191,13 +210,13 @@ fn every_fenced_readme_example_runs() {
         if !shown.is_empty() {
             assert_eq!(
                 printed, shown,
-                "README transcript of `{}` shows other lines than it prints:\n{stdout}",
+                "{doc} transcript of `{}` shows other lines than it prints:\n{stdout}",
                 ex.line
             );
         }
     }
     println!(
-        "ran {} README examples, skipped {} lines: {skipped:?}",
+        "ran {} {doc} examples, skipped {} lines: {skipped:?}",
         run.len(),
         skipped.len()
     );

@@ -119,7 +119,18 @@ fn warn(message: String) {
 struct Stderr;
 
 impl Log for Stderr {
-    fn info(&self, _: &str) {}
+    /// Each band's decision, where `NCCL_DEBUG` asks NCCL for INFO (or TRACE) lines too:
+    /// how a user sees which calls our programs serve.
+    fn info(&self, message: &str) {
+        static VERBOSE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let verbose = VERBOSE.get_or_init(|| {
+            std::env::var("NCCL_DEBUG")
+                .is_ok_and(|v| v.eq_ignore_ascii_case("info") || v.eq_ignore_ascii_case("trace"))
+        });
+        if *verbose {
+            eprintln!("tacos: INFO {message}");
+        }
+    }
 
     fn warn(&self, message: &str) {
         warn(message.to_string());

@@ -239,6 +239,22 @@ fn decide(
         }
         Err(panic) => Err(panic),
     };
+    match &decided {
+        Ok((Decision::Program(entry), found, _)) => log.info(&format!(
+            "{what}: {} ({}, {})",
+            entry.file,
+            entry.algorithm,
+            match found {
+                Found::Cached => "from the cache",
+                Found::Compiled => "compiled now",
+            }
+        )),
+        Ok((Decision::LeftToNccl(left), _, _)) => log.info(&format!(
+            "{what}: left to NCCL, whose {}/{} is predicted at {:.1} us against our {:.1} us",
+            left.nccl.algorithm, left.nccl.protocol, left.nccl.time_us, left.program_us
+        )),
+        _ => {}
+    }
     match decided {
         Ok((Decision::Program(entry), _, in_memory)) => match in_memory {
             Some((file, path)) => Some(Served {
@@ -672,6 +688,39 @@ mod tests {
         }
         for dir in [&a.cache_dir, &b.cache_dir] {
             let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    /// Keeps every INFO line.
+    #[derive(Clone, Default)]
+    struct Told(Arc<Mutex<Vec<String>>>);
+
+    impl Log for Told {
+        fn info(&self, message: &str) {
+            self.0.lock().unwrap().push(message.to_string());
+        }
+        fn warn(&self, _: &str) {}
+    }
+
+    #[test]
+    fn each_bands_decision_is_told_once_as_info() {
+        let (nccl, served) = (
+            settings("ring:4", "told-nccl"),
+            every_band("ring:4", "told-own"),
+        );
+        for (config, expect) in [(&nccl, "left to NCCL"), (&served, ".xml")] {
+            let told = Told::default();
+            let mut rank = Scheduler::new(Ok(config.clone()), Box::new(told.clone()));
+            let first = rank.select(&ALLREDUCE_1M);
+            rank.select(&ALLREDUCE_1M);
+            let lines = told.0.lock().unwrap().clone();
+            assert_eq!(lines.len(), 1, "{lines:?}");
+            assert!(lines[0].contains("allreduce in place") && lines[0].contains(expect));
+            if let Some(path) = first {
+                let file = path.file_name().unwrap().to_string_lossy().into_owned();
+                assert!(lines[0].contains(&file), "{lines:?}");
+            }
+            let _ = std::fs::remove_dir_all(&config.cache_dir);
         }
     }
 
