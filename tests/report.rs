@@ -570,3 +570,47 @@ fn a_network_too_large_to_draw_is_refused_naming_the_limit() {
     let e = error_of(&["mesh:65x65", "-o", out.to_str().unwrap()]);
     assert!(e.contains("4225 vertices to draw"), "{e}");
 }
+
+/// The page says what would run on GPUs: the algorithm as a program and NCCL's own
+/// choice, both by the executor cost model, NCCL's at the figure `simulate --baseline
+/// nccl` gives; an abstract torus gets no NCCL figure, `--alpha-beta` no sentence.
+#[test]
+fn the_page_prices_the_program_and_nccls_choice_on_gpus() {
+    let dir = scratch("on-gpus");
+    let args = [
+        "preset:dgx1",
+        "-c",
+        "allgather",
+        "-s",
+        "1MiB",
+        "-k",
+        "1",
+        "--seeds",
+        "1",
+    ];
+    let page = report(&dir, &args);
+    let sentence = page
+        .split("On GPUs (executor cost model, volta built-in profile): ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no sentence on GPUs"));
+    let sentence = sentence.split('<').next().unwrap();
+    let nccl = Command::new(env!("CARGO_BIN_EXE_tacos"))
+        .args(["simulate", "preset:dgx1", "-c", "allgather", "-s", "1MiB"])
+        .args(["--baseline", "nccl", "--json"])
+        .output()
+        .unwrap();
+    let nccl: serde_json::Value = serde_json::from_slice(&nccl.stdout).unwrap();
+    let nccl_us = format!("{:.3} us", nccl["time_us"].as_f64().unwrap());
+    assert!(sentence.contains(&nccl_us), "{sentence} lacks {nccl_us}");
+    assert!(
+        sentence.contains("faster") || sentence.contains("slower"),
+        "{sentence}"
+    );
+    let torus = report(
+        &dir,
+        &["torus:4x4", "-c", "allgather", "-s", "1MiB", "-k", "1"],
+    );
+    assert!(torus.contains("On GPUs (") && !torus.contains("own choice"));
+    let bare = report(&dir, &[&args[..], &["--alpha-beta"]].concat());
+    assert!(!bare.contains("On GPUs ("));
+}

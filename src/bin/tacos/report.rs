@@ -8,6 +8,7 @@ use super::compare::{
     baselines_for, check_writable_dir, measure, measure_baselines, synthesized, title, Measured,
     Row, Run, Search,
 };
+use super::nccl_beside;
 use super::progress::ProgressHandle;
 use super::simulate::{read_schedule, simulate_xml, CollectiveArgs};
 use super::{npu_list, seed_count, CostArgs, NpuList, TopologyArgs};
@@ -86,6 +87,10 @@ struct Compared {
     base: Option<Topology>,
     collective: Collective,
     rows: Vec<Row>,
+    /// The algorithm as the MSCCL program that would run, timed by the executor cost
+    /// model (or why not); None where there is no program to price (a schedule file,
+    /// `--alpha-beta`).
+    program_us: Option<Result<f64, String>>,
 }
 
 fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
@@ -94,9 +99,11 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
         base,
         collective,
         rows,
+        program_us,
     } = compared(args)?;
     let spec = collective.spec();
     let bounds = Bounds::new(&topo, &collective);
+    let on_gpus = on_gpus(args, &topo, &collective, program_us)?;
     let title = title(spec, &topo);
     let mut page = Page::new(&format!("tacos report: {title}"));
     page.heading(1, &title);
@@ -122,6 +129,9 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
         ],
         &summary(&rows, &bounds),
     );
+    if let Some(text) = on_gpus {
+        page.paragraph(&text);
+    }
     let panels: Vec<LoadPanel> = rows
         .iter()
         .filter_map(|r| {
@@ -154,7 +164,7 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
 /// Synthesizes (or reads) the algorithm and simulates it and every baseline, as `tacos
 /// compare` does.
 fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
-    let (topo, base, first, collective) = match (&args.schedule, &args.xml) {
+    let (topo, base, first, collective, program_us) = match (&args.schedule, &args.xml) {
         (Some(path), _) => {
             let (topo, schedule, own) = read_schedule(&args.topology, &args.collective, path)?;
             check_drawable(&topo)?;
@@ -165,7 +175,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
                 name: format!("schedule {}", path.display()),
                 outcome: Ok(m),
             };
-            (topo, None, row, collective)
+            (topo, None, row, collective, None)
         }
         (None, Some(path)) => {
             let (topo, base) = args.topology.with_base()?;
@@ -184,7 +194,13 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
             };
             super::check_moves_data(&simulated.spec)?;
             let collective = Collective::new(&topo, simulated.spec)?;
-            (topo, base, row, collective)
+            // The row is the program itself, timed by the executor model unless --alpha-beta.
+            let program_us = executor.as_ref().map(|_| {
+                Ok(ps_to_us(
+                    row.outcome.as_ref().map_or(0, |m| m.report.time_ps),
+                ))
+            });
+            (topo, base, row, collective, program_us)
         }
         (None, None) => {
             let (topo, base) = args.topology.with_base()?;
@@ -208,11 +224,17 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
             };
             let found = synthesized(&topo, &spec, &search, Sharing::Serial)?;
             drop(spinner);
+            let program_us = match (args.cost.executor(&topo)?, &found.checked) {
+                (Some(executor), Some(checked)) => {
+                    Some(nccl_beside::program_us(&topo, checked, &executor))
+                }
+                _ => None,
+            };
             let row = Row {
                 name: "tacos".into(),
                 outcome: found.outcome,
             };
-            (topo, base, row, found.collective)
+            (topo, base, row, found.collective, program_us)
         }
     };
     let baselines = baselines_for(collective.spec());
@@ -230,7 +252,64 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
         base,
         collective,
         rows,
+        program_us,
     })
+}
+
+/// The page's sentence on what would run on GPUs: the program and NCCL's own choice, both
+/// by the executor cost model, and which is faster; None where nothing was priced.
+fn on_gpus(
+    args: &ReportArgs,
+    topo: &Topology,
+    collective: &Collective,
+    program_us: Option<Result<f64, String>>,
+) -> anyhow::Result<Option<String>> {
+    let Some(executor) = args.cost.executor(topo)? else {
+        return Ok(None);
+    };
+    let Some(program) = program_us else {
+        return Ok(None);
+    };
+    let model = nccl_beside::model_label(&nccl_beside::model_info(
+        &executor,
+        args.cost.profile_file(),
+    ));
+    let ours = match &program {
+        Ok(us) => format!("the algorithm as an MSCCL program takes {us:.3} us"),
+        Err(why) => format!("the algorithm gives no MSCCL program ({why})"),
+    };
+    let spec = collective.spec();
+    let nccl = nccl_beside::runs_nccl(topo, &args.cost)
+        .then(|| {
+            nccl_beside::price(
+                topo,
+                spec.kind,
+                spec.size_bytes,
+                spec.npus == topo.alive_npus(),
+                &executor,
+                program.as_ref().ok().copied(),
+            )
+        })
+        .flatten()
+        .and_then(Result::ok);
+    let beside = match nccl {
+        Some(n) => {
+            let verdict = match n.speedup {
+                Some(x) if x >= 1.0 => format!("ours is {x:.2}x faster"),
+                Some(x) => format!(
+                    "ours is {:.2}x slower, so `tacos compile` would leave this size to NCCL",
+                    1.0 / x
+                ),
+                None => String::new(),
+            };
+            format!(
+                "; NCCL {}'s own choice, {}/{} on {} channels, {:.3} us: {verdict}",
+                n.version, n.algorithm, n.protocol, n.channels, n.time_us
+            )
+        }
+        None => String::new(),
+    };
+    Ok(Some(format!("On GPUs ({model}): {ours}{beside}.")))
 }
 
 fn summary(rows: &[Row], bounds: &Bounds) -> Vec<Vec<String>> {
