@@ -721,3 +721,51 @@ fn a_legacy_set_is_at_most_four_files_named_in_msccl_xml_files() {
     }
     assert!(!text.contains("MSCCL_ALGO_DIR"), "{text}");
 }
+
+/// `measure-plan` prints, for every collective the set serves some band of, the nccl-tests
+/// run with the set and the same run without it, on every rank of the cluster it was
+/// compiled for; nothing for a collective left wholly to NCCL.
+#[test]
+fn measure_plan_runs_each_served_collective_with_and_without_the_set() {
+    let dir = scratch("measure-plan-set");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().unwrap();
+    let (ok, _, err) = tacos(&[
+        "compile",
+        "preset:dgx-a100,nodes=2",
+        "--fast",
+        "--no-nccl",
+        "--out",
+        out,
+        "--quiet",
+        "--collectives",
+        "allreduce,allgather",
+        "--sizes",
+        "1MiB..16MiB",
+    ]);
+    assert!(ok, "{err}");
+    let (ok, plan, err) = tacos(&["measure-plan", "--compiled", out, "--hosts", "a:8,b:8"]);
+    assert!(ok, "{err}");
+    for (binary, kind) in [
+        ("all_reduce_perf", "allreduce"),
+        ("all_gather_perf", "allgather"),
+    ] {
+        let runs: Vec<&str> = plan.lines().filter(|l| l.contains(binary)).collect();
+        assert_eq!(runs.len(), 2, "{plan}");
+        for (run, enabled, label) in [(runs[0], 1, "tacos"), (runs[1], 0, "nccl")] {
+            assert!(run.starts_with("mpirun -np 16 -H a:8,b:8 "), "{run}");
+            assert!(
+                run.contains(&format!("NCCL_MSCCL_ENABLE={enabled}")),
+                "{run}"
+            );
+            assert!(
+                run.contains(&format!("MSCCL_ALGO_DIR={out}/msccl")),
+                "{run}"
+            );
+            assert!(run.contains("-b 1M -e 16M -f 2 -g 1"), "{run}");
+            assert!(run.ends_with(&format!("> {label}-{kind}.txt")), "{run}");
+        }
+    }
+    let e = fails(&["measure-plan", "--compiled", "/no/such/set"]);
+    assert!(e.contains("/no/such/set"), "{e}");
+}

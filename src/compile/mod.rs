@@ -488,6 +488,21 @@ pub fn short_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// A band's sizes as file names show them, `1K-64K`: a band ending one byte below a power
+/// of two is shown ending at it.
+///
+/// ```
+/// assert_eq!(tacos::compile::short_range(1024, 65535), "1K-64K");
+/// assert_eq!(tacos::compile::short_range(2 << 30, 4 << 30), "2G-4G");
+/// ```
+pub fn short_range(min_bytes: u64, max_bytes: u64) -> String {
+    let end = match max_bytes.checked_add(1) {
+        Some(next) if next.is_power_of_two() => next,
+        _ => max_bytes,
+    };
+    format!("{}-{}", short_size(min_bytes), short_size(end))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

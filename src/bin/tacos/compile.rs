@@ -12,8 +12,8 @@ use std::time::Instant;
 use tacos::collective::CollectiveKind;
 use tacos::compile::{
     algorithm_dir, check_dir_with, check_target, compile, compiled_for, legacy_xml_files,
-    short_size, topology_hash, write_dir, AlgorithmSet, CheckOptions, CompileOptions, CostOptions,
-    NcclBand, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
+    short_range, short_size, topology_hash, write_dir, AlgorithmSet, CheckOptions, CompileOptions,
+    CostOptions, NcclBand, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
 };
 use tacos::msccl::{Profile, Target};
 use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
@@ -191,13 +191,7 @@ fn print_served(filled: &tacos::plugin::Filled) {
         while j < group.len() {
             let served = &group[j].3;
             let len = group[j..].iter().take_while(|b| &b.3 == served).count();
-            // As the files name their ranges: a band ends below the next power of two.
-            let max = group[j + len - 1].2.max_bytes;
-            let end = match max.checked_add(1) {
-                Some(next) if next.is_power_of_two() => next,
-                _ => max,
-            };
-            let sizes = format!("{}-{}", short_size(group[j].2.min_bytes), short_size(end));
+            let sizes = short_range(group[j].2.min_bytes, group[j + len - 1].2.max_bytes);
             let what = match served {
                 ServedBy::Program(file) => file.clone(),
                 ServedBy::Nccl => "NCCL (predicted as fast)".to_string(),

@@ -17,6 +17,7 @@ mod compare;
 mod compile;
 mod concurrent;
 mod lowering;
+mod measure_plan;
 mod nccl_beside;
 pub mod progress;
 mod report;
@@ -79,6 +80,9 @@ pub enum Command {
     /// Compile a topology's MSCCL algorithm directory (every collective and size band), or
     /// re-check one with --check.
     Compile(compile::CompileArgs),
+    /// Print the nccl-tests runs that measure a compiled set against stock NCCL on its
+    /// cluster, band by band.
+    MeasurePlan(measure_plan::MeasurePlanArgs),
     /// Fit the cost model's constants to a cluster's nccl-tests output and write a profile.
     Calibrate(calibrate::CalibrateArgs),
     /// Print a shell completion script, e.g. `tacos completions bash > /etc/bash_completion.d/tacos`.
@@ -101,6 +105,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Check(args) => check::run(args),
         Command::Compile(args) => compile::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::MeasurePlan(args) => measure_plan::run(args),
         Command::Report(args) => report::run(args),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
