@@ -15,18 +15,28 @@ use crate::units::ps_to_us;
 use std::ffi::{c_char, c_int};
 use std::path::Path;
 
-/// Mirrors `tacos_synth_options` in include/tacos.h. Fields are only ever appended, so a
-/// caller built against an older header (a smaller `struct_size`) keeps working: the
-/// fields it lacks take their defaults.
+/// Mirrors `tacos_synth_options` in include/tacos.h, written by hand: `ffi::layout_tests`
+/// checks its layout against figures worked from the header in every build, and against
+/// the header itself (through bindgen) in CI. Fields are only ever appended, so a caller
+/// built against an older header (a smaller `struct_size`) keeps working: the fields it
+/// lacks take their defaults.
 #[repr(C)]
 pub struct TacosSynthOptions {
+    /// This struct's size as the caller knows it; set by `tacos_synth_options_init`.
     pub struct_size: u32,
+    /// Chunks per NPU (K); 0 tries 1, 2, 4, 8 and keeps the fastest program.
     pub chunks_per_npu: u32,
+    /// Fixes every random choice.
     pub seed: u64,
+    /// Root NPU of rooted collectives; -1 for the first alive NPU.
     pub root: i32,
+    /// 1 in place, 0 out of place, -1 the collective's usual.
     pub in_place: i32,
+    /// "Simple", "LL" or "LL128"; NULL for LL up to 512 KiB, else Simple.
     pub proto: *const c_char,
+    /// For links the topology leaves unspecified; 0 for 50 GB/s.
     pub bandwidth_gbps: f64,
+    /// Likewise; negative for 0.5 us.
     pub latency_us: f64,
     /// The loader's name (`Profile::name`); NULL for the executor as it builds by default.
     pub target: *const c_char,
