@@ -13,8 +13,11 @@ use super::TacosSynthOptions;
 use std::mem::{align_of, offset_of, size_of};
 
 /// Asserts a struct's size and alignment and each listed field's offset, naming the figure
-/// that differs.
+/// that differs; given a list of structs, asserts the same of each.
 macro_rules! assert_layout {
+    ([$($t:ty),+], size $size:expr, align $align:expr, $fields:tt) => {
+        $(assert_layout!($t, size $size, align $align, $fields);)+
+    };
     ($t:ty, size $size:expr, align $align:expr, { $($field:ident: $offset:expr),* $(,)? }) => {
         assert_eq!(size_of::<$t>(), $size, "size of {}", stringify!($t));
         assert_eq!(align_of::<$t>(), $align, "alignment of {}", stringify!($t));
@@ -99,19 +102,7 @@ fn nccl_tuner_structs_are_laid_out_as_the_header_says() {
         perChMaxNVLSTreeBws: 1056,
     });
     // The plugin tables: a name and three function pointers, v6 a fourth.
-    assert_layout!(ncclTuner_v2_t, size 32, align 8, {
-        name: 0,
-        init: 8,
-        getCollInfo: 16,
-        destroy: 24,
-    });
-    assert_layout!(ncclTuner_v3_t, size 32, align 8, {
-        name: 0,
-        init: 8,
-        getCollInfo: 16,
-        destroy: 24,
-    });
-    assert_layout!(ncclTuner_v4_t, size 32, align 8, {
+    assert_layout!([ncclTuner_v2_t, ncclTuner_v3_t, ncclTuner_v4_t], size 32, align 8, {
         name: 0,
         init: 8,
         getCollInfo: 16,
