@@ -8,6 +8,15 @@
 //! (and NCCL tuning decisions) to the MSCCL scheduler and NCCL tuner entry points in [`ffi`],
 //! and [`report`] holds the JSON reports. The library holds no command-line code: the
 //! `tacos` tool (`src/bin/tacos/`) is a thin shell over this public API.
+//!
+//! Unsafe code lives only where the C ABI ([`ffi`]) or a system call (`fsio`, `budget`,
+//! `plugin`, `compile`'s staging, `hugepages`, `prefetch`) needs it. Every unsafe
+//! operation sits in its own `unsafe {}` block, even inside an `unsafe fn`, under a
+//! `// SAFETY:` comment that says why it holds; every `unsafe fn` says in `# Safety` what its
+//! caller must guarantee. The two lints below keep it so.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod baselines;
 pub mod bounds;

@@ -1,11 +1,14 @@
 //! The C API called the way a C program calls it: results that verify and time like the
 //! command line's, and bad arguments that come back as -1 with a reason, never a crash.
 
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
 use std::ffi::{c_char, CStr, CString};
 use std::ptr;
 use tacos::ffi::*;
 
 fn last_error() -> String {
+    // SAFETY: the library's NUL-terminated message for this thread, copied out at once.
     unsafe { CStr::from_ptr(tacos_last_error()) }
         .to_string_lossy()
         .into_owned()
@@ -17,6 +20,7 @@ fn c(s: &str) -> CString {
 
 fn defaults() -> TacosSynthOptions {
     let mut o = std::mem::MaybeUninit::<TacosSynthOptions>::uninit();
+    // SAFETY: init writes a whole struct into the uninitialized room it is given.
     unsafe {
         tacos_synth_options_init(o.as_mut_ptr());
         o.assume_init()
@@ -28,6 +32,8 @@ fn synthesized_xml_verifies_and_times_like_the_schedule() {
     let mut xml: *mut c_char = ptr::null_mut();
     let mut options = defaults();
     options.chunks_per_npu = 2;
+    // SAFETY: NUL-terminated strings (temporaries live to the end of the statement), an
+    // initialized options struct and an output slot, all outliving the call.
     let rc = unsafe {
         tacos_synthesize_xml(
             c("ring:4").as_ptr(),
@@ -38,7 +44,9 @@ fn synthesized_xml_verifies_and_times_like_the_schedule() {
         )
     };
     assert_eq!(rc, 0, "{}", last_error());
+    // SAFETY: the call succeeded, so `xml` is the library's NUL-terminated string.
     let text = unsafe { CStr::from_ptr(xml) }.to_str().unwrap().to_owned();
+    // SAFETY: `xml` came from the library and is freed once, after its last use.
     unsafe { tacos_free_string(xml) };
     assert!(text.contains("coll=\"allreduce\"") && text.contains("ngpus=\"4\""));
 
@@ -46,6 +54,7 @@ fn synthesized_xml_verifies_and_times_like_the_schedule() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("ar.xml");
     let cpath = c(path.to_str().unwrap());
+    // SAFETY: as for tacos_synthesize_xml above; `cpath` outlives the call.
     let rc = unsafe {
         tacos_synthesize_xml_file(
             c("ring:4").as_ptr(),
@@ -66,6 +75,7 @@ fn synthesized_xml_verifies_and_times_like_the_schedule() {
     // gives it, and no faster than the schedule synthesized the same way (the model adds a
     // launch floor and per-step costs to the links' alpha and beta).
     let mut time_us = 0.0;
+    // SAFETY: NUL-terminated strings and an output double that outlive the call.
     let rc =
         unsafe { tacos_simulate_xml(c("ring:4").as_ptr(), cpath.as_ptr(), 4 << 20, &mut time_us) };
     assert_eq!(rc, 0, "{}", last_error());
@@ -91,6 +101,7 @@ fn synthesized_xml_verifies_and_times_like_the_schedule() {
 fn json_topology_text_is_accepted() {
     let json = r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "bidirectional": true}]}"#;
     let mut xml: *mut c_char = ptr::null_mut();
+    // SAFETY: NUL-terminated strings, NULL options (the defaults) and an output slot.
     let rc = unsafe {
         tacos_synthesize_xml(
             c(json).as_ptr(),
@@ -101,6 +112,7 @@ fn json_topology_text_is_accepted() {
         )
     };
     assert_eq!(rc, 0, "{}", last_error());
+    // SAFETY: `xml` came from the library and is freed once.
     unsafe { tacos_free_string(xml) };
 }
 
@@ -116,6 +128,9 @@ fn bad_arguments_return_minus_one_with_a_reason() {
     let mut xml: *mut c_char = ptr::null_mut();
     let mut time = 0.0;
     let (ring, ar, none) = (c("ring:4"), c("allreduce"), ptr::null());
+    // SAFETY: every pointer is NULL (which each call must refuse by name) or a live
+    // NUL-terminated string, initialized options struct or output slot; `short` is a whole
+    // struct, so even a library that read past its `struct_size` would stay inside it.
     unsafe {
         fails(
             tacos_synthesize_xml(none, ar.as_ptr(), 1024, none.cast(), &mut xml),
@@ -241,6 +256,8 @@ fn max_steps(xml: &str) -> usize {
 /// The XML for All-Reduce of 64 MiB on ring:8 with `options`, or the last error.
 fn ring8_allreduce(options: *const TacosSynthOptions) -> Result<String, String> {
     let mut xml: *mut c_char = ptr::null_mut();
+    // SAFETY: NUL-terminated strings and an output slot; the caller's `options` is NULL or a
+    // live struct.
     let rc = unsafe {
         tacos_synthesize_xml(
             c("ring:8").as_ptr(),
@@ -253,7 +270,9 @@ fn ring8_allreduce(options: *const TacosSynthOptions) -> Result<String, String> 
     if rc != 0 {
         return Err(last_error());
     }
+    // SAFETY: the call succeeded, so `xml` is the library's NUL-terminated string.
     let text = unsafe { CStr::from_ptr(xml) }.to_str().unwrap().to_owned();
+    // SAFETY: `xml` came from the library and is freed once, after its last use.
     unsafe { tacos_free_string(xml) };
     Ok(text)
 }
@@ -277,6 +296,8 @@ fn the_target_field_picks_the_loader_and_old_callers_get_the_default() {
     let old_size = std::mem::offset_of!(TacosSynthOptions, target);
     assert_eq!(old_size, 48);
     let mut old = vec![0u64; old_size / 8];
+    // SAFETY: `old` holds 48 bytes, 8-aligned: the copy fits, and `struct_size` is its first
+    // four bytes.
     unsafe {
         std::ptr::copy_nonoverlapping(
             (&default as *const TacosSynthOptions).cast::<u8>(),
@@ -294,6 +315,7 @@ fn the_target_field_picks_the_loader_and_old_callers_get_the_default() {
     let name = c("msccl-legacy");
     legacy.target = name.as_ptr();
     let mut xml: *mut c_char = ptr::null_mut();
+    // SAFETY: NUL-terminated strings, a live options struct and an output slot.
     let rc = unsafe {
         tacos_synthesize_xml(
             c("ring:4").as_ptr(),
@@ -304,9 +326,12 @@ fn the_target_field_picks_the_loader_and_old_callers_get_the_default() {
         )
     };
     assert_eq!(rc, 0, "{}", last_error());
+    // SAFETY: the call succeeded, so `xml` is the library's NUL-terminated string.
     let text = unsafe { CStr::from_ptr(xml) }.to_str().unwrap().to_owned();
+    // SAFETY: `xml` came from the library and is freed once, after its last use.
     unsafe { tacos_free_string(xml) };
     assert!(text.contains("coll=\"reduce_scatter\""), "{text}");
+    // SAFETY: as above.
     let rc = unsafe {
         tacos_synthesize_xml(
             c("ring:4").as_ptr(),

@@ -14,18 +14,28 @@ use crate::units::ps_to_us;
 use std::ffi::{c_char, c_int};
 use std::path::Path;
 
-/// Mirrors `tacos_synth_options` in include/tacos.h. Fields are only ever appended, so a
-/// caller built against an older header (a smaller `struct_size`) keeps working: the
-/// fields it lacks take their defaults.
+/// Mirrors `tacos_synth_options` in include/tacos.h, written by hand: `ffi::layout_tests`
+/// checks its layout against figures worked from the header in every build, and against
+/// the header itself (through bindgen) in CI. Fields are only ever appended, so a caller
+/// built against an older header (a smaller `struct_size`) keeps working: the fields it
+/// lacks take their defaults.
 #[repr(C)]
 pub struct TacosSynthOptions {
+    /// This struct's size as the caller knows it; set by `tacos_synth_options_init`.
     pub struct_size: u32,
+    /// Chunks per NPU (K); 0 tries 1, 2, 4, 8 and keeps the fastest program.
     pub chunks_per_npu: u32,
+    /// Fixes every random choice.
     pub seed: u64,
+    /// Root NPU of rooted collectives; -1 for the first alive NPU.
     pub root: i32,
+    /// 1 in place, 0 out of place, -1 the collective's usual.
     pub in_place: i32,
+    /// "Simple", "LL" or "LL128"; NULL for LL up to 512 KiB, else Simple.
     pub proto: *const c_char,
+    /// For links the topology leaves unspecified; 0 for 50 GB/s.
     pub bandwidth_gbps: f64,
+    /// Likewise; negative for 0.5 us.
     pub latency_us: f64,
     /// The loader's name (`Profile::name`); NULL for the executor as it builds by default.
     pub target: *const c_char,
@@ -46,10 +56,13 @@ struct Options {
 }
 
 impl Options {
+    /// Reads the caller's options, filling in defaults and checking each field's range.
+    ///
     /// # Safety
     /// `raw` must be NULL or point to an initialized `tacos_synth_options` whose
     /// `struct_size` says how much of it is valid (and is readable up to
-    /// `FIRST_STRUCT_SIZE` at least: fields past `struct_size` are never read).
+    /// `FIRST_STRUCT_SIZE` at least: fields past `struct_size` are never read). Its string
+    /// fields must be NULL or NUL-terminated strings that outlive the call.
     unsafe fn read(raw: *const TacosSynthOptions) -> Result<Options, String> {
         let mut o = Options {
             chunks: Chunks::Auto,
@@ -63,7 +76,9 @@ impl Options {
         if raw.is_null() {
             return Ok(o);
         }
-        let size = std::ptr::addr_of!((*raw).struct_size).read() as usize;
+        // SAFETY: `raw` is not null, and the caller guarantees the struct is readable at least
+        // up to `FIRST_STRUCT_SIZE`, which covers `struct_size`, the first field.
+        let size = unsafe { std::ptr::addr_of!((*raw).struct_size).read() } as usize;
         if size < FIRST_STRUCT_SIZE {
             return Err(format!(
                 "options.struct_size is {size}; call tacos_synth_options_init first (this library's struct is {} bytes, and takes {FIRST_STRUCT_SIZE} or more)",
@@ -74,7 +89,12 @@ impl Options {
         // before `target`.
         macro_rules! field {
             ($name:ident) => {
-                std::ptr::addr_of!((*raw).$name).read()
+                // SAFETY: every field read lies within `struct_size` bytes, which the caller
+                // guarantees readable: those before `target` because `struct_size` is at
+                // least `FIRST_STRUCT_SIZE` (checked above), `target` only when
+                // `struct_size` covers the whole struct. `read` copies the field out through
+                // a place pointer, never making a reference to the caller's struct.
+                unsafe { std::ptr::addr_of!((*raw).$name).read() }
             };
         }
         let chunks: u32 = field!(chunks_per_npu);
@@ -107,7 +127,8 @@ impl Options {
         };
         let proto: *const c_char = field!(proto);
         if !proto.is_null() {
-            let name = c_str(proto, "options.proto")?;
+            // SAFETY: not null, and the caller guarantees a string that outlives the call.
+            let name = unsafe { c_str(proto, "options.proto") }?;
             o.proto = Some(name.parse().map_err(|e: crate::Error| e.to_string())?);
         }
         let (bandwidth, latency): (f64, f64) = (field!(bandwidth_gbps), field!(latency_us));
@@ -138,7 +159,8 @@ impl Options {
             std::ptr::null()
         };
         if !target.is_null() {
-            let name = c_str(target, "options.target")?;
+            // SAFETY: not null, and the caller guarantees a string that outlives the call.
+            let name = unsafe { c_str(target, "options.target") }?;
             let profile: Profile = name
                 .parse()
                 .map_err(|e: crate::Error| format!("options.target: {e}"))?;
@@ -226,18 +248,25 @@ fn synthesize_xml(
 /// `synthesize_xml` on the C arguments.
 ///
 /// # Safety
-/// As the exported functions that call it.
+/// `topology` and `collective` must be NULL or NUL-terminated strings, and `options` NULL
+/// or a `tacos_synth_options` as [`Options::read`] requires, all outliving the call: the
+/// contract include/tacos.h states for the exported functions that call this.
 unsafe fn xml_from_c(
     topology: *const c_char,
     collective: *const c_char,
     size_bytes: u64,
     options: *const TacosSynthOptions,
 ) -> Result<String, String> {
-    let (topology, collective) = (
-        c_str(topology, "topology")?,
-        c_str(collective, "collective")?,
-    );
-    let options = Options::read(options)?;
+    // SAFETY: the caller guarantees both are NULL (which c_str reports) or strings that
+    // outlive the call.
+    let (topology, collective) = unsafe {
+        (
+            c_str(topology, "topology")?,
+            c_str(collective, "collective")?,
+        )
+    };
+    // SAFETY: the caller guarantees `options` is NULL or a valid struct as `read` requires.
+    let options = unsafe { Options::read(options) }?;
     check_size(size_bytes)?;
     synthesize_xml(topology, collective, size_bytes, &options)
 }
@@ -253,24 +282,31 @@ pub unsafe extern "C" fn tacos_synth_options_init(options: *mut TacosSynthOption
     if options.is_null() {
         return;
     }
-    options.write(TacosSynthOptions {
-        struct_size: std::mem::size_of::<TacosSynthOptions>() as u32,
-        chunks_per_npu: 0,
-        seed: 0,
-        root: -1,
-        in_place: -1,
-        proto: std::ptr::null(),
-        bandwidth_gbps: 0.0,
-        latency_us: -1.0,
-        target: std::ptr::null(),
-    });
+    // SAFETY: not null, and the caller guarantees room for a whole `tacos_synth_options`;
+    // `write` does not read or drop what was there (the caller's memory may be uninitialized).
+    unsafe {
+        options.write(TacosSynthOptions {
+            struct_size: std::mem::size_of::<TacosSynthOptions>() as u32,
+            chunks_per_npu: 0,
+            seed: 0,
+            root: -1,
+            in_place: -1,
+            proto: std::ptr::null(),
+            bandwidth_gbps: 0.0,
+            latency_us: -1.0,
+            target: std::ptr::null(),
+        })
+    };
 }
 
 /// Synthesizes `collective` of `size_bytes` on `topology` and returns verified MSCCL XML
 /// in `*xml_out` (free it with `tacos_free_string`).
 ///
 /// # Safety
-/// Pointers must be NULL or valid as include/tacos.h describes.
+/// `topology` and `collective` must be NULL or NUL-terminated strings; `options` NULL or a
+/// `tacos_synth_options` filled by `tacos_synth_options_init` (its `struct_size` tells how
+/// much may be read) whose strings are NULL or NUL-terminated; `xml_out` NULL or a writable
+/// `char*`. All must outlive the call, as include/tacos.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn tacos_synthesize_xml(
     topology: *const c_char,
@@ -283,7 +319,11 @@ pub unsafe extern "C" fn tacos_synthesize_xml(
         if xml_out.is_null() {
             return Err("xml_out is NULL".into());
         }
-        *xml_out = give_string(xml_from_c(topology, collective, size_bytes, options)?);
+        // SAFETY: the caller guarantees the arguments are as include/tacos.h describes.
+        let xml = unsafe { xml_from_c(topology, collective, size_bytes, options) }?;
+        // SAFETY: `xml_out` is not null, and the caller guarantees it points to a writable
+        // `char*`; the old value is not read (it is only an output).
+        unsafe { *xml_out = give_string(xml) };
         Ok(0)
     })
 }
@@ -291,7 +331,8 @@ pub unsafe extern "C" fn tacos_synthesize_xml(
 /// As `tacos_synthesize_xml`, writing the XML to `path` (atomically).
 ///
 /// # Safety
-/// Pointers must be NULL or valid as include/tacos.h describes.
+/// As `tacos_synthesize_xml`'s first four arguments; `path` must be NULL or a NUL-terminated
+/// string that outlives the call.
 #[no_mangle]
 pub unsafe extern "C" fn tacos_synthesize_xml_file(
     topology: *const c_char,
@@ -301,8 +342,10 @@ pub unsafe extern "C" fn tacos_synthesize_xml_file(
     path: *const c_char,
 ) -> c_int {
     guard(-1, || {
-        let path = c_str(path, "path")?;
-        let xml = xml_from_c(topology, collective, size_bytes, options)?;
+        // SAFETY: the caller guarantees `path` is NULL or a string that outlives the call.
+        let path = unsafe { c_str(path, "path") }?;
+        // SAFETY: the caller guarantees the arguments are as include/tacos.h describes.
+        let xml = unsafe { xml_from_c(topology, collective, size_bytes, options) }?;
         write_atomic(Path::new(path), xml.as_bytes()).map_err(|e| e.to_string())?;
         Ok(0)
     })
@@ -312,7 +355,8 @@ pub unsafe extern "C" fn tacos_synthesize_xml_file(
 /// `size_bytes` with the executor cost model; the time in microseconds goes to `*time_us`.
 ///
 /// # Safety
-/// Pointers must be NULL or valid as include/tacos.h describes.
+/// `topology_text` and `xml_path` must be NULL or NUL-terminated strings that outlive the
+/// call, and `time_us` NULL or a writable `double`, as include/tacos.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn tacos_simulate_xml(
     topology_text: *const c_char,
@@ -325,14 +369,21 @@ pub unsafe extern "C" fn tacos_simulate_xml(
             return Err("time_us is NULL".into());
         }
         check_size(size_bytes)?;
-        let topo = topology(c_str(topology_text, "topology")?, &SpecDefaults::default())?;
-        let program =
-            read_program(Path::new(c_str(xml_path, "xml_path")?)).map_err(|e| e.to_string())?;
+        // SAFETY: the caller guarantees `topology_text` is NULL or a string that outlives
+        // the call.
+        let topo = topology(
+            unsafe { c_str(topology_text, "topology") }?,
+            &SpecDefaults::default(),
+        )?;
+        // SAFETY: likewise for `xml_path`.
+        let program = read_program(Path::new(unsafe { c_str(xml_path, "xml_path") }?))
+            .map_err(|e| e.to_string())?;
         let report = verify(&program, &VerifyOptions::default());
         if let Some(problem) = report.problems.first() {
             return Err(format!(
                 "{}: not a correct program: {}",
-                c_str(xml_path, "xml_path")?,
+                // SAFETY: as above; `xml_path` was read the same way.
+                unsafe { c_str(xml_path, "xml_path") }?,
                 problem.message
             ));
         }
@@ -340,7 +391,9 @@ pub unsafe extern "C" fn tacos_simulate_xml(
         let sim = executor
             .simulate_program(&topo, &program, size_bytes)
             .map_err(|e| e.to_string())?;
-        *time_us = ps_to_us(sim.time_ps);
+        // SAFETY: `time_us` is not null (checked above), and the caller guarantees it points
+        // to a writable double.
+        unsafe { *time_us = ps_to_us(sim.time_ps) };
         Ok(0)
     })
 }

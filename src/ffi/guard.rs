@@ -45,7 +45,9 @@ pub unsafe fn c_str<'a>(ptr: *const c_char, name: &str) -> Result<&'a str, Strin
     if ptr.is_null() {
         return Err(format!("{name} is NULL"));
     }
-    CStr::from_ptr(ptr)
+    // SAFETY: not null (checked above), and the caller guarantees a NUL-terminated string
+    // that outlives the borrow.
+    unsafe { CStr::from_ptr(ptr) }
         .to_str()
         .map_err(|_| format!("{name} is not valid UTF-8"))
 }
@@ -71,7 +73,9 @@ pub fn give_string(text: String) -> *mut c_char {
 #[no_mangle]
 pub unsafe extern "C" fn tacos_free_string(text: *mut c_char) {
     if !text.is_null() {
-        drop(CString::from_raw(text));
+        // SAFETY: the caller guarantees `text` came from `give_string` (`CString::into_raw`)
+        // and was not freed yet, so ownership returns to the CString that made it.
+        drop(unsafe { CString::from_raw(text) });
     }
 }
 
@@ -82,11 +86,14 @@ mod tests {
     #[test]
     fn panics_and_errors_become_messages() {
         assert_eq!(guard(-1, || -> Result<i32, String> { panic!("boom") }), -1);
+        // SAFETY: tacos_last_error returns this thread's NUL-terminated message, valid until
+        // the next call into the library.
         let msg = unsafe { CStr::from_ptr(tacos_last_error()) }
             .to_str()
             .unwrap();
         assert!(msg.contains("boom"), "{msg}");
         assert_eq!(guard(-1, || Err("bad topology".into())), -1);
+        // SAFETY: as above.
         let msg = unsafe { CStr::from_ptr(tacos_last_error()) }
             .to_str()
             .unwrap();
@@ -96,9 +103,8 @@ mod tests {
 
     #[test]
     fn null_arguments_are_named() {
-        assert_eq!(
-            unsafe { c_str(std::ptr::null(), "topology") }.unwrap_err(),
-            "topology is NULL"
-        );
+        // SAFETY: c_str takes NULL.
+        let read = unsafe { c_str(std::ptr::null(), "topology") };
+        assert_eq!(read.unwrap_err(), "topology is NULL");
     }
 }

@@ -16,6 +16,8 @@
 pub mod abi;
 mod api;
 mod guard;
+#[cfg(test)]
+mod layout_tests;
 pub mod scheduler;
 pub mod tuner;
 

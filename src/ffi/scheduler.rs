@@ -205,6 +205,10 @@ fn measure(p: &mscclSchedulerParam, kind: CollectiveKind, elem: usize) -> Option
     Some((in_place, bytes as u64))
 }
 
+/// The scheduler's `init`.
+///
+/// # Safety
+/// None beyond the ABI's: it takes no arguments (unsafe only because the table's type says so).
 unsafe extern "C" fn init() -> ncclResult_t {
     guard(ncclSuccess, || {
         plugin::set_memory_limit(&Stderr);
@@ -217,9 +221,17 @@ unsafe extern "C" fn init() -> ncclResult_t {
     })
 }
 
+/// The scheduler's `selectAlgo`.
+///
+/// # Safety
+/// `param` must be NULL or point to a `mscclSchedulerParam` the executor owns and does not
+/// touch during the call (include/msccl_scheduler.h); the buffers it names are only
+/// compared as addresses, never read.
 unsafe extern "C" fn select_algo(param: *mut mscclSchedulerParam) -> ncclResult_t {
     guard(ncclSuccess, || {
-        let Some(p) = param.as_mut() else {
+        // SAFETY: the executor passes NULL (handled by `as_mut`) or its own aligned, initialized
+        // parameter block, which nothing else touches until this call returns.
+        let Some(p) = (unsafe { param.as_mut() }) else {
             return Ok(ncclSuccess);
         };
         p.scheduled = false;
@@ -259,7 +271,10 @@ unsafe extern "C" fn select_algo(param: *mut mscclSchedulerParam) -> ncclResult_
                 let c_path = CString::new(key.0.as_os_str().as_encoded_bytes())
                     .map_err(|_| format!("{} has a NUL byte", key.0.display()))?;
                 let mut h: mscclAlgoHandle_t = 0;
-                let rc = (executor.load)(c_path.as_ptr(), &mut h, p.rank);
+                // SAFETY: `load` is the executor's mscclLoadAlgo (found by `Executor::find`),
+                // given a NUL-terminated path and a handle slot that outlive the call, and
+                // the caller's own rank.
+                let rc = unsafe { (executor.load)(c_path.as_ptr(), &mut h, p.rank) };
                 if rc != ncclSuccess {
                     warn(format!(
                         "mscclLoadAlgo refused {} (error {rc}); that call falls back",
@@ -277,6 +292,10 @@ unsafe extern "C" fn select_algo(param: *mut mscclSchedulerParam) -> ncclResult_
     })
 }
 
+/// The scheduler's `teardown`.
+///
+/// # Safety
+/// None beyond the ABI's: it takes no arguments.
 unsafe extern "C" fn teardown() -> ncclResult_t {
     guard(ncclSuccess, || {
         let mut state = STATE.lock().unwrap_or_else(|p| p.into_inner());
@@ -284,7 +303,9 @@ unsafe extern "C" fn teardown() -> ncclResult_t {
             let handles = std::mem::take(&mut state.handles);
             if let Some(executor) = state.executor {
                 for (_, handle) in handles {
-                    (executor.unload)(handle);
+                    // SAFETY: `unload` is the executor's mscclUnloadAlgo, given a handle its
+                    // `load` returned and that was not unloaded yet (`handles` was emptied).
+                    unsafe { (executor.unload)(handle) };
                 }
             }
         }

@@ -139,6 +139,9 @@ fn log_line(message: &str) -> CString {
 
 /// Runs `start` for `context`, which is set to the new context, or to null if even that
 /// failed (every entry point takes null for "change nothing").
+///
+/// # Safety
+/// `context` must be NULL or point to a writable `void*` (NCCL's slot for the context).
 unsafe fn init(context: *mut *mut c_void, log: Logger, start: impl FnOnce() -> Tuning) {
     crate::plugin::set_memory_limit(&log);
     crate::fsio::read_regular_files_only();
@@ -146,18 +149,26 @@ unsafe fn init(context: *mut *mut c_void, log: Logger, start: impl FnOnce() -> T
         log.warn("init was given no place for its context; NCCL keeps its own choices");
         return;
     }
-    *context = std::ptr::null_mut();
+    // SAFETY: not null, and the caller guarantees a writable `void*`; it is cleared first so
+    // that a failure leaves the "change nothing" context.
+    unsafe { *context = std::ptr::null_mut() };
     let built = guard(None, || Ok(Some(start())));
     match built {
-        Some(ctx) => *context = Box::into_raw(Box::new(ctx)).cast(),
+        // SAFETY: as above; the box is NCCL's to hand back to `finalize`, which frees it.
+        Some(ctx) => unsafe { *context = Box::into_raw(Box::new(ctx)).cast() },
         None => {
-            let why = CStr::from_ptr(tacos_last_error()).to_string_lossy();
+            // SAFETY: tacos_last_error returns this thread's NUL-terminated message, valid
+            // until the next call into the library; it is copied out at once.
+            let why = unsafe { CStr::from_ptr(tacos_last_error()) }.to_string_lossy();
             log.warn(&format!("{why}; NCCL keeps its own choices"));
         }
     }
 }
 
 /// init of v2, v3 and v4.
+///
+/// # Safety
+/// `context` must be NULL or a writable `void*`; `log_function` NULL or NCCL's logger.
 unsafe extern "C" fn init_v2(
     n_ranks: usize,
     n_nodes: usize,
@@ -171,14 +182,22 @@ unsafe extern "C" fn init_v2(
             nodes: n_nodes,
             constants: None,
         };
-        init(context, log, || {
-            Tuning::start(Config::from_process(), comm, None, &log)
-        });
+        // SAFETY: the caller guarantees `context` is NULL or a writable `void*`.
+        unsafe {
+            init(context, log, || {
+                Tuning::start(Config::from_process(), comm, None, &log)
+            })
+        };
         Ok(ncclSuccess)
     })
 }
 
 /// init of v5 and v6: also NVLink domains and NCCL's tuning constants.
+///
+/// # Safety
+/// `context` must be NULL or a writable `void*`; `nvl_domain_info` and `constants` NULL or
+/// NCCL's initialized structs, unchanged during the call; `log_function` NULL or NCCL's
+/// logger.
 unsafe extern "C" fn init_v5(
     context: *mut *mut c_void,
     _comm_id: u64,
@@ -190,7 +209,9 @@ unsafe extern "C" fn init_v5(
 ) -> ncclResult_t {
     guard(ncclSuccess, || {
         let log = Logger(log_function);
-        let nvl = nvl_domain_info.as_ref().and_then(|d| {
+        // SAFETY: NULL (handled by `as_ref`) or NCCL's initialized, aligned struct, which it
+        // does not change while init runs; it is copied out before init returns.
+        let nvl = unsafe { nvl_domain_info.as_ref() }.and_then(|d| {
             Some(NvlDomains {
                 domains: usize::try_from(d.nNvlDomains).ok()?,
                 min_ranks: usize::try_from(d.minRanksPerNvlDomain).ok()?,
@@ -200,11 +221,15 @@ unsafe extern "C" fn init_v5(
         let comm = Communicator {
             ranks: n_ranks,
             nodes: n_nodes,
-            constants: constants.as_ref().map(from_nccl),
+            // SAFETY: as for `nvl_domain_info`.
+            constants: unsafe { constants.as_ref() }.map(from_nccl),
         };
-        init(context, log, || {
-            Tuning::start(Config::from_process(), comm, nvl, &log)
-        });
+        // SAFETY: the caller guarantees `context` is NULL or a writable `void*`.
+        unsafe {
+            init(context, log, || {
+                Tuning::start(Config::from_process(), comm, nvl, &log)
+            })
+        };
         Ok(ncclSuccess)
     })
 }
@@ -221,18 +246,30 @@ fn from_nccl(c: &ncclTunerConstants_v5_t) -> NcclConstants {
 }
 
 /// destroy (v2-v4) and finalize (v5, v6).
+///
+/// # Safety
+/// `context` must be NULL or a context `init` made and not yet finalized, used by no other
+/// call now or later.
 unsafe extern "C" fn finalize(context: *mut c_void) -> ncclResult_t {
     guard(ncclSuccess, || {
         if !context.is_null() {
-            drop(Box::from_raw(context.cast::<Tuning>()));
+            // SAFETY: NCCL hands back the pointer `init` took from `Box::into_raw`, once, after
+            // its last call with it.
+            drop(unsafe { Box::from_raw(context.cast::<Tuning>()) });
         }
         Ok(ncclSuccess)
     })
 }
 
 /// The context behind NCCL's pointer, if any.
+///
+/// # Safety
+/// `context` must be NULL or a context `init` made and not yet finalized, which outlives
+/// `'a`.
 unsafe fn context<'a>(context: *mut c_void) -> Option<&'a Tuning> {
-    context.cast::<Tuning>().as_ref()
+    // SAFETY: NULL or a live `Box<Tuning>` from `init`; decisions only read it (`&Tuning`), so
+    // NCCL's threads may share it.
+    unsafe { context.cast::<Tuning>().as_ref() }
 }
 
 /// The collective NCCL's function number names, where the model tunes it.
@@ -241,12 +278,21 @@ fn tuned(coll_type: ncclFunc_t) -> Option<CollectiveKind> {
 }
 
 /// Writes the choice's channel count where it has one.
+///
+/// # Safety
+/// `n_channels` must be NULL or point to a writable `int`.
 unsafe fn set_channels(choice: &Choice, n_channels: *mut c_int) {
-    if let (Some(n), Some(out)) = (choice.channels, n_channels.as_mut()) {
+    // SAFETY: NULL (handled by `as_mut`) or, as the caller guarantees, NCCL's writable `int`.
+    if let (Some(n), Some(out)) = (choice.channels, unsafe { n_channels.as_mut() }) {
         *out = n as c_int;
     }
 }
 
+/// getCollInfo of v2: sets the algorithm and protocol itself.
+///
+/// # Safety
+/// `context` must be NULL or a live context from `init`; `algorithm`, `protocol` and
+/// `n_channels` NULL or writable `int`s.
 unsafe extern "C" fn get_coll_info_v2(
     context: *mut c_void,
     coll_type: ncclFunc_t,
@@ -259,10 +305,14 @@ unsafe extern "C" fn get_coll_info_v2(
     n_channels: *mut c_int,
 ) -> ncclResult_t {
     guard(ncclSuccess, || {
-        let (Some(ctx), Some(kind)) = (self::context(context), tuned(coll_type)) else {
+        // SAFETY: the caller guarantees `context` is NULL or a live context from `init`.
+        let (Some(ctx), Some(kind)) = (unsafe { self::context(context) }, tuned(coll_type)) else {
             return Ok(ncclSuccess);
         };
-        let (Some(algorithm), Some(protocol)) = (algorithm.as_mut(), protocol.as_mut()) else {
+        // SAFETY: NULL (handled by `as_mut`) or NCCL's writable `int`s, distinct and unchanged
+        // by NCCL during the call.
+        let outputs = unsafe { (algorithm.as_mut(), protocol.as_mut()) };
+        let (Some(algorithm), Some(protocol)) = outputs else {
             return Ok(ncclSuccess);
         };
         let picked = ctx.pick(
@@ -274,12 +324,17 @@ unsafe extern "C" fn get_coll_info_v2(
         if let Some(choice) = picked {
             *algorithm = choice.algorithm.index() as c_int;
             *protocol = choice.protocol.index() as c_int;
-            set_channels(choice, n_channels);
+            // SAFETY: the caller guarantees `n_channels` is NULL or a writable `int`.
+            unsafe { set_channels(choice, n_channels) };
         }
         Ok(ncclSuccess)
     })
 }
 
+/// getCollInfo of v3: lowers an entry of NCCL's cost table.
+///
+/// # Safety
+/// As [`steer`]'s.
 unsafe extern "C" fn get_coll_info_v3(
     context: *mut c_void,
     coll_type: ncclFunc_t,
@@ -290,18 +345,24 @@ unsafe extern "C" fn get_coll_info_v3(
     num_proto: c_int,
     n_channels: *mut c_int,
 ) -> ncclResult_t {
-    steer(
-        context,
-        coll_type,
-        n_bytes,
-        coll_cost_table,
-        num_algo,
-        num_proto,
-        n_channels,
-    )
+    // SAFETY: the caller guarantees the pointers as `steer` requires.
+    unsafe {
+        steer(
+            context,
+            coll_type,
+            n_bytes,
+            coll_cost_table,
+            num_algo,
+            num_proto,
+            n_channels,
+        )
+    }
 }
 
 /// getCollInfo of v4, v5 and v6 (v3's with `regBuff`).
+///
+/// # Safety
+/// As [`steer`]'s.
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn get_coll_info_v4(
     context: *mut c_void,
@@ -314,18 +375,25 @@ unsafe extern "C" fn get_coll_info_v4(
     _reg_buff: c_int,
     n_channels: *mut c_int,
 ) -> ncclResult_t {
-    steer(
-        context,
-        coll_type,
-        n_bytes,
-        coll_cost_table,
-        num_algo,
-        num_proto,
-        n_channels,
-    )
+    // SAFETY: the caller guarantees the pointers as `steer` requires.
+    unsafe {
+        steer(
+            context,
+            coll_type,
+            n_bytes,
+            coll_cost_table,
+            num_algo,
+            num_proto,
+            n_channels,
+        )
+    }
 }
 
 /// Lowers the cost of the model's choice in NCCL's table.
+///
+/// # Safety
+/// `context` must be NULL or a live context from `init`; `table` NULL or NCCL's cost table
+/// as [`cost_table`] requires; `n_channels` NULL or a writable `int`.
 unsafe fn steer(
     context: *mut c_void,
     coll_type: ncclFunc_t,
@@ -336,16 +404,19 @@ unsafe fn steer(
     n_channels: *mut c_int,
 ) -> ncclResult_t {
     guard(ncclSuccess, || {
-        let (Some(ctx), Some(kind)) = (self::context(context), tuned(coll_type)) else {
+        // SAFETY: the caller guarantees `context` is NULL or a live context from `init`.
+        let (Some(ctx), Some(kind)) = (unsafe { self::context(context) }, tuned(coll_type)) else {
             return Ok(ncclSuccess);
         };
         // Nothing to steer to: NCCL's table is not even read.
         if ctx.choices(kind, n_bytes as u64).is_empty() {
             return Ok(ncclSuccess);
         }
-        if let Some(mut table) = cost_table(table, num_algo, num_proto) {
+        // SAFETY: the caller guarantees `table` is NULL or NCCL's table of that shape.
+        if let Some(mut table) = unsafe { cost_table(table, num_algo, num_proto) } {
             if let Some(choice) = ctx.steer(kind, n_bytes as u64, &mut table) {
-                set_channels(choice, n_channels);
+                // SAFETY: the caller guarantees `n_channels` is NULL or a writable `int`.
+                unsafe { set_channels(choice, n_channels) };
             }
         }
         Ok(ncclSuccess)
@@ -354,6 +425,10 @@ unsafe fn steer(
 
 /// NCCL's cost table behind its `float**` (one block of `algorithms x protocols` floats,
 /// never row pointers), if its shape is plausible and it is aligned.
+///
+/// # Safety
+/// `table` must be NULL or point to `algorithms x protocols` initialized floats that nothing
+/// else reads or writes during `'a`.
 unsafe fn cost_table<'a>(
     table: *mut *mut f32,
     algorithms: c_int,
@@ -369,7 +444,10 @@ unsafe fn cost_table<'a>(
     if first.is_null() || !first.is_aligned() {
         return None;
     }
-    let costs = std::slice::from_raw_parts_mut(first, algorithms * protocols);
+    // SAFETY: `first` is not null and is aligned (checked above); the caller guarantees
+    // `algorithms x protocols` floats there (both bounded above, so the product neither
+    // overflows nor passes isize::MAX bytes), initialized and used by nothing else for `'a`.
+    let costs = unsafe { std::slice::from_raw_parts_mut(first, algorithms * protocols) };
     CostTable::new(costs, protocols)
 }
 
@@ -419,6 +497,11 @@ mod tests {
         t
     }
 
+    /// getCollInfo of v4 on `t` as an `algos x protos` table.
+    ///
+    /// # Safety
+    /// `ctx` must be NULL or a live context, and `t` hold `algos x protos` floats unless that
+    /// shape is one the plugin refuses (not positive, or past its bounds).
     unsafe fn call_v4(
         ctx: *mut c_void,
         coll: ncclFunc_t,
@@ -429,17 +512,20 @@ mod tests {
         channels: &mut c_int,
     ) -> ncclResult_t {
         let get = ncclTunerPlugin_v4.0.getCollInfo.unwrap();
-        get(
-            ctx,
-            coll,
-            bytes,
-            1,
-            t.as_mut_ptr().cast(),
-            algos,
-            protos,
-            0,
-            channels,
-        )
+        // SAFETY: the caller guarantees `ctx` and the table's shape; `channels` is a live `int`.
+        unsafe {
+            get(
+                ctx,
+                coll,
+                bytes,
+                1,
+                t.as_mut_ptr().cast(),
+                algos,
+                protos,
+                0,
+                channels,
+            )
+        }
     }
 
     fn lowered(before: &[f32], after: &[f32]) -> Vec<usize> {
@@ -461,6 +547,7 @@ mod tests {
                 let before = t.clone();
                 let mut channels = 0;
                 assert_eq!(
+                    // SAFETY: `ptr` is the live context `ctx` owns, and `t` holds the 7 x 3 floats.
                     unsafe { call_v4(ptr, coll, bytes, &mut t, 7, 3, &mut channels) },
                     ncclSuccess
                 );
@@ -494,6 +581,9 @@ mod tests {
             let mut t = table(ncclFuncAllReduce);
             let before = t.clone();
             assert_eq!(
+                // SAFETY: `ptr` is a live context; `t` holds 7 x 3 floats, and the other
+                // shapes are ones the plugin refuses before reading anything (beyond its
+                // bounds, or not positive).
                 unsafe { call_v4(ptr, coll, 8, &mut t, algos, protos, &mut channels) },
                 ncclSuccess
             );
@@ -502,6 +592,8 @@ mod tests {
         assert_eq!(channels, 0);
         let mut t = table(ncclFuncAllReduce);
         let before = t.clone();
+        // SAFETY: `ptr` is a live context (or NULL, which the plugin takes); every table is
+        // NULL or `t`'s 7 x 3 floats; the channel count is NULL or `channels`.
         unsafe {
             assert_eq!(
                 get(
@@ -550,7 +642,10 @@ mod tests {
         assert_eq!(lowered(&before, &t).len(), 1);
         // A misaligned table is left alone.
         let mut raw = vec![0u8; 4 * 22];
+        // SAFETY: one byte into a buffer of 88, still inside it.
         let misaligned = unsafe { raw.as_mut_ptr().add(1) };
+        // SAFETY: the 7 x 3 floats from `misaligned` lie inside `raw` (1 + 84 <= 88 bytes), and
+        // the plugin refuses a misaligned table before reading it.
         let r = unsafe {
             get(
                 ptr,
@@ -576,6 +671,7 @@ mod tests {
         // 2 x 3 (Tree and Ring only), guards after it.
         let d = DISABLED;
         let mut t = vec![d, d, d, 100.0, 100.0, 100.0, 7.0, 7.0];
+        // SAFETY: `ptr` is a live context and `t` holds the 2 x 3 floats (and two more).
         unsafe { call_v4(ptr, ncclFuncAllGather, 8, &mut t, 2, 3, &mut channels) };
         assert_eq!(t, [d, d, d, 0.0, 100.0, 100.0, 7.0, 7.0], "Ring/LL at 8 B");
         // 7 x 2 (no Simple column): at 4 GiB the fastest entry there is, Ring/LL128 (the
@@ -584,10 +680,12 @@ mod tests {
         t.extend([d; 10]);
         t.extend([7.0, 7.0]);
         let before = t.clone();
+        // SAFETY: `ptr` is a live context and `t` holds the 7 x 2 floats (and two more).
         unsafe { call_v4(ptr, ncclFuncAllGather, 4 << 30, &mut t, 7, 2, &mut channels) };
         assert_eq!(lowered(&before, &t), vec![3]);
         // 1 x 1: NCCL's only entry is Tree/LL, which All-Gather cannot take.
         let mut t = vec![100.0, 7.0];
+        // SAFETY: `ptr` is a live context and `t` holds the 1 x 1 float (and one more).
         unsafe { call_v4(ptr, ncclFuncAllGather, 8, &mut t, 1, 1, &mut channels) };
         assert_eq!(t, [100.0, 7.0]);
     }
@@ -600,6 +698,7 @@ mod tests {
         t[4 * 3 + 2] = 5.0; // NVLS/Simple enabled and NCCL's cheapest
         let before = t.clone();
         let mut channels = 0;
+        // SAFETY: `ptr` is a live context and `t` holds the 7 x 3 floats.
         unsafe { call_v4(ptr, ncclFuncAllReduce, 1 << 30, &mut t, 7, 3, &mut channels) };
         assert_eq!(t, before);
         // Everything Tree/Ring disabled: nothing to steer to.
@@ -607,6 +706,7 @@ mod tests {
         t[..6].fill(DISABLED);
         t[6 * 3 + 2] = 50.0; // PAT
         let before = t.clone();
+        // SAFETY: as above.
         unsafe { call_v4(ptr, ncclFuncAllGather, 1 << 30, &mut t, 7, 3, &mut channels) };
         assert_eq!(t, before);
     }
@@ -619,6 +719,7 @@ mod tests {
         for coll in 0..5 {
             for bytes in [0, 8, 1 << 16, 1 << 20, 1 << 24, 1 << 30] {
                 let (mut algo, mut proto, mut channels) = (-1, -1, 0);
+                // SAFETY: `ptr` is a live context, and the three outputs are this frame's `int`s.
                 unsafe {
                     get(
                         ptr,
@@ -648,6 +749,7 @@ mod tests {
             (1234, 0, 0),
         ] {
             let (mut algo, mut proto, mut channels) = (-1, -1, 0);
+            // SAFETY: as above.
             unsafe {
                 get(
                     ptr,
@@ -664,6 +766,7 @@ mod tests {
             assert_eq!((algo, proto, channels), (-1, -1, 0));
         }
         let mut algo = -1;
+        // SAFETY: `ptr` is a live context; the outputs are `algo` or NULL.
         unsafe {
             get(
                 ptr,
@@ -680,6 +783,7 @@ mod tests {
         assert_eq!(algo, -1);
         ctx.user_chose_algorithms = true;
         let (mut algo, mut proto) = (-1, -1);
+        // SAFETY: `ptr` is a live context; the outputs are this frame's `int`s or NULL.
         unsafe {
             get(
                 ptr,
@@ -705,6 +809,7 @@ mod tests {
         let mut t = table(ncclFuncAllReduce);
         let before = t.clone();
         let mut channels = 0;
+        // SAFETY: `ptr` is the live context `ctx` owns, and `t` holds the 7 x 3 floats.
         unsafe { call_v4(ptr, ncclFuncAllReduce, 8, &mut t, 7, 3, &mut channels) };
         assert_eq!((t, channels), (before, 0));
         assert!(context(1, 1).tuner.is_none());
@@ -722,6 +827,7 @@ mod tests {
 
     #[test]
     fn init_and_finalize_take_null_pointers() {
+        // SAFETY: init and finalize take NULL for every pointer, and no logger.
         unsafe {
             let init = ncclTunerPlugin_v5.0.init.unwrap();
             assert_eq!(
@@ -733,6 +839,7 @@ mod tests {
             assert_eq!(finalize(null_mut()), ncclSuccess);
         }
         assert!(ncclTunerPlugin_v6.0.getChunkSize.is_none());
+        // SAFETY: the table's name is a NUL-terminated static string.
         let name = unsafe { CStr::from_ptr(ncclTunerPlugin_v3.0.name) };
         assert_eq!(name, NAME);
     }

@@ -273,6 +273,8 @@ mod tests {
         // SAFETY: the child only sleeps and exits, both async-signal-safe.
         let child = unsafe { libc::fork() };
         if child == 0 {
+            // SAFETY: in the forked child only async-signal-safe calls run: sleep, then _exit,
+            // which skips the parent's atexit handlers and buffered output.
             unsafe {
                 libc::sleep(5);
                 libc::_exit(0)
@@ -282,6 +284,8 @@ mod tests {
         drop(found);
         // The child still holds the open directory; the lock must be gone all the same.
         assert_eq!(remove_abandoned(&parent, Some("out")), 1);
+        // SAFETY: `child` is our own child's pid (checked positive above), not yet reaped, so
+        // the signal reaches no other process; waitpid takes a null status pointer.
         unsafe {
             libc::kill(child, libc::SIGKILL);
             libc::waitpid(child, std::ptr::null_mut(), 0);
