@@ -138,6 +138,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Element, String> {
 /// Parses `text` into its root element and the notes on its text, within `limits`.
 pub fn parse_document(text: &str, origin: &str, limits: &Limits) -> Result<Document, String> {
     let mut notes = Vec::new();
+    let mut tab_noted = false;
     // A byte order mark: quick-xml would read it as text before the root.
     let (body, skipped) = match text.strip_prefix('\u{feff}') {
         Some(rest) => {
@@ -283,7 +284,8 @@ pub fn parse_document(text: &str, origin: &str, limits: &Limits) -> Result<Docum
                 // The loaders' parser skips only spaces and line breaks between tags; the
                 // first tab found stands for the file's.
                 let tab = t.iter().position(|&b| b == b'\t');
-                if let Some(tab) = tab.filter(|_| !notes.iter().any(|n| n.what == TAB_NOTE)) {
+                if let Some(tab) = tab.filter(|_| !tab_noted) {
+                    tab_noted = true;
                     let (line, column) = position(offset + tab as u64);
                     notes.push(Note {
                         what: TAB_NOTE,

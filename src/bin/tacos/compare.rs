@@ -281,28 +281,14 @@ fn beside_nccl(
         Ok(us) => (Some(us), None),
         Err(why) => (None, Some(why)),
     };
-    let spec = collective.spec();
-    let over_every_npu = spec.npus == topo.alive_npus();
-    let priced = nccl_beside::runs_nccl(topo, &args.cost).then(|| {
-        nccl_beside::price(
-            topo,
-            spec.kind,
-            spec.size_bytes,
-            over_every_npu,
-            &executor,
-            program_us,
-        )
-    });
-    let nccl = match priced.flatten() {
-        Some(Ok(price)) => Some(price),
-        Some(Err(why)) => {
-            if !args.json {
-                eprintln!("warning: NCCL's own choice could not be priced here: {why}");
-            }
-            None
-        }
-        None => None,
-    };
+    let nccl = nccl_beside::beside(
+        topo,
+        &args.cost,
+        collective.spec(),
+        &executor,
+        program_us,
+        args.json,
+    );
     Ok(Priced {
         program_us,
         not_lowered,

@@ -2,7 +2,7 @@
 //! model as our program, so a user sees whether running ours would beat doing nothing.
 
 use super::CostArgs;
-use tacos::collective::CollectiveKind;
+use tacos::collective::{CollectiveKind, CollectiveSpec};
 use tacos::cost::nccl::SIMULATED_RANKS_MAX;
 use tacos::cost::{Executor, NcclPricer};
 use tacos::msccl::LowerOptions;
@@ -26,7 +26,7 @@ pub fn program_us(topo: &Topology, checked: &Checked, executor: &Executor) -> Re
 /// Whether `topo` is a machine NCCL runs on: a preset, an NCCL topology file imported, or
 /// any topology whose GPUs the user named (`--gpu-arch`, `--profile`, `TACOS_PROFILE`). An
 /// abstract network (a torus, a mesh) has no NCCL to compare with unless told which GPUs.
-pub fn runs_nccl(topo: &Topology, cost: &CostArgs) -> bool {
+fn runs_nccl(topo: &Topology, cost: &CostArgs) -> bool {
     let name = topo.name();
     name.starts_with("preset:")
         || name.contains(".xml")
@@ -39,7 +39,7 @@ pub fn runs_nccl(topo: &Topology, cost: &CostArgs) -> bool {
 /// the same model) to compare; None where NCCL runs nothing to compare: a collective it
 /// has no built-in for, a request over some NPUs only, or a topology too large to price
 /// that is not a preset cluster. An error says why the price could not be made.
-pub fn price(
+fn price(
     topo: &Topology,
     kind: CollectiveKind,
     size_bytes: u64,
@@ -76,6 +76,41 @@ pub fn price(
         }),
         Err(e) => Err(e.to_string()),
     })
+}
+
+/// NCCL's own choice for `spec` on `topo`, priced by `executor` beside `ours_us` (our
+/// program's time under the same model), where `topo` is a machine NCCL runs on
+/// ([`runs_nccl`]) and NCCL runs the collective there ([`price`]). A price that cannot be
+/// made is a warning on stderr (none where `quiet`), not an error: the answer stands
+/// without it.
+pub fn beside(
+    topo: &Topology,
+    cost: &CostArgs,
+    spec: &CollectiveSpec,
+    executor: &Executor,
+    ours_us: Option<f64>,
+    quiet: bool,
+) -> Option<NcclBeside> {
+    if !runs_nccl(topo, cost) {
+        return None;
+    }
+    let over_every_npu = spec.npus == topo.alive_npus();
+    match price(
+        topo,
+        spec.kind,
+        spec.size_bytes,
+        over_every_npu,
+        executor,
+        ours_us,
+    )? {
+        Ok(nccl) => Some(nccl),
+        Err(why) => {
+            if !quiet {
+                eprintln!("warning: NCCL's own choice could not be priced here: {why}");
+            }
+            None
+        }
+    }
 }
 
 /// The executor cost model's name for reports: its GPU generation and the profile read.

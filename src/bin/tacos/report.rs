@@ -278,20 +278,15 @@ fn on_gpus(
         Ok(us) => format!("the algorithm as an MSCCL program takes {us:.3} us"),
         Err(why) => format!("the algorithm gives no MSCCL program ({why})"),
     };
-    let spec = collective.spec();
-    let nccl = nccl_beside::runs_nccl(topo, &args.cost)
-        .then(|| {
-            nccl_beside::price(
-                topo,
-                spec.kind,
-                spec.size_bytes,
-                spec.npus == topo.alive_npus(),
-                &executor,
-                program.as_ref().ok().copied(),
-            )
-        })
-        .flatten()
-        .and_then(Result::ok);
+    let ours_us = program.as_ref().ok().copied();
+    let nccl = nccl_beside::beside(
+        topo,
+        &args.cost,
+        collective.spec(),
+        &executor,
+        ours_us,
+        args.quiet,
+    );
     let beside = match nccl {
         Some(n) => {
             let verdict = match n.speedup {

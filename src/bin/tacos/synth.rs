@@ -259,28 +259,16 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     let cost_model = executor
         .as_ref()
         .map(|e| nccl_beside::model_info(e, args.cost.profile_file()));
-    let machine = nccl_beside::runs_nccl(&topo, &args.cost);
-    let nccl = executor.as_ref().filter(|_| machine).and_then(|e| {
-        let over_every_npu = collective.npus() == topo.alive_npus().as_slice();
-        nccl_beside::price(
+    let nccl = executor.as_ref().and_then(|e| {
+        nccl_beside::beside(
             &topo,
-            collective.kind(),
-            args.size,
-            over_every_npu,
+            &args.cost,
+            collective.spec(),
             e,
             program_us,
+            args.json,
         )
     });
-    let nccl = match nccl {
-        Some(Err(why)) => {
-            if !args.json {
-                eprintln!("warning: NCCL's own choice could not be priced here: {why}");
-            }
-            None
-        }
-        Some(Ok(price)) => Some(price),
-        None => None,
-    };
     if let (Some(price), Some(ours)) = (&nccl, program_us) {
         if price.time_us < ours && !args.json {
             eprintln!(
