@@ -85,6 +85,9 @@ pub enum Error {
     /// An MSCCL program that cannot be built, read or run as asked.
     #[error("msccl: {0}")]
     Msccl(String),
+    /// An MSCCL++ execution plan that cannot be built, read or verified as asked.
+    #[error("mscclpp plan: {0}")]
+    Plan(String),
     /// A cost-model profile or a measurement file that cannot be used as given.
     #[error("cost model: {0}")]
     Cost(String),

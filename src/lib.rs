@@ -30,6 +30,7 @@ pub mod ffi;
 pub mod fsio;
 mod hugepages;
 pub mod msccl;
+pub mod mscclpp;
 pub mod panics;
 pub mod pipeline;
 pub mod plugin;
