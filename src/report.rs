@@ -551,6 +551,9 @@ pub struct SynthReport {
     /// The schedule file written (`--out`, or the transfer stream of `--stream`).
     pub schedule_file: Option<String>,
     pub xml_file: Option<String>,
+    /// With `--plan`: the MSCCL++ execution plan written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_file: Option<String>,
     /// With `--xml`: the verified program's simulated time, by the executor cost model
     /// (`cost_model`) unless `--alpha-beta`.
     pub program_time_us: Option<f64>,
@@ -645,6 +648,8 @@ pub struct SynthRun {
     pub seed: u64,
     pub schedule_file: Option<String>,
     pub xml_file: Option<String>,
+    /// With `--plan`: the MSCCL++ execution plan written.
+    pub plan_file: Option<String>,
     /// With `--xml`: the verified program's simulated time.
     pub program_time_ps: Option<Picos>,
     /// The executor cost model `program_time_ps` and `nccl` were priced with; None where
@@ -688,6 +693,7 @@ impl SynthReport {
             seed: run.seed,
             schedule_file: run.schedule_file,
             xml_file: run.xml_file,
+            plan_file: run.plan_file,
             program_time_us: run.program_time_ps.map(ps_to_us),
             cost_model: run.cost_model,
             nccl: run.nccl,

@@ -272,6 +272,7 @@ fn synth_report_matches_the_command_and_keeps_the_old_names() {
             seed: 0,
             schedule_file: None,
             xml_file: None,
+            plan_file: None,
             program_time_ps: None,
             cost_model: None,
             nccl: None,

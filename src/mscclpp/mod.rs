@@ -1,8 +1,11 @@
 //! MSCCL++ execution plans: the JSON programs of Microsoft's live collective runtime,
 //! beside MSCCL XML ([`crate::msccl`]).
 //!
-//! [`plan`] is the file as the executor reads it.
+//! [`plan`] is the file as the executor reads it; [`lower()`] turns a checked `Schedule`
+//! into one.
 
+mod lower;
 pub mod plan;
 
+pub use lower::{lower, PlanOptions, DEFAULT_MAX_THREADBLOCKS};
 pub use plan::Plan;

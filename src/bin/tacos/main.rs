@@ -19,6 +19,7 @@ mod concurrent;
 mod lowering;
 mod measure_plan;
 mod nccl_beside;
+mod plan_file;
 pub mod progress;
 mod report;
 mod simulate;
@@ -29,6 +30,7 @@ mod topo;
 mod verify;
 
 use clap::{Args, Parser, Subcommand};
+pub use plan_file::{describe_plan, write_plan};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tacos::budget::MemoryLimit;

@@ -75,6 +75,12 @@ pub struct SynthArgs {
     /// each in the file). All-Gather and Broadcast over every NPU; one seed, K fixed
     #[arg(long, value_name = "FILE", conflicts_with_all = ["out", "xml", "npus"])]
     pub stream: Option<PathBuf>,
+    /// Write the algorithm as an MSCCL++ execution plan (JSON) to this file, for the
+    /// MSCCL++ executor and its NCCL shim: memory channels inside a node, port channels
+    /// across the network, in place for All-Reduce and Broadcast; All-Gather,
+    /// Reduce-Scatter, All-Reduce, Broadcast and All-to-All
+    #[arg(long, value_name = "FILE", conflicts_with = "stream")]
+    pub plan: Option<PathBuf>,
     /// Match one node and shift its transfers onto every other identical node: for
     /// All-Gather, Reduce-Scatter and All-Reduce over every NPU of a topology that a shift
     /// by whole nodes maps onto itself (rail-optimized clusters of identical nodes, rings,
@@ -254,6 +260,10 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         Some(verified) => args.msccl.write(verified)?.map(|path| (verified, path)),
         None => None,
     };
+    let plan = match &args.plan {
+        Some(path) => Some((super::write_plan(schedule, &topo, path)?, path)),
+        None => None,
+    };
     let time_ps = report.collective_time_ps;
     let program_us = verified.as_ref().map(|v| ps_to_us(v.time_ps()));
     let cost_model = executor
@@ -295,6 +305,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             seed,
             schedule_file: args.out.as_ref().map(|p| p.display().to_string()),
             xml_file: xml.as_ref().map(|(_, p)| p.display().to_string()),
+            plan_file: plan.as_ref().map(|(_, p)| p.display().to_string()),
             program_time_ps: verified.as_ref().map(|v| v.time_ps()),
             cost_model: cost_model
                 .clone()
@@ -421,6 +432,13 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     );
     if let Some(path) = &args.out {
         println!("schedule             {}", path.display());
+    }
+    if let Some((plan, path)) = &plan {
+        println!(
+            "mscclpp plan         {} ({})",
+            path.display(),
+            super::describe_plan(plan)
+        );
     }
     let model = cost_model.as_ref().map_or_else(
         || "bare alpha-beta messages".to_string(),

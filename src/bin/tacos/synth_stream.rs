@@ -86,6 +86,7 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
             seed: args.seed,
             schedule_file: Some(path.display().to_string()),
             xml_file: None,
+            plan_file: None,
             program_time_ps: None,
             cost_model: None,
             nccl: None,

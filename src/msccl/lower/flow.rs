@@ -256,7 +256,7 @@ impl Flow {
 }
 
 /// Rank of each NPU id, None for NPUs outside the collective.
-pub(super) fn rank_map(spec: &CollectiveSpec) -> Vec<Option<usize>> {
+pub(crate) fn rank_map(spec: &CollectiveSpec) -> Vec<Option<usize>> {
     let n = spec.npus.iter().max().map_or(0, |&m| m + 1);
     let mut map = vec![None; n];
     for (r, &npu) in spec.npus.iter().enumerate() {

@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::topology::Topology;
 use emit::{Split, Spread};
+pub(crate) use flow::rank_map;
 use flow::Flow;
 
 /// Choices for the lowering.
@@ -188,7 +189,7 @@ struct Head {
 }
 
 /// Keeps names to characters the executor's plain XML reader takes as they are.
-fn sanitize(name: String) -> String {
+pub(crate) fn sanitize(name: String) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "-_.:,=+".contains(c) {
