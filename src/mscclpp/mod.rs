@@ -4,5 +4,7 @@
 //! [`plan`] is the file as the executor reads it.
 
 pub mod plan;
+pub mod verify;
 
 pub use plan::Plan;
+pub use verify::{verify, PlanReport, VerifyOptions};

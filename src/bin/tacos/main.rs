@@ -27,6 +27,7 @@ mod synth;
 mod synth_stream;
 mod topo;
 mod verify;
+mod verify_plan;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
