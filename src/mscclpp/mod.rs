@@ -6,6 +6,8 @@
 
 mod lower;
 pub mod plan;
+pub mod verify;
 
 pub use lower::{lower, PlanOptions, DEFAULT_MAX_THREADBLOCKS};
 pub use plan::Plan;
+pub use verify::{verify, PlanReport, VerifyOptions};

@@ -28,6 +28,7 @@ mod synth;
 mod synth_stream;
 mod topo;
 mod verify;
+mod verify_plan;
 
 use clap::{Args, Parser, Subcommand};
 pub use plan_file::{describe_plan, write_plan};

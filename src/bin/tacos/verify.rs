@@ -1,5 +1,6 @@
 //! `tacos verify`: check that an MSCCL algorithm XML file loads in a target's loader and
-//! computes its collective, and time it on a topology.
+//! computes its collective, and time it on a topology; or verify an MSCCL++ execution
+//! plan (`super::verify_plan`).
 
 use super::{bandwidth, collective_kind, latency, size, CostArgs, TargetArgs, TopologyArgs};
 use anyhow::{bail, Context};
@@ -19,10 +20,10 @@ use tacos::units::format_size;
 
 /// Exit status for a file that cannot be loaded (unreadable, not MSCCL XML, or refused by
 /// the target's loader); 1 stays "loads but is wrong".
-const CANNOT_LOAD: i32 = 3;
+pub const CANNOT_LOAD: i32 = 3;
 
 /// Exit status for a usage error, as clap's.
-const USAGE: i32 = 2;
+pub const USAGE: i32 = 2;
 
 #[derive(Debug, Args)]
 #[command(
@@ -32,15 +33,17 @@ error; 3 when it cannot be loaded (unreadable, not MSCCL XML, or breaking a rule
 loader). With --json, stdout holds exactly one JSON object in every case."
 )]
 pub struct VerifyArgs {
-    /// MSCCL algorithm XML file
+    /// MSCCL algorithm XML file, or MSCCL++ execution plan (JSON)
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Topology to time the program on, as `tacos synth` takes it (rank r on the r-th
     /// NPU); without it nothing is timed
     #[arg(value_name = "SPEC", requires = "size")]
     pub spec: Option<String>,
-    /// Collective size to time the program for (nccl-tests' convention), e.g. 1GiB
-    #[arg(short, long, value_parser = size, requires = "spec")]
+    /// Collective size to time the program for (nccl-tests' convention), e.g. 1GiB; for
+    /// an MSCCL++ plan, the message size whose chunk rules to check (the output size for
+    /// allgather, else the input size)
+    #[arg(short, long, value_parser = size)]
     pub size: Option<u64>,
     /// Bandwidth of links the spec leaves unspecified, GB/s
     #[arg(long, default_value_t = 50.0, value_name = "GBPS", value_parser = bandwidth)]
@@ -51,7 +54,7 @@ pub struct VerifyArgs {
     /// Check the program as this collective instead of the one its coll attribute names
     #[arg(short, long, value_parser = collective_kind)]
     pub collective: Option<CollectiveKind>,
-    /// Root rank of a rooted collective (default: the one GPU that only sends, for
+    /// Root rank of a rooted collective (a plan's broadcast too; default: the one GPU that only sends, for
     /// broadcast and scatter, or only receives, for reduce and gather, else the first
     /// rank for which the program is correct)
     #[arg(long)]
@@ -68,7 +71,16 @@ pub struct VerifyArgs {
 /// Succeeds only when the program loads in the target and is correct; exits with
 /// `CANNOT_LOAD` when it cannot be loaded, `USAGE` for a limit of 0.
 pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
+    if let Some(text) = super::verify_plan::plan_text(&args.file) {
+        return super::verify_plan::run(&args, &text);
+    }
     let file = args.file.display().to_string();
+    if args.size.is_some() && args.spec.is_none() {
+        exit_with(
+            USAGE,
+            "--size times an MSCCL XML file on a topology: give the SPEC too",
+        );
+    }
     let target = match args.target.target() {
         Ok(t) => t,
         Err(e) => {
@@ -338,7 +350,7 @@ fn print_json(value: &VerifyJson) -> anyhow::Result<()> {
 
 /// Ends the process with `code` after the one-line error, as `main` ends it with 1 for
 /// other errors.
-fn exit_with(code: i32, message: &str) -> ! {
+pub fn exit_with(code: i32, message: &str) -> ! {
     let _ = std::io::stdout().flush();
     eprintln!("error: {message}");
     std::process::exit(code)
