@@ -23,6 +23,7 @@ use crate::fsio;
 use crate::msccl::{
     self, lower::check_shape, LowerOptions, Profile, Program, ProgramTimer, Target, VerifyOptions,
 };
+use crate::mscclpp::{Plan, PlanOptions};
 use crate::schedule::check_stream;
 use crate::schedule::stream::{StreamHeader, StreamReader, StreamWriter};
 use crate::schedule::Network;
@@ -834,20 +835,63 @@ pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result
         };
         Ok((checked, time_ps))
     })?;
+    fastest(tried, "schedule")
+}
+
+/// The fastest built candidate of a search (ties to the earlier: the smaller K, then the
+/// earlier seed), with every trial.
+fn fastest<T>(tried: Vec<(Trial, Result<T>)>, what: &str) -> Result<Found<T>> {
     let mut trials = Vec::new();
-    let mut kept: Option<(Picos, Checked)> = None;
+    let mut kept: Option<(Picos, T)> = None;
     for (trial, built) in tried {
-        if let (Ok(checked), Some(t)) = (built, trial.simulated_ps) {
+        if let (Ok(built), Some(t)) = (built, trial.simulated_ps) {
             if kept.as_ref().map_or(true, |(best, _)| t < *best) {
-                kept = Some((t, checked));
+                kept = Some((t, built));
             }
         }
         trials.push(trial);
     }
     match kept {
         Some((_, kept)) => Ok(Found { kept, trials }),
-        None => Err(Error::Synthesis(nothing_found(&trials, "schedule"))),
+        None => Err(Error::Synthesis(nothing_found(&trials, what))),
     }
+}
+
+/// The fastest checked schedule for `request` whose MSCCL++ execution plan the lowering
+/// can write within the executor's limits, with that plan: a K whose plan needs more
+/// operations per threadblock or threadblocks per GPU than the executor runs is passed
+/// over (its trial says why), so the search settles on the fastest K that runs.
+///
+/// ```
+/// use tacos::collective::CollectiveKind;
+/// use tacos::mscclpp::PlanOptions;
+/// use tacos::pipeline::{plan, Chunks, Options, Request};
+/// use tacos::topology::{parse_spec, SpecDefaults};
+/// let ring = parse_spec("ring:8", &SpecDefaults::default()).unwrap();
+/// let request = Request::new(CollectiveKind::AllReduce, 1 << 26);
+/// let options = Options { chunks: Chunks::UpTo(16), ..Options::default() };
+/// let found = plan(&ring, &request, &options, &PlanOptions::default()).unwrap();
+/// let (checked, plan) = &found.kept;
+/// assert_eq!(plan.gpus.len(), 8);
+/// assert!(checked.chunks_per_npu() <= 16);
+/// ```
+pub fn plan(
+    topo: &Topology,
+    request: &Request,
+    options: &Options,
+    plan_options: &PlanOptions,
+) -> Result<Found<(Checked, Plan)>> {
+    let ranked = options.ranks_candidates();
+    let tried = search(topo, request, options, ranked, |checked| {
+        let plan = crate::mscclpp::lower(checked.schedule(), topo, plan_options)?;
+        let time_ps = if ranked {
+            simulate_schedule(topo, checked.schedule())?.time_ps
+        } else {
+            checked.report().collective_time_ps
+        };
+        Ok(((checked, plan), time_ps))
+    })?;
+    fastest(tried, "MSCCL++ plan")
 }
 
 /// `lowered` timed by `executor` at its schedule's size; where `fill` gives the options it

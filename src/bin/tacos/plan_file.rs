@@ -8,10 +8,18 @@ use tacos::mscclpp::{lower, Plan, PlanOptions};
 use tacos::schedule::Schedule;
 use tacos::topology::Topology;
 
-/// Lowers `schedule` to a plan and writes it to `path`.
-pub fn write_plan(schedule: &Schedule, topo: &Topology, path: &Path) -> anyhow::Result<Plan> {
-    let plan = lower(schedule, topo, &PlanOptions::default())
-        .context("--plan: the schedule cannot be written as an MSCCL++ execution plan")?;
+/// Writes `plan` to `path`, lowering `schedule` where no plan was made with it.
+pub fn write_plan(
+    schedule: &Schedule,
+    topo: &Topology,
+    plan: Option<Plan>,
+    path: &Path,
+) -> anyhow::Result<Plan> {
+    let plan = match plan {
+        Some(plan) => plan,
+        None => lower(schedule, topo, &PlanOptions::default())
+            .context("--plan: the schedule cannot be written as an MSCCL++ execution plan")?,
+    };
     let text = plan.to_json();
     write_atomic_with(path, |out| out.write_all(text.as_bytes()))
         .context("cannot write the plan")?;

@@ -14,6 +14,7 @@ use std::time::Instant;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::fsio::write_atomic_with;
+use tacos::mscclpp::PlanOptions;
 use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{AllReducePhases, ChunkTrialReport, Replication, SynthReport, SynthRun};
 use tacos::schedule::MAX_FILE_BYTES;
@@ -208,14 +209,24 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     let spinner = ProgressHandle::spinner("synthesizing", args.quiet || args.json);
     let search = || -> anyhow::Result<_> {
         let started = Instant::now();
-        let found = match lowering {
-            None => {
+        let found = match (&lowering, &args.plan) {
+            (None, None) => {
                 let found = pipeline::schedule(&topo, &request, &options)?;
-                (found.kept, found.trials, None)
+                (found.kept, found.trials, None, None)
             }
-            Some(_) => {
+            (None, Some(_)) => {
+                let found = pipeline::plan(&topo, &request, &options, &PlanOptions::default())?;
+                let (checked, plan) = found.kept;
+                (checked, found.trials, None, Some(plan))
+            }
+            (Some(_), _) => {
                 let found = pipeline::program(&topo, &request, &options)?;
-                (found.kept.checked().clone(), found.trials, Some(found.kept))
+                (
+                    found.kept.checked().clone(),
+                    found.trials,
+                    Some(found.kept),
+                    None,
+                )
             }
         };
         Ok((found, started.elapsed().as_secs_f64() * 1e3))
@@ -232,7 +243,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         pipeline::admit(&topo, &request, &options, lowering.is_some())?;
     }
     let (searched, early_bounds) = rayon::join(search, || chunks.only().and_then(bounds_of));
-    let ((checked, trials, verified), synth_ms) = searched?;
+    let ((checked, trials, verified, plan), synth_ms) = searched?;
     drop(spinner);
     let trials = (trials.len() > 1).then_some(trials);
     let seed = checked.seed().unwrap_or(args.seed);
@@ -261,7 +272,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         None => None,
     };
     let plan = match &args.plan {
-        Some(path) => Some((super::write_plan(schedule, &topo, path)?, path)),
+        Some(path) => Some((super::write_plan(schedule, &topo, plan, path)?, path)),
         None => None,
     };
     let time_ps = report.collective_time_ps;

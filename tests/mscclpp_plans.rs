@@ -1,0 +1,176 @@
+//! Plans lowered from synthesized schedules and baselines, each run by the plan verifier
+//! (`mscclpp::verify`, written apart from the lowering): channel pairing, every wait
+//! matched, no deadlock, no race and the collective's result, at the size the plan names.
+
+use tacos::baselines::Baseline;
+use tacos::collective::{Collective, CollectiveKind};
+use tacos::mscclpp::plan::{ChannelType, MAX_OPS_PER_THREADBLOCK};
+use tacos::mscclpp::{lower, verify, Plan, PlanOptions, VerifyOptions};
+use tacos::pipeline::{synthesize, Request};
+use tacos::schedule::Schedule;
+use tacos::synth::SynthOptions;
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
+
+const KINDS: [CollectiveKind; 5] = [
+    CollectiveKind::AllGather,
+    CollectiveKind::ReduceScatter,
+    CollectiveKind::AllReduce,
+    CollectiveKind::Broadcast,
+    CollectiveKind::AllToAll,
+];
+
+fn topology(spec: &str) -> Topology {
+    parse_spec(spec, &SpecDefaults::default()).unwrap()
+}
+
+fn synthesized(topo: &Topology, kind: CollectiveKind, k: usize, size: u64) -> Schedule {
+    let request = Request::new(kind, size);
+    synthesize(topo, &request, k, &SynthOptions::seeded(0))
+        .unwrap()
+        .schedule()
+        .clone()
+}
+
+/// Verifies `plan` at the size it accepts, as the executor checks it.
+fn verified(plan: &Plan, what: &str) {
+    let options = VerifyOptions {
+        size: Some(plan.min_message_size),
+        root: None,
+    };
+    if let Err(e) = verify(plan, &options) {
+        panic!("{what}: {e}");
+    }
+}
+
+#[test]
+fn plans_of_the_shims_collectives_verify_on_every_named_machine() {
+    // The machines the issue names, both placements, K = 1 and 2.
+    for spec in [
+        "preset:dgx-h100,nodes=1",
+        "preset:dgx-h100,nodes=2",
+        "preset:dgx-a100,nodes=2",
+        "preset:ndv4",
+        "torus:4x4",
+        "ring:8",
+    ] {
+        let topo = topology(spec);
+        for kind in KINDS {
+            for k in [1, 2] {
+                let schedule = synthesized(&topo, kind, k, 1 << 24);
+                for in_place in [false, true] {
+                    let options = PlanOptions {
+                        in_place: Some(in_place),
+                        ..PlanOptions::default()
+                    };
+                    let what = format!("{spec} {kind} K={k} in place {in_place}");
+                    let plan =
+                        lower(&schedule, &topo, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_eq!(plan.inplace, in_place, "{what}");
+                    verified(&plan, &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn baselines_lower_to_plans_that_verify() {
+    let topo = topology("ring:6");
+    for (baseline, kind) in [
+        (Baseline::Ring, CollectiveKind::AllReduce),
+        (Baseline::Ring, CollectiveKind::AllGather),
+        (Baseline::Direct, CollectiveKind::AllToAll),
+        (Baseline::Direct, CollectiveKind::ReduceScatter),
+    ] {
+        let spec = Request::new(kind, 6 << 20).spec(&topo, 1);
+        let schedule = baseline.schedule(&topo, &spec).unwrap();
+        let plan = lower(&schedule, &topo, &PlanOptions::default()).unwrap();
+        verified(&plan, &format!("{} {kind}", baseline.name()));
+    }
+}
+
+#[test]
+fn nodes_talk_over_memory_channels_inside_and_port_channels_across() {
+    // Two DGX-A100 nodes: NVLink inside a node, NICs between them.
+    let topo = topology("preset:dgx-a100,nodes=2");
+    let schedule = synthesized(&topo, CollectiveKind::AllGather, 1, 1 << 24);
+    let plan = lower(&schedule, &topo, &PlanOptions::default()).unwrap();
+    for gpu in &plan.gpus {
+        for channel in &gpu.channels {
+            let peers = channel.connected_to.as_deref().unwrap_or_default();
+            for &peer in peers {
+                let same_node = peer / 8 == gpu.id / 8;
+                let expected = if same_node {
+                    ChannelType::Memory
+                } else {
+                    ChannelType::Port
+                };
+                assert_eq!(channel.channel_type, expected, "rank {} to {peer}", gpu.id);
+            }
+        }
+    }
+    assert!(plan.gpus.iter().any(|g| g
+        .channels
+        .iter()
+        .any(|c| c.channel_type == ChannelType::Port)));
+}
+
+#[test]
+fn every_threadblock_keeps_within_the_executors_64_operations() {
+    // A ring All-Reduce with K = 8 moves 2 x 7 x 8 chunks each way between neighbours:
+    // far past 64 operations for one threadblock, so the lanes must split.
+    let topo = topology("ring:8");
+    let schedule = synthesized(&topo, CollectiveKind::AllReduce, 8, 1 << 26);
+    let plan = lower(&schedule, &topo, &PlanOptions::default()).unwrap();
+    let most = plan
+        .gpus
+        .iter()
+        .flat_map(|g| &g.threadblocks)
+        .map(|tb| tb.ops.len())
+        .max()
+        .unwrap();
+    assert!(most <= MAX_OPS_PER_THREADBLOCK, "{most}");
+    assert!(plan.gpus[0].threadblocks.len() > 2);
+    verified(&plan, "ring:8 allreduce K=8");
+}
+
+#[test]
+fn a_plan_needing_more_resident_threadblocks_than_allowed_is_refused_naming_the_limit() {
+    let topo = topology("ring:8");
+    let schedule = synthesized(&topo, CollectiveKind::AllReduce, 8, 1 << 26);
+    let options = PlanOptions {
+        max_threadblocks: 2,
+        ..PlanOptions::default()
+    };
+    let e = lower(&schedule, &topo, &options).unwrap_err().to_string();
+    assert!(e.contains("threadblocks") && e.contains("2 allowed"), "{e}");
+}
+
+#[test]
+fn a_size_the_executors_16_byte_units_do_not_divide_is_refused() {
+    // 1 MiB over 5 GPUs' chunks: not whole 16-byte units per chunk.
+    let topo = topology("ring:5");
+    let collective = Collective::new(
+        &topo,
+        Request::new(CollectiveKind::AllGather, 1 << 20).spec(&topo, 1),
+    )
+    .unwrap();
+    let schedule = Baseline::RingUni.schedule(&topo, collective.spec()).unwrap();
+    let e = lower(&schedule, &topo, &PlanOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("16-byte") && e.contains("multiple of 80 bytes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn collectives_without_uniform_chunks_are_refused_by_name() {
+    let topo = topology("ring:4");
+    let schedule = synthesized(&topo, CollectiveKind::Gather, 1, 1 << 20);
+    let e = lower(&schedule, &topo, &PlanOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("gather has no MSCCL++ plan"), "{e}");
+}
