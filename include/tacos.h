@@ -63,6 +63,13 @@ typedef struct tacos_synth_options {
    * that cannot fit fails, naming the limit. An unknown name fails, naming the known ones.
    */
   const char* target;
+  /*
+   * What tacos_synthesize_xml and tacos_synthesize_xml_file return: "msccl" (MSCCL algorithm
+   * XML for the target above) or "mscclpp" (an MSCCL++ execution plan, JSON, verified by the
+   * plan verifier, for the MSCCL++ executor and its NCCL shim; target and proto do not apply);
+   * NULL = "msccl". An unknown name fails, naming the known ones.
+   */
+  const char* format;
 } tacos_synth_options;
 
 /* Fills *options with the defaults described above. */

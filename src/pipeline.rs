@@ -858,9 +858,10 @@ fn fastest<T>(tried: Vec<(Trial, Result<T>)>, what: &str) -> Result<Found<T>> {
 }
 
 /// The fastest checked schedule for `request` whose MSCCL++ execution plan the lowering
-/// can write within the executor's limits, with that plan: a K whose plan needs more
-/// operations per threadblock or threadblocks per GPU than the executor runs is passed
-/// over (its trial says why), so the search settles on the fastest K that runs.
+/// can write within the executor's limits and the plan verifier passes, with that plan: a
+/// K whose plan needs more operations per threadblock or threadblocks per GPU than the
+/// executor runs is passed over (its trial says why), so the search settles on the
+/// fastest K that runs.
 ///
 /// ```
 /// use tacos::collective::CollectiveKind;
@@ -891,7 +892,31 @@ pub fn plan(
         };
         Ok(((checked, plan), time_ps))
     })?;
-    fastest(tried, "MSCCL++ plan")
+    // The fastest plan the verifier passes; a refused one stays in its trial's record.
+    let (mut trials, mut built): (Vec<Trial>, Vec<Result<(Checked, Plan)>>) =
+        tried.into_iter().unzip();
+    let mut order: Vec<usize> = (0..trials.len())
+        .filter(|&i| built[i].is_ok() && trials[i].simulated_ps.is_some())
+        .collect();
+    order.sort_by_key(|&i| (trials[i].simulated_ps, i));
+    for i in order {
+        let Ok((_, plan)) = &built[i] else { continue };
+        let options = crate::mscclpp::VerifyOptions {
+            size: Some(plan.min_message_size),
+            root: None,
+        };
+        match crate::mscclpp::verify(plan, &options) {
+            Ok(_) => {
+                let kept = std::mem::replace(&mut built[i], Err(Error::Plan(String::new())))?;
+                return Ok(Found { kept, trials });
+            }
+            Err(e) => trials[i].refused = Some(format!("the plan verifier refused it: {e}")),
+        }
+    }
+    Err(Error::Synthesis(nothing_found(
+        &trials,
+        "verified MSCCL++ plan",
+    )))
 }
 
 /// `lowered` timed by `executor` at its schedule's size; where `fill` gives the options it

@@ -404,3 +404,41 @@ fn guarded_panics_print_one_warn_line_each() {
     assert_eq!(stderr.matches("in a worker").count(), 1, "{stderr}");
     assert!(stderr.contains("unguarded"), "{stderr}");
 }
+
+#[test]
+fn the_format_field_returns_a_verified_mscclpp_plan_and_old_callers_get_xml() {
+    let mut options = defaults();
+    let name = c("mscclpp");
+    options.format = name.as_ptr();
+    let json = ring8_allreduce(&options).unwrap();
+    let plan = tacos::mscclpp::Plan::from_json(&json, "the C API's plan").unwrap();
+    let check = tacos::mscclpp::VerifyOptions {
+        size: Some(plan.min_message_size),
+        root: None,
+    };
+    tacos::mscclpp::verify(&plan, &check).unwrap();
+    assert_eq!(
+        (plan.gpus.len(), plan.collective.as_str()),
+        (8, "allreduce")
+    );
+    // A caller built before the field existed: its struct ends where `format` begins, and
+    // it gets XML whatever lies past its end.
+    let old_size = std::mem::offset_of!(TacosSynthOptions, format);
+    let mut old = vec![0u64; std::mem::size_of::<TacosSynthOptions>() / 8];
+    // SAFETY: `old` has room for a whole struct, 8-aligned; `struct_size` is its first four
+    // bytes. The bytes past `old_size` keep the "mscclpp" pointer, which must not be read.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&options as *const TacosSynthOptions).cast::<u8>(),
+            old.as_mut_ptr().cast::<u8>(),
+            std::mem::size_of::<TacosSynthOptions>(),
+        );
+        *old.as_mut_ptr().cast::<u32>() = old_size as u32;
+    }
+    let xml = ring8_allreduce(old.as_ptr().cast()).unwrap();
+    assert!(xml.trim_start().starts_with("<algo"), "{}", &xml[..40]);
+    let unknown = c("nccl");
+    options.format = unknown.as_ptr();
+    let e = ring8_allreduce(&options).unwrap_err();
+    assert!(e.contains("options.format") && e.contains("mscclpp"), "{e}");
+}

@@ -155,7 +155,9 @@ fn a_size_the_executors_16_byte_units_do_not_divide_is_refused() {
         Request::new(CollectiveKind::AllGather, 1 << 20).spec(&topo, 1),
     )
     .unwrap();
-    let schedule = Baseline::RingUni.schedule(&topo, collective.spec()).unwrap();
+    let schedule = Baseline::RingUni
+        .schedule(&topo, collective.spec())
+        .unwrap();
     let e = lower(&schedule, &topo, &PlanOptions::default())
         .unwrap_err()
         .to_string();

@@ -8,6 +8,7 @@ use crate::collective::CollectiveKind;
 use crate::cost::Executor;
 use crate::fsio::write_atomic;
 use crate::msccl::{read_program, verify, LowerOptions, Profile, Proto, Target, VerifyOptions};
+use crate::mscclpp::PlanOptions;
 use crate::pipeline::{self, Chunks, Request};
 use crate::topology::{file, parse_spec, SpecDefaults, Topology};
 use crate::units::ps_to_us;
@@ -39,6 +40,8 @@ pub struct TacosSynthOptions {
     pub latency_us: f64,
     /// The loader's name (`Profile::name`); NULL for the executor as it builds by default.
     pub target: *const c_char,
+    /// "msccl" (XML, the default for NULL) or "mscclpp" (an execution plan, JSON).
+    pub format: *const c_char,
 }
 
 /// The struct's size before `target` was added: the smallest `struct_size` accepted.
@@ -53,6 +56,33 @@ struct Options {
     proto: Option<Proto>,
     defaults: SpecDefaults,
     target: Target,
+    format: Format,
+}
+
+/// What the synthesis functions return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    /// MSCCL algorithm XML.
+    Msccl,
+    /// An MSCCL++ execution plan.
+    Mscclpp,
+}
+
+impl Format {
+    const NAMES: [&'static str; 2] = ["msccl", "mscclpp"];
+
+    fn parse(name: &str) -> Result<Format, String> {
+        match name {
+            "msccl" => Ok(Format::Msccl),
+            "mscclpp" => Ok(Format::Mscclpp),
+            other => Err(crate::Error::Unknown {
+                what: "options.format",
+                given: other.into(),
+                known: Format::NAMES.to_vec(),
+            }
+            .to_string()),
+        }
+    }
 }
 
 impl Options {
@@ -72,6 +102,7 @@ impl Options {
             proto: None,
             defaults: SpecDefaults::default(),
             target: Target::default(),
+            format: Format::Msccl,
         };
         if raw.is_null() {
             return Ok(o);
@@ -152,7 +183,7 @@ impl Options {
             }
             o.defaults.latency_us = latency;
         }
-        let has_target = size >= std::mem::size_of::<TacosSynthOptions>();
+        let has_target = size >= std::mem::offset_of!(TacosSynthOptions, format);
         let target: *const c_char = if has_target {
             field!(target)
         } else {
@@ -165,6 +196,16 @@ impl Options {
                 .parse()
                 .map_err(|e: crate::Error| format!("options.target: {e}"))?;
             o.target = Target::new(profile);
+        }
+        let has_format = size >= std::mem::size_of::<TacosSynthOptions>();
+        let format: *const c_char = if has_format {
+            field!(format)
+        } else {
+            std::ptr::null()
+        };
+        if !format.is_null() {
+            // SAFETY: not null, and the caller guarantees a string that outlives the call.
+            o.format = Format::parse(unsafe { c_str(format, "options.format") }?)?;
         }
         Ok(o)
     }
@@ -205,7 +246,8 @@ fn topology(text: &str, defaults: &SpecDefaults) -> Result<Topology, String> {
     result.map_err(|e| e.to_string())
 }
 
-/// The XML of the verified program `pipeline::program` keeps for the request.
+/// The XML of the verified program `pipeline::program` keeps for the request, or with
+/// `Format::Mscclpp` the JSON of the verified plan `pipeline::plan` keeps.
 fn synthesize_xml(
     topology_text: &str,
     collective: &str,
@@ -241,6 +283,15 @@ fn synthesize_xml(
         executor: Some(Executor::for_topology(&topo, None, None).map_err(|e| e.to_string())?),
         fill_instances: true,
     };
+    if o.format == Format::Mscclpp {
+        let plan_options = PlanOptions {
+            in_place: o.in_place,
+            ..PlanOptions::default()
+        };
+        let found =
+            pipeline::plan(&topo, &request, &options, &plan_options).map_err(|e| e.to_string())?;
+        return Ok(found.kept.1.to_json());
+    }
     let found = pipeline::program(&topo, &request, &options).map_err(|e| e.to_string())?;
     Ok(found.kept.xml())
 }
@@ -295,6 +346,7 @@ pub unsafe extern "C" fn tacos_synth_options_init(options: *mut TacosSynthOption
             bandwidth_gbps: 0.0,
             latency_us: -1.0,
             target: std::ptr::null(),
+            format: std::ptr::null(),
         })
     };
 }

@@ -37,8 +37,8 @@ macro_rules! assert_layout {
 #[cfg(target_pointer_width = "64")]
 fn tacos_synth_options_is_laid_out_as_tacos_h_says() {
     // Two uint32_t (0, 4), a uint64_t at 8, two int32_t (16, 20), then pointers and doubles
-    // at 8-byte steps with no padding anywhere: 56 bytes, aligned to 8.
-    assert_layout!(TacosSynthOptions, size 56, align 8, {
+    // at 8-byte steps with no padding anywhere: 64 bytes, aligned to 8.
+    assert_layout!(TacosSynthOptions, size 64, align 8, {
         struct_size: 0,
         chunks_per_npu: 4,
         seed: 8,
@@ -48,6 +48,7 @@ fn tacos_synth_options_is_laid_out_as_tacos_h_says() {
         bandwidth_gbps: 32,
         latency_us: 40,
         target: 48,
+        format: 56,
     });
 }
 
@@ -202,6 +203,7 @@ mod generated {
                 bandwidth_gbps,
                 latency_us,
                 target,
+                format,
             ]
         )]);
         assert_eq!(

@@ -52,6 +52,8 @@ static int set_option(tacos_synth_options* o, const char* arg) {
     o->proto = v;
   } else if (n == 6 && !strncmp(arg, "target", n)) {
     o->target = v;
+  } else if (n == 6 && !strncmp(arg, "format", n)) {
+    o->format = v;
   } else {
     return 0;
   }

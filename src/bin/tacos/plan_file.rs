@@ -1,10 +1,10 @@
-//! Writing MSCCL++ execution plans (`--plan`): the lowering, then the file, whole or not
-//! at all.
+//! Writing MSCCL++ execution plans (`--plan`): lowered and verified, then the file, whole
+//! or not at all.
 
 use anyhow::Context;
 use std::path::Path;
 use tacos::fsio::write_atomic_with;
-use tacos::mscclpp::{lower, Plan, PlanOptions};
+use tacos::mscclpp::{lower, verify, Plan, PlanOptions, VerifyOptions};
 use tacos::schedule::Schedule;
 use tacos::topology::Topology;
 
@@ -17,8 +17,16 @@ pub fn write_plan(
 ) -> anyhow::Result<Plan> {
     let plan = match plan {
         Some(plan) => plan,
-        None => lower(schedule, topo, &PlanOptions::default())
-            .context("--plan: the schedule cannot be written as an MSCCL++ execution plan")?,
+        None => {
+            let plan = lower(schedule, topo, &PlanOptions::default())
+                .context("--plan: the schedule cannot be written as an MSCCL++ execution plan")?;
+            let options = VerifyOptions {
+                size: Some(plan.min_message_size),
+                root: None,
+            };
+            verify(&plan, &options).context("--plan: the plan verifier refused the plan")?;
+            plan
+        }
     };
     let text = plan.to_json();
     write_atomic_with(path, |out| out.write_all(text.as_bytes()))
@@ -42,7 +50,7 @@ pub fn describe_plan(plan: &Plan) -> String {
         .max()
         .unwrap_or(0);
     format!(
-        "{} GPUs, {blocks} threadblocks (at most {widest} on a GPU), {ops} operations",
+        "{} GPUs, {blocks} threadblocks (at most {widest} on a GPU), {ops} operations; verified",
         plan.gpus.len()
     )
 }
