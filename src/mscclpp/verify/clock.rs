@@ -47,18 +47,77 @@ impl Clock {
     }
 }
 
-/// One access to a chunk: by which threadblock (global index), at which of its nop
-/// counts, at which step of its program; a threadblock-group slice and the range it was
-/// part of (slices of equal ranges of one group do not overlap).
+/// The part of a chunk an access covers: `[lo, hi) / den` (a threadblock group's member
+/// covers its slice of the operation's range; every other access the whole chunk).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Span {
+    pub lo: u32,
+    pub hi: u32,
+    pub den: u32,
+}
+
+impl Span {
+    pub const WHOLE: Span = Span {
+        lo: 0,
+        hi: 1,
+        den: 1,
+    };
+
+    /// The part of chunk `k` of a `size`-chunk range that slice `j` of `n` covers (the
+    /// executor splits each range evenly between a group's members); `None` if none.
+    pub fn slice(size: usize, k: usize, j: usize, n: usize) -> Option<Span> {
+        let lo = (size * j).saturating_sub(k * n).min(n);
+        let hi = (size * (j + 1)).saturating_sub(k * n).min(n);
+        (lo < hi).then_some(Span {
+            lo: lo as u32,
+            hi: hi as u32,
+            den: n as u32,
+        })
+    }
+
+    fn overlaps(&self, o: &Span) -> bool {
+        let (a, b) = (u64::from(self.den), u64::from(o.den));
+        u64::from(self.lo) * b < u64::from(o.hi) * a && u64::from(o.lo) * a < u64::from(self.hi) * b
+    }
+
+    /// Whether `parts` together cover all of `self`.
+    fn covered_by(&self, parts: &[Span]) -> bool {
+        let den: u64 = parts
+            .iter()
+            .fold(u64::from(self.den), |l, p| lcm(l, u64::from(p.den)));
+        let scale = |x: u32, d: u32| u64::from(x) * (den / u64::from(d));
+        let mut intervals: Vec<(u64, u64)> = parts
+            .iter()
+            .map(|p| (scale(p.lo, p.den), scale(p.hi, p.den)))
+            .collect();
+        intervals.sort_unstable();
+        let (mut at, end) = (scale(self.lo, self.den), scale(self.hi, self.den));
+        for (lo, hi) in intervals {
+            if lo > at {
+                break;
+            }
+            at = at.max(hi);
+        }
+        at >= end
+    }
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
+}
+
+/// One access to (part of) a chunk: by which threadblock (global index), at which of its
+/// nop counts, at which step of its program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Access {
     pub tb: u32,
     pub tag: u8,
     pub step: u16,
-    /// `(tb_id, tbg_size)` of a threadblock-group operation.
-    pub tbg: Option<(u16, u16)>,
-    /// The operation's range `(index, size)` this chunk was part of.
-    pub range: (u32, u32),
+    pub span: Span,
 }
 
 impl Access {
@@ -66,21 +125,35 @@ impl Access {
         self.tb == other.tb && self.step == other.step
     }
 
-    /// Slices of two group members' equal ranges: disjoint bytes.
-    fn disjoint(&self, other: &Access) -> bool {
-        match (self.tbg, other.tbg) {
-            (Some((a, n)), Some((b, m))) => n == m && a != b && self.range == other.range,
-            _ => false,
+    /// Whether `self`, seen from `clock`, must be ordered after `other` and is not.
+    fn unordered_after(&self, other: &Access, clock: &Clock, read: bool) -> bool {
+        if self.same_op(other) || !self.span.overlaps(&other.span) {
+            return false;
         }
+        let seen = if read {
+            clock.exec(other.tb as usize)
+        } else {
+            clock.data(other.tb as usize)
+        };
+        seen <= other.tag
     }
+}
 
-    /// A member of the same group over the same range as `other`.
-    fn fellow(&self, other: &Access) -> bool {
-        match (self.tbg, other.tbg) {
-            (Some((_, n)), Some((_, m))) => n == m && self.range == other.range,
-            _ => false,
-        }
-    }
+/// Which write a read sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Seen {
+    Last,
+    /// The contents before the partial writes under way (none covers the reader's part).
+    Before,
+}
+
+/// Whether a write covers its chunk, starts covering it in parts, or adds a part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Wrote {
+    Whole,
+    /// The first part: the contents before stay readable in the other parts.
+    FirstPart,
+    Part,
 }
 
 /// What a check found wrong with an access.
@@ -88,98 +161,103 @@ impl Access {
 pub(super) enum Conflict {
     /// Unordered with this earlier access (a write, or a read when `read` is set).
     Race { other: Access, read: bool },
-    /// Reads a range only `written` of the `of` members of a group have written.
-    Partial { written: usize, of: usize },
+    /// Reads a chunk part of which is written by the partial writes under way.
+    Partial { written: usize },
 }
 
-/// The accesses a new access must be ordered after: the last write (all members of a
-/// threadblock group) and the reads since.
+/// The accesses a new access must be ordered after: the last writes (the parts of a
+/// group's write, or one whole write) and the reads since.
 #[derive(Clone, Debug, Default)]
 pub(super) struct History {
     writes: Vec<Access>,
     reads: Vec<Access>,
-    /// While a group's write is incomplete: what its later members must be ordered after.
-    before_group: Option<Box<(Vec<Access>, Vec<Access>)>>,
+    /// While the parts written do not cover the chunk: the accesses before them.
+    before: Option<Box<(Vec<Access>, Vec<Access>)>>,
 }
 
 impl History {
-    /// Members still missing from the last write's threadblock group, if any.
-    fn incomplete(&self) -> Option<(usize, usize)> {
-        let (_, n) = self.writes.first()?.tbg?;
-        (self.writes.len() < n as usize).then_some((self.writes.len(), n as usize))
+    fn complete(&self) -> bool {
+        self.before.is_none()
     }
 
     /// Records a read by `a` seen from `clock`, after checking it is ordered after the
-    /// last write.
-    pub fn read(&mut self, a: Access, clock: &Clock) -> Result<(), Conflict> {
-        if let Some((written, of)) = self.incomplete() {
-            let own_slice_done = self.writes.iter().any(|w| w.fellow(&a) && w.tbg == a.tbg);
-            if !own_slice_done {
-                return Err(Conflict::Partial { written, of });
+    /// writes it reads.
+    pub fn read(&mut self, a: Access, clock: &Clock) -> Result<Seen, Conflict> {
+        let mut seen = Seen::Last;
+        let mut writes = &self.writes;
+        if let Some(before) = &self.before {
+            let parts: Vec<Span> = self.writes.iter().map(|w| w.span).collect();
+            if !a.span.covered_by(&parts) {
+                if self.writes.iter().any(|w| w.span.overlaps(&a.span)) {
+                    return Err(Conflict::Partial {
+                        written: self.writes.len(),
+                    });
+                }
+                seen = Seen::Before;
+                writes = &before.0;
             }
         }
-        for w in &self.writes {
-            if w.same_op(&a) || w.disjoint(&a) {
-                continue;
-            }
-            if clock.data(w.tb as usize) <= w.tag {
-                return Err(Conflict::Race {
-                    other: *w,
-                    read: false,
-                });
-            }
+        if let Some(w) = writes.iter().find(|w| a.unordered_after(w, clock, false)) {
+            return Err(Conflict::Race {
+                other: *w,
+                read: false,
+            });
         }
-        match self.reads.iter_mut().find(|r| r.tb == a.tb) {
+        match self
+            .reads
+            .iter_mut()
+            .find(|r| r.tb == a.tb && r.span == a.span)
+        {
             Some(r) => *r = a,
             None => self.reads.push(a),
         }
-        Ok(())
+        Ok(seen)
     }
 
     /// Records a write by `a` seen from `clock`, after checking it is ordered after the
-    /// last write and every read since (a fellow group member's write joins the group).
-    pub fn write(&mut self, a: Access, clock: &Clock) -> Result<(), Conflict> {
-        let joins = self.incomplete().is_some()
-            && self.writes.iter().all(|w| w.fellow(&a) && w.tbg != a.tbg);
-        let (writes, reads) = match (&self.before_group, joins) {
-            (Some(before), true) => (&before.0, &before.1),
-            _ => (&self.writes, &self.reads),
-        };
-        for w in writes {
-            if w.same_op(&a) || w.disjoint(&a) {
-                continue;
-            }
-            if clock.data(w.tb as usize) <= w.tag {
-                return Err(Conflict::Race {
-                    other: *w,
-                    read: false,
-                });
-            }
+    /// last writes and every read since.
+    pub fn write(&mut self, a: Access, clock: &Clock) -> Result<Wrote, Conflict> {
+        let before = self.before.as_deref();
+        let writes = self.writes.iter().chain(before.iter().flat_map(|b| &b.0));
+        if let Some(w) = writes
+            .into_iter()
+            .find(|w| a.unordered_after(w, clock, false))
+        {
+            return Err(Conflict::Race {
+                other: *w,
+                read: false,
+            });
         }
-        for r in reads {
-            if r.same_op(&a) || r.disjoint(&a) {
-                continue;
-            }
-            if clock.exec(r.tb as usize) <= r.tag {
-                return Err(Conflict::Race {
-                    other: *r,
-                    read: true,
-                });
-            }
+        let reads = self.reads.iter().chain(before.iter().flat_map(|b| &b.1));
+        if let Some(r) = reads
+            .into_iter()
+            .find(|r| a.unordered_after(r, clock, true))
+        {
+            return Err(Conflict::Race {
+                other: *r,
+                read: true,
+            });
         }
-        if joins {
-            self.writes.push(a);
-            if self.incomplete().is_none() {
-                self.before_group = None;
-            }
-        } else {
+        if a.span == Span::WHOLE {
+            self.writes = vec![a];
+            self.reads.clear();
+            self.before = None;
+            return Ok(Wrote::Whole);
+        }
+        if self.complete() {
             let before = (
                 std::mem::replace(&mut self.writes, vec![a]),
                 std::mem::take(&mut self.reads),
             );
-            self.before_group = self.incomplete().map(|_| Box::new(before));
+            self.before = Some(Box::new(before));
+            return Ok(Wrote::FirstPart);
         }
-        Ok(())
+        self.writes.push(a);
+        let parts: Vec<Span> = self.writes.iter().map(|w| w.span).collect();
+        if Span::WHOLE.covered_by(&parts) {
+            self.before = None;
+        }
+        Ok(Wrote::Part)
     }
 }
 
@@ -192,8 +270,7 @@ mod tests {
             tb,
             tag,
             step,
-            tbg: None,
-            range: (0, 1),
+            span: Span::WHOLE,
         }
     }
 
@@ -208,7 +285,7 @@ mod tests {
             Err(Conflict::Race { .. })
         ));
         c.tick(0);
-        h.read(at(0, 1, 2), &c).unwrap();
+        assert_eq!(h.read(at(0, 1, 2), &c).unwrap(), Seen::Last);
         // Another threadblock that has not seen the nop: unordered.
         let other = Clock::new(2);
         assert!(h.read(at(1, 0, 0), &other).is_err());
@@ -219,40 +296,91 @@ mod tests {
 
     #[test]
     fn a_relaxed_join_orders_a_later_write_but_not_a_read() {
-        let mut h = History::default();
-        let mut writer = Clock::new(2);
-        h.write(at(0, 0, 0), &writer).unwrap();
-        writer.tick(0);
-        let mut reader = Clock::new(2);
-        reader.join(&writer, true);
-        assert!(h.read(at(1, 0, 0), &reader).is_err());
-        let mut h = History::default();
-        h.read(at(0, 0, 0), &writer).unwrap_or(());
-        let mut h2 = History::default();
-        h2.read(at(0, 0, 0), &Clock::new(2)).unwrap();
-        writer.tick(0);
-        let mut overwriter = Clock::new(2);
-        overwriter.join(&writer, true);
-        h2.write(at(1, 0, 0), &overwriter).unwrap();
-        let _ = h;
+        // Threadblock 0 writes, passes a nop; threadblock 1 joins its view relaxed.
+        let mut written = History::default();
+        let mut first = Clock::new(2);
+        written.write(at(0, 0, 0), &first).unwrap();
+        first.tick(0);
+        let mut relaxed = Clock::new(2);
+        relaxed.join(&first, true);
+        assert!(written.read(at(1, 0, 0), &relaxed).is_err());
+        // Threadblock 0 reads, passes a nop; a relaxed view may overwrite.
+        let mut read = History::default();
+        read.read(at(0, 0, 0), &Clock::new(2)).unwrap();
+        read.write(at(1, 0, 0), &relaxed).unwrap();
     }
 
     #[test]
     fn a_group_write_is_complete_only_when_every_member_wrote() {
-        let member = |tb: u32, id: u16| Access {
-            tbg: Some((id, 2)),
+        let member = |tb: u32, j: usize| Access {
+            span: Span::slice(1, 0, j, 2).unwrap(),
             ..at(tb, 0, 0)
         };
         let mut h = History::default();
         let mut c = Clock::new(3);
-        h.write(member(0, 0), &c).unwrap();
+        assert_eq!(h.write(member(0, 0), &c).unwrap(), Wrote::FirstPart);
         c.tick(0);
+        // Member 1 reads its own half, not written yet: the contents before the group.
+        assert_eq!(h.read(member(1, 1), &c).unwrap(), Seen::Before);
         assert!(matches!(
             h.read(at(2, 0, 0), &c),
-            Err(Conflict::Partial { written: 1, of: 2 })
+            Err(Conflict::Partial { written: 1 })
         ));
-        h.write(member(1, 1), &c).unwrap();
+        assert_eq!(h.write(member(1, 1), &c).unwrap(), Wrote::Part);
         c.tick(1);
-        h.read(at(2, 0, 0), &c).unwrap();
+        assert_eq!(h.read(at(2, 0, 0), &c).unwrap(), Seen::Last);
+    }
+
+    #[test]
+    fn slices_of_a_range_split_its_chunks_evenly() {
+        // Two members over one chunk: halves. Over two chunks: one chunk each.
+        assert_eq!(
+            Span::slice(1, 0, 1, 2),
+            Some(Span {
+                lo: 1,
+                hi: 2,
+                den: 2
+            })
+        );
+        assert_eq!(Span::slice(2, 0, 1, 2), None);
+        assert_eq!(
+            Span::slice(2, 1, 1, 2),
+            Some(Span {
+                lo: 0,
+                hi: 2,
+                den: 2
+            })
+        );
+        // Three members over two chunks: the middle one straddles.
+        assert_eq!(
+            Span::slice(2, 0, 1, 3),
+            Some(Span {
+                lo: 2,
+                hi: 3,
+                den: 3
+            })
+        );
+        assert_eq!(
+            Span::slice(2, 1, 1, 3),
+            Some(Span {
+                lo: 0,
+                hi: 1,
+                den: 3
+            })
+        );
+        let halves = [
+            Span {
+                lo: 0,
+                hi: 1,
+                den: 2,
+            },
+            Span {
+                lo: 2,
+                hi: 4,
+                den: 4,
+            },
+        ];
+        assert!(Span::WHOLE.covered_by(&halves));
+        assert!(!Span::WHOLE.covered_by(&halves[..1]));
     }
 }

@@ -17,6 +17,9 @@ const SCRATCH: Alloc = 2;
 #[derive(Clone, Debug)]
 pub(super) struct Cell {
     pub value: Value,
+    /// While a threadblock group's write is incomplete: the contents its unwritten
+    /// slices still hold.
+    pub before_group: Option<Value>,
     pub history: History,
 }
 
@@ -65,6 +68,7 @@ impl Memory {
         };
         let blank = Cell {
             value: Value::Unset,
+            before_group: None,
             history: History::default(),
         };
         for rank in 0..plan.gpus.len() {

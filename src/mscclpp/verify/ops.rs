@@ -1,6 +1,6 @@
 //! The data operations: which chunks each reads and writes, and the values it writes.
 
-use super::clock::{Access, Conflict};
+use super::clock::{Access, Conflict, Seen, Span, Wrote};
 use super::exec::Run;
 use super::memory::Place;
 use super::site::Site;
@@ -14,8 +14,6 @@ use crate::mscclpp::plan::{Buff, ChannelType};
 struct Region {
     start: Place,
     len: usize,
-    /// The reference's `(index, size)`, to tell group slices apart.
-    range: (u32, u32),
 }
 
 /// LL packet operations, not modelled yet.
@@ -271,7 +269,6 @@ impl<'a> Run<'a> {
         let tb = &self.tbs[t];
         let rank = tb.rank;
         let op = self.site(t).step.op;
-        let range = (b.index as u32, b.size as u32);
         let place = |owner: usize, ty| {
             let first = self.memory.place(owner, rank, ty, b.index);
             let last = self
@@ -281,7 +278,6 @@ impl<'a> Run<'a> {
                 (Some(p), Some(_)) => Ok(Region {
                     start: p,
                     len: b.size,
-                    range,
                 }),
                 _ => Err(format!(
                     "chunks {} to {} of rank {owner}'s {ty} buffer lie outside its allocation as rank {rank} addresses it",
@@ -310,19 +306,21 @@ impl<'a> Run<'a> {
             .collect()
     }
 
-    fn access(&self, t: usize, r: &Region) -> Access {
+    /// The access of threadblock `t` to chunk `k` of region `r`; `None` when its slice
+    /// of a threadblock group's range leaves that chunk out.
+    fn access(&self, t: usize, r: &Region, k: usize) -> Option<Access> {
         let tb = &self.tbs[t];
-        let op = tb_op(self, t);
-        Access {
+        let op = self.site(t).step.op;
+        let span = match &op.tbg_info {
+            Some(g) => Span::slice(r.len, k, g.tb_id, g.tbg_size)?,
+            None => Span::WHOLE,
+        };
+        Some(Access {
             tb: t as u32,
             tag: tb.clock.data(t),
             step: tb.pc as u16,
-            tbg: op
-                .tbg_info
-                .as_ref()
-                .map(|g| (g.tb_id as u16, g.tbg_size as u16)),
-            range: r.range,
-        }
+            span,
+        })
     }
 
     fn read(&mut self, t: usize, site: Site<'a>, b: &Buff) -> Result<Vec<Value>> {
@@ -338,18 +336,22 @@ impl<'a> Run<'a> {
 
     fn read_region(&mut self, t: usize, site: Site<'a>, r: Region) -> Result<Vec<Value>> {
         let clock = self.tbs[t].clock.clone();
-        let a = self.access(t, &r);
         let mut out = Vec::with_capacity(r.len);
         for j in 0..r.len {
             let p = Place {
                 chunk: r.start.chunk + j,
                 ..r.start
             };
+            let Some(a) = self.access(t, &r, j) else {
+                out.push(Value::Unset);
+                continue;
+            };
             let cell = self.memory.cell(p);
-            if let Err(c) = cell.history.read(a, &clock) {
-                return Err(self.conflict(site, "reads", p, c));
+            match cell.history.read(a, &clock) {
+                Ok(Seen::Last) => out.push(cell.value.clone()),
+                Ok(Seen::Before) => out.push(cell.before_group.clone().unwrap_or(Value::Unset)),
+                Err(c) => return Err(self.conflict(site, "reads", p, c)),
             }
-            out.push(self.memory.cell(p).value.clone());
         }
         Ok(out)
     }
@@ -361,17 +363,25 @@ impl<'a> Run<'a> {
             .map_err(|e| Error::Plan(format!("{site}: {e}")))?;
         let clock = self.tbs[t].clock.clone();
         for r in regions {
-            let a = self.access(t, &r);
             for j in 0..r.len {
                 let p = Place {
                     chunk: r.start.chunk + j,
                     ..r.start
                 };
+                let Some(a) = self.access(t, &r, j) else {
+                    continue;
+                };
                 let cell = self.memory.cell(p);
-                if let Err(c) = cell.history.write(a, &clock) {
-                    return Err(self.conflict(site, "writes", p, c));
+                let value = values.get(j).cloned().unwrap_or(Value::Unset);
+                match cell.history.write(a, &clock) {
+                    Ok(Wrote::Whole) => cell.before_group = None,
+                    Ok(Wrote::FirstPart) => {
+                        cell.before_group = Some(std::mem::replace(&mut cell.value, Value::Unset))
+                    }
+                    Ok(Wrote::Part) => {}
+                    Err(c) => return Err(self.conflict(site, "writes", p, c)),
                 }
-                cell.value = values.get(j).cloned().unwrap_or(Value::Unset);
+                cell.value = value;
             }
         }
         Ok(())
@@ -392,14 +402,9 @@ impl<'a> Run<'a> {
                     if read { "read" } else { "wrote" }
                 )
             }
-            Conflict::Partial { written, of } => format!(
-                "race: {site} {verb} {chunk} when only {written} of the {of} threadblocks of the group writing it have run"
+            Conflict::Partial { written } => format!(
+                "race: {site} {verb} {chunk} while it is written in parts by a threadblock group, only {written} part(s) written so far"
             ),
         })
     }
-}
-
-/// The operation threadblock `t` is at.
-fn tb_op<'a>(run: &Run<'a>, t: usize) -> &'a crate::mscclpp::plan::Operation {
-    run.site(t).step.op
 }
