@@ -23,7 +23,7 @@ use crate::fsio;
 use crate::msccl::{
     self, lower::check_shape, LowerOptions, Profile, Program, ProgramTimer, Target, VerifyOptions,
 };
-use crate::mscclpp::{Plan, PlanOptions};
+use crate::mscclpp::{Plan, PlanOptions, PlanTimer};
 use crate::schedule::check_stream;
 use crate::schedule::stream::{StreamHeader, StreamReader, StreamWriter};
 use crate::schedule::Network;
@@ -857,6 +857,38 @@ fn fastest<T>(tried: Vec<(Trial, Result<T>)>, what: &str) -> Result<Found<T>> {
     }
 }
 
+/// `plan` (lowered from `checked` with `options`) timed by `executor`, and lowered again on
+/// the instances its busiest link needs to move data at the link's rate, kept where it
+/// fits and is faster.
+fn priced_plan(
+    topo: &Topology,
+    checked: &Checked,
+    plan: Plan,
+    options: &PlanOptions,
+    executor: &Executor,
+) -> Result<(Plan, Picos)> {
+    let size = checked.schedule().collective.size_bytes;
+    let timer = PlanTimer::new(&plan)?;
+    let time_ps = timer.time_ps(executor, topo, size)?;
+    let instances = timer.instances_to_fill(executor, topo) * options.instances.max(1);
+    if instances <= options.instances.max(1) {
+        return Ok((plan, time_ps));
+    }
+    let more = PlanOptions {
+        instances,
+        ..options.clone()
+    };
+    let Ok(copied) = crate::mscclpp::lower(checked.schedule(), topo, &more) else {
+        return Ok((plan, time_ps));
+    };
+    let copied_ps = PlanTimer::new(&copied)?.time_ps(executor, topo, size)?;
+    Ok(if copied_ps < time_ps {
+        (copied, copied_ps)
+    } else {
+        (plan, time_ps)
+    })
+}
+
 /// The fastest checked schedule for `request` whose MSCCL++ execution plan the lowering
 /// can write within the executor's limits and the plan verifier passes, with that plan: a
 /// K whose plan needs more operations per threadblock or threadblocks per GPU than the
@@ -882,13 +914,16 @@ pub fn plan(
     options: &Options,
     plan_options: &PlanOptions,
 ) -> Result<Found<(Checked, Plan)>> {
-    let ranked = options.ranks_candidates();
+    let ranked = options.ranks_candidates() || options.executor.is_some();
     let tried = search(topo, request, options, ranked, |checked| {
         let plan = crate::mscclpp::lower(checked.schedule(), topo, plan_options)?;
-        let time_ps = if ranked {
-            simulate_schedule(topo, checked.schedule())?.time_ps
-        } else {
-            checked.report().collective_time_ps
+        let (plan, time_ps) = match &options.executor {
+            Some(executor) => priced_plan(topo, &checked, plan, plan_options, executor)?,
+            None if ranked => {
+                let time_ps = simulate_schedule(topo, checked.schedule())?.time_ps;
+                (plan, time_ps)
+            }
+            None => (plan, checked.report().collective_time_ps),
         };
         Ok(((checked, plan), time_ps))
     })?;

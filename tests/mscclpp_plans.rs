@@ -176,3 +176,49 @@ fn collectives_without_uniform_chunks_are_refused_by_name() {
         .to_string();
     assert!(e.contains("gather has no MSCCL++ plan"), "{e}");
 }
+
+#[test]
+fn instances_split_every_chunk_on_threadblocks_of_their_own_and_verify() {
+    let topo = topology("preset:dgx-h100,nodes=2");
+    for kind in [CollectiveKind::AllReduce, CollectiveKind::AllGather] {
+        let schedule = synthesized(&topo, kind, 1, 1 << 24);
+        let one = lower(&schedule, &topo, &PlanOptions::default()).unwrap();
+        for n in [2, 4] {
+            let options = PlanOptions {
+                instances: n,
+                ..PlanOptions::default()
+            };
+            let plan = lower(&schedule, &topo, &options).unwrap();
+            for (a, b) in one.gpus.iter().zip(&plan.gpus) {
+                assert_eq!(b.input_chunks, a.input_chunks * n);
+                assert_eq!(b.threadblocks.len(), a.threadblocks.len() * n);
+            }
+            verified(&plan, &format!("{kind} in {n} instances"));
+        }
+    }
+}
+
+#[test]
+fn the_executor_model_times_a_plan_no_faster_than_its_busiest_link_allows() {
+    // A ring All-Gather of 64 MiB on 4 GPUs: each GPU receives 48 MiB over its two
+    // incoming links, so no plan beats 24 MiB over one link at the model's rate; more
+    // threadblocks per link (instances) move a link closer to that rate.
+    let topo = topology("ring:4");
+    let executor = tacos::cost::Executor::for_topology(&topo, None, None).unwrap();
+    let schedule = synthesized(&topo, CollectiveKind::AllGather, 1, 1 << 26);
+    let time = |n: usize| {
+        let options = PlanOptions {
+            instances: n,
+            ..PlanOptions::default()
+        };
+        let plan = lower(&schedule, &topo, &options).unwrap();
+        let timer = tacos::mscclpp::PlanTimer::new(&plan).unwrap();
+        timer.time_ps(&executor, &topo, 1 << 26).unwrap() as f64 / 1e6
+    };
+    let link = &topo.links()[0];
+    let rate = link.bandwidth_gbps * executor.model.efficiency.nvlink * 1e3; // bytes per us
+    let bound_us = (24u64 << 20) as f64 / rate;
+    let (one, four) = (time(1), time(4));
+    assert!(one >= bound_us && four >= bound_us, "{one} {four} {bound_us}");
+    assert!(four < one, "{four} {one}");
+}

@@ -370,7 +370,9 @@ impl ProgramTimer {
 /// The links a message between two NPUs holds (`Topology::route`): their link, or on a
 /// fabric the route through switches; none where the simulator would relay it through
 /// other NPUs (the order then ignores its cost). Routes are found once per source.
-struct Routes<'a> {
+/// Routes between NPUs as the executor's messages take them: the direct link, else the
+/// fabric's route through switches (none between NPUs a mesh joins only over several hops).
+pub(crate) struct Routes<'a> {
     topo: &'a Topology,
     direct: [LinkId; 1],
     trees: HashMap<NpuId, RouteTree>,
@@ -378,7 +380,7 @@ struct Routes<'a> {
 }
 
 impl<'a> Routes<'a> {
-    fn new(topo: &'a Topology) -> Routes<'a> {
+    pub(crate) fn new(topo: &'a Topology) -> Routes<'a> {
         Routes {
             topo,
             direct: [0],
@@ -387,7 +389,7 @@ impl<'a> Routes<'a> {
         }
     }
 
-    fn between(&mut self, src: NpuId, dst: NpuId) -> &[LinkId] {
+    pub(crate) fn between(&mut self, src: NpuId, dst: NpuId) -> &[LinkId] {
         let topo = self.topo;
         if let Some(l) = topo.link_between(src, dst) {
             self.direct = [l];

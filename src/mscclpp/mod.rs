@@ -6,8 +6,10 @@
 
 mod lower;
 pub mod plan;
+mod timing;
 pub mod verify;
 
 pub use lower::{lower, PlanOptions, DEFAULT_MAX_THREADBLOCKS};
 pub use plan::Plan;
+pub use timing::PlanTimer;
 pub use verify::{verify, PlanReport, VerifyOptions};

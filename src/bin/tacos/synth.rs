@@ -14,7 +14,7 @@ use std::time::Instant;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::fsio::write_atomic_with;
-use tacos::mscclpp::PlanOptions;
+use tacos::mscclpp::{PlanOptions, PlanTimer};
 use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{AllReducePhases, ChunkTrialReport, Replication, SynthReport, SynthRun};
 use tacos::schedule::MAX_FILE_BYTES;
@@ -202,7 +202,9 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         lowering: lowering.clone().unwrap_or_default(),
         replicate: args.replicate,
         planned: !args.no_plan,
-        executor: executor.clone().filter(|_| lowering.is_some()),
+        executor: executor
+            .clone()
+            .filter(|_| lowering.is_some() || args.plan.is_some()),
         fill_instances: args.msccl.instances.is_none(),
         ..pipeline::Options::default()
     };
@@ -276,7 +278,18 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         None => None,
     };
     let time_ps = report.collective_time_ps;
-    let program_us = verified.as_ref().map(|v| ps_to_us(v.time_ps()));
+    // The plan's time under the executor cost model, where one prices programs.
+    let plan_ps = match (&plan, &executor) {
+        (Some((plan, _)), Some(e)) => {
+            let size = schedule.collective.size_bytes;
+            Some(PlanTimer::new(plan)?.time_ps(e, &topo, size)?)
+        }
+        _ => None,
+    };
+    let program_us = verified
+        .as_ref()
+        .map(|v| ps_to_us(v.time_ps()))
+        .or(plan_ps.map(ps_to_us));
     let cost_model = executor
         .as_ref()
         .map(|e| nccl_beside::model_info(e, args.cost.profile_file()));
@@ -444,17 +457,20 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.out {
         println!("schedule             {}", path.display());
     }
+    let model = cost_model.as_ref().map_or_else(
+        || "bare alpha-beta messages".to_string(),
+        nccl_beside::model_label,
+    );
     if let Some((plan, path)) = &plan {
         println!(
             "mscclpp plan         {} ({})",
             path.display(),
             super::describe_plan(plan)
         );
+        if let Some(ps) = plan_ps {
+            println!("plan time            {:.3} us ({model})", ps_to_us(ps));
+        }
     }
-    let model = cost_model.as_ref().map_or_else(
-        || "bare alpha-beta messages".to_string(),
-        nccl_beside::model_label,
-    );
     if let Some(verified) = &verified {
         let written = xml.as_ref().map_or_else(
             || "not written".to_string(),

@@ -11,6 +11,7 @@
 
 mod build;
 mod emit;
+mod instances;
 mod lanes;
 
 use super::plan::{ChannelType, Plan, MAX_OPS_PER_THREADBLOCK, MAX_THREADS_PER_BLOCK};
@@ -42,6 +43,9 @@ pub struct PlanOptions {
     pub domain_size: Option<usize>,
     /// The most threadblocks a GPU may run: the executor needs them all resident at once.
     pub max_threadblocks: usize,
+    /// Copies of the plan on threadblocks and channels of their own, each moving 1/n of
+    /// every chunk: more threadblocks driving each link.
+    pub instances: usize,
 }
 
 impl Default for PlanOptions {
@@ -53,6 +57,7 @@ impl Default for PlanOptions {
             max_bytes: None,
             domain_size: None,
             max_threadblocks: DEFAULT_MAX_THREADBLOCKS,
+            instances: 1,
         }
     }
 }
@@ -101,12 +106,13 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &PlanOptions) -> Res
     ));
     let layout = Layout::for_spec(spec, in_place).map_err(|e| Error::Plan(e.to_string()))?;
     let size = layout.executor_bytes(spec.size_bytes);
-    let chunk_bytes = spec.size_bytes / layout.size_divisor() as u64;
-    if chunk_bytes == 0 || spec.size_bytes % (16 * layout.size_divisor() as u64) != 0 {
+    let instances = options.instances.max(1);
+    let divisor = (layout.size_divisor() * instances) as u64;
+    if spec.size_bytes % (16 * divisor) != 0 {
         return Err(Error::Plan(format!(
-            "{size} bytes in {} chunks is not a whole number of 16-byte units per chunk, as the executor needs (buffer_alignment 16): choose a size that is a multiple of {} bytes, or fewer chunks (-k)",
+            "{size} bytes in {divisor} chunks ({instances} instances of {}) is not a whole number of 16-byte units per chunk, as the executor needs (buffer_alignment 16): choose a size that is a multiple of {} bytes, or fewer chunks (-k)",
             layout.size_divisor(),
-            16 * layout.size_divisor()
+            16 * divisor
         )));
     }
     let rank_of = rank_map(spec);
@@ -196,6 +202,7 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &PlanOptions) -> Res
             }
             _ => {}
         }
+        let plan = instances::replicate(&plan, instances)?;
         if let Some((rank, blocks)) = plan
             .gpus
             .iter()
@@ -208,7 +215,7 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &PlanOptions) -> Res
                 value: blocks as u64,
                 limit: options.max_threadblocks as u64,
                 context: format!(
-                    "rank {rank} of the plan, with at most {share} transfers per lane so that each threadblock keeps within {MAX_OPS_PER_THREADBLOCK} operations (every threadblock must be resident at once: one per SM); fewer chunks (-k) need fewer"
+                    "rank {rank} of the plan, {instances} instance(s) with at most {share} transfers per lane so that each threadblock keeps within {MAX_OPS_PER_THREADBLOCK} operations (every threadblock must be resident at once: one per SM); fewer chunks (-k) or instances need fewer"
                 ),
             });
         }
