@@ -219,6 +219,9 @@ fn the_executor_model_times_a_plan_no_faster_than_its_busiest_link_allows() {
     let rate = link.bandwidth_gbps * executor.model.efficiency.nvlink * 1e3; // bytes per us
     let bound_us = (24u64 << 20) as f64 / rate;
     let (one, four) = (time(1), time(4));
-    assert!(one >= bound_us && four >= bound_us, "{one} {four} {bound_us}");
+    assert!(
+        one >= bound_us && four >= bound_us,
+        "{one} {four} {bound_us}"
+    );
     assert!(four < one, "{four} {one}");
 }

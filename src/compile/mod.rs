@@ -25,6 +25,7 @@ mod candidate;
 mod dir;
 mod legacy;
 mod manifest;
+pub mod plans;
 mod quick;
 mod select;
 

@@ -100,6 +100,20 @@ pub struct CompileArgs {
     /// Do not price NCCL's own algorithms: every band gets a program
     #[arg(long)]
     pub no_nccl: bool,
+    /// What to write: msccl (MSCCL algorithm XML in DIR/msccl with DIR/manifest.json), or
+    /// mscclpp (MSCCL++ execution plans in DIR/mscclpp for the MSCCL++ executor's NCCL shim,
+    /// with plans.json and register.py: one plan per collective and size, each size of
+    /// --sizes's doublings, kept where faster than NCCL; allreduce, allgather,
+    /// reducescatter, broadcast; one placement, in place by default)
+    #[arg(long, value_enum, default_value_t = Format::Msccl)]
+    pub format: Format,
+}
+
+/// What `compile` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Msccl,
+    Mscclpp,
 }
 
 fn margin(s: &str) -> Result<f64, String> {
@@ -236,6 +250,9 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
         .as_ref()
         .expect("clap requires --out without --check");
     let topo = args.topology.topology()?;
+    if args.format == Format::Mscclpp {
+        return super::compile_plans::run(&args, &topo, out);
+    }
     let options = args.options(&topo)?;
     options.validate()?;
     // Refuse before a long compilation what the write would refuse after it, and a set

@@ -15,6 +15,7 @@ mod calibrate;
 mod check;
 mod compare;
 mod compile;
+mod compile_plans;
 mod concurrent;
 mod lowering;
 mod measure_plan;

@@ -1,0 +1,102 @@
+//! `tacos compile --format mscclpp`: a plan set for the MSCCL++ NCCL shim, every plan it
+//! keeps verified at its size by the plan verifier, each kept only where its predicted time
+//! beats NCCL's under the same model, one placement.
+
+mod common;
+
+use common::tacos;
+use tacos::compile::plans::{PlanManifest, PLAN_MANIFEST};
+use tacos::mscclpp::{verify, Plan, VerifyOptions};
+
+#[test]
+fn a_plan_set_holds_verified_plans_only_where_faster_than_nccl() {
+    let dir = std::env::temp_dir().join(format!("tacos-plan-set-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().unwrap();
+    let (ok, stdout, stderr) = tacos(&[
+        "compile",
+        "preset:dgx-a100,nodes=2",
+        "--format",
+        "mscclpp",
+        "--collectives",
+        "allreduce,allgather",
+        "--sizes",
+        "1MiB..256MiB",
+        "--seeds",
+        "1",
+        "--quiet",
+        "--out",
+        out,
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("register"), "{stdout}");
+    let plans = dir.join("mscclpp");
+    let text = std::fs::read_to_string(plans.join(PLAN_MANIFEST)).unwrap();
+    let manifest: PlanManifest = serde_json::from_str(&text).unwrap();
+    // 1, 2, 4, ... 256 MiB: nine sizes of each collective.
+    assert_eq!(manifest.entries.len(), 18);
+    assert_eq!((manifest.world_size, manifest.ranks_per_node), (16, 8));
+    let mut kept = 0;
+    for e in &manifest.entries {
+        match &e.file {
+            Some(file) => {
+                kept += 1;
+                let (time, nccl) = (e.time_us.unwrap(), e.nccl_time_us.unwrap());
+                assert!(time < nccl, "{file}: {time} us kept against NCCL's {nccl}");
+                let path = plans.join(file);
+                let plan = Plan::from_json(&std::fs::read_to_string(&path).unwrap(), file).unwrap();
+                assert_eq!(plan.inplace, manifest.in_place);
+                assert_eq!(
+                    (plan.min_message_size, plan.max_message_size),
+                    (e.size_bytes, e.size_bytes)
+                );
+                let at = VerifyOptions {
+                    size: Some(e.size_bytes),
+                    root: None,
+                };
+                verify(&plan, &at).unwrap_or_else(|err| panic!("{file}: {err}"));
+            }
+            None => assert!(e.left_to_nccl.is_some(), "{e:?}"),
+        }
+    }
+    assert!(kept > 0, "{text}");
+    // The registration names exactly the plans kept.
+    let register = std::fs::read_to_string(plans.join("register.py")).unwrap();
+    for e in &manifest.entries {
+        if let Some(file) = &e.file {
+            assert!(register.contains(&format!("\"{file}\"")), "{file}");
+        }
+    }
+    let files = std::fs::read_dir(&plans).unwrap().count();
+    assert_eq!(files, kept + 2, "plans, plans.json and register.py only");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_plan_set_of_both_placements_or_of_all_to_all_is_refused() {
+    let (ok, _, stderr) = tacos(&[
+        "compile",
+        "ring:4",
+        "--format",
+        "mscclpp",
+        "--inplace",
+        "both",
+        "--out",
+        "/nonexistent/x",
+    ]);
+    assert!(
+        !ok && stderr.contains("one placement") || stderr.contains("holds one"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = tacos(&[
+        "compile",
+        "ring:4",
+        "--format",
+        "mscclpp",
+        "--collectives",
+        "alltoall",
+        "--out",
+        "/nonexistent/x",
+    ]);
+    assert!(!ok && stderr.contains("serves only"), "{stderr}");
+}
