@@ -85,8 +85,8 @@ pub fn run(args: &CompileArgs, topo: &Topology, out: &Path) -> anyhow::Result<()
         set.manifest.cost_model
     );
     println!(
-        "{:<14} {:>8} {:>12} {:>12}  {}",
-        "collective", "size", "plan us", "nccl us", "served by"
+        "{:<14} {:>8} {:>12} {:>12}  served by",
+        "collective", "size", "plan us", "nccl us"
     );
     for e in &set.manifest.entries {
         let us = |t: Option<f64>| t.map_or("-".into(), |t| format!("{t:.1}"));
