@@ -45,6 +45,10 @@ pub enum BenchSubject {
     /// switched networks and every preset, four collectives at three sizes, each against
     /// the best lower bound and the best baseline (--quick: 1 GiB only)
     Quality,
+    /// The quality suite's networks (up to 64 GPUs) as MSCCL++ plans: All-Gather,
+    /// Reduce-Scatter, All-Reduce and Broadcast at K 1, 2 and 4, each lowered, verified
+    /// and timed, refusals counted by the limit they broke (1 GiB; --quick: 16 MiB)
+    Plans,
 }
 
 #[derive(Debug, Args)]
@@ -136,6 +140,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchSubject::Scale => return super::bench_scale::run(&args, &bar),
         BenchSubject::Seeds => return super::bench_seeds::run(&args, &bar),
         BenchSubject::Quality => return super::bench_quality::run(&args, &bar),
+        BenchSubject::Plans => return super::bench_plans::run(&args, &bar),
         _ => {}
     }
     let mut rows = Vec::new();

@@ -24,7 +24,7 @@ use tacos::units::{format_size, ps_to_us, Picos};
 /// leaf's uplink is one link four NPU links wide, which a transfer holds whole at an NPU
 /// link's rate (routes are held cut-through), so no algorithm uses more than a quarter of
 /// it.
-const TOPOLOGIES: &[&str] = &[
+pub(super) const TOPOLOGIES: &[&str] = &[
     "ring:8",
     "ring:16",
     "mesh:4x4",

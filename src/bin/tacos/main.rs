@@ -5,6 +5,7 @@ mod bench_compile;
 mod bench_cost;
 mod bench_fabric;
 mod bench_lowering;
+mod bench_plans;
 mod bench_quality;
 mod bench_scale;
 mod bench_scheduler;

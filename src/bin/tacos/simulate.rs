@@ -13,6 +13,7 @@ use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::cost::Executor;
 use tacos::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions};
+use tacos::mscclpp::{verify as plan_verify, Plan, PlanTimer, VerifyOptions as PlanVerifyOptions};
 use tacos::report::{
     BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
 };
@@ -126,6 +127,10 @@ pub struct AlgorithmArgs {
     /// rank r on the r-th NPU
     #[arg(long, value_name = "FILE")]
     pub xml: Option<PathBuf>,
+    /// An MSCCL++ execution plan (JSON: ours from `tacos synth --plan`, or the DSL's) to
+    /// verify and time with the executor cost model, rank r on the r-th NPU
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
     /// A baseline algorithm: ring, ring-uni, direct, rhd, dbt, hierarchical, or nccl
     /// (NCCL's own Ring or Tree, priced by the executor cost model)
     #[arg(long, value_name = "NAME", value_parser = baseline)]
@@ -199,6 +204,19 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             let simulated = simulate_xml(&topo, path, &args.collective, executor.as_ref())?;
             (topo, simulated)
         }
+        (None, None, _) if args.algorithm.plan.is_some() => {
+            if args.sharing != Sharing::Serial {
+                bail!("--sharing {} times schedules and baselines; a plan (--plan) is timed with serial sharing only", args.sharing);
+            }
+            let topo = args.topology.topology()?;
+            let Some(executor) = args.cost.executor(&topo)? else {
+                bail!("--plan is timed with the executor cost model; leave out --alpha-beta");
+            };
+            let path = args.algorithm.plan.as_deref().unwrap_or(Path::new(""));
+            let _bar = ProgressHandle::spinner("simulating", hidden);
+            let simulated = simulate_plan(&topo, path, &args.collective, &executor)?;
+            (topo, simulated)
+        }
         (None, None, Some(BaselineArg::Nccl)) => return simulate_nccl::run(&args),
         (None, None, Some(BaselineArg::Schedule(b))) => {
             if args.nccl.given() {
@@ -222,7 +240,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             )?;
             (topo, simulated)
         }
-        (None, None, None) => bail!("give --schedule FILE, --xml FILE or --baseline NAME"),
+        (None, None, None) => {
+            bail!("give --schedule FILE, --xml FILE, --plan FILE or --baseline NAME")
+        }
     };
     super::check_moves_data(&spec)?;
     let collective = Collective::new(&topo, spec)?;
@@ -500,6 +520,57 @@ pub(super) fn simulate_xml(
     };
     Ok(Simulated {
         label: format!("MSCCL program {file}"),
+        messages: result.messages.len(),
+        result,
+        spec,
+        own_clock: None,
+        size_from,
+        is_program: true,
+    })
+}
+
+/// An MSCCL++ plan, verified at the size it is timed at (the command line's, else the
+/// smallest it accepts, else 1 GiB), then timed by the executor cost model.
+fn simulate_plan(
+    topo: &Topology,
+    path: &Path,
+    collective: &CollectiveArgs,
+    executor: &Executor,
+) -> anyhow::Result<Simulated> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {file}"))?;
+    let plan = Plan::from_json(&text, &file)?;
+    let (size, size_from) = match (collective.size, plan.min_message_size) {
+        (Some(size), _) => (size, SizeFrom::CommandLine),
+        (None, min) if min > 0 => (min, SizeFrom::MinBytes),
+        (None, _) => (1 << 30, SizeFrom::Default),
+    };
+    let kind: CollectiveKind = plan
+        .collective
+        .parse()
+        .with_context(|| format!("{file}: collective '{}'", plan.collective))?;
+    let root = collective.root.filter(|_| kind.has_root());
+    let report = plan_verify(
+        &plan,
+        &PlanVerifyOptions {
+            size: Some(size),
+            root,
+        },
+    )
+    .with_context(|| format!("{file} is not a correct plan; `tacos verify {file}` says more"))?;
+    let result = PlanTimer::new(&plan)?.simulate(executor, topo, size)?;
+    let npus = topo.alive_npus();
+    let spec = CollectiveSpec {
+        kind,
+        root: kind
+            .has_root()
+            .then(|| npus[root.or(report.root).unwrap_or(0).min(npus.len() - 1)]),
+        npus,
+        chunks_per_npu: 1,
+        size_bytes: size,
+    };
+    Ok(Simulated {
+        label: format!("MSCCL++ plan {file}"),
         messages: result.messages.len(),
         result,
         spec,
