@@ -3,6 +3,9 @@
 //! the directory is written whole (races, refusals, interrupted writes) and re-checked
 //! against its manifest; the command reports it and refuses bad input in one line.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod common;
 
 use common::tacos;
@@ -759,6 +762,7 @@ fn shape(program: &Program) -> (usize, usize) {
 
 fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path that lives across the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
 }
 
@@ -1109,6 +1113,7 @@ fn what_killed_writers_left_is_removed_by_the_next_write_and_nothing_else() {
     std::fs::create_dir(root.join(".out.tmp-notes")).unwrap();
     let lock = std::fs::File::open(&kept[1]).unwrap();
     use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor of a file that stays open while the lock is held.
     assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
     assert_eq!(write_dir(set, &dir, false).unwrap(), Written::Created);
     for path in &gone {

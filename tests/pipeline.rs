@@ -2,6 +2,9 @@
 //! give the same bytes for the same request, and (with the `test-hooks` feature, which can
 //! corrupt every lowering) each refuses a program the verifier rejects.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod common;
 
 use common::tacos;
@@ -59,6 +62,7 @@ fn synth_xml(name: &str, extra: &[&str]) -> Result<String, String> {
 fn c_api_xml() -> Result<String, String> {
     let (topology, collective) = (CString::new(TOPOLOGY).unwrap(), CString::new("allreduce"));
     let mut xml: *mut c_char = std::ptr::null_mut();
+    // SAFETY: NUL-terminated strings that outlive the call, NULL options, an output slot.
     let rc = unsafe {
         tacos_synthesize_xml(
             topology.as_ptr(),
@@ -69,10 +73,13 @@ fn c_api_xml() -> Result<String, String> {
         )
     };
     if rc != 0 {
+        // SAFETY: the library's NUL-terminated message for this thread.
         let e = unsafe { CStr::from_ptr(tacos_last_error()) };
         return Err(e.to_string_lossy().into_owned());
     }
+    // SAFETY: the call succeeded, so `xml` is the library's NUL-terminated string.
     let text = unsafe { CStr::from_ptr(xml) }.to_str().unwrap().to_owned();
+    // SAFETY: `xml` came from the library and is freed once, after its last use.
     unsafe { tacos_free_string(xml) };
     Ok(text)
 }

@@ -37,7 +37,8 @@ static PEAK: AtomicUsize = AtomicUsize::new(0);
 // SAFETY: every call is passed to the system allocator unchanged; only counters are added.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
+        // SAFETY: the caller's layout, as `GlobalAlloc::alloc` requires it, passed on unchanged.
+        let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             let held = HELD.fetch_add(layout.size(), Relaxed) + layout.size();
             PEAK.fetch_max(held, Relaxed);
@@ -46,12 +47,14 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
+        // SAFETY: `ptr` came from this allocator, that is from `System`, with `layout`.
+        unsafe { System.dealloc(ptr, layout) };
         HELD.fetch_sub(layout.size(), Relaxed);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = System.realloc(ptr, layout, new_size);
+        // SAFETY: `ptr` came from `System` with `layout`, and the caller's `new_size` is valid for it.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             HELD.fetch_sub(layout.size(), Relaxed);
             let held = HELD.fetch_add(new_size, Relaxed) + new_size;
