@@ -889,11 +889,25 @@ fn priced_plan(
     })
 }
 
+/// What [`plan`] keeps: the plan, and the fastest checked schedule it or the in-switch
+/// plan it beat came from.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    /// The fastest schedule whose plan fits and verifies.
+    pub checked: Checked,
+    pub plan: Plan,
+    /// Whether the plan reduces inside the NVSwitch (`mscclpp::nvls`) rather than
+    /// following `checked`, because the executor cost model prices it faster.
+    pub in_switch: bool,
+}
+
 /// The fastest checked schedule for `request` whose MSCCL++ execution plan the lowering
 /// can write within the executor's limits and the plan verifier passes, with that plan: a
 /// K whose plan needs more operations per threadblock or threadblocks per GPU than the
 /// executor runs is passed over (its trial says why), so the search settles on the
-/// fastest K that runs.
+/// fastest K that runs. With an executor, an All-Reduce over one NVSwitch whose GPUs can
+/// reduce in it (NVLS: Hopper and later) is also tried as the in-switch plan, which is
+/// kept where the model prices it faster.
 ///
 /// ```
 /// use tacos::collective::CollectiveKind;
@@ -904,16 +918,15 @@ fn priced_plan(
 /// let request = Request::new(CollectiveKind::AllReduce, 1 << 26);
 /// let options = Options { chunks: Chunks::UpTo(16), ..Options::default() };
 /// let found = plan(&ring, &request, &options, &PlanOptions::default()).unwrap();
-/// let (checked, plan) = &found.kept;
-/// assert_eq!(plan.gpus.len(), 8);
-/// assert!(checked.chunks_per_npu() <= 16);
+/// assert_eq!(found.kept.plan.gpus.len(), 8);
+/// assert!(found.kept.checked.chunks_per_npu() <= 16 && !found.kept.in_switch);
 /// ```
 pub fn plan(
     topo: &Topology,
     request: &Request,
     options: &Options,
     plan_options: &PlanOptions,
-) -> Result<Found<(Checked, Plan)>> {
+) -> Result<Found<Planned>> {
     let ranked = options.ranks_candidates() || options.executor.is_some();
     let tried = search(topo, request, options, ranked, |checked| {
         let plan = crate::mscclpp::lower(checked.schedule(), topo, plan_options)?;
@@ -936,13 +949,31 @@ pub fn plan(
     order.sort_by_key(|&i| (trials[i].simulated_ps, i));
     for i in order {
         let Ok((_, plan)) = &built[i] else { continue };
-        let options = crate::mscclpp::VerifyOptions {
+        let options_at = crate::mscclpp::VerifyOptions {
             size: Some(plan.min_message_size),
             root: None,
         };
-        match crate::mscclpp::verify(plan, &options) {
+        match crate::mscclpp::verify(plan, &options_at) {
             Ok(_) => {
-                let kept = std::mem::replace(&mut built[i], Err(Error::Plan(String::new())))?;
+                let (checked, plan) =
+                    std::mem::replace(&mut built[i], Err(Error::Plan(String::new())))?;
+                let time_ps = trials[i].simulated_ps.unwrap_or(Picos::MAX);
+                let in_switch = options.executor.as_ref().and_then(|executor| {
+                    in_switch_plan(topo, request, plan_options, executor)
+                        .filter(|(_, t)| *t < time_ps)
+                });
+                let kept = match in_switch {
+                    Some((plan, _)) => Planned {
+                        checked,
+                        plan,
+                        in_switch: true,
+                    },
+                    None => Planned {
+                        checked,
+                        plan,
+                        in_switch: false,
+                    },
+                };
                 return Ok(Found { kept, trials });
             }
             Err(e) => trials[i].refused = Some(format!("the plan verifier refused it: {e}")),
@@ -952,6 +983,47 @@ pub fn plan(
         &trials,
         "verified MSCCL++ plan",
     )))
+}
+
+/// The fastest verified in-switch All-Reduce plan for `request` (over every NPU of one
+/// NVSwitch whose GPUs reduce in it, in place), over 1 to 8 threadblocks per GPU, with its
+/// time under `executor`; None where it does not apply.
+fn in_switch_plan(
+    topo: &Topology,
+    request: &Request,
+    options: &PlanOptions,
+    executor: &Executor,
+) -> Option<(Plan, Picos)> {
+    let npus = topo.alive_npus();
+    let machine = crate::cost::machine::of_topology(topo, executor.domain_size, executor.gpu);
+    let applies = request.kind == CollectiveKind::AllReduce
+        && request.npus.as_ref().map_or(true, |n| *n == npus)
+        && options.in_place != Some(false)
+        && machine.nvls
+        && machine.nodes == 1
+        && executor.model.nvls().is_some();
+    if !applies {
+        return None;
+    }
+    let name = format!("tacos-allreduce-nvls-{}", topo.name());
+    [1, 2, 4, 8]
+        .into_iter()
+        .filter(|&t| t <= options.max_threadblocks)
+        .filter_map(|t| {
+            let plan =
+                crate::mscclpp::nvls::all_reduce(npus.len(), t, request.size_bytes, &name).ok()?;
+            let at = crate::mscclpp::VerifyOptions {
+                size: Some(request.size_bytes),
+                root: None,
+            };
+            crate::mscclpp::verify(&plan, &at).ok()?;
+            let time = PlanTimer::new(&plan)
+                .ok()?
+                .time_ps(executor, topo, request.size_bytes)
+                .ok()?;
+            Some((plan, time))
+        })
+        .min_by_key(|(_, t)| *t)
 }
 
 /// `lowered` timed by `executor` at its schedule's size; where `fill` gives the options it

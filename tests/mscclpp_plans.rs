@@ -225,3 +225,22 @@ fn the_executor_model_times_a_plan_no_faster_than_its_busiest_link_allows() {
     );
     assert!(four < one, "{four} {one}");
 }
+
+#[test]
+fn an_all_reduce_inside_the_nvswitch_is_timed_as_nvls_is_measured() {
+    // One DGX H100 node, 1 GiB: NCCL's NVLS All-Reduce measured 4,024 us (nccl-tests'
+    // H100 NVLS table the Hopper profile is fitted to). The plan's legs through the switch
+    // move what NVLS moves, so under that model it takes about as long: not faster than the
+    // hardware did, and within a fifth above it (its meets and its pieces' pipeline fill).
+    let topo = topology("preset:dgx-h100,nodes=1");
+    let executor = tacos::cost::Executor::for_topology(&topo, None, None).unwrap();
+    let mut best = f64::MAX;
+    for t in [1, 2, 4, 8] {
+        let plan = tacos::mscclpp::nvls::all_reduce(8, t, 1 << 30, "nvls").unwrap();
+        verified(&plan, &format!("nvls {t}"));
+        let timer = tacos::mscclpp::PlanTimer::new(&plan).unwrap();
+        let us = timer.time_ps(&executor, &topo, 1 << 30).unwrap() as f64 / 1e6;
+        best = best.min(us);
+    }
+    assert!((4024.0 * 0.95..=4024.0 * 1.2).contains(&best), "{best}");
+}

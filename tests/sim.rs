@@ -332,3 +332,37 @@ fn many_transfers_planned_at_once_on_one_port_go_in_a_row() {
     let result = simulate_schedule(&topo, &schedule).unwrap();
     assert_eq!(result.time_ps, k as u64 * hop(0, 1).max(hop(1, 0)));
 }
+
+#[test]
+fn a_message_between_a_gpu_and_its_switch_takes_that_link_alone() {
+    // A GPU's leg of an in-switch reduction: NPU 0 to the switch of switch:4 (one link of
+    // 50 GB/s and 0.5 us by default): alpha + bytes / bandwidth, and back.
+    let topo =
+        tacos::topology::parse_spec("switch:4", &tacos::topology::SpecDefaults::default()).unwrap();
+    let switch = topo.npus();
+    let bytes = 1e6;
+    let up = tacos::sim::Message {
+        src: 0,
+        dst: switch,
+        bytes,
+        deps: vec![],
+    };
+    let down = tacos::sim::Message {
+        src: switch,
+        dst: 1,
+        bytes,
+        deps: vec![0],
+    };
+    let run = tacos::sim::simulate_messages(&topo, &[up, down]).unwrap();
+    let link = topo.link(topo.link_between(0, switch).unwrap());
+    let one = link.transfer_ps(bytes);
+    assert_eq!(run.time_ps, 2 * one);
+    // Two switches' worth of ends, or a switch to itself, is still refused.
+    let bad = tacos::sim::Message {
+        src: switch,
+        dst: switch,
+        bytes,
+        deps: vec![],
+    };
+    assert!(tacos::sim::simulate_messages(&topo, &[bad]).is_err());
+}

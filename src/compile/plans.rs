@@ -154,7 +154,7 @@ pub fn compile_plans(
             };
             match pipeline::plan(topo, &Request::new(kind, size), &search, &plan_options) {
                 Ok(found) => {
-                    let (checked, plan) = found.kept;
+                    let (checked, plan) = (found.kept.checked, found.kept.plan);
                     let time_ps = crate::mscclpp::PlanTimer::new(&plan)?.time_ps(
                         executor,
                         topo,

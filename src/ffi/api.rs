@@ -290,7 +290,7 @@ fn synthesize_xml(
         };
         let found =
             pipeline::plan(&topo, &request, &options, &plan_options).map_err(|e| e.to_string())?;
-        return Ok(found.kept.1.to_json());
+        return Ok(found.kept.plan.to_json());
     }
     let found = pipeline::program(&topo, &request, &options).map_err(|e| e.to_string())?;
     Ok(found.kept.xml())

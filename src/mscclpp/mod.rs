@@ -5,6 +5,7 @@
 //! into one.
 
 mod lower;
+pub mod nvls;
 pub mod plan;
 mod timing;
 pub mod verify;

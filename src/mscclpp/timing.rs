@@ -26,16 +26,30 @@ use std::collections::{HashMap, VecDeque};
 /// sizes.
 #[derive(Clone, Debug)]
 pub struct PlanTimer {
-    /// Per message: source and destination rank, chunks, the global threadblock sending.
-    src: Vec<usize>,
-    dst: Vec<usize>,
-    chunks: Vec<usize>,
+    /// Per message: source and destination, chunks, the global threadblock sending.
+    src: Vec<End>,
+    dst: Vec<End>,
+    /// The ranks of each NVLS group the plan reduces or multicasts in (`End::Switch`).
+    groups: Vec<Vec<usize>>,
+    /// Chunks each moves (a share of a range where an in-switch operation is split).
+    chunks: Vec<f64>,
     tb: Vec<usize>,
     deps: Vec<Vec<u32>>,
     /// The chunk size divides the message size by this (input chunks; output for
     /// All-Gather, whose size is its output).
     size_divisor: usize,
     packets: bool,
+}
+
+/// Pieces an in-switch operation's range is timed in.
+const SWITCH_PIECES: usize = 32;
+
+/// Where a message starts or ends: a rank's GPU, or the switch of an NVLS group (a GPU's
+/// leg of an in-switch reduction or multicast).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    Rank(usize),
+    Switch(usize),
 }
 
 /// One threadblock as its control flow runs.
@@ -86,6 +100,7 @@ impl PlanTimer {
         let mut timer = PlanTimer {
             src: Vec::new(),
             dst: Vec::new(),
+            groups: Vec::new(),
             chunks: Vec::new(),
             tb: Vec::new(),
             deps: Vec::new(),
@@ -231,6 +246,9 @@ impl PlanTimer {
         wiring: &Wiring,
         frontier: &mut Vec<u32>,
     ) {
+        if op.channel_type == Some(ChannelType::Switch) {
+            return self.in_switch(op, block, rank, local, wiring, frontier);
+        }
         let remote = |b: &Buff| {
             b.buffer_id
                 .and_then(|id| wiring.remote_rank(rank, local, op.channel_type, id))
@@ -242,44 +260,147 @@ impl PlanTimer {
             op.dst_buff.iter().flatten().filter_map(remote).collect();
         let moves = sources
             .iter()
-            .map(|&(peer, n)| (peer, rank, n))
-            .chain(targets.iter().map(|&(peer, n)| (rank, peer, n)));
-        let mut sent = Vec::new();
-        for (src, dst, chunks) in moves {
-            let m = self.src.len() as u32;
-            self.src.push(src);
-            self.dst.push(dst);
-            self.chunks.push(chunks);
-            self.tb.push(block);
-            self.deps.push(frontier.clone());
-            sent.push(m);
-        }
+            .map(|&(peer, n)| (End::Rank(peer), End::Rank(rank), n))
+            .chain(
+                targets
+                    .iter()
+                    .map(|&(peer, n)| (End::Rank(rank), End::Rank(peer), n)),
+            );
+        let deps = frontier.clone();
+        let sent: Vec<u32> = moves
+            .map(|(src, dst, chunks)| self.push(src, dst, chunks as f64, block, deps.clone()))
+            .collect();
         if !sent.is_empty() {
             *frontier = sent;
         }
     }
 
-    /// The plan's messages for a collective of `size_bytes`, rank r on `npus[r]`.
-    fn sim_messages(&self, npus: &[NpuId], size_bytes: u64, line_bytes: u64) -> Vec<Message> {
+    fn push(&mut self, src: End, dst: End, chunks: f64, block: usize, deps: Vec<u32>) -> u32 {
+        let m = self.src.len() as u32;
+        self.src.push(src);
+        self.dst.push(dst);
+        self.chunks.push(chunks);
+        self.tb.push(block);
+        self.deps.push(deps);
+        m
+    }
+
+    /// The legs of an in-switch operation: `glres` has every member send its range up to
+    /// the switch, the sum come down to this GPU and go back up, and the switch store it to
+    /// every member; `gstore` has this GPU's range go up and come down to every member. The
+    /// switch works through a range a piece at a time, its legs overlapping: each of
+    /// [`SWITCH_PIECES`] pieces takes every leg, a piece's first leg after the last piece's.
+    fn in_switch(
+        &mut self,
+        op: &Operation,
+        block: usize,
+        rank: usize,
+        local: usize,
+        wiring: &Wiring,
+        frontier: &mut Vec<u32>,
+    ) {
+        let Some((members, chunks)) = op.dst_buff.iter().flatten().find_map(|b| {
+            let id = b.switch_channel_id?;
+            Some((wiring.switch_group(rank, local, id)?, b.size))
+        }) else {
+            return;
+        };
+        let group = match self.groups.iter().position(|g| *g == members) {
+            Some(g) => g,
+            None => {
+                self.groups.push(members.clone());
+                self.groups.len() - 1
+            }
+        };
+        let (switch, me) = (End::Switch(group), End::Rank(rank));
+        let piece = chunks as f64 / SWITCH_PIECES as f64;
+        let mut after = frontier.clone();
+        let mut last = Vec::new();
+        for _ in 0..SWITCH_PIECES {
+            let (up, next) = match op.name.as_str() {
+                "glres" => {
+                    let reads: Vec<u32> = members
+                        .iter()
+                        .map(|&j| self.push(End::Rank(j), switch, piece, block, after.clone()))
+                        .collect();
+                    let sum = self.push(switch, me, piece, block, reads.clone());
+                    (self.push(me, switch, piece, block, vec![sum]), reads)
+                }
+                "gstore" | "gstorepkt" => {
+                    let up = self.push(me, switch, piece, block, after.clone());
+                    (up, vec![up])
+                }
+                _ => return,
+            };
+            after = next;
+            last = members
+                .iter()
+                .map(|&j| self.push(switch, End::Rank(j), piece, block, vec![up]))
+                .collect();
+        }
+        *frontier = last;
+    }
+
+    /// The vertex of each message end: rank r on `npus[r]`, an NVLS group on the switch
+    /// that joins its members' NPUs.
+    fn vertices(&self, topo: &Topology, npus: &[NpuId]) -> Result<(Vec<NpuId>, Vec<NpuId>)> {
+        let switches = self
+            .groups
+            .iter()
+            .map(|members| {
+                let first = npus[members[0]];
+                topo.out_links(first)
+                    .map(|l| topo.link(l).dst)
+                    .find(|&w| {
+                        topo.is_switch(w)
+                            && members
+                                .iter()
+                                .all(|&j| topo.link_between(npus[j], w).is_some())
+                    })
+                    .ok_or_else(|| {
+                        Error::Plan(format!(
+                            "the plan reduces inside a switch over ranks {members:?}, but no switch of {} joins their NPUs",
+                            topo.name()
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let at = |e: &End| match *e {
+            End::Rank(r) => npus[r],
+            End::Switch(g) => switches[g],
+        };
+        Ok((
+            self.src.iter().map(at).collect(),
+            self.dst.iter().map(at).collect(),
+        ))
+    }
+
+    /// The plan's messages for a collective of `size_bytes`, from and to `ends`.
+    fn sim_messages(
+        &self,
+        ends: &(Vec<NpuId>, Vec<NpuId>),
+        size_bytes: u64,
+        line_bytes: u64,
+    ) -> Vec<Message> {
         let chunk = size_bytes as f64 / self.size_divisor.max(1) as f64;
         let line = line_bytes.max(1) as f64;
         let factor = if self.packets { 2.0 } else { 1.0 };
         (0..self.src.len())
             .map(|m| Message {
-                src: npus[self.src[m]],
-                dst: npus[self.dst[m]],
-                bytes: ((self.chunks[m] as f64 * chunk * factor) / line).ceil() * line,
+                src: ends.0[m],
+                dst: ends.1[m],
+                bytes: ((self.chunks[m] * chunk * factor) / line).ceil() * line,
                 deps: self.deps[m].iter().map(|&d| d as usize).collect(),
             })
             .collect()
     }
 
-    /// Threadblocks sending over each link of `topo` (rank r on `npus[r]`).
-    fn senders(&self, topo: &Topology, npus: &[NpuId]) -> Vec<u32> {
+    /// Threadblocks sending over each link of `topo`, messages between `ends`.
+    fn senders(&self, topo: &Topology, ends: &(Vec<NpuId>, Vec<NpuId>)) -> Vec<u32> {
         let mut seen: Vec<Vec<usize>> = vec![Vec::new(); topo.links().len()];
         let mut routes = crate::msccl::timing::Routes::new(topo);
         for m in 0..self.src.len() {
-            for &l in routes.between(npus[self.src[m]], npus[self.dst[m]]) {
+            for &l in routes.between(ends.0[m], ends.1[m]) {
                 if !seen[l].contains(&self.tb[m]) {
                     seen[l].push(self.tb[m]);
                 }
@@ -288,16 +409,28 @@ impl PlanTimer {
         seen.iter().map(|t| t.len() as u32).collect()
     }
 
-    /// The plan's run under `executor`'s cost model on `topo` (rank r on its r-th alive
-    /// NPU) for a collective of `size_bytes`: the launch, then the messages.
-    pub fn simulate(
-        &self,
-        executor: &Executor,
-        topo: &Topology,
-        size_bytes: u64,
-    ) -> Result<SimResult> {
+    fn protocol(&self) -> Protocol {
+        if self.packets {
+            Protocol::Ll
+        } else {
+            Protocol::Simple
+        }
+    }
+
+    /// The message ends on `topo`'s alive NPUs, once the plan's ranks fit on them.
+    fn ends(&self, topo: &Topology) -> Result<(Vec<NpuId>, Vec<NpuId>)> {
         let npus = topo.alive_npus();
-        let ranks = 1 + self.src.iter().chain(&self.dst).copied().max().unwrap_or(0);
+        let ranks = self
+            .src
+            .iter()
+            .chain(&self.dst)
+            .filter_map(|e| match e {
+                End::Rank(r) => Some(r + 1),
+                End::Switch(_) => None,
+            })
+            .chain(self.groups.iter().flatten().map(|r| r + 1))
+            .max()
+            .unwrap_or(0);
         if npus.len() < ranks {
             return Err(Error::Plan(format!(
                 "the plan has {ranks} ranks but topology {} has {} NPUs",
@@ -305,15 +438,57 @@ impl PlanTimer {
                 npus.len()
             )));
         }
-        let protocol = if self.packets {
-            Protocol::Ll
-        } else {
-            Protocol::Simple
-        };
-        let priced = executor.priced(topo, protocol, &self.senders(topo, &npus))?;
+        self.vertices(topo, &npus)
+    }
+
+    /// The plan's run under `executor`'s cost model on `topo` (rank r on its r-th alive
+    /// NPU) for a collective of `size_bytes`: the launch, then the messages. Where it
+    /// reduces inside a switch, the links to that switch move its legs no faster than the
+    /// model's NVLS rate allows (a GPU's link carries (P+1)/P of what the collective moves
+    /// through the switch, as NCCL's NVLS is priced), and the switch's round trip is paid
+    /// once.
+    pub fn simulate(
+        &self,
+        executor: &Executor,
+        topo: &Topology,
+        size_bytes: u64,
+    ) -> Result<SimResult> {
+        let ends = self.ends(topo)?;
+        let protocol = self.protocol();
+        let mut priced = executor.priced(topo, protocol, &self.senders(topo, &ends))?;
+        let mut extra_us = 0.0;
+        if !self.groups.is_empty() {
+            let nvls = executor.model.nvls().ok_or_else(|| {
+                Error::Plan(format!(
+                    "the plan reduces inside the NVSwitch, which {} GPUs' switches do not (the cost model has no NVLS figures for them)",
+                    executor.gpu
+                ))
+            })?;
+            let switches: Vec<NpuId> = (0..self.src.len())
+                .flat_map(|m| [(self.src[m], ends.0[m]), (self.dst[m], ends.1[m])])
+                .filter(|(e, _)| matches!(e, End::Switch(_)))
+                .map(|(_, v)| v)
+                .collect();
+            let members = self.groups.iter().map(Vec::len).max().unwrap_or(1) as f64;
+            let cap = nvls.gbps * (members + 1.0) / members;
+            let links = priced
+                .links()
+                .iter()
+                .map(|l| {
+                    let mut l = l.clone();
+                    if switches.contains(&l.src) || switches.contains(&l.dst) {
+                        l.bandwidth_gbps = l.bandwidth_gbps.min(cap);
+                    }
+                    l
+                })
+                .collect();
+            priced = priced.relinked(links)?;
+            extra_us = nvls.step_us;
+        }
         let line = line_data_bytes(protocol);
-        let mut run = simulate_messages(&priced, &self.sim_messages(&npus, size_bytes, line))?;
-        run.time_ps += us_to_ps(executor.model.launch_us);
+        let messages = issue_order(&priced, self.sim_messages(&ends, size_bytes, line));
+        let mut run = simulate_messages(&priced, &messages)?;
+        run.time_ps += us_to_ps(executor.model.launch_us + extra_us);
         Ok(run)
     }
 
@@ -321,23 +496,17 @@ impl PlanTimer {
     /// its busiest link move data as fast as the link under `executor`'s model: 1 where
     /// they already can.
     pub fn instances_to_fill(&self, executor: &Executor, topo: &Topology) -> usize {
-        let npus = topo.alive_npus();
-        if self.src.iter().chain(&self.dst).any(|&r| r >= npus.len()) {
+        let Ok(ends) = self.ends(topo) else {
             return 1;
-        }
-        let protocol = if self.packets {
-            Protocol::Ll
-        } else {
-            Protocol::Simple
         };
         let model = &executor.model;
-        let channel = model.protocol(protocol).channel_gbps;
+        let channel = model.protocol(self.protocol()).channel_gbps;
         let network = network_links(topo, executor.domain_size);
         let needed = topo
             .links()
             .iter()
             .zip(&network)
-            .zip(self.senders(topo, &npus))
+            .zip(self.senders(topo, &ends))
             .filter(|(_, tbs)| *tbs > 0)
             .map(|((l, &across), tbs)| {
                 let efficiency = if across {
@@ -357,6 +526,74 @@ impl PlanTimer {
     pub fn time_ps(&self, executor: &Executor, topo: &Topology, size_bytes: u64) -> Result<Picos> {
         Ok(self.simulate(executor, topo, size_bytes)?.time_ps)
     }
+}
+
+/// `messages` renumbered in the order a run issues them: each link, whenever it is free,
+/// carries the waiting message that became ready first (its data there), as the executor's
+/// threadblocks, each with its own channels, do. The simulator keeps one queue per link in
+/// message order, so the order the plan's control flow met them in (threadblock by
+/// threadblock) would hold a link for a message not yet ready while others wait. The order
+/// is found by a list-scheduling pass over the links' alpha-beta times.
+fn issue_order(topo: &Topology, messages: Vec<Message>) -> Vec<Message> {
+    let n = messages.len();
+    let mut routes = crate::msccl::timing::Routes::new(topo);
+    let route: Vec<Vec<usize>> = messages
+        .iter()
+        .map(|m| routes.between(m.src, m.dst).to_vec())
+        .collect();
+    let mut waiting: Vec<usize> = messages.iter().map(|m| m.deps.len()).collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (m, msg) in messages.iter().enumerate() {
+        for &d in &msg.deps {
+            dependents[d].push(m);
+        }
+    }
+    let mut ready_at: Vec<Picos> = vec![0; n];
+    let mut start: Vec<Picos> = vec![0; n];
+    let mut free: Vec<Picos> = vec![0; topo.links().len()];
+    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(Picos, usize)>> = (0..n)
+        .filter(|&m| waiting[m] == 0)
+        .map(|m| std::cmp::Reverse((0, m)))
+        .collect();
+    while let Some(std::cmp::Reverse((ready, m))) = heap.pop() {
+        let links = &route[m];
+        let at = links.iter().map(|&l| free[l]).fold(ready, Picos::max);
+        let took = links
+            .iter()
+            .map(|&l| topo.link(l).transfer_ps(messages[m].bytes))
+            .max()
+            .unwrap_or(0);
+        for &l in links {
+            free[l] = at + took;
+        }
+        start[m] = at;
+        for &d in &dependents[m] {
+            ready_at[d] = ready_at[d].max(at + took);
+            waiting[d] -= 1;
+            if waiting[d] == 0 {
+                heap.push(std::cmp::Reverse((ready_at[d], d)));
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&m| (start[m], m));
+    let mut renumbered = vec![0; n];
+    for (i, &m) in order.iter().enumerate() {
+        renumbered[m] = i;
+    }
+    let mut messages: Vec<Option<Message>> = messages.into_iter().map(Some).collect();
+    order
+        .iter()
+        .map(|&m| {
+            let mut msg = messages[m]
+                .take()
+                .unwrap_or_else(|| unreachable!("each taken once"));
+            for d in &mut msg.deps {
+                *d = renumbered[*d];
+            }
+            msg
+        })
+        .collect()
 }
 
 /// A threadblock's operations with pipeline bodies in line, as the executor runs them.
@@ -389,6 +626,8 @@ struct Wiring {
     tb_channels: HashMap<(usize, usize, ChannelType), Vec<usize>>,
     /// Per rank, TB and access type: the TB-local remote buffer list (owners).
     tb_remote: HashMap<(usize, usize, ChannelType), Vec<usize>>,
+    /// Per rank: its switch channels' rank groups, in the GPU's order.
+    switch_groups: HashMap<usize, Vec<Vec<usize>>>,
 }
 
 impl Wiring {
@@ -398,9 +637,16 @@ impl Wiring {
             peers: HashMap::new(),
             tb_channels: HashMap::new(),
             tb_remote: HashMap::new(),
+            switch_groups: HashMap::new(),
         };
         for gpu in &plan.gpus {
             for ch in &gpu.channels {
+                for group in ch.rank_groups.iter().flatten() {
+                    w.switch_groups
+                        .entry(gpu.id)
+                        .or_default()
+                        .push(group.ranks.clone());
+                }
                 if let Some(list) = &ch.connected_to {
                     w.peers
                         .entry((gpu.id, ch.channel_type))
@@ -479,6 +725,12 @@ impl Wiring {
             .nth(k)?
             .0;
         Some((peer, ty, back))
+    }
+
+    /// The ranks of the NVLS group behind a TB's switch channel `id`.
+    fn switch_group(&self, rank: usize, tb: usize, id: usize) -> Option<Vec<usize>> {
+        let g = self.channel(rank, tb, ChannelType::Switch, id)?;
+        self.switch_groups.get(&rank)?.get(g).cloned()
     }
 
     /// The owner of a TB's remote buffer `id` reached through `ty`.

@@ -73,7 +73,7 @@ impl Workload {
         let mut list = Vec::new();
         start.push(0);
         for (i, m) in messages.iter().enumerate() {
-            check_endpoints(topo, "message", i, m.src, m.dst)?;
+            check_message_endpoints(topo, i, m.src, m.dst)?;
             if !(m.bytes.is_finite() && m.bytes >= 0.0) {
                 return Err(Error::Schedule(format!(
                     "message {i} has {} bytes",
@@ -306,6 +306,20 @@ fn check_count(n: usize) -> Result<usize> {
         });
     }
     Ok(n)
+}
+
+/// A message's ends: two NPUs, or an NPU and a switch joined by a link (a GPU's leg of a
+/// reduction or multicast inside an NVSwitch).
+fn check_message_endpoints(topo: &Topology, i: usize, src: usize, dst: usize) -> Result<()> {
+    let vertices = topo.vertices();
+    let switch_leg = src < vertices
+        && dst < vertices
+        && (topo.is_switch(src) != topo.is_switch(dst))
+        && topo.link_between(src, dst).is_some();
+    if switch_leg {
+        return Ok(());
+    }
+    check_endpoints(topo, "message", i, src, dst)
 }
 
 pub(super) fn check_endpoints(

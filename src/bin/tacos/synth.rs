@@ -218,8 +218,13 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             }
             (None, Some(_)) => {
                 let found = pipeline::plan(&topo, &request, &options, &PlanOptions::default())?;
-                let (checked, plan) = found.kept;
-                (checked, found.trials, None, Some(plan))
+                let kept = found.kept;
+                (
+                    kept.checked,
+                    found.trials,
+                    None,
+                    Some((kept.plan, kept.in_switch)),
+                )
             }
             (Some(_), _) => {
                 let found = pipeline::program(&topo, &request, &options)?;
@@ -273,8 +278,12 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         Some(verified) => args.msccl.write(verified)?.map(|path| (verified, path)),
         None => None,
     };
+    let in_switch = plan.as_ref().is_some_and(|(_, in_switch)| *in_switch);
     let plan = match &args.plan {
-        Some(path) => Some((super::write_plan(schedule, &topo, plan, path)?, path)),
+        Some(path) => Some((
+            super::write_plan(schedule, &topo, plan.map(|(p, _)| p), path)?,
+            path,
+        )),
         None => None,
     };
     let time_ps = report.collective_time_ps;
@@ -467,6 +476,9 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             path.display(),
             super::describe_plan(plan)
         );
+        if in_switch {
+            println!("                     reduced inside the NVSwitch (NVLS), faster under the model than the schedule above, the best without it");
+        }
         if let Some(ps) = plan_ps {
             println!("plan time            {:.3} us ({model})", ps_to_us(ps));
         }

@@ -1,0 +1,138 @@
+//! All-Reduce reduced inside the NVSwitch (NVLS): each GPU has the switch sum its share of
+//! the buffer over every GPU of the node (`multimem.ld_reduce`) and store the sum to every
+//! GPU at once (`multimem.st`), the executor's `glres`. Per GPU, its link to the switch
+//! carries the buffer plus its share up and the same down, against 2(P-1)/P of the buffer
+//! each way for any algorithm whose GPUs do the sums.
+//!
+//! A plan of P GPUs and T threadblocks each splits the buffer into P·T chunks; threadblock t
+//! of GPU r reduces chunk r·T + t. Each threadblock first meets its peers (a signal to each
+//! and a wait for each: every GPU has started the launch, so its input is there and its
+//! last launch is over), then runs its `glres`, then meets them again so that no GPU
+//! returns before every share has been stored to it. In place only: the switch channel
+//! binds one buffer, which the reduction reads and the multicast writes.
+
+use super::plan::{
+    Buff, BufferType, Channel, ChannelType, Gpu, Operation, Plan, RankGroup, Threadblock,
+    ThreadblockChannels, MAX_CHANNELS_PER_OP, MAX_THREADS_PER_BLOCK,
+};
+use crate::error::{Error, Result};
+
+/// The NVLS All-Reduce plan of `ranks` GPUs of one NVSwitch with `instances` threadblocks
+/// each, for exactly `size_bytes`.
+///
+/// ```
+/// use tacos::mscclpp::nvls::all_reduce;
+/// use tacos::mscclpp::{verify, VerifyOptions};
+/// let plan = all_reduce(8, 4, 1 << 30, "nvls").unwrap();
+/// let at = VerifyOptions { size: Some(1 << 30), root: None };
+/// assert_eq!(verify(&plan, &at).unwrap().ranks, 8);
+/// ```
+pub fn all_reduce(ranks: usize, instances: usize, size_bytes: u64, name: &str) -> Result<Plan> {
+    let chunks = ranks * instances.max(1);
+    if ranks < 2 || size_bytes % (16 * chunks as u64) != 0 {
+        return Err(Error::Plan(format!(
+            "an NVLS All-Reduce of {ranks} GPUs in {instances} instances needs at least 2 GPUs and a size that is a multiple of {} bytes, not {size_bytes}",
+            16 * chunks
+        )));
+    }
+    let instances = instances.max(1);
+    let peers = ranks - 1;
+    let gpus = (0..ranks)
+        .map(|r| {
+            let others: Vec<usize> = (0..ranks).filter(|&q| q != r).collect();
+            let threadblocks = (0..instances)
+                .map(|t| Threadblock {
+                    id: t,
+                    ops: threadblock_ops(peers, r * instances + t),
+                    channels: vec![
+                        ThreadblockChannels {
+                            channel_type: ChannelType::Memory,
+                            channel_ids: (t * peers..(t + 1) * peers).collect(),
+                        },
+                        ThreadblockChannels {
+                            channel_type: ChannelType::Switch,
+                            channel_ids: vec![0],
+                        },
+                    ],
+                    remote_buffer_refs: Vec::new(),
+                })
+                .collect();
+            Gpu {
+                id: r,
+                input_chunks: chunks,
+                output_chunks: chunks,
+                scratch_chunks: 0,
+                threadblocks,
+                channels: vec![
+                    Channel {
+                        channel_type: ChannelType::Memory,
+                        connected_to: Some(others.repeat(instances)),
+                        buffer_type: None,
+                        rank_groups: None,
+                    },
+                    Channel {
+                        channel_type: ChannelType::Switch,
+                        connected_to: None,
+                        buffer_type: Some(BufferType::Input),
+                        rank_groups: Some(vec![RankGroup {
+                            size: chunks,
+                            ranks: (0..ranks).collect(),
+                        }]),
+                    },
+                ],
+                remote_buffers: Vec::new(),
+                semaphores: Vec::new(),
+            }
+        })
+        .collect();
+    Ok(Plan {
+        name: name.into(),
+        collective: "allreduce".into(),
+        protocol: "Simple".into(),
+        inplace: true,
+        reuse_resources: false,
+        num_threads_per_block: MAX_THREADS_PER_BLOCK,
+        use_double_scratch_buffer: false,
+        buffer_alignment: 16,
+        min_message_size: size_bytes,
+        max_message_size: size_bytes,
+        gpus,
+    })
+}
+
+/// One threadblock's operations: meet the peers, reduce `chunk` in the switch, meet again.
+fn threadblock_ops(peers: usize, chunk: usize) -> Vec<Operation> {
+    let meet = |ops: &mut Vec<Operation>| {
+        for name in ["signal", "wait"] {
+            let ids: Vec<usize> = (0..peers).collect();
+            for group in ids.chunks(MAX_CHANNELS_PER_OP) {
+                ops.push(Operation {
+                    name: name.into(),
+                    channel_type: Some(ChannelType::Memory),
+                    channel_ids: Some(group.to_vec()),
+                    ..Operation::default()
+                });
+            }
+        }
+        ops.push(Operation::named("nop"));
+    };
+    let switch = |index| Buff {
+        buffer_type: None,
+        buffer_id: None,
+        switch_channel_id: Some(0),
+        index,
+        size: 1,
+    };
+    let mut ops = Vec::new();
+    meet(&mut ops);
+    ops.push(Operation {
+        name: "glres".into(),
+        channel_type: Some(ChannelType::Switch),
+        src_buff: Some(vec![switch(chunk)]),
+        dst_buff: Some(vec![switch(chunk)]),
+        ..Operation::default()
+    });
+    ops.push(Operation::named("nop"));
+    meet(&mut ops);
+    ops
+}
