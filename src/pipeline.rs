@@ -899,6 +899,8 @@ pub struct Planned {
     /// Whether the plan reduces inside the NVSwitch (`mscclpp::nvls`) rather than
     /// following `checked`, because the executor cost model prices it faster.
     pub in_switch: bool,
+    /// The time of `checked`'s own plan, as the search ranked it.
+    pub schedule_plan_ps: Picos,
 }
 
 /// The fastest checked schedule for `request` whose MSCCL++ execution plan the lowering
@@ -967,11 +969,13 @@ pub fn plan(
                         checked,
                         plan,
                         in_switch: true,
+                        schedule_plan_ps: time_ps,
                     },
                     None => Planned {
                         checked,
                         plan,
                         in_switch: false,
+                        schedule_plan_ps: time_ps,
                     },
                 };
                 return Ok(Found { kept, trials });
