@@ -1,13 +1,13 @@
 //! A symbolic verifier for MSCCL++ execution plans, independent of how they were made.
 //!
-//! It checks the plan's shape and the executor's limits ([`structure`]), its chunk
-//! counts against a message size ([`sizes`]), then runs one launch ([`exec`]): every
+//! It checks the plan's shape and the executor's limits (`structure`), its chunk
+//! counts against a message size (`sizes`), then runs one launch (`exec`): every
 //! threadblock of every rank as a program, interleaved; a wait passes only on a signal
 //! of its paired channel, a semaphore acquire on a release, a barrier when all its
 //! threadblocks are there, so a deadlock is found and named. Every chunk holds a
 //! symbolic value (the input chunks it sums) and its access history: an access that
 //! nothing orders after a conflicting one (`nop`s within a threadblock,
-//! semaphores and barriers across threadblocks, signal/wait across GPUs: [`clock`]) is a
+//! semaphores and barriers across threadblocks, signal/wait across GPUs: `clock`) is a
 //! race. At the end every signal must have been waited for, every semaphore back where
 //! it started, and every output chunk must hold the collective's result.
 
