@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
 shift || true
-all_targets=(spec topology_json nccl_topology_xml msccl_xml schedule_json c_api plugin_env)
+all_targets=(spec topology_json nccl_topology_xml msccl_xml schedule_json plan_json c_api plugin_env)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 # Per input: a slow input (timeout) or an allocation past the limit is a finding.
@@ -27,7 +27,7 @@ command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 # learns in fuzz/corpus/TARGET (also ignored).
 seeds=fuzz/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{spec,topology_json,nccl_topology_xml,msccl_xml,schedule_json,c_api,plugin_env}
+mkdir -p "$seeds"/{spec,topology_json,nccl_topology_xml,msccl_xml,schedule_json,plan_json,c_api,plugin_env}
 cargo build --release --quiet --bin tacos
 tacos=target/release/tacos
 i=0
@@ -40,7 +40,9 @@ while read -r spec; do
 done < tests/lowering_sweep.txt
 for spec in ring:4 mesh:2x2 torus:3x3; do
   "$tacos" synth "$spec" -c allreduce -o "$seeds/schedule_json/$spec.json" --quiet >/dev/null 2>&1 || true
+  "$tacos" synth "$spec" -c allgather -s 1MiB --plan "$seeds/plan_json/$spec.json" --quiet >/dev/null 2>&1 || true
 done
+"$tacos" synth preset:dgx-h100,nodes=1 -c allreduce -s 256MiB --plan "$seeds/plan_json/nvls.json" --quiet >/dev/null 2>&1 || true
 # The plugins' environment with FIFOs for settings, and with a cache of its own whose band
 # records are replaced (here by a record of another band, and by nothing) and locked.
 printf 'TACOS_TOPOLOGY=ring:4\nFIFO=TACOS_PROFILE\nFIFO=NCCL_TOPO_FILE\n' >"$seeds/plugin_env/fifos"

@@ -244,3 +244,25 @@ fn an_all_reduce_inside_the_nvswitch_is_timed_as_nvls_is_measured() {
     }
     assert!((4024.0 * 0.95..=4024.0 * 1.2).contains(&best), "{best}");
 }
+
+#[test]
+fn a_wait_naming_its_channel_twice_waits_for_two_signals_without_a_panic() {
+    // Found by fuzzing the plan timer: a wait op listing channel 0 twice consumed two
+    // signals where it had checked for one.
+    let mut plan = tacos::mscclpp::nvls::all_reduce(2, 1, 1 << 20, "twice").unwrap();
+    let wait = plan.gpus[0].threadblocks[0]
+        .ops
+        .iter_mut()
+        .find(|o| o.name == "wait")
+        .unwrap();
+    wait.channel_ids = Some(vec![0, 0]);
+    // Rank 1 signals once before its glres and once after: rank 0's doubled first wait
+    // takes both, so its last wait has none left and waits forever, which is said, named.
+    let e = tacos::mscclpp::PlanTimer::new(&plan)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("rank 0, threadblock 0") && e.contains("waits forever"),
+        "{e}"
+    );
+}

@@ -123,10 +123,14 @@ impl PlanTimer {
                         "wait" | "rlxwait" => {
                             let ty = op.channel_type.unwrap_or(ChannelType::Memory);
                             let ids = op.channel_ids.clone().unwrap_or_default();
+                            // A channel named twice waits for two signals.
                             let ready = ids.iter().all(|&c| {
                                 let end = wiring.end(rank, local, ty, c);
                                 let seen = blocks[b].waited.get(&(ty, c)).copied().unwrap_or(0);
-                                end.is_some_and(|e| signals.get(&e).map_or(0, Vec::len) > seen)
+                                let named = ids.iter().filter(|&&d| d == c).count();
+                                end.is_some_and(|e| {
+                                    signals.get(&e).map_or(0, Vec::len) >= seen + named
+                                })
                             });
                             if !ready {
                                 break;
@@ -136,7 +140,11 @@ impl PlanTimer {
                                     continue;
                                 };
                                 let seen = blocks[b].waited.entry((ty, c)).or_insert(0);
-                                let behind = signals[&e][*seen].clone();
+                                let behind = signals
+                                    .get(&e)
+                                    .and_then(|queue| queue.get(*seen))
+                                    .cloned()
+                                    .unwrap_or_default();
                                 *seen += 1;
                                 blocks[b].frontier.extend(behind);
                             }
@@ -305,6 +313,9 @@ impl PlanTimer {
         }) else {
             return;
         };
+        if members.is_empty() {
+            return;
+        }
         let group = match self.groups.iter().position(|g| *g == members) {
             Some(g) => g,
             None => {
