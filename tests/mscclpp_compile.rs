@@ -1,6 +1,6 @@
 //! `tacos compile --format mscclpp`: a plan set for the MSCCL++ NCCL shim, every plan it
 //! keeps verified at its size by the plan verifier, each kept only where its predicted time
-//! beats NCCL's under the same model, one placement.
+//! beats NCCL's under the same model, one placement; `compile --check` re-checks the set.
 
 mod common;
 
@@ -69,6 +69,27 @@ fn a_plan_set_holds_verified_plans_only_where_faster_than_nccl() {
     }
     let files = std::fs::read_dir(&plans).unwrap().count();
     assert_eq!(files, kept + 2, "plans, plans.json and register.py only");
+    // `compile --check` finds the set whole, then names an edited plan and a stray file.
+    let (ok, stdout, stderr) = tacos(&["compile", "--check", out]);
+    assert!(ok, "{stdout}{stderr}");
+    let edited = manifest
+        .entries
+        .iter()
+        .find_map(|e| e.file.clone())
+        .unwrap();
+    let path = plans.join(&edited);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut plan = Plan::from_json(&text, &edited).unwrap();
+    plan.max_message_size *= 2;
+    std::fs::write(&path, plan.to_json()).unwrap();
+    std::fs::write(plans.join("stray.json"), "{}").unwrap();
+    let (ok, stdout, _) = tacos(&["compile", "--check", out]);
+    assert!(!ok, "{stdout}");
+    assert!(
+        stdout.contains(&format!("{edited}: claims sizes")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("stray.json: not in the record"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

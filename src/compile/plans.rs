@@ -234,6 +234,81 @@ pub fn write_plan_set(set: &PlanSet, dir: &Path, force: bool) -> Result<()> {
     result
 }
 
+/// The largest plan or record file read back: a 64-GPU plan is some 20 MB.
+const MAX_PLAN_FILE_BYTES: u64 = 1 << 30;
+
+/// Re-checks `dir/mscclpp` against its record: every plan it names is there, reads,
+/// claims exactly its size and verifies at it; nothing else is there; `register.py`
+/// registers exactly those plans. Returns the problems, each naming its file (none: the
+/// set is whole); an error where there is no record to check against.
+///
+/// ```
+/// let e = tacos::compile::plans::check_plan_set(std::path::Path::new("/nonexistent"));
+/// assert!(e.unwrap_err().to_string().contains("plans.json"));
+/// ```
+pub fn check_plan_set(dir: &Path) -> Result<Vec<String>> {
+    let set = dir.join(PLAN_DIR);
+    let record = set.join(PLAN_MANIFEST);
+    let text = crate::fsio::read_text(&record, "plan set record", MAX_PLAN_FILE_BYTES)?;
+    let manifest: PlanManifest =
+        crate::fsio::parse_json(&text, &record.display().to_string()).map_err(Error::Compile)?;
+    if manifest.format != PLAN_MANIFEST_FORMAT {
+        return Err(Error::Compile(format!(
+            "{}: format '{}', not {PLAN_MANIFEST_FORMAT}",
+            record.display(),
+            manifest.format
+        )));
+    }
+    let mut problems = Vec::new();
+    let kept: Vec<(&String, u64)> = manifest
+        .entries
+        .iter()
+        .filter_map(|e| e.file.as_ref().map(|f| (f, e.size_bytes)))
+        .collect();
+    for &(file, size) in &kept {
+        let path = set.join(file);
+        let plan = crate::fsio::read_text(&path, "plan", MAX_PLAN_FILE_BYTES)
+            .and_then(|text| Plan::from_json(&text, file));
+        match plan {
+            Err(e) => problems.push(format!("{file}: {e}")),
+            Ok(plan) if (plan.min_message_size, plan.max_message_size) != (size, size) => problems
+                .push(format!(
+                    "{file}: claims sizes {}..{}, the record says exactly {size}",
+                    plan.min_message_size, plan.max_message_size
+                )),
+            Ok(plan) if plan.inplace != manifest.in_place => problems.push(format!(
+                "{file}: in place {}, the set is in place {}",
+                plan.inplace, manifest.in_place
+            )),
+            Ok(plan) => {
+                let at = crate::mscclpp::VerifyOptions {
+                    size: Some(size),
+                    root: None,
+                };
+                if let Err(e) = crate::mscclpp::verify(&plan, &at) {
+                    problems.push(format!("{file}: {e}"));
+                }
+            }
+        }
+    }
+    let entries = std::fs::read_dir(&set).map_err(|e| Error::io(&set, e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let known =
+            name == PLAN_MANIFEST || name == "register.py" || kept.iter().any(|(f, _)| **f == name);
+        if !known {
+            problems.push(format!("{name}: not in the record"));
+        }
+    }
+    let register = crate::fsio::read_text(&set.join("register.py"), "registration", 1 << 20);
+    match register {
+        Ok(text) if text == registration(&manifest) => {}
+        Ok(_) => problems.push("register.py: not the registration of the record's plans".into()),
+        Err(e) => problems.push(format!("register.py: {e}")),
+    }
+    Ok(problems)
+}
+
 /// The Python file that registers the set's plans with the MSCCL++ NCCL shim: run in every
 /// rank before the communicator is made.
 fn registration(manifest: &PlanManifest) -> String {

@@ -463,6 +463,12 @@ fn check(
     topology: Option<&Topology>,
     json: bool,
 ) -> anyhow::Result<()> {
+    let plan_set = dir
+        .join(tacos::compile::plans::PLAN_DIR)
+        .join(tacos::compile::plans::PLAN_MANIFEST);
+    if plan_set.is_file() && !dir.join(tacos::compile::MANIFEST_FILE).is_file() {
+        return super::compile_plans::check(dir, json);
+    }
     let options = CheckOptions {
         target,
         topology,

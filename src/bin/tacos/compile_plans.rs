@@ -3,7 +3,9 @@
 use super::compile::CompileArgs;
 use anyhow::{bail, Context};
 use std::path::Path;
-use tacos::compile::plans::{compile_plans, write_plan_set, PlanSetOptions, SHIM_COLLECTIVES};
+use tacos::compile::plans::{
+    check_plan_set, compile_plans, write_plan_set, PlanSetOptions, SHIM_COLLECTIVES,
+};
 use tacos::compile::Placements;
 use tacos::pipeline::{self, Chunks};
 use tacos::topology::Topology;
@@ -106,5 +108,39 @@ pub fn run(args: &CompileArgs, topo: &Topology, out: &Path) -> anyhow::Result<()
         "to load: in every rank's process, before the communicator is made, `sys.path.insert(0, \"{}\"); import register`, the job run with LD_PRELOAD=libmscclpp_nccl.so and MSCCLPP_NCCL_LIB_PATH=<the real libnccl.so>",
         dir.display()
     );
+    Ok(())
+}
+
+/// `tacos compile --check DIR` on a plan set: every plan re-verified at its size against the
+/// record, nothing missing or extra, the registration as written.
+pub fn check(dir: &Path, json: bool) -> anyhow::Result<()> {
+    let problems = check_plan_set(dir)?;
+    if json {
+        let value = serde_json::json!({
+            "command": "compile",
+            "dir": dir.display().to_string(),
+            "format": "mscclpp",
+            "problems": problems,
+            "ok": problems.is_empty(),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        for p in &problems {
+            println!("  {p}");
+        }
+        if problems.is_empty() {
+            println!(
+                "ok: every plan in {} matches plans.json and verifies at its size; register.py registers exactly them",
+                dir.join(tacos::compile::plans::PLAN_DIR).display()
+            );
+        }
+    }
+    if let Some(first) = problems.first() {
+        bail!(
+            "{}: {} problem(s), first: {first}",
+            dir.display(),
+            problems.len()
+        );
+    }
     Ok(())
 }
