@@ -121,3 +121,32 @@ fn a_plan_set_of_both_placements_or_of_all_to_all_is_refused() {
     ]);
     assert!(!ok && stderr.contains("serves only"), "{stderr}");
 }
+
+#[test]
+fn synth_writes_a_plan_of_the_placement_asked_and_refuses_a_placement_for_nothing() {
+    let dir = std::env::temp_dir().join(format!("tacos-plan-placement-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ar.json");
+    let path = file.to_str().unwrap();
+    let args = [
+        "synth",
+        "ring:4",
+        "-c",
+        "allreduce",
+        "-s",
+        "1MiB",
+        "--placement",
+    ];
+    let (ok, _, stderr) = tacos(&[&args[..], &["out-of-place", "--plan", path]].concat());
+    assert!(ok, "{stderr}");
+    let plan = Plan::from_json(&std::fs::read_to_string(&file).unwrap(), path).unwrap();
+    assert!(!plan.inplace);
+    let at = VerifyOptions {
+        size: Some(1 << 20),
+        root: None,
+    };
+    verify(&plan, &at).unwrap();
+    let (ok, _, stderr) = tacos(&[&args[..], &["in-place"]].concat());
+    assert!(!ok && stderr.contains("--xml or --plan"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

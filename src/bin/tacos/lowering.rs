@@ -31,9 +31,9 @@ pub struct LowerArgs {
     /// compile` does]
     #[arg(long, value_parser = at_least_one, requires = "xml")]
     pub instances: Option<usize>,
-    /// Buffer placement the program is for (default: in place for allreduce, broadcast
-    /// and reduce, out of place otherwise)
-    #[arg(long, value_enum, requires = "xml")]
+    /// Buffer placement the program (--xml) or plan (--plan) is for (default: in place for
+    /// allreduce, broadcast and reduce, out of place otherwise)
+    #[arg(long, value_enum)]
     pub placement: Option<Placement>,
     /// Smallest message in bytes the executor picks the algorithm for (default: the size)
     #[arg(long, value_parser = super::size, requires = "xml")]
@@ -58,7 +58,7 @@ impl LowerArgs {
             return Ok(None);
         }
         Ok(Some(LowerOptions {
-            in_place: self.placement.map(|p| p == Placement::InPlace),
+            in_place: self.in_place(),
             instances: self.instances.unwrap_or(1),
             proto: self.proto,
             min_bytes: self.min_bytes,
@@ -66,6 +66,11 @@ impl LowerArgs {
             target: self.target.target()?,
             ..LowerOptions::default()
         }))
+    }
+
+    /// Whether `--placement` asks for in place, where it is given.
+    pub fn in_place(&self) -> Option<bool> {
+        self.placement.map(|p| p == Placement::InPlace)
     }
 
     /// Writes the verified program to the `--xml` file, if one is given; returns its path.

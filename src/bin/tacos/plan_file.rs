@@ -8,17 +8,19 @@ use tacos::mscclpp::{lower, verify, Plan, PlanOptions, VerifyOptions};
 use tacos::schedule::Schedule;
 use tacos::topology::Topology;
 
-/// Writes `plan` to `path`, lowering `schedule` where no plan was made with it.
+/// Writes `plan` to `path`, lowering `schedule` with `options` where no plan was made with
+/// it.
 pub fn write_plan(
     schedule: &Schedule,
     topo: &Topology,
     plan: Option<Plan>,
+    options: &PlanOptions,
     path: &Path,
 ) -> anyhow::Result<Plan> {
     let plan = match plan {
         Some(plan) => plan,
         None => {
-            let plan = lower(schedule, topo, &PlanOptions::default())
+            let plan = lower(schedule, topo, options)
                 .context("--plan: the schedule cannot be written as an MSCCL++ execution plan")?;
             let options = VerifyOptions {
                 size: Some(plan.min_message_size),

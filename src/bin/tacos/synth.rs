@@ -187,7 +187,16 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         root: args.root,
         ..Request::new(args.collective, args.size)
     };
+    if args.msccl.placement.is_some() && args.msccl.xml.is_none() && args.plan.is_none() {
+        anyhow::bail!(
+            "--placement is the placement of what --xml or --plan writes; give one of them"
+        );
+    }
     let lowering = args.msccl.options()?;
+    let plan_options = PlanOptions {
+        in_place: args.msccl.in_place(),
+        ..PlanOptions::default()
+    };
     // The model programs are timed and NCCL priced with (None: --alpha-beta).
     let executor = args.cost.executor(&topo)?;
     let chunks = args.chunks(&topo, &request);
@@ -217,7 +226,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
                 (found.kept, found.trials, None, None)
             }
             (None, Some(_)) => {
-                let found = pipeline::plan(&topo, &request, &options, &PlanOptions::default())?;
+                let found = pipeline::plan(&topo, &request, &options, &plan_options)?;
                 let kept = found.kept;
                 (
                     kept.checked,
@@ -282,7 +291,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     let beaten = plan.as_ref().and_then(|(_, beaten)| *beaten);
     let plan = match &args.plan {
         Some(path) => Some((
-            super::write_plan(schedule, &topo, plan.map(|(p, _)| p), path)?,
+            super::write_plan(schedule, &topo, plan.map(|(p, _)| p), &plan_options, path)?,
             path,
         )),
         None => None,
