@@ -13,6 +13,7 @@ use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::cost::Executor;
 use tacos::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions};
+use tacos::mscclpp::plan::ChannelType;
 use tacos::mscclpp::{verify as plan_verify, Plan, PlanTimer, VerifyOptions as PlanVerifyOptions};
 use tacos::report::{
     BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
@@ -559,6 +560,16 @@ fn simulate_plan(
     )
     .with_context(|| format!("{file} is not a correct plan; `tacos verify {file}` says more"))?;
     let result = PlanTimer::new(&plan)?.simulate(executor, topo, size)?;
+    let in_switch = plan.gpus.iter().any(|g| {
+        g.channels
+            .iter()
+            .any(|c| c.channel_type == ChannelType::Switch)
+    });
+    if in_switch {
+        eprintln!(
+            "warning: {file} sums inside the NVSwitch; the lower bounds below assume sums on the GPUs, and the traffic bound need not hold for it"
+        );
+    }
     let npus = topo.alive_npus();
     let spec = CollectiveSpec {
         kind,
