@@ -290,37 +290,61 @@ fn bytes_over_gbps_ps(bytes: f64, gbps: f64) -> f64 {
     bytes / gbps * 1000.0
 }
 
+/// The most sources the latency bounds search from.
+const LATENCY_SOURCES: usize = 256;
+
 /// (latency bound, alpha diameter among the collective's NPUs). The latency bound is the
 /// largest, over pieces of data an NPU needs, of the alpha-shortest path from where the
 /// piece starts: for copying collectives from its holder, for combining ones from every
 /// contributor (a copied chunk held by several NPUs counts for nothing, conservatively).
 fn latency_bounds(topo: &Topology, collective: &Collective) -> (Picos, Picos) {
     let combining = collective.combining();
+    // Conditions are slices of the spec's NPUs: the same slice is the same condition,
+    // found without comparing its (possibly 16,384) NPUs.
+    let same = |a: &[NpuId], b: &[NpuId]| std::ptr::eq(a, b) || a == b;
     // Chunks come in runs with equal conditions (a rank's K pieces, or all chunks of an
     // All-Reduce); each run is looked at once.
-    let conditions = |c: usize| (collective.pre(c), collective.post(c));
     let mut runs: Vec<usize> = Vec::new();
     for c in 0..collective.chunk_count() {
-        if runs
-            .last()
-            .map_or(true, |&r| conditions(r) != conditions(c))
-        {
+        let fresh = runs.last().map_or(true, |&r| {
+            !same(collective.pre(r), collective.pre(c))
+                || !same(collective.post(r), collective.post(c))
+        });
+        if fresh {
             runs.push(c);
         }
     }
-    let mut runs_from: Vec<Vec<usize>> = vec![Vec::new(); topo.npus()];
+    // Where each run's pieces start: one NPU (`single`, by NPU), or, for sums, every
+    // contributor (`wide`).
+    let mut single: Vec<Vec<usize>> = vec![Vec::new(); topo.npus()];
+    let mut wide: Vec<usize> = Vec::new();
+    let mut sources: Vec<NpuId> = collective.npus().to_vec();
     for &r in &runs {
-        let pre = collective.pre(r);
-        if combining || pre.len() == 1 {
-            for &u in pre {
-                runs_from[u].push(r);
+        match collective.pre(r) {
+            [u] => single[*u].push(r),
+            pre if combining => {
+                if !wide
+                    .last()
+                    .is_some_and(|&w| std::ptr::eq(collective.pre(w), pre))
+                {
+                    sources.extend(pre);
+                }
+                wide.push(r);
             }
+            _ => {}
         }
     }
-    let mut sources: Vec<NpuId> = collective.npus().to_vec();
-    sources.extend((0..topo.npus()).filter(|&u| !runs_from[u].is_empty()));
+    sources.extend((0..topo.npus()).filter(|&u| !single[u].is_empty()));
     sources.sort_unstable();
     sources.dedup();
+    // A maximum over some sources is still a lower bound, only a weaker one: past
+    // `LATENCY_SOURCES` sources (a 16,384-GPU cluster's all-pairs search takes half a
+    // minute), evenly spaced ones stand for the rest, which on clusters of identical
+    // nodes see the same distances.
+    if sources.len() > LATENCY_SOURCES {
+        let step = sources.len().div_ceil(LATENCY_SOURCES);
+        sources = sources.into_iter().step_by(step).collect();
+    }
     let (mut latency, mut diameter) = (0, 0);
     for u in sources {
         let dist = shortest_paths(topo, u, |l| us_to_ps(l.latency_us)).dist;
@@ -333,7 +357,23 @@ fn latency_bounds(topo: &Topology, collective: &Collective) -> (Picos, Picos) {
                 .map(|&v| dist[v]);
             diameter = diameter.max(far.max().unwrap_or(0));
         }
-        for &r in &runs_from[u] {
+        // Runs share their contributors' slice: whether `u` is in it is asked once a slice.
+        let mut asked: Option<(&[NpuId], bool)> = None;
+        let starts_here = wide
+            .iter()
+            .filter(|&&r| {
+                let pre = collective.pre(r);
+                match asked {
+                    Some((slice, member)) if std::ptr::eq(slice, pre) => member,
+                    _ => {
+                        let member = pre.contains(&u);
+                        asked = Some((pre, member));
+                        member
+                    }
+                }
+            })
+            .chain(&single[u]);
+        for &r in starts_here {
             let far = collective
                 .post(r)
                 .iter()

@@ -30,15 +30,35 @@ pub(super) fn least_crossings(topo: &Topology, collective: &Collective) -> f64 {
     let reversed = topo.reversed();
     let mut to_receiver = HopCache::new(&reversed);
     let outsiders_link = outsiders_have_links(topo, collective.npus());
+    // No two NPUs are more messages apart than this, so a chunk with at least this many
+    // NPUs to reach (or to hear from) needs exactly one message each, and no search.
+    let farthest_possible = hop_diameter_at_most(topo, &reversed, collective.npus());
     let mut total = 0usize;
+    // Chunks come in runs with the very same conditions (every chunk of an All-Reduce: the
+    // spec's NPUs twice); a run's crossings are counted once.
+    let mut last: Option<(&[NpuId], &[NpuId], usize)> = None;
     for c in 0..collective.chunk_count() {
         let (pre, post) = (collective.pre(c), collective.post(c));
-        total += if !collective.combining() {
+        if let Some((p, q, crossings)) = last {
+            if std::ptr::eq(p, pre) && std::ptr::eq(q, post) {
+                total += crossings;
+                continue;
+            }
+        }
+        let crossings = if !collective.combining() {
             let needers: Vec<NpuId> = post.iter().copied().filter(|v| !pre.contains(v)).collect();
-            farthest_or_count(from_holders.hops(pre), &needers)
+            if needers.len() >= farthest_possible {
+                needers.len()
+            } else {
+                farthest_or_count(from_holders.hops(pre), &needers)
+            }
         } else if let [receiver] = post[..] {
             let contributors: Vec<NpuId> = pre.iter().copied().filter(|&u| u != receiver).collect();
-            farthest_or_count(to_receiver.hops(&[receiver]), &contributors)
+            if contributors.len() >= farthest_possible {
+                contributors.len()
+            } else {
+                farthest_or_count(to_receiver.hops(&[receiver]), &contributors)
+            }
         } else {
             let mut everyone = pre.to_vec();
             everyone.extend(post);
@@ -50,8 +70,25 @@ pub(super) fn least_crossings(topo: &Topology, collective: &Collective) -> f64 {
                 p => 2 * (p - 1),
             }
         };
+        total += crossings;
+        last = Some((pre, post, crossings));
     }
     total as f64
+}
+
+/// An upper bound on the messages between any two of `npus`: through the first of them,
+/// the farthest that reaches it plus the farthest it reaches (`usize::MAX` where one of
+/// them cannot reach it or be reached).
+fn hop_diameter_at_most(topo: &Topology, reversed: &Topology, npus: &[NpuId]) -> usize {
+    let Some(&hub) = npus.first() else {
+        return usize::MAX;
+    };
+    let farthest = |graph: &Topology| {
+        let mut cache = HopCache::new(graph);
+        let hops = cache.hops(&[hub]);
+        npus.iter().map(|&v| hops[v]).max().unwrap_or(usize::MAX)
+    };
+    farthest(topo).saturating_add(farthest(reversed))
 }
 
 /// max(how many NPUs, the farthest one's hops); unreachable ones count one hop.
