@@ -28,6 +28,8 @@ struct Call {
     bandwidth_gbps: f64,
     latency_us: f64,
     target: Option<String>,
+    /// Ask for an MSCCL++ plan rather than XML.
+    mscclpp: bool,
     xml: Vec<u8>,
 }
 
@@ -64,6 +66,10 @@ fuzz_target!(|call: Call| {
         options.bandwidth_gbps = call.bandwidth_gbps;
         options.latency_us = call.latency_us;
         options.target = target.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+        let mscclpp = c"mscclpp";
+        if call.mscclpp {
+            options.format = mscclpp.as_ptr();
+        }
         if small {
             let mut xml: *mut c_char = std::ptr::null_mut();
             let rc = tacos_synthesize_xml(
