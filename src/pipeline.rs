@@ -857,16 +857,31 @@ fn fastest<T>(tried: Vec<(Trial, Result<T>)>, what: &str) -> Result<Found<T>> {
     }
 }
 
-/// `plan` (lowered from `checked` with `options`) timed by `executor`, and lowered again on
+/// `checked` lowered to a plan with `options` and timed by `executor`, and lowered again on
 /// the instances its busiest link needs to move data at the link's rate, kept where it
-/// fits and is faster.
-fn priced_plan(
+/// fits and is faster: the plan [`plan`] ranks for a schedule (not yet verified).
+///
+/// ```
+/// use tacos::collective::CollectiveKind;
+/// use tacos::cost::Executor;
+/// use tacos::mscclpp::PlanOptions;
+/// use tacos::pipeline::{priced_plan, synthesize, Request};
+/// use tacos::synth::SynthOptions;
+/// use tacos::topology::{parse_spec, SpecDefaults};
+/// let ring = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+/// let request = Request::new(CollectiveKind::AllGather, 1 << 26);
+/// let checked = synthesize(&ring, &request, 1, &SynthOptions::seeded(0)).unwrap();
+/// let executor = Executor::for_topology(&ring, None, None).unwrap();
+/// let (plan, time_ps) = priced_plan(&ring, &checked, &PlanOptions::default(), &executor).unwrap();
+/// assert!(plan.gpus[0].threadblocks.len() >= 2 && time_ps > 0);
+/// ```
+pub fn priced_plan(
     topo: &Topology,
     checked: &Checked,
-    plan: Plan,
     options: &PlanOptions,
     executor: &Executor,
 ) -> Result<(Plan, Picos)> {
+    let plan = crate::mscclpp::lower(checked.schedule(), topo, options)?;
     let size = checked.schedule().collective.size_bytes;
     let timer = PlanTimer::new(&plan)?;
     let time_ps = timer.time_ps(executor, topo, size)?;
@@ -901,6 +916,8 @@ pub struct Planned {
     pub in_switch: bool,
     /// The time of `checked`'s own plan, as the search ranked it.
     pub schedule_plan_ps: Picos,
+    /// The kept plan's time under the executor cost model, where the options gave one.
+    pub time_ps: Option<Picos>,
 }
 
 /// The fastest checked schedule for `request` whose MSCCL++ execution plan the lowering
@@ -931,14 +948,17 @@ pub fn plan(
 ) -> Result<Found<Planned>> {
     let ranked = options.ranks_candidates() || options.executor.is_some();
     let tried = search(topo, request, options, ranked, |checked| {
-        let plan = crate::mscclpp::lower(checked.schedule(), topo, plan_options)?;
         let (plan, time_ps) = match &options.executor {
-            Some(executor) => priced_plan(topo, &checked, plan, plan_options, executor)?,
-            None if ranked => {
-                let time_ps = simulate_schedule(topo, checked.schedule())?.time_ps;
+            Some(executor) => priced_plan(topo, &checked, plan_options, executor)?,
+            None => {
+                let plan = crate::mscclpp::lower(checked.schedule(), topo, plan_options)?;
+                let time_ps = if ranked {
+                    simulate_schedule(topo, checked.schedule())?.time_ps
+                } else {
+                    checked.report().collective_time_ps
+                };
                 (plan, time_ps)
             }
-            None => (plan, checked.report().collective_time_ps),
         };
         Ok(((checked, plan), time_ps))
     })?;
@@ -959,24 +979,25 @@ pub fn plan(
             Ok(_) => {
                 let (checked, plan) =
                     std::mem::replace(&mut built[i], Err(Error::Plan(String::new())))?;
-                let time_ps = trials[i].simulated_ps.unwrap_or(Picos::MAX);
+                let schedule_plan_ps = trials[i].simulated_ps.unwrap_or(Picos::MAX);
                 let in_switch = options.executor.as_ref().and_then(|executor| {
                     in_switch_plan(topo, request, plan_options, executor)
-                        .filter(|(_, t)| *t < time_ps)
+                        .filter(|(_, t)| *t < schedule_plan_ps)
                 });
-                let kept = match in_switch {
-                    Some((plan, _)) => Planned {
-                        checked,
+                let (plan, time_ps, in_switch) = match in_switch {
+                    Some((nvls, t)) => (nvls, Some(t), true),
+                    None => (
                         plan,
-                        in_switch: true,
-                        schedule_plan_ps: time_ps,
-                    },
-                    None => Planned {
-                        checked,
-                        plan,
-                        in_switch: false,
-                        schedule_plan_ps: time_ps,
-                    },
+                        options.executor.is_some().then_some(schedule_plan_ps),
+                        false,
+                    ),
+                };
+                let kept = Planned {
+                    checked,
+                    plan,
+                    in_switch,
+                    schedule_plan_ps,
+                    time_ps,
                 };
                 return Ok(Found { kept, trials });
             }

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use staging::{exchange, Staged};
 use std::path::{Path, PathBuf};
 
-mod staging;
+pub(crate) mod staging;
 
 /// What `write_dir` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

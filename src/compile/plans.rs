@@ -16,7 +16,7 @@ use crate::mscclpp::{Plan, PlanOptions};
 use crate::pipeline::{self, Request};
 use crate::topology::Topology;
 use crate::tuner::TUNED;
-use crate::units::{format_size, ps_to_us};
+use crate::units::{format_size, ps_to_us, Picos};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -154,13 +154,9 @@ pub fn compile_plans(
             };
             match pipeline::plan(topo, &Request::new(kind, size), &search, &plan_options) {
                 Ok(found) => {
-                    let (checked, plan) = (found.kept.checked, found.kept.plan);
-                    let time_ps = crate::mscclpp::PlanTimer::new(&plan)?.time_ps(
-                        executor,
-                        topo,
-                        checked.schedule().collective.size_bytes,
-                    )?;
-                    let time_us = ps_to_us(time_ps);
+                    let plan = found.kept.plan;
+                    // The search is given the executor, so it timed the plan kept.
+                    let time_us = ps_to_us(found.kept.time_ps.unwrap_or(Picos::MAX));
                     entry.time_us = Some(time_us);
                     let nccl_us = nccl.as_ref().map_or(f64::INFINITY, |n| n.time_us);
                     if time_us < nccl_us {
@@ -198,8 +194,8 @@ pub fn compile_plans(
 }
 
 /// Writes `set` as `dir/mscclpp/`: the plans, `plans.json` and `register.py`, staged
-/// beside it and renamed into place; a `dir/mscclpp` that is not a plan set is replaced
-/// only with `force`.
+/// beside it and swapped into place (renamed where nothing was there); a `dir/mscclpp`
+/// that is not a plan set is replaced only with `force`.
 pub fn write_plan_set(set: &PlanSet, dir: &Path, force: bool) -> Result<()> {
     let target = dir.join(PLAN_DIR);
     if target.exists() && !target.join(PLAN_MANIFEST).is_file() && !force {
@@ -224,7 +220,17 @@ pub fn write_plan_set(set: &PlanSet, dir: &Path, force: bool) -> Result<()> {
         record.push('\n');
         write(PLAN_MANIFEST, &record)?;
         if target.exists() {
-            std::fs::remove_dir_all(&target).map_err(|e| Error::io(&target, e))?;
+            // Swapped in one step where the filesystem can, so `dir/mscclpp` is never
+            // missing; the staged name then holds the old set, removed below.
+            match super::dir::staging::exchange(&staged, &target) {
+                Ok(()) => {
+                    return std::fs::remove_dir_all(&staged).map_err(|e| Error::io(&staged, e))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+                    std::fs::remove_dir_all(&target).map_err(|e| Error::io(&target, e))?
+                }
+                Err(e) => return Err(Error::io(&target, e)),
+            }
         }
         std::fs::rename(&staged, &target).map_err(|e| Error::io(&target, e))
     })();
@@ -233,9 +239,6 @@ pub fn write_plan_set(set: &PlanSet, dir: &Path, force: bool) -> Result<()> {
     }
     result
 }
-
-/// The largest plan or record file read back: a 64-GPU plan is some 20 MB.
-const MAX_PLAN_FILE_BYTES: u64 = 1 << 30;
 
 /// Re-checks `dir/mscclpp` against its record: every plan it names is there, reads,
 /// claims exactly its size and verifies at it; nothing else is there; `register.py`
@@ -249,7 +252,7 @@ const MAX_PLAN_FILE_BYTES: u64 = 1 << 30;
 pub fn check_plan_set(dir: &Path) -> Result<Vec<String>> {
     let set = dir.join(PLAN_DIR);
     let record = set.join(PLAN_MANIFEST);
-    let text = crate::fsio::read_text(&record, "plan set record", MAX_PLAN_FILE_BYTES)?;
+    let text = crate::fsio::read_text(&record, "plan set record", 1 << 20)?;
     let manifest: PlanManifest =
         crate::fsio::parse_json(&text, &record.display().to_string()).map_err(Error::Compile)?;
     if manifest.format != PLAN_MANIFEST_FORMAT {
@@ -266,10 +269,7 @@ pub fn check_plan_set(dir: &Path) -> Result<Vec<String>> {
         .filter_map(|e| e.file.as_ref().map(|f| (f, e.size_bytes)))
         .collect();
     for &(file, size) in &kept {
-        let path = set.join(file);
-        let plan = crate::fsio::read_text(&path, "plan", MAX_PLAN_FILE_BYTES)
-            .and_then(|text| Plan::from_json(&text, file));
-        match plan {
+        match Plan::read(&set.join(file)) {
             Err(e) => problems.push(format!("{file}: {e}")),
             Ok(plan) if (plan.min_message_size, plan.max_message_size) != (size, size) => problems
                 .push(format!(

@@ -26,6 +26,8 @@ pub const MAX_SEMAPHORES_PER_OP: usize = 16;
 pub const MAX_BARRIERS: usize = 16;
 /// Threads of a threadblock: the kernel is built for at most 1,024.
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
+/// The largest plan file read (a 64-GPU plan tacos writes is some 20 MB).
+pub const MAX_PLAN_FILE_BYTES: u64 = 512 << 20;
 
 /// A whole plan: what the executor's `ExecutionPlan` reads.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -300,6 +302,12 @@ impl Plan {
         }
         serde_path_to_error::deserialize(value)
             .map_err(|e| Error::Plan(format!("{source}: at {}: {}", e.path(), e.inner())))
+    }
+
+    /// Reads the plan file at `path` (at most [`MAX_PLAN_FILE_BYTES`]), as [`Plan::from_json`].
+    pub fn read(path: &std::path::Path) -> Result<Plan> {
+        let text = crate::fsio::read_text(path, "plan", MAX_PLAN_FILE_BYTES)?;
+        Plan::from_json(&text, &path.display().to_string())
     }
 
     /// The plan as the JSON text written to files (indented, a line feed at the end).

@@ -82,6 +82,7 @@ impl PlanTimer {
     /// assert_eq!(timer.messages(), checked.schedule().transfers.len());
     /// ```
     pub fn new(plan: &Plan) -> Result<PlanTimer> {
+        admit(plan)?;
         let mut blocks: Vec<Block> = Vec::new();
         for gpu in &plan.gpus {
             for tb in &gpu.threadblocks {
@@ -537,6 +538,40 @@ impl PlanTimer {
     pub fn time_ps(&self, executor: &Executor, topo: &Topology, size_bytes: u64) -> Result<Picos> {
         Ok(self.simulate(executor, topo, size_bytes)?.time_ps)
     }
+}
+
+/// Refuses a plan whose messages would not fit the memory limit: each remote range an
+/// operation names is a message, an in-switch one [`SWITCH_PIECES`] times every member's
+/// legs, and a message may wait for as many as a group has members.
+fn admit(plan: &Plan) -> Result<()> {
+    let members = plan
+        .gpus
+        .iter()
+        .flat_map(|g| &g.channels)
+        .flat_map(|c| c.rank_groups.iter().flatten())
+        .map(|g| g.ranks.len() as u64)
+        .max()
+        .unwrap_or(0);
+    let mut ops = Vec::new();
+    for tb in plan.gpus.iter().flat_map(|g| &g.threadblocks) {
+        flatten(&tb.ops, &mut ops);
+    }
+    let messages: u64 = ops
+        .iter()
+        .map(|op| {
+            let ranges = op.src_buff.iter().chain(&op.dst_buff).flatten().count() as u64;
+            if op.channel_type == Some(ChannelType::Switch) {
+                SWITCH_PIECES as u64 * (2 * members + 2)
+            } else {
+                ranges
+            }
+        })
+        .sum();
+    // Per message: its ends, chunks, threadblock and dependency list, and the simulator's.
+    let estimate = messages.saturating_mul(128 + 4 * members.max(1));
+    crate::budget::MemoryLimit::default().admit(estimate, || {
+        format!("timing plan '{}' ({messages} messages)", plan.name)
+    })
 }
 
 /// `messages` renumbered in the order a run issues them: each link, whenever it is free,

@@ -22,19 +22,13 @@ pub fn run(args: &CompileArgs, topo: &Topology, out: &Path) -> anyhow::Result<()
             "--format mscclpp: --inplace both is refused: the shim remembers the first plan's placement for all its plans, so a set holds one (inplace or outofplace)"
         ),
     };
+    // Every doubling from the smallest size to the largest, both included.
     let sizes = args.sizes.map_or_else(
         || vec![1 << 20, 1 << 24, 1 << 28, 1 << 30],
         |r| {
-            let mut s = Vec::new();
-            let mut size = r.min_bytes;
-            while size <= r.max_bytes {
-                s.push(size);
-                size = size.saturating_mul(2);
-                if size == 0 {
-                    break;
-                }
-            }
-            s
+            std::iter::successors(Some(r.min_bytes), |s| s.checked_mul(2))
+                .take_while(|&s| s <= r.max_bytes)
+                .collect()
         },
     );
     let collectives = args

@@ -539,8 +539,7 @@ fn simulate_plan(
     executor: &Executor,
 ) -> anyhow::Result<Simulated> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {file}"))?;
-    let plan = Plan::from_json(&text, &file)?;
+    let plan = Plan::read(path)?;
     let (size, size_from) = match (collective.size, plan.min_message_size) {
         (Some(size), _) => (size, SizeFrom::CommandLine),
         (None, min) if min > 0 => (min, SizeFrom::MinBytes),

@@ -14,7 +14,7 @@ use std::time::Instant;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::fsio::write_atomic_with;
-use tacos::mscclpp::{PlanOptions, PlanTimer};
+use tacos::mscclpp::PlanOptions;
 use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{AllReducePhases, ChunkTrialReport, Replication, SynthReport, SynthRun};
 use tacos::schedule::MAX_FILE_BYTES;
@@ -227,13 +227,8 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             }
             (None, Some(_)) => {
                 let found = pipeline::plan(&topo, &request, &options, &plan_options)?;
-                let kept = found.kept;
-                (
-                    kept.checked,
-                    found.trials,
-                    None,
-                    Some((kept.plan, kept.in_switch.then_some(kept.schedule_plan_ps))),
-                )
+                let checked = found.kept.checked.clone();
+                (checked, found.trials, None, Some(found.kept))
             }
             (Some(_), _) => {
                 let found = pipeline::program(&topo, &request, &options)?;
@@ -259,7 +254,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         pipeline::admit(&topo, &request, &options, lowering.is_some())?;
     }
     let (searched, early_bounds) = rayon::join(search, || chunks.only().and_then(bounds_of));
-    let ((checked, trials, verified, plan), synth_ms) = searched?;
+    let ((checked, trials, verified, planned), synth_ms) = searched?;
     drop(spinner);
     let trials = (trials.len() > 1).then_some(trials);
     let seed = checked.seed().unwrap_or(args.seed);
@@ -288,23 +283,34 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         None => None,
     };
     // Where the plan reduces inside the NVSwitch: the time of the schedule's own plan.
-    let beaten = plan.as_ref().and_then(|(_, beaten)| *beaten);
+    let beaten = planned
+        .as_ref()
+        .and_then(|p| p.in_switch.then_some(p.schedule_plan_ps));
+    // The plan and its time under the executor cost model: as the plan search kept them,
+    // or, with --xml, the --xml search's schedule lowered and priced the same way.
+    let searched = match (planned, &args.plan, &executor) {
+        (Some(p), ..) => Some((p.plan, p.time_ps)),
+        (None, Some(_), Some(e)) => {
+            let (plan, ps) = pipeline::priced_plan(&topo, &checked, &plan_options, e)?;
+            Some((plan, Some(ps)))
+        }
+        _ => None,
+    };
+    let plan_ps = searched.as_ref().and_then(|(_, ps)| *ps);
     let plan = match &args.plan {
         Some(path) => Some((
-            super::write_plan(schedule, &topo, plan.map(|(p, _)| p), &plan_options, path)?,
+            super::write_plan(
+                schedule,
+                &topo,
+                searched.map(|(p, _)| p),
+                &plan_options,
+                path,
+            )?,
             path,
         )),
         None => None,
     };
     let time_ps = report.collective_time_ps;
-    // The plan's time under the executor cost model, where one prices programs.
-    let plan_ps = match (&plan, &executor) {
-        (Some((plan, _)), Some(e)) => {
-            let size = schedule.collective.size_bytes;
-            Some(PlanTimer::new(plan)?.time_ps(e, &topo, size)?)
-        }
-        _ => None,
-    };
     let program_us = verified
         .as_ref()
         .map(|v| ps_to_us(v.time_ps()))

@@ -3,15 +3,13 @@
 use super::verify::VerifyArgs;
 use serde::Serialize;
 use std::path::Path;
+use tacos::mscclpp::plan::MAX_PLAN_FILE_BYTES;
 use tacos::mscclpp::{verify, Plan, PlanReport, VerifyOptions};
-
-/// Largest plan file read.
-const MAX_PLAN_BYTES: u64 = 512 << 20;
 
 /// The text of `path` when it is a JSON object with a `gpus` key (an MSCCL++ plan); `None`
 /// for anything else (MSCCL XML), left to the XML reader.
 pub fn plan_text(path: &Path) -> Option<String> {
-    let text = tacos::fsio::read_text(path, "a plan", MAX_PLAN_BYTES).ok()?;
+    let text = tacos::fsio::read_text(path, "a plan", MAX_PLAN_FILE_BYTES).ok()?;
     if !text.trim_start().starts_with('{') {
         return None;
     }

@@ -188,7 +188,7 @@ pub(super) fn tidy(dir: &Path, has_set: impl Fn(&Path) -> bool) -> bool {
 
 /// Swaps two directories in one step (`renameat2` with `RENAME_EXCHANGE`), so neither
 /// name is ever missing. `Unsupported` where the system or filesystem cannot.
-pub(super) fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+pub(crate) fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         use std::ffi::CString;

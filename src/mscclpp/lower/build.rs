@@ -238,17 +238,17 @@ pub(super) fn replay(
                     "transfer {t} sends chunk {c} from rank {src} before the rank holds it; the schedule is not one the checker passes"
                 ))
             })?;
-            let final_slot = layout.output_slot(dst, c).map(slot_of);
-            let direct = match (tr.op, final_slot) {
-                (Op::Copy, Some(f)) => !ranks[dst].slots.get(&f).is_some_and(|s| s.claimed),
-                _ => false,
-            };
-            let to = if direct {
-                let f = final_slot.unwrap_or((BufferType::Output, 0));
-                ranks[dst].slots.entry(f).or_default().claimed = true;
-                f
-            } else {
-                ranks[dst].fresh_scratch()
+            // A copy lands straight in its final slot where nothing has claimed that yet.
+            let unclaimed_final = layout.output_slot(dst, c).map(slot_of).filter(|f| {
+                tr.op == Op::Copy && !ranks[dst].slots.get(f).is_some_and(|s| s.claimed)
+            });
+            let direct = unclaimed_final.is_some();
+            let to = match unclaimed_final {
+                Some(f) => {
+                    ranks[dst].slots.entry(f).or_default().claimed = true;
+                    f
+                }
+                None => ranks[dst].fresh_scratch(),
             };
             landing[t] = Some((to, direct));
             let tb = ranks[src].lane_block[&lane];
