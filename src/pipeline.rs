@@ -15,6 +15,12 @@
 //! [`default_seeds`] seeds from `--seed`), the executor's target
 //! (`msccl::Target::default`). Trials run side by side on the caller's rayon thread pool.
 
+mod baselines;
+
+use baselines::baseline as pipeline_baseline;
+pub use baselines::{baseline, MAX_BASELINE_NPUS};
+
+use crate::baselines::Baseline;
 use crate::budget::{self, MemoryLimit};
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::cost::Executor;
@@ -217,6 +223,9 @@ pub struct Options {
     /// With `executor`: each program is also lowered on as many instances as its busiest
     /// link needs, the faster kept, as `compile` does ([`priced`]).
     pub fill_instances: bool,
+    /// At each K, the baselines that define the collective are candidates too ([`baseline`],
+    /// up to [`MAX_BASELINE_NPUS`]), so that what is kept is never slower than one of them.
+    pub baselines: bool,
 }
 
 impl Options {
@@ -242,10 +251,21 @@ impl Options {
         free.chain(planned).collect()
     }
 
+    /// The baselines tried at `k` beside the synthesized trials: none where K is fixed,
+    /// which asks for the synthesizer's schedule at that K.
+    fn baselines(&self, topo: &Topology, request: &Request, k: usize) -> Vec<Baseline> {
+        match self.baselines && !matches!(self.chunks, Chunks::Fixed(_)) {
+            true => baselines::tried(request.kind, participants(topo, request), k),
+            false => Vec::new(),
+        }
+    }
+
     /// Whether `schedule` ranks its candidates by simulation: one candidate leaves nothing
     /// to rank, and simulating it can take longer than synthesizing it (a 64x64 mesh).
-    fn ranks_candidates(&self) -> bool {
-        self.chunks.candidates().len() > 1 || self.seeds.len() > 1
+    fn ranks_candidates(&self, topo: &Topology, request: &Request) -> bool {
+        self.chunks.candidates().len() > 1
+            || self.seeds.len() > 1
+            || !self.baselines(topo, request, 1).is_empty()
     }
 }
 
@@ -260,6 +280,7 @@ impl Default for Options {
             planned: true,
             executor: None,
             fill_instances: false,
+            baselines: true,
         }
     }
 }
@@ -305,7 +326,7 @@ pub fn planning_applies(topo: &Topology, request: &Request) -> bool {
 #[derive(Clone, Debug)]
 pub struct Checked(Arc<CheckedParts>);
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct CheckedParts {
     schedule: Schedule,
     report: CheckReport,
@@ -313,6 +334,8 @@ struct CheckedParts {
     seed: Option<u64>,
     /// Whether the synthesizer planned its chunks' ways.
     planned: bool,
+    /// The baseline it is, where it is one.
+    baseline: Option<Baseline>,
 }
 
 impl Checked {
@@ -322,12 +345,19 @@ impl Checked {
         Checked::with(schedule, report, None, None, false)
     }
 
-    /// Checks a schedule whose times are an order, not a promise (a baseline, whose sends
-    /// the simulator routes and times) with `schedule::check_data_flow`; its report's time
-    /// is then only the number of steps.
-    pub fn order_only(schedule: Schedule, topo: &Topology) -> Result<Checked> {
+    /// Checks `baseline`'s schedule whose times are an order, not a promise (the simulator
+    /// routes and times its sends) with `schedule::check_data_flow`; its report's time is
+    /// then only the number of steps. [`baseline`] gives one timed by the simulator.
+    pub fn order_only(baseline: Baseline, schedule: Schedule, topo: &Topology) -> Result<Checked> {
         let report = check_data_flow(&schedule, topo);
-        Checked::with(schedule, report, None, None, false)
+        Checked::with(schedule, report, None, None, false).map(|c| c.of(baseline))
+    }
+
+    /// The same schedule, as `baseline`'s.
+    fn of(self, baseline: Baseline) -> Checked {
+        let mut parts = Arc::unwrap_or_clone(self.0);
+        parts.baseline = Some(baseline);
+        Checked(Arc::new(parts))
     }
 
     fn with(
@@ -349,6 +379,7 @@ impl Checked {
             all_reduce,
             seed,
             planned,
+            baseline: None,
         })))
     }
 
@@ -374,6 +405,11 @@ impl Checked {
     /// Whether the synthesizer planned its chunks' ways (`SynthOptions::planned`).
     pub fn planned(&self) -> bool {
         self.0.planned
+    }
+
+    /// The baseline the schedule is, where it is one rather than synthesized.
+    pub fn baseline(&self) -> Option<Baseline> {
+        self.0.baseline
     }
 
     pub fn chunks_per_npu(&self) -> usize {
@@ -651,14 +687,20 @@ impl From<Refusal> for Error {
 pub fn lower(topo: &Topology, checked: &Checked, lowering: &LowerOptions) -> Result<Lowered> {
     let schedule = checked.schedule();
     let named;
-    let lowering = match (&lowering.name, checked.seed()) {
+    let kind = schedule.collective.kind;
+    let name = match (checked.baseline(), checked.seed()) {
+        (Some(baseline), _) => Some(format!("tacos-{kind}-{baseline}")),
         (None, Some(seed)) => {
             let way = if checked.planned() { 'p' } else { 's' };
+            let k = schedule.collective.chunks_per_npu;
+            Some(format!("tacos-{kind}-k{k}-{way}{seed}"))
+        }
+        (None, None) => None,
+    };
+    let lowering = match (&lowering.name, name) {
+        (None, Some(name)) => {
             named = LowerOptions {
-                name: Some(format!(
-                    "tacos-{}-k{}-{way}{seed}",
-                    schedule.collective.kind, schedule.collective.chunks_per_npu
-                )),
+                name: Some(name),
                 ..lowering.clone()
             };
             &named
@@ -750,6 +792,9 @@ pub struct Trial {
     pub seed: u64,
     /// Whether its chunks' ways were planned (`SynthOptions::planned`).
     pub planned: bool,
+    /// The baseline tried, where the trial is one (its seed and planned then mean
+    /// nothing, and `chunks_per_npu` is its schedule's: a ring's halves go each way).
+    pub baseline: Option<Baseline>,
     /// The schedule's own time, when it was synthesized.
     pub synthesized_ps: Option<Picos>,
     /// The simulated time of what would be emitted (the schedule, or its program), which
@@ -766,7 +811,7 @@ pub struct Trial {
 /// false) or `program` (true) refuses first, for a caller about to start other long work
 /// beside them.
 pub fn admit(topo: &Topology, request: &Request, options: &Options, lowered: bool) -> Result<()> {
-    let simulated = lowered || options.ranks_candidates();
+    let simulated = lowered || options.ranks_candidates(topo, request);
     admit_at(
         topo,
         request,
@@ -826,9 +871,10 @@ pub struct Found<T> {
 /// simulator's time (ties to the smaller K, then the earlier seed).
 pub fn schedule(topo: &Topology, request: &Request, options: &Options) -> Result<Found<Checked>> {
     // A lone candidate's own checked time stands for it.
-    let ranked = options.ranks_candidates();
+    let ranked = options.ranks_candidates(topo, request);
     let tried = search(topo, request, options, ranked, |checked| {
-        let time_ps = if ranked {
+        // A baseline's clock is the simulator's already.
+        let time_ps = if ranked && checked.baseline().is_none() {
             simulate_schedule(topo, checked.schedule())?.time_ps
         } else {
             checked.report().collective_time_ps
@@ -946,7 +992,7 @@ pub fn plan(
     options: &Options,
     plan_options: &PlanOptions,
 ) -> Result<Found<Planned>> {
-    let ranked = options.ranks_candidates() || options.executor.is_some();
+    let ranked = options.ranks_candidates(topo, request) || options.executor.is_some();
     let tried = search(topo, request, options, ranked, |checked| {
         let (plan, time_ps) = match &options.executor {
             Some(executor) => priced_plan(topo, &checked, plan_options, executor)?,
@@ -1222,33 +1268,57 @@ fn search<T: Send>(
     // The request itself is checked once, at the first K, so that its errors come as they are.
     admit_at(topo, request, options, ks[0], simulated, false)?;
     Collective::new(topo, request.spec(topo, ks[0]))?;
-    // Every K with each of the options' ways.
+    // Every K with each of the options' ways, then the baselines at that K.
     let ways = options.ways(topo, request);
-    let candidates: Vec<(usize, u64, bool)> = ks
+    let candidates: Vec<(usize, Way)> = ks
         .iter()
-        .flat_map(|&k| ways.iter().map(move |&(seed, planned)| (k, seed, planned)))
+        .flat_map(|&k| {
+            let synthesized = ways
+                .iter()
+                .map(move |&(seed, planned)| (k, Way::Synthesized { seed, planned }));
+            let baselines = options
+                .baselines(topo, request, k)
+                .into_iter()
+                .map(move |b| (k, Way::Baseline(b)));
+            synthesized.chain(baselines)
+        })
         .collect();
     let side_by_side = candidates
         .iter()
-        .map(|&(k, _, planned)| estimate(k, planned))
+        .map(|&(k, way)| match way {
+            Way::Synthesized { planned, .. } => estimate(k, planned),
+            Way::Baseline(b) => b.memory_estimate(topo, &request.spec(topo, k)),
+        })
         .fold(0u64, u64::saturating_add)
         <= limit.bytes();
-    let attempt = |(k, seed, planned): (usize, u64, bool)| {
+    // A baseline that does not apply (RHD off powers of two, Direct where no link joins
+    // two NPUs) is no trial.
+    let attempt = |(k, way): (usize, Way)| {
+        let (seed, planned, baseline) = match way {
+            Way::Synthesized { seed, planned } => (seed, planned, None),
+            Way::Baseline(b) => (0, false, Some(b)),
+        };
         let mut trial = Trial {
             chunks_per_npu: k,
             seed,
             planned,
+            baseline,
             synthesized_ps: None,
             simulated_ps: None,
             refused: None,
         };
-        let built = admit_at(topo, request, options, k, simulated, planned)
-            .and_then(|()| synthesize(topo, request, k, &options.synth(seed, planned)))
-            .and_then(|checked| {
-                trial.synthesized_ps = Some(checked.report().collective_time_ps);
-                evaluate(checked)
-            });
-        match built {
+        let checked = match baseline {
+            None => admit_at(topo, request, options, k, simulated, planned)
+                .and_then(|()| synthesize(topo, request, k, &options.synth(seed, planned))),
+            Some(b) => pipeline_baseline(topo, request, b, k).ok().map(Ok)?,
+        };
+        let built = checked.and_then(|checked| {
+            // A baseline may split each NPU's share further (a ring's halves go each way).
+            trial.chunks_per_npu = checked.chunks_per_npu();
+            trial.synthesized_ps = Some(checked.report().collective_time_ps);
+            evaluate(checked)
+        });
+        Some(match built {
             Ok((value, time_ps)) => {
                 trial.simulated_ps = Some(time_ps);
                 (trial, Ok(value))
@@ -1257,13 +1327,20 @@ fn search<T: Send>(
                 trial.refused = Some(e.to_string());
                 (trial, Err(e))
             }
-        }
+        })
     };
     if !side_by_side {
-        return Ok(candidates.into_iter().map(attempt).collect());
+        return Ok(candidates.into_iter().filter_map(attempt).collect());
     }
     // On the caller's thread pool (rayon's), whose size bounds how many run at once.
-    Ok(candidates.into_par_iter().map(attempt).collect())
+    Ok(candidates.into_par_iter().filter_map(attempt).collect())
+}
+
+/// How a search candidate is made at its K.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    Synthesized { seed: u64, planned: bool },
+    Baseline(Baseline),
 }
 
 /// Why no trial gave a `what`: the only trial's reason, or every (K, seed) tried and the

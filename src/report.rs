@@ -548,6 +548,9 @@ pub struct SynthReport {
     pub check_ms: Option<f64>,
     pub transfers: usize,
     pub seed: u64,
+    /// The baseline kept, where one was faster than every synthesized schedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
     /// The schedule file written (`--out`, or the transfer stream of `--stream`).
     pub schedule_file: Option<String>,
     pub xml_file: Option<String>,
@@ -605,6 +608,10 @@ impl AllReducePhases {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ChunkTrialReport {
     pub chunks_per_npu: usize,
+    /// The baseline tried (at K), where the trial is one; its seed and planned mean
+    /// nothing then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
     pub seed: u64,
     /// Whether its chunks' ways were planned (`SynthOptions::planned`: trees, or paths
     /// for chunks with one target).
@@ -626,6 +633,7 @@ impl ChunkTrialReport {
     pub fn new(trial: &Trial, programs: bool) -> ChunkTrialReport {
         ChunkTrialReport {
             chunks_per_npu: trial.chunks_per_npu,
+            baseline: trial.baseline.map(|b| b.name().to_string()),
             seed: trial.seed,
             planned: trial.planned,
             schedule_time_us: trial.synthesized_ps.map(ps_to_us),
@@ -646,6 +654,8 @@ pub struct SynthRun {
     pub check_ms: Option<f64>,
     pub transfers: usize,
     pub seed: u64,
+    /// The baseline kept, where one was.
+    pub baseline: Option<String>,
     pub schedule_file: Option<String>,
     pub xml_file: Option<String>,
     /// With `--plan`: the MSCCL++ execution plan written.
@@ -691,6 +701,7 @@ impl SynthReport {
             check_ms: run.check_ms,
             transfers: run.transfers,
             seed: run.seed,
+            baseline: run.baseline,
             schedule_file: run.schedule_file,
             xml_file: run.xml_file,
             plan_file: run.plan_file,

@@ -270,6 +270,7 @@ fn synth_report_matches_the_command_and_keeps_the_old_names() {
             check_ms: None,
             transfers: checked.transfers,
             seed: 0,
+            baseline: None,
             schedule_file: None,
             xml_file: None,
             plan_file: None,

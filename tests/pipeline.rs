@@ -157,6 +157,7 @@ fn every_front_end_gives_the_same_bytes_for_the_same_request() {
     let trials = report["chunk_trials"].as_array().unwrap();
     let ks: std::collections::BTreeSet<u64> = trials
         .iter()
+        .filter(|t| t.get("baseline").is_none())
         .map(|t| t["chunks_per_npu"].as_u64().unwrap())
         .collect();
     assert_eq!(ks.into_iter().collect::<Vec<_>>(), [1, 2, 4, 8]);
@@ -165,12 +166,14 @@ fn every_front_end_gives_the_same_bytes_for_the_same_request() {
         .map(|t| t["simulated_time_us"].as_f64().unwrap())
         .fold(f64::INFINITY, f64::min);
     assert_eq!(report["program_time_us"].as_f64().unwrap(), fastest);
+    // The file names the K chosen, or the baseline where one was kept.
     let k = report["collective"]["chunks_per_npu"].as_u64().unwrap();
     let name = synth.split("name=\"").nth(1).unwrap();
-    assert!(
-        name.starts_with(&format!("tacos-allreduce-k{k}-")),
-        "{name}"
-    );
+    let named = match report.get("baseline") {
+        Some(b) => format!("tacos-allreduce-{}\"", b.as_str().unwrap()),
+        None => format!("tacos-allreduce-k{k}-"),
+    };
+    assert!(name.starts_with(&named), "{name}");
 }
 
 /// With the hook on, every lowering is corrupted (one receive writes the wrong slot): each
@@ -209,6 +212,11 @@ fn automatic_chunking_keeps_the_fastest_simulated_k() {
     use tacos::collective::CollectiveKind;
     use tacos::pipeline::{self, Options, Request, Trial, AUTO_CHUNKS};
     let topo = tacos::topology::parse_spec("ring:8", &Default::default()).unwrap();
+    // Synthesized trials only: the baselines' are counted in their own test.
+    let options = Options {
+        baselines: false,
+        ..Options::default()
+    };
     let kept_is_fastest = |trials: &[Trial], k: usize| {
         // Each K with its seed, then with planned trees.
         let tried: Vec<(usize, bool)> = trials
@@ -229,7 +237,7 @@ fn automatic_chunking_keeps_the_fastest_simulated_k() {
     };
     for size in [1 << 10, 1 << 30] {
         let request = Request::new(CollectiveKind::Broadcast, size);
-        let found = pipeline::schedule(&topo, &request, &Options::default()).unwrap();
+        let found = pipeline::schedule(&topo, &request, &options).unwrap();
         let k = found.kept.chunks_per_npu();
         kept_is_fastest(&found.trials, k);
         tacos::schedule::check(found.kept.schedule(), &topo).unwrap();
@@ -246,7 +254,7 @@ fn automatic_chunking_keeps_the_fastest_simulated_k() {
             assert!(k > 1);
         }
         // As programs: the kept one's time is what the program timer says at the size.
-        let found = pipeline::program(&topo, &request, &Options::default()).unwrap();
+        let found = pipeline::program(&topo, &request, &options).unwrap();
         kept_is_fastest(&found.trials, found.kept.chunks_per_npu());
         let timed = tacos::msccl::simulate_program(&topo, found.kept.program(), size).unwrap();
         assert_eq!(timed.time_ps, found.kept.time_ps());
@@ -367,4 +375,53 @@ fn synth_keeps_the_fastest_of_its_seeds() {
         .find(|t| t["simulated_time_us"].as_f64().unwrap() == fastest)
         .unwrap();
     assert_eq!(first_fastest["seed"], v["seed"]);
+}
+
+/// Baselines are candidates of the search: on `ring:8` an All-Gather of 16 MiB by the Ring
+/// baseline (K = 1: two chunks an NPU, one each way round) takes 7 steps of one 1 MiB chunk
+/// a link, 7 x (0.5 us + 1,048,576 B / 50 GB/s) = 150.30064 us, which the kept schedule
+/// must match or beat; the baseline comes timed and passes the checker, and without
+/// baselines (or with K fixed) only synthesized schedules are kept.
+#[test]
+fn the_search_keeps_a_baseline_where_none_synthesized_is_faster() {
+    use tacos::baselines::Baseline;
+    use tacos::collective::CollectiveKind;
+    use tacos::pipeline::{self, Chunks, Options, Request};
+    let topo = tacos::topology::parse_spec("ring:8", &Default::default()).unwrap();
+    let request = Request::new(CollectiveKind::AllGather, 16 << 20);
+    let ring_ps = 7 * (500_000 + 1_048_576 * 1000 / 50);
+    let ring = pipeline::baseline(&topo, &request, Baseline::Ring, 1).unwrap();
+    assert_eq!(ring.report().collective_time_ps, ring_ps);
+    tacos::schedule::check(ring.schedule(), &topo).unwrap();
+    // Direct sends between NPUs no link joins: not a schedule of the ring's links.
+    let direct = pipeline::baseline(&topo, &request, Baseline::Direct, 1).unwrap_err();
+    assert!(direct.to_string().contains("no link"), "{direct}");
+
+    let found = pipeline::schedule(&topo, &request, &Options::default()).unwrap();
+    assert!(found.kept.report().collective_time_ps <= ring_ps);
+    let simulated = tacos::sim::simulate_schedule(&topo, found.kept.schedule()).unwrap();
+    assert!(simulated.time_ps <= ring_ps);
+    let tried: Vec<Baseline> = found.trials.iter().filter_map(|t| t.baseline).collect();
+    assert!(tried.contains(&Baseline::Ring) && !tried.contains(&Baseline::Direct));
+    // The lowered program is named by the baseline where one was kept.
+    if let Some(b) = found.kept.baseline() {
+        let lowered =
+            pipeline::lower(&topo, &found.kept, &tacos::msccl::LowerOptions::default()).unwrap();
+        assert_eq!(lowered.program().name, format!("tacos-allgather-{b}"));
+    }
+
+    for options in [
+        Options {
+            baselines: false,
+            ..Options::default()
+        },
+        Options {
+            chunks: Chunks::Fixed(1),
+            ..Options::default()
+        },
+    ] {
+        let found = pipeline::schedule(&topo, &request, &options).unwrap();
+        assert_eq!(found.kept.baseline(), None);
+        assert!(found.trials.iter().all(|t| t.baseline.is_none()));
+    }
 }

@@ -75,6 +75,14 @@ impl Baseline {
         }
     }
 
+    /// Whether more chunks per NPU can make it faster: its chunks go through trees or
+    /// dimensions one after another, so finer pieces overlap the stages (dbt,
+    /// hierarchical). Ring, Direct and RHD move every piece in lockstep steps, each paying
+    /// a link's latency, so their time only grows with K.
+    pub fn pipelines(self) -> bool {
+        matches!(self, Baseline::Dbt | Baseline::Hierarchical)
+    }
+
     /// The collectives the algorithm defines.
     pub fn kinds(self) -> &'static [CollectiveKind] {
         use CollectiveKind::*;

@@ -135,17 +135,8 @@ impl Candidate {
                     chunks_per_npu: 1,
                     size_bytes,
                 };
-                Checked::order_only(name.schedule(topo, &spec)?, topo)
+                Checked::order_only(name, name.schedule(topo, &spec)?, topo)
             }
-        }
-    }
-
-    /// A baseline's program name, e.g. `tacos-allgather-ring` (the pipeline names
-    /// synthesized programs, e.g. `tacos-allreduce-k8-s0`).
-    fn program_name(&self, kind: CollectiveKind) -> Option<String> {
-        match self {
-            Candidate::Tacos { .. } | Candidate::Planned { .. } => None,
-            Candidate::Baseline { name } => Some(format!("tacos-{kind}-{name}")),
         }
     }
 }
@@ -184,11 +175,10 @@ pub(crate) fn least_transfers(kind: CollectiveKind, ranks: usize, k: usize) -> u
     }
 }
 
-/// How `candidate`'s program is lowered for one placement, protocol and target; the size
-/// range is set when the bands are merged.
+/// How a candidate's program is lowered for one placement, protocol and target (the
+/// pipeline names it by where it came from); the size range is set when the bands are
+/// merged.
 pub(crate) fn lowering_for(
-    checked: &Checked,
-    candidate: &Candidate,
     (in_place, proto, instances): (bool, Proto, usize),
     target: &Target,
 ) -> LowerOptions {
@@ -196,7 +186,6 @@ pub(crate) fn lowering_for(
         in_place: Some(in_place),
         proto: Some(proto),
         instances,
-        name: candidate.program_name(checked.schedule().collective.kind),
         target: target.clone(),
         ..LowerOptions::default()
     }

@@ -314,14 +314,7 @@ impl Selection<'_> {
                 placed = Some(Placed::Joins(time_ps));
                 break;
             }
-            let built = timed_program(
-                self.topo,
-                &trial.checked,
-                &candidate,
-                in_place,
-                proto,
-                self.options,
-            );
+            let built = timed_program(self.topo, &trial.checked, in_place, proto, self.options);
             let built = match built {
                 Ok(b) => b,
                 Err(e) => {
@@ -377,14 +370,7 @@ impl Selection<'_> {
             .find(|t| self.candidates[t.index].is_baseline())
             .and_then(|t| {
                 let candidate = self.candidates[t.index];
-                let built = timed_program(
-                    self.topo,
-                    &t.checked,
-                    &candidate,
-                    in_place,
-                    proto,
-                    self.options,
-                );
+                let built = timed_program(self.topo, &t.checked, in_place, proto, self.options);
                 built.ok().map(|built| (candidate, built.time_ps()))
             });
         Ok(Placement {

@@ -402,8 +402,7 @@ fn judge(
             match candidate.schedule(topo, kind, size) {
                 Ok(schedule) => {
                     for (slot, &in_place) in flags.iter().enumerate() {
-                        let built =
-                            timed_program(topo, &schedule, candidate, in_place, proto, options);
+                        let built = timed_program(topo, &schedule, in_place, proto, options);
                         match built {
                             Ok(built) => trials.keep(slot, index, built),
                             Err(e) => trials.rejected.push(rejection(
@@ -459,17 +458,16 @@ fn judge(
         .collect())
 }
 
-/// `candidate`'s program for one placement, protocol and target, timed at the size the
+/// A candidate's program for one placement, protocol and target, timed at the size the
 /// schedule was made for (its timer times it at other sizes).
 pub(super) fn timed_program(
     topo: &Topology,
     checked: &Checked,
-    candidate: &Candidate,
     in_place: bool,
     proto: Proto,
     options: &CompileOptions,
 ) -> Result<Lowered> {
-    let lowering = lowering_for(checked, candidate, (in_place, proto, 1), &options.target);
+    let lowering = lowering_for((in_place, proto, 1), &options.target);
     let built = pipeline::lower(topo, checked, &lowering)?;
     match &options.cost {
         // Where the program's threadblocks cannot fill a link at the protocol's channel
@@ -643,7 +641,7 @@ fn merge(
                 None => {
                     let checked = candidate.schedule(topo, seq.kind, size)?;
                     let proto = options.proto.for_size(size);
-                    timed_program(topo, &checked, &candidate, seq.in_place, proto, options)?
+                    timed_program(topo, &checked, seq.in_place, proto, options)?
                 }
             };
             let claim = (seq.kind, seq.in_place, r.band, candidate);

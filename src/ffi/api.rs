@@ -282,6 +282,7 @@ fn synthesize_xml(
         // Ranked as `tacos_simulate_xml` and the plugins time programs.
         executor: Some(Executor::for_topology(&topo, None, None).map_err(|e| e.to_string())?),
         fill_instances: true,
+        baselines: true,
     };
     if o.format == Format::Mscclpp {
         let plan_options = PlanOptions {

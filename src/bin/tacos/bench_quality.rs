@@ -1,7 +1,7 @@
 //! `tacos bench quality`: a fixed suite of networks, collectives and sizes on which the
 //! synthesized algorithm is set against the best lower bound and the best baseline, as a
 //! user's `tacos synth` gets it (`pipeline::schedule` with `default_chunks`, the default
-//! seeds and planned ways), so the README can print a table in place of claims and say
+//! seeds, planned ways and baselines), so the README can print a table in place of claims and say
 //! where the worst cases are.
 
 use super::bench::{print_json, BenchArgs};
@@ -76,8 +76,11 @@ pub struct QualityBenchRow {
     pub topology: TopologyInfo,
     /// The K kept (the fastest of those tried).
     pub collective: CollectiveInfo,
-    /// The synthesized schedule's simulated time.
+    /// The kept schedule's simulated time.
     pub time_us: f64,
+    /// The baseline the search kept, where one was faster than every synthesized
+    /// schedule (null: synthesized).
+    pub kept_baseline: Option<String>,
     /// The best lower bound that holds for any algorithm (`Bounds::new`) and its name.
     pub bound_us: f64,
     pub bound: &'static str,
@@ -98,12 +101,13 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
     let sizes: &[u64] = if args.quick { &SIZES[2..] } else { &SIZES };
     if !args.json {
         bar.println(format!(
-            "{:<26} {:>4} {:<13} {:>7} {:>2} {:>12} {:>12} {:<8} {:>6} {:<12} {:>8}",
+            "{:<26} {:>4} {:<13} {:>7} {:>2} {:<12} {:>12} {:>12} {:<8} {:>6} {:<12} {:>8}",
             "topology",
             "NPUs",
             "collective",
             "size",
             "K",
+            "kept",
             "time (us)",
             "bound (us)",
             "bound",
@@ -164,6 +168,7 @@ fn measure(
         topology: TopologyInfo::new(topo),
         collective: CollectiveInfo::new(collective.spec()),
         time_us: ps_to_us(time_ps),
+        kept_baseline: found.kept.baseline().map(|b| b.name().to_string()),
         bound_us: ps_to_us(bounds.best_ps()),
         bound: bounds.best_name(),
         efficiency: bounds.efficiency(time_ps),
@@ -204,12 +209,13 @@ fn fastest_baseline(
 
 fn line(spec: &str, row: &QualityBenchRow) -> String {
     format!(
-        "{:<26} {:>4} {:<13} {:>7} {:>2} {:>12.1} {:>12.1} {:<8} {:>6.3} {:<12} {:>8}",
+        "{:<26} {:>4} {:<13} {:>7} {:>2} {:<12} {:>12.1} {:>12.1} {:<8} {:>6.3} {:<12} {:>8}",
         spec,
         row.topology.npus,
         row.collective.kind.to_string(),
         format_size(row.collective.size_bytes.unwrap_or(0)),
         row.collective.chunks_per_npu.unwrap_or(0),
+        row.kept_baseline.as_deref().unwrap_or("tacos"),
         row.time_us,
         row.bound_us,
         row.bound,

@@ -382,6 +382,8 @@ pub(super) fn synthesized(
             .map(|i| search.seed.wrapping_add(i))
             .collect(),
         planned: search.planned,
+        // The synthesized algorithm is set against the baselines, not chosen among them.
+        baselines: false,
         ..pipeline::Options::default()
     };
     let found = match pipeline::schedule(topo, &request, &options) {

@@ -11,6 +11,7 @@ use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Instant;
+use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::fsio::write_atomic_with;
@@ -64,6 +65,11 @@ pub struct SynthArgs {
     /// Gather and Scatter): only the free matching, as the TACOS paper's
     #[arg(long)]
     pub no_plan: bool,
+    /// Leave out the baselines (by default, while K is searched, Ring, Direct and the
+    /// others that define the collective are tried at each K beside the synthesized
+    /// schedules, and one is kept where it is faster): only synthesized schedules
+    #[arg(long)]
+    pub no_baselines: bool,
     /// Worker threads for the search and the synthesis (0: one per core; at most 256)
     #[arg(long, default_value_t = 0, value_parser = job_count)]
     pub jobs: usize,
@@ -211,6 +217,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         lowering: lowering.clone().unwrap_or_default(),
         replicate: args.replicate,
         planned: !args.no_plan,
+        baselines: !args.no_baselines,
         executor: executor
             .clone()
             .filter(|_| lowering.is_some() || args.plan.is_some()),
@@ -352,6 +359,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             check_ms: None,
             transfers: report.transfers,
             seed,
+            baseline: checked.baseline().map(|b| b.name().to_string()),
             schedule_file: args.out.as_ref().map(|p| p.display().to_string()),
             xml_file: xml.as_ref().map(|(_, p)| p.display().to_string()),
             plan_file: plan.as_ref().map(|(_, p)| p.display().to_string()),
@@ -398,7 +406,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
     if let Some(trials) = &trials {
         // Per K, the best simulated time over the seeds.
         let mut best: Vec<(usize, u64)> = Vec::new();
-        for t in trials {
+        for t in trials.iter().filter(|t| t.baseline.is_none()) {
             let Some(ps) = t.simulated_ps else { continue };
             match best.iter_mut().find(|(k, _)| *k == t.chunks_per_npu) {
                 Some(entry) => entry.1 = entry.1.min(ps),
@@ -436,6 +444,28 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
                 );
             }
         }
+        // Per baseline, its best K.
+        let mut baselines: Vec<(Baseline, usize, u64)> = Vec::new();
+        for t in trials {
+            let (Some(b), Some(ps)) = (t.baseline, t.simulated_ps) else {
+                continue;
+            };
+            match baselines.iter_mut().find(|(seen, ..)| *seen == b) {
+                Some(entry) if ps < entry.2 => *entry = (b, t.chunks_per_npu, ps),
+                Some(_) => {}
+                None => baselines.push((b, t.chunks_per_npu, ps)),
+            }
+        }
+        if !baselines.is_empty() {
+            let each: Vec<String> = baselines
+                .iter()
+                .map(|&(b, k, ps)| format!("{b} {:.3} us (K={k})", ps_to_us(ps)))
+                .collect();
+            println!(
+                "baselines            simulated {what}, each at its best K: {}",
+                each.join(", ")
+            );
+        }
         let passed_over: Vec<String> = trials
             .iter()
             .filter(|t| t.refused.is_some())
@@ -462,7 +492,11 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         );
     }
     print_bandwidth_and_bound(args.size, time_ps, &bounds);
-    let kept = if checked.planned() {
+    let kept = if let Some(b) = checked.baseline() {
+        format!(
+            "the {b} baseline kept: faster than the {seeds} seeds and planned ways tried; --no-baselines for the synthesizer's own"
+        )
+    } else if checked.planned() {
         format!("planned ways with seed {seed} kept; {seeds} seeds and planned ways tried")
     } else {
         let planned = trials

@@ -79,6 +79,7 @@ pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()>
     let written = std::fs::metadata(path).map_or(0, |m| m.len());
     if args.json {
         let run = SynthRun {
+            baseline: None,
             time_ps,
             elapsed_ms: synth_ms,
             check_ms: Some(check_ms),
