@@ -1,7 +1,5 @@
 //! The library's error type: every variant says what was wrong and where, in one line.
 
-use crate::msccl::limits::Violation;
-use crate::topology::{format_npus, NpuId};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -55,7 +53,7 @@ pub enum Error {
         /// The target, as messages name it: its profile, and its limits where they
         /// differ from the profile's.
         target: String,
-        violation: Box<Violation>,
+        violation: Box<LimitBreach>,
         /// What was being done (for the lowering: the arrangements it tried, and what
         /// would help).
         context: String,
@@ -120,18 +118,43 @@ impl Error {
     }
 }
 
+/// A figure past a limit of the loader a program is for, as [`Error::TargetLimit`] carries
+/// it: which limit, where in the program, the figure and the limit (the lowering's
+/// `msccl::limits::Violation`, in terms every layer can read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitBreach {
+    /// The limit's name in reports (`steps_per_threadblock`, `threadblocks_per_gpu`, ...).
+    pub limit_name: &'static str,
+    /// The GPU, threadblock and step first past it; none where the whole program is.
+    pub gpu: Option<usize>,
+    pub tb: Option<usize>,
+    pub step: Option<usize>,
+    /// The figure past the limit.
+    pub value: u64,
+    /// The most the loader takes.
+    pub limit: u64,
+    /// The figures in a sentence, with the element they concern.
+    pub message: String,
+}
+
+impl fmt::Display for LimitBreach {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// One side of a `Disconnected`: as the message names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Npus {
     /// One NPU.
-    Npu(NpuId),
+    Npu(usize),
     /// The root of a collective.
-    Root(NpuId),
-    /// A set of NPUs (also of one), as `format_npus` lists them.
-    Set(Vec<NpuId>),
+    Root(usize),
+    /// A set of NPUs (also of one), listed as runs ([`format_ranges`]).
+    Set(Vec<usize>),
     /// A set of NPUs cut off together with a switch they are linked to, where the fabric
     /// is broken; `switch` as `Topology::vertex_label` names it.
-    OnSwitch { npus: Vec<NpuId>, switch: String },
+    OnSwitch { npus: Vec<usize>, switch: String },
 }
 
 impl fmt::Display for Npus {
@@ -139,9 +162,9 @@ impl fmt::Display for Npus {
         match self {
             Npus::Npu(n) => write!(f, "NPU {n}"),
             Npus::Root(r) => write!(f, "root {r}"),
-            Npus::Set(set) => write!(f, "NPUs {}", format_npus(set)),
+            Npus::Set(set) => write!(f, "NPUs {}", format_ranges(set)),
             Npus::OnSwitch { npus, switch } => {
-                write!(f, "NPUs {} (on {switch})", format_npus(npus))
+                write!(f, "NPUs {} (on {switch})", format_ranges(npus))
             }
         }
     }
@@ -173,6 +196,25 @@ pub fn echo(input: &str) -> String {
 
 /// Result with the library's error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Formats ids compactly as runs: `0-3,7,9-10` (for NPU lists: `topology::format_npus`).
+pub fn format_ranges(ids: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
 
 #[cfg(test)]
 mod tests {

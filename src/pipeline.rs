@@ -16,12 +16,13 @@
 //! (`msccl::Target::default`). Trials run side by side on the caller's rayon thread pool.
 
 mod baselines;
+pub mod memory;
 
 use baselines::baseline as pipeline_baseline;
 pub use baselines::{baseline, MAX_BASELINE_NPUS};
 
 use crate::baselines::Baseline;
-use crate::budget::{self, MemoryLimit};
+use crate::budget::MemoryLimit;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::cost::Executor;
 use crate::error::{Error, Result};
@@ -837,11 +838,11 @@ fn estimate_at(
         CollectiveKind::AllToAll | CollectiveKind::Gather | CollectiveKind::Scatter
     );
     let trees = if planned && !one_target {
-        budget::trees(topo, &spec)
+        crate::synth::memory::trees(topo, &spec)
     } else {
         0
     };
-    budget::synthesis_checked(topo, &spec, simulated, planned).saturating_add(trees)
+    memory::synthesis_checked(topo, &spec, simulated, planned).saturating_add(trees)
 }
 
 fn admit_at(

@@ -10,7 +10,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use tacos::baselines::Baseline;
-use tacos::budget;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
 use tacos::pipeline::{self, Request};
 use tacos::schedule::{check, check_data_flow};
@@ -127,7 +126,8 @@ fn synthesis_estimates_are_honest() {
             )
             .unwrap()
         });
-        let estimate = budget::synthesis(&topo, std::slice::from_ref(collective.spec()), false);
+        let estimate =
+            tacos::synth::memory::synthesis(&topo, std::slice::from_ref(collective.spec()), false);
         assert_honest(
             &format!("synthesis {kind} on {name}"),
             estimate,
@@ -137,11 +137,11 @@ fn synthesis_estimates_are_honest() {
         let schedule = &synthesis.schedules[0];
         let transfers = schedule.transfers.len() as u64;
         let (_, measured) = peak_of(|| check(schedule, &topo).unwrap());
-        let estimate = budget::collective(&topo, collective.spec())
-            + budget::check(collective.spec(), &topo, transfers);
+        let estimate = tacos::collective::memory::building(&topo, collective.spec())
+            + tacos::schedule::memory::check(collective.spec(), &topo, transfers);
         assert_honest(&format!("check {kind} on {name}"), estimate, measured, 4);
         let (_, measured) = peak_of(|| simulate_schedule(&topo, schedule).unwrap());
-        let estimate = budget::simulation(&topo, transfers);
+        let estimate = tacos::sim::memory::simulation(&topo, transfers);
         assert_honest(
             &format!("simulation {kind} on {name}"),
             estimate,
@@ -178,7 +178,7 @@ fn streamed_synthesis_estimates_are_honest() {
             .transfers
         });
         assert!(transfers > 0);
-        let estimate = budget::streamed_synthesis(&topo, collective.spec());
+        let estimate = tacos::synth::memory::streamed_synthesis(&topo, collective.spec());
         assert_honest(&format!("streamed {kind} on {name}"), estimate, measured, 4);
     }
 }
@@ -195,8 +195,12 @@ fn a_whole_synthesis_trial_is_estimated_honestly() {
                     pipeline::synthesize(&topo, &request, k, &SynthOptions::seeded(0)).unwrap();
                 simulated.then(|| simulate_schedule(&topo, checked.schedule()).unwrap())
             });
-            let estimate =
-                budget::synthesis_checked(&topo, &spec(&topo, kind, k), simulated, false);
+            let estimate = tacos::pipeline::memory::synthesis_checked(
+                &topo,
+                &spec(&topo, kind, k),
+                simulated,
+                false,
+            );
             let what = format!("trial {kind} on {name}, simulated: {simulated}");
             assert_honest(&what, estimate, measured, 4);
         }
@@ -254,7 +258,7 @@ fn topology_estimates_are_honest() {
         "preset:dgx-a100,nodes=32",
     ] {
         let (topo, measured) = peak_of(|| topo(spec));
-        let estimate = tacos::budget::topology(topo.links().len());
+        let estimate = tacos::topology::limits::building_bytes(topo.links().len());
         assert_honest(&format!("building {spec}"), estimate, measured, 4);
     }
 }
@@ -313,9 +317,9 @@ fn a_switched_simulation_is_estimated_honestly_with_its_routes() {
         let (_, measured) = peak_of(|| simulate_schedule(&topo, &schedule).unwrap());
         let messages = schedule.transfers.len() as u64;
         // Every message crosses two links: up to the switch and down from it.
-        let estimate = budget::simulation(&topo, messages)
-            + 2 * messages * budget::ROUTE_LINK
-            + budget::route_trees(&topo);
+        let estimate = tacos::sim::memory::simulation(&topo, messages)
+            + 2 * messages * tacos::sim::memory::ROUTE_LINK
+            + tacos::schedule::memory::route_trees(&topo);
         assert_honest(
             &format!("simulation alltoall on {name}"),
             estimate,
@@ -344,7 +348,7 @@ fn long_routes_are_refused_as_they_are_found() {
                 })
         })
         .collect();
-    let counted = budget::simulation(&topo, messages.len() as u64);
+    let counted = tacos::sim::memory::simulation(&topo, messages.len() as u64);
     let (result, measured) = peak_of(|| {
         let limit = tacos::budget::MemoryLimit::new(2 * counted, tacos::budget::Origin::Caller);
         limit.set_process_default();

@@ -210,18 +210,21 @@ fn a_lowering_past_the_steps_per_threadblock_names_the_limit_the_figure_and_the_
             assert!(target.starts_with("executor"), "{target}");
             assert!(target.contains("max 1 steps"), "{target}");
             assert!(violation.limit < violation.value, "{violation:?}");
-            let gpu = violation.element.gpu.expect("a GPU is named");
+            let gpu = violation.gpu.expect("a GPU is named");
             assert!(gpu < 4, "{violation:?}");
             // Spreading over channels stops at a count past another limit, or on the
             // steps themselves: each of which the limits set.
             let limits = &options.target.limits;
-            let expected = match violation.kind {
-                LimitKind::StepsPerTb => limits.max_steps_per_tb,
-                LimitKind::Tbs => limits.max_tbs,
-                LimitKind::TbsPerChannel => limits.max_tbs_per_channel,
-                LimitKind::ElementsPerRank => limits.max_elements_per_rank,
-                other => panic!("a limit spreading cannot reach: {other:?}"),
-            };
+            let expected = [
+                (LimitKind::StepsPerTb, limits.max_steps_per_tb),
+                (LimitKind::Tbs, limits.max_tbs),
+                (LimitKind::TbsPerChannel, limits.max_tbs_per_channel),
+                (LimitKind::ElementsPerRank, limits.max_elements_per_rank),
+            ]
+            .into_iter()
+            .find(|(kind, _)| kind.name() == violation.limit_name)
+            .map(|(_, limit)| limit)
+            .unwrap_or_else(|| panic!("a limit spreading cannot reach: {violation:?}"));
             assert_eq!(violation.limit, expected as u64, "{violation:?}");
             assert!(context.contains("use fewer chunks per NPU"), "{context}");
         }

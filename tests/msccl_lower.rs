@@ -702,7 +702,7 @@ fn a_64_gpu_all_reduce_with_16_chunks_per_gpu_is_refused_before_it_is_built() {
                         ..
                     } => (*value, true),
                     Error::TargetLimit { violation, .. }
-                        if violation.kind == LimitKind::ElementsPerRank
+                        if violation.limit_name == LimitKind::ElementsPerRank.name()
                             && violation.limit == 4095 =>
                     {
                         (violation.value, false)

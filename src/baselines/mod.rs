@@ -28,9 +28,11 @@ mod ring;
 pub(crate) use dbt::Tree as BalancedTree;
 pub use ring::ring_order;
 
-use crate::budget::{self, MemoryLimit};
+use crate::budget::{mul, MemoryLimit};
+use crate::collective::memory::{self, Shape};
 use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
+use crate::schedule::memory::{check, TRANSFER};
 use crate::schedule::{Op, Schedule, Transfer};
 use crate::topology::{NpuId, Topology};
 use std::fmt;
@@ -97,7 +99,7 @@ impl Baseline {
     }
 
     /// Bytes the baseline's schedule for `spec` holds, checked and simulated
-    /// (`budget::baseline`), with the chunk split the table above gives.
+    /// ([`memory_bytes`]), with the chunk split the table above gives.
     pub fn memory_estimate(self, topo: &Topology, spec: &CollectiveSpec) -> u64 {
         let split = match (self, spec.kind) {
             (Baseline::Ring | Baseline::Dbt, _) => 2,
@@ -106,7 +108,7 @@ impl Baseline {
             }
             _ => 1,
         };
-        budget::baseline(topo, spec, split)
+        memory_bytes(topo, spec, split)
     }
 
     /// The baseline's schedule for `spec` on `topo`.
@@ -169,6 +171,21 @@ impl FromStr for Baseline {
                 known: Baseline::ALL.map(|b| b.name()).to_vec(),
             })
     }
+}
+
+/// Bytes a baseline's schedule of `spec` holds on `topo`, checked and simulated:
+/// `factor` is how many chunks it splits each of the spec's into (2 for the two-way ring
+/// and the double tree, P for recursive halving-doubling's Broadcast and Reduce).
+pub fn memory_bytes(topo: &Topology, spec: &CollectiveSpec, factor: u64) -> u64 {
+    let spec = CollectiveSpec {
+        chunks_per_npu: spec.chunks_per_npu.saturating_mul(factor as usize),
+        ..spec.clone()
+    };
+    let transfers = Shape::of(&spec, spec.npus.len()).deliveries;
+    // The plan's records (with growth slack) and the schedule made of them.
+    mul(transfers, 3 * TRANSFER)
+        .saturating_add(memory::building(topo, &spec))
+        .saturating_add(check(&spec, topo, transfers))
 }
 
 /// The same collective with a different number of chunks per NPU.

@@ -10,6 +10,8 @@
 //! Scatter: the root's; All-to-All: each NPU's). With P NPUs and K chunks per NPU, chunks are
 //! S / (P K) bytes, except Broadcast and Reduce, whose K chunks are S / K bytes.
 
+pub mod memory;
+
 use crate::error::{Error, Npus, Result};
 use crate::topology::{format_npus, NpuId, Topology};
 use crate::units::{MAX_SIZE_BYTES, SIZE_ALLOWED};

@@ -36,7 +36,7 @@
 
 use super::machine;
 use super::model::{line_data_bytes, wire_factor, ExecModel};
-use crate::budget::{self, MemoryLimit};
+use crate::budget::MemoryLimit;
 use crate::collective::CollectiveKind;
 use crate::collective::CollectiveSpec;
 use crate::error::{echo, Error, Result};
@@ -91,7 +91,7 @@ impl NcclShapes {
             chunks_per_npu: 2,
             size_bytes: 1 << 30,
         };
-        MemoryLimit::default().admit(budget::baseline(topo, &spec, 2), || {
+        MemoryLimit::default().admit(crate::baselines::memory_bytes(topo, &spec, 2), || {
             format!(
                 "pricing NCCL's ring and tree for {kind} on {} ({ranks} ranks)",
                 echo(topo.name())

@@ -4,9 +4,12 @@
 //! (`html`); `tacos compare --heatmap` writes the topology's loads alone.
 
 pub mod chart;
+mod heatmap;
 pub mod html;
 pub mod plots;
 pub mod scale;
 pub mod svg;
 pub mod timeline;
 pub mod topology;
+
+pub use heatmap::heatmap_svg;

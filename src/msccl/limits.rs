@@ -4,6 +4,7 @@
 
 use super::rules::Element;
 use super::{Instr, Program};
+use crate::error::LimitBreach;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -93,6 +94,20 @@ pub struct Violation {
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
+    }
+}
+
+impl From<Violation> for LimitBreach {
+    fn from(v: Violation) -> LimitBreach {
+        LimitBreach {
+            limit_name: v.kind.name(),
+            gpu: v.element.gpu,
+            tb: v.element.tb,
+            step: v.element.step,
+            value: v.value,
+            limit: v.limit,
+            message: v.message,
+        }
     }
 }
 

@@ -63,7 +63,7 @@
 use super::in_flight::{InFlight, LOOKAHEAD};
 use super::stream::StreamReader;
 use super::{route_time_ps, Op, Schedule, Transfer};
-use crate::budget::{self, MemoryLimit};
+use crate::budget::MemoryLimit;
 use crate::collective::{ChunkId, Collective, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::hugepages::table;
@@ -110,8 +110,8 @@ pub fn check_stream<R: BufRead>(stream: StreamReader<R>, topo: &Topology) -> Res
         true => std::mem::size_of::<(Picos, Sent)>(),
         false => std::mem::size_of::<(Picos, (NpuId, ChunkId))>(),
     };
-    let estimate = budget::collective(topo, &spec)
-        .saturating_add(budget::check_streamed(&spec, topo))
+    let estimate = crate::collective::memory::building(topo, &spec)
+        .saturating_add(super::memory::check_streamed(&spec, topo))
         .saturating_add((topo.links().len() as u64).saturating_mul(4 * carried as u64))
         .saturating_add(1 << 18);
     let collective = admitted(&spec, topo, estimate, || {
@@ -350,8 +350,8 @@ pub fn check_data_flow(schedule: &Schedule, topo: &Topology) -> Result<CheckRepo
 fn collective_of(schedule: &Schedule, topo: &Topology) -> Result<Collective> {
     let spec = &schedule.collective;
     let transfers = schedule.transfers.len() as u64;
-    let estimate =
-        budget::collective(topo, spec).saturating_add(budget::check(spec, topo, transfers));
+    let estimate = crate::collective::memory::building(topo, spec)
+        .saturating_add(super::memory::check(spec, topo, transfers));
     admitted(spec, topo, estimate, || {
         format!(
             "checking a {} schedule over {} NPUs with K={} ({transfers} transfers)",

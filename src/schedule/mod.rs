@@ -4,6 +4,7 @@
 
 mod check;
 pub(crate) mod in_flight;
+pub mod memory;
 pub(crate) mod spool;
 pub mod stream;
 

@@ -20,8 +20,8 @@
 
 mod engine;
 mod fair;
-mod heatmap;
 mod landed;
+pub mod memory;
 mod ready;
 mod replay;
 mod report;
@@ -29,11 +29,10 @@ pub(crate) mod route;
 mod workload;
 
 pub use fair::MAX_CONCURRENT_FLOWS;
-pub use heatmap::heatmap_svg;
 pub use replay::{replay_stream, Replayed};
 pub use report::{bus_factor, LinkLoad, SimReport};
 
-use crate::budget::{self, Allowance, MemoryLimit};
+use crate::budget::{Allowance, MemoryLimit};
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::topology::{NpuId, Topology};
@@ -161,7 +160,7 @@ pub fn simulate_schedule_with(
 /// its routes.
 fn admit(topo: &Topology, messages: usize) -> Result<Allowance> {
     let limit = MemoryLimit::default();
-    let estimate = budget::simulation(topo, messages as u64);
+    let estimate = memory::simulation(topo, messages as u64);
     limit.admit(estimate, || {
         format!("simulating {messages} messages on {}", topo.name())
     })?;

@@ -6,7 +6,7 @@
 
 use super::route::Router;
 use super::workload::{ArrivalGroups, Dependencies, Workload, NONE};
-use crate::budget::{self, Allowance};
+use crate::budget::Allowance;
 use crate::error::{Error, Result};
 use crate::topology::Topology;
 use std::collections::HashMap;
@@ -29,7 +29,7 @@ impl Routes {
             let before = links.len();
             router.route(src as usize, dst as usize, work.bytes.of(m), &mut links)?;
             let hops = (links.len() - before) as u64;
-            router.take(hops * budget::ROUTE_LINK, || {
+            router.take(hops * super::memory::ROUTE_LINK, || {
                 format!(
                     "simulating {n} messages on {}, {} links of routes so far",
                     topo.name(),

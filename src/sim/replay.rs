@@ -27,7 +27,7 @@ use super::landed::LandedTimes;
 use super::route::Router;
 use super::workload::check_endpoints;
 use super::SimResult;
-use crate::budget::{self, Allowance, MemoryLimit};
+use crate::budget::{Allowance, MemoryLimit};
 use crate::collective::Collective;
 use crate::error::Result;
 use crate::schedule::in_flight::{InFlight, LOOKAHEAD};
@@ -60,11 +60,14 @@ pub fn replay_stream<R: BufRead>(stream: StreamReader<R>, topo: &Topology) -> Re
         header.collective.chunks_per_npu
     );
     let limit = MemoryLimit::default();
-    let estimate = budget::replay(&header.collective, topo);
+    let estimate = super::memory::replay(&header.collective, topo);
     limit.admit(estimate, || doing.clone())?;
     let chunks = Collective::new(topo, header.collective)?.chunk_count();
     // The router takes its route trees from the room as it builds them.
-    let room = Allowance::new(limit, estimate.saturating_sub(budget::route_trees(topo)));
+    let room = Allowance::new(
+        limit,
+        estimate.saturating_sub(crate::schedule::memory::route_trees(topo)),
+    );
     let mut replay = Replay::new(topo, header.chunk_bytes, chunks, doing, room);
     // Read a few transfers ahead, so that their times are fetched before they are read.
     let mut ahead: VecDeque<Transfer> = VecDeque::with_capacity(LOOKAHEAD + 1);

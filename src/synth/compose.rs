@@ -28,7 +28,7 @@ use super::order::order_by_start;
 use super::replicate::Replicated;
 use super::retime::{compact, ready_first};
 use super::SynthOptions;
-use crate::budget::{self, MemoryLimit};
+use crate::budget::MemoryLimit;
 use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, Transfer};
@@ -69,9 +69,10 @@ pub fn synthesize_concurrent(
         return Err(Error::Synthesis("no collective to synthesize".into()));
     }
     let specs: Vec<CollectiveSpec> = collectives.iter().map(|c| c.spec().clone()).collect();
-    MemoryLimit::default().admit(budget::synthesis(topo, &specs, options.planned), || {
-        format!("synthesizing {} on {}", describe(&specs), topo.name())
-    })?;
+    MemoryLimit::default().admit(
+        super::memory::synthesis(topo, &specs, options.planned),
+        || format!("synthesizing {} on {}", describe(&specs), topo.name()),
+    )?;
     if options.replicate {
         return replicated(topo, collectives, options.seed);
     }

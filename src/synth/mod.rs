@@ -21,6 +21,7 @@ mod fabric;
 mod fast;
 mod gates;
 mod greedy;
+pub mod memory;
 mod order;
 mod outbox;
 mod paths;

@@ -24,7 +24,7 @@ use super::greedy::match_chunks_into;
 use super::outbox::Sink;
 use super::replicate::Replicated;
 use super::SynthOptions;
-use crate::budget::{self, MemoryLimit};
+use crate::budget::MemoryLimit;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::spool::{Spool, SpoolReader};
@@ -263,7 +263,7 @@ pub fn spooled_matchings(topo: &Topology, collective: &Collective) -> u64 {
 pub fn admit_streamed(topo: &Topology, collective: &Collective) -> Result<()> {
     let spec = collective.spec();
     let matchings = spooled_matchings(topo, collective).max(1);
-    let one = budget::streamed_synthesis(topo, spec);
+    let one = super::memory::streamed_synthesis(topo, spec);
     MemoryLimit::default().admit(one.saturating_mul(matchings), || {
         format!(
             "synthesizing {} on {} (streamed)",

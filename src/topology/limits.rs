@@ -10,7 +10,7 @@
 //! 1e12 ps < 2^40 ps of latency: under 2^61, an eighth of `u64::MAX`. Sums of many
 //! transfers can still grow past it; those are checked where they are added.
 
-use crate::budget::{self, MemoryLimit};
+use crate::budget::{mul, MemoryLimit};
 use crate::error::{Error, Result};
 
 /// Most NPUs a topology may have: 2^24 (16,777,216). Per-NPU tables (adjacency, chunk
@@ -112,8 +112,18 @@ pub(crate) fn check_npus(npus: u128, context: impl FnOnce() -> String) -> Result
     }
 }
 
+/// Bytes building a topology of `links` directed links holds at its peak: each link (32
+/// bytes) in the builder's list and in the topology, with the sort order and the incoming
+/// index beside them.
+pub fn building_bytes(links: usize) -> u64 {
+    mul(
+        links as u64,
+        2 * std::mem::size_of::<super::Link>() as u64 + 16,
+    )
+}
+
 /// `links` as a count if at most `MAX_LINKS` and if building them fits the memory limit
-/// (`budget::MemoryLimit`, `budget::topology`), else a `Limit` error for `context`: checked
+/// (`budget::MemoryLimit`, [`building_bytes`]), else a `Limit` error for `context`: checked
 /// before anything is built, so a spec too big for this machine, or for a plugin's far
 /// lower limit, is refused at once rather than by the allocator.
 pub(crate) fn check_links(links: u128, context: impl FnOnce() -> String) -> Result<usize> {
@@ -126,7 +136,7 @@ pub(crate) fn check_links(links: u128, context: impl FnOnce() -> String) -> Resu
         });
     }
     let links = links as usize;
-    MemoryLimit::default().admit(budget::topology(links), || {
+    MemoryLimit::default().admit(building_bytes(links), || {
         format!("{}: building {links} links", context())
     })?;
     Ok(links)

@@ -10,6 +10,7 @@
 mod builders;
 pub mod file;
 pub mod limits;
+mod lists;
 pub mod nccl_xml;
 mod presets;
 mod routes;
@@ -20,6 +21,7 @@ pub use builders::{compose, star, Dim, DimKind};
 pub use limits::{
     MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MAX_LINKS, MAX_NPUS, MAX_ROUTE_LINKS, MIN_BANDWIDTH_GBPS,
 };
+pub use lists::{format_npus, parse_link_pairs, parse_npu_list};
 pub use presets::PRESETS;
 pub use routes::RouteTree;
 pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
@@ -696,23 +698,4 @@ fn not_an_npu(n: NpuId, npus: usize) -> Error {
         value: n.to_string(),
         allowed: format!("an NPU of the topology, 0..{}", npus - 1),
     }
-}
-
-/// Formats NPU ids compactly: `0-3,7,9-10`.
-pub fn format_npus(npus: &[NpuId]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < npus.len() {
-        let mut j = i;
-        while j + 1 < npus.len() && npus[j + 1] == npus[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            npus[i].to_string()
-        } else {
-            format!("{}-{}", npus[i], npus[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }

@@ -14,7 +14,7 @@ use anyhow::Context;
 use std::process::Command;
 use std::time::Instant;
 use tacos::bounds::{chunked_bound_ps, egress_bound_ps, ingress_bound_ps, Bounds};
-use tacos::budget::{self, MemoryLimit};
+use tacos::budget::MemoryLimit;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::pipeline::synthesize_to_stream;
 use tacos::report::{
@@ -214,7 +214,12 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
         planned: one_target && !args.replicate,
         ..SynthOptions::seeded(args.seed)
     };
-    let held = budget::synthesis_checked(&topo, collective.spec(), false, options.planned);
+    let held = tacos::pipeline::memory::synthesis_checked(
+        &topo,
+        collective.spec(),
+        false,
+        options.planned,
+    );
     let streamed = held > MemoryLimit::default().bytes();
     let measured = match streamed {
         true => measure_streamed(&topo, &collective, &options),

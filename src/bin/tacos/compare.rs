@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveSpec};
+use tacos::draw::heatmap_svg;
 use tacos::fsio::write_atomic;
 use tacos::pipeline::{self, Checked, Chunks, Request};
 use tacos::report::{
@@ -18,7 +19,7 @@ use tacos::report::{
     SCHEMA_VERSION,
 };
 use tacos::schedule::Schedule;
-use tacos::sim::{heatmap_svg, simulate_schedule_with, Sharing, SimReport, SimResult};
+use tacos::sim::{simulate_schedule_with, Sharing, SimReport, SimResult};
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
 use tacos::Error;

@@ -47,9 +47,10 @@ use tacos::msccl::{LimitOverrides, Profile, Target};
 use tacos::topology::limits::{
     bandwidth_in_range, latency_in_range, BANDWIDTH_ALLOWED, LATENCY_ALLOWED,
 };
+use tacos::topology::{parse_link_pairs, parse_npu_list};
 use tacos::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
 use tacos::tuner::GpuArch;
-use tacos::units::{parse_link_pairs, parse_npu_list, parse_size};
+use tacos::units::parse_size;
 
 /// Topology-aware collective algorithm synthesizer (TACOS link-chunk matching).
 #[derive(Debug, Parser)]

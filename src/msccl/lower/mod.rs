@@ -134,7 +134,7 @@ pub fn check_shape(schedule: &Schedule, topo: &Topology, options: &LowerOptions)
 fn target_limit(options: &LowerOptions, violation: Violation, context: String) -> Error {
     Error::TargetLimit {
         target: options.target.to_string(),
-        violation: Box::new(violation),
+        violation: Box::new(violation.into()),
         context,
     }
 }

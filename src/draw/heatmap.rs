@@ -1,8 +1,8 @@
 //! `tacos compare --heatmap`: each algorithm's link loads drawn on the topology itself
 //! (`draw::topology`), every panel on one colour scale.
 
-use super::SimReport;
-use crate::draw::topology::{loads_svg, LoadPanel};
+use super::topology::{loads_svg, LoadPanel};
+use crate::sim::SimReport;
 use crate::topology::Topology;
 
 /// An SVG of each (name, report)'s link loads on `topo`; links of `base` (the topology
