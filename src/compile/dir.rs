@@ -436,7 +436,7 @@ pub fn read_set(dir: &Path, topology: Option<&Topology>) -> Result<AlgorithmSet>
         (None, Some(manifest)) => manifest,
         (first, _) => {
             return Err(Error::Compile(format!(
-                "{}: {} problem(s) with its manifest or files, first: {}; run `tacos compile --check` on it, or compile it again",
+                "{}: {} problem(s) with its manifest or files, first: {}; `tacos compile --check` lists them",
                 dir.display(),
                 report.problems.len(),
                 first.map_or("no manifest".to_string(), |p| p.to_string())
