@@ -28,12 +28,25 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// Compiles the set of [`compiled`] again over the one in `root`; its warnings.
+fn compiled_warning(root: &Path) -> String {
+    let (ok, _, err) = tacos(&compile_args(&root.join("set")));
+    assert!(ok, "{err}");
+    err
+}
+
 /// A small set for two H100 nodes: All-Gather and Reduce-Scatter over 1 KiB..256 KiB, one
 /// band per doubling, K = 1 and one seed so it compiles in well under a second. NCCL
 /// competes, so some bands are served and some left to NCCL.
 fn compiled(root: &Path) -> PathBuf {
     let out = root.join("set");
-    let (ok, _, err) = tacos(&[
+    let (ok, _, err) = tacos(&compile_args(&out));
+    assert!(ok, "{err}");
+    out
+}
+
+fn compile_args(out: &Path) -> Vec<&str> {
+    vec![
         "compile",
         SPEC,
         "--out",
@@ -48,9 +61,7 @@ fn compiled(root: &Path) -> PathBuf {
         "1",
         "--no-baselines",
         "--quiet",
-    ]);
-    assert!(ok, "{err}");
-    out
+    ]
 }
 
 /// Our predicted time and NCCL's at `size`: the band serving it (the prediction at its
@@ -353,6 +364,13 @@ fn a_band_measured_slower_goes_back_to_nccl_and_its_file_is_cut_around_it() {
         "every other band stays"
     );
     assert_checks(&dir);
+    // Compiling again starts from the model's choices, and says what it drops.
+    let warning = compiled_warning(&root);
+    assert!(
+        warning.contains("1 band(s) returned to NCCL by measurements"),
+        "{warning}"
+    );
+    assert!(Manifest::read(&dir).unwrap().returned_to_nccl.is_empty());
 }
 
 /// Every band of the in-place All-Gather file measures slower: the file goes, each band
@@ -566,4 +584,56 @@ fn results_for_another_cluster_collective_or_sizes_are_refused_and_nothing_is_wr
     // The good results still apply afterwards.
     let (ok, _, err) = feedback(&dir, &good, false);
     assert!(ok, "{err}");
+}
+
+/// Bands of three doublings (`--fast`) are measured at three sizes each: ours slower at
+/// one that is not the band's smallest, where the prediction was made, still returns the
+/// band, and the band records all three sizes.
+#[test]
+fn a_band_goes_back_when_ours_loses_at_any_size_inside_it() {
+    let root = scratch("any-size");
+    let dir = root.join("set");
+    let mut args = compile_args(&dir);
+    args.push("--fast");
+    let (ok, _, err) = tacos(&args);
+    assert!(ok, "{err}");
+    let before = Manifest::read(&dir).unwrap();
+    let kind = CollectiveKind::AllGather;
+    let entry = before.select(kind, RANKS, true, 16 << 10).unwrap().clone();
+    let band = entry
+        .bands
+        .iter()
+        .rev()
+        .find(|b| b.size_bytes <= 16 << 10)
+        .unwrap();
+    assert_eq!(band.size_bytes, 8 << 10, "{entry:?}");
+    let files = results(&root, &before, &[(kind, true, 16 << 10)]);
+    let (ok, _, err) = feedback(&dir, &files, false);
+    assert!(ok, "{err}");
+    let after = Manifest::read(&dir).unwrap();
+    let [returned] = &after.returned_to_nccl[..] else {
+        panic!("{:?}", after.returned_to_nccl)
+    };
+    assert_eq!(
+        (returned.in_place, returned.min_bytes, returned.max_bytes),
+        (true, 8 << 10, (64 << 10) - 1)
+    );
+    let sizes: Vec<u64> = returned
+        .prediction
+        .measured
+        .iter()
+        .map(|m| m.size_bytes)
+        .collect();
+    assert_eq!(sizes, [8 << 10, 16 << 10, 32 << 10]);
+    let lost: Vec<bool> = returned
+        .prediction
+        .measured
+        .iter()
+        .map(|m| m.ours_us > m.nccl_us)
+        .collect();
+    assert_eq!(lost, [false, true, false]);
+    assert!(returned.reason.contains("1 of 3") && returned.reason.contains("16 KiB"));
+    assert!(after.select(kind, RANKS, true, 8 << 10).is_none());
+    assert!(after.select(kind, RANKS, true, (8 << 10) - 1).is_some());
+    assert_checks(&dir);
 }

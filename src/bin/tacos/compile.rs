@@ -13,7 +13,7 @@ use tacos::collective::CollectiveKind;
 use tacos::compile::{
     algorithm_dir, check_dir_with, check_target, compile, compiled_for, legacy_xml_files,
     short_range, short_size, topology_hash, write_dir, AlgorithmSet, CheckOptions, CompileOptions,
-    CostOptions, NcclBand, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
+    CostOptions, Manifest, NcclBand, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
 };
 use tacos::msccl::{Profile, Target};
 use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
@@ -314,7 +314,14 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
         Profile::MscclLegacy => Some(legacy_xml_files(&set, &algorithm_dir(out))?),
         _ => None,
     };
+    // A set compiled again starts from the model's choices: say what measurements it drops.
+    let returned = Manifest::read(out).map_or(0, |old| old.returned_to_nccl.len());
     let written = write_dir(&set, out, args.force)?;
+    if returned > 0 && written != Written::AlreadyThere {
+        eprintln!(
+            "warning: the set replaced had {returned} band(s) returned to NCCL by measurements (compile --feedback); feed the measurements back to this one too"
+        );
+    }
     let seconds = started.elapsed().as_secs_f64();
     let loading = Loading { out, xml_files };
     if args.json {
