@@ -76,6 +76,7 @@ impl Run {
         Ok((run, word.parse().ok()))
     }
 
+    /// The run in words, for messages.
     pub fn name(self) -> &'static str {
         match self {
             Run::WithSet => "with the set",
