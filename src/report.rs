@@ -9,7 +9,9 @@
 
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
-use crate::compile::{Candidate, CheckReport, Manifest, Rejection};
+use crate::compile::{
+    BandFeedback, Candidate, CheckReport, Manifest, MeasuredSize, Outcome, Rejection, Run,
+};
 use crate::msccl::RuleBreak;
 use crate::pipeline::Trial;
 use crate::sim::{bus_factor, LinkLoad, Sharing};
@@ -476,6 +478,94 @@ impl CompileCheckReport<'_> {
                     message: p.message.clone(),
                 })
                 .collect(),
+        }
+    }
+}
+
+/// `tacos compile --feedback --json`: every band the set served, measured ours against
+/// measured NCCL and against the manifest's prediction, and what became of it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompileFeedbackReport {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub dir: String,
+    pub msccl_algo_dir: String,
+    /// With `--target msccl-legacy`: the `MSCCL_XML_FILES` value for the rewritten set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub msccl_xml_files: Option<String>,
+    /// `replaced`, or `unchanged` where the directory already held this feedback.
+    pub written: &'static str,
+    pub results: Vec<FeedbackFile>,
+    pub bands: Vec<FeedbackBand>,
+    /// The files of the rewritten set.
+    pub files: Vec<String>,
+    /// What was left aside: sizes outside the compiled range or measured in one run only.
+    pub notes: Vec<String>,
+}
+
+/// A results file and what it was read as.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FeedbackFile {
+    pub file: String,
+    /// `with_set` or `without_set`, by its name.
+    pub run: Run,
+    /// Tables read (one per placement).
+    pub tables: usize,
+}
+
+/// One served band.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FeedbackBand {
+    pub collective: CollectiveKind,
+    pub in_place: bool,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    /// The file that served it before the feedback.
+    pub file: String,
+    /// `kept`, `returned` (to NCCL) or `unmeasured`.
+    pub outcome: &'static str,
+    /// Why it was returned; null otherwise.
+    pub reason: Option<String>,
+    /// The size the manifest predicts at (the band's smallest), our program's predicted
+    /// time and NCCL's (null where NCCL did not compete).
+    pub predicted_size_bytes: u64,
+    pub predicted_us: f64,
+    pub predicted_nccl_us: Option<f64>,
+    /// Every size measured both ways inside the band.
+    pub measured: Vec<MeasuredSize>,
+    /// Measured over predicted at `predicted_size_bytes`, where that size was measured.
+    pub ours_measured_over_predicted: Option<f64>,
+    pub nccl_measured_over_predicted: Option<f64>,
+}
+
+impl FeedbackBand {
+    pub fn new(band: &BandFeedback) -> FeedbackBand {
+        let p = &band.prediction;
+        let measured = match band.outcome {
+            Outcome::Unmeasured => Vec::new(),
+            _ => p.measured.clone(),
+        };
+        let at_predicted = measured.iter().find(|m| m.size_bytes == p.size_bytes);
+        let nccl_us = p.nccl.as_ref().map(|n| n.time_us);
+        let (outcome, reason) = match &band.outcome {
+            Outcome::Kept => ("kept", None),
+            Outcome::Returned(why) => ("returned", Some(why.clone())),
+            Outcome::Unmeasured => ("unmeasured", None),
+        };
+        FeedbackBand {
+            collective: band.collective,
+            in_place: band.in_place,
+            min_bytes: band.min_bytes,
+            max_bytes: band.max_bytes,
+            file: band.file.clone(),
+            outcome,
+            reason,
+            predicted_size_bytes: p.size_bytes,
+            predicted_us: p.time_us,
+            predicted_nccl_us: nccl_us,
+            ours_measured_over_predicted: at_predicted.map(|m| m.ours_us / p.time_us),
+            nccl_measured_over_predicted: at_predicted.zip(nccl_us).map(|(m, n)| m.nccl_us / n),
+            measured,
         }
     }
 }

@@ -15,7 +15,7 @@
 use super::manifest::{
     sha256_hex, topology_hash, Entry, Manifest, ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT,
 };
-use super::{AlgorithmSet, MANIFEST_VERSION};
+use super::{AlgorithmSet, CompiledFile, MANIFEST_VERSION};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::msccl::rules;
@@ -420,6 +420,55 @@ impl CheckReport {
 /// records, and re-verifies the XML (`check_dir_with` and `CheckOptions::default()`).
 pub fn check_dir(dir: &Path) -> Result<CheckReport> {
     check_dir_with(dir, &CheckOptions::default())
+}
+
+/// The set in `dir` as it stands, once its files match the manifest (hashes, names,
+/// ranges; no XML is parsed): what `compile --feedback` starts from. A directory that
+/// fails that check, or is not ours, is an error naming its first problem.
+///
+/// ```
+/// let dir = std::env::temp_dir().join("tacos-doc-read-set-nothing");
+/// assert!(tacos::compile::read_set(&dir, None).is_err());
+/// ```
+pub fn read_set(dir: &Path, topology: Option<&Topology>) -> Result<AlgorithmSet> {
+    let report = check_dir_with(dir, &CheckOptions::hashes_only(topology))?;
+    let manifest = match (report.problems.first(), report.manifest) {
+        (None, Some(manifest)) => manifest,
+        (first, _) => {
+            return Err(Error::Compile(format!(
+                "{}: {} problem(s) with its manifest or files, first: {}; `tacos compile --check` lists them",
+                dir.display(),
+                report.problems.len(),
+                first.map_or("no manifest".to_string(), |p| p.to_string())
+            )))
+        }
+    };
+    let files = manifest
+        .entries
+        .iter()
+        .map(|entry| {
+            let path = algorithm_dir(dir).join(&entry.file);
+            let bytes = read_regular(&path).map_err(|e| Error::io(&path, e))?;
+            // Checked a moment ago; a file changed since is not taken on trust.
+            if sha256_hex(&bytes) != entry.sha256 {
+                return Err(Error::Compile(format!(
+                    "{}: changed while it was read; try again",
+                    path.display()
+                )));
+            }
+            let xml = String::from_utf8(bytes)
+                .map_err(|_| Error::Compile(format!("{}: not UTF-8 text", path.display())))?;
+            Ok(CompiledFile {
+                name: entry.file.clone(),
+                xml,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(AlgorithmSet {
+        manifest,
+        files,
+        rejected: Vec::new(),
+    })
 }
 
 /// The problems a check collects.
@@ -877,28 +926,21 @@ fn range_problems(manifest: &Manifest) -> Vec<String> {
         .entries
         .iter()
         .map(|e| (e.collective, e.in_place))
-        .chain(
-            manifest
-                .left_to_nccl
-                .iter()
-                .map(|l| (l.collective, l.in_place)),
-        )
+        .chain(nccl_ranges(manifest).map(|(k, p, _)| (k, p)))
         .collect();
     groups.sort_by_key(|&(k, p)| (k.name(), !p));
     groups.dedup();
     for (kind, in_place) in groups {
-        // Bands left to NCCL are covered too: by NCCL.
+        // Bands left or returned to NCCL are covered too: by NCCL.
         let mut ranges: Vec<(u64, u64)> = manifest
             .entries
             .iter()
             .filter(|e| (e.collective, e.in_place) == (kind, in_place))
             .map(|e| (e.min_bytes, e.max_bytes))
             .chain(
-                manifest
-                    .left_to_nccl
-                    .iter()
-                    .filter(|l| (l.collective, l.in_place) == (kind, in_place))
-                    .map(|l| (l.min_bytes, l.max_bytes)),
+                nccl_ranges(manifest)
+                    .filter(|&(k, p, _)| (k, p) == (kind, in_place))
+                    .map(|(_, _, range)| range),
             )
             .collect();
         ranges.sort_unstable();
@@ -934,6 +976,22 @@ fn range_problems(manifest: &Manifest) -> Vec<String> {
         }
     }
     out
+}
+
+/// The bands the manifest leaves to NCCL, by prediction or by measurement: (collective,
+/// in place, (min, max)).
+fn nccl_ranges(
+    manifest: &Manifest,
+) -> impl Iterator<Item = (CollectiveKind, bool, (u64, u64))> + '_ {
+    let left = manifest
+        .left_to_nccl
+        .iter()
+        .map(|l| (l.collective, l.in_place, (l.min_bytes, l.max_bytes)));
+    let returned = manifest
+        .returned_to_nccl
+        .iter()
+        .map(|r| (r.collective, r.in_place, (r.min_bytes, r.max_bytes)));
+    left.chain(returned)
 }
 
 /// What is wrong with an entry's predictions, read alone: the bands must start at the

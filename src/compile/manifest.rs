@@ -41,6 +41,11 @@ pub struct Manifest {
     /// margin each records): the scheduler leaves them to NCCL.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_to_nccl: Vec<LeftToNccl>,
+    /// Bands a file served until nccl-tests measured our program slower than NCCL there
+    /// (`compile --feedback`): the scheduler leaves them to NCCL too. Absent in manifests
+    /// no measurement was fed back to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub returned_to_nccl: Vec<ReturnedToNccl>,
 }
 
 /// NCCL's best choice for a band: of the algorithms and protocols NCCL has enabled, the
@@ -70,6 +75,36 @@ pub struct LeftToNccl {
     /// The best program's predicted time at `min_bytes`, us.
     pub program_us: f64,
     pub nccl: NcclBand,
+}
+
+/// A band taken from the set because it measured slower than NCCL: what served it, what
+/// was predicted and measured there, and why it went back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReturnedToNccl {
+    pub collective: CollectiveKind,
+    pub in_place: bool,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    /// The file that served the band, as the manifest named it then.
+    pub file: String,
+    pub algorithm: Candidate,
+    /// The band's predictions as compiled, with the measurements (`measured`) that
+    /// returned it.
+    pub prediction: BandPrediction,
+    /// The measured size where ours lost, in words.
+    pub reason: String,
+}
+
+/// One size nccl-tests measured both ways: with the set loaded (`ours_us`: our program
+/// where the set serves the size) and without it (`nccl_us`: stock NCCL's own choice).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredSize {
+    /// The size as nccl-tests prints it, which is the executor's measure.
+    pub size_bytes: u64,
+    pub ours_us: f64,
+    pub nccl_us: f64,
 }
 
 /// The topology a directory was compiled for.
@@ -127,6 +162,11 @@ pub struct BandPrediction {
     /// NCCL's own choice at this size, where NCCL competed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<NcclBand>,
+    /// What nccl-tests measured at the sizes of the band (which may differ from
+    /// `size_bytes`), smallest first, as the last `compile --feedback` read them; empty
+    /// until one has.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measured: Vec<MeasuredSize>,
 }
 
 impl Manifest {

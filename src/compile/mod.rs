@@ -17,12 +17,14 @@
 //! by their schedules' own times instead and only the winners are lowered, verified and
 //! timed as programs. [`write_dir`] writes the set atomically and [`check_dir`] re-checks
 //! a directory against its manifest and for what the executor would refuse
-//! (`plugin::open_or_compile` finds or makes such a directory). The MSCCL scheduler
+//! (`plugin::open_or_compile` finds or makes such a directory). [`apply_feedback`] takes
+//! back from a directory's set every band nccl-tests measured slower than NCCL. The MSCCL scheduler
 //! plugin compiles one band at a time instead, at its first call ([`BandCompiler`]).
 
 mod band;
 mod candidate;
 mod dir;
+mod feedback;
 mod legacy;
 mod manifest;
 pub mod plans;
@@ -32,14 +34,18 @@ mod select;
 pub use band::{BandCompiler, BandOutcome};
 pub use candidate::Candidate;
 pub use dir::{
-    algorithm_dir, check_dir, check_dir_with, check_target, compiled_for, write_dir, CheckKind,
-    CheckOptions, CheckProblem, CheckReport, Found, Written,
+    algorithm_dir, check_dir, check_dir_with, check_target, compiled_for, read_set, write_dir,
+    CheckKind, CheckOptions, CheckProblem, CheckReport, Found, Written,
 };
 pub(crate) use dir::{loader_problems, parent_and_name, read_regular, tidy_dir};
+pub use feedback::{
+    apply as apply_feedback, read_results, BandFeedback, Feedback, Outcome, Results, Run,
+    WITHOUT_SET_PREFIX, WITH_SET_PREFIX,
+};
 pub use legacy::{legacy_xml_files, LEGACY_MAX_FILES, LEGACY_MAX_SCRATCH_BYTES};
 pub use manifest::{
-    sha256_hex, topology_hash, BandPrediction, Entry, LeftToNccl, Manifest, NcclBand, TopologyInfo,
-    ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,
+    sha256_hex, topology_hash, BandPrediction, Entry, LeftToNccl, Manifest, MeasuredSize, NcclBand,
+    ReturnedToNccl, TopologyInfo, ALGORITHM_DIR, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 pub use select::{compile, AlgorithmSet, CompiledFile, Progress, Rejection, Stage};
 

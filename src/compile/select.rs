@@ -6,7 +6,7 @@ use super::manifest::{
 };
 use super::quick::by_schedules;
 use super::{
-    short_size, Band, Candidate, CompileOptions, CostOptions, Ranking, MANIFEST_FORMAT,
+    short_range, Band, Candidate, CompileOptions, CostOptions, Ranking, MANIFEST_FORMAT,
     MANIFEST_VERSION,
 };
 use crate::bounds::Bounds;
@@ -200,6 +200,7 @@ fn compile_on_pool(
         },
         entries,
         left_to_nccl,
+        returned_to_nccl: Vec::new(),
     };
     Ok(AlgorithmSet {
         manifest,
@@ -734,17 +735,7 @@ impl Run {
             .with_size_range(min_bytes, max_bytes, target)?;
         let xml = verified.xml();
         let program = verified.program();
-        let placement = if in_place { "inplace" } else { "outofplace" };
-        // The top band includes its power-of-two end; the others end just before one.
-        let end = max_bytes
-            .checked_add(1)
-            .filter(|n| n.is_power_of_two())
-            .unwrap_or(max_bytes);
-        let name = format!(
-            "{kind}-{placement}-{}-{}.xml",
-            short_size(min_bytes),
-            short_size(end)
-        );
+        let name = file_name(kind, in_place, min_bytes, max_bytes);
         let bands = self
             .bands
             .iter()
@@ -762,6 +753,7 @@ impl Run {
                     best_baseline_us: baseline.map(|b| ps_to_us(b.1)),
                     speedup_vs_baseline: baseline.map(|b| ratio(b.1, time_ps)),
                     nccl: nccl_band(served.nccl),
+                    measured: Vec::new(),
                 }
             })
             .collect();
@@ -780,6 +772,22 @@ impl Run {
         };
         Ok((entry, CompiledFile { name, xml }))
     }
+}
+
+/// The name of the file serving `kind` in place or not for `min_bytes..=max_bytes`:
+/// `allgather-inplace-1K-64K.xml`. Ranges of one collective and placement do not overlap,
+/// so names within a set differ.
+pub(super) fn file_name(
+    kind: CollectiveKind,
+    in_place: bool,
+    min_bytes: u64,
+    max_bytes: u64,
+) -> String {
+    let placement = if in_place { "inplace" } else { "outofplace" };
+    format!(
+        "{kind}-{placement}-{}.xml",
+        short_range(min_bytes, max_bytes)
+    )
 }
 
 /// a / b, 1 when b is 0.

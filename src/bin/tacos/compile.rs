@@ -13,7 +13,7 @@ use tacos::collective::CollectiveKind;
 use tacos::compile::{
     algorithm_dir, check_dir_with, check_target, compile, compiled_for, legacy_xml_files,
     short_range, short_size, topology_hash, write_dir, AlgorithmSet, CheckOptions, CompileOptions,
-    CostOptions, NcclBand, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
+    CostOptions, Manifest, NcclBand, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
 };
 use tacos::msccl::{Profile, Target};
 use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
@@ -28,9 +28,25 @@ pub struct CompileArgs {
     pub target: TargetArgs,
     /// Directory to write, created whole or not at all: the algorithm files alone in
     /// DIR/msccl (point MSCCL_ALGO_DIR there) and manifest.json in DIR (replaces an
-    /// earlier compiled directory; any other directory only with --force)
+    /// earlier compiled directory; any other directory only with --force). With
+    /// --feedback, the compiled directory to rewrite
     #[arg(long, value_name = "DIR", required_unless_present_any = ["check", "plugin_cache"])]
     pub out: Option<PathBuf>,
+    /// Instead of compiling, feed nccl-tests measurements back into the compiled directory
+    /// --out DIR. RESULTS are the outputs of the runs `tacos measure-plan` prints, named as
+    /// it names them: tacos-*.txt measured with the set (NCCL_MSCCL_ENABLE=1), nccl-*.txt
+    /// without it (=0), each collective both ways. Every band the set serves is compared,
+    /// ours measured against NCCL measured and against the manifest's prediction; a band
+    /// where ours measured slower at any size goes back to NCCL (its file cut around it,
+    /// or removed) and DIR is rewritten whole, its manifest recording the measurements
+    /// (`returned_to_nccl` names the bands returned). Results for another rank count, a
+    /// collective DIR was not compiled for, or sizes outside its range are refused and
+    /// nothing is written. With SPEC, DIR must have been compiled for it
+    #[arg(long, value_name = "RESULTS", num_args = 1.., conflicts_with_all = [
+        "check", "plugin_cache", "collectives", "sizes", "proto", "inplace", "seeds", "chunks",
+        "no_baselines", "fast", "force",
+    ])]
+    pub feedback: Vec<PathBuf>,
     /// Instead of compiling, re-check a compiled directory: against its manifest (edited,
     /// missing, extra or stale files, every program re-verified) and for anything in
     /// DIR/msccl the executor would refuse (entries that are not algorithm XML, files over
@@ -249,6 +265,17 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
         .out
         .as_ref()
         .expect("clap requires --out without --check");
+    if !args.feedback.is_empty() {
+        if args.format == Format::Mscclpp {
+            bail!("--feedback reads MSCCL algorithm directories; --format mscclpp sets are kept per size by their own plans.json");
+        }
+        // With a topology, the directory must have been compiled for it.
+        let topology = match args.topology.spec {
+            Some(_) => Some(args.topology.topology()?),
+            None => None,
+        };
+        return super::compile_feedback::run(&args.feedback, out, topology.as_ref(), args.json);
+    }
     let topo = args.topology.topology()?;
     if args.format == Format::Mscclpp {
         return super::compile_plans::run(&args, &topo, out);
@@ -287,7 +314,14 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
         Profile::MscclLegacy => Some(legacy_xml_files(&set, &algorithm_dir(out))?),
         _ => None,
     };
+    // A set compiled again starts from the model's choices: say what measurements it drops.
+    let returned = Manifest::read(out).map_or(0, |old| old.returned_to_nccl.len());
     let written = write_dir(&set, out, args.force)?;
+    if returned > 0 && written != Written::AlreadyThere {
+        eprintln!(
+            "warning: the set replaced had {returned} band(s) returned to NCCL by measurements (compile --feedback); feed the measurements back to this one too"
+        );
+    }
     let seconds = started.elapsed().as_secs_f64();
     let loading = Loading { out, xml_files };
     if args.json {
@@ -442,7 +476,7 @@ left to NCCL (no program predicted faster than NCCL's choice by the margin)"
 }
 
 /// `1K..2K` for a band ending just before a power of two, `512M..1G` for the last.
-fn band_label(min: u64, max: u64) -> String {
+pub(super) fn band_label(min: u64, max: u64) -> String {
     let end = max
         .checked_add(1)
         .filter(|n| n.is_power_of_two())

@@ -19,6 +19,7 @@ mod calibrate;
 mod check;
 mod compare;
 mod compile;
+mod compile_feedback;
 mod compile_plans;
 mod concurrent;
 mod lowering;

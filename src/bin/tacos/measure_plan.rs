@@ -6,7 +6,9 @@ use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
 use tacos::collective::CollectiveKind;
-use tacos::compile::{algorithm_dir, short_range, short_size, Manifest};
+use tacos::compile::{
+    algorithm_dir, short_range, short_size, Manifest, WITHOUT_SET_PREFIX, WITH_SET_PREFIX,
+};
 
 #[derive(Debug, Args)]
 pub struct MeasurePlanArgs {
@@ -51,6 +53,7 @@ pub fn run(args: MeasurePlanArgs) -> anyhow::Result<()> {
         short_size(sizes.min_bytes),
         short_size(sizes.max_bytes)
     );
+    let mut measured = Vec::new();
     for &kind in &manifest.options.collectives {
         let binary = perf_binary(kind);
         let served: Vec<String> = manifest
@@ -72,16 +75,33 @@ pub fn run(args: MeasurePlanArgs) -> anyhow::Result<()> {
             continue;
         }
         println!("# {kind}: the set serves {}", served.join(", "));
-        for (label, enabled) in [("tacos", 1), ("nccl", 0)] {
+        measured.push(kind);
+        for (prefix, enabled) in [(WITH_SET_PREFIX, 1), (WITHOUT_SET_PREFIX, 0)] {
             println!(
                 "mpirun -np {ranks} -H {hosts} -x NCCL_MSCCL_ENABLE={enabled} -x MSCCL_ALGO_DIR={} \
-                 {}/{binary} -b {} -e {} -f 2 -g 1 > {label}-{kind}.txt",
+                 {}/{binary} -b {} -e {} -f 2 -g 1 > {prefix}{kind}.txt",
                 algos.display(),
                 args.nccl_tests.display(),
                 short_size(sizes.min_bytes),
                 short_size(sizes.max_bytes)
             );
         }
+    }
+    if !measured.is_empty() {
+        let files: Vec<String> = [WITH_SET_PREFIX, WITHOUT_SET_PREFIX]
+            .iter()
+            .flat_map(|prefix| {
+                measured
+                    .iter()
+                    .map(move |kind| format!("{prefix}{kind}.txt"))
+            })
+            .collect();
+        println!(
+            "\n# Then, where the outputs are: every band where ours measured slower goes back to NCCL\n\
+             tacos compile --feedback {} --out {}",
+            files.join(" "),
+            args.compiled.display()
+        );
     }
     Ok(())
 }

@@ -480,17 +480,28 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
         |b: &tacos::compile::BandPrediction, us: f64| b.algbw_gbps * b.time_us / us * factor;
     let at = |bytes: u64, us: f64| (bytes as f64, bytes as f64 / (us * 1e3) * factor);
     let bands = || entries.iter().flat_map(|e| e.bands.iter());
-    // Bands left to NCCL, of the same placement as the entries drawn.
+    // Bands left to NCCL by the model or returned to it by measurements, of the same
+    // placement as the entries drawn: where each begins, and NCCL's predicted time there
+    // (none for a returned band that NCCL did not compete for).
     let placement = !out_of_place;
-    let left: Vec<_> = manifest
+    let left: Vec<(u64, Option<f64>)> = manifest
         .left_to_nccl
         .iter()
         .filter(|l| l.collective == kind && l.in_place == placement)
+        .map(|l| (l.min_bytes, Some(l.nccl.time_us)))
+        .chain(
+            manifest
+                .returned_to_nccl
+                .iter()
+                .filter(|r| r.collective == kind && r.in_place == placement)
+                .map(|r| (r.min_bytes, r.prediction.nccl.as_ref().map(|n| n.time_us))),
+        )
         .collect();
+    let nccl_left = || left.iter().filter_map(|&(min, us)| Some(at(min, us?)));
     // What the set serves: its program per band, NCCL's own choice where it left a band.
     let mut served: Vec<(f64, f64)> = bands()
         .map(|b| (b.size_bytes as f64, busbw(b, b.time_us)))
-        .chain(left.iter().map(|l| at(l.min_bytes, l.nccl.time_us)))
+        .chain(nccl_left())
         .collect();
     served.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut series = vec![Series {
@@ -500,7 +511,7 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
     }];
     let mut nccl: Vec<(f64, f64)> = bands()
         .filter_map(|b| Some(at(b.size_bytes, b.nccl.as_ref()?.time_us)))
-        .chain(left.iter().map(|l| at(l.min_bytes, l.nccl.time_us)))
+        .chain(nccl_left())
         .collect();
     nccl.sort_by(|a, b| a.0.total_cmp(&b.0));
     if !nccl.is_empty() {
@@ -544,8 +555,8 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
                     false => String::new(),
                 },
             })
-            .chain(left.iter().map(|l| VLine {
-                x: l.min_bytes as f64,
+            .chain(left.iter().map(|&(min_bytes, _)| VLine {
+                x: min_bytes as f64,
                 label: match labelled {
                     true => "NCCL".into(),
                     false => String::new(),
