@@ -1,4 +1,5 @@
-//! The README's examples work when pasted.
+//! The README's and the guides' examples work when pasted, and the command table in
+//! docs/commands.md is what `--help` says.
 
 mod common;
 
@@ -6,10 +7,10 @@ use common::tacos;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The fenced block of `language` that follows the first line containing `marker`.
-fn block_after(marker: &str, language: &str) -> String {
-    let readme = readme();
-    let after = &readme[readme.find(marker).expect("the marker is in README.md")..];
+/// The fenced block of `language` that follows the first line of `doc` containing `marker`.
+fn block_after(doc: &str, marker: &str, language: &str) -> String {
+    let text = read(doc);
+    let after = &text[text.find(marker).expect("the marker is in the document")..];
     let fence = format!("```{language}\n");
     let start = after
         .find(&fence)
@@ -21,24 +22,40 @@ fn block_after(marker: &str, language: &str) -> String {
 
 #[test]
 fn the_json_topology_example_loads_and_is_connected() {
-    let json = block_after("The JSON form", "json");
+    let json = block_after("docs/topologies.md", "The JSON form", "json");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme");
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("example.json");
     std::fs::write(&file, json).unwrap();
     let file = file.to_str().unwrap();
     let (ok, out, err) = tacos(&["topo", "show", file, "--json"]);
-    assert!(ok, "tacos topo show refuses the README's example: {err}");
+    assert!(ok, "tacos topo show refuses the guide's example: {err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["npus"], 4, "{v}");
     // Connected both ways: a collective over every NPU is accepted and synthesized.
     let (ok, _, err) = tacos(&["synth", file, "-c", "allreduce", "-s", "1MiB"]);
-    assert!(ok, "the README's example cannot run an All-Reduce: {err}");
+    assert!(ok, "the guide's example cannot run an All-Reduce: {err}");
 }
 
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md is readable")
+/// The guides in docs/ whose examples run (deploy.md has its own test).
+const GUIDES: [&str; 11] = [
+    "docs/commands.md",
+    "docs/synthesis.md",
+    "docs/topologies.md",
+    "docs/msccl.md",
+    "docs/mscclpp.md",
+    "docs/compile.md",
+    "docs/plugins.md",
+    "docs/cost-model.md",
+    "docs/pictures.md",
+    "docs/limits.md",
+    "docs/performance.md",
+];
+
+/// A file of the repository, by its path from the root.
+fn read(doc: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc))
+        .unwrap_or_else(|e| panic!("{doc} is not readable: {e}"))
 }
 
 /// The README's fenced blocks: (language tag, lines).
@@ -56,7 +73,7 @@ fn fenced_blocks(readme: &str) -> Vec<(String, Vec<String>)> {
             (None, None) => {}
         }
     }
-    assert!(open.is_none(), "README.md has an unclosed fence");
+    assert!(open.is_none(), "a document has an unclosed fence");
     blocks
 }
 
@@ -166,17 +183,27 @@ fn label(line: &str) -> &str {
 
 #[test]
 fn every_fenced_readme_example_runs() {
-    // The README's two commands and its transcript at the least: an extraction that
-    // finds nothing must not pass as "every example ran".
-    run_examples("README.md", &readme(), 2);
+    // The README's two commands, its transcript and its tour at the least: an extraction
+    // that finds nothing must not pass as "every example ran".
+    run_examples("README.md", &read("README.md"), 8);
+}
+
+/// Every guide's examples, and the README short enough to read through: the reference
+/// lives in the guides, each of which the README links to.
+#[test]
+fn every_guide_example_runs_and_the_readme_links_every_guide() {
+    let readme = read("README.md");
+    assert!(readme.lines().count() <= 300, "README.md is over 300 lines");
+    for guide in GUIDES {
+        assert!(readme.contains(&format!("]({guide})")), "README.md does not link {guide}");
+        run_examples(guide, &read(guide), 0);
+    }
 }
 
 /// The deployment guide's commands, up to the steps that need GPUs (its `text` blocks).
 #[test]
 fn every_deployment_guide_command_runs() {
-    let guide = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deploy.md");
-    let text = std::fs::read_to_string(guide).expect("docs/deploy.md is readable");
-    run_examples("docs/deploy.md", &text, 5);
+    run_examples("docs/deploy.md", &read("docs/deploy.md"), 5);
 }
 
 /// Runs `doc`'s examples (`examples`' rule) in a scratch directory of their own; at least
@@ -284,10 +311,7 @@ const SHARED_TOPOLOGY_FLAGS: [&str; 5] = [
 /// have them, and (after "not") commands that must not.
 #[test]
 fn the_command_table_and_help_agree() {
-    let readme = readme();
-    let start = readme.find("## Commands").expect("a Commands section");
-    let section = &readme[start..];
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
+    let section = read("docs/commands.md");
     // command path -> (flags shown, whether a row elides some with `...`)
     let mut shown: BTreeMap<Vec<String>, (BTreeSet<String>, bool)> = BTreeMap::new();
     let mut shared_rows = 0;
@@ -325,7 +349,7 @@ fn the_command_table_and_help_agree() {
             let long_name = short.get(flag).unwrap_or(flag);
             assert!(
                 long.contains(long_name),
-                "README shows {flag} for `tacos {}`, which its --help lacks ({long:?})",
+                "docs/commands.md shows {flag} for `tacos {}`, which its --help lacks ({long:?})",
                 path.join(" ")
             );
             in_readme.insert(long_name.clone());
@@ -339,7 +363,7 @@ fn the_command_table_and_help_agree() {
                 .collect();
             assert!(
                 missing.is_empty(),
-                "README's row for `tacos {}` lists it completely (no `...`) but lacks {missing:?}",
+                "docs/commands.md's row for `tacos {}` lists it completely (no `...`) but lacks {missing:?}",
                 path.join(" ")
             );
         }
@@ -363,7 +387,7 @@ fn check_shared_row(flags: &[String], description: &str) {
                 assert_eq!(
                     long.contains(flag),
                     has,
-                    "README says {flag} {} with `tacos {command}`",
+                    "docs/commands.md says {flag} {} with `tacos {command}`",
                     if has { "works" } else { "does not work" }
                 );
             }

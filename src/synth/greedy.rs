@@ -1293,7 +1293,7 @@ impl<'a> Matcher<'a> {
                 // cache misses. The draws stay uniform over the entries still useful.
                 // Not on meshes yet: there a pool grows with the mesh's side, the pass
                 // reads `dst`'s bit for each entry, and the 200x200 mesh showed no gain
-                // where the 100x100 one did (README, scale).
+                // where the 100x100 one did (docs/performance.md, scale).
                 self.drop_stale(pool, dst);
             } else {
                 pool.swap_remove(j);

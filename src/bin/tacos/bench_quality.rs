@@ -1,7 +1,7 @@
 //! `tacos bench quality`: a fixed suite of networks, collectives and sizes on which the
 //! synthesized algorithm is set against the best lower bound and the best baseline, as a
 //! user's `tacos synth` gets it (`pipeline::schedule` with `default_chunks`, the default
-//! seeds, planned ways and baselines), so the README can print a table in place of claims and say
+//! seeds, planned ways and baselines), so docs/quality.md can print a table in place of claims and say
 //! where the worst cases are.
 
 use super::bench::{print_json, BenchArgs};
