@@ -207,6 +207,21 @@ fn assert_checks(dir: &Path) {
     assert!(ok, "{out}{err}");
 }
 
+/// `tacos report --compiled DIR`'s page.
+fn compiled_page(root: &Path, dir: &Path) -> String {
+    let page = root.join("report.html");
+    let (ok, _, err) = tacos(&[
+        "report",
+        "--compiled",
+        dir.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(ok, "{err}");
+    std::fs::read_to_string(page).unwrap()
+}
+
 fn served_bands(m: &Manifest) -> usize {
     m.entries.iter().map(|e| e.bands.len()).sum()
 }
@@ -217,6 +232,7 @@ fn bands_measured_faster_stay_as_they_were_and_record_the_measurements() {
     let dir = compiled(&root);
     let before = Manifest::read(&dir).unwrap();
     let files_before = snapshot(&algorithm_dir(&dir));
+    let page_before = compiled_page(&root, &dir);
     let files = results(&root, &before, &[]);
     let (ok, out, err) = feedback(&dir, &files, true);
     assert!(ok, "{err}");
@@ -256,6 +272,19 @@ fn bands_measured_faster_stay_as_they_were_and_record_the_measurements() {
         }
     }
     assert_checks(&dir);
+    // The report on the set draws the measurements beside the predictions.
+    let page = compiled_page(&root, &dir);
+    for drawn in [
+        "measured: ours",
+        "measured: NCCL",
+        "predicted and measured bus bandwidth",
+    ] {
+        assert!(
+            !page_before.contains(drawn),
+            "{drawn} before any measurement"
+        );
+        assert!(page.contains(drawn), "{drawn} missing from the report");
+    }
     // The same results again: the directory already holds them.
     let (ok, out, err) = feedback(&dir, &files, false);
     assert!(ok, "{err}");

@@ -439,7 +439,7 @@ fn compiled_page(dir: &Path) -> anyhow::Result<Page> {
         page.heading(2, &kind.to_string());
         page.figure(
             &busbw_chart(&manifest, kind).to_svg(),
-            "Predicted bus bandwidth of the program served in each band (out of place), the fastest baseline there and the bound; dotted lines mark where a band begins.",
+            "Predicted bus bandwidth of the program served in each band (out of place), NCCL's choice, the fastest baseline there and the bound, with what `tacos compile --feedback` recorded as measured (ours and NCCL's) where it has run; dotted lines mark where a band begins.",
         );
     }
     page.heading(2, "Files");
@@ -521,6 +521,36 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
             dashed: false,
         });
     }
+    // What `compile --feedback` recorded: each measured size, ours and NCCL's, in the
+    // bands still served and in those measurements returned to NCCL.
+    let measured: Vec<&tacos::compile::MeasuredSize> = bands()
+        .chain(
+            manifest
+                .returned_to_nccl
+                .iter()
+                .filter(|r| r.collective == kind && r.in_place == placement)
+                .map(|r| &r.prediction),
+        )
+        .flat_map(|b| b.measured.iter())
+        .collect();
+    for (name, time) in [
+        (
+            "measured: ours",
+            (|m: &tacos::compile::MeasuredSize| m.ours_us) as fn(&_) -> f64,
+        ),
+        ("measured: NCCL", |m| m.nccl_us),
+    ] {
+        let mut points: Vec<(f64, f64)> =
+            measured.iter().map(|m| at(m.size_bytes, time(m))).collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if !points.is_empty() {
+            series.push(Series {
+                name: name.into(),
+                points,
+                dashed: true,
+            });
+        }
+    }
     let baseline: Vec<(f64, f64)> = bands()
         .filter_map(|b| Some((b.size_bytes as f64, busbw(b, b.best_baseline_us?))))
         .collect();
@@ -540,7 +570,10 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
     });
     let labelled = entries.len() + left.len() <= 12;
     LineChart {
-        title: format!("{kind}: predicted bus bandwidth"),
+        title: match measured.is_empty() {
+            true => format!("{kind}: predicted bus bandwidth"),
+            false => format!("{kind}: predicted and measured bus bandwidth"),
+        },
         x_label: "size".into(),
         y_label: "busbw, GB/s".into(),
         log_x: true,
