@@ -10,6 +10,7 @@ use std::path::PathBuf;
 /// failures whose reason is a sentence (a schedule that breaks a rule, a file that says
 /// something else).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A name that is not one of those the library knows: a target, protocol,
     /// collective, baseline, preset, topology builder or spec option, GPU architecture.
@@ -103,6 +104,37 @@ pub enum Error {
 }
 
 impl Error {
+    /// The kind of error, a stable name for programs to branch on (what `--json` reports
+    /// as `error.kind`): `unknown`, `invalid`, `limit`, `target_limit`, `spec`,
+    /// `topology`, `disconnected`, `collective`, `schedule`, `baseline`, `synthesis`,
+    /// `msccl`, `plan`, `cost`, `compile`, `io`.
+    ///
+    /// ```
+    /// use tacos::topology::{parse_spec, SpecDefaults};
+    /// let e = parse_spec("ring:1x", &SpecDefaults::default()).unwrap_err();
+    /// assert_eq!(e.kind(), "invalid");
+    /// ```
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Unknown { .. } => "unknown",
+            Error::Invalid { .. } => "invalid",
+            Error::Limit { .. } => "limit",
+            Error::TargetLimit { .. } => "target_limit",
+            Error::Spec(_) => "spec",
+            Error::Topology(_) => "topology",
+            Error::Disconnected { .. } => "disconnected",
+            Error::Collective(_) => "collective",
+            Error::Schedule(_) => "schedule",
+            Error::Baseline(_) => "baseline",
+            Error::Synthesis(_) => "synthesis",
+            Error::Msccl(_) => "msccl",
+            Error::Plan(_) => "plan",
+            Error::Cost(_) => "cost",
+            Error::Compile(_) => "compile",
+            Error::Io { .. } => "io",
+        }
+    }
+
     /// Whether the error is a figure past a limit (`Limit` or `TargetLimit`): what a
     /// smaller problem (fewer chunks, fewer NPUs) may cure, unlike a wrong input.
     pub fn is_limit(&self) -> bool {

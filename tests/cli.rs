@@ -769,3 +769,32 @@ fn measure_plan_runs_each_served_collective_with_and_without_the_set() {
     let e = fails(&["measure-plan", "--compiled", "/no/such/set"]);
     assert!(e.contains("/no/such/set"), "{e}");
 }
+
+/// With `--json`, a failed command prints its error as JSON on stdout too: the library's
+/// kind of error, the message, and what went wrong under it; the exit status stays a failure.
+#[test]
+fn json_errors_name_their_kind_and_causes() {
+    let error = |args: &[&str]| {
+        let (ok, out, err) = tacos(args);
+        assert!(!ok, "{args:?} succeeded");
+        assert!(err.starts_with("error: "), "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["command"], args[0]);
+        v["error"].clone()
+    };
+    let bad_spec = error(&["synth", "ring:1x", "--json"]);
+    assert_eq!(bad_spec["kind"], "invalid");
+    assert!(bad_spec["message"].as_str().unwrap().contains("ring:1x"));
+    assert_eq!(bad_spec["causes"].as_array().unwrap().len(), 0);
+    let path = "/nonexistent-tacos-dir/schedule.json";
+    let unwritable = error(&[
+        "synth", "ring:4", "-c", "allgather", "-s", "1MiB", "--out", path, "--json",
+    ]);
+    assert_eq!(unwritable["kind"], "io");
+    assert_eq!(unwritable["message"], "cannot write the schedule");
+    let causes = unwritable["causes"].as_array().unwrap();
+    assert!(causes[0].as_str().unwrap().starts_with(path), "{causes:?}");
+    // Without --json, nothing on stdout.
+    let (ok, out, _) = tacos(&["synth", "ring:1x"]);
+    assert!(!ok && out.is_empty(), "{out}");
+}

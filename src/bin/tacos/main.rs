@@ -417,11 +417,38 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    // Where the output was asked for as JSON, so is the error (the message on stderr too).
+    let json = std::env::args_os().any(|a| a == "--json");
+    let command = std::env::args().nth(1).unwrap_or_default();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
+            if json {
+                println!("{}", error_json(&command, &e));
+            }
             ExitCode::FAILURE
         }
     }
+}
+
+/// A failed command's `--json` object: `error.kind` (the library's `Error::kind` where the
+/// error is the library's, else `other`), its `message`, and the `causes` under it,
+/// outermost first (what the command was doing, then what went wrong under it).
+fn error_json(command: &str, e: &anyhow::Error) -> String {
+    let kind = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<tacos::Error>())
+        .map_or("other", tacos::Error::kind);
+    let causes: Vec<String> = e.chain().skip(1).map(ToString::to_string).collect();
+    let value = serde_json::json!({
+        "schema_version": tacos::report::SCHEMA_VERSION,
+        "command": command,
+        "error": {
+            "kind": kind,
+            "message": e.to_string(),
+            "causes": causes,
+        },
+    });
+    serde_json::to_string_pretty(&value).unwrap_or_default()
 }
