@@ -788,7 +788,15 @@ fn json_errors_name_their_kind_and_causes() {
     assert_eq!(bad_spec["causes"].as_array().unwrap().len(), 0);
     let path = "/nonexistent-tacos-dir/schedule.json";
     let unwritable = error(&[
-        "synth", "ring:4", "-c", "allgather", "-s", "1MiB", "--out", path, "--json",
+        "synth",
+        "ring:4",
+        "-c",
+        "allgather",
+        "-s",
+        "1MiB",
+        "--out",
+        path,
+        "--json",
     ]);
     assert_eq!(unwritable["kind"], "io");
     assert_eq!(unwritable["message"], "cannot write the schedule");

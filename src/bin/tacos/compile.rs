@@ -536,11 +536,12 @@ fn check(
         }
     }
     if let Some(first) = report.problems.first() {
-        bail!(
+        return Err(super::Reported(format!(
             "{}: {} problem(s), first: {first}",
             dir.display(),
             report.problems.len()
-        );
+        ))
+        .into());
     }
     Ok(())
 }

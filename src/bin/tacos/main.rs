@@ -424,13 +424,27 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if json {
+            if json && !e.is::<Reported>() {
                 println!("{}", error_json(&command, &e));
             }
             ExitCode::FAILURE
         }
     }
 }
+
+/// The error of a command that has already printed its report, which says what failed (a
+/// file that is not a correct program, a compiled directory with problems): `main` prints
+/// the message on stderr and, under `--json`, no second object.
+#[derive(Debug)]
+pub struct Reported(pub String);
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Reported {}
 
 /// A failed command's `--json` object: `error.kind` (the library's `Error::kind` where the
 /// error is the library's, else `other`), its `message`, and the `causes` under it,

@@ -3,7 +3,7 @@
 //! plan (`super::verify_plan`).
 
 use super::{bandwidth, collective_kind, latency, size, CostArgs, TargetArgs, TopologyArgs};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -177,10 +177,13 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
             .problems
             .first()
             .map_or(String::new(), |p| format!(": {p}"));
-        bail!("{file} is not a correct {kind} program ({n} problem(s)){first}");
+        return Err(super::Reported(format!(
+            "{file} is not a correct {kind} program ({n} problem(s)){first}"
+        ))
+        .into());
     }
     if let Err(e) = timing {
-        bail!(e);
+        return Err(super::Reported(e.to_string()).into());
     }
     Ok(())
 }

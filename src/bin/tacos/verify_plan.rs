@@ -82,7 +82,7 @@ pub fn run(args: &VerifyArgs, text: &str) -> anyhow::Result<()> {
         Err(e) => {
             out.error = Some(e.to_string());
             emit(&out)?;
-            anyhow::bail!("{file}: {e}")
+            Err(super::Reported(format!("{file}: {e}")).into())
         }
     }
 }
