@@ -9,7 +9,7 @@
  * every GPU ends with (the input for reducescatter).
  *
  * Functions returning int give 0 on success and -1 on failure; tacos_last_error() then says
- * why. Every function is safe to call from any thread, never aborts the host process and
+ * why and tacos_last_error_code() which kind of error it was. Every function is safe to call from any thread, never aborts the host process and
  * never lets an error escape as anything but a return code. Sizes run from 1 byte to 2^63 - 1.
  * Inputs past the library's limits (topology sizes, XML nesting and element counts, the
  * cost of verifying a program) fail the call with the limit named, before anything is
@@ -33,6 +33,32 @@ const char* tacos_version(void);
  * and valid until the next call into it on this thread.
  */
 const char* tacos_last_error(void);
+
+/*
+ * The kind of the last failing call's error on this thread, to branch on without reading
+ * the message; TACOS_OK (0) when none has failed. The kinds are those `tacos ... --json`
+ * reports as error.kind.
+ */
+#define TACOS_OK 0
+#define TACOS_ERR_INVALID 1        /* an argument outside what is allowed (NULL, a bad value) */
+#define TACOS_ERR_UNKNOWN 2        /* a name not known: a collective, a preset, a protocol */
+#define TACOS_ERR_LIMIT 3          /* a figure past a limit: memory, transfers, NPUs */
+#define TACOS_ERR_TARGET_LIMIT 4   /* a program past a limit of the loader it is for */
+#define TACOS_ERR_SPEC 5           /* a topology spec that cannot be understood */
+#define TACOS_ERR_TOPOLOGY 6       /* a topology that breaks a rule */
+#define TACOS_ERR_DISCONNECTED 7   /* NPUs that cannot reach each other */
+#define TACOS_ERR_COLLECTIVE 8     /* a collective that cannot be made over these NPUs */
+#define TACOS_ERR_SCHEDULE 9       /* a schedule that breaks a rule */
+#define TACOS_ERR_BASELINE 10      /* a baseline that does not apply */
+#define TACOS_ERR_SYNTHESIS 11     /* no algorithm found within the options */
+#define TACOS_ERR_MSCCL 12         /* an MSCCL program that does not lower, load or verify */
+#define TACOS_ERR_PLAN 13          /* an MSCCL++ plan that does not lower or verify */
+#define TACOS_ERR_COST 14          /* the cost model cannot price it */
+#define TACOS_ERR_COMPILE 15       /* a compiled set that cannot be made or read */
+#define TACOS_ERR_IO 16            /* a file that cannot be read or written */
+#define TACOS_ERR_INTERNAL 17      /* a bug (please report): the call was stopped safely */
+#define TACOS_ERR_OTHER 18         /* a kind newer than this header */
+int tacos_last_error_code(void);
 
 /* Frees a string the library returned (NULL is ignored). */
 void tacos_free_string(char* text);

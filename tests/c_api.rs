@@ -361,7 +361,7 @@ fn guarded_panics_print_one_warn_line_each() {
     if std::env::var_os(PANIC_CHILD).is_some() {
         // On the guarded thread, with a control character to escape.
         assert_eq!(
-            guard(-1, || -> Result<i32, String> { panic!("first \x1b[31m") }),
+            guard(-1, || -> Result<i32, Failure> { panic!("first \x1b[31m") }),
             -1
         );
         // On a worker thread: rayon hands the panic to the guarded thread.
@@ -441,4 +441,61 @@ fn the_format_field_returns_a_verified_mscclpp_plan_and_old_callers_get_xml() {
     options.format = unknown.as_ptr();
     let e = ring8_allreduce(&options).unwrap_err();
     assert!(e.contains("options.format") && e.contains("mscclpp"), "{e}");
+}
+
+/// `tacos_last_error_code` names the kind of each failure, by the codes include/tacos.h
+/// defines: the header's `TACOS_OK` and `TACOS_ERR_*` are the library's table, kind by kind.
+#[test]
+fn each_failure_has_its_kind_as_a_code() {
+    let header = include_str!("../include/tacos.h");
+    for &(kind, code) in ERROR_CODES.iter() {
+        let name = match kind {
+            "ok" => "TACOS_OK".to_string(),
+            _ => format!("TACOS_ERR_{}", kind.to_ascii_uppercase()),
+        };
+        let line = format!("#define {name} {code}");
+        assert!(
+            header.contains(&format!("{line} ")) || header.contains(&format!("{line}\n")),
+            "{line}"
+        );
+    }
+    assert_eq!(
+        header.matches("#define TACOS_ERR_").count() + 1,
+        ERROR_CODES.len()
+    );
+    let code = |kind: &str| ERROR_CODES.iter().find(|(k, _)| *k == kind).unwrap().1;
+    let mut xml: *mut c_char = ptr::null_mut();
+    let (ring, ar) = (c("ring:4"), c("allreduce"));
+    // SAFETY: live NUL-terminated strings, a NULL options pointer (the defaults) and a
+    // live output slot; a string returned is freed once.
+    unsafe {
+        let rc = tacos_synthesize_xml(ring.as_ptr(), ptr::null(), 1024, ptr::null(), &mut xml);
+        assert_eq!((rc, tacos_last_error_code()), (-1, code("invalid")));
+        let rc = tacos_synthesize_xml(
+            ring.as_ptr(),
+            c("allsort").as_ptr(),
+            1024,
+            ptr::null(),
+            &mut xml,
+        );
+        assert_eq!((rc, tacos_last_error_code()), (-1, code("unknown")));
+        let rc = tacos_synthesize_xml(
+            c("ring:4,nosuch=1").as_ptr(),
+            ar.as_ptr(),
+            1024,
+            ptr::null(),
+            &mut xml,
+        );
+        assert_eq!(rc, -1);
+        assert!(
+            [code("spec"), code("invalid"), code("unknown")].contains(&tacos_last_error_code()),
+            "{}",
+            last_error()
+        );
+        // A success leaves the last failure's code, as it leaves its message.
+        let rc = tacos_synthesize_xml(ring.as_ptr(), ar.as_ptr(), 1 << 20, ptr::null(), &mut xml);
+        assert_eq!(rc, 0, "{}", last_error());
+        tacos_free_string(xml);
+        assert_ne!(tacos_last_error_code(), 0);
+    }
 }

@@ -2,7 +2,7 @@
 //! time an XML file on a topology. Every function returns 0 on success and -1 on failure,
 //! with the reason readable through `tacos_last_error`.
 
-use super::guard::{c_str, give_string, guard};
+use super::guard::{c_str, give_string, guard, Failure};
 use crate::budget::MemoryLimit;
 use crate::collective::CollectiveKind;
 use crate::cost::Executor;
@@ -237,13 +237,13 @@ fn check_size(size_bytes: u64) -> Result<(), String> {
 }
 
 /// A topology given as JSON text, a JSON file, or a builder spec.
-fn topology(text: &str, defaults: &SpecDefaults) -> Result<Topology, String> {
+fn topology(text: &str, defaults: &SpecDefaults) -> Result<Topology, Failure> {
     let result = if text.trim_start().starts_with('{') {
         file::parse(text, "topology JSON", defaults)
     } else {
         parse_spec(text, defaults)
     };
-    result.map_err(|e| e.to_string())
+    Ok(result?)
 }
 
 /// The XML of the verified program `pipeline::program` keeps for the request, or with
@@ -253,11 +253,9 @@ fn synthesize_xml(
     collective: &str,
     size_bytes: u64,
     o: &Options,
-) -> Result<String, String> {
+) -> Result<String, Failure> {
     let topo = topology(topology_text, &o.defaults)?;
-    let kind: CollectiveKind = collective
-        .parse()
-        .map_err(|e: crate::Error| e.to_string())?;
+    let kind: CollectiveKind = collective.parse().map_err(Failure::from)?;
     let request = Request {
         root: o.root,
         ..Request::new(kind, size_bytes)
@@ -273,14 +271,14 @@ fn synthesize_xml(
         },
         // A host program sets no flag: the environment's limit (within what the host's
         // limits leave), else the process's.
-        max_memory: match MemoryLimit::from_env().map_err(|e| e.to_string())? {
+        max_memory: match MemoryLimit::from_env().map_err(Failure::from)? {
             Some(asked) => MemoryLimit::within_system(Some(asked)),
             None => MemoryLimit::default(),
         },
         replicate: false,
         planned: true,
         // Ranked as `tacos_simulate_xml` and the plugins time programs.
-        executor: Some(Executor::for_topology(&topo, None, None).map_err(|e| e.to_string())?),
+        executor: Some(Executor::for_topology(&topo, None, None).map_err(Failure::from)?),
         fill_instances: true,
         baselines: true,
     };
@@ -290,10 +288,10 @@ fn synthesize_xml(
             ..PlanOptions::default()
         };
         let found =
-            pipeline::plan(&topo, &request, &options, &plan_options).map_err(|e| e.to_string())?;
+            pipeline::plan(&topo, &request, &options, &plan_options).map_err(Failure::from)?;
         return Ok(found.kept.plan.to_json());
     }
-    let found = pipeline::program(&topo, &request, &options).map_err(|e| e.to_string())?;
+    let found = pipeline::program(&topo, &request, &options).map_err(Failure::from)?;
     Ok(found.kept.xml())
 }
 
@@ -308,7 +306,7 @@ unsafe fn xml_from_c(
     collective: *const c_char,
     size_bytes: u64,
     options: *const TacosSynthOptions,
-) -> Result<String, String> {
+) -> Result<String, Failure> {
     // SAFETY: the caller guarantees both are NULL (which c_str reports) or strings that
     // outlive the call.
     let (topology, collective) = unsafe {
@@ -399,7 +397,7 @@ pub unsafe extern "C" fn tacos_synthesize_xml_file(
         let path = unsafe { c_str(path, "path") }?;
         // SAFETY: the caller guarantees the arguments are as include/tacos.h describes.
         let xml = unsafe { xml_from_c(topology, collective, size_bytes, options) }?;
-        write_atomic(Path::new(path), xml.as_bytes()).map_err(|e| e.to_string())?;
+        write_atomic(Path::new(path), xml.as_bytes()).map_err(Failure::from)?;
         Ok(0)
     })
 }
@@ -430,20 +428,23 @@ pub unsafe extern "C" fn tacos_simulate_xml(
         )?;
         // SAFETY: likewise for `xml_path`.
         let program = read_program(Path::new(unsafe { c_str(xml_path, "xml_path") }?))
-            .map_err(|e| e.to_string())?;
+            .map_err(Failure::from)?;
         let report = verify(&program, &VerifyOptions::default());
         if let Some(problem) = report.problems.first() {
-            return Err(format!(
-                "{}: not a correct program: {}",
-                // SAFETY: as above; `xml_path` was read the same way.
-                unsafe { c_str(xml_path, "xml_path") }?,
-                problem.message
-            ));
+            return Err(Failure {
+                kind: "msccl",
+                message: format!(
+                    "{}: not a correct program: {}",
+                    // SAFETY: as above; `xml_path` was read the same way.
+                    unsafe { c_str(xml_path, "xml_path") }?,
+                    problem.message
+                ),
+            });
         }
-        let executor = Executor::for_topology(&topo, None, None).map_err(|e| e.to_string())?;
+        let executor = Executor::for_topology(&topo, None, None).map_err(Failure::from)?;
         let sim = executor
             .simulate_program(&topo, &program, size_bytes)
-            .map_err(|e| e.to_string())?;
+            .map_err(Failure::from)?;
         // SAFETY: `time_us` is not null (checked above), and the caller guarantees it points
         // to a writable double.
         unsafe { *time_us = ps_to_us(sim.time_ps) };

@@ -4,34 +4,109 @@
 //! Rust's own message off the host's stderr) prints one line, `tacos: WARN panic at
 //! FILE:LINE: MESSAGE`.
 
-use std::cell::RefCell;
-use std::ffi::{c_char, CStr, CString};
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_char, c_int, CStr, CString};
 use std::io::Write;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_ERROR_CODE: Cell<c_int> = const { Cell::new(TACOS_OK) };
 }
 
-/// Remembers `message` as this thread's last error.
-pub fn set_last_error(message: &str) {
+/// The codes `tacos_last_error_code` returns, one per kind of error (`Error::kind`), as
+/// `include/tacos.h` defines them; new kinds take new numbers, never an old one's.
+pub const ERROR_CODES: [(&str, c_int); 19] = [
+    ("ok", TACOS_OK),
+    ("invalid", 1),
+    ("unknown", 2),
+    ("limit", 3),
+    ("target_limit", 4),
+    ("spec", 5),
+    ("topology", 6),
+    ("disconnected", 7),
+    ("collective", 8),
+    ("schedule", 9),
+    ("baseline", 10),
+    ("synthesis", 11),
+    ("msccl", 12),
+    ("plan", 13),
+    ("cost", 14),
+    ("compile", 15),
+    ("io", 16),
+    ("internal", 17),
+    // A kind this table does not know yet (Error is non_exhaustive).
+    ("other", 18),
+];
+
+/// `tacos_last_error_code` where the last call succeeded or none failed.
+const TACOS_OK: c_int = 0;
+
+/// Why a call failed: its kind of error (`Error::kind`; `invalid` for an argument the C API
+/// refuses itself) and the message.
+#[derive(Debug)]
+pub struct Failure {
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure {
+            kind: "invalid",
+            message,
+        }
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Failure {
+        Failure::from(message.to_string())
+    }
+}
+
+impl From<crate::Error> for Failure {
+    fn from(e: crate::Error) -> Failure {
+        Failure {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Remembers `message` as this thread's last error, of `kind`.
+fn set_last_failure(kind: &str, message: &str) {
     let text = CString::new(message.replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|e| *e.borrow_mut() = text);
+    let code = ERROR_CODES
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .or(ERROR_CODES.last())
+        .map_or(TACOS_OK, |&(_, c)| c);
+    LAST_ERROR_CODE.with(|c| c.set(code));
 }
 
-/// Runs `f`; on an error or a panic records the message and returns `on_failure`. A panic
-/// also prints one `tacos: WARN` line on stderr.
-pub fn guard<T>(on_failure: T, f: impl FnOnce() -> Result<T, String>) -> T {
+/// Remembers `message` as this thread's last error (an argument refused).
+pub fn set_last_error(message: &str) {
+    set_last_failure("invalid", message);
+}
+
+/// Runs `f`; on an error or a panic records its kind and message and returns
+/// `on_failure`. A panic also prints one `tacos: WARN` line on stderr.
+pub fn guard<T>(on_failure: T, f: impl FnOnce() -> Result<T, Failure>) -> T {
     match crate::panics::catch(f) {
         Ok(Ok(value)) => value,
-        Ok(Err(message)) => {
-            set_last_error(&message);
+        Ok(Err(failure)) => {
+            set_last_failure(failure.kind, &failure.message);
             on_failure
         }
         Err(panic) => {
             // One write of the whole line; a closed stderr is no reason to fail.
             let line = format!("tacos: WARN {panic} (please report)\n");
             let _ = std::io::stderr().write_all(line.as_bytes());
-            set_last_error(&format!("internal error (please report): {panic}"));
+            set_last_failure(
+                "internal",
+                &format!("internal error (please report): {panic}"),
+            );
             on_failure
         }
     }
@@ -57,6 +132,13 @@ pub unsafe fn c_str<'a>(ptr: *const c_char, name: &str) -> Result<&'a str, Strin
 #[no_mangle]
 pub extern "C" fn tacos_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// The kind of this thread's last error as a code of [`ERROR_CODES`] (`TACOS_ERR_*` in
+/// `include/tacos.h`); 0 when none.
+#[no_mangle]
+pub extern "C" fn tacos_last_error_code() -> c_int {
+    LAST_ERROR_CODE.with(Cell::get)
 }
 
 /// Hands a string to the caller, who frees it with `tacos_free_string`.

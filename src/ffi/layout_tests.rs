@@ -226,6 +226,7 @@ mod generated {
         type Ptr5<A, B, C, D, E, R> = unsafe extern "C" fn(A, B, C, D, E) -> R;
         same_signature::<Ptr0<_>>(tacos_h::tacos_version, rust::tacos_version);
         same_signature::<Ptr0<_>>(tacos_h::tacos_last_error, rust::tacos_last_error);
+        same_signature::<Ptr0<_>>(tacos_h::tacos_last_error_code, rust::tacos_last_error_code);
         same_signature::<Ptr1<_, _>>(tacos_h::tacos_free_string, rust::tacos_free_string);
         same_signature::<Ptr1<_, _>>(
             tacos_h::tacos_synth_options_init,
@@ -246,6 +247,7 @@ mod generated {
         let checked = BTreeSet::from([
             "tacos_version",
             "tacos_last_error",
+            "tacos_last_error_code",
             "tacos_free_string",
             "tacos_synth_options_init",
             "tacos_synthesize_xml",

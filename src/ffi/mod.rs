@@ -25,7 +25,10 @@ pub use api::{
     tacos_simulate_xml, tacos_synth_options_init, tacos_synthesize_xml, tacos_synthesize_xml_file,
     TacosSynthOptions,
 };
-pub use guard::{c_str, give_string, guard, set_last_error, tacos_free_string, tacos_last_error};
+pub use guard::{
+    c_str, give_string, guard, set_last_error, tacos_free_string, tacos_last_error,
+    tacos_last_error_code, Failure, ERROR_CODES,
+};
 
 use std::ffi::c_char;
 
