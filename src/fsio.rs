@@ -1,5 +1,12 @@
 //! Reading files whole within a size limit, reading JSON with errors that point at the
 //! spot, writing files atomically, and advisory locks on files.
+//!
+//! ```
+//! let path = std::env::temp_dir().join(format!("tacos-fsio-doc-{}", std::process::id()));
+//! tacos::fsio::write_atomic(&path, b"whole or not at all").unwrap();
+//! assert_eq!(std::fs::read(&path).unwrap(), b"whole or not at all");
+//! std::fs::remove_file(&path).unwrap();
+//! ```
 
 use crate::error::{Error, Result};
 use serde::de::DeserializeOwned;

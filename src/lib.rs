@@ -14,6 +14,21 @@
 //! operation sits in its own `unsafe {}` block, even inside an `unsafe fn`, under a
 //! `// SAFETY:` comment that says why it holds; every `unsafe fn` says in `# Safety` what its
 //! caller must guarantee. The two lints below keep it so.
+//!
+//! From a network to a verified MSCCL program, through the one pipeline:
+//!
+//! ```
+//! use tacos::collective::CollectiveKind;
+//! use tacos::pipeline::{self, Options, Request};
+//! use tacos::topology::{parse_spec, SpecDefaults};
+//!
+//! let mesh = parse_spec("mesh:2x2", &SpecDefaults::default())?;
+//! let request = Request::new(CollectiveKind::AllReduce, 1 << 20);
+//! let found = pipeline::program(&mesh, &request, &Options::default())?;
+//! tacos::schedule::check(found.kept.schedule(), &mesh)?; // checked again, independently
+//! assert!(found.kept.xml().contains("coll=\"allreduce\""));
+//! # Ok::<(), tacos::Error>(())
+//! ```
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]

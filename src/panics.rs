@@ -7,6 +7,12 @@
 //! [`catch`] installs a panic hook that writes nothing for panics under a catch: on a
 //! catching thread, or on one of the library's worker threads while a catch runs. Other
 //! panics go to the hook that was there before.
+//!
+//! ```
+//! assert_eq!(tacos::panics::catch(|| 6 * 7), Ok(42));
+//! let caught = tacos::panics::catch(|| -> u32 { panic!("a bug") }).unwrap_err();
+//! assert!(caught.starts_with("panic at") && caught.contains("a bug"));
+//! ```
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -6,6 +6,15 @@
 //! size, K, root), [`Timing`] (flattened: `time_us`, `algbw_gbps`, `busbw_gbps`,
 //! `efficiency`, `of_ideal`) and [`BoundsReport`] (`bounds`). Times are in microseconds,
 //! bandwidths in GB/s (10^9 bytes per second), sizes in bytes (nccl-tests' convention).
+//!
+//! ```
+//! use tacos::report::TopologyInfo;
+//! use tacos::topology::{parse_spec, SpecDefaults};
+//!
+//! let torus = parse_spec("torus:4x4", &SpecDefaults::default()).unwrap();
+//! let info = serde_json::to_value(TopologyInfo::new(&torus)).unwrap();
+//! assert_eq!((info["npus"].as_u64(), info["links"].as_u64()), (Some(16), Some(64)));
+//! ```
 
 use crate::bounds::Bounds;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};

@@ -8,6 +8,12 @@
 //! element, nothing but whitespace and comments around it. It accepts what any XML reader
 //! does (a declaration, single-quoted values...) and records in [`Document::notes`] what a
 //! minimal reader such as the MSCCL executor's refuses, for the callers that care.
+//!
+//! ```
+//! let root = tacos::xmltree::parse(r#"<system><gpu dev="0"/><gpu dev="1"/></system>"#, "example").unwrap();
+//! assert_eq!(root.name, "system");
+//! assert_eq!(root.children[1].attr("dev"), Some("1"));
+//! ```
 
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::{Reader, XmlVersion};

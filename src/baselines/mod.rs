@@ -18,6 +18,19 @@
 //! | rhd | allgather, reducescatter, allreduce; broadcast, reduce (scatter/reduce-scatter + allgather/gather) | K, P x K for broadcast/reduce |
 //! | dbt | allreduce, broadcast, reduce | 2K, half per tree |
 //! | hierarchical | allgather, reducescatter, allreduce on composed topologies | K |
+//!
+//! ```
+//! use tacos::baselines::Baseline;
+//! use tacos::collective::{Collective, CollectiveKind};
+//! use tacos::topology::{parse_spec, SpecDefaults};
+//!
+//! let ring = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+//! let all_gather = Collective::over_all(&ring, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
+//! let schedule = Baseline::Ring.schedule(&ring, all_gather.spec()).unwrap();
+//! // Half of each NPU's share goes each way round: 3 steps of 4 x 2 sends.
+//! assert_eq!(schedule.transfers.len(), 24);
+//! tacos::schedule::check_data_flow(&schedule, &ring).unwrap();
+//! ```
 
 mod dbt;
 mod direct;

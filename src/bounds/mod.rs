@@ -23,6 +23,19 @@
 //! so it is marked approximate. For homogeneous NPUs the traffic bound of All-Reduce is
 //! the classic 2(P-1)/P S over an NPU's bandwidth. `efficiency = best bound / time`, the
 //! best bound being the largest of the valid ones.
+//!
+//! ```
+//! use tacos::bounds::Bounds;
+//! use tacos::collective::{Collective, CollectiveKind};
+//! use tacos::topology::{parse_spec, SpecDefaults};
+//!
+//! // An All-Gather of 4 MiB on a ring of 4 NPUs at 50 GB/s: each NPU must take in 3 MiB
+//! // over its two links in, 3 x 1,048,576 B / 100 GB/s = 31.45728 us at the least.
+//! let ring = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+//! let c = Collective::over_all(&ring, CollectiveKind::AllGather, None, 1, 4 << 20).unwrap();
+//! let bounds = Bounds::new(&ring, &c);
+//! assert!(bounds.best_ps() >= 31_457_280);
+//! ```
 
 mod chunked;
 mod cut;

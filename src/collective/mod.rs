@@ -9,6 +9,16 @@
 //! output; Reduce-Scatter: the input; All-Reduce, Broadcast, Reduce: the buffer; Gather and
 //! Scatter: the root's; All-to-All: each NPU's). With P NPUs and K chunks per NPU, chunks are
 //! S / (P K) bytes, except Broadcast and Reduce, whose K chunks are S / K bytes.
+//!
+//! ```
+//! use tacos::collective::{Collective, CollectiveKind};
+//! use tacos::topology::{parse_spec, SpecDefaults};
+//!
+//! let mesh = parse_spec("mesh:2x2", &SpecDefaults::default()).unwrap();
+//! // 1 MiB gathered by 4 NPUs in 2 chunks each: 8 chunks of 128 KiB.
+//! let c = Collective::over_all(&mesh, CollectiveKind::AllGather, None, 2, 1 << 20).unwrap();
+//! assert_eq!(c.chunk_bytes(), 131072.0);
+//! ```
 
 pub mod memory;
 

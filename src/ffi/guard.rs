@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn panics_and_errors_become_messages() {
-        assert_eq!(guard(-1, || -> Result<i32, String> { panic!("boom") }), -1);
+        assert_eq!(guard(-1, || -> Result<i32, Failure> { panic!("boom") }), -1);
         // SAFETY: tacos_last_error returns this thread's NUL-terminated message, valid until
         // the next call into the library.
         let msg = unsafe { CStr::from_ptr(tacos_last_error()) }

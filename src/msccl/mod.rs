@@ -10,6 +10,21 @@
 //! [`Target`]'s loader a program breaks, limits included. [`footprint`] estimates what
 //! executing a program costs, so that verifying or timing a hostile one is refused before
 //! it allocates.
+//!
+//! ```
+//! use tacos::collective::CollectiveKind;
+//! use tacos::msccl::{lower, verify, LowerOptions, VerifyOptions};
+//! use tacos::pipeline::{synthesize, Request};
+//! use tacos::synth::SynthOptions;
+//! use tacos::topology::{parse_spec, SpecDefaults};
+//!
+//! let ring = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+//! let request = Request::new(CollectiveKind::AllGather, 1 << 20);
+//! let checked = synthesize(&ring, &request, 1, &SynthOptions::seeded(0)).unwrap();
+//! let program = lower(checked.schedule(), &ring, &LowerOptions::default()).unwrap();
+//! assert_eq!(program.gpus.len(), 4);
+//! assert!(verify(&program, &VerifyOptions::default()).problems.is_empty());
+//! ```
 
 pub mod footprint;
 pub mod layout;

@@ -17,6 +17,20 @@
 //! transfers simulates in a fraction of a second (`tacos bench sim` measures it). A
 //! transfer stream too large to hold is replayed in one pass instead (`replay_stream`),
 //! with the same answer wherever the schedule is timed.
+//!
+//! ```
+//! use tacos::baselines::Baseline;
+//! use tacos::collective::{Collective, CollectiveKind};
+//! use tacos::sim::simulate_schedule;
+//! use tacos::topology::{parse_spec, SpecDefaults};
+//!
+//! // The one-way Ring All-Gather of 4 MiB on 4 NPUs: 3 steps of a 1 MiB chunk on each
+//! // 50 GB/s link with 0.5 us of latency, 3 x (0.5 + 20.97152) us.
+//! let ring = parse_spec("ring:4", &SpecDefaults::default()).unwrap();
+//! let c = Collective::over_all(&ring, CollectiveKind::AllGather, None, 1, 4 << 20).unwrap();
+//! let schedule = Baseline::RingUni.schedule(&ring, c.spec()).unwrap();
+//! assert_eq!(simulate_schedule(&ring, &schedule).unwrap().time_ps, 64_414_560);
+//! ```
 
 mod engine;
 mod fair;
