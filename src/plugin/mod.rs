@@ -7,6 +7,20 @@
 //! benchmarks call them directly with configurations of their own.
 //!
 //! This layer uses `compile`, `tuner` and `topology`; nothing in the core uses it.
+//!
+//! ```
+//! use std::ffi::OsString;
+//! use tacos::plugin::Config;
+//!
+//! // What a job's environment says, read as the plugins read it (here from a table).
+//! let env = [("TACOS_TOPOLOGY", "preset:dgx-a100,nodes=2"), ("TACOS_NODES", "two")];
+//! let lookup = |name: &str| env.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(v));
+//! let config = Config::from_env(lookup).unwrap();
+//! assert_eq!(config.topology.as_deref(), Some("preset:dgx-a100,nodes=2"));
+//! // A node count that does not parse is replaced, and said so.
+//! assert_eq!(config.nodes, None);
+//! assert!(config.warnings.iter().any(|w| w.contains("TACOS_NODES")));
+//! ```
 
 mod cache;
 mod config;
