@@ -195,7 +195,10 @@ fn every_guide_example_runs_and_the_readme_links_every_guide() {
     let readme = read("README.md");
     assert!(readme.lines().count() <= 300, "README.md is over 300 lines");
     for guide in GUIDES {
-        assert!(readme.contains(&format!("]({guide})")), "README.md does not link {guide}");
+        assert!(
+            readme.contains(&format!("]({guide})")),
+            "README.md does not link {guide}"
+        );
         run_examples(guide, &read(guide), 0);
     }
 }
