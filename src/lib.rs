@@ -43,6 +43,7 @@ pub mod draw;
 pub mod error;
 pub mod ffi;
 pub mod fsio;
+pub mod gpu;
 mod hugepages;
 pub mod msccl;
 pub mod mscclpp;

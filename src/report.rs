@@ -21,12 +21,12 @@ use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::compile::{
     BandFeedback, Candidate, CheckReport, Manifest, MeasuredSize, Outcome, Rejection, Run,
 };
+use crate::gpu::{Algorithm, Protocol};
 use crate::msccl::RuleBreak;
 use crate::pipeline::Trial;
 use crate::sim::{bus_factor, LinkLoad, Sharing};
 use crate::synth::AllReduceTimes;
 use crate::topology::{format_npus, LinkClass, NpuId, Topology};
-use crate::tuner::{Algorithm, Protocol};
 use crate::units::{algbw_gbps, ps_to_us, Picos};
 use serde::{Deserialize, Serialize};
 
@@ -1138,8 +1138,8 @@ pub struct CalibrateTable {
     /// `out-of-place` or `in-place`.
     pub column: &'static str,
     /// What the run was held to (`NCCL_ALGO`, `--nccl-algo`, `NCCL_PROTO`); null: NCCL's choice.
-    pub algorithm_held: Option<crate::tuner::Algorithm>,
-    pub protocol_held: Option<crate::tuner::Protocol>,
+    pub algorithm_held: Option<crate::gpu::Algorithm>,
+    pub protocol_held: Option<crate::gpu::Protocol>,
     /// |predicted - measured| / measured over the table's points, fitted and at the start.
     pub median_error: f64,
     pub worst_error: f64,
@@ -1163,8 +1163,8 @@ pub struct CalibratePoint {
     /// The largest |error| the model is held to at this size.
     pub tolerance: f64,
     /// The algorithm and protocol priced (NCCL's pick unless held).
-    pub algorithm: crate::tuner::Algorithm,
-    pub protocol: crate::tuner::Protocol,
+    pub algorithm: crate::gpu::Algorithm,
+    pub protocol: crate::gpu::Protocol,
     pub start_predicted_us: f64,
 }
 

@@ -8,8 +8,8 @@ use tacos::collective::CollectiveKind;
 use tacos::cost::fit::{assess, relative_error, Table};
 use tacos::cost::nccltests::{self, Measured, ReadOptions};
 use tacos::cost::{ExecModel, NcclPricer};
+use tacos::gpu::{Algorithm, GpuArch, Protocol};
 use tacos::topology::Topology;
-use tacos::tuner::{Algorithm, GpuArch, Protocol};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -327,7 +327,7 @@ fn compiling_for_a_256_gpu_fabric_prices_nccl_within_4gb() {
 /// floor that keeps every time a figure; below it the file and field are named.
 #[test]
 fn a_profile_with_vanishing_constants_is_refused_naming_the_field() {
-    let good = tacos::cost::ExecModel::builtin(tacos::tuner::GpuArch::Hopper);
+    let good = tacos::cost::ExecModel::builtin(tacos::gpu::GpuArch::Hopper);
     let mut efficiency = good.clone();
     efficiency.efficiency.nvlink = 1e-300;
     let mut rate = good.clone();

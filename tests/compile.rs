@@ -1338,7 +1338,7 @@ fn check_refuses_a_manifest_that_is_not_a_regular_file_without_opening_it() {
 #[test]
 fn a_band_is_served_only_past_the_models_own_error() {
     use tacos::cost::ExecModel;
-    use tacos::tuner::GpuArch;
+    use tacos::gpu::GpuArch;
     let out = scratch("margins").join("set");
     let args = [
         "compile",

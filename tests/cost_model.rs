@@ -4,8 +4,8 @@
 use tacos::collective::CollectiveKind;
 use tacos::cost::model::{Efficiency, HopCosts};
 use tacos::cost::{ExecModel, Executor, NcclPricer, ProtocolModel};
+use tacos::gpu::{Algorithm, GpuArch, Protocol};
 use tacos::topology::{parse_spec, SpecDefaults};
-use tacos::tuner::{Algorithm, GpuArch, Protocol};
 
 /// Round figures to work by hand: launch 10 us, half of line rate, 4 channels; Simple
 /// 2 us a step and 1000 GB/s a channel, LL 0.5 us and 1000 GB/s.

@@ -26,7 +26,9 @@ const LAYERS: &[&str] = &[
     "synth",
     "baselines",
     "msccl",
-    // Pricing on GPUs and the second backend.
+    // Pricing on GPUs and the second backend: the words both models speak, NCCL's own
+    // model, the executor's.
+    "gpu",
     "tuner",
     "cost",
     "mscclpp",

@@ -47,8 +47,7 @@ pub use chunked::chunked_bound_ps;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::error::Result;
 use crate::sim::bus_factor;
-use crate::sim::route::shortest_paths;
-use crate::topology::{NpuId, Topology};
+use crate::topology::{shortest_paths, NpuId, Topology};
 use crate::units::{us_to_ps, Picos};
 use serde::Serialize;
 

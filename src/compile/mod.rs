@@ -52,9 +52,9 @@ pub use select::{compile, AlgorithmSet, CompiledFile, Progress, Rejection, Stage
 use crate::collective::CollectiveKind;
 use crate::cost::{ExecModel, Executor};
 use crate::error::{Error, Result};
+use crate::gpu::GpuArch;
 use crate::msccl::{Program, ProgramTimer, Proto, Target};
 use crate::topology::Topology;
-use crate::tuner::GpuArch;
 use crate::units::Picos;
 use crate::units::{format_size, parse_size};
 use serde::{Deserialize, Serialize};

@@ -8,7 +8,7 @@
 use super::model::{ExecModel, FitError};
 use super::nccl::NcclPricer;
 use crate::error::Result;
-use crate::tuner::{Algorithm, Protocol};
+use crate::gpu::{Algorithm, Protocol};
 use serde::Serialize;
 
 /// One measured size: collective bytes (nccl-tests' size) and time, us.

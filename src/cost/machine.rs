@@ -4,10 +4,11 @@
 //! and Blackwell NVSwitch nodes; an A100's NVSwitch does not). Read from the built
 //! topology, or from a cluster's description without building it.
 
+use crate::gpu::GpuArch;
 use crate::topology::Topology;
 use crate::tuner::profile::network_links;
 use crate::tuner::search::{Machine, NodeFabric};
-use crate::tuner::{Cluster, GpuArch};
+use crate::tuner::Cluster;
 
 /// Line rate of one NVLink of `arch`, GB/s per direction (NVLink 2 to 4: 25; 5: 50).
 pub fn nvlink_line_gbps(arch: GpuArch) -> f64 {
@@ -33,7 +34,7 @@ fn nvlinks(gbps: f64, arch: GpuArch) -> f64 {
 /// ```
 /// use tacos::cost::machine::of_topology;
 /// use tacos::topology::{parse_spec, SpecDefaults};
-/// use tacos::tuner::GpuArch;
+/// use tacos::gpu::GpuArch;
 /// let topo = parse_spec("preset:dgx-h100,nodes=2", &SpecDefaults::default()).unwrap();
 /// let machine = of_topology(&topo, 8, GpuArch::Hopper);
 /// assert_eq!((machine.nodes, machine.nics, machine.nvls), (2, 8, true));

@@ -4,8 +4,8 @@
 
 use crate::error::{echo, Error, Result};
 use crate::fsio;
+use crate::gpu::{GpuArch, Protocol};
 use crate::tuner::nccl_tuning::NcclVersion;
-use crate::tuner::{GpuArch, Protocol};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

@@ -23,7 +23,7 @@ use super::fit::Observation;
 use crate::collective::CollectiveKind;
 use crate::error::{echo, Error, Result};
 use crate::fsio;
-use crate::tuner::{Algorithm, Protocol};
+use crate::gpu::{Algorithm, Protocol};
 use std::collections::BTreeSet;
 use std::path::Path;
 

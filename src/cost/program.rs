@@ -13,11 +13,11 @@
 
 use super::model::{line_data_bytes, wire_factor, ExecModel};
 use crate::error::Result;
+use crate::gpu::{GpuArch, Protocol};
 use crate::msccl::{Program, ProgramTimer, Proto};
 use crate::sim::SimResult;
 use crate::topology::{Link, Topology};
 use crate::tuner::profile::network_links;
-use crate::tuner::{GpuArch, Protocol};
 use crate::units::{us_to_ps, Picos};
 use std::path::Path;
 

@@ -15,10 +15,10 @@ use crate::cost::model::line_data_bytes;
 use crate::cost::program::MAX_INSTANCES;
 use crate::cost::Executor;
 use crate::error::{Error, Result};
+use crate::gpu::Protocol;
 use crate::sim::{simulate_messages, Message, SimResult};
 use crate::topology::{NpuId, Topology};
 use crate::tuner::profile::network_links;
-use crate::tuner::Protocol;
 use crate::units::{us_to_ps, Picos};
 use std::collections::{HashMap, VecDeque};
 

@@ -5,8 +5,8 @@
 use super::Log;
 use crate::budget::{MemoryLimit, PLUGIN_MAX_MEMORY};
 use crate::error::{echo, Error, Result};
+use crate::gpu::GpuArch;
 use crate::msccl::{Profile, Target};
-use crate::tuner::GpuArch;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Once;

@@ -7,9 +7,9 @@ use super::{plan, Config, Layout, Log, NvlDomains};
 use crate::collective::CollectiveKind;
 use crate::cost::{ExecModel, NcclShapes};
 use crate::error::{echo, Error, Result};
+use crate::gpu::{GpuArch, Protocol};
 use crate::tuner::{
-    check_ranks, Choice, Cluster, Communicator, GpuArch, NcclConstants, Network, Protocol, Tuner,
-    TUNED,
+    check_ranks, Choice, Cluster, Communicator, NcclConstants, Network, Tuner, TUNED,
 };
 use std::time::Instant;
 

@@ -39,7 +39,7 @@ pub mod memory;
 mod ready;
 mod replay;
 mod report;
-pub(crate) mod route;
+mod route;
 mod workload;
 
 pub use fair::MAX_CONCURRENT_FLOWS;

@@ -1,13 +1,13 @@
-//! Routes for messages between non-neighbours: through switches only where such a route
-//! exists (`Topology::route_tree`), else shortest paths by alpha-beta cost. A route through
-//! switches longer than `MAX_ROUTE_LINKS` is an error naming the pair, as everywhere else.
+//! The simulator's router: routes for messages between non-neighbours, through switches
+//! only where such a route exists (`Topology::route_tree`), else on shortest paths by
+//! alpha-beta cost (`topology::shortest_paths`), each tree kept once per source and size
+//! within the simulation's memory room. A route through switches longer than
+//! `MAX_ROUTE_LINKS` is an error naming the pair, as everywhere else.
 
 use crate::budget::Allowance;
 use crate::error::{Error, Npus, Result};
-use crate::topology::{Link, LinkId, NpuId, RouteTree, Topology};
-use crate::units::Picos;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use crate::topology::{shortest_paths, LinkId, NpuId, RouteTree, Topology};
+use std::collections::HashMap;
 
 /// Shortest-path trees computed per (source, message size) on demand and kept.
 pub(super) struct Router<'a> {
@@ -88,46 +88,4 @@ impl<'a> Router<'a> {
         path[first..].reverse();
         Ok(())
     }
-}
-
-/// Shortest paths from one NPU: the cost to reach each NPU and the last link on the way.
-pub(crate) struct ShortestPaths {
-    /// `Picos::MAX` where unreachable or farther than the clock reaches.
-    pub dist: Vec<Picos>,
-    pub via: Vec<Option<LinkId>>,
-}
-
-/// Dijkstra from `src` with the given link weights. NPUs at equal distance are settled in
-/// id order and a route is only replaced by a strictly shorter one, so where paths tie the
-/// one through the lowest-numbered NPU wins and routes are reproducible. Distances are
-/// summed exactly (in u128), so a path longer than the clock is still a path, never a
-/// false "unreachable".
-pub(crate) fn shortest_paths(
-    topo: &Topology,
-    src: NpuId,
-    weight: impl Fn(&Link) -> Picos,
-) -> ShortestPaths {
-    let mut dist = vec![u128::MAX; topo.vertices()];
-    let mut via = vec![None; topo.vertices()];
-    let mut heap = BinaryHeap::from([Reverse((0u128, src))]);
-    dist[src] = 0;
-    while let Some(Reverse((d, u))) = heap.pop() {
-        if d > dist[u] {
-            continue;
-        }
-        for l in topo.out_links(u) {
-            let link = topo.link(l);
-            let nd = d + u128::from(weight(link));
-            if nd < dist[link.dst] {
-                dist[link.dst] = nd;
-                via[link.dst] = Some(l);
-                heap.push(Reverse((nd, link.dst)));
-            }
-        }
-    }
-    let dist = dist
-        .into_iter()
-        .map(|d| Picos::try_from(d).unwrap_or(Picos::MAX))
-        .collect();
-    ShortestPaths { dist, via }
 }

@@ -12,6 +12,7 @@ pub mod file;
 pub mod limits;
 mod lists;
 pub mod nccl_xml;
+mod paths;
 mod presets;
 mod routes;
 pub mod spec;
@@ -22,6 +23,7 @@ pub use limits::{
     MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MAX_LINKS, MAX_NPUS, MAX_ROUTE_LINKS, MIN_BANDWIDTH_GBPS,
 };
 pub use lists::{format_npus, parse_link_pairs, parse_npu_list};
+pub(crate) use paths::{shortest_paths, ShortestPaths};
 pub use presets::PRESETS;
 pub use routes::RouteTree;
 pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};

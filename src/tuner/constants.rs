@@ -2,9 +2,6 @@
 //! NCCL hands its current values to v5+ tuner plugins at init; older versions get the
 //! defaults below, which are NCCL's published defaults (`src/graph/tuning.cc`).
 
-use std::fmt;
-use std::str::FromStr;
-
 /// Rows of `hw_latency_us`: the kind of connection a hop crosses.
 pub const HW_NVLINK: usize = 0;
 pub const HW_NET: usize = 2;
@@ -13,7 +10,7 @@ pub const HW_NET: usize = 2;
 /// which the model does not use, are left out). Latencies in microseconds, bandwidths in
 /// GB/s. Algorithm rows follow NCCL's numbering (Tree 0, Ring 1, ...), protocol columns
 /// LL, LL128, Simple; the bandwidth tables have one row per GPU generation
-/// ([`GpuArch::index`]) and one column per node count (1, 2, more).
+/// ([`GpuArch::index`](crate::gpu::GpuArch::index)) and one column per node count (1, 2, more).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NcclConstants {
     /// Fixed cost of launching an algorithm with a protocol.
@@ -133,104 +130,9 @@ impl NcclConstants {
     }
 }
 
-/// GPU generation: selects the row of NCCL's bandwidth tables and the generic topology's
-/// link speeds. Ordered oldest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum GpuArch {
-    Volta,
-    Ampere,
-    Hopper,
-    Blackwell,
-}
-
-impl GpuArch {
-    pub const ALL: [GpuArch; 4] = [
-        GpuArch::Volta,
-        GpuArch::Ampere,
-        GpuArch::Hopper,
-        GpuArch::Blackwell,
-    ];
-
-    /// What a GPU architecture is given as, for messages refusing another value.
-    pub const ALLOWED: &'static str =
-        "a GPU generation (volta, ampere, hopper, blackwell) or a compute capability such as 80 or sm_90";
-
-    /// Row in NCCL's per-generation tables.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            GpuArch::Volta => "volta",
-            GpuArch::Ampere => "ampere",
-            GpuArch::Hopper => "hopper",
-            GpuArch::Blackwell => "blackwell",
-        }
-    }
-
-    /// NVLink bandwidth of one GPU into its NVSwitch, GB/s per direction (V100: 6 links,
-    /// A100: 12, H100: 18 of 25 GB/s; B200: 18 of 50 GB/s).
-    pub fn nvswitch_gbps(self) -> f64 {
-        match self {
-            GpuArch::Volta => 150.0,
-            GpuArch::Ampere => 300.0,
-            GpuArch::Hopper => 450.0,
-            GpuArch::Blackwell => 900.0,
-        }
-    }
-
-    /// NIC bandwidth per GPU in the usual system of the generation, GB/s (EDR 100 Gb/s,
-    /// HDR 200, NDR 400, XDR 800).
-    pub fn nic_gbps(self) -> f64 {
-        match self {
-            GpuArch::Volta => 12.5,
-            GpuArch::Ampere => 25.0,
-            GpuArch::Hopper => 50.0,
-            GpuArch::Blackwell => 100.0,
-        }
-    }
-}
-
-impl fmt::Display for GpuArch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for GpuArch {
-    type Err = String;
-
-    /// A generation name (`ampere`) or compute capability (`80`, `sm_90`, `9.0`).
-    fn from_str(s: &str) -> Result<Self, String> {
-        let key = s.trim().to_ascii_lowercase();
-        let digits: String = key.chars().filter(char::is_ascii_digit).collect();
-        let by_name = GpuArch::ALL.into_iter().find(|g| g.name() == key);
-        let by_capability = match digits.parse::<u32>() {
-            Ok(70..=79) => Some(GpuArch::Volta),
-            Ok(80..=89) => Some(GpuArch::Ampere),
-            Ok(90..=99) => Some(GpuArch::Hopper),
-            Ok(100..=129) => Some(GpuArch::Blackwell),
-            _ => None,
-        };
-        by_name
-            .or(by_capability)
-            .ok_or_else(|| format!("'{s}' is not {}", GpuArch::ALLOWED))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn generations_parse_by_name_and_capability() {
-        assert_eq!("Ampere".parse(), Ok(GpuArch::Ampere));
-        assert_eq!("sm_90".parse(), Ok(GpuArch::Hopper));
-        assert_eq!("8.0".parse(), Ok(GpuArch::Ampere));
-        assert_eq!("100".parse(), Ok(GpuArch::Blackwell));
-        assert!("pascal".parse::<GpuArch>().unwrap_err().contains("hopper"));
-    }
 
     #[test]
     fn invalid_constants_are_named() {

@@ -18,9 +18,9 @@
 use super::cluster::Cluster;
 use super::formula::{tree_steps, RingWalk};
 use super::profile::{longest_chain_ps, Shape};
-use super::protocol::Algorithm;
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
+use crate::gpu::Algorithm;
 use crate::topology::NpuId;
 use crate::units::{ps_to_us, us_to_ps};
 

@@ -30,10 +30,11 @@
 
 use super::cluster::{Cluster, LinkKind};
 use super::profile::{longest_chain_ps, Profile, Step};
-use super::protocol::{Algorithm, ProtocolCost};
+use super::protocol::ProtocolCost;
 use crate::baselines::BalancedTree;
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
+use crate::gpu::Algorithm;
 use crate::topology::NpuId;
 use crate::units::{ps_to_us, us_to_ps};
 
@@ -265,11 +266,11 @@ mod tests {
     //! The simulation (`profile`, the tuner's model before the formulas) is the second
     //! implementation the formulas are held to, on clusters small enough to simulate.
     use super::*;
+    use crate::gpu::{GpuArch, Protocol};
     use crate::topology::spec::{plan_spec, SpecPlan};
     use crate::topology::{compose, SpecDefaults, Topology};
-    use crate::tuner::constants::{GpuArch, NcclConstants};
+    use crate::tuner::constants::NcclConstants;
     use crate::tuner::profile::Profiler;
-    use crate::tuner::protocol::Protocol;
     use crate::tuner::{Communicator, Network, Tuner, TUNED};
 
     /// The cluster a spec describes with NVLink domains of `domain` NPUs, and its built

@@ -64,12 +64,13 @@ mod protocol;
 pub mod search;
 
 pub use cluster::{Cluster, LinkKind};
-pub use constants::{GpuArch, NcclConstants};
+pub use constants::NcclConstants;
 pub(crate) use fabric::shape as fabric_shape;
-pub use protocol::{Algorithm, Protocol, ProtocolCost};
+pub use protocol::ProtocolCost;
 
 use crate::collective::CollectiveKind;
 use crate::error::{echo, Error, Result};
+use crate::gpu::{Algorithm, GpuArch, Protocol};
 use crate::topology::Topology;
 use crate::units::format_size;
 use profile::{Profile, Profiler};

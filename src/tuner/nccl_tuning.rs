@@ -28,11 +28,11 @@
 //! GPU per node. Not modelled: AMD CPUs' LL ceilings and network overhead (an Intel host
 //! is assumed), Power CPUs, `NCCL_ALGO`/`NCCL_PROTO` lists, grouped operations.
 
-use super::constants::{GpuArch, NcclConstants, HW_NET, HW_NVLINK};
-use super::protocol::{Algorithm, Protocol};
+use super::constants::{NcclConstants, HW_NET, HW_NVLINK};
 use super::search::{Graph, Graphs};
 use super::TUNED;
 use crate::collective::CollectiveKind;
+use crate::gpu::{Algorithm, GpuArch, Protocol};
 use std::fmt;
 
 /// A band of NCCL versions with one tuning model.
@@ -204,7 +204,7 @@ impl NcclTuning {
     /// use tacos::collective::CollectiveKind;
     /// use tacos::tuner::nccl_tuning::{Comm, NcclTuning, NcclVersion};
     /// use tacos::tuner::search::{Machine, NodeFabric};
-    /// use tacos::tuner::{Algorithm, GpuArch};
+    /// use tacos::gpu::{Algorithm, GpuArch};
     /// // One H100 node: 8 GPUs on an NVSwitch of 18 NVLinks each.
     /// let machine = Machine {
     ///     arch: GpuArch::Hopper,

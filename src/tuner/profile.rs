@@ -18,15 +18,15 @@
 //! - injection: how many bytes each NPU sends per byte of collective, against its links'
 //!   total bandwidth, for the per-channel limits.
 
-use super::protocol::{Algorithm, ProtocolCost};
+use super::protocol::ProtocolCost;
 use crate::baselines::Baseline;
 use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::error::Result;
 use crate::error::{Error, Npus};
+use crate::gpu::Algorithm;
 use crate::schedule::Schedule;
-use crate::sim::route::{shortest_paths, ShortestPaths};
 use crate::sim::{schedule_messages, simulate_schedule};
-use crate::topology::{Link, NpuId, Topology};
+use crate::topology::{shortest_paths, Link, NpuId, ShortestPaths, Topology};
 use crate::units::{ps_to_us, us_to_ps, Picos};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -410,10 +410,10 @@ fn merged_steps(schedule: &Schedule) -> Vec<Step> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::{GpuArch, Protocol};
     use crate::topology::parse_spec;
     use crate::topology::SpecDefaults;
-    use crate::tuner::constants::{GpuArch, NcclConstants};
-    use crate::tuner::protocol::Protocol;
+    use crate::tuner::constants::NcclConstants;
 
     /// The Ring profile of `kind` on `spec`, NVLink domains of `domain` NPUs, NCCL's
     /// default costs for Ampere on `nodes` nodes.

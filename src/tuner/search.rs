@@ -13,7 +13,7 @@
 //! NVLink is 20 GB/s (20.6 on Hopper, 40 on Blackwell), PCIe 12, 24 or 48 GB/s by
 //! generation, a NIC its line rate.
 
-use super::constants::GpuArch;
+use crate::gpu::GpuArch;
 
 /// How a node's GPUs reach each other.
 #[derive(Clone, Debug, PartialEq)]
@@ -299,7 +299,7 @@ impl Machine {
     ///
     /// ```
     /// use tacos::tuner::search::{Machine, NodeFabric};
-    /// use tacos::tuner::GpuArch;
+    /// use tacos::gpu::GpuArch;
     /// // One A100 node: 12 NVLinks a GPU into the NVSwitch, which does not reduce.
     /// let machine = Machine {
     ///     arch: GpuArch::Ampere,

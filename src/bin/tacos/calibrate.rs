@@ -14,12 +14,12 @@ use tacos::cost::{ExecModel, NcclPricer};
 use tacos::draw::plots::calibration_svg;
 use tacos::error::echo;
 use tacos::fsio::write_atomic;
+use tacos::gpu::{Algorithm, GpuArch};
 use tacos::report::{
     CalibrateConstant, CalibratePoint, CalibrateReport, CalibrateTable, TopologyInfo,
     SCHEMA_VERSION,
 };
 use tacos::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
-use tacos::tuner::{Algorithm, GpuArch};
 use tacos::units::format_size;
 
 #[derive(Debug, Args)]

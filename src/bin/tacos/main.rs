@@ -44,13 +44,13 @@ use tacos::budget::MemoryLimit;
 use tacos::collective::CollectiveKind;
 use tacos::cost::Executor;
 use tacos::error::echo;
+use tacos::gpu::GpuArch;
 use tacos::msccl::{LimitOverrides, Profile, Target};
 use tacos::topology::limits::{
     bandwidth_in_range, latency_in_range, BANDWIDTH_ALLOWED, LATENCY_ALLOWED,
 };
 use tacos::topology::{parse_link_pairs, parse_npu_list};
 use tacos::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
-use tacos::tuner::GpuArch;
 use tacos::units::parse_size;
 
 /// Topology-aware collective algorithm synthesizer (TACOS link-chunk matching).

@@ -8,11 +8,11 @@ use clap::Args;
 use tacos::bounds::Bounds;
 use tacos::collective::Collective;
 use tacos::cost::NcclPricer;
+use tacos::gpu::{Algorithm, Protocol};
 use tacos::report::{
     BoundsReport, CollectiveInfo, CostModelInfo, NcclInfo, NcclSimulateReport, Timing,
     TopologyInfo, SCHEMA_VERSION,
 };
-use tacos::tuner::{Algorithm, Protocol};
 use tacos::units::{format_size, us_to_ps};
 
 /// The choices `--baseline nccl` takes.
