@@ -46,7 +46,25 @@ const BOTTOM: f64 = 54.0;
 /// Most points of a series drawn as dots (a dense curve is a line only).
 const MAX_DOTS: usize = 60;
 
+/// How far apart the largest and smallest positive y may be on a linear axis: past this,
+/// the small values would be flat along the bottom.
+const LINEAR_Y_SPAN: f64 = 10.0;
+
 impl LineChart {
+    /// The same chart with a log y axis where its positive y values span a decade or more
+    /// (bus bandwidth from 1 KiB to 4 GiB spans four), else as it was.
+    pub fn log_y_over_decades(mut self) -> LineChart {
+        let ys = self
+            .points()
+            .map(|p| p.1)
+            .filter(|y| y.is_finite() && *y > 0.0);
+        let (low, high) = ys.fold((f64::INFINITY, 0.0f64), |(l, h), y| (l.min(y), h.max(y)));
+        if high >= low * LINEAR_Y_SPAN {
+            self.log_y = true;
+        }
+        self
+    }
+
     /// The x axis the chart is drawn on: covering every point and marker.
     pub fn x_axis(&self) -> Axis {
         let xs = self
@@ -300,6 +318,27 @@ impl LineChart {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn y_goes_logarithmic_only_over_a_decade() {
+        let chart = |ys: &[f64]| LineChart {
+            series: vec![Series {
+                name: "s".into(),
+                points: ys.iter().enumerate().map(|(i, &y)| (i as f64, y)).collect(),
+                dashed: false,
+            }],
+            ..LineChart::default()
+        };
+        assert!(!chart(&[2.0, 19.9]).log_y_over_decades().log_y);
+        assert!(chart(&[2.0, 20.0]).log_y_over_decades().log_y);
+        // Zeros and non-finite values are not drawn on a log axis, so they do not count.
+        assert!(
+            !chart(&[0.0, 5.0, 40.0, f64::NAN])
+                .log_y_over_decades()
+                .log_y
+        );
+        assert!(!chart(&[]).log_y_over_decades().log_y);
+    }
 
     fn chart() -> LineChart {
         LineChart {

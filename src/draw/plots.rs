@@ -45,6 +45,7 @@ pub fn scale_svg(plot: &ScalePlot) -> String {
         series,
         ..LineChart::default()
     }
+    .log_y_over_decades()
     .to_svg()
 }
 
@@ -117,5 +118,6 @@ pub fn calibration_svg(report: &CalibrateReport) -> String {
         series,
         ..LineChart::default()
     }
+    .log_y_over_decades()
     .to_svg()
 }

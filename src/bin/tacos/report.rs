@@ -598,6 +598,7 @@ fn busbw_chart(manifest: &Manifest, kind: CollectiveKind) -> LineChart {
             .collect(),
         ..LineChart::default()
     }
+    .log_y_over_decades()
 }
 
 fn short_candidate(e: &Entry) -> String {
