@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::Request;
 use crate::schedule::route_time_ps;
 use crate::sim::simulate_schedule;
-use crate::topology::{NpuId, Topology};
+use crate::topology::{NpuId, RouteCache, Topology};
 use crate::units::Picos;
 use std::collections::HashMap;
 
@@ -70,15 +70,16 @@ pub fn baseline(
     // A message is issued when its data is ready and may wait for its link; it holds the
     // link for its route's time before it lands.
     let mut took: HashMap<(NpuId, NpuId), Picos> = HashMap::new();
+    let mut routes = RouteCache::new(topo);
     for (transfer, message) in schedule.transfers.iter_mut().zip(&timed.messages) {
         let pair = (transfer.src, transfer.dst);
         let ps = match took.get(&pair) {
             Some(&ps) => ps,
             None => {
-                let route = topo
-                    .route(pair.0, pair.1)
+                let route = routes
+                    .between(pair.0, pair.1)
                     .ok_or_else(|| unlinked(pair.0, pair.1))?;
-                let ps = route_time_ps(topo, &route, schedule.chunk_bytes)?;
+                let ps = route_time_ps(topo, route, schedule.chunk_bytes)?;
                 *took.entry(pair).or_insert(ps)
             }
         };

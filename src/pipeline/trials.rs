@@ -187,7 +187,13 @@ pub(super) fn search<T: Send>(
         let checked = match baseline {
             None => admit_at(topo, request, options, k, simulated, planned)
                 .and_then(|()| synthesize(topo, request, k, &options.synth(seed, planned))),
-            Some(b) => pipeline_baseline(topo, request, b, k).ok().map(Ok)?,
+            // Held to the search's limit, which may be below the process's.
+            Some(b) => options
+                .max_memory
+                .admit(b.memory_estimate(topo, &request.spec(topo, k)), String::new)
+                .and_then(|()| pipeline_baseline(topo, request, b, k))
+                .ok()
+                .map(Ok)?,
         };
         let built = checked.and_then(|checked| {
             // A baseline may split each NPU's share further (a ring's halves go each way).

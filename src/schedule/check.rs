@@ -68,7 +68,7 @@ use crate::collective::{ChunkId, Collective, CollectiveSpec};
 use crate::error::{Error, Result};
 use crate::hugepages::table;
 use crate::prefetch;
-use crate::topology::{format_npus, LinkId, NpuId, RouteTree, Topology};
+use crate::topology::{format_npus, LinkId, NpuId, RouteCache, Topology};
 use crate::units::{ps_to_us, Picos};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -180,7 +180,7 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
         .map(|s| Reverse((start(s, 0), s, 0)))
         .collect();
     let mut links = LinkSweep::new(topo.links().len());
-    let mut routes = Routes::new(topo);
+    let mut routes = RouteCache::new(topo);
     while let Some(Reverse((_, s, at))) = next.pop() {
         let i = orders[s].at(at);
         let t = &schedules[s].transfers[i];
@@ -201,66 +201,6 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
         }
     }
     Ok(reports)
-}
-
-/// The links each NPU pair's transfers hold (`Topology::route`): the direct link, or the
-/// route read off the sender's route tree, kept per sending NPU (routes are walked again
-/// for each transfer rather than kept per pair, of which there can be as many as
-/// transfers).
-struct Routes<'a> {
-    topo: &'a Topology,
-    /// The last route found.
-    route: Vec<LinkId>,
-    /// Per sending NPU, its route tree once it has sent through a switch (none for a
-    /// topology without switches).
-    trees: Vec<Option<RouteTree>>,
-    /// With switches, per NPU: whether it has a link straight to another NPU. A GPU of a
-    /// rail-optimized cluster has none, so its transfers go to its tree without a search
-    /// of its links first (reads that miss the cache on a large cluster).
-    direct: Vec<bool>,
-}
-
-impl<'a> Routes<'a> {
-    fn new(topo: &'a Topology) -> Routes<'a> {
-        let senders = if topo.has_switches() { topo.npus() } else { 0 };
-        Routes {
-            topo,
-            route: Vec::new(),
-            trees: std::iter::repeat_with(|| None).take(senders).collect(),
-            direct: (0..senders)
-                .map(|n| topo.out_links(n).any(|l| !topo.is_switch(topo.link(l).dst)))
-                .collect(),
-        }
-    }
-
-    /// Asks the cache for what finding a route from `src` will search: on a large
-    /// cluster the senders' trees together outgrow the cache.
-    fn prefetch(&self, src: NpuId) {
-        if let Some(Some(tree)) = self.trees.get(src) {
-            tree.prefetch();
-        }
-    }
-
-    fn between(&mut self, src: NpuId, dst: NpuId) -> Option<&[LinkId]> {
-        let topo = self.topo;
-        let switched = topo.has_switches();
-        if !switched || self.direct.get(src) == Some(&true) {
-            if let Some(l) = topo.link_between(src, dst) {
-                self.route.clear();
-                self.route.push(l);
-                return Some(&self.route);
-            }
-        }
-        if !switched {
-            return None;
-        }
-        let tree = self
-            .trees
-            .get_mut(src)?
-            .get_or_insert_with(|| topo.route_tree(src));
-        tree.route_into(topo, dst, &mut self.route)
-            .then_some(&self.route)
-    }
 }
 
 /// Per link, when the transfer that started last on it ends, and which it is (ending at
@@ -440,7 +380,7 @@ struct Sweep<'a> {
     collective: &'a Collective,
     chunk_bytes: f64,
     timing: Timing,
-    routes: Routes<'a>,
+    routes: RouteCache<'a>,
     /// Per link, the time a chunk takes on it alone, once computed (0 before: no time is 0).
     link_time: Vec<Picos>,
     /// Per link, the last transfer on it: its index and chunk.
@@ -474,7 +414,7 @@ impl<'a> Sweep<'a> {
             collective,
             chunk_bytes,
             timing,
-            routes: Routes::new(topo),
+            routes: RouteCache::new(topo),
             link_time: vec![0; timed_links],
             links: LinkSweep::new(timed_links),
             contents: match (collective.combining(), sums) {

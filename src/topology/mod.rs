@@ -25,7 +25,7 @@ pub use limits::{
 pub use lists::{format_npus, parse_link_pairs, parse_npu_list};
 pub(crate) use paths::{shortest_paths, ShortestPaths};
 pub use presets::PRESETS;
-pub use routes::RouteTree;
+pub use routes::{RouteCache, RouteTree};
 pub use spec::{parse_spec, parse_spec_with_warnings, SpecDefaults};
 
 use crate::error::{echo, Error, Npus, Result};

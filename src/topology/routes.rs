@@ -172,6 +172,66 @@ impl RouteTree {
     }
 }
 
+/// The links each NPU pair's transfers hold ([`Topology::route`]) for a caller asking
+/// about many pairs: the direct link, or the route read off the sender's route tree, kept
+/// per sending NPU (routes are walked again for each pair rather than kept per pair, of
+/// which there can be as many as transfers).
+pub struct RouteCache<'a> {
+    topo: &'a Topology,
+    /// The last route found.
+    route: Vec<LinkId>,
+    /// Per sending NPU, its route tree once it has sent through a switch (none for a
+    /// topology without switches).
+    trees: Vec<Option<RouteTree>>,
+    /// With switches, per NPU: whether it has a link straight to another NPU. A GPU of a
+    /// rail-optimized cluster has none, so its transfers go to its tree without a search
+    /// of its links first (reads that miss the cache on a large cluster).
+    direct: Vec<bool>,
+}
+
+impl<'a> RouteCache<'a> {
+    pub fn new(topo: &'a Topology) -> RouteCache<'a> {
+        let senders = if topo.has_switches() { topo.npus() } else { 0 };
+        RouteCache {
+            topo,
+            route: Vec::new(),
+            trees: std::iter::repeat_with(|| None).take(senders).collect(),
+            direct: (0..senders)
+                .map(|n| topo.out_links(n).any(|l| !topo.is_switch(topo.link(l).dst)))
+                .collect(),
+        }
+    }
+
+    /// Asks the cache for what finding a route from `src` will search: on a large
+    /// cluster the senders' trees together outgrow the cache.
+    pub fn prefetch(&self, src: NpuId) {
+        if let Some(Some(tree)) = self.trees.get(src) {
+            tree.prefetch();
+        }
+    }
+
+    pub fn between(&mut self, src: NpuId, dst: NpuId) -> Option<&[LinkId]> {
+        let topo = self.topo;
+        let switched = topo.has_switches();
+        if !switched || self.direct.get(src) == Some(&true) {
+            if let Some(l) = topo.link_between(src, dst) {
+                self.route.clear();
+                self.route.push(l);
+                return Some(&self.route);
+            }
+        }
+        if !switched {
+            return None;
+        }
+        let tree = self
+            .trees
+            .get_mut(src)?
+            .get_or_insert_with(|| topo.route_tree(src));
+        tree.route_into(topo, dst, &mut self.route)
+            .then_some(&self.route)
+    }
+}
+
 impl Topology {
     /// Shortest routes from NPU `src` through switches (see the module's rule). One search
     /// over the switches reachable from `src`: keep the tree to route many messages.
