@@ -70,7 +70,8 @@ void tacos_free_string(char* text);
  */
 typedef struct tacos_synth_options {
   uint32_t struct_size;    /* set by tacos_synth_options_init; lets the struct grow */
-  uint32_t chunks_per_npu; /* K; 0 = try 1, 2, 4, 8 and keep the fastest program (the
+  uint32_t chunks_per_npu; /* K; 0 = try 1, 2, 4, 8 (then K between them beside
+                              the fastest) and keep the fastest program (the
                               default everywhere: `tacos synth --xml`, compile) */
   uint64_t seed;           /* fixes every random choice */
   int32_t root;            /* root NPU of rooted collectives; -1 = the first alive NPU */

@@ -205,8 +205,8 @@ fn every_front_end_refuses_a_program_that_fails_verification() {
 }
 
 /// The K search (moved here from `synth` with the search itself): every K of `auto` is
-/// tried and the kept one is the first with the lowest simulated time, for schedules and
-/// for programs alike.
+/// tried, then K between them around the best, and the kept one is the first with the
+/// lowest simulated time, for schedules and for programs alike.
 #[test]
 fn automatic_chunking_keeps_the_fastest_simulated_k() {
     use tacos::collective::CollectiveKind;
@@ -223,11 +223,16 @@ fn automatic_chunking_keeps_the_fastest_simulated_k() {
             .iter()
             .map(|t| (t.chunks_per_npu, t.planned))
             .collect();
-        let expected: Vec<(usize, bool)> = AUTO_CHUNKS
-            .iter()
-            .flat_map(|&k| [(k, false), (k, true)])
-            .collect();
+        let mut ks: Vec<usize> = trials.iter().map(|t| t.chunks_per_npu).collect();
+        ks.dedup();
+        let expected: Vec<(usize, bool)> =
+            ks.iter().flat_map(|&k| [(k, false), (k, true)]).collect();
         assert_eq!(tried, expected);
+        // Every K of `auto`, and refinements strictly between them.
+        assert!(AUTO_CHUNKS.iter().all(|k| ks.contains(k)), "{ks:?}");
+        assert!(ks
+            .iter()
+            .all(|&k| AUTO_CHUNKS.contains(&k) || (2..8).contains(&k)));
         let kept = trials.iter().find(|t| t.chunks_per_npu == k).unwrap();
         let lowest = trials.iter().filter_map(|t| t.simulated_ps).min();
         assert_eq!(kept.simulated_ps, lowest);

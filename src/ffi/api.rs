@@ -24,7 +24,8 @@ use std::path::Path;
 pub struct TacosSynthOptions {
     /// This struct's size as the caller knows it; set by `tacos_synth_options_init`.
     pub struct_size: u32,
-    /// Chunks per NPU (K); 0 tries 1, 2, 4, 8 and keeps the fastest program.
+    /// Chunks per NPU (K); 0 tries 1, 2, 4, 8, then K between them beside the fastest, and
+    /// keeps the fastest program.
     pub chunks_per_npu: u32,
     /// Fixes every random choice.
     pub seed: u64,

@@ -11,7 +11,8 @@
 //! holds a program that may be written.
 //!
 //! Defaults, the same in every front end: K chosen automatically ([`Chunks::Auto`] over
-//! [`AUTO_CHUNKS`]) by the simulated time of what is emitted, seed 0 (`tacos synth` tries
+//! [`AUTO_CHUNKS`], then K between them beside the fastest) by the simulated time of what is
+//! emitted, seed 0 (`tacos synth` tries
 //! [`default_seeds`] seeds from `--seed`), the executor's target
 //! (`msccl::Target::default`). Trials run side by side on the caller's rayon thread pool.
 

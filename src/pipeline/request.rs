@@ -3,7 +3,8 @@
 
 use super::*;
 
-/// The K values an automatic choice tries.
+/// The K values an automatic choice tries first; the search then tries K between them
+/// beside the fastest (`trials::refine`).
 pub const AUTO_CHUNKS: [usize; 4] = [1, 2, 4, 8];
 
 /// The K values a command's default search ([`default_chunks`]) may try: those of
@@ -17,10 +18,11 @@ pub const SEARCH_CHUNKS: [usize; 5] = [1, 2, 4, 8, 16];
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Chunks {
     Fixed(usize),
-    /// Each of [`AUTO_CHUNKS`], the fastest kept.
+    /// Each of [`AUTO_CHUNKS`] and K between them beside the fastest, the fastest kept.
     #[default]
     Auto,
-    /// Each of [`SEARCH_CHUNKS`] up to this K (1 at least), the fastest kept: the search
+    /// Each of [`SEARCH_CHUNKS`] up to this K (1 at least) and K between them beside the
+    /// fastest, the fastest kept: the search
     /// [`default_chunks`] sizes to the problem.
     UpTo(usize),
 }

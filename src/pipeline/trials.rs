@@ -140,11 +140,91 @@ pub(super) fn search<T: Send>(
         });
     }
     let ks = options.chunks.candidates();
-    let limit = options.max_memory;
-    let estimate = |k: usize, planned: bool| estimate_at(topo, request, k, simulated, planned);
     // The request itself is checked once, at the first K, so that its errors come as they are.
     admit_at(topo, request, options, ks[0], simulated, false)?;
     Collective::new(topo, request.spec(topo, ks[0]))?;
+    let attempt =
+        |k: usize, way: Way| attempt(topo, request, options, simulated, &evaluate, k, way);
+    let mut tried = run_round(topo, request, options, simulated, &ks, &attempt);
+    if ks.len() > 1 {
+        refine(topo, request, options, simulated, ks, &mut tried, &attempt);
+    }
+    // In order of K, so that ties go to the smaller K (`fastest`).
+    tried.sort_by_key(|(k, _, _)| *k);
+    Ok(tried
+        .into_iter()
+        .map(|(_, trial, built)| (trial, built))
+        .collect())
+}
+
+/// Most rounds of K refinement after the first: each halves the gap around the best K.
+const REFINE_ROUNDS: usize = 3;
+
+/// Refines K around the fastest synthesized trial of a search's first round: K is tried
+/// at the middle of each gap beside the best K so far (between 4 and 8, 6; then 5 or 7),
+/// a round at a time, while the refinement's K summed stays within the first round's,
+/// so that it at most doubles the search's work. The best K is not always a power of two:
+/// 12 chunks can divide a dragonfly's slow links' load evenly where 8 and 16 cannot.
+fn refine<T>(
+    topo: &Topology,
+    request: &Request,
+    options: &Options,
+    simulated: bool,
+    first: Vec<usize>,
+    tried: &mut Vec<(usize, Trial, Result<T>)>,
+    attempt: &(impl Fn(usize, Way) -> Option<(Trial, Result<T>)> + Sync),
+) where
+    T: Send,
+{
+    let budget: usize = first.iter().sum();
+    let mut spent = 0;
+    let mut ks = first;
+    for _ in 0..REFINE_ROUNDS {
+        let fastest = tried
+            .iter()
+            .filter(|(_, trial, built)| trial.baseline.is_none() && built.is_ok())
+            .filter_map(|(k, trial, _)| Some((trial.simulated_ps?, *k)))
+            .min();
+        let Some((_, best)) = fastest else { return };
+        let mut next = Vec::new();
+        for mid in middles(&ks, best) {
+            if spent + mid <= budget {
+                spent += mid;
+                next.push(mid);
+            }
+        }
+        if next.is_empty() {
+            return;
+        }
+        ks.extend(&next);
+        tried.extend(run_round(topo, request, options, simulated, &next, attempt));
+    }
+}
+
+/// The K halfway into each gap beside `best` among the `tried` K, where a whole K lies
+/// between: below it and above it.
+fn middles(tried: &[usize], best: usize) -> Vec<usize> {
+    let below = tried.iter().copied().filter(|&k| k < best).max();
+    let above = tried.iter().copied().filter(|&k| k > best).min();
+    [below.map(|k| (k + best) / 2), above.map(|k| (k + best) / 2)]
+        .into_iter()
+        .flatten()
+        .filter(|&k| !tried.contains(&k))
+        .collect()
+}
+
+/// One round of a search: every way and baseline at each of `ks`, side by side where
+/// their memory fits together, each result with the K it was asked at.
+fn run_round<T: Send>(
+    topo: &Topology,
+    request: &Request,
+    options: &Options,
+    simulated: bool,
+    ks: &[usize],
+    attempt: &(impl Fn(usize, Way) -> Option<(Trial, Result<T>)> + Sync),
+) -> Vec<(usize, Trial, Result<T>)> {
+    let limit = options.max_memory;
+    let estimate = |k: usize, planned: bool| estimate_at(topo, request, k, simulated, planned);
     // Every K with each of the options' ways, then the baselines at that K.
     let ways = options.ways(topo, request);
     let candidates: Vec<(usize, Way)> = ks
@@ -168,55 +248,65 @@ pub(super) fn search<T: Send>(
         })
         .fold(0u64, u64::saturating_add)
         <= limit.bytes();
-    // A baseline that does not apply (RHD off powers of two, Direct where no link joins
-    // two NPUs) is no trial.
-    let attempt = |(k, way): (usize, Way)| {
-        let (seed, planned, baseline) = match way {
-            Way::Synthesized { seed, planned } => (seed, planned, None),
-            Way::Baseline(b) => (0, false, Some(b)),
-        };
-        let mut trial = Trial {
-            chunks_per_npu: k,
-            seed,
-            planned,
-            baseline,
-            synthesized_ps: None,
-            simulated_ps: None,
-            refused: None,
-        };
-        let checked = match baseline {
-            None => admit_at(topo, request, options, k, simulated, planned)
-                .and_then(|()| synthesize(topo, request, k, &options.synth(seed, planned))),
-            // Held to the search's limit, which may be below the process's.
-            Some(b) => options
-                .max_memory
-                .admit(b.memory_estimate(topo, &request.spec(topo, k)), String::new)
-                .and_then(|()| pipeline_baseline(topo, request, b, k))
-                .ok()
-                .map(Ok)?,
-        };
-        let built = checked.and_then(|checked| {
-            // A baseline may split each NPU's share further (a ring's halves go each way).
-            trial.chunks_per_npu = checked.chunks_per_npu();
-            trial.synthesized_ps = Some(checked.report().collective_time_ps);
-            evaluate(checked)
-        });
-        Some(match built {
-            Ok((value, time_ps)) => {
-                trial.simulated_ps = Some(time_ps);
-                (trial, Ok(value))
-            }
-            Err(e) => {
-                trial.refused = Some(e.to_string());
-                (trial, Err(e))
-            }
-        })
-    };
+    let run = |(k, way): (usize, Way)| attempt(k, way).map(|(trial, built)| (k, trial, built));
     if !side_by_side {
-        return Ok(candidates.into_iter().filter_map(attempt).collect());
+        return candidates.into_iter().filter_map(run).collect();
     }
     // On the caller's thread pool (rayon's), whose size bounds how many run at once.
-    Ok(candidates.into_par_iter().filter_map(attempt).collect())
+    candidates.into_par_iter().filter_map(run).collect()
+}
+
+/// Builds one candidate at `k` and evaluates it; None for a baseline that does not apply
+/// (RHD off powers of two, Direct where no link joins two NPUs), which is no trial.
+fn attempt<T>(
+    topo: &Topology,
+    request: &Request,
+    options: &Options,
+    simulated: bool,
+    evaluate: &impl Fn(Checked) -> Result<(T, Picos)>,
+    k: usize,
+    way: Way,
+) -> Option<(Trial, Result<T>)> {
+    let (seed, planned, baseline) = match way {
+        Way::Synthesized { seed, planned } => (seed, planned, None),
+        Way::Baseline(b) => (0, false, Some(b)),
+    };
+    let mut trial = Trial {
+        chunks_per_npu: k,
+        seed,
+        planned,
+        baseline,
+        synthesized_ps: None,
+        simulated_ps: None,
+        refused: None,
+    };
+    let checked = match baseline {
+        None => admit_at(topo, request, options, k, simulated, planned)
+            .and_then(|()| synthesize(topo, request, k, &options.synth(seed, planned))),
+        // Held to the search's limit, which may be below the process's.
+        Some(b) => options
+            .max_memory
+            .admit(b.memory_estimate(topo, &request.spec(topo, k)), String::new)
+            .and_then(|()| pipeline_baseline(topo, request, b, k))
+            .ok()
+            .map(Ok)?,
+    };
+    let built = checked.and_then(|checked| {
+        // A baseline may split each NPU's share further (a ring's halves go each way).
+        trial.chunks_per_npu = checked.chunks_per_npu();
+        trial.synthesized_ps = Some(checked.report().collective_time_ps);
+        evaluate(checked)
+    });
+    Some(match built {
+        Ok((value, time_ps)) => {
+            trial.simulated_ps = Some(time_ps);
+            (trial, Ok(value))
+        }
+        Err(e) => {
+            trial.refused = Some(e.to_string());
+            (trial, Err(e))
+        }
+    })
 }
 
 /// How a search candidate is made at its K.
@@ -244,5 +334,23 @@ pub(super) fn nothing_found(trials: &[Trial], what: &str) -> String {
             "none of {} gives a {what} (the last: {last})",
             tried.join(", ")
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::middles;
+
+    #[test]
+    fn refinement_halves_the_gaps_beside_the_best_k() {
+        let first = [1, 2, 4, 8, 16];
+        assert_eq!(middles(&first, 4), vec![3, 6]);
+        // At the largest K tried, only the gap below.
+        assert_eq!(middles(&first, 16), vec![12]);
+        // No whole K between 1 and 2.
+        assert_eq!(middles(&first, 1), Vec::<usize>::new());
+        assert_eq!(middles(&first, 2), vec![3]);
+        // After 3 and 6 were tried around 4: only 5 is left beside it.
+        assert_eq!(middles(&[1, 2, 4, 8, 16, 3, 6], 4), vec![5]);
     }
 }

@@ -37,7 +37,8 @@ pub struct CollectiveArgs {
     #[arg(short, long, value_parser = size)]
     pub size: Option<u64>,
     /// Chunks per NPU (K) [default: where an algorithm is synthesized (compare, report), the
-    /// search `tacos synth` makes (the fastest of 1, 2, 4, 8 within its time budget); for
+    /// search `tacos synth` makes (K = 1, 2, 4, 8, 16 within its time budget, then
+    /// K between them beside the fastest); for
     /// a baseline 1; or the schedule file's]
     #[arg(short = 'k', long, value_parser = chunk_count)]
     pub chunks_per_npu: Option<usize>,

@@ -35,11 +35,12 @@ pub struct SynthArgs {
     #[arg(short, long, default_value = "1GiB", value_parser = size, allow_hyphen_values = true)]
     pub size: u64,
     /// Chunks per NPU (K): each NPU's share is split into K chunks; `auto` tries 1, 2, 4
-    /// and 8 and keeps the fastest in simulation (with --xml, the fastest verified program
-    /// within the target). Default: auto with --xml (as the C API and compile), else the
-    /// values of 1, 2, 4, 8, 16 whose search stays within the time --seeds budgets (up to
-    /// 16 to 64 NPUs, 8 to 128, K = 1 alone from 512 on); `-k 1` is the TACOS paper's
-    /// setting
+    /// and 8, then K between them beside the fastest (3, 5, 6, 7), and keeps the fastest
+    /// in simulation (with --xml, the fastest verified program within the target).
+    /// Default: auto with --xml (as the C API and compile), else the values of 1, 2, 4, 8,
+    /// 16 whose search stays within the time --seeds budgets (up to 16 to 64 NPUs, 8 to
+    /// 128, K = 1 alone from 512 on), refined between them the same way; `-k 1` is the
+    /// TACOS paper's setting
     #[arg(short = 'k', long, value_parser = chunks_per_npu)]
     pub chunks_per_npu: Option<Chunks>,
     /// NPUs taking part, in rank order (default: every alive NPU); the others may relay
