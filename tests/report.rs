@@ -472,14 +472,23 @@ fn first_row_us(page: &El) -> f64 {
 }
 
 #[test]
-fn a_schedule_and_its_program_are_timed_as_simulate_times_them() {
+fn a_schedule_its_program_and_its_plan_are_timed_as_simulate_times_them() {
     let dir = scratch("files");
-    let (json, xml) = (dir.join("ar.json"), dir.join("ar.xml"));
-    let (json, xml) = (json.to_str().unwrap(), xml.to_str().unwrap());
+    let (json, xml, plan) = (
+        dir.join("ar.json"),
+        dir.join("ar.xml"),
+        dir.join("ar.plan.json"),
+    );
+    let (json, xml, plan) = (
+        json.to_str().unwrap(),
+        xml.to_str().unwrap(),
+        plan.to_str().unwrap(),
+    );
     let spec = ["torus:2x4", "-c", "allreduce", "-s", "1MiB"];
     tacos_ok(
         &[
-            &["synth", "-k", "2", "--quiet", "--out", json, "--xml", xml],
+            &["synth", "-k", "2", "--quiet", "--out", json][..],
+            &["--xml", xml, "--plan", plan],
             &spec[..],
         ]
         .concat(),
@@ -500,6 +509,10 @@ fn a_schedule_and_its_program_are_timed_as_simulate_times_them() {
     let page = parse(&report(&dir, &[&["--xml", xml], &spec[..]].concat()));
     assert!((first_row_us(&page) - simulated("--xml", xml)).abs() < 1e-3);
     // The program's messages are not exposed: its loads, no timeline.
+    assert_eq!(svgs(&page).len(), 1);
+    // The MSCCL++ plan, verified and timed by the executor cost model as simulate does.
+    let page = parse(&report(&dir, &[&["--plan", plan], &spec[..]].concat()));
+    assert!((first_row_us(&page) - simulated("--plan", plan)).abs() < 1e-3);
     assert_eq!(svgs(&page).len(), 1);
 }
 

@@ -1,5 +1,6 @@
 //! `tacos report`: one self-contained HTML page of pictures. For a topology and a
-//! collective (synthesized here, or given as a schedule or an MSCCL program): the
+//! collective (synthesized here, or given as a schedule, an MSCCL program or an MSCCL++
+//! plan): the
 //! topology drawn with every algorithm's link loads on one scale, and the algorithm's
 //! timeline with the bound. For a compiled directory: predicted busbw against size per
 //! collective, and the table of its files.
@@ -10,7 +11,7 @@ use super::compare::{
 };
 use super::nccl_beside;
 use super::progress::ProgressHandle;
-use super::simulate::{read_schedule, simulate_xml, CollectiveArgs};
+use super::simulate::{read_schedule, simulate_plan, simulate_xml, CollectiveArgs, Simulated};
 use super::{npu_list, seed_count, CostArgs, NpuList, TopologyArgs};
 use anyhow::Context;
 use clap::Args;
@@ -36,25 +37,29 @@ pub struct ReportArgs {
     #[command(flatten)]
     pub collective: CollectiveArgs,
     /// NPUs taking part, in rank order (default: every alive NPU), e.g. 0-7,16-23
-    #[arg(long, value_name = "LIST", value_parser = npu_list, conflicts_with_all = ["schedule", "xml"])]
+    #[arg(long, value_name = "LIST", value_parser = npu_list, conflicts_with_all = ["schedule", "xml", "plan"])]
     pub npus: Option<NpuList>,
     /// Seed for the synthesizer's random choices (the first of --seeds)
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Seeds tried from --seed on, the fastest kept [default: as `tacos synth`, 8 on small
     /// problems down to 1 on large ones]
-    #[arg(long, value_name = "N", value_parser = seed_count, conflicts_with_all = ["schedule", "xml"])]
+    #[arg(long, value_name = "N", value_parser = seed_count, conflicts_with_all = ["schedule", "xml", "plan"])]
     pub seeds: Option<usize>,
     /// Leave out the trials with planned ways (as `tacos synth --no-plan`)
-    #[arg(long, conflicts_with_all = ["schedule", "xml"])]
+    #[arg(long, conflicts_with_all = ["schedule", "xml", "plan"])]
     pub no_plan: bool,
     /// Report on this schedule file (from `tacos synth --out`) instead of synthesizing
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["xml", "compiled"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["xml", "plan", "compiled"])]
     pub schedule: Option<PathBuf>,
     /// Report on this MSCCL algorithm XML file (verified, then timed as `tacos simulate
     /// --xml` times it) instead of synthesizing
-    #[arg(long, value_name = "FILE", conflicts_with = "compiled")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["plan", "compiled"])]
     pub xml: Option<PathBuf>,
+    /// Report on this MSCCL++ execution plan (JSON; verified, then timed by the executor
+    /// cost model as `tacos simulate --plan` times it) instead of synthesizing
+    #[arg(long, value_name = "FILE", conflicts_with = "compiled")]
+    pub plan: Option<PathBuf>,
     /// Report on a compiled directory (`tacos compile --out DIR`): predicted busbw against
     /// size and the table of its files
     #[arg(long, value_name = "DIR", conflicts_with_all = ["spec", "npus", "fail_npus", "fail_links"])]
@@ -107,10 +112,10 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
     let title = title(spec, &topo);
     let mut page = Page::new(&format!("tacos report: {title}"));
     page.heading(1, &title);
-    // An MSCCL program's chunking is its own, not the K of the command line.
-    let chunks = match args.xml {
-        Some(_) => String::new(),
-        None => format!(" K = {};", spec.chunks_per_npu),
+    // A program's or a plan's chunking is its own, not the K of the command line.
+    let chunks = match args.xml.is_some() || args.plan.is_some() {
+        true => String::new(),
+        false => format!(" K = {};", spec.chunks_per_npu),
     };
     page.paragraph(&format!(
         "tacos {}: every algorithm simulated with serial link sharing (one message per link at a time);{chunks} best lower bound {:.3} us ({}).",
@@ -151,9 +156,9 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
     page.heading(2, &format!("Timeline of {}", first.name));
     match first.outcome.as_ref().map(|m| m.run.as_ref()) {
         Ok(Some(run)) => timeline(&mut page, &topo, &first.name, run, &bounds)?,
-        // An MSCCL program: the timer keeps its messages to itself.
+        // A program or a plan: its timer keeps its messages to itself.
         Ok(None) => page.paragraph(&format!(
-            "No timeline for {}: msccl::simulate_program does not expose a program's messages; report on the schedule it was lowered from (--schedule) for its timeline.",
+            "No timeline for {}: the executor cost model's timer does not expose a program's messages; report on the schedule it was lowered from (--schedule) for its timeline.",
             first.name
         )),
         Err(why) => page.paragraph(&format!("No timeline for {}: {why}.", first.name)),
@@ -165,6 +170,19 @@ fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
 /// compare` does.
 fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
     let (topo, base, first, collective, program_us) = match (&args.schedule, &args.xml) {
+        (None, None) if args.plan.is_some() => {
+            let path = args.plan.as_deref().unwrap_or(Path::new(""));
+            let (topo, base) = args.topology.with_base()?;
+            check_drawable(&topo)?;
+            let Some(executor) = args.cost.executor(&topo)? else {
+                anyhow::bail!(
+                    "--plan is timed with the executor cost model; leave out --alpha-beta"
+                );
+            };
+            let simulated = simulate_plan(&topo, path, &args.collective, &executor)?;
+            let (row, collective, program_us) = program_row(&topo, simulated, true)?;
+            (topo, base, row, collective, program_us)
+        }
         (Some(path), _) => {
             let (topo, schedule, own) = read_schedule(&args.topology, &args.collective, path)?;
             check_drawable(&topo)?;
@@ -182,24 +200,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
             check_drawable(&topo)?;
             let executor = args.cost.executor(&topo)?;
             let simulated = simulate_xml(&topo, path, &args.collective, executor.as_ref())?;
-            let report = SimReport::new(&topo, &simulated.spec, &simulated.result);
-            let row = Row {
-                name: simulated.label,
-                outcome: Ok(Measured {
-                    report,
-                    transfers: simulated.result.messages.len(),
-                    synthesized_ps: None,
-                    run: None,
-                }),
-            };
-            super::check_moves_data(&simulated.spec)?;
-            let collective = Collective::new(&topo, simulated.spec)?;
-            // The row is the program itself, timed by the executor model unless --alpha-beta.
-            let program_us = executor.as_ref().map(|_| {
-                Ok(ps_to_us(
-                    row.outcome.as_ref().map_or(0, |m| m.report.time_ps),
-                ))
-            });
+            let (row, collective, program_us) = program_row(&topo, simulated, executor.is_some())?;
             (topo, base, row, collective, program_us)
         }
         (None, None) => {
@@ -256,6 +257,30 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
     })
 }
 
+/// The row of a program or plan that was timed (`simulate_xml`, `simulate_plan`), its
+/// collective, and its time as what would run, where the executor cost model timed it.
+fn program_row(
+    topo: &Topology,
+    simulated: Simulated,
+    by_executor: bool,
+) -> anyhow::Result<(Row, Collective, Option<Result<f64, String>>)> {
+    let report = SimReport::new(topo, &simulated.spec, &simulated.result);
+    let time_ps = report.time_ps;
+    let row = Row {
+        name: simulated.label,
+        outcome: Ok(Measured {
+            report,
+            transfers: simulated.result.messages.len(),
+            synthesized_ps: None,
+            run: None,
+        }),
+    };
+    super::check_moves_data(&simulated.spec)?;
+    let collective = Collective::new(topo, simulated.spec)?;
+    let program_us = by_executor.then(|| Ok(ps_to_us(time_ps)));
+    Ok((row, collective, program_us))
+}
+
 /// The page's sentence on what would run on GPUs: the program and NCCL's own choice, both
 /// by the executor cost model, and which is faster; None where nothing was priced.
 fn on_gpus(
@@ -274,9 +299,13 @@ fn on_gpus(
         &executor,
         args.cost.profile_file(),
     ));
+    let runs_as = match args.plan.is_some() {
+        true => "MSCCL++ plan",
+        false => "MSCCL program",
+    };
     let ours = match &program {
-        Ok(us) => format!("the algorithm as an MSCCL program takes {us:.3} us"),
-        Err(why) => format!("the algorithm gives no MSCCL program ({why})"),
+        Ok(us) => format!("the algorithm as an {runs_as} takes {us:.3} us"),
+        Err(why) => format!("the algorithm gives no {runs_as} ({why})"),
     };
     let ours_us = program.as_ref().ok().copied();
     let nccl = nccl_beside::beside(

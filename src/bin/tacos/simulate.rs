@@ -533,7 +533,7 @@ pub(super) fn simulate_xml(
 
 /// An MSCCL++ plan, verified at the size it is timed at (the command line's, else the
 /// smallest it accepts, else 1 GiB), then timed by the executor cost model.
-fn simulate_plan(
+pub(super) fn simulate_plan(
     topo: &Topology,
     path: &Path,
     collective: &CollectiveArgs,
