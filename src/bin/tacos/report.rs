@@ -95,8 +95,12 @@ struct Compared {
     /// The algorithm as the MSCCL program that would run, timed by the executor cost
     /// model (or why not); None where there is no program to price (a schedule file,
     /// `--alpha-beta`).
-    program_us: Option<Result<f64, String>>,
+    program_us: ProgramTime,
 }
+
+/// What would run, timed by the executor cost model (or why it cannot be); None where
+/// nothing is priced.
+type ProgramTime = Option<Result<f64, String>>;
 
 fn algorithm_page(args: &ReportArgs) -> anyhow::Result<Page> {
     let Compared {
@@ -263,7 +267,7 @@ fn program_row(
     topo: &Topology,
     simulated: Simulated,
     by_executor: bool,
-) -> anyhow::Result<(Row, Collective, Option<Result<f64, String>>)> {
+) -> anyhow::Result<(Row, Collective, ProgramTime)> {
     let report = SimReport::new(topo, &simulated.spec, &simulated.result);
     let time_ps = report.time_ps;
     let row = Row {
@@ -287,7 +291,7 @@ fn on_gpus(
     args: &ReportArgs,
     topo: &Topology,
     collective: &Collective,
-    program_us: Option<Result<f64, String>>,
+    program_us: ProgramTime,
 ) -> anyhow::Result<Option<String>> {
     let Some(executor) = args.cost.executor(topo)? else {
         return Ok(None);
