@@ -715,6 +715,8 @@ pub struct ChunkTrialReport {
     /// Whether its chunks' ways were planned (`SynthOptions::planned`: trees, or paths
     /// for chunks with one target).
     pub planned: bool,
+    /// Whether its planned trees were grown shallow (`SynthOptions::shape`).
+    pub shallow: bool,
     /// The synthesized schedule's own clock; null when it could not be synthesized.
     pub schedule_time_us: Option<f64>,
     /// What the choice is made on: the schedule's simulated time, or with `--xml` its
@@ -735,6 +737,7 @@ impl ChunkTrialReport {
             baseline: trial.baseline.map(|b| b.name().to_string()),
             seed: trial.seed,
             planned: trial.planned,
+            shallow: trial.shallow,
             schedule_time_us: trial.synthesized_ps.map(ps_to_us),
             simulated_time_us: trial.simulated_ps.map(ps_to_us),
             fits_target: programs.then_some(trial.refused.is_none()),

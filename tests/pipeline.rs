@@ -218,15 +218,17 @@ fn automatic_chunking_keeps_the_fastest_simulated_k() {
         ..Options::default()
     };
     let kept_is_fastest = |trials: &[Trial], k: usize| {
-        // Each K with its seed, then with planned trees.
-        let tried: Vec<(usize, bool)> = trials
+        // Each K with its seed, then with planned trees, balanced and shallow.
+        let tried: Vec<(usize, bool, bool)> = trials
             .iter()
-            .map(|t| (t.chunks_per_npu, t.planned))
+            .map(|t| (t.chunks_per_npu, t.planned, t.shallow))
             .collect();
         let mut ks: Vec<usize> = trials.iter().map(|t| t.chunks_per_npu).collect();
         ks.dedup();
-        let expected: Vec<(usize, bool)> =
-            ks.iter().flat_map(|&k| [(k, false), (k, true)]).collect();
+        let expected: Vec<(usize, bool, bool)> = ks
+            .iter()
+            .flat_map(|&k| [(k, false, false), (k, true, false), (k, true, true)])
+            .collect();
         assert_eq!(tried, expected);
         // Every K of `auto`, and refinements strictly between them.
         assert!(AUTO_CHUNKS.iter().all(|k| ks.contains(k)), "{ks:?}");
@@ -349,20 +351,27 @@ fn synth_keeps_the_fastest_of_its_seeds() {
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let trials = v["chunk_trials"].as_array().unwrap();
-    // The five seeds, then planned trees with the first.
-    let seeds: Vec<(u64, bool)> = trials
+    // The five seeds, then planned trees with the first, balanced and shallow.
+    let seeds: Vec<(u64, bool, bool)> = trials
         .iter()
-        .map(|t| (t["seed"].as_u64().unwrap(), t["planned"].as_bool().unwrap()))
+        .map(|t| {
+            (
+                t["seed"].as_u64().unwrap(),
+                t["planned"].as_bool().unwrap(),
+                t["shallow"].as_bool().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         seeds,
         [
-            (10, false),
-            (11, false),
-            (12, false),
-            (13, false),
-            (14, false),
-            (10, true)
+            (10, false, false),
+            (11, false, false),
+            (12, false, false),
+            (13, false, false),
+            (14, false, false),
+            (10, true, false),
+            (10, true, true)
         ]
     );
     let fastest = trials

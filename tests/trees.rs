@@ -139,12 +139,15 @@ fn the_search_tries_planned_ways_beside_the_seeds_only_where_they_apply() {
             .unwrap()
             .trials
     };
+    // Trees both ways: balanced and shallow.
     let ag = trials(CollectiveKind::AllGather);
-    assert_eq!(ag.len(), 3);
-    assert_eq!(ag.iter().filter(|t| t.planned).count(), 1);
+    assert_eq!(ag.len(), 4);
+    assert_eq!(ag.iter().filter(|t| t.planned).count(), 2);
+    assert_eq!(ag.iter().filter(|t| t.planned && t.shallow).count(), 1);
     let a2a = trials(CollectiveKind::AllToAll);
     assert_eq!(a2a.len(), 3, "{a2a:?}");
     assert_eq!(a2a.iter().filter(|t| t.planned).count(), 1, "{a2a:?}");
+    assert!(a2a.iter().all(|t| !t.shallow));
     let sub = Request {
         npus: Some(vec![0, 1, 2, 3]),
         ..Request::new(CollectiveKind::AllGather, 1 << 24)

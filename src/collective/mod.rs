@@ -92,6 +92,15 @@ impl CollectiveKind {
         )
     }
 
+    /// Whether each chunk has one NPU to reach (All-to-All, Gather, Scatter): planned, it
+    /// follows a path, where the others' chunks spread along trees.
+    pub fn one_target(self) -> bool {
+        matches!(
+            self,
+            CollectiveKind::AllToAll | CollectiveKind::Gather | CollectiveKind::Scatter
+        )
+    }
+
     /// Whether chunks are combined (summed) on the way rather than copied.
     pub fn combining(self) -> bool {
         matches!(

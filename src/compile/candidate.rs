@@ -7,7 +7,7 @@ use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::error::Result;
 use crate::msccl::{LowerOptions, Program, Proto, Target};
 use crate::pipeline::{self, Checked, Request};
-use crate::synth::SynthOptions;
+use crate::synth::{SynthOptions, TreeShape};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -23,6 +23,9 @@ pub enum Candidate {
     /// name it `trees`.
     #[serde(alias = "trees")]
     Planned { chunks_per_npu: usize },
+    /// The same with shallow trees (`SynthOptions::shape`), for collectives whose chunks
+    /// go along trees.
+    Shallow { chunks_per_npu: usize },
     Baseline {
         #[serde(with = "baseline_name")]
         name: Baseline,
@@ -32,8 +35,8 @@ pub enum Candidate {
 impl Candidate {
     /// Every candidate the options ask for, in the order ties are broken: synthesized
     /// ones by K, each K's seeds then (where `planned`: planning applies to `kind` on the
-    /// topology, `pipeline::planning_applies`) planned, then the baselines that define
-    /// `kind`.
+    /// topology, `pipeline::planning_applies`) planned, balanced and, where the chunks go
+    /// along trees, shallow; then the baselines that define `kind`.
     pub(crate) fn all(
         kind: CollectiveKind,
         chunk_candidates: &[usize],
@@ -48,8 +51,10 @@ impl Candidate {
                     chunks_per_npu: k,
                     seed,
                 });
-                let planned = planned.then_some(Candidate::Planned { chunks_per_npu: k });
-                free.chain(planned)
+                let balanced = planned.then_some(Candidate::Planned { chunks_per_npu: k });
+                let shallow = (planned && !kind.one_target())
+                    .then_some(Candidate::Shallow { chunks_per_npu: k });
+                free.chain(balanced).chain(shallow)
             })
             .collect();
         if baselines {
@@ -68,7 +73,9 @@ impl Candidate {
     pub(crate) fn too_fine(&self, ranks: usize, size_bytes: u64, options: &CompileOptions) -> bool {
         let smallest = options.chunk_candidates.iter().min().copied().unwrap_or(1);
         match *self {
-            Candidate::Tacos { chunks_per_npu, .. } | Candidate::Planned { chunks_per_npu } => {
+            Candidate::Tacos { chunks_per_npu, .. }
+            | Candidate::Planned { chunks_per_npu }
+            | Candidate::Shallow { chunks_per_npu } => {
                 chunks_per_npu > smallest
                     && size_bytes / ((ranks * chunks_per_npu) as u64) < options.min_chunk_bytes
             }
@@ -93,9 +100,9 @@ impl Candidate {
     /// K, for a synthesized candidate.
     pub fn chunks_per_npu(&self) -> Option<usize> {
         match *self {
-            Candidate::Tacos { chunks_per_npu, .. } | Candidate::Planned { chunks_per_npu } => {
-                Some(chunks_per_npu)
-            }
+            Candidate::Tacos { chunks_per_npu, .. }
+            | Candidate::Planned { chunks_per_npu }
+            | Candidate::Shallow { chunks_per_npu } => Some(chunks_per_npu),
             Candidate::Baseline { .. } => None,
         }
     }
@@ -119,10 +126,15 @@ impl Candidate {
                 let request = Request::new(kind, size_bytes);
                 pipeline::synthesize(topo, &request, chunks_per_npu, &SynthOptions::seeded(seed))
             }
-            Candidate::Planned { chunks_per_npu } => {
+            Candidate::Planned { chunks_per_npu } | Candidate::Shallow { chunks_per_npu } => {
                 let request = Request::new(kind, size_bytes);
+                let shape = match self {
+                    Candidate::Shallow { .. } => TreeShape::Shallow,
+                    _ => TreeShape::Balanced,
+                };
                 let options = SynthOptions {
                     planned: true,
+                    shape,
                     ..SynthOptions::seeded(0)
                 };
                 pipeline::synthesize(topo, &request, chunks_per_npu, &options)
@@ -150,6 +162,9 @@ impl fmt::Display for Candidate {
             } => write!(f, "tacos K={chunks_per_npu} seed={seed}"),
             Candidate::Planned { chunks_per_npu } => {
                 write!(f, "tacos K={chunks_per_npu} planned")
+            }
+            Candidate::Shallow { chunks_per_npu } => {
+                write!(f, "tacos K={chunks_per_npu} planned shallow")
             }
             Candidate::Baseline { name } => write!(f, "{name} (baseline)"),
         }

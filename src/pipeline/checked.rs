@@ -14,8 +14,8 @@ struct CheckedParts {
     report: CheckReport,
     all_reduce: Option<AllReduceTimes>,
     seed: Option<u64>,
-    /// Whether the synthesizer planned its chunks' ways.
-    planned: bool,
+    /// How the synthesizer planned its chunks' ways, where it did.
+    plan: Option<TreeShape>,
     /// The baseline it is, where it is one.
     baseline: Option<Baseline>,
 }
@@ -24,7 +24,7 @@ impl Checked {
     /// Checks a timed `schedule` (from a file, say) on `topo` with `schedule::check`.
     pub fn new(schedule: Schedule, topo: &Topology) -> Result<Checked> {
         let report = check(&schedule, topo);
-        Checked::with(schedule, report, None, None, false)
+        Checked::with(schedule, report, None, None, None)
     }
 
     /// Checks `baseline`'s schedule whose times are an order, not a promise (the simulator
@@ -32,7 +32,7 @@ impl Checked {
     /// then only the number of steps. [`baseline`] gives one timed by the simulator.
     pub fn order_only(baseline: Baseline, schedule: Schedule, topo: &Topology) -> Result<Checked> {
         let report = check_data_flow(&schedule, topo);
-        Checked::with(schedule, report, None, None, false).map(|c| c.of(baseline))
+        Checked::with(schedule, report, None, None, None).map(|c| c.of(baseline))
     }
 
     /// The same schedule, as `baseline`'s.
@@ -47,7 +47,7 @@ impl Checked {
         report: Result<CheckReport>,
         all_reduce: Option<AllReduceTimes>,
         seed: Option<u64>,
-        planned: bool,
+        plan: Option<TreeShape>,
     ) -> Result<Checked> {
         let report = report.map_err(|e| {
             Error::Schedule(format!(
@@ -60,7 +60,7 @@ impl Checked {
             report,
             all_reduce,
             seed,
-            planned,
+            plan,
             baseline: None,
         })))
     }
@@ -86,7 +86,13 @@ impl Checked {
 
     /// Whether the synthesizer planned its chunks' ways (`SynthOptions::planned`).
     pub fn planned(&self) -> bool {
-        self.0.planned
+        self.0.plan.is_some()
+    }
+
+    /// How the synthesizer grew its chunks' trees, where it planned them
+    /// (`SynthOptions::shape`).
+    pub fn plan(&self) -> Option<TreeShape> {
+        self.0.plan
     }
 
     /// The baseline the schedule is, where it is one rather than synthesized.
@@ -116,7 +122,7 @@ pub fn synthesize(
         report,
         synthesis.all_reduce,
         Some(options.seed),
-        options.planned,
+        options.planned.then_some(options.shape),
     )
 }
 
@@ -150,7 +156,7 @@ pub fn concurrent(
                 .all_reduce
                 .clone()
                 .filter(|_| schedule.collective.kind == CollectiveKind::AllReduce);
-            Checked::with(schedule, Ok(report), all_reduce, Some(seed), false)
+            Checked::with(schedule, Ok(report), all_reduce, Some(seed), None)
         })
         .collect()
 }
@@ -241,7 +247,11 @@ pub fn lower(topo: &Topology, checked: &Checked, lowering: &LowerOptions) -> Res
     let name = match (checked.baseline(), checked.seed()) {
         (Some(baseline), _) => Some(format!("tacos-{kind}-{baseline}")),
         (None, Some(seed)) => {
-            let way = if checked.planned() { 'p' } else { 's' };
+            let way = match checked.plan() {
+                None => 's',
+                Some(TreeShape::Balanced) => 'p',
+                Some(TreeShape::Shallow) => 't',
+            };
             let k = schedule.collective.chunks_per_npu;
             Some(format!("tacos-{kind}-k{k}-{way}{seed}"))
         }

@@ -56,6 +56,7 @@ use crate::schedule::{check, check_concurrent, check_data_flow, CheckReport, Sch
 use crate::sim::simulate_schedule;
 use crate::synth::{
     prepare_streamed, synthesize_concurrent, AllReduceTimes, Prepared, Streamed, SynthOptions,
+    TreeShape,
 };
 use crate::topology::{NpuId, Topology};
 use crate::units::Picos;

@@ -164,7 +164,7 @@ pub(super) fn limit_advice(
     let synths: Vec<SynthOptions> = options
         .ways(topo, request)
         .into_iter()
-        .map(|(seed, planned)| options.synth(seed, planned))
+        .map(|(seed, plan)| options.synth(seed, plan))
         .collect();
     let checked = synthesize(topo, request, k, synths.first()?).ok()?;
     let target = &lowering.target;

@@ -160,7 +160,8 @@ pub struct Options {
     /// Seeds of the synthesizer's random choices, each tried with each K.
     pub seeds: Vec<u64>,
     /// Placement, protocol, size range and target of the program. Without a name the
-    /// program is named `tacos-{collective}-k{K}-s{seed}` (`-p{seed}` planned),
+    /// program is named `tacos-{collective}-k{K}-s{seed}` (`-p{seed}` planned, `-t{seed}`
+    /// planned with shallow trees),
     /// as `compile` names it.
     pub lowering: LowerOptions,
     /// The memory a trial may hold; trials run side by side only while their estimates
@@ -171,8 +172,8 @@ pub struct Options {
     /// transfers shifted onto every other.
     pub replicate: bool,
     /// Each K also tried with the chunks' ways planned (`SynthOptions::planned`, with the
-    /// first seed) where planning applies ([`planning_applies`], not replicated): the
-    /// faster way is kept.
+    /// first seed) where planning applies ([`planning_applies`], not replicated), trees
+    /// both balanced and shallow (`SynthOptions::shape`): the fastest way is kept.
     pub planned: bool,
     /// How [`program`] times the programs it ranks and keeps: by the executor cost model
     /// where given (what `tacos simulate --xml` and `tacos verify` say of the same file),
@@ -187,25 +188,32 @@ pub struct Options {
 }
 
 impl Options {
-    /// What the synthesizer is told for a trial with `seed`, planned or not.
-    pub(super) fn synth(&self, seed: u64, planned: bool) -> SynthOptions {
+    /// What the synthesizer is told for a trial with `seed`, planned (trees grown so) or
+    /// not.
+    pub(super) fn synth(&self, seed: u64, plan: Option<TreeShape>) -> SynthOptions {
         SynthOptions {
             seed,
             replicate: self.replicate,
-            planned,
+            planned: plan.is_some(),
+            shape: plan.unwrap_or_default(),
         }
     }
 
-    /// The (seed, planned) trials made at each K: every seed, then (where planning applies)
-    /// planned with the first seed, so that ties go to the free matching.
-    pub(super) fn ways(&self, topo: &Topology, request: &Request) -> Vec<(u64, bool)> {
+    /// The (seed, plan) trials made at each K: every seed, then (where planning applies)
+    /// planned with the first seed, balanced and, where the chunks go along trees, shallow,
+    /// so that ties go to the free matching.
+    pub(super) fn ways(&self, topo: &Topology, request: &Request) -> Vec<(u64, Option<TreeShape>)> {
         let plans = self.planned && !self.replicate && planning_applies(topo, request);
-        let free = self.seeds.iter().map(|&seed| (seed, false));
-        let planned = self
-            .seeds
-            .first()
-            .filter(|_| plans)
-            .map(|&seed| (seed, true));
+        let first = self.seeds.first().copied().filter(|_| plans);
+        // Chunks with one target each follow planned paths, of one shape.
+        let shapes: &[TreeShape] = match request.kind.one_target() {
+            true => &[TreeShape::Balanced],
+            false => &[TreeShape::Balanced, TreeShape::Shallow],
+        };
+        let free = self.seeds.iter().map(|&seed| (seed, None));
+        let planned = first
+            .into_iter()
+            .flat_map(|seed| shapes.iter().map(move |&shape| (seed, Some(shape))));
         free.chain(planned).collect()
     }
 

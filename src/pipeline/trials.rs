@@ -10,6 +10,8 @@ pub struct Trial {
     pub seed: u64,
     /// Whether its chunks' ways were planned (`SynthOptions::planned`).
     pub planned: bool,
+    /// Whether its planned trees were grown shallow (`SynthOptions::shape`).
+    pub shallow: bool,
     /// The baseline tried, where the trial is one (its seed and planned then mean
     /// nothing, and `chunks_per_npu` is its schedule's: a ring's halves go each way).
     pub baseline: Option<Baseline>,
@@ -50,11 +52,7 @@ pub(super) fn estimate_at(
     planned: bool,
 ) -> u64 {
     let spec = request.spec(topo, k);
-    let one_target = matches!(
-        request.kind,
-        CollectiveKind::AllToAll | CollectiveKind::Gather | CollectiveKind::Scatter
-    );
-    let trees = if planned && !one_target {
+    let trees = if planned && !request.kind.one_target() {
         crate::synth::memory::trees(topo, &spec)
     } else {
         0
@@ -232,7 +230,7 @@ fn run_round<T: Send>(
         .flat_map(|&k| {
             let synthesized = ways
                 .iter()
-                .map(move |&(seed, planned)| (k, Way::Synthesized { seed, planned }));
+                .map(move |&(seed, plan)| (k, Way::Synthesized { seed, plan }));
             let baselines = options
                 .baselines(topo, request, k)
                 .into_iter()
@@ -243,7 +241,7 @@ fn run_round<T: Send>(
     let side_by_side = candidates
         .iter()
         .map(|&(k, way)| match way {
-            Way::Synthesized { planned, .. } => estimate(k, planned),
+            Way::Synthesized { plan, .. } => estimate(k, plan.is_some()),
             Way::Baseline(b) => b.memory_estimate(topo, &request.spec(topo, k)),
         })
         .fold(0u64, u64::saturating_add)
@@ -267,14 +265,16 @@ fn attempt<T>(
     k: usize,
     way: Way,
 ) -> Option<(Trial, Result<T>)> {
-    let (seed, planned, baseline) = match way {
-        Way::Synthesized { seed, planned } => (seed, planned, None),
-        Way::Baseline(b) => (0, false, Some(b)),
+    let (seed, plan, baseline) = match way {
+        Way::Synthesized { seed, plan } => (seed, plan, None),
+        Way::Baseline(b) => (0, None, Some(b)),
     };
+    let planned = plan.is_some();
     let mut trial = Trial {
         chunks_per_npu: k,
         seed,
         planned,
+        shallow: plan == Some(TreeShape::Shallow),
         baseline,
         synthesized_ps: None,
         simulated_ps: None,
@@ -282,7 +282,7 @@ fn attempt<T>(
     };
     let checked = match baseline {
         None => admit_at(topo, request, options, k, simulated, planned)
-            .and_then(|()| synthesize(topo, request, k, &options.synth(seed, planned))),
+            .and_then(|()| synthesize(topo, request, k, &options.synth(seed, plan))),
         // Held to the search's limit, which may be below the process's.
         Some(b) => options
             .max_memory
@@ -312,7 +312,7 @@ fn attempt<T>(
 /// How a search candidate is made at its K.
 #[derive(Clone, Copy, Debug)]
 enum Way {
-    Synthesized { seed: u64, planned: bool },
+    Synthesized { seed: u64, plan: Option<TreeShape> },
     Baseline(Baseline),
 }
 

@@ -27,7 +27,7 @@ use super::greedy::{match_chunks, ChunkTask, Problem};
 use super::order::order_by_start;
 use super::replicate::Replicated;
 use super::retime::{compact, ready_first};
-use super::SynthOptions;
+use super::{SynthOptions, TreeShape};
 use crate::budget::MemoryLimit;
 use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
@@ -81,14 +81,14 @@ pub fn synthesize_concurrent(
     let reversed = topo.reversed();
     let fabric_back = fabric.reversed(topo, &reversed)?;
     let duals = duals(&reversed, collectives)?;
-    let reducing = Joint::new(present(&duals)).planned(options.planned);
+    let reducing = Joint::new(present(&duals)).planned(options.planned, options.shape);
     let halves = all_gather_halves(topo, collectives)?;
     let copied: Vec<Option<&Collective>> = collectives
         .iter()
         .zip(&halves)
         .map(|(c, half)| half.as_ref().or((!c.combining()).then_some(c)))
         .collect();
-    let copying = Joint::new(present(&copied)).planned(options.planned);
+    let copying = Joint::new(present(&copied)).planned(options.planned, options.shape);
 
     let reductions = reduce(&fabric, &fabric_back, &reducing, seed, &|_, _| 0)?;
     // Phase 2 on top of some re-timing of the reductions, with chunks released as `release`
@@ -416,8 +416,9 @@ pub(super) struct Joint<'a> {
     /// Distinct chunk sizes, and each part's index among them.
     class_bytes: Vec<f64>,
     class: Vec<usize>,
-    /// Whether the chunks' ways are planned (`Problem::planned`).
+    /// Whether the chunks' ways are planned (`Problem::planned`), and how.
     planned: bool,
+    shape: TreeShape,
 }
 
 impl<'a> Joint<'a> {
@@ -442,12 +443,18 @@ impl<'a> Joint<'a> {
             class_bytes,
             class,
             planned: false,
+            shape: TreeShape::Balanced,
         }
     }
 
-    /// The same, its chunks' ways planned where `planned` (`Problem::planned`).
-    pub(super) fn planned(self, planned: bool) -> Joint<'a> {
-        Joint { planned, ..self }
+    /// The same, its chunks' ways planned where `planned` (`Problem::planned`), trees
+    /// grown `shape`.
+    pub(super) fn planned(self, planned: bool, shape: TreeShape) -> Joint<'a> {
+        Joint {
+            planned,
+            shape,
+            ..self
+        }
     }
 
     /// The matching problem; `release(i, c)` says when chunk `c` of the caller's
@@ -475,6 +482,7 @@ impl<'a> Joint<'a> {
             class_bytes: self.class_bytes.clone(),
             reserved,
             planned: self.planned,
+            shape: self.shape,
         }
     }
 

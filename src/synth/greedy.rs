@@ -19,7 +19,7 @@ use super::outbox::{Outbox, Sink};
 use super::ports::match_ports;
 use super::prefetch;
 use super::relay::Relays;
-use super::trees::{Sprout, Trees};
+use super::trees::{Sprout, TreeShape, Trees};
 use crate::collective::ChunkId;
 use crate::error::{Error, Result};
 use crate::hugepages::table;
@@ -107,6 +107,8 @@ pub(super) struct Problem<'a> {
     /// Whether each chunk's way is planned before matching: a tree (`trees`) where every
     /// chunk has one holder and needs no relay, a path (`paths`) where each has one target.
     pub planned: bool,
+    /// How planned trees are grown.
+    pub shape: TreeShape,
 }
 
 /// What happens at an event time besides arrivals (handled after them).
@@ -168,10 +170,17 @@ fn plan_trees(
         })
         .collect();
     Some(match routes {
-        Some(r) => Trees::plan(view, r.physical(), |l| r.links(l), &sprouts, seed),
+        Some(r) => Trees::plan(
+            view,
+            r.physical(),
+            |l| r.links(l),
+            &sprouts,
+            seed,
+            problem.shape,
+        ),
         None => {
             let own: Vec<u32> = (0..links as u32).collect();
-            Trees::plan(view, links, |l| &own[l..=l], &sprouts, seed)
+            Trees::plan(view, links, |l| &own[l..=l], &sprouts, seed, problem.shape)
         }
     })
 }

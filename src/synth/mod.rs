@@ -42,6 +42,7 @@ pub use replicate::{NodeShift, Replicated};
 pub use streamed::{
     admit_streamed, prepare_streamed, spooled_matchings, synthesize_streamed, Prepared, Streamed,
 };
+pub use trees::TreeShape;
 
 use crate::collective::Collective;
 use crate::error::Result;
@@ -66,6 +67,10 @@ pub struct SynthOptions {
     /// free choice times better (meshes, some relays), slower: searches try both. Held
     /// synthesis only (not `replicate`, not streamed), trees over every NPU.
     pub planned: bool,
+    /// With `planned`, how each chunk's tree is grown: balanced for the links' loads, or
+    /// shallow (cheapest link first), which pipelines better with few chunks; searches try
+    /// both. Paths (one target per chunk) are always balanced.
+    pub shape: TreeShape,
 }
 
 impl SynthOptions {
@@ -95,6 +100,7 @@ impl SynthOptions {
             seed,
             replicate: false,
             planned: false,
+            shape: TreeShape::Balanced,
         }
     }
 }

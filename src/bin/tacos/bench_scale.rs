@@ -205,10 +205,7 @@ fn measure(spec: &str, args: &BenchArgs) -> anyhow::Result<ScaleBenchRow> {
     };
     // Chunks with one target each follow planned paths, as a user's default search
     // keeps at this scale; copied chunks are matched freely (trees stop at 512 NPUs).
-    let one_target = matches!(
-        kind,
-        CollectiveKind::AllToAll | CollectiveKind::Gather | CollectiveKind::Scatter
-    );
+    let one_target = kind.one_target();
     let options = SynthOptions {
         replicate: args.replicate,
         planned: one_target && !args.replicate,

@@ -19,7 +19,7 @@ use tacos::mscclpp::PlanOptions;
 use tacos::pipeline::{self, Chunks, Request};
 use tacos::report::{AllReducePhases, ChunkTrialReport, Replication, SynthReport, SynthRun};
 use tacos::schedule::MAX_FILE_BYTES;
-use tacos::synth::NodeShift;
+use tacos::synth::{NodeShift, TreeShape};
 use tacos::topology::{format_npus, Topology};
 use tacos::units::{algbw_gbps, format_size, ps_to_us};
 
@@ -62,8 +62,9 @@ pub struct SynthArgs {
     /// Leave out the trials with planned ways (by default each K is also tried once with
     /// every chunk's way planned before matching, the links loaded evenly for their
     /// speeds: a spanning tree for each chunk of All-Gather, Reduce-Scatter, All-Reduce,
-    /// Broadcast and Reduce over every NPU up to 512, a path for each chunk of All-to-All,
-    /// Gather and Scatter): only the free matching, as the TACOS paper's
+    /// Broadcast and Reduce over every NPU up to 512, balanced and again shallow, a path
+    /// for each chunk of All-to-All, Gather and Scatter): only the free matching, as the
+    /// TACOS paper's
     #[arg(long)]
     pub no_plan: bool,
     /// Leave out the baselines (by default, while K is searched, Ring, Direct and the
@@ -497,8 +498,12 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         format!(
             "the {b} baseline kept: faster than the {seeds} seeds and planned ways tried; --no-baselines for the synthesizer's own"
         )
-    } else if checked.planned() {
-        format!("planned ways with seed {seed} kept; {seeds} seeds and planned ways tried")
+    } else if let Some(shape) = checked.plan() {
+        let ways = match shape {
+            TreeShape::Balanced => "planned ways",
+            TreeShape::Shallow => "planned ways (shallow trees)",
+        };
+        format!("{ways} with seed {seed} kept; {seeds} seeds and planned ways tried")
     } else {
         let planned = trials
             .as_ref()
