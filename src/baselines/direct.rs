@@ -3,7 +3,6 @@
 
 use super::relay::relayed_sends;
 use super::{root_rank, span, Plan};
-use crate::collective::memory::Shape;
 use crate::collective::{chunk_divisor, CollectiveKind, CollectiveSpec};
 use crate::schedule::Op;
 use crate::topology::Topology;
@@ -69,14 +68,14 @@ pub(super) fn plan(spec: &CollectiveSpec) -> Plan {
     plan
 }
 
-/// How many transfers Direct's schedule for `spec` holds once relayed (`super::relay`):
-/// a copy between NPUs that no link or switch joins counts once per NPU it stops at.
-/// Reductions are never relayed (`relay` refuses before it allocates), so a combining
-/// collective counts its sends once, as does a sender whose routes cannot be found.
-pub(super) fn relayed_transfers(topo: &Topology, spec: &CollectiveSpec) -> u64 {
+/// How many transfers Direct's schedule for `spec` holds once relayed (`super::relay`),
+/// where it relays any: a copy between NPUs that no link or switch joins counts once per
+/// NPU it stops at. Reductions are never relayed (`relay` refuses before it allocates),
+/// so a combining collective relays nothing, nor does a sender whose routes cannot be
+/// found (`relay` says why).
+pub(super) fn relayed_transfers(topo: &Topology, spec: &CollectiveSpec) -> Option<u64> {
     let p = spec.npus.len();
     let k = spec.chunks_per_npu;
-    let plain = Shape::of(spec, p).deliveries;
     let bytes = spec.size_bytes as f64 / chunk_divisor(spec.kind, p, k).max(1) as f64;
     let npu = |rank: usize| spec.npus[rank];
     let root = root_rank(spec);
@@ -84,16 +83,17 @@ pub(super) fn relayed_transfers(topo: &Topology, spec: &CollectiveSpec) -> u64 {
     let from = |r: usize, to: &mut dyn Iterator<Item = usize>| {
         relayed_sends(topo, npu(r), to, bytes, k as u64)
     };
-    let relayed = match spec.kind {
+    let sum = |a: (u64, u64), b: (u64, u64)| (a.0.saturating_add(b.0), a.1.saturating_add(b.1));
+    let (sends, relayed) = match spec.kind {
         CollectiveKind::AllGather | CollectiveKind::AllToAll => (0..p)
             .map(|r| from(r, &mut others(r)))
-            .try_fold(0u64, |sum, n| Some(sum.saturating_add(n?))),
+            .try_fold((0, 0), |total, n| Some(sum(total, n?))),
         CollectiveKind::Broadcast | CollectiveKind::Scatter => from(root, &mut others(root)),
         CollectiveKind::Gather => (0..p)
             .filter(|&r| r != root)
             .map(|r| from(r, &mut std::iter::once(npu(root))))
-            .try_fold(0u64, |sum, n| Some(sum.saturating_add(n?))),
+            .try_fold((0, 0), |total, n| Some(sum(total, n?))),
         CollectiveKind::ReduceScatter | CollectiveKind::AllReduce | CollectiveKind::Reduce => None,
-    };
-    relayed.unwrap_or(plain)
+    }?;
+    (relayed > sends).then_some(relayed)
 }

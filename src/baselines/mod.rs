@@ -203,16 +203,16 @@ pub fn memory_bytes(topo: &Topology, spec: &CollectiveSpec, factor: u64) -> u64 
         ..spec.clone()
     };
     let transfers = Shape::of(&spec, spec.npus.len()).deliveries;
-    held_bytes(topo, &spec, transfers, transfers)
+    held_bytes(topo, &spec, transfers, None)
 }
 
 /// Bytes a baseline's schedule of `spec` holds: the plan's `planned` records (with
-/// growth slack) and the schedule made of them, the `timed` transfers that are simulated
-/// and checked, and where these are more (relayed: [`relay`]), the schedule they make.
-fn held_bytes(topo: &Topology, spec: &CollectiveSpec, planned: u64, timed: u64) -> u64 {
-    let relayed = if timed > planned { timed } else { 0 };
+/// growth slack) and the schedule made of them, checked and simulated, or where it is
+/// relayed ([`relay`]) into `relayed` transfers, those instead.
+fn held_bytes(topo: &Topology, spec: &CollectiveSpec, planned: u64, relayed: Option<u64>) -> u64 {
+    let timed = relayed.unwrap_or(planned);
     mul(planned, 3 * TRANSFER)
-        .saturating_add(mul(relayed, TRANSFER))
+        .saturating_add(mul(relayed.unwrap_or(0), TRANSFER))
         .saturating_add(memory::building(topo, spec))
         .saturating_add(check(spec, topo, timed))
 }
