@@ -35,10 +35,12 @@
 mod dbt;
 mod direct;
 mod hierarchical;
+mod relay;
 mod rhd;
 mod ring;
 
 pub(crate) use dbt::Tree as BalancedTree;
+pub use relay::relay;
 pub use ring::ring_order;
 
 use crate::budget::{mul, MemoryLimit};
@@ -112,8 +114,14 @@ impl Baseline {
     }
 
     /// Bytes the baseline's schedule for `spec` holds, checked and simulated
-    /// ([`memory_bytes`]), with the chunk split the table above gives.
+    /// ([`memory_bytes`]), with the chunk split the table above gives; for Direct, with
+    /// the transfers relaying its sends between unjoined NPUs makes ([`relay`]), which
+    /// only Direct's NPUs^2 sends make large.
     pub fn memory_estimate(self, topo: &Topology, spec: &CollectiveSpec) -> u64 {
+        if self == Baseline::Direct {
+            let planned = Shape::of(spec, spec.npus.len()).deliveries;
+            return held_bytes(topo, spec, planned, direct::relayed_transfers(topo, spec));
+        }
         let split = match (self, spec.kind) {
             (Baseline::Ring | Baseline::Dbt, _) => 2,
             (Baseline::Rhd, CollectiveKind::Broadcast | CollectiveKind::Reduce) => {
@@ -195,10 +203,18 @@ pub fn memory_bytes(topo: &Topology, spec: &CollectiveSpec, factor: u64) -> u64 
         ..spec.clone()
     };
     let transfers = Shape::of(&spec, spec.npus.len()).deliveries;
-    // The plan's records (with growth slack) and the schedule made of them.
-    mul(transfers, 3 * TRANSFER)
-        .saturating_add(memory::building(topo, &spec))
-        .saturating_add(check(&spec, topo, transfers))
+    held_bytes(topo, &spec, transfers, None)
+}
+
+/// Bytes a baseline's schedule of `spec` holds: the plan's `planned` records (with
+/// growth slack) and the schedule made of them, checked and simulated, or where it is
+/// relayed ([`relay`]) into `relayed` transfers, those instead.
+fn held_bytes(topo: &Topology, spec: &CollectiveSpec, planned: u64, relayed: Option<u64>) -> u64 {
+    let timed = relayed.unwrap_or(planned);
+    mul(planned, 3 * TRANSFER)
+        .saturating_add(mul(relayed.unwrap_or(0), TRANSFER))
+        .saturating_add(memory::building(topo, spec))
+        .saturating_add(check(spec, topo, timed))
 }
 
 /// The same collective with a different number of chunks per NPU.

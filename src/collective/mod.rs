@@ -334,7 +334,7 @@ impl Collective {
 
 /// How many chunks `size_bytes` is split into: the buffer every NPU ends with (the input
 /// for Reduce-Scatter, the root's for Scatter) is P x K chunks, or K for Broadcast and Reduce.
-fn chunk_divisor(kind: CollectiveKind, p: usize, k: usize) -> usize {
+pub(crate) fn chunk_divisor(kind: CollectiveKind, p: usize, k: usize) -> usize {
     match kind {
         CollectiveKind::Broadcast | CollectiveKind::Reduce => k,
         _ => p * k,

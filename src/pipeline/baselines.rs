@@ -4,12 +4,16 @@
 //! baseline it could have run.
 //!
 //! A baseline's schedule is a step order (`crate::baselines`); the simulator times it, and
-//! those times make it a schedule like a synthesized one, which the checker must accept: a
-//! baseline whose sends the simulator relays through other NPUs (Direct on a mesh) is no
-//! schedule of the topology's links and is left out.
+//! those times make it a schedule like a synthesized one, which the checker must accept.
+//! A send between NPUs that neither a link nor switches join (Direct on a mesh, or across
+//! the nodes of a fabric whose NICs hang off some GPUs) is first relayed hop by hop along
+//! the simulator's own path (`baselines::relay`), so the schedule is one of the
+//! topology's links and runs as the simulator moved it, store and forward. A reduction
+//! cannot be relayed (an NPU on the way has no room for another's partial sum), so a
+//! baseline that would need one is left out.
 
 use super::Checked;
-use crate::baselines::Baseline;
+use crate::baselines::{relay, Baseline};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::pipeline::Request;
@@ -37,7 +41,8 @@ pub(super) fn tried(kind: CollectiveKind, npus: usize, k: usize) -> Vec<Baseline
 }
 
 /// `baseline`'s schedule for `request` with `k` chunks per NPU (as the baseline splits
-/// them), timed by the simulator and checked on those times.
+/// them), its sends between unjoined NPUs relayed, timed by the simulator and checked on
+/// those times.
 ///
 /// ```
 /// use tacos::baselines::Baseline;
@@ -50,8 +55,14 @@ pub(super) fn tried(kind: CollectiveKind, npus: usize, k: usize) -> Vec<Baseline
 /// let checked = baseline(&ring, &request, Baseline::Ring, 1).unwrap();
 /// assert_eq!(checked.baseline(), Some(Baseline::Ring));
 /// assert!(checked.report().collective_time_ps > 0);
-/// // Direct on a ring sends between NPUs no link joins: no schedule of its links.
-/// assert!(baseline(&ring, &request, Baseline::Direct, 1).is_err());
+/// // Direct on a ring sends between NPUs no link joins: of its 12 sends, the 8 to
+/// // neighbours take a link each; the 4 across the ring are relayed by a neighbour,
+/// // which has just received that chunk for itself and forwards it: one hop more each.
+/// let direct = baseline(&ring, &request, Baseline::Direct, 1).unwrap();
+/// assert_eq!(direct.schedule().transfers.len(), 8 + 4);
+/// // A partial sum cannot pass through another NPU's buffer: no relayed Reduce-Scatter.
+/// let reduce_scatter = Request::new(CollectiveKind::ReduceScatter, 1 << 20);
+/// assert!(baseline(&ring, &reduce_scatter, Baseline::Direct, 1).is_err());
 /// ```
 pub fn baseline(
     topo: &Topology,
@@ -59,7 +70,8 @@ pub fn baseline(
     baseline: Baseline,
     k: usize,
 ) -> Result<Checked> {
-    let mut schedule = baseline.schedule(topo, &request.spec(topo, k))?;
+    let schedule = baseline.schedule(topo, &request.spec(topo, k))?;
+    let mut schedule = relay(topo, schedule)?;
     let timed = simulate_schedule(topo, &schedule)?;
     let unlinked = |src, dst| {
         Error::Baseline(format!(

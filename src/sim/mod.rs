@@ -45,6 +45,7 @@ mod workload;
 pub use fair::MAX_CONCURRENT_FLOWS;
 pub use replay::{replay_stream, Replayed};
 pub use report::{bus_factor, LinkLoad, SimReport};
+pub(crate) use route::Router;
 
 use crate::budget::{Allowance, MemoryLimit};
 use crate::error::{Error, Result};

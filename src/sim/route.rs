@@ -2,7 +2,9 @@
 //! only where such a route exists (`Topology::route_tree`), else on shortest paths by
 //! alpha-beta cost (`topology::shortest_paths`), each tree kept once per source and size
 //! within the simulation's memory room. A route through switches longer than
-//! `MAX_ROUTE_LINKS` is an error naming the pair, as everywhere else.
+//! `MAX_ROUTE_LINKS` is an error naming the pair, as everywhere else. The NPUs a routed
+//! message stops at (`Router::stops`) are what a baseline relayed hop by hop sends through
+//! (`baselines::relay`), so a relayed baseline takes exactly the simulator's paths.
 
 use crate::budget::Allowance;
 use crate::error::{Error, Npus, Result};
@@ -10,7 +12,7 @@ use crate::topology::{shortest_paths, LinkId, NpuId, RouteTree, Topology};
 use std::collections::HashMap;
 
 /// Shortest-path trees computed per (source, message size) on demand and kept.
-pub(super) struct Router<'a> {
+pub(crate) struct Router<'a> {
     topo: &'a Topology,
     /// (src, bytes bits) -> the link that reaches each NPU on a shortest path.
     trees: HashMap<(NpuId, u64), Vec<Option<LinkId>>>,
@@ -18,6 +20,8 @@ pub(super) struct Router<'a> {
     switched: HashMap<NpuId, RouteTree>,
     /// The last route through switches found, kept to route the next without allocating.
     route: Vec<LinkId>,
+    /// The last path `stops` walked, kept likewise.
+    path: Vec<u32>,
     /// The memory the trees (and the caller's routes) may take.
     room: Allowance,
 }
@@ -30,6 +34,7 @@ impl<'a> Router<'a> {
             trees: HashMap::new(),
             switched: HashMap::new(),
             route: Vec::new(),
+            path: Vec::new(),
             room,
         }
     }
@@ -37,6 +42,31 @@ impl<'a> Router<'a> {
     /// Takes `bytes` more from the router's room (what a caller keeps per route).
     pub fn take(&mut self, bytes: u64, doing: impl FnOnce() -> String) -> Result<()> {
         self.room.take(bytes, doing)
+    }
+
+    /// The NPUs a message of `bytes` from `src` to `dst` is stored at and forwarded from on
+    /// its route, in order, then `dst` (the engine's hops: a link, or a run of links through
+    /// switches), written into `stops` (cleared first): `[dst]` where a link or switches
+    /// join the two.
+    pub fn stops(
+        &mut self,
+        src: NpuId,
+        dst: NpuId,
+        bytes: f64,
+        stops: &mut Vec<NpuId>,
+    ) -> Result<()> {
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        let routed = self.route(src, dst, bytes, &mut path);
+        let topo = self.topo;
+        stops.clear();
+        stops.extend(
+            path.iter()
+                .map(|&l| topo.link(l as LinkId).dst)
+                .filter(|&v| !topo.is_switch(v)),
+        );
+        self.path = path;
+        routed
     }
 
     /// Appends the links from `src` to `dst` to `path`, in order.
