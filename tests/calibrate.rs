@@ -771,7 +771,7 @@ fn rows_without_their_column_line_are_refused_saying_why() {
     let rows = rows_only("h100-ring-allreduce.txt");
     let e = parse_error(&rows, options(None, Some(8), false));
     assert!(
-        e.contains("pasted.txt:1: the output does not name the collective of rows pasted without their run's header")
+        e.contains("pasted.txt:1: the output does not name the collective of rows pasted without their column line")
             && e.contains("pass -c"),
         "{e}"
     );

@@ -18,6 +18,17 @@
 //! - `NCCL_ALGO` and `NCCL_PROTO`: a `NAME=value` word (a command line, `-x NAME=value`,
 //!   `export`) or NCCL's `NAME set by environment to value`; a setting holds for the
 //!   tables after it in the file.
+//!
+//! What users paste besides, read where the collective is known (the program named, else
+//! `-c`) and the ranks too (the run header, else `ReadOptions::ranks`):
+//! - rows without their column line (and often without the run header), read by their
+//!   shape: `size count type`, `redop` where the fourth field is a name, `root` where the
+//!   count of fields says so, then one or two halves of `time algbw busbw #wrong`, as
+//!   nccl-tests prints them; each row's algbw must be its size over its time, so a row of
+//!   another shape is refused naming its line rather than misread;
+//! - size and busbw alone (`1M 123.4`, under an optional `size busbw` header, from a chart
+//!   or a page; CSV and Markdown tables too): busbw is algbw times the collective's bus
+//!   factor (`sim::bus_factor`) and algbw is size over time, so each row gives a time.
 
 use super::fit::Observation;
 use crate::collective::CollectiveKind;
@@ -531,7 +542,7 @@ impl<'a> Reader<'a> {
 
     /// The open table's collective: the program the output names, else `-c`; None for a
     /// program the model does not price when `-c` takes another collective.
-    fn collective(&self, line: usize, shaped: bool) -> Result<Option<CollectiveKind>> {
+    fn collective(&self, line: usize, what: &str) -> Result<Option<CollectiveKind>> {
         match (&self.run.program, self.options.collective) {
             (Some((program, at)), chosen) => match program_kind(program, self.origin, *at) {
                 Ok(kind) => Ok(Some(kind)),
@@ -539,20 +550,13 @@ impl<'a> Reader<'a> {
                 Err(e) => Err(e),
             },
             (None, Some(chosen)) => Ok(Some(chosen)),
-            (None, None) => {
-                let what = if shaped {
-                    "rows pasted without their run's header"
-                } else {
-                    "the table"
-                };
-                Err(self.error(
+            (None, None) => Err(self.error(
                     line,
                     format!(
                         "the output does not name the collective of {what} (no `*_perf` program before it); pass -c to name it ({})",
                         CollectiveKind::ALL.map(|k| k.name()).join(", ")
                     ),
-                ))
-            }
+                )),
         }
     }
 
@@ -570,8 +574,12 @@ impl<'a> Reader<'a> {
         if empty {
             return Err(self.error(line, "the table has no rows".into()));
         }
-        let shaped = !matches!(open.layout, Layout::Named(_));
-        let kind = self.collective(line, shaped)?;
+        let what = match open.layout {
+            Layout::Named(_) => "the table",
+            Layout::Shaped(_) => "rows pasted without their column line",
+            Layout::BusBandwidth { .. } => "a size+busbw table",
+        };
+        let kind = self.collective(line, what)?;
         let program = self.run.program.take();
         let named = program.zip(kind).map(|((_, at), kind)| (kind, at));
         let Some(kind) = kind else {
@@ -963,7 +971,8 @@ fn bracketed(text: &str) -> Option<&str> {
 fn busbw_header(line: &str) -> Option<std::result::Result<Option<String>, String>> {
     let lower = line.to_ascii_lowercase();
     let words = busbw_fields(&lower);
-    if !words.first()?.starts_with("size")
+    let name = |w: &str| w.split(['(', '[']).next().unwrap_or_default().to_string();
+    if name(words.first()?) != "size"
         || words
             .iter()
             .any(|w| matches!(*w, "time" | "cputime" | "count"))
@@ -972,7 +981,7 @@ fn busbw_header(line: &str) -> Option<std::result::Result<Option<String>, String
     }
     let busbw = words
         .iter()
-        .position(|w| w.starts_with("busbw") || w.starts_with("bus_bw"))?;
+        .position(|w| matches!(name(w).as_str(), "busbw" | "bus_bw"))?;
     // A word's unit, in brackets after its name or as the next word.
     let unit = |at: usize| {
         let rest = words[at].trim_start_matches(|c: char| c.is_ascii_alphabetic() || c == '_');
@@ -1082,6 +1091,63 @@ mod tests {
         );
         assert_eq!(program_named("perf is fine"), None);
         assert_eq!(program_named("all_reduce_performance"), None);
+    }
+
+    /// Rows as nccl-tests' printf formats lay them out: `%12li  %12li  %8s  %6s  %6s`, then
+    /// `  %7s  %6s  %6s  %6g` per half, then `%21s` for a time stamp; older versions
+    /// without `root` or `redop`.
+    #[test]
+    fn rows_are_shaped_as_nccl_tests_prints_them() {
+        let half = format!(
+            "  {:>7}  {:>6}  {:>6}  {:>6}",
+            "40.00", "26.21", "45.87", "0"
+        );
+        let words = |row: &str| {
+            row.split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let current = format!(
+            "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{half}{half}",
+            1048576, 262144, "float", "sum", -1
+        );
+        let stamped = format!("{current}{:>21}", "2025-03-01 10:14:16");
+        let no_root = format!(
+            "{:>12}  {:>12}  {:>8}  {:>6}{half}",
+            1048576, 262144, "float", "sum"
+        );
+        let broadcast = format!(
+            "{:>12}  {:>12}  {:>8}  {:>6}{half}{half}",
+            1048576, 262144, "float", 0
+        );
+        for (row, redop, root, time) in [
+            (&current, Some(3), Some(4), [Some(5), Some(9)]),
+            (&stamped, Some(3), Some(4), [Some(5), Some(9)]),
+            (&no_root, Some(3), None, [Some(4), None]),
+            (&broadcast, None, Some(3), [Some(4), Some(8)]),
+        ] {
+            let w = words(row);
+            let w: Vec<&str> = w.iter().map(String::as_str).collect();
+            let c = shape(&w).unwrap();
+            assert_eq!((c.redop, c.root, c.time), (redop, root, time), "{row}");
+            assert_eq!(algbw_agrees(&w, 1048576, &c), Ok(()), "{row}");
+        }
+    }
+
+    #[test]
+    fn busbw_headers_give_their_size_unit() {
+        assert_eq!(busbw_header("size busbw"), Some(Ok(None)));
+        assert_eq!(busbw_header(" Size (B)  busbw (GB/s)"), Some(Ok(None)));
+        assert_eq!(
+            busbw_header("size(MiB),busbw(GB/s)"),
+            Some(Ok(Some("mib".into())))
+        );
+        assert!(matches!(busbw_header("size [parsec] busbw"), Some(Err(_))));
+        assert_eq!(
+            busbw_header("size count type redop root time algbw busbw"),
+            None
+        );
+        assert_eq!(busbw_header("sizes of busbw tables"), None);
     }
 
     #[test]
