@@ -64,8 +64,8 @@ pub struct ReadOptions {
 /// One measured table: one collective, data type and operation of one run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
-    /// `FILE:LINE` of the table's column line (with the data type and operation when the
-    /// run measured several).
+    /// `FILE:LINE` of the table's column line, else of its first row (with the data type
+    /// and operation when the run measured several).
     pub origin: String,
     pub collective: CollectiveKind,
     /// Ranks (GPUs) of the run.
@@ -113,6 +113,21 @@ pub fn read_file(path: &Path, options: &ReadOptions) -> Result<Vec<Measured>> {
 }
 
 /// Reads nccl-tests output; `origin` names it in errors (`origin:line: ...`).
+///
+/// ```
+/// use tacos::collective::CollectiveKind;
+/// use tacos::cost::nccltests::{parse, ReadOptions};
+///
+/// // All-Reduce on 8 GPUs (bus factor 1.75): 1 GiB at busbw 175 GB/s is algbw 100 GB/s.
+/// let options = ReadOptions {
+///     collective: Some(CollectiveKind::AllReduce),
+///     ranks: Some(8),
+///     ..ReadOptions::default()
+/// };
+/// let tables = parse("size busbw\n1GiB 175\n", "pasted.txt", &options).unwrap();
+/// assert_eq!(tables[0].points[0].bytes, 1 << 30);
+/// assert!((tables[0].points[0].time_us - 10_737.418_24).abs() < 1e-6);
+/// ```
 pub fn parse(text: &str, origin: &str, options: &ReadOptions) -> Result<Vec<Measured>> {
     let mut reader = Reader::new(origin, *options);
     for (i, line) in text.lines().enumerate() {
@@ -145,7 +160,6 @@ struct RunContext {
 }
 
 /// Where each column is in a row.
-#[derive(Debug, PartialEq)]
 struct Columns {
     size: usize,
     count: Option<usize>,
