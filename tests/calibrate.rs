@@ -659,3 +659,292 @@ fn times_no_collective_takes_are_refused_naming_the_line() {
         );
     }
 }
+
+/// The fixture's lines with its column line and units line left out: rows under their
+/// run's header, as pasted without the table's head.
+fn without_column_line(name: &str) -> String {
+    let text = std::fs::read_to_string(fixture(name)).unwrap();
+    text.lines()
+        .filter(|l| {
+            let words: Vec<&str> = l.trim_start_matches('#').split_whitespace().collect();
+            !(l.starts_with('#') && matches!(words.first(), Some(&"size") | Some(&"(B)")))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// The fixture's rows alone: no run header, no program, no column line.
+fn rows_only(name: &str) -> String {
+    let text = std::fs::read_to_string(fixture(name)).unwrap();
+    text.lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn options(
+    collective: Option<CollectiveKind>,
+    ranks: Option<usize>,
+    in_place: bool,
+) -> ReadOptions {
+    ReadOptions {
+        collective,
+        in_place,
+        ranks,
+    }
+}
+
+fn parse_one(text: &str, options: ReadOptions) -> Measured {
+    let mut tables = nccltests::parse(text, "pasted.txt", &options).unwrap();
+    assert_eq!(tables.len(), 1, "{tables:?}");
+    tables.remove(0)
+}
+
+fn parse_error(text: &str, options: ReadOptions) -> String {
+    nccltests::parse(text, "pasted.txt", &options)
+        .unwrap_err()
+        .to_string()
+}
+
+/// Rows pasted without their column line read to the same sizes and times as under it:
+/// the current columns (`root`, one half or two), an old version's (no `root`, `error` for
+/// `#wrong`), the in-place half; the collective from the program the text names, else -c,
+/// the ranks from the run header, else the caller (calibrate's one topology).
+#[test]
+fn rows_without_their_column_line_read_as_with_it() {
+    let allreduce = Some(CollectiveKind::AllReduce);
+    for (name, collective, ranks) in [
+        ("h100-ring-allreduce.txt", allreduce, 8),
+        ("threads-32ranks.txt", allreduce, 32),
+        ("g8-allgather.txt", Some(CollectiveKind::AllGather), 8),
+        ("a100-allreduce.txt", allreduce, 8),
+    ] {
+        for in_place in [false, true] {
+            let Ok(headed) = read(name, options(None, None, in_place)) else {
+                continue; // no in-place columns
+            };
+            let headed = &headed[0];
+            let under_header = parse_one(&without_column_line(name), options(None, None, in_place));
+            assert_eq!(
+                under_header.points, headed.points,
+                "{name} in place {in_place}"
+            );
+            assert_eq!(
+                (
+                    under_header.collective,
+                    under_header.ranks,
+                    under_header.algorithm
+                ),
+                (headed.collective, headed.ranks, headed.algorithm),
+                "{name}"
+            );
+            let rows = rows_only(name);
+            let bare = parse_one(&rows, options(collective, Some(ranks), in_place));
+            assert_eq!(
+                bare.points, headed.points,
+                "{name} rows only, in place {in_place}"
+            );
+            assert_eq!((bare.collective, bare.ranks), (headed.collective, ranks));
+            assert!(
+                bare.notes.iter().any(|n| n.contains("read by their shape")),
+                "{:?}",
+                bare.notes
+            );
+        }
+    }
+    // The in-place half cut off, and `N/A` for #wrong (nccl-tests' -c 0).
+    let rows = "        1024           256     float     sum      -1    22.00    0.05    0.08     N/A\n        4096          1024     float     sum      -1    23.50    0.17    0.31     N/A\n";
+    let m = parse_one(rows, options(allreduce, Some(8), false));
+    let read: Vec<(u64, f64)> = m.points.iter().map(|o| (o.bytes, o.time_us)).collect();
+    assert_eq!(read, [(1024, 22.0), (4096, 23.5)]);
+    let e = parse_error(rows, options(allreduce, Some(8), true));
+    assert!(
+        e.contains("pasted.txt:1:") && e.contains("--in-place"),
+        "{e}"
+    );
+}
+
+/// Where the collective or the ranks are unknown, or a row is not of a shape nccl-tests
+/// prints, the error names the file, the line, what was expected and what to pass.
+#[test]
+fn rows_without_their_column_line_are_refused_saying_why() {
+    let rows = rows_only("h100-ring-allreduce.txt");
+    let e = parse_error(&rows, options(None, Some(8), false));
+    assert!(
+        e.contains("pasted.txt:1: the output does not name the collective of rows pasted without their column line")
+            && e.contains("pass -c"),
+        "{e}"
+    );
+    let allreduce = Some(CollectiveKind::AllReduce);
+    let e = parse_error(&rows, options(allreduce, None, false));
+    assert!(
+        e.contains("pasted.txt:1: the output does not say how many ranks ran")
+            && e.contains("--topology"),
+        "{e}"
+    );
+    // Per-iteration columns (-I 1) without their column line: `root`, then 16 fields.
+    let e = parse_error(
+        &rows_only("mpi-2host-reducescatter.txt"),
+        options(Some(CollectiveKind::ReduceScatter), Some(16), false),
+    );
+    assert!(
+        e.contains("pasted.txt:1: the row has 17 fields after its redop")
+            && e.contains("size count type redop root time algbw busbw #wrong")
+            && e.contains("column line"),
+        "{e}"
+    );
+    // A line that is no row among the rows.
+    let garbage = format!(
+        "{}Segmentation fault (core dumped)\n",
+        &rows[..rows.find('\n').unwrap() + 1]
+    );
+    let e = parse_error(&garbage, options(allreduce, Some(8), false));
+    assert!(
+        e.contains("pasted.txt:2: field size: 'Segmentation'"),
+        "{e}"
+    );
+    // Fields that fit a shape but not its meaning: busbw before algbw (40.01 GB/s is
+    // 1 MiB over 26.21 us).
+    let swapped =
+        "     1048576        262144     float     sum      -1    26.21    70.01    40.01       0\n";
+    let e = parse_error(swapped, options(allreduce, Some(8), false));
+    assert!(
+        e.contains("pasted.txt:1: field algbw: 70.01 GB/s is not size / time")
+            && e.contains("column line"),
+        "{e}"
+    );
+    // A number where the data type goes.
+    let e = parse_error("1024 256 3 4 5 6 7\n", options(allreduce, Some(8), false));
+    assert!(e.contains("pasted.txt:1: field type: '3'"), "{e}");
+}
+
+/// All-Reduce on 8 GPUs: bus factor 2 x (8 - 1) / 8 = 1.75. 1 GiB at busbw 175 GB/s is
+/// algbw 100 GB/s: 2^30 B / 1e11 B/s = 10737.41824 us. All-Gather on 8: factor 7/8, 1 MiB
+/// at 87.5 GB/s is 100 GB/s: 10.48576 us.
+#[test]
+fn a_size_and_busbw_table_turns_busbw_into_times() {
+    let allreduce = options(Some(CollectiveKind::AllReduce), Some(8), false);
+    let expected = 1073741824.0 / 1e11 * 1e6;
+    for table in [
+        "1G 175\n",
+        "1073741824 175\n",
+        "size busbw\n1GiB 175.0\n",
+        "# Size (B)   busbw (GB/s)\n1073741824   175\n",
+        "size (MiB), busbw (GB/s)\n1024, 175\n",
+        "| size | busbw |\n|---|---|\n| 1G | 175 |\n",
+    ] {
+        let m = parse_one(table, allreduce);
+        assert_eq!(m.points.len(), 1, "{table}");
+        assert_eq!(m.points[0].bytes, 1 << 30, "{table}");
+        assert!(
+            (m.points[0].time_us - expected).abs() < 1e-6,
+            "{table}: {:?}",
+            m.points
+        );
+        assert!(m.notes.iter().any(|n| n.contains("1.75")), "{:?}", m.notes);
+    }
+    let gather = options(Some(CollectiveKind::AllGather), Some(8), false);
+    let m = parse_one("1M 87.5\n4M 87.5\n", gather);
+    assert!(
+        (m.points[0].time_us - 10.48576).abs() < 1e-9,
+        "{:?}",
+        m.points
+    );
+    assert!(
+        (m.points[1].time_us - 4.0 * 10.48576).abs() < 1e-9,
+        "{:?}",
+        m.points
+    );
+    // The collective named by the text needs no -c.
+    let m = parse_one(
+        "$ ./build/all_gather_perf -g 8\n1M 87.5\n",
+        options(None, Some(8), false),
+    );
+    assert_eq!(m.collective, CollectiveKind::AllGather);
+
+    let e = parse_error("size busbw\n1M 87.5\n", options(None, Some(8), false));
+    assert!(
+        e.contains("pasted.txt:1: the output does not name the collective")
+            && e.contains("pass -c"),
+        "{e}"
+    );
+    let e = parse_error("1M 87.5\n2M fast\n", gather);
+    assert!(e.contains("pasted.txt:2: field busbw: 'fast'"), "{e}");
+    let e = parse_error("1M 87.5\n2M 90 3\n", gather);
+    assert!(
+        e.contains("pasted.txt:2: the row has 3 fields") && e.contains("SIZE BUSBW"),
+        "{e}"
+    );
+    let e = parse_error("1M 87.5\n1parsec 3\n", gather);
+    assert!(e.contains("pasted.txt:2: field size '1parsec'"), "{e}");
+    let e = parse_error("size busbw (Gbps)\n1M 87.5\n", gather);
+    assert!(e.contains("pasted.txt:1:") && e.contains("GB/s"), "{e}");
+    let e = parse_error(
+        "1M 87.5\n",
+        options(Some(CollectiveKind::AllGather), Some(1), false),
+    );
+    assert!(
+        e.contains("pasted.txt:1: busbw of allgather on 1 rank is 0"),
+        "{e}"
+    );
+    let e = parse_error(
+        "1M 87.5\n",
+        options(Some(CollectiveKind::AllGather), Some(8), true),
+    );
+    assert!(
+        e.contains("pasted.txt:1:") && e.contains("--in-place"),
+        "{e}"
+    );
+}
+
+/// A size+busbw table holds the sizes and times of the table it was taken from: calibrate
+/// fits it as it fits that table, the same constants determined and the others reported
+/// undetermined (one node of Ring: no network point).
+#[test]
+fn calibrate_fits_a_size_and_busbw_table_as_the_full_table() {
+    let spec = "preset:dgx-h100,nodes=1";
+    let run = synthetic_run(spec, &known_profile(), Some(Algorithm::Ring));
+    let full = scratch("known-ring-full.txt");
+    std::fs::write(&full, &run).unwrap();
+    let m = nccltests::read_file(&full, &ReadOptions::default())
+        .unwrap()
+        .remove(0);
+    // busbw to enough digits that the times come back to well under the fit's tolerance.
+    let table: String = std::iter::once("size busbw\n".to_string())
+        .chain(m.points.iter().map(|o| {
+            let busbw = o.bytes as f64 / (o.time_us * 1e3) * 1.75;
+            format!("{} {busbw:.9}\n", o.bytes)
+        }))
+        .collect();
+    let two_columns = scratch("known-ring-busbw.txt");
+    std::fs::write(&two_columns, table).unwrap();
+    let full = calibrate_json(&[full.to_str().unwrap(), "--topology", spec]);
+    let busbw = calibrate_json(&[
+        two_columns.to_str().unwrap(),
+        "-c",
+        "allreduce",
+        "--nccl-algo",
+        "ring",
+        "--gpu-arch",
+        "hopper",
+        "--topology",
+        spec,
+    ]);
+    let constants = |v: &serde_json::Value| v["constants"].as_array().unwrap().clone();
+    for (a, b) in constants(&full).iter().zip(&constants(&busbw)) {
+        assert_eq!(a["name"], b["name"]);
+        assert_eq!(a["determined"], b["determined"], "{}", a["name"]);
+        let (fa, fb) = (f64_at(a, "fitted"), f64_at(b, "fitted"));
+        assert!(
+            relative_error(fa, fb) < 1e-3,
+            "{}: {fa} and {fb}",
+            a["name"]
+        );
+    }
+    let net = constants(&busbw)
+        .into_iter()
+        .find(|c| c["name"] == "efficiency.net")
+        .unwrap();
+    assert_eq!(net["determined"], false, "{net}");
+    assert_eq!(busbw["tables"][0]["ranks"], 8);
+}

@@ -111,6 +111,7 @@ pub fn read_results(path: &Path, manifest: &Manifest) -> Result<Results> {
         let options = ReadOptions {
             collective: named,
             in_place,
+            ranks: None,
         };
         nccltests::parse(&text, &origin, &options)
     };

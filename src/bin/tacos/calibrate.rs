@@ -96,18 +96,6 @@ fn arch_named(name: &str) -> Option<GpuArch> {
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
-    let options = ReadOptions {
-        collective: args.collective,
-        in_place: args.in_place,
-    };
-    let mut measured = Vec::new();
-    for file in &args.files {
-        measured.extend(nccltests::read_file(file, &options)?);
-    }
-    let fitted_tables = measured.len();
-    for file in &args.holdout {
-        measured.extend(nccltests::read_file(file, &options)?);
-    }
     let mut topologies: Vec<Topology> = Vec::new();
     for spec in &args.topology {
         let (topo, warnings) = parse_spec_with_warnings(spec, &SpecDefaults::default())?;
@@ -123,6 +111,23 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
             );
         }
         topologies.push(topo);
+    }
+    // Rows pasted without their run's header are of the one topology, where one is given.
+    let options = ReadOptions {
+        collective: args.collective,
+        in_place: args.in_place,
+        ranks: match topologies.as_slice() {
+            [only] => Some(only.alive_npus().len()),
+            _ => None,
+        },
+    };
+    let mut measured = Vec::new();
+    for file in &args.files {
+        measured.extend(nccltests::read_file(file, &options)?);
+    }
+    let fitted_tables = measured.len();
+    for file in &args.holdout {
+        measured.extend(nccltests::read_file(file, &options)?);
     }
     let placed = place(&measured, &topologies)?;
     let gpu = generation(args.gpu_arch, &measured, &topologies)?;
