@@ -19,10 +19,11 @@ use crate::topology::{NpuId, Topology};
 
 /// `schedule` (a step order, as `Baseline::schedule` gives) with every send between
 /// unjoined NPUs relayed through the NPUs on its way; unchanged where none needs a relay.
-/// The relayed transfers are checked against the memory limit before they are made.
+/// The relayed transfers are checked against `limit` before they are made.
 ///
 /// ```
 /// use tacos::baselines::{relay, Baseline};
+/// use tacos::budget::MemoryLimit;
 /// use tacos::collective::{Collective, CollectiveKind};
 /// use tacos::topology::{parse_spec, SpecDefaults};
 ///
@@ -30,12 +31,11 @@ use crate::topology::{NpuId, Topology};
 /// let c = Collective::over_all(&ring, CollectiveKind::AllToAll, None, 1, 1 << 20).unwrap();
 /// let direct = Baseline::Direct.schedule(&ring, c.spec()).unwrap();
 /// // 12 sends, of which the 4 to the NPU across the ring pass through a neighbour.
-/// let relayed = relay(&ring, direct).unwrap();
+/// let relayed = relay(&ring, direct, MemoryLimit::default()).unwrap();
 /// assert_eq!(relayed.transfers.len(), 16);
 /// tacos::schedule::check_data_flow(&relayed, &ring).unwrap();
 /// ```
-pub fn relay(topo: &Topology, schedule: Schedule) -> Result<Schedule> {
-    let limit = MemoryLimit::default();
+pub fn relay(topo: &Topology, schedule: Schedule, limit: MemoryLimit) -> Result<Schedule> {
     let mut router = Router::new(topo, Allowance::new(limit, 0));
     let mut stops = Vec::new();
     let bytes = schedule.chunk_bytes;
@@ -142,7 +142,7 @@ mod tests {
             for kind in [AllToAll, Gather, Scatter] {
                 let (topo, raw) = direct(spec, kind);
                 let raw_ps = simulate_schedule(&topo, &raw).unwrap().time_ps;
-                let relayed = relay(&topo, raw).unwrap();
+                let relayed = relay(&topo, raw, MemoryLimit::default()).unwrap();
                 check_data_flow(&relayed, &topo).unwrap();
                 let mut routes = crate::topology::RouteCache::new(&topo);
                 assert!(relayed
@@ -162,13 +162,13 @@ mod tests {
         // On ring:4 the root's chunk reaches NPU 2 through NPU 1, which it reaches anyway:
         // 3 hops where Direct's sends cross 4 links.
         let (topo, raw) = direct("ring:4", CollectiveKind::Broadcast);
-        let relayed = relay(&topo, raw.clone()).unwrap();
+        let relayed = relay(&topo, raw.clone(), MemoryLimit::default()).unwrap();
         assert_eq!(relayed.transfers.len(), 3);
         for spec in ["ring:8", "mesh:3x3", "torus:4x4"] {
             for kind in [CollectiveKind::Broadcast, CollectiveKind::AllGather] {
                 let (topo, raw) = direct(spec, kind);
                 let raw_ps = simulate_schedule(&topo, &raw).unwrap().time_ps;
-                let relayed = relay(&topo, raw).unwrap();
+                let relayed = relay(&topo, raw, MemoryLimit::default()).unwrap();
                 check_data_flow(&relayed, &topo).unwrap();
                 assert!(simulate_schedule(&topo, &relayed).unwrap().time_ps <= raw_ps);
             }
@@ -178,11 +178,16 @@ mod tests {
     #[test]
     fn a_partial_sum_is_never_relayed() {
         let (topo, raw) = direct("ring:4", CollectiveKind::ReduceScatter);
-        let e = relay(&topo, raw).unwrap_err().to_string();
+        let e = relay(&topo, raw, MemoryLimit::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("partial sum") && e.contains("NPU 1"), "{e}");
         // Joined everywhere, nothing is relayed and the schedule comes back as it was.
         let (topo, raw) = direct("fc:4", CollectiveKind::ReduceScatter);
-        assert_eq!(relay(&topo, raw.clone()).unwrap(), raw);
+        assert_eq!(
+            relay(&topo, raw.clone(), MemoryLimit::default()).unwrap(),
+            raw
+        );
     }
 
     /// Direct's estimate counts the hops relaying makes before they are made: on ring:4
@@ -196,7 +201,10 @@ mod tests {
             let relayed = super::super::direct::relayed_transfers(&topo, spec);
             assert_eq!(relayed, (transfers > 12).then_some(transfers));
             assert_eq!(
-                relay(&topo, raw.clone()).unwrap().transfers.len() as u64,
+                relay(&topo, raw.clone(), MemoryLimit::default())
+                    .unwrap()
+                    .transfers
+                    .len() as u64,
                 transfers
             );
             let estimate = Baseline::Direct.memory_estimate(&topo, spec);

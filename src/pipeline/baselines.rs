@@ -14,6 +14,7 @@
 
 use super::Checked;
 use crate::baselines::{relay, Baseline};
+use crate::budget::MemoryLimit;
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::pipeline::Request;
@@ -70,8 +71,19 @@ pub fn baseline(
     baseline: Baseline,
     k: usize,
 ) -> Result<Checked> {
+    baseline_within(topo, request, baseline, k, MemoryLimit::default())
+}
+
+/// [`baseline`], its relayed transfers held to `limit` (a search's own).
+pub(super) fn baseline_within(
+    topo: &Topology,
+    request: &Request,
+    baseline: Baseline,
+    k: usize,
+    limit: MemoryLimit,
+) -> Result<Checked> {
     let schedule = baseline.schedule(topo, &request.spec(topo, k))?;
-    let mut schedule = relay(topo, schedule)?;
+    let mut schedule = relay(topo, schedule, limit)?;
     let timed = simulate_schedule(topo, &schedule)?;
     let unlinked = |src, dst| {
         Error::Baseline(format!(

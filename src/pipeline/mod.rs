@@ -29,7 +29,7 @@ mod request;
 mod stream;
 mod trials;
 
-use baselines::baseline as pipeline_baseline;
+use baselines::baseline_within as pipeline_baseline;
 pub use baselines::{baseline, MAX_BASELINE_NPUS};
 pub use checked::*;
 pub use plans::*;

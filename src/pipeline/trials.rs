@@ -287,7 +287,7 @@ fn attempt<T>(
         Some(b) => options
             .max_memory
             .admit(b.memory_estimate(topo, &request.spec(topo, k)), String::new)
-            .and_then(|()| pipeline_baseline(topo, request, b, k))
+            .and_then(|()| pipeline_baseline(topo, request, b, k, options.max_memory))
             .ok()
             .map(Ok)?,
     };
