@@ -447,7 +447,7 @@ fn the_format_field_returns_a_verified_mscclpp_plan_and_old_callers_get_xml() {
 /// defines: the header's `TACOS_OK` and `TACOS_ERR_*` are the library's table, kind by kind.
 #[test]
 fn each_failure_has_its_kind_as_a_code() {
-    let header = include_str!("../include/tacos.h");
+    let header = include_str!("../crates/tacos/include/tacos.h");
     for &(kind, code) in ERROR_CODES.iter() {
         let name = match kind {
             "ok" => "TACOS_OK".to_string(),

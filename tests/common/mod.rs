@@ -119,7 +119,7 @@ pub fn build_harness(name: &str, extra: &[&str]) -> PathBuf {
             "-O1",
             "-I",
         ])
-        .arg(root.join("include"))
+        .arg(root.join("crates/tacos/include"))
         .arg(root.join("tests/c").join(format!("{name}.c")))
         .arg("-o")
         .arg(&out)
