@@ -251,7 +251,16 @@ fn bands_measured_faster_stay_as_they_were_and_record_the_measurements() {
             let ratio = band[field].as_f64().unwrap();
             assert!((ratio - 1.0).abs() < 1e-3, "{field}: {band}");
         }
-        assert_eq!(band["measured"].as_array().unwrap().len(), 1, "{band}");
+        // One measurement per size the runs measured inside the band.
+        let (lo, hi) = (
+            band["min_bytes"].as_u64().unwrap(),
+            band["max_bytes"].as_u64().unwrap(),
+        );
+        let inside = measured_sizes()
+            .into_iter()
+            .filter(|s| (lo..=hi).contains(s))
+            .count();
+        assert_eq!(band["measured"].as_array().unwrap().len(), inside, "{band}");
     }
     // The algorithm files are untouched; the manifest records every band's measurement.
     assert_eq!(snapshot(&algorithm_dir(&dir)), files_before);
@@ -260,14 +269,22 @@ fn bands_measured_faster_stay_as_they_were_and_record_the_measurements() {
     assert_eq!(after.entries.len(), before.entries.len());
     for (e, was) in after.entries.iter().zip(&before.entries) {
         assert_eq!((&e.file, &e.sha256), (&was.file, &was.sha256));
-        for (band, was) in e.bands.iter().zip(&was.bands) {
-            let [m] = band.measured[..] else {
-                panic!("{}: one size per band measured: {band:?}", e.file)
-            };
-            assert_eq!(m.size_bytes, band.size_bytes);
+        for (i, (band, was)) in e.bands.iter().zip(&was.bands).enumerate() {
+            // Each size measured inside the band (up to the next band's), from its smallest
+            // (where it is predicted), every one at the figures the runs were given: the
+            // band's predictions.
+            let hi = e.bands.get(i + 1).map_or(e.max_bytes, |b| b.size_bytes - 1);
+            let inside: Vec<u64> = measured_sizes()
+                .into_iter()
+                .filter(|s| (band.size_bytes..=hi).contains(s))
+                .collect();
+            let sizes: Vec<u64> = band.measured.iter().map(|m| m.size_bytes).collect();
+            assert_eq!(sizes, inside, "{}: {band:?}", e.file);
             let nccl = was.nccl.as_ref().unwrap().time_us;
-            assert!((m.ours_us - was.time_us).abs() <= 0.005, "{m:?} {was:?}");
-            assert!((m.nccl_us - nccl).abs() <= 0.005, "{m:?} {was:?}");
+            for m in &band.measured {
+                assert!((m.ours_us - was.time_us).abs() <= 0.005, "{m:?} {was:?}");
+                assert!((m.nccl_us - nccl).abs() <= 0.005, "{m:?} {was:?}");
+            }
             assert_eq!(band.time_us, was.time_us);
         }
     }
