@@ -98,7 +98,10 @@ mod tests {
         assert_eq!(catch(|| 7), Ok(7));
         let e = catch(|| -> u8 { panic!("bad \u{1b}[31m input") }).unwrap_err();
         // The place is the file as the workspace names it, from the workspace root.
-        assert!(e.starts_with("panic at ") && e.contains("src/panics.rs:"), "{e}");
+        assert!(
+            e.starts_with("panic at ") && e.contains("src/panics.rs:"),
+            "{e}"
+        );
         assert!(e.ends_with("bad \\u{1b}[31m input"), "{e}");
         // A panic on a worker thread of the pool, while a catch runs.
         let e = catch(|| rayon::join(|| panic!("on a worker"), || ())).unwrap_err();
