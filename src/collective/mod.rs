@@ -149,6 +149,11 @@ pub struct CollectiveSpec {
 /// bits, so more could neither be tracked nor fit a machine.
 const MAX_CHUNK_STATES: usize = 1 << 31;
 
+/// The most chunks a collective has: every chunk is a chunk state on at least one NPU, so
+/// `Collective::new`'s bound on chunk states bounds them too, and a chunk id fits the
+/// 32 bits a `schedule::Transfer` holds it in.
+pub const MAX_CHUNKS: usize = MAX_CHUNK_STATES;
+
 /// A collective on a topology: its spec, checked, and every chunk's pre- and
 /// postcondition, computed on demand.
 #[derive(Clone, Debug, PartialEq)]
@@ -274,7 +279,8 @@ impl Collective {
         &self.spec.npus
     }
 
-    /// How many chunks there are: P x K (All-to-All: P x P x K; Broadcast and Reduce: K).
+    /// How many chunks there are: P x K (All-to-All: P x P x K; Broadcast and Reduce: K),
+    /// at most `MAX_CHUNKS`.
     pub fn chunk_count(&self) -> usize {
         self.chunk_count
     }
