@@ -378,6 +378,19 @@ mod tests {
     use crate::topology::{parse_spec, SpecDefaults};
 
     #[test]
+    fn chunk_counts_past_a_transfers_32_bits_are_refused_naming_k() {
+        // Broadcast on one NPU has K chunks, one state each: the most chunks per state.
+        let topo = parse_spec("ring:1", &SpecDefaults::default()).unwrap();
+        let broadcast =
+            |k: usize| Collective::over_all(&topo, CollectiveKind::Broadcast, Some(0), k, 1 << 40);
+        assert_eq!(broadcast(MAX_CHUNKS).unwrap().chunk_count(), MAX_CHUNKS);
+        for k in [MAX_CHUNKS + 1, u32::MAX as usize + 1] {
+            let e = broadcast(k).unwrap_err().to_string();
+            assert!(e.contains(&format!("{k} chunks per NPU")), "{e}");
+        }
+    }
+
+    #[test]
     fn conditions_follow_the_documented_numbering() {
         // NPUs 3, 1, 2 in rank order, K = 2, root 1: chunk `rank * 2 + piece` belongs to
         // the rank's NPU (All-to-All: chunk `(src * 3 + dst) * 2 + piece`).
