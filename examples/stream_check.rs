@@ -1,6 +1,6 @@
 //! What the transfer stream (`schedule::stream`) costs and saves on synthesized mesh
 //! collectives (All-Gather unless a collective is named; K = 1, 1 GiB, seed 0): the
-//! stream's bytes a transfer against the JSON schedule file's and the 48-byte records,
+//! stream's bytes a transfer against the JSON schedule file's and the 32-byte records,
 //! and the time `check` takes on the schedule in memory against `check_stream` reading
 //! the stream file (combining collectives: as reduction trees), with its throughput.
 //!

@@ -65,9 +65,9 @@ fn multi_node_fabrics_come_within_a_percent_of_their_nics() {
         for tr in schedule
             .transfers
             .iter()
-            .filter(|t| node(t.src) != node(t.dst))
+            .filter(|t| node(t.src()) != node(t.dst()))
         {
-            *out.entry(tr.src).or_default() += 1;
+            *out.entry(tr.src()).or_default() += 1;
         }
         let even = npus - per_node;
         for npu in 0..npus {
@@ -114,7 +114,7 @@ fn a_dragonfly_keeps_pieces_on_their_own_global_links() {
     let crossings = schedule
         .transfers
         .iter()
-        .filter(|t| group(t.src) != group(t.dst))
+        .filter(|t| group(t.src()) != group(t.dst()))
         .count();
     // Each of the 36 x 32 pieces between groups crosses exactly one global link.
     assert_eq!(crossings, 36 * 32);

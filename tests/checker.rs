@@ -18,14 +18,14 @@ fn ring_all_gather() -> Schedule {
     let mut transfers = Vec::new();
     for s in 0..3u64 {
         for i in 0..4usize {
-            transfers.push(Transfer {
-                chunk: (i + 4 - s as usize) % 4,
-                src: i,
-                dst: (i + 1) % 4,
-                start_ps: s * step,
-                end_ps: (s + 1) * step,
-                op: Op::Copy,
-            });
+            transfers.push(Transfer::new(
+                (i + 4 - s as usize) % 4,
+                i,
+                (i + 1) % 4,
+                s * step,
+                (s + 1) * step,
+                Op::Copy,
+            ));
         }
     }
     let spec = CollectiveSpec {
@@ -45,7 +45,7 @@ fn rejected(s: &Schedule) -> String {
 fn find(s: &Schedule, chunk: usize, src: usize) -> usize {
     s.transfers
         .iter()
-        .position(|t| t.chunk == chunk && t.src == src)
+        .position(|t| t.chunk() == chunk && t.src() == src)
         .unwrap()
 }
 
@@ -90,14 +90,16 @@ fn wrong_durations_missing_links_and_overlaps_are_caught() {
     assert!(rejected(&s).contains("but the link needs"));
 
     let mut s = ring_all_gather();
-    s.transfers[0].dst = (s.transfers[0].src + 2) % 4;
+    let t = s.transfers[0].clone();
+    let skip = (t.src() + 2) % 4;
+    s.transfers[0] = Transfer::new(t.chunk(), t.src(), skip, t.start_ps, t.end_ps, t.op);
     assert!(rejected(&s).contains("there is no link"));
 
     let mut s = ring_all_gather();
     let later = s
         .transfers
         .iter()
-        .position(|t| t.src == 0 && t.start_ps > 0)
+        .position(|t| t.src() == 0 && t.start_ps > 0)
         .unwrap();
     let half = alpha_beta_ps(0.5, 50.0, CHUNK) / 2;
     s.transfers[later].start_ps -= half;
@@ -108,7 +110,7 @@ fn wrong_durations_missing_links_and_overlaps_are_caught() {
 #[test]
 fn bad_chunks_ops_and_sizes_are_caught() {
     let mut s = ring_all_gather();
-    s.transfers[0].chunk = 99;
+    s.transfers[0].set_chunk(99);
     assert!(rejected(&s).contains("chunks 0..3"));
 
     let mut s = ring_all_gather();
@@ -120,7 +122,8 @@ fn bad_chunks_ops_and_sizes_are_caught() {
     assert!(rejected(&s).contains("chunk_bytes"));
 
     let mut s = ring_all_gather();
-    s.transfers[0].src = 9;
+    let t = s.transfers[0].clone();
+    s.transfers[0] = Transfer::new(t.chunk(), 9, t.dst(), t.start_ps, t.end_ps, t.op);
     assert!(rejected(&s).contains("NPUs 0..3"));
 }
 
@@ -134,6 +137,42 @@ fn schedules_round_trip_through_json() {
     let wrong = s.to_json().replace("tacos-schedule/1", "tacos-schedule/9");
     let e = Schedule::from_json(&wrong, "s.json").unwrap_err();
     assert!(e.to_string().contains("expected 'tacos-schedule/1'"), "{e}");
+}
+
+#[test]
+fn a_transfer_is_written_field_by_field_and_ids_past_32_bits_are_refused_by_name() {
+    let s = ring_all_gather();
+    let t = &s.transfers[0];
+    // The schedule format's transfer line: its fields in this order, ids as plain numbers.
+    let line = format!(
+        r#"{{"chunk":{},"src":{},"dst":{},"start_ps":{},"end_ps":{},"op":"copy"}}"#,
+        t.chunk(),
+        t.src(),
+        t.dst(),
+        t.start_ps,
+        t.end_ps
+    );
+    let json = s.to_json();
+    assert!(json.contains(&format!("\n    {line},\n")), "{json}");
+    // Transfers hold ids in 32 bits: one past is an error naming the field, not a wrap.
+    for field in ["chunk", "src", "dst"] {
+        let value = match field {
+            "chunk" => t.chunk(),
+            "src" => t.src(),
+            _ => t.dst(),
+        };
+        let huge = json.replacen(
+            &format!(r#""{field}":{value},"#),
+            &format!(r#""{field}":{},"#, u32::MAX as u64 + 1),
+            1,
+        );
+        assert_ne!(huge, json);
+        let e = Schedule::from_json(&huge, "s.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("transfers[0].{field}")), "{e}");
+        assert!(e.contains("4294967296"), "{e}");
+    }
 }
 
 #[test]

@@ -14,14 +14,7 @@ const FAST: Picos = 20_500_000;
 const SLOW: Picos = 100_500_000;
 
 fn copy(chunk: usize, src: NpuId, dst: NpuId, start_ps: Picos, length: Picos) -> Transfer {
-    Transfer {
-        chunk,
-        src,
-        dst,
-        start_ps,
-        end_ps: start_ps + length,
-        op: Op::Copy,
-    }
+    Transfer::new(chunk, src, dst, start_ps, start_ps + length, Op::Copy)
 }
 
 fn all_gather(npus: usize, transfers: Vec<Transfer>) -> Schedule {
@@ -61,7 +54,7 @@ fn a_schedule_listed_backwards_is_the_same_algorithm() {
     let early = s
         .transfers
         .iter()
-        .position(|t| (t.chunk, t.src) == (0, 1))
+        .position(|t| (t.chunk(), t.src()) == (0, 1))
         .unwrap();
     s.transfers[early].start_ps -= FAST;
     s.transfers[early].end_ps -= FAST;
@@ -71,7 +64,7 @@ fn a_schedule_listed_backwards_is_the_same_algorithm() {
     let later = s
         .transfers
         .iter()
-        .position(|t| (t.chunk, t.src) == (1, 1))
+        .position(|t| (t.chunk(), t.src()) == (1, 1))
         .unwrap();
     s.transfers.remove(later);
     let e = check(&s, &ring()).unwrap_err().to_string();
@@ -168,10 +161,9 @@ fn reduce_scatter(transfers: Vec<Transfer>) -> Schedule {
 }
 
 fn sum(chunk: usize, src: NpuId, dst: NpuId, step: u64) -> Transfer {
-    Transfer {
-        op: Op::Reduce,
-        ..copy(chunk, src, dst, step * FAST, FAST)
-    }
+    let mut t = copy(chunk, src, dst, step * FAST, FAST);
+    t.op = Op::Reduce;
+    t
 }
 
 #[test]
@@ -197,7 +189,7 @@ fn combining_collectives_report_the_earliest_failure_whatever_its_chunk() {
     // though its chunk comes later.
     let mut ts: Vec<Transfer> = direct
         .iter()
-        .filter(|t| (t.chunk, t.src) != (0, 2) && (t.chunk, t.src) != (0, 1))
+        .filter(|t| (t.chunk(), t.src()) != (0, 2) && (t.chunk(), t.src()) != (0, 1))
         .cloned()
         .collect();
     ts.extend([sum(0, 2, 1, 1), sum(0, 1, 0, 2), sum(0, 1, 0, 3)]);
@@ -220,7 +212,10 @@ fn combining_collectives_report_the_earliest_failure_whatever_its_chunk() {
     );
     // A chunk lacking a contribution at the end is reported only when no transfer fails:
     // with chunk 1's sum from NPU 0 dropped, the failure in chunk 0 still comes first.
-    let lacking = ts.iter().position(|t| (t.chunk, t.src) == (1, 0)).unwrap();
+    let lacking = ts
+        .iter()
+        .position(|t| (t.chunk(), t.src()) == (1, 0))
+        .unwrap();
     ts.remove(lacking);
     let e = check(&reduce_scatter(ts.clone()), &fc3)
         .unwrap_err()

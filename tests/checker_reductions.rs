@@ -30,14 +30,7 @@ fn line3() -> Topology {
 }
 
 fn t(chunk: usize, src: NpuId, dst: NpuId, step: u64, op: Op) -> Transfer {
-    Transfer {
-        chunk,
-        src,
-        dst,
-        start_ps: step * C,
-        end_ps: (step + 1) * C,
-        op,
-    }
+    Transfer::new(chunk, src, dst, step * C, (step + 1) * C, op)
 }
 
 /// A schedule of `kind` over `npus` with 1 MB chunks (size = chunks x 1 MB).
@@ -136,7 +129,7 @@ fn all_reduce_needs_the_complete_sum_everywhere() {
     // sum (chunk 1's copy on that link moves one step later to make room).
     let partial: Vec<Transfer> = ts
         .iter()
-        .map(|x| match (x.chunk, x.src, x.dst, x.op) {
+        .map(|x| match (x.chunk(), x.src(), x.dst(), x.op) {
             (0, 0, 2, Copy) => t(0, 1, 2, 1, Copy),
             (1, 1, 2, Copy) => t(1, 1, 2, 2, Copy),
             _ => x.clone(),
@@ -198,20 +191,13 @@ fn links_carry_one_chunk_at_a_time_for_exactly_their_cost() {
     let fc3 = topo("fc:3");
     let gather = |ts| schedule(Gather, vec![0, 1, 2], Some(0), ts);
     // Chunk 2 relayed through NPU 1 on the link 1 -> 0 that chunk 1 still occupies.
-    let clash = Transfer {
-        start_ps: C / 2,
-        end_ps: C / 2 + C,
-        ..t(2, 1, 0, 0, Copy)
-    };
+    let clash = Transfer::new(2, 1, 0, C / 2, C / 2 + C, Copy);
     rejected(
         &gather(vec![t(1, 1, 0, 0, Copy), t(2, 2, 1, 0, Copy), clash]),
         &fc3,
         "still occupies the link",
     );
-    let too_fast = Transfer {
-        end_ps: C - 1,
-        ..t(1, 1, 0, 0, Copy)
-    };
+    let too_fast = Transfer::new(1, 1, 0, 0, C - 1, Copy);
     rejected(
         &gather(vec![too_fast, t(2, 2, 0, 0, Copy)]),
         &fc3,

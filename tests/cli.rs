@@ -139,7 +139,7 @@ fn synth_streams_the_schedule_it_would_hold() {
     assert!(ok, "{err}");
     let streamed = tacos::schedule::Schedule::read(&stream).unwrap();
     let held = tacos::schedule::Schedule::read(&held).unwrap();
-    let key = |t: &tacos::schedule::Transfer| (t.start_ps, t.src, t.dst, t.chunk);
+    let key = |t: &tacos::schedule::Transfer| (t.start_ps, t.src(), t.dst(), t.chunk());
     let mut a = streamed.transfers.clone();
     let mut b = held.transfers.clone();
     a.sort_unstable_by_key(key);

@@ -96,7 +96,7 @@ fn the_ring_on_a_star_goes_round_in_id_order_one_route_per_neighbour() {
     let t = star8();
     assert_eq!(ring_order(&t, &t.alive_npus()), (0..8).collect::<Vec<_>>());
     let s = Baseline::RingUni.schedule(&t, &all_gather(&t)).unwrap();
-    assert!(s.transfers.iter().all(|x| x.dst == (x.src + 1) % 8));
+    assert!(s.transfers.iter().all(|x| x.dst() == (x.src() + 1) % 8));
     assert_eq!(s.transfers.len(), 8 * 7);
 }
 
@@ -168,11 +168,11 @@ fn on_a_two_level_fabric_the_ring_and_hierarchical_send_only_through_switches() 
     let rs = spec(&t, CollectiveKind::ReduceScatter, 1, 1 << 20);
     let s = Baseline::Hierarchical.schedule(&t, &rs).unwrap();
     for x in &s.transfers {
-        let in_node = x.src / 4 == x.dst / 4 && x.start_ps < 3;
-        let on_rail = x.src % 4 == x.dst % 4 && x.start_ps == 3;
+        let in_node = x.src() / 4 == x.dst() / 4 && x.start_ps < 3;
+        let on_rail = x.src() % 4 == x.dst() % 4 && x.start_ps == 3;
         assert!(in_node || on_rail, "{x:?}");
         // One switch between them: two links.
-        assert_eq!(t.route(x.src, x.dst).unwrap().len(), 2, "{x:?}");
+        assert_eq!(t.route(x.src(), x.dst()).unwrap().len(), 2, "{x:?}");
     }
     assert_eq!(s.transfers.iter().map(|x| x.start_ps).max(), Some(3));
 }
@@ -242,7 +242,7 @@ fn flows_into_one_port_serialize_in_a_lowered_program() {
     let s = Baseline::Direct
         .schedule(&t, &spec(&t, CollectiveKind::Gather, 1, SIZE))
         .unwrap();
-    assert!(s.transfers.iter().all(|x| x.dst == 4));
+    assert!(s.transfers.iter().all(|x| x.dst() == 4));
     assert_eq!(program_and_schedule_ps(&t, &s), (7 * 21 * US, 7 * 21 * US));
 }
 
@@ -258,14 +258,14 @@ fn a_timed_ring_through_a_star_passes_the_checker_and_lowers_to_its_time() {
     let mut transfers = Vec::new();
     for step in 0..7u64 {
         for i in 0..8 {
-            transfers.push(Transfer {
-                chunk: (i + 8 - step as usize) % 8,
-                src: i,
-                dst: (i + 1) % 8,
-                start_ps: step * route_ps,
-                end_ps: (step + 1) * route_ps,
-                op: Op::Copy,
-            });
+            transfers.push(Transfer::new(
+                (i + 8 - step as usize) % 8,
+                i,
+                (i + 1) % 8,
+                step * route_ps,
+                (step + 1) * route_ps,
+                Op::Copy,
+            ));
         }
     }
     let schedule = Schedule::new("star:8", cspec, 1e6, transfers);
@@ -279,14 +279,9 @@ fn a_timed_ring_through_a_star_passes_the_checker_and_lowers_to_its_time() {
     );
     // Two sends into one port at once are refused: NPU 0 also sends to 2 at step 0.
     let mut crowded = schedule.clone();
-    crowded.transfers.push(Transfer {
-        chunk: 0,
-        src: 0,
-        dst: 2,
-        start_ps: 0,
-        end_ps: route_ps,
-        op: Op::Copy,
-    });
+    crowded
+        .transfers
+        .push(Transfer::new(0, 0, 2, 0, route_ps, Op::Copy));
     let e = check(&crowded, &t).unwrap_err().to_string();
     assert!(e.contains("still occupies the link"), "{e}");
 }

@@ -138,10 +138,13 @@ fn a_two_level_fabric_uses_nvswitch_and_rails_within_the_cut_bound() {
     let bound = at_rate((GIB / 2) as f64, 40.0);
     near_bound("two-level all-gather", s.collective_time_ps(), bound, 0.8);
     let node = |npu: usize| npu / 4;
-    let across = s.transfers.iter().filter(|x| node(x.src) != node(x.dst));
+    let across = s
+        .transfers
+        .iter()
+        .filter(|x| node(x.src()) != node(x.dst()));
     // Across nodes only same-index GPUs are joined (through their rail).
     assert!(across.clone().count() > 0);
-    assert!(across.clone().all(|x| x.src % 4 == x.dst % 4));
+    assert!(across.clone().all(|x| x.src() % 4 == x.dst() % 4));
 }
 
 #[test]

@@ -73,7 +73,7 @@ fn a_rail_optimized_cluster_with_large_rails_passes_the_checker() {
         assert!(s
             .transfers
             .iter()
-            .all(|x| x.src / 8 == x.dst / 8 || x.src % 8 == x.dst % 8));
+            .all(|x| x.src() / 8 == x.dst() / 8 || x.src() % 8 == x.dst() % 8));
     }
 }
 
@@ -120,7 +120,7 @@ fn pairs_sharing_two_switches_go_the_way_their_route_does() {
         for seed in [0, 1, 2] {
             // The checker routes every transfer as `Topology::route` does.
             let s = synth(&t, kind, 2, 64 << 20, seed);
-            assert!(s.transfers.iter().any(|x| x.src == 0 && x.dst == 1));
+            assert!(s.transfers.iter().any(|x| x.src() == 0 && x.dst() == 1));
         }
     }
 }

@@ -20,12 +20,7 @@ const GIB: u64 = 1 << 30;
 fn a_ring_crossed_with_slow_links_uses_both() {
     let t = parse_spec("multi:U4xF4,bw=100:25", &SpecDefaults::default()).unwrap();
     let request = Request::new(CollectiveKind::AllGather, GIB);
-    let chunks = pipeline::default_chunks(&t, &request);
-    let options = pipeline::Options {
-        chunks,
-        seeds: (0..pipeline::default_seeds(&t, &request, chunks) as u64).collect(),
-        ..pipeline::Options::default()
-    };
+    let options = pipeline::Options::searching(&t, &request, 0);
     let kept = pipeline::schedule(&t, &request, &options).unwrap().kept;
     let schedule = kept.schedule();
     check(schedule, &t).unwrap();
@@ -61,12 +56,7 @@ fn dragonflies_come_within_five_percent_of_their_cut() {
     for spec in ["dragonfly:4x5,bw=400:200", "dragonfly:4x9,bw=400:200"] {
         let t = parse_spec(spec, &SpecDefaults::default()).unwrap();
         let request = Request::new(CollectiveKind::AllGather, GIB);
-        let chunks = pipeline::default_chunks(&t, &request);
-        let options = pipeline::Options {
-            chunks,
-            seeds: (0..pipeline::default_seeds(&t, &request, chunks) as u64).collect(),
-            ..pipeline::Options::default()
-        };
+        let options = pipeline::Options::searching(&t, &request, 0);
         let found = pipeline::schedule(&t, &request, &options).unwrap();
         let schedule = found.kept.schedule();
         check(schedule, &t).unwrap();

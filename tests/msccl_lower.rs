@@ -56,14 +56,7 @@ fn timed(topo: &Topology, spec: CollectiveSpec, hops: &[Hop]) -> Schedule {
         let end = start + topo.link(link).transfer_ps(bytes);
         free.insert((h.src, h.dst), end);
         ends.push(end);
-        transfers.push(Transfer {
-            chunk: h.chunk,
-            src: h.src,
-            dst: h.dst,
-            start_ps: start,
-            end_ps: end,
-            op: h.op,
-        });
+        transfers.push(Transfer::new(h.chunk, h.src, h.dst, start, end, h.op));
     }
     let schedule = Schedule::new(topo.name(), spec, bytes, transfers);
     check(&schedule, topo).unwrap_or_else(|e| panic!("hand-built schedule: {e}"));

@@ -67,9 +67,9 @@ fn shifted_by_a_node(
         .iter()
         .map(|t| {
             (
-                (t.chunk + per_node) % chunks,
-                (t.src + shift.period) % n,
-                (t.dst + shift.period) % n,
+                (t.chunk() + per_node) % chunks,
+                (t.src() + shift.period) % n,
+                (t.dst() + shift.period) % n,
                 t.start_ps,
                 t.end_ps,
                 t.op == Op::Reduce,
@@ -80,9 +80,9 @@ fn shifted_by_a_node(
 
 fn fields(t: &Transfer) -> (usize, usize, usize, u64, u64, bool) {
     (
-        t.chunk,
-        t.src,
-        t.dst,
+        t.chunk(),
+        t.src(),
+        t.dst(),
         t.start_ps,
         t.end_ps,
         t.op == Op::Reduce,

@@ -112,7 +112,8 @@ fn a_schedule_naming_a_missing_npu_is_rejected() {
     let topo = topology("ring:4");
     let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 4096).unwrap();
     let mut s = Baseline::RingUni.schedule(&topo, c.spec()).unwrap();
-    s.transfers[3].dst = 7;
+    let t = s.transfers[3].clone();
+    s.transfers[3] = Transfer::new(t.chunk(), t.src(), 7, t.start_ps, t.end_ps, t.op);
     let err = simulate_schedule(&topo, &s).unwrap_err();
     assert!(matches!(err, Error::Schedule(_)));
     assert!(
@@ -243,14 +244,7 @@ fn op_reduce_is_simulated_like_a_copy() {
     // The simulator times data movement; what the destination does with it is free.
     let topo = topology("ring:2");
     let c = Collective::over_all(&topo, CollectiveKind::Reduce, Some(0), 1, 1_000_000).unwrap();
-    let transfer = Transfer {
-        chunk: 0,
-        src: 1,
-        dst: 0,
-        start_ps: 0,
-        end_ps: 1,
-        op: Op::Reduce,
-    };
+    let transfer = Transfer::new(0, 1, 0, 0, 1, Op::Reduce);
     let s = Schedule::new("ring:2", c.spec().clone(), c.chunk_bytes(), vec![transfer]);
     assert_eq!(simulate_schedule(&topo, &s).unwrap().time_ps, 20_500_000);
 }
@@ -305,14 +299,8 @@ fn many_transfers_planned_at_once_on_one_port_go_in_a_row() {
     };
     let transfers = (0..k)
         .flat_map(|c| {
-            [(0, 1, c), (1, 0, k + c)].map(|(src, dst, chunk)| Transfer {
-                src,
-                dst,
-                chunk,
-                start_ps: 0,
-                end_ps: hop(src, dst),
-                op: Op::Copy,
-            })
+            [(0, 1, c), (1, 0, k + c)]
+                .map(|(src, dst, chunk)| Transfer::new(chunk, src, dst, 0, hop(src, dst), Op::Copy))
         })
         .collect();
     let schedule = Schedule {

@@ -176,7 +176,7 @@ fn two_transfers_planned_at_once_through_a_switch_are_left_to_the_engine() {
     let c = Collective::over_all(&topo, CollectiveKind::AllGather, None, 1, 3 << 20).unwrap();
     let mut schedule = synthesize(&topo, &c, &SynthOptions::seeded(0)).unwrap();
     let into_2: Vec<usize> = (0..schedule.transfers.len())
-        .filter(|&i| schedule.transfers[i].dst == 2)
+        .filter(|&i| schedule.transfers[i].dst() == 2)
         .collect();
     let (a, b) = (into_2[0], into_2[1]);
     let (start, end) = (schedule.transfers[a].start_ps, schedule.transfers[a].end_ps);

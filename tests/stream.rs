@@ -59,14 +59,7 @@ fn records_start(bytes: &[u8]) -> usize {
 }
 
 fn copy(chunk: usize, src: usize, dst: usize, start_ps: u64, end_ps: u64) -> Transfer {
-    Transfer {
-        chunk,
-        src,
-        dst,
-        start_ps,
-        end_ps,
-        op: Op::Copy,
-    }
+    Transfer::new(chunk, src, dst, start_ps, end_ps, Op::Copy)
 }
 
 fn small_schedule() -> Schedule {
@@ -80,26 +73,19 @@ fn hand_made_transfers_round_trip_up_to_the_limits_of_their_fields() {
     // slots were overwritten), with durations and senders going up and down.
     for i in 0..40usize {
         let offset = if i < 20 { i + 1 } else { i - 19 };
-        transfers.push(Transfer {
-            chunk: i * 1000,
-            src: 100 + (i % 3) * 7,
-            dst: 100 + (i % 3) * 7 + offset,
-            start_ps: (i / 4) as u64 * 1_000_000,
-            end_ps: (i / 4) as u64 * 1_000_000 + 500 + (i % 5) as u64 * 100_000,
-            op: if i % 3 == 0 { Op::Reduce } else { Op::Copy },
-        });
+        transfers.push(Transfer::new(
+            i * 1000,
+            100 + (i % 3) * 7,
+            100 + (i % 3) * 7 + offset,
+            (i / 4) as u64 * 1_000_000,
+            (i / 4) as u64 * 1_000_000 + 500 + (i % 5) as u64 * 100_000,
+            if i % 3 == 0 { Op::Reduce } else { Op::Copy },
+        ));
     }
-    let max = usize::MAX;
+    let max = u32::MAX as usize;
     transfers.extend([
-        // An end before its start, an NPU at the top of usize, the largest chunk.
-        Transfer {
-            chunk: max,
-            src: max,
-            dst: 0,
-            start_ps: u64::MAX / 2,
-            end_ps: 3,
-            op: Op::Reduce,
-        },
+        // An end before its start, an NPU at the top of 32 bits, the largest chunk.
+        Transfer::new(max, max, 0, u64::MAX / 2, 3, Op::Reduce),
         copy(0, 0, max, u64::MAX - 1, u64::MAX),
         copy(max - 1, 5, 5, u64::MAX, u64::MAX),
         copy(7, max, max - 1, u64::MAX, 0),
@@ -127,6 +113,40 @@ fn hand_made_transfers_round_trip_up_to_the_limits_of_their_fields() {
     assert_eq!(summary.transfers, 0);
     assert_eq!(summary.collective_time_ps, 0);
     assert!(read_all(&empty).unwrap().is_empty());
+}
+
+#[test]
+fn ids_past_32_bits_are_refused_by_name() {
+    let s = small_schedule();
+    let top = u32::MAX as usize;
+    // (the transfer, its field's varint at the top of 32 bits, one past, the field's name)
+    let cases = [
+        (
+            copy(top, 0, 1, 0, 10),
+            vec![0xff, 0xff, 0xff, 0xff, 0x0f],
+            vec![0x80, 0x80, 0x80, 0x80, 0x10],
+            "chunk 4294967296",
+        ),
+        // The source is stored zigzagged: 2 x (2^32 - 1), then 2 x 2^32.
+        (
+            copy(0, top, top - 1, 0, 10),
+            vec![0xfe, 0xff, 0xff, 0xff, 0x1f],
+            vec![0x80, 0x80, 0x80, 0x80, 0x20],
+            "source NPU 4294967296",
+        ),
+    ];
+    for (t, at_top, past, what) in cases {
+        let (mut bytes, _) = stream_of(&s, &[t]);
+        let records = records_start(&bytes);
+        let at = records
+            + bytes[records..]
+                .windows(at_top.len())
+                .position(|w| w == at_top)
+                .unwrap();
+        bytes[at..at + past.len()].copy_from_slice(&past);
+        let e = read_all(&bytes).unwrap_err().to_string();
+        assert!(e.contains(&format!("transfer 0: its {what} passes")), "{e}");
+    }
 }
 
 #[test]
@@ -254,7 +274,10 @@ fn both_checkers_agree(t: &Topology, s: &Schedule) {
     let unfed = mutated(s, |ts| {
         let relayed = ts
             .iter()
-            .position(|a| ts.iter().any(|b| b.src == a.dst && b.chunk == a.chunk))
+            .position(|a| {
+                ts.iter()
+                    .any(|b| b.src() == a.dst() && b.chunk() == a.chunk())
+            })
             .expect("some NPU forwards a chunk it received");
         ts.remove(relayed);
     });
@@ -393,13 +416,8 @@ fn hand_made_chunks(
     let d = link_time_ps(&t.links()[0], collective.chunk_bytes()).unwrap();
     let ts: Vec<Transfer> = transfers
         .iter()
-        .map(|&(chunk, op, src, dst, step)| Transfer {
-            chunk,
-            src,
-            dst,
-            start_ps: step * d,
-            end_ps: (step + 1) * d,
-            op,
+        .map(|&(chunk, op, src, dst, step)| {
+            Transfer::new(chunk, src, dst, step * d, (step + 1) * d, op)
         })
         .collect();
     let mut s = Schedule::new(t.name(), spec, collective.chunk_bytes(), ts);

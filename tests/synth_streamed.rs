@@ -40,7 +40,7 @@ fn over_all(topo: &Topology, kind: CollectiveKind, k: usize) -> Collective {
 }
 
 fn sorted(mut transfers: Vec<Transfer>) -> Vec<Transfer> {
-    transfers.sort_unstable_by_key(|t| (t.start_ps, t.src, t.dst, t.chunk));
+    transfers.sort_unstable_by_key(|t| (t.start_ps, t.src(), t.dst(), t.chunk()));
     transfers
 }
 
@@ -285,13 +285,15 @@ fn streamed_reductions_are_the_dual_matching_reversed() {
         let mut expected: Vec<Transfer> = copies
             .transfers
             .iter()
-            .map(|t| Transfer {
-                src: t.dst,
-                dst: t.src,
-                start_ps: end - t.end_ps,
-                end_ps: end - t.start_ps,
-                op: tacos::schedule::Op::Reduce,
-                ..t.clone()
+            .map(|t| {
+                Transfer::new(
+                    t.chunk(),
+                    t.dst(),
+                    t.src(),
+                    end - t.end_ps,
+                    end - t.start_ps,
+                    tacos::schedule::Op::Reduce,
+                )
             })
             .collect();
         let mut time = end;
@@ -303,11 +305,7 @@ fn streamed_reductions_are_the_dual_matching_reversed() {
                 synthesize(&topo, &half, &options).unwrap()
             };
             time += gathered.collective_time_ps();
-            expected.extend(gathered.transfers.iter().map(|t| Transfer {
-                start_ps: t.start_ps + end,
-                end_ps: t.end_ps + end,
-                ..t.clone()
-            }));
+            expected.extend(gathered.transfers.iter().map(|t| t.clone().delayed(end)));
         }
         assert_eq!(made.streamed.collective_time_ps, time, "{what}");
         assert_eq!(made.streamed.transfers, expected.len() as u64, "{what}");

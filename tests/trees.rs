@@ -103,12 +103,7 @@ fn trees_load_slow_links_in_proportion() {
 fn a_dragonfly_all_reduce_comes_within_ten_percent_of_its_groups_gossip() {
     let t = topo("dragonfly:4x5,bw=400:200");
     let request = Request::new(CollectiveKind::AllReduce, GIB);
-    let chunks = pipeline::default_chunks(&t, &request);
-    let options = pipeline::Options {
-        chunks,
-        seeds: (0..pipeline::default_seeds(&t, &request, chunks) as u64).collect(),
-        ..pipeline::Options::default()
-    };
+    let options = pipeline::Options::searching(&t, &request, 0);
     let found = pipeline::schedule(&t, &request, &options).unwrap();
     assert!(found.kept.planned(), "the free matching was kept");
     assert!(found.trials.iter().any(|t| !t.planned));

@@ -149,13 +149,7 @@ fn measure(
     seed: u64,
 ) -> anyhow::Result<QualityBenchRow> {
     let request = Request::new(kind, size);
-    let chunks = pipeline::default_chunks(topo, &request);
-    let seeds = pipeline::default_seeds(topo, &request, chunks) as u64;
-    let options = pipeline::Options {
-        chunks,
-        seeds: (seed..seed + seeds).collect(),
-        ..pipeline::Options::default()
-    };
+    let options = pipeline::Options::searching(topo, &request, seed);
     let started = Instant::now();
     let found = pipeline::schedule(topo, &request, &options)?;
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;

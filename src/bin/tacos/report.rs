@@ -382,16 +382,16 @@ fn timeline(
     let hops = schedule
         .transfers
         .iter()
-        .map(|t| (t.src, t.dst, schedule.chunk_bytes));
+        .map(|t| (t.src(), t.dst(), schedule.chunk_bytes));
     let (held, unknown) = held_links(topo, hops, &run.result)?;
     let by_phase = schedule.collective.kind == CollectiveKind::AllReduce;
     let keys: Vec<(usize, String)> = schedule
         .transfers
         .iter()
         .map(|t| match (by_phase, t.op) {
-            (true, Op::Reduce) => (1, format!("reduce-scatter, chunk {}", t.chunk)),
-            (true, Op::Copy) => (0, format!("all-gather, chunk {}", t.chunk)),
-            (false, _) => (t.chunk, format!("chunk {}", t.chunk)),
+            (true, Op::Reduce) => (1, format!("reduce-scatter, chunk {}", t.chunk())),
+            (true, Op::Copy) => (0, format!("all-gather, chunk {}", t.chunk())),
+            (false, _) => (t.chunk(), format!("chunk {}", t.chunk())),
         })
         .collect();
     let legend = match by_phase {

@@ -668,13 +668,13 @@ fn check_on_links(schedule: &Schedule, topo: &Topology) -> anyhow::Result<()> {
         .transfers
         .iter()
         .enumerate()
-        .find(|(_, t)| !joined(t.src, t.dst))
+        .find(|(_, t)| !joined(t.src(), t.dst()))
     {
         bail!(
             "transfer {i} (chunk {}) goes from NPU {} to NPU {}, which no link {}joins",
-            t.chunk,
-            t.src,
-            t.dst,
+            t.chunk(),
+            t.src(),
+            t.dst(),
             if topo.has_switches() {
                 "or route through switches "
             } else {

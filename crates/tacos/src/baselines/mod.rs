@@ -241,14 +241,14 @@ struct Plan {
 impl Plan {
     fn send(&mut self, step: usize, chunks: &[ChunkId], src: NpuId, dst: NpuId, op: Op) {
         for &chunk in chunks {
-            self.transfers.push(Transfer {
+            self.transfers.push(Transfer::new(
                 chunk,
                 src,
                 dst,
-                start_ps: step as u64,
-                end_ps: step as u64 + 1,
+                step as u64,
+                step as u64 + 1,
                 op,
-            });
+            ));
         }
     }
 

@@ -42,12 +42,16 @@ pub fn relay(topo: &Topology, schedule: Schedule, limit: MemoryLimit) -> Result<
     // First the size of what relaying makes, refused before it is made.
     let (mut hops, mut most) = (0u64, 1u64);
     for t in &schedule.transfers {
-        router.stops(t.src, t.dst, bytes, &mut stops)?;
+        router.stops(t.src(), t.dst(), bytes, &mut stops)?;
         let n = stops.len() as u64;
         if n > 1 && t.op == Op::Reduce {
             return Err(Error::Baseline(format!(
                 "{}: a partial sum of chunk {} sent from NPU {} to NPU {}, which no link or switch joins, cannot be relayed: NPU {} on the way would add it to its own",
-                schedule.topology, t.chunk, t.src, t.dst, stops[0]
+                schedule.topology,
+                t.chunk(),
+                t.src(),
+                t.dst(),
+                stops[0]
             )));
         }
         hops += n;
@@ -65,17 +69,18 @@ pub fn relay(topo: &Topology, schedule: Schedule, limit: MemoryLimit) -> Result<
     })?;
     let mut relayed = Vec::with_capacity(hops as usize);
     for t in &schedule.transfers {
-        router.stops(t.src, t.dst, bytes, &mut stops)?;
-        let mut from = t.src;
+        router.stops(t.src(), t.dst(), bytes, &mut stops)?;
+        let mut from = t.src();
         for (j, &to) in stops.iter().enumerate() {
             let start_ps = t.start_ps * most + j as u64;
-            relayed.push(Transfer {
-                src: from,
-                dst: to,
+            relayed.push(Transfer::new(
+                t.chunk(),
+                from,
+                to,
                 start_ps,
-                end_ps: start_ps + 1,
-                ..t.clone()
-            });
+                start_ps + 1,
+                t.op,
+            ));
             from = to;
         }
     }
@@ -83,7 +88,7 @@ pub fn relay(topo: &Topology, schedule: Schedule, limit: MemoryLimit) -> Result<
     // hop several of them share (every NPU past the first relay, in a Broadcast or an
     // All-Gather) is sent once: a second copy carries nothing new, and the NPUs past it
     // would wait for it as well as for the first.
-    relayed.sort_unstable_by_key(|t| (t.start_ps, t.src, t.dst, t.chunk));
+    relayed.sort_unstable_by_key(|t| (t.start_ps, t.src(), t.dst(), t.chunk()));
     relayed.dedup_by(|a, b| a == b && a.op == Op::Copy);
     Ok(Schedule::new(
         schedule.topology,
@@ -148,7 +153,7 @@ mod tests {
                 assert!(relayed
                     .transfers
                     .iter()
-                    .all(|t| routes.between(t.src, t.dst).is_some()));
+                    .all(|t| routes.between(t.src(), t.dst()).is_some()));
                 let relayed_ps = simulate_schedule(&topo, &relayed).unwrap().time_ps;
                 assert_eq!(relayed_ps, raw_ps, "{spec} {kind}");
             }

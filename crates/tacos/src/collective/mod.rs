@@ -158,6 +158,11 @@ pub struct CollectiveSpec {
 /// bits, so more could neither be tracked nor fit a machine.
 const MAX_CHUNK_STATES: usize = 1 << 31;
 
+/// The most chunks a collective has: every chunk is a chunk state on at least one NPU, so
+/// `Collective::new`'s bound on chunk states bounds them too, and a chunk id fits the
+/// 32 bits a `schedule::Transfer` holds it in.
+pub const MAX_CHUNKS: usize = MAX_CHUNK_STATES;
+
 /// A collective on a topology: its spec, checked, and every chunk's pre- and
 /// postcondition, computed on demand.
 #[derive(Clone, Debug, PartialEq)]
@@ -283,7 +288,8 @@ impl Collective {
         &self.spec.npus
     }
 
-    /// How many chunks there are: P x K (All-to-All: P x P x K; Broadcast and Reduce: K).
+    /// How many chunks there are: P x K (All-to-All: P x P x K; Broadcast and Reduce: K),
+    /// at most `MAX_CHUNKS`.
     pub fn chunk_count(&self) -> usize {
         self.chunk_count
     }
@@ -379,6 +385,19 @@ fn sorted(npus: &[NpuId]) -> Vec<NpuId> {
 mod tests {
     use super::*;
     use crate::topology::{parse_spec, SpecDefaults};
+
+    #[test]
+    fn chunk_counts_past_a_transfers_32_bits_are_refused_naming_k() {
+        // Broadcast on one NPU has K chunks, one state each: the most chunks per state.
+        let topo = parse_spec("ring:1", &SpecDefaults::default()).unwrap();
+        let broadcast =
+            |k: usize| Collective::over_all(&topo, CollectiveKind::Broadcast, Some(0), k, 1 << 40);
+        assert_eq!(broadcast(MAX_CHUNKS).unwrap().chunk_count(), MAX_CHUNKS);
+        for k in [MAX_CHUNKS + 1, u32::MAX as usize + 1] {
+            let e = broadcast(k).unwrap_err().to_string();
+            assert!(e.contains(&format!("{k} chunks per NPU")), "{e}");
+        }
+    }
 
     #[test]
     fn conditions_follow_the_documented_numbering() {

@@ -96,7 +96,7 @@ pub(super) fn baseline_within(
     let mut took: HashMap<(NpuId, NpuId), Picos> = HashMap::new();
     let mut routes = RouteCache::new(topo);
     for (transfer, message) in schedule.transfers.iter_mut().zip(&timed.messages) {
-        let pair = (transfer.src, transfer.dst);
+        let pair = (transfer.src(), transfer.dst());
         let ps = match took.get(&pair) {
             Some(&ps) => ps,
             None => {

@@ -226,6 +226,32 @@ impl Options {
         }
     }
 
+    /// The search `tacos synth` makes for `request` unless told: K searched as
+    /// [`default_chunks`] sizes it, [`default_seeds`] seeds from `first_seed`, everything
+    /// else [`Options::default`].
+    ///
+    /// ```
+    /// use tacos::collective::CollectiveKind;
+    /// use tacos::pipeline::{self, Options, Request};
+    /// use tacos::topology::{parse_spec, SpecDefaults};
+    ///
+    /// let ring = parse_spec("ring:8", &SpecDefaults::default()).unwrap();
+    /// let request = Request::new(CollectiveKind::AllGather, 1 << 30);
+    /// let options = Options::searching(&ring, &request, 0);
+    /// assert_eq!(options.seeds.len(), 8);
+    /// let found = pipeline::schedule(&ring, &request, &options).unwrap();
+    /// tacos::schedule::check(found.kept.schedule(), &ring).unwrap();
+    /// ```
+    pub fn searching(topo: &Topology, request: &Request, first_seed: u64) -> Options {
+        let chunks = default_chunks(topo, request);
+        let seeds = default_seeds(topo, request, chunks) as u64;
+        Options {
+            chunks,
+            seeds: (first_seed..first_seed.saturating_add(seeds)).collect(),
+            ..Options::default()
+        }
+    }
+
     /// Whether `schedule` ranks its candidates by simulation: one candidate leaves nothing
     /// to rank, and simulating it can take longer than synthesizing it (a 64x64 mesh).
     pub(super) fn ranks_candidates(&self, topo: &Topology, request: &Request) -> bool {

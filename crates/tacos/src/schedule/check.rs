@@ -185,14 +185,14 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
         let i = orders[s].at(at);
         let t = &schedules[s].transfers[i];
         let route = routes
-            .between(t.src, t.dst)
+            .between(t.src(), t.dst())
             .expect("check found every transfer's route");
         if let Some((_, (sa, a))) = links.hold(route, t, (s, i)) {
             let ta = &schedules[sa].transfers[a];
             return Err(Error::Schedule(format!(
                 "schedule {s}, {}: starts while transfer {a} of schedule {sa} (chunk {}) still occupies the link until {:.6} us",
                 describe(i, t),
-                ta.chunk,
+                ta.chunk(),
                 ps_to_us(ta.end_ps)
             )));
         }
@@ -431,7 +431,7 @@ impl<'a> Sweep<'a> {
 
     /// Asks the cache for what `depart` will read of `t`.
     fn prefetch(&self, t: &Transfer) {
-        self.routes.prefetch(t.src);
+        self.routes.prefetch(t.src());
         match &self.contents {
             Followed::Copies(copies) => copies.contents.prefetch_depart(t),
             Followed::Trees(trees) => trees.contents.prefetch_depart(t),
@@ -445,7 +445,7 @@ impl<'a> Sweep<'a> {
         match self.timing {
             Timing::Promised => {
                 let topo = self.topo;
-                let route = self.routes.between(t.src, t.dst).ok_or_else(|| {
+                let route = self.routes.between(t.src(), t.dst()).ok_or_else(|| {
                     fail(
                         i,
                         t,
@@ -456,8 +456,8 @@ impl<'a> Sweep<'a> {
                             } else {
                                 ""
                             },
-                            t.src,
-                            t.dst
+                            t.src(),
+                            t.dst()
                         ),
                     )
                 })?;
@@ -485,7 +485,7 @@ impl<'a> Sweep<'a> {
                         ),
                     ));
                 }
-                if let Some((end, (a, chunk))) = self.links.hold(route, t, (i, t.chunk)) {
+                if let Some((end, (a, chunk))) = self.links.hold(route, t, (i, t.chunk())) {
                     return Err(fail(
                         i,
                         t,
@@ -691,8 +691,8 @@ impl Contents for Copies {
     type Carried = (NpuId, ChunkId);
 
     fn depart(&mut self, i: usize, t: &Transfer) -> Result<(NpuId, ChunkId)> {
-        match self.held.holds(t.src, t.chunk) {
-            true => Ok((t.dst, t.chunk)),
+        match self.held.holds(t.src(), t.chunk()) {
+            true => Ok((t.dst(), t.chunk())),
             false => Err(not_held(i, t)),
         }
     }
@@ -703,7 +703,7 @@ impl Contents for Copies {
     }
 
     fn prefetch_depart(&self, t: &Transfer) {
-        self.held.prefetch(t.src, t.chunk);
+        self.held.prefetch(t.src(), t.chunk());
     }
 
     fn prefetch_land(&self, &(dst, chunk): &(NpuId, ChunkId)) {
@@ -800,7 +800,7 @@ impl Contents for Trees {
     type Carried = Sent;
 
     fn depart(&mut self, i: usize, t: &Transfer) -> Result<Sent> {
-        let (s, c) = (t.src, t.chunk);
+        let (s, c) = (t.src(), t.chunk());
         match t.op {
             Op::Reduce if !self.contributor[s] => Err(off_tree(
                 i,
@@ -832,7 +832,7 @@ impl Contents for Trees {
     }
 
     fn land(&mut self, Sent { i, t }: Sent) -> Result<()> {
-        let (d, c) = (t.dst, t.chunk);
+        let (d, c) = (t.dst(), t.chunk());
         if t.op == Op::Copy {
             self.whole.set(d, c);
             return Ok(());
@@ -858,14 +858,14 @@ impl Contents for Trees {
     }
 
     fn prefetch_depart(&self, t: &Transfer) {
-        self.passed.prefetch(t.src, t.chunk);
-        self.whole.prefetch(t.src, t.chunk);
+        self.passed.prefetch(t.src(), t.chunk());
+        self.whole.prefetch(t.src(), t.chunk());
     }
 
     fn prefetch_land(&self, Sent { t, .. }: &Sent) {
-        self.passed.prefetch(t.dst, t.chunk);
-        self.whole.prefetch(t.dst, t.chunk);
-        if let Some(landed) = self.landed.get(t.chunk) {
+        self.passed.prefetch(t.dst(), t.chunk());
+        self.whole.prefetch(t.dst(), t.chunk());
+        if let Some(landed) = self.landed.get(t.chunk()) {
             prefetch::line(landed);
         }
     }
@@ -883,16 +883,16 @@ fn fail(i: usize, t: &Transfer, what: String) -> Error {
 fn describe(i: usize, t: &Transfer) -> String {
     format!(
         "transfer {i} (chunk {}, NPU {} -> {}, {:.6}-{:.6} us)",
-        t.chunk,
-        t.src,
-        t.dst,
+        t.chunk(),
+        t.src(),
+        t.dst(),
         ps_to_us(t.start_ps),
         ps_to_us(t.end_ps)
     )
 }
 
 fn check_static(i: usize, t: &Transfer, collective: &Collective, topo: &Topology) -> Result<()> {
-    if t.chunk >= collective.chunk_count() {
+    if t.chunk() >= collective.chunk_count() {
         return Err(fail(
             i,
             t,
@@ -902,14 +902,14 @@ fn check_static(i: usize, t: &Transfer, collective: &Collective, topo: &Topology
             ),
         ));
     }
-    if t.src >= topo.npus() || t.dst >= topo.npus() {
+    if t.src() >= topo.npus() || t.dst() >= topo.npus() {
         return Err(fail(
             i,
             t,
             format!("the topology has NPUs 0..{}", topo.npus() - 1),
         ));
     }
-    if t.src == t.dst {
+    if t.src() == t.dst() {
         return Err(fail(i, t, "source and destination are the same NPU".into()));
     }
     if t.op == Op::Reduce && !collective.combining() {
@@ -939,7 +939,7 @@ fn replay_sums(
     // Transfer indices grouped by chunk (a counting sort), each group in start order.
     let mut first = vec![0usize; chunks + 1];
     for t in transfers {
-        first[t.chunk + 1] += 1;
+        first[t.chunk() + 1] += 1;
     }
     for c in 0..chunks {
         first[c + 1] += first[c];
@@ -947,7 +947,7 @@ fn replay_sums(
     let mut by_chunk = vec![0u32; transfers.len()];
     let mut next = first.clone();
     for i in departures.iter() {
-        let c = transfers[i].chunk;
+        let c = transfers[i].chunk();
         by_chunk[next[c]] = i as u32;
         next[c] += 1;
     }
@@ -1075,7 +1075,7 @@ impl ChunkSums {
                 let s = &transfers[d];
                 let mut data = self.spare.pop().unwrap_or_default();
                 data.clear();
-                data.extend_from_slice(self.row(s.src));
+                data.extend_from_slice(self.row(s.src()));
                 if data.iter().all(|&w| w == 0) {
                     return Err(((s.start_ps, true, d), not_held(d, s)));
                 }
@@ -1085,14 +1085,15 @@ impl ChunkSums {
             let Some(data) = self.in_flight.remove(&i) else {
                 return Err((arrival, fail(i, t, "arrives before it departs".into())));
             };
-            let dst = self.row(t.dst);
+            let dst = self.row(t.dst());
             match t.op {
                 Op::Copy => dst.copy_from_slice(&data),
                 Op::Reduce => {
                     if dst.iter().zip(&data).any(|(a, b)| a & b != 0) {
                         let e = format!(
                             "NPU {} would count a contribution to chunk {} twice",
-                            t.dst, t.chunk
+                            t.dst(),
+                            t.chunk()
                         );
                         return Err((arrival, fail(i, t, e)));
                     }
@@ -1119,7 +1120,8 @@ fn not_held(i: usize, t: &Transfer) -> Error {
         t,
         format!(
             "NPU {} does not hold chunk {} when it sends",
-            t.src, t.chunk
+            t.src(),
+            t.chunk()
         ),
     )
 }

@@ -30,15 +30,104 @@ pub enum Op {
 }
 
 /// One chunk moving from `src` to `dst` during [start_ps, end_ps).
+///
+/// The chunk and the NPUs are held in 32 bits, making a record 32 bytes rather than 48: a
+/// 64x64 mesh All-Gather holds 16.8 million of them. They fit: NPU ids are below
+/// `topology::MAX_NPUS` and chunk ids below a collective's chunk count, which
+/// `Collective::new` holds to at most 2^31. So they are set through [`Transfer::new`] and
+/// read through [`Transfer::chunk`], [`Transfer::src`] and [`Transfer::dst`]; a schedule
+/// file naming a larger one is refused with the field's name.
+///
+/// ```
+/// use tacos::schedule::{Op, Transfer};
+///
+/// let t = Transfer::new(5, 0, 1, 0, 1_000, Op::Copy);
+/// assert_eq!((t.chunk(), t.src(), t.dst()), (5, 0, 1));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Transfer {
-    pub chunk: ChunkId,
-    pub src: NpuId,
-    pub dst: NpuId,
+    // Declared in the order a schedule file writes them.
+    chunk: u32,
+    src: u32,
+    dst: u32,
     pub start_ps: Picos,
     pub end_ps: Picos,
     pub op: Op,
+}
+
+// The 64x64 mesh All-Gather's 16.8 million transfers are nearly all of its memory.
+const _: () = assert!(std::mem::size_of::<Transfer>() == 32);
+// Every NPU id and chunk id fits a transfer's 32-bit fields.
+const _: () = assert!(crate::topology::MAX_NPUS <= u32::MAX as usize);
+const _: () = assert!(crate::collective::MAX_CHUNKS <= u32::MAX as usize);
+
+impl Transfer {
+    /// Chunk `chunk` copied or reduced (`op`) from NPU `src` to NPU `dst` during
+    /// [start_ps, end_ps).
+    ///
+    /// # Panics
+    /// If an id passes `u32::MAX`, which no NPU of a topology (at most
+    /// `topology::MAX_NPUS`) nor chunk of a collective (at most `collective::MAX_CHUNKS`)
+    /// does.
+    #[inline]
+    pub fn new(
+        chunk: ChunkId,
+        src: NpuId,
+        dst: NpuId,
+        start_ps: Picos,
+        end_ps: Picos,
+        op: Op,
+    ) -> Transfer {
+        Transfer {
+            chunk: id32(chunk, "chunk"),
+            src: id32(src, "NPU"),
+            dst: id32(dst, "NPU"),
+            start_ps,
+            end_ps,
+            op,
+        }
+    }
+
+    /// The chunk moved.
+    #[inline]
+    pub fn chunk(&self) -> ChunkId {
+        self.chunk as ChunkId
+    }
+
+    /// The NPU sending.
+    #[inline]
+    pub fn src(&self) -> NpuId {
+        self.src as NpuId
+    }
+
+    /// The NPU receiving.
+    #[inline]
+    pub fn dst(&self) -> NpuId {
+        self.dst as NpuId
+    }
+
+    /// Carries chunk `chunk` instead (panics as `new` does).
+    #[inline]
+    pub fn set_chunk(&mut self, chunk: ChunkId) {
+        self.chunk = id32(chunk, "chunk");
+    }
+
+    /// The same transfer `by` picoseconds later.
+    #[inline]
+    pub fn delayed(self, by: Picos) -> Transfer {
+        Transfer {
+            start_ps: self.start_ps + by,
+            end_ps: self.end_ps + by,
+            ..self
+        }
+    }
+}
+
+/// `v` as a transfer's 32-bit id; `what` names it in the panic.
+#[inline]
+fn id32(v: usize, what: &str) -> u32 {
+    u32::try_from(v).unwrap_or_else(|_| panic!("{what} {v} passes a transfer's 32 bits"))
 }
 
 /// Format tag written into schedule files, so a wrong file is named as such.

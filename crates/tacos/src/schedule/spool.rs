@@ -58,7 +58,7 @@ impl Spool {
                 "{}: transfer {} (chunk {}) starts at {} ps, before the one before it: a spool takes transfers in start order",
                 self.origin().display(),
                 self.transfers,
-                t.chunk,
+                t.chunk(),
                 t.start_ps
             )));
         }
@@ -235,13 +235,15 @@ mod tests {
     /// sources and offsets changing), enough to fill several blocks.
     fn transfers(n: usize) -> Vec<Transfer> {
         (0..n)
-            .map(|i| Transfer {
-                chunk: (i * 7919) % 100_003,
-                src: (i * 31) % 977,
-                dst: (i * 17) % 1013,
-                start_ps: (i / 3) as Picos * 1_000,
-                end_ps: (i / 3) as Picos * 1_000 + 500 + (i % 5) as Picos,
-                op: if i % 4 == 0 { Op::Reduce } else { Op::Copy },
+            .map(|i| {
+                Transfer::new(
+                    (i * 7919) % 100_003,
+                    (i * 31) % 977,
+                    (i * 17) % 1013,
+                    (i / 3) as Picos * 1_000,
+                    (i / 3) as Picos * 1_000 + 500 + (i % 5) as Picos,
+                    if i % 4 == 0 { Op::Reduce } else { Op::Copy },
+                )
             })
             .collect()
     }

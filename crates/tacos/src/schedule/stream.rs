@@ -1,6 +1,6 @@
 //! A schedule's transfers as a compact binary stream, written as they are made and read
 //! one at a time, for schedules too large to hold as records (a 200x200 mesh All-Gather
-//! has 1.6e9 transfers: 77 GB of `Transfer` records, about 150 GB of JSON, some 6 GB as a
+//! has 1.6e9 transfers: 51 GB of `Transfer` records, about 150 GB of JSON, some 6 GB as a
 //! stream). `check::check_stream` checks one in a single pass; `Schedule::read` reads one
 //! whole where it fits the memory limit.
 //!
@@ -44,7 +44,7 @@
 //! sender or the next, and go over one of a few link directions (a 2D mesh has four:
 //! +-1 and +-width), so a record is mostly the flag byte and the chunk: 3.2 bytes a
 //! transfer on 32x32 and 64x64 mesh All-Gathers (`examples/stream_check.rs`; chunks past
-//! 2^14 take a byte more), against 48 bytes held as a `Transfer` and about 93 as JSON.
+//! 2^14 take a byte more), against 32 bytes held as a `Transfer` and about 93 as JSON.
 //!
 //! The checksum reads the bytes as 64-bit little-endian words (the last zero-padded),
 //! `h = (rotl(h, 5) ^ word) * 0x517cc1b727220a95` from `h = 0`, then once more with the
@@ -145,8 +145,8 @@ impl Context {
             return false;
         };
         let duration = t.end_ps.wrapping_sub(t.start_ps);
-        let src = t.src as u64;
-        let offset = (t.dst as u64).wrapping_sub(src);
+        let src = u64::from(t.src);
+        let offset = u64::from(t.dst).wrapping_sub(src);
         let slot = self.offsets.iter().position(|&o| o == offset);
         let mut flag = match slot {
             Some(s) => (s as u8) << 4,
@@ -178,7 +178,7 @@ impl Context {
             put_varint(buf, zigzag(offset));
             self.remember_offset(offset);
         }
-        put_varint(buf, t.chunk as u64);
+        put_varint(buf, u64::from(t.chunk));
         (self.start, self.duration, self.src) = (t.start_ps, duration, src);
         true
     }
@@ -559,7 +559,7 @@ fn decode(bytes: &[u8], at: &mut usize, flag: u8, c: &mut Context) -> Result<Tra
     let chunk = varint(bytes, at)?;
     let dst = src.wrapping_add(offset);
     let index = |what: &str, v: u64| {
-        usize::try_from(v).map_err(|_| Bad::Damaged(format!("its {what} {v} passes usize")))
+        u32::try_from(v).map_err(|_| Bad::Damaged(format!("its {what} {v} passes 2^32 - 1")))
     };
     let t = Transfer {
         chunk: index("chunk", chunk)?,

@@ -191,8 +191,8 @@ pub fn schedule_messages(schedule: &Schedule) -> Vec<Message> {
         .iter()
         .enumerate()
         .map(|(i, t)| Message {
-            src: t.src,
-            dst: t.dst,
+            src: t.src(),
+            dst: t.dst(),
             bytes: schedule.chunk_bytes,
             deps: deps.awaited(i).iter().map(|&d| d as usize).collect(),
         })

@@ -150,17 +150,21 @@ impl<'a> Replay<'a> {
     /// Asks the cache for the time transfer `t` will read (none for endpoints `step`
     /// will refuse).
     fn prefetch(&self, t: &Transfer) {
-        self.landed
-            .prefetch(t.src.saturating_mul(self.chunks).saturating_add(t.chunk));
+        self.landed.prefetch(
+            t.src()
+                .saturating_mul(self.chunks)
+                .saturating_add(t.chunk()),
+        );
     }
 
     /// Plays transfer `i`; the inner error says why the replay cannot answer for it.
     fn step(&mut self, i: usize, t: &Transfer) -> Result<Verdict> {
-        check_endpoints(self.topo, "transfer", i, t.src, t.dst)?;
-        if t.chunk >= self.chunks {
+        check_endpoints(self.topo, "transfer", i, t.src(), t.dst())?;
+        if t.chunk() >= self.chunks {
             return Ok(Err(format!(
                 "it names chunk {}; the collective has {}",
-                t.chunk, self.chunks
+                t.chunk(),
+                self.chunks
             )));
         }
         while let Some((_, (slot, simulated))) = self.flying.pop_by(t.start_ps) {
@@ -171,7 +175,10 @@ impl<'a> Replay<'a> {
             self.landed.raise(slot, simulated, &|| doing.clone())?;
         }
         self.route.clear();
-        if let Err(e) = self.router.route(t.src, t.dst, self.bytes, &mut self.route) {
+        if let Err(e) = self
+            .router
+            .route(t.src(), t.dst(), self.bytes, &mut self.route)
+        {
             // Held, the schedule is checked against the links first, which says it better.
             return Ok(Err(e.to_string()));
         }
@@ -179,13 +186,16 @@ impl<'a> Replay<'a> {
         if !is_timed_hop(topo, &self.route, self.bytes, t.start_ps, t.end_ps) {
             return Ok(Err(format!(
                 "it is not one hop taking exactly that hop's time ({} to {} ps from NPU {} to {})",
-                t.start_ps, t.end_ps, t.src, t.dst
+                t.start_ps,
+                t.end_ps,
+                t.src(),
+                t.dst()
             )));
         }
         let took = t.end_ps - t.start_ps;
         let doing = &self.doing;
         self.landed.admit_duration(took, &|| doing.clone())?;
-        let mut start = self.landed.get(t.src * self.chunks + t.chunk);
+        let mut start = self.landed.get(t.src() * self.chunks + t.chunk());
         for &l in &self.route {
             let l = l as usize;
             start = start.max(self.free_at[l]);
@@ -210,7 +220,7 @@ impl<'a> Replay<'a> {
             self.link_bytes[l] += self.bytes;
         }
         self.flying
-            .push(t.end_ps, (t.dst * self.chunks + t.chunk, end));
+            .push(t.end_ps, (t.dst() * self.chunks + t.chunk(), end));
         self.time_ps = self.time_ps.max(end);
         Ok(Ok(()))
     }

@@ -102,11 +102,11 @@ impl Workload {
     pub fn from_schedule(topo: &Topology, schedule: &Schedule) -> Result<Workload> {
         check_count(schedule.transfers.len())?;
         for (i, t) in schedule.transfers.iter().enumerate() {
-            check_endpoints(topo, "transfer", i, t.src, t.dst)?;
-            if t.chunk >= NONE as usize {
+            check_endpoints(topo, "transfer", i, t.src(), t.dst())?;
+            if t.chunk() >= NONE as usize {
                 return Err(Error::Schedule(format!(
                     "transfer {i} names chunk {}, more than the simulator handles",
-                    t.chunk
+                    t.chunk()
                 )));
             }
         }
@@ -117,8 +117,8 @@ impl Workload {
             )));
         }
         Ok(Workload {
-            src: schedule.transfers.iter().map(|t| t.src as u32).collect(),
-            dst: schedule.transfers.iter().map(|t| t.dst as u32).collect(),
+            src: schedule.transfers.iter().map(|t| t.src() as u32).collect(),
+            dst: schedule.transfers.iter().map(|t| t.dst() as u32).collect(),
             bytes: Bytes::Uniform(schedule.chunk_bytes),
             deps: Dependencies::of_schedule(schedule),
             planned: Some(
@@ -183,11 +183,15 @@ impl ArrivalGroups {
     fn new(schedule: &Schedule) -> ArrivalGroups {
         let t = &schedule.transfers;
         let n = t.len();
-        let npus = t.iter().map(|t| t.src.max(t.dst) + 1).max().unwrap_or(0);
+        let npus = t
+            .iter()
+            .map(|t| t.src().max(t.dst()) + 1)
+            .max()
+            .unwrap_or(0);
         let (arrival_npus, arrivals) =
-            by_npu_chunk_time(npus, t.iter().map(|x| (x.dst, x.chunk, x.end_ps)));
+            by_npu_chunk_time(npus, t.iter().map(|x| (x.dst(), x.chunk(), x.end_ps)));
         let (sender_npus, senders) =
-            by_npu_chunk_time(npus, t.iter().map(|x| (x.src, x.chunk, x.start_ps)));
+            by_npu_chunk_time(npus, t.iter().map(|x| (x.src(), x.chunk(), x.start_ps)));
         let mut order = Vec::with_capacity(n);
         let mut group_start = Vec::new();
         let mut arrival_group = vec![0u32; n];

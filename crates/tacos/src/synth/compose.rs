@@ -193,14 +193,16 @@ pub fn synthesize_concurrent(
             None => {
                 let mut counts = vec![0; collectives.len()];
                 for t in &list {
-                    counts[joint.locate(t.chunk).0] += 1;
+                    counts[joint.locate(t.chunk()).0] += 1;
                 }
                 for (own, count) in transfers.iter_mut().zip(counts) {
                     own.reserve_exact(count);
                 }
                 for t in list {
-                    let (i, chunk) = joint.locate(t.chunk);
-                    transfers[i].push(Transfer { chunk, ..t });
+                    let (i, chunk) = joint.locate(t.chunk());
+                    let mut t = t;
+                    t.set_chunk(chunk);
+                    transfers[i].push(t);
                 }
             }
         }
@@ -354,14 +356,14 @@ fn reduce(
 /// phase that ends at `end` (when the dual's last copy does): over the same link
 /// forwards, as long, mirrored in time.
 pub(super) fn reduction_of(copy: Transfer, end: Picos) -> Transfer {
-    Transfer {
-        src: copy.dst,
-        dst: copy.src,
-        start_ps: end - copy.end_ps,
-        end_ps: end - copy.start_ps,
-        op: Op::Reduce,
-        ..copy
-    }
+    Transfer::new(
+        copy.chunk(),
+        copy.dst(),
+        copy.src(),
+        end - copy.end_ps,
+        end - copy.start_ps,
+        Op::Reduce,
+    )
 }
 
 /// When the last of these transfers ends.
@@ -384,9 +386,9 @@ fn reduced_at(
         })
         .collect();
     for t in reductions {
-        let (i, chunk) = reducing.locate(t.chunk);
+        let (i, chunk) = reducing.locate(t.chunk());
         let c = &collectives[i];
-        if !ready[i].is_empty() && t.dst == c.npus()[chunk / c.spec().chunks_per_npu] {
+        if !ready[i].is_empty() && t.dst() == c.npus()[chunk / c.spec().chunks_per_npu] {
             ready[i][chunk] = ready[i][chunk].max(t.end_ps);
         }
     }
@@ -401,7 +403,9 @@ fn reservations(fabric: &Fabric<'_>, transfers: &[Transfer]) -> Vec<Vec<(Picos, 
     }
     let mut reserved = vec![Vec::new(); fabric.physical_links()];
     for t in transfers {
-        fabric.for_each_link(t.src, t.dst, |l| reserved[l].push((t.start_ps, t.end_ps)));
+        fabric.for_each_link(t.src(), t.dst(), |l| {
+            reserved[l].push((t.start_ps, t.end_ps))
+        });
     }
     reserved.iter_mut().for_each(|r| r.sort_unstable());
     reserved

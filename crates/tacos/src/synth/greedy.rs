@@ -956,7 +956,7 @@ impl<'a> Matcher<'a> {
             match self.replacement(link, chunk, self.outbox.get(idx).start_ps, now) {
                 Some(other) => {
                     chunk = other;
-                    self.outbox.get_mut(idx).chunk = other;
+                    self.outbox.get_mut(idx).set_chunk(other);
                 }
                 None => {
                     self.outbox.settle(idx, false);
@@ -1784,14 +1784,9 @@ impl<'a> Matcher<'a> {
         if let Some(f) = &mut self.fast {
             f.reach(dst, chunk, end);
         }
-        let seq = self.outbox.start(Transfer {
-            chunk,
-            src,
-            dst,
-            start_ps: now,
-            end_ps: end,
-            op: Op::Copy,
-        });
+        let seq = self
+            .outbox
+            .start(Transfer::new(chunk, src, dst, now, end, Op::Copy));
         self.busy[link] = seq;
         self.carrying[link] = (chunk, end);
         if let (Some(gates), true) = (self.gates, link >= self.explicit) {
@@ -1836,10 +1831,10 @@ impl<'a> Matcher<'a> {
         let mut keep = vec![false; transfers.len()];
         for i in order {
             let t = &transfers[i];
-            let at = t.dst * self.chunks + t.chunk;
-            if self.wants(t.dst, t.chunk) || forwards[at / 64] & (1 << (at % 64)) != 0 {
+            let at = t.dst() * self.chunks + t.chunk();
+            if self.wants(t.dst(), t.chunk()) || forwards[at / 64] & (1 << (at % 64)) != 0 {
                 keep[i] = true;
-                let from = t.src * self.chunks + t.chunk;
+                let from = t.src() * self.chunks + t.chunk();
                 forwards[from / 64] |= 1 << (from % 64);
             }
         }

@@ -47,7 +47,7 @@ pub fn synthesis(topo: &Topology, specs: &[CollectiveSpec], planned: bool) -> u6
     let one_copy = planned;
     let mut matcher =
         matcher_state(topo, chunks, ports, one_copy).saturating_add(mul(matched_links, LINK_STATE));
-    // Per transfer: its record (48, reserved once, with growth slack where relays add
+    // Per transfer: its record (`TRANSFER`, reserved once, with growth slack where relays add
     // hops), whether it was dropped (1), and pool entries offered over each outgoing link
     // (4 x degree x 2; through switches matched by port, each channel with a pool); the
     // kept ones are filtered in place.

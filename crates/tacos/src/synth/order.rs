@@ -36,7 +36,7 @@ pub(super) fn order_by_start(transfers: &mut [Transfer]) {
 }
 
 fn key(t: &Transfer) -> (usize, usize, usize) {
-    (t.src, t.dst, t.chunk)
+    (t.src(), t.dst(), t.chunk())
 }
 
 /// Buffers one thread reuses from run to run.
@@ -51,7 +51,7 @@ impl Scratch {
     /// Sorts `run` by (src, dst, chunk) into the order `sort_unstable_by_key` gives: where
     /// two transfers share that key (parallel links), that sort itself decides.
     fn sort(&mut self, run: &mut [Transfer]) {
-        let sources = run.iter().map(|t| t.src + 1).max().unwrap_or(0);
+        let sources = run.iter().map(|t| t.src() + 1).max().unwrap_or(0);
         // The counting pass costs a slot per source as well as a move per transfer.
         if run.len() < COUNTING_MIN || run.len() < sources / 4 {
             run.sort_unstable_by_key(key);
@@ -60,7 +60,7 @@ impl Scratch {
         self.next.clear();
         self.next.resize(sources + 1, 0);
         for t in run.iter() {
-            self.next[t.src + 1] += 1;
+            self.next[t.src() + 1] += 1;
         }
         for s in 1..=sources {
             self.next[s] += self.next[s - 1];
@@ -68,7 +68,7 @@ impl Scratch {
         self.sorted.clear();
         self.sorted.extend_from_slice(run);
         for t in run.iter() {
-            let at = &mut self.next[t.src];
+            let at = &mut self.next[t.src()];
             self.sorted[*at] = t.clone();
             *at += 1;
         }
@@ -94,14 +94,7 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     fn transfer(chunk: usize, src: usize, dst: usize, start_ps: u64, end_ps: u64) -> Transfer {
-        Transfer {
-            chunk,
-            src,
-            dst,
-            start_ps,
-            end_ps,
-            op: Op::Copy,
-        }
+        Transfer::new(chunk, src, dst, start_ps, end_ps, Op::Copy)
     }
 
     /// Against a plain comparison sort of each run, on runs long enough for the counting

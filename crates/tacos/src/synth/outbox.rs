@@ -82,21 +82,14 @@ mod tests {
     use crate::schedule::Op;
 
     fn transfer(chunk: usize, start_ps: Picos, end_ps: Picos) -> Transfer {
-        Transfer {
-            chunk,
-            src: 0,
-            dst: 1,
-            start_ps,
-            end_ps,
-            op: Op::Copy,
-        }
+        Transfer::new(chunk, 0, 1, start_ps, end_ps, Op::Copy)
     }
 
     #[test]
     fn settled_transfers_leave_in_start_order_once_nothing_before_them_is_in_flight() {
         let mut out = Vec::new();
         let mut sink = |t: Transfer| {
-            out.push(t.chunk);
+            out.push(t.chunk());
             Ok(())
         };
         let mut outbox = Outbox::default();
@@ -108,8 +101,8 @@ mod tests {
         outbox.settle(c, false);
         outbox.release(&mut sink).unwrap();
         assert_eq!(outbox.totals(), (0, 0));
-        assert_eq!(outbox.get(a).chunk, 0);
-        outbox.get_mut(a).chunk = 7;
+        assert_eq!(outbox.get(a).chunk(), 0);
+        outbox.get_mut(a).set_chunk(7);
         outbox.settle(a, true);
         outbox.release(&mut sink).unwrap();
         assert!(outbox.is_empty());

@@ -544,14 +544,14 @@ impl NodeMatcher {
                     self.busy[pick.down] = end;
                     self.claim(r, pick.chunk);
                     arrivals.push(Reverse((end, r as u32, pick.chunk as u32)));
-                    out.push(Transfer {
-                        chunk: pick.chunk,
-                        src: pick.sender,
-                        dst: r,
-                        start_ps: now,
-                        end_ps: end,
-                        op: Op::Copy,
-                    });
+                    out.push(Transfer::new(
+                        pick.chunk,
+                        pick.sender,
+                        r,
+                        now,
+                        end,
+                        Op::Copy,
+                    ));
                 }
             }
             let Some(&Reverse((next, _, _))) = arrivals.peek() else {
@@ -639,11 +639,7 @@ impl Replicated {
         }
         if kind != CollectiveKind::ReduceScatter {
             let copies = match_node(topo, shift, k, bytes, seed)?;
-            transfers.extend(copies.into_iter().map(|t| Transfer {
-                start_ps: t.start_ps + reduced_by,
-                end_ps: t.end_ps + reduced_by,
-                ..t
-            }));
+            transfers.extend(copies.into_iter().map(|t| t.delayed(reduced_by)));
         }
         let end_ps = transfers.iter().map(|t| t.end_ps).max().unwrap_or(0);
         Ok(Replicated {
@@ -665,12 +661,14 @@ impl Replicated {
         let n = self.shift.period * self.shift.nodes;
         for t in &self.transfers {
             for j in 0..self.shift.nodes {
-                sink(Transfer {
-                    chunk: self.chunks.shifted(t.chunk, j),
-                    src: (t.src + j * self.shift.period) % n,
-                    dst: (t.dst + j * self.shift.period) % n,
-                    ..*t
-                })?;
+                sink(Transfer::new(
+                    self.chunks.shifted(t.chunk(), j),
+                    (t.src() + j * self.shift.period) % n,
+                    (t.dst() + j * self.shift.period) % n,
+                    t.start_ps,
+                    t.end_ps,
+                    t.op,
+                ))?;
             }
         }
         Ok(())

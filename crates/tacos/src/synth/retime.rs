@@ -28,11 +28,11 @@ pub(super) fn compact(fabric: &Fabric<'_>, transfers: &mut [Transfer]) {
         let t = &mut transfers[i];
         let took = t.end_ps - t.start_ps;
         let mut start = ready[i];
-        fabric.for_each_link(t.src, t.dst, |l| start = start.max(link_free[l]));
+        fabric.for_each_link(t.src(), t.dst(), |l| start = start.max(link_free[l]));
         t.start_ps = start;
         t.end_ps = t.start_ps + took;
-        fabric.for_each_link(t.src, t.dst, |l| link_free[l] = start + took);
-        for &d in tree.dependents(t.dst, t.chunk) {
+        fabric.for_each_link(t.src(), t.dst(), |l| link_free[l] = start + took);
+        for &d in tree.dependents(t.dst(), t.chunk()) {
             ready[d] = ready[d].max(t.end_ps);
         }
     }
@@ -47,13 +47,13 @@ pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) -> Result
     let link: Vec<LinkId> = transfers
         .iter()
         .map(|t| {
-            topo.link_between(t.src, t.dst)
+            topo.link_between(t.src(), t.dst())
                 .expect("transfers use links of the topology")
         })
         .collect();
     let mut waiting: Vec<usize> = transfers
         .iter()
-        .map(|t| tree.inputs(t.src, t.chunk))
+        .map(|t| tree.inputs(t.src(), t.chunk()))
         .collect();
     let mut ready = vec![0; transfers.len()];
     let mut queues: Vec<BinaryHeap<Reverse<(Picos, Picos, usize)>>> =
@@ -78,7 +78,7 @@ pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) -> Result
                 let took = t.end_ps - t.start_ps;
                 t.start_ps = now;
                 t.end_ps = later(now, took, || {
-                    format!("synthesis: re-timed reduction of chunk {}", t.chunk)
+                    format!("synthesis: re-timed reduction of chunk {}", t.chunk())
                 })?;
                 link_busy[link] = true;
                 ends.push(Reverse((t.end_ps, i)));
@@ -96,7 +96,7 @@ pub(super) fn ready_first(topo: &Topology, transfers: &mut [Transfer]) -> Result
             ends.pop();
             link_busy[link[i]] = false;
             touched.push(link[i]);
-            let (dst, chunk) = (transfers[i].dst, transfers[i].chunk);
+            let (dst, chunk) = (transfers[i].dst(), transfers[i].chunk());
             for &d in tree.dependents(dst, chunk) {
                 ready[d] = ready[d].max(now);
                 waiting[d] -= 1;
@@ -123,13 +123,13 @@ struct Tree {
 
 impl Tree {
     fn new(npus: usize, transfers: &[Transfer]) -> Tree {
-        let chunks = transfers.iter().map(|t| t.chunk + 1).max().unwrap_or(0);
+        let chunks = transfers.iter().map(|t| t.chunk() + 1).max().unwrap_or(0);
         let slots = npus * chunks;
         let mut send_start = vec![0; slots + 1];
         let mut inputs = vec![0; slots];
         for t in transfers {
-            send_start[t.src * chunks + t.chunk + 1] += 1;
-            inputs[t.dst * chunks + t.chunk] += 1;
+            send_start[t.src() * chunks + t.chunk() + 1] += 1;
+            inputs[t.dst() * chunks + t.chunk()] += 1;
         }
         for i in 0..slots {
             send_start[i + 1] += send_start[i];
@@ -137,7 +137,7 @@ impl Tree {
         let mut fill = send_start.clone();
         let mut sends = vec![0; transfers.len()];
         for (i, t) in transfers.iter().enumerate() {
-            let slot = t.src * chunks + t.chunk;
+            let slot = t.src() * chunks + t.chunk();
             sends[fill[slot]] = i;
             fill[slot] += 1;
         }

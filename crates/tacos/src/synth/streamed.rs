@@ -230,11 +230,7 @@ impl Prepared<'_> {
             collective_time_ps += copies.end_ps();
             for t in copies.forwards()? {
                 let t = t?;
-                sink(Transfer {
-                    start_ps: t.start_ps + reduced_by,
-                    end_ps: t.end_ps + reduced_by,
-                    ..t
-                })?;
+                sink(t.delayed(reduced_by))?;
             }
         }
         Ok(Streamed {

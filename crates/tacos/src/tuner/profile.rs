@@ -277,8 +277,8 @@ impl<'a> Profiler<'a> {
         let n = self.topo.npus();
         let (mut sent, mut received) = (vec![0.0; n], vec![0.0; n]);
         for t in &schedule.transfers {
-            sent[t.src] += schedule.chunk_bytes;
-            received[t.dst] += schedule.chunk_bytes;
+            sent[t.src()] += schedule.chunk_bytes;
+            received[t.dst()] += schedule.chunk_bytes;
         }
         let total_gbps = |links: &mut dyn Iterator<Item = usize>| -> f64 {
             links.map(|l| self.topo.link(l).bandwidth_gbps).sum()
@@ -385,14 +385,16 @@ fn merged_steps(schedule: &Schedule) -> Vec<Step> {
     let mut index: HashMap<(NpuId, NpuId, Picos), usize> = HashMap::new();
     let mut steps: Vec<Step> = Vec::new();
     for t in &schedule.transfers {
-        let step = *index.entry((t.src, t.dst, t.start_ps)).or_insert_with(|| {
-            steps.push(Step {
-                src: t.src,
-                dst: t.dst,
-                deps: Vec::new(),
+        let step = *index
+            .entry((t.src(), t.dst(), t.start_ps))
+            .or_insert_with(|| {
+                steps.push(Step {
+                    src: t.src(),
+                    dst: t.dst(),
+                    deps: Vec::new(),
+                });
+                steps.len() - 1
             });
-            steps.len() - 1
-        });
         step_of.push(step);
     }
     for (transfer, message) in transfers.iter().enumerate() {

@@ -71,26 +71,26 @@ impl Flow {
                 rank_of.get(npu).copied().flatten().ok_or_else(|| {
                     Error::Msccl(format!(
                         "transfer {i} (chunk {}, NPU {} -> {}) goes through NPU {npu}, which is not one of the collective's NPUs; an MSCCL program has GPUs only for the collective's ranks",
-                        t.chunk, t.src, t.dst
+                        t.chunk(), t.src(), t.dst()
                     ))
                 })
             };
-            if t.chunk >= chunks {
+            if t.chunk() >= chunks {
                 return Err(Error::Msccl(format!(
                     "transfer {i} moves chunk {}, but the collective has chunks 0..{}",
-                    t.chunk,
+                    t.chunk(),
                     chunks - 1
                 )));
             }
-            let (src, dst) = (rank(t.src)?, rank(t.dst)?);
+            let (src, dst) = (rank(t.src())?, rank(t.dst())?);
             if src == dst {
                 return Err(Error::Msccl(format!(
                     "transfer {i} goes from NPU {} to itself",
-                    t.src
+                    t.src()
                 )));
             }
             moves.push(Move {
-                chunk: t.chunk,
+                chunk: t.chunk(),
                 src,
                 dst,
                 op: t.op,

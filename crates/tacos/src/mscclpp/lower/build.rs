@@ -231,7 +231,7 @@ pub(super) fn replay(
         let tr = &schedule.transfers[t];
         let (src, dst) = ranks_of[t];
         let lane = lanes.of_transfer[t];
-        let c = tr.chunk;
+        let c = tr.chunk();
         if departs {
             let from = *ranks[src].holds.get(&c).ok_or_else(|| {
                 Error::Plan(format!(

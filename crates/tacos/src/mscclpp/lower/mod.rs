@@ -126,7 +126,7 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &PlanOptions) -> Res
                 ))
             })
         };
-        let (src, dst) = (rank(t.src)?, rank(t.dst)?);
+        let (src, dst) = (rank(t.src())?, rank(t.dst())?);
         ranks_of.push((src, dst));
         moves.push(Move::of(t, src, dst));
     }
