@@ -56,7 +56,7 @@ pub struct SynthArgs {
     pub seed: u64,
     /// Seeds tried, from --seed on, side by side; the fastest schedule (program with
     /// --xml) is kept. Default: 8 on small problems down to 1 on large ones (NPUs^2 x K
-    /// past 2^18), so that the search stays within about a tenth of a second; at most 4096
+    /// past 2^18), so that each K's trials stay within about a tenth of a second; at most 4096
     #[arg(long, value_name = "N", value_parser = seed_count)]
     pub seeds: Option<usize>,
     /// Leave out the trials with planned ways (by default each K is also tried once with

@@ -143,7 +143,8 @@ pub(super) fn search<T: Send>(
     Collective::new(topo, request.spec(topo, ks[0]))?;
     let attempt =
         |k: usize, way: Way| attempt(topo, request, options, simulated, &evaluate, k, way);
-    let mut tried = run_round(topo, request, options, simulated, &ks, &attempt);
+    let ways = options.ways(topo, request);
+    let mut tried = run_round(topo, request, options, simulated, (&ks, &ways), &attempt);
     if ks.len() > 1 {
         refine(topo, request, options, simulated, ks, &mut tried, &attempt);
     }
@@ -160,9 +161,11 @@ const REFINE_ROUNDS: usize = 3;
 
 /// Refines K around the fastest synthesized trial of a search's first round: K is tried
 /// at the middle of each gap beside the best K so far (between 4 and 8, 6; then 5 or 7),
-/// a round at a time, while the refinement's K summed stays within the first round's,
-/// so that it at most doubles the search's work. The best K is not always a power of two:
-/// 12 chunks can divide a dragonfly's slow links' load evenly where 8 and 16 cannot.
+/// a round at a time, while the refinement's K summed stays within the first round's.
+/// Only the fastest trial's way is refined (its seeds, free, or its planned trees' shape),
+/// so that refining costs a fraction of the first round. The best K is not always a power
+/// of two: 12 chunks can divide a dragonfly's slow links' load evenly where 8 and 16
+/// cannot.
 fn refine<T>(
     topo: &Topology,
     request: &Request,
@@ -181,9 +184,21 @@ fn refine<T>(
         let fastest = tried
             .iter()
             .filter(|(_, trial, built)| trial.baseline.is_none() && built.is_ok())
-            .filter_map(|(k, trial, _)| Some((trial.simulated_ps?, *k)))
-            .min();
-        let Some((_, best)) = fastest else { return };
+            .filter_map(|(k, trial, _)| Some((trial.simulated_ps?, *k, trial)))
+            .min_by_key(|&(ps, k, _)| (ps, k));
+        let Some((_, best, trial)) = fastest else {
+            return;
+        };
+        let way = match (trial.planned, trial.shallow) {
+            (false, _) => None,
+            (true, false) => Some(TreeShape::Balanced),
+            (true, true) => Some(TreeShape::Shallow),
+        };
+        let ways: Vec<(u64, Option<TreeShape>)> = options
+            .ways(topo, request)
+            .into_iter()
+            .filter(|&(_, plan)| plan == way)
+            .collect();
         let mut next = Vec::new();
         for mid in middles(&ks, best) {
             if spent + mid <= budget {
@@ -195,7 +210,14 @@ fn refine<T>(
             return;
         }
         ks.extend(&next);
-        tried.extend(run_round(topo, request, options, simulated, &next, attempt));
+        tried.extend(run_round(
+            topo,
+            request,
+            options,
+            simulated,
+            (&next, &ways),
+            attempt,
+        ));
     }
 }
 
@@ -211,20 +233,19 @@ fn middles(tried: &[usize], best: usize) -> Vec<usize> {
         .collect()
 }
 
-/// One round of a search: every way and baseline at each of `ks`, side by side where
-/// their memory fits together, each result with the K it was asked at.
+/// One round of a search: each of `ways` and the baselines at each of `ks`, side by side
+/// where their memory fits together, each result with the K it was asked at.
 fn run_round<T: Send>(
     topo: &Topology,
     request: &Request,
     options: &Options,
     simulated: bool,
-    ks: &[usize],
+    (ks, ways): (&[usize], &[(u64, Option<TreeShape>)]),
     attempt: &(impl Fn(usize, Way) -> Option<(Trial, Result<T>)> + Sync),
 ) -> Vec<(usize, Trial, Result<T>)> {
     let limit = options.max_memory;
     let estimate = |k: usize, planned: bool| estimate_at(topo, request, k, simulated, planned);
-    // Every K with each of the options' ways, then the baselines at that K.
-    let ways = options.ways(topo, request);
+    // Every K with each of the ways, then the baselines at that K.
     let candidates: Vec<(usize, Way)> = ks
         .iter()
         .flat_map(|&k| {
