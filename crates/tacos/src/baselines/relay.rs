@@ -4,9 +4,10 @@
 //! forwarding it. The simulator moves such a send store-and-forward along that path
 //! anyway; relayed, it is a schedule of the topology's links the checker can judge.
 //!
-//! Step order stays valid by spacing the steps by the most stops H of any send: hop j of
-//! a step-s transfer runs during [s H + j, s H + j + 1). Copies of one chunk sharing a
-//! hop (a Broadcast's down the root's tree) send it once. Only copies are relayed: an NPU
+//! The hops take the order in which the simulator ran the sends moved whole: a relaying
+//! NPU forwards what reached it first, so the relayed schedule runs as the routed one
+//! did. Copies of one chunk sharing a hop in a step (a Broadcast's down the root's tree)
+//! send it once. Only copies are relayed: an NPU
 //! on the way has no buffer apart from its own for a partial sum passing through, so it
 //! would add it to its own, and a reduction that needs a relay is an error.
 
@@ -14,11 +15,13 @@ use crate::budget::{mul, Allowance, MemoryLimit};
 use crate::error::{Error, Result};
 use crate::schedule::memory::TRANSFER;
 use crate::schedule::{Op, Schedule, Transfer};
-use crate::sim::Router;
+use crate::sim::{simulate_schedule_hops, Router};
 use crate::topology::{NpuId, Topology};
+use crate::units::Picos;
 
 /// `schedule` (a step order, as `Baseline::schedule` gives) with every send between
-/// unjoined NPUs relayed through the NPUs on its way; unchanged where none needs a relay.
+/// unjoined NPUs relayed through the NPUs on its way, each hop due when the simulator
+/// ran it; unchanged where none needs a relay.
 /// The relayed transfers are checked against `limit` before they are made.
 ///
 /// ```
@@ -60,36 +63,57 @@ pub fn relay(topo: &Topology, schedule: Schedule, limit: MemoryLimit) -> Result<
     if most == 1 {
         return Ok(schedule);
     }
-    limit.admit(mul(hops, TRANSFER), || {
+    // Each hop and the time it is due, then the simulation of the sends moved whole.
+    let per_hop = TRANSFER + std::mem::size_of::<Picos>() as u64;
+    limit.admit(mul(hops, per_hop), || {
         format!(
             "relaying {} transfers through {hops} hops on {}",
             schedule.transfers.len(),
             topo.name()
         )
     })?;
+    let (_, ran) = simulate_schedule_hops(topo, &schedule)?;
     let mut relayed = Vec::with_capacity(hops as usize);
-    for t in &schedule.transfers {
+    for (i, t) in schedule.transfers.iter().enumerate() {
         router.stops(t.src(), t.dst(), bytes, &mut stops)?;
+        let started = ran.of(i);
+        if started.len() != stops.len() {
+            return Err(Error::Baseline(format!(
+                "{}: the send from NPU {} to NPU {} took {} hops in the simulation and {} relayed",
+                schedule.topology,
+                t.src(),
+                t.dst(),
+                started.len(),
+                stops.len()
+            )));
+        }
         let mut from = t.src();
-        for (j, &to) in stops.iter().enumerate() {
-            let start_ps = t.start_ps * most + j as u64;
-            relayed.push(Transfer::new(
-                t.chunk(),
-                from,
-                to,
-                start_ps,
-                start_ps + 1,
-                t.op,
+        for (j, (&to, &began)) in stops.iter().zip(started).enumerate() {
+            // The step order (H steps for each of the schedule's), which decides which
+            // copies are one, and when the hop started in the simulation, which orders
+            // them (H ticks a picosecond, so that a send's hops stay in turn).
+            let step = t.start_ps * most + j as u64;
+            let due = began * most + j as u64;
+            relayed.push((
+                Transfer::new(t.chunk(), from, to, step, step + 1, t.op),
+                due,
             ));
             from = to;
         }
     }
     // Copies of one chunk from one sender take the sender's one shortest-path tree, so a
-    // hop several of them share (every NPU past the first relay, in a Broadcast or an
-    // All-Gather) is sent once: a second copy carries nothing new, and the NPUs past it
-    // would wait for it as well as for the first.
-    relayed.sort_unstable_by_key(|t| (t.start_ps, t.src(), t.dst(), t.chunk()));
-    relayed.dedup_by(|a, b| a == b && a.op == Op::Copy);
+    // hop several of them share in a step (every NPU past the first relay, in a Broadcast
+    // or an All-Gather) is sent once, when the first is due: a second copy carries
+    // nothing new, and the NPUs past it would wait for it as well as for the first.
+    relayed.sort_unstable_by_key(|(t, due)| (t.start_ps, t.src(), t.dst(), t.chunk(), *due));
+    relayed.dedup_by(|(a, _), (b, _)| a == b && a.op == Op::Copy);
+    // Each hop in the order the simulator ran the sends: a hop is due after the hops
+    // bringing its data (a send starts after its data arrived; its hops run in turn), and
+    // a relaying NPU forwards what reached it first, not what its step order names first.
+    let relayed = relayed
+        .into_iter()
+        .map(|(t, due)| Transfer::new(t.chunk(), t.src(), t.dst(), due, due + 1, t.op))
+        .collect();
     Ok(Schedule::new(
         schedule.topology,
         schedule.collective,
@@ -143,7 +167,13 @@ mod tests {
     #[test]
     fn relaying_sends_of_distinct_chunks_keeps_the_simulated_time() {
         use CollectiveKind::*;
-        for spec in ["ring:4", "mesh:3x3", "torus:4x4", "hypercube:3"] {
+        for spec in [
+            "ring:4",
+            "mesh:3x3",
+            "torus:4x4",
+            "hypercube:3",
+            "preset:dgx2,nodes=4",
+        ] {
             for kind in [AllToAll, Gather, Scatter] {
                 let (topo, raw) = direct(spec, kind);
                 let raw_ps = simulate_schedule(&topo, &raw).unwrap().time_ps;

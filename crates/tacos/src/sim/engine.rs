@@ -30,6 +30,51 @@ pub(super) fn run(topo: &Topology, work: &Workload, room: Allowance) -> Result<S
     Engine::new(topo, work, room)?.run()
 }
 
+/// [`run`], also telling when each hop of each message started.
+pub(super) fn run_with_hops(
+    topo: &Topology,
+    work: &Workload,
+    room: Allowance,
+) -> Result<(SimResult, HopStarts)> {
+    let mut engine = Engine::new(topo, work, room)?;
+    engine.hop_started = Some(vec![0; engine.route_links.len()]);
+    let route_start = engine.route_start.clone();
+    let route_links = engine.route_links.clone();
+    let mut result = engine.run_keeping_hops()?;
+    let started = result.1.take().unwrap_or_default();
+    // A hop begins at the route's first link and at each link leaving an NPU.
+    let mut hops = HopStarts {
+        start: Vec::with_capacity(route_start.len()),
+        times: Vec::new(),
+    };
+    hops.start.push(0);
+    for m in 0..route_start.len() - 1 {
+        for i in route_start[m] as usize..route_start[m + 1] as usize {
+            let from = topo.link(route_links[i] as usize).src;
+            if i == route_start[m] as usize || !topo.is_switch(from) {
+                hops.times.push(started[i]);
+            }
+        }
+        hops.start.push(hops.times.len() as u32);
+    }
+    Ok((result.0, hops))
+}
+
+/// When each hop of each message started (a hop ends at an NPU: links through switches
+/// are one).
+#[derive(Clone, Debug, Default)]
+pub struct HopStarts {
+    start: Vec<u32>,
+    times: Vec<Picos>,
+}
+
+impl HopStarts {
+    /// The start of each hop of message `m`, in route order.
+    pub fn of(&self, m: usize) -> &[Picos] {
+        &self.times[self.start[m] as usize..self.start[m + 1] as usize]
+    }
+}
+
 struct Engine<'a> {
     topo: &'a Topology,
     work: &'a Workload,
@@ -58,6 +103,8 @@ struct Engine<'a> {
     timing: Vec<MessageTiming>,
     link_busy_ps: Vec<Picos>,
     link_bytes: Vec<f64>,
+    /// Where asked for: when the hop starting at each place of `route_links` started.
+    hop_started: Option<Vec<Picos>>,
 }
 
 impl<'a> Engine<'a> {
@@ -90,10 +137,16 @@ impl<'a> Engine<'a> {
             timing: vec![MessageTiming::default(); n],
             link_busy_ps: vec![0; links],
             link_bytes: vec![0.0; links],
+            hop_started: None,
         })
     }
 
-    fn run(mut self) -> Result<SimResult> {
+    fn run(self) -> Result<SimResult> {
+        Ok(self.run_keeping_hops()?.0)
+    }
+
+    /// Runs every message; the hops' start times where they were asked for.
+    fn run_keeping_hops(mut self) -> Result<(SimResult, Option<Vec<Picos>>)> {
         let mut issued = std::mem::take(&mut self.issued);
         self.ready.start(&mut issued);
         self.issue(&mut issued, 0);
@@ -110,12 +163,13 @@ impl<'a> Engine<'a> {
             self.serve_touched(now)?;
         }
         self.ready.check_all_issued()?;
-        Ok(SimResult {
+        let result = SimResult {
             time_ps: self.timing.iter().map(|t| t.end_ps).max().unwrap_or(0),
             messages: self.timing,
             link_busy_ps: self.link_busy_ps,
             link_bytes: self.link_bytes,
-        })
+        };
+        Ok((result, self.hop_started))
     }
 
     /// Puts the messages just issued (drained from `issued`) on their first hop's queues.
@@ -285,6 +339,9 @@ impl<'a> Engine<'a> {
         let bytes = self.work.bytes.of(m);
         let topo = self.topo;
         let hop = self.hop_range(m);
+        if let Some(started) = &mut self.hop_started {
+            started[hop.start] = now;
+        }
         let l = &topo.route_link(self.route_links[hop.clone()].iter().map(|&l| l as usize));
         let took = link_time_ps(l, bytes)?;
         let end = later(now, took, || {

@@ -42,6 +42,7 @@ mod report;
 mod route;
 mod workload;
 
+pub(crate) use engine::HopStarts;
 pub use fair::MAX_CONCURRENT_FLOWS;
 pub use replay::{replay_stream, Replayed};
 pub use report::{bus_factor, LinkLoad, SimReport};
@@ -169,6 +170,17 @@ pub fn simulate_schedule_with(
 ) -> Result<SimResult> {
     let room = admit(topo, schedule.transfers.len())?;
     sharing.run(topo, &Workload::from_schedule(topo, schedule)?, room)
+}
+
+/// [`simulate_schedule`], also telling when each hop of each transfer started: what
+/// relaying a schedule hop by hop needs to run as the simulator ran it
+/// (`baselines::relay`).
+pub(crate) fn simulate_schedule_hops(
+    topo: &Topology,
+    schedule: &Schedule,
+) -> Result<(SimResult, HopStarts)> {
+    let room = admit(topo, schedule.transfers.len())?;
+    engine::run_with_hops(topo, &Workload::from_schedule(topo, schedule)?, room)
 }
 
 /// Refuses a simulation whose state would not fit the memory limit; the room left for
