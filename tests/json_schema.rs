@@ -8,10 +8,10 @@ use serde_json::Value;
 use std::path::PathBuf;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
-use tacos::report::{SynthReport, SynthRun, SCHEMA_VERSION};
 use tacos::schedule::check;
 use tacos::synth::{synthesize_concurrent, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
+use tacos_cli::report::{SynthReport, SynthRun, SCHEMA_VERSION};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("json_schema");

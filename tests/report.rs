@@ -10,12 +10,12 @@ use std::process::Command;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::compile::{compile, write_dir, CompileOptions, Manifest, Placements, SizeRange};
-use tacos::draw::scale::ColourScale;
 use tacos::schedule::check;
 use tacos::sim::{simulate_schedule, SimReport};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::units::parse_size;
+use tacos_cli::draw::scale::ColourScale;
 
 /// One element of the page: its name, attributes, own text and children.
 #[derive(Debug, Default)]

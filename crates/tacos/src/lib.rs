@@ -5,9 +5,10 @@
 //! checked by [`schedule::check`] independently of the synthesizer, then lowered to MSCCL
 //! XML for a loader ([`msccl`]) and verified; [`pipeline`] is the one path from a request to
 //! a verified program. [`compile`] builds per-cluster algorithm sets, [`plugin`] serves them
-//! (and NCCL tuning decisions) to the MSCCL scheduler and NCCL tuner entry points in [`ffi`],
-//! and [`report`] holds the JSON reports. The library holds no command-line code: the
-//! `tacos` tool (`src/bin/tacos/`) is a thin shell over this public API.
+//! (and NCCL tuning decisions) to the MSCCL scheduler and NCCL tuner entry points in [`ffi`].
+//! The library holds no command-line code: the `tacos` tool (the `tacos-cli` package at the
+//! workspace's root, with its `--json` reports and pictures) is a thin shell over this public
+//! API.
 //!
 //! Unsafe code lives only where the C ABI ([`ffi`]) or a system call (`fsio`, `budget`,
 //! `plugin`, `compile`'s staging, `hugepages`, `prefetch`) needs it. Every unsafe
@@ -39,7 +40,6 @@ pub mod budget;
 pub mod collective;
 pub mod compile;
 pub mod cost;
-pub mod draw;
 pub mod error;
 pub mod ffi;
 pub mod fsio;
@@ -51,7 +51,6 @@ pub mod panics;
 pub mod pipeline;
 pub mod plugin;
 mod prefetch;
-pub mod report;
 pub mod schedule;
 pub mod sim;
 pub mod synth;

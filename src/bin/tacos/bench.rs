@@ -9,12 +9,12 @@ use serde::Serialize;
 use std::time::{Duration, Instant};
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
-use tacos::report::{
-    BenchReport, BoundsReport, CollectiveInfo, SynthBenchRow, Timing, TopologyInfo,
-};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
 use tacos::units::ps_to_us;
+use tacos_cli::report::{
+    BenchReport, BoundsReport, CollectiveInfo, SynthBenchRow, Timing, TopologyInfo,
+};
 
 /// What `tacos bench` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

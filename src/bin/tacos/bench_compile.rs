@@ -9,8 +9,8 @@ use super::progress::ProgressHandle;
 use std::time::Instant;
 use tacos::compile::CompileOptions;
 use tacos::plugin::{open_or_compile, Opened};
-use tacos::report::{CompileBenchRow, TopologyInfo};
 use tacos::topology::{parse_spec, SpecDefaults};
+use tacos_cli::report::{CompileBenchRow, TopologyInfo};
 
 const CASES: &[&str] = &[
     "preset:dgx-a100,nodes=1",

@@ -11,11 +11,11 @@ use tacos::collective::CollectiveKind;
 use tacos::cost::program::preset_gpu;
 use tacos::cost::{ExecModel, Executor, NcclPricer};
 use tacos::gpu::GpuArch;
-use tacos::report::CostBenchRow;
 use tacos::topology::spec::{plan_spec, SpecPlan};
 use tacos::topology::{parse_spec, SpecDefaults};
 use tacos::tuner::Cluster;
 use tacos::units::algbw_gbps;
+use tacos_cli::report::CostBenchRow;
 
 /// The clusters: one node of each generation, two and eight nodes (64 GPUs).
 const CASES: [&str; 4] = [

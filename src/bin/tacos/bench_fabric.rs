@@ -8,11 +8,11 @@ use std::time::Instant;
 use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
-use tacos::report::{BoundsReport, CollectiveInfo, FabricBenchRow, Timing, TopologyInfo};
 use tacos::sim::simulate_schedule;
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
 use tacos::units::{ps_to_us, Picos};
+use tacos_cli::report::{BoundsReport, CollectiveInfo, FabricBenchRow, Timing, TopologyInfo};
 
 /// (topology spec, whether only K = 1 is tried: the large cases, where one synthesis is
 /// the figure measured).

@@ -7,10 +7,10 @@ use std::time::Duration;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::msccl::{lower, parse_program, simulate_program, verify, write_program};
 use tacos::msccl::{LowerOptions, VerifyOptions};
-use tacos::report::{CollectiveInfo, LoweringBenchRow, TopologyInfo};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
 use tacos::units::ps_to_us;
+use tacos_cli::report::{CollectiveInfo, LoweringBenchRow, TopologyInfo};
 
 /// (topology, collective, chunks per NPU).
 const CASES: &[(&str, CollectiveKind, usize)] = &[

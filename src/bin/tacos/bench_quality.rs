@@ -12,10 +12,10 @@ use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::pipeline::{self, Request};
-use tacos::report::{CollectiveInfo, TopologyInfo};
 use tacos::sim::simulate_schedule;
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::units::{format_size, ps_to_us, Picos};
+use tacos_cli::report::{CollectiveInfo, TopologyInfo};
 
 /// The networks of the suite: the paper's (dragonfly, 2D switch, 3D-RFS), direct networks
 /// of every shape, heterogeneous dimensions both ways round, an oversubscribed leaf-spine,

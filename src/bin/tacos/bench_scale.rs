@@ -17,14 +17,14 @@ use tacos::bounds::{chunked_bound_ps, egress_bound_ps, ingress_bound_ps, Bounds}
 use tacos::budget::MemoryLimit;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::pipeline::synthesize_to_stream;
-use tacos::report::{
-    BenchReport, CollectiveInfo, ScaleBenchReport, ScaleBenchRow, ScalePlot, ScalePoint,
-    TopologyInfo,
-};
 use tacos::schedule::{check, CheckReport};
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::units::ps_to_us;
+use tacos_cli::report::{
+    BenchReport, CollectiveInfo, ScaleBenchReport, ScaleBenchRow, ScalePlot, ScalePoint,
+    TopologyInfo,
+};
 
 /// The 16,384-GPU rail-optimized cluster.
 const CLUSTER: &str = "preset:dgx-h100,nodes=2048,spine=64,oversub=2";
@@ -93,7 +93,7 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
     }
     let plot = plot(&rows);
     if let Some(file) = &args.plot {
-        tacos::fsio::write_atomic(file, tacos::draw::plots::scale_svg(&plot).as_bytes())?;
+        tacos::fsio::write_atomic(file, tacos_cli::draw::plots::scale_svg(&plot).as_bytes())?;
     }
     if args.json {
         let report = ScaleBenchReport {

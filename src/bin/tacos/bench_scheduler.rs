@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tacos::collective::CollectiveKind;
 use tacos::compile::{short_size, CompileOptions};
 use tacos::plugin::{Call, Config, Scheduler, Silent};
-use tacos::report::SchedulerBenchRow;
+use tacos_cli::report::SchedulerBenchRow;
 
 /// Clusters to time: (topology spec, GPUs).
 const CASES: &[(&str, usize)] = &[

@@ -8,9 +8,9 @@ use super::bench::{print_json, BenchArgs};
 use super::progress::ProgressHandle;
 use tacos::collective::CollectiveKind;
 use tacos::pipeline::{self, Chunks, Request};
-use tacos::report::SeedsBenchRow;
 use tacos::topology::{parse_spec, SpecDefaults};
 use tacos::units::ps_to_us;
+use tacos_cli::report::SeedsBenchRow;
 
 /// (spec, chunks per NPU, the C++'s median and best collective time in us over 100 seeds):
 /// All-Gather of 1 GiB, links of 50 GiB/s written in GB/s. The C++ figures: its code as

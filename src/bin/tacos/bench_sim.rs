@@ -6,12 +6,12 @@ use super::progress::ProgressHandle;
 use std::time::Duration;
 use tacos::baselines::Baseline;
 use tacos::collective::{Collective, CollectiveKind};
-use tacos::report::{CollectiveInfo, SimBenchRow, TopologyInfo};
 use tacos::schedule::Schedule;
 use tacos::sim::simulate_schedule;
 use tacos::synth::{synthesize, SynthOptions};
 use tacos::topology::{parse_spec, SpecDefaults};
 use tacos::units::ps_to_us;
+use tacos_cli::report::{CollectiveInfo, SimBenchRow, TopologyInfo};
 
 /// (topology spec, collective, algorithm: None for the synthesized one).
 const CASES: &[(&str, CollectiveKind, Option<Baseline>)] = &[

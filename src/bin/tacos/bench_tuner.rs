@@ -11,8 +11,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 use tacos::plugin::{tuner_for, Config, CostTable, Tuning};
-use tacos::report::TunerBenchRow;
 use tacos::tuner::{Communicator, Tuner, TUNED};
+use tacos_cli::report::TunerBenchRow;
 
 /// Cluster sizes: ranks in nodes of 8, 8 .. 65,536.
 const RANKS: [usize; 14] = [

@@ -11,16 +11,16 @@ use tacos::cost::fit::{self, Table};
 use tacos::cost::nccltests::{self, Measured, ReadOptions};
 use tacos::cost::program::domain_size;
 use tacos::cost::{ExecModel, NcclPricer};
-use tacos::draw::plots::calibration_svg;
 use tacos::error::echo;
 use tacos::fsio::write_atomic;
 use tacos::gpu::{Algorithm, GpuArch};
-use tacos::report::{
+use tacos::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
+use tacos::units::format_size;
+use tacos_cli::draw::plots::calibration_svg;
+use tacos_cli::report::{
     CalibrateConstant, CalibratePoint, CalibrateReport, CalibrateTable, TopologyInfo,
     SCHEMA_VERSION,
 };
-use tacos::topology::{parse_spec_with_warnings, SpecDefaults, Topology};
-use tacos::units::format_size;
 
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {

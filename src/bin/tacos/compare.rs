@@ -11,18 +11,18 @@ use std::path::{Path, PathBuf};
 use tacos::baselines::Baseline;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveSpec};
-use tacos::draw::heatmap_svg;
 use tacos::fsio::write_atomic;
 use tacos::pipeline::{self, Checked, Chunks, Request};
-use tacos::report::{
-    BoundsReport, CollectiveInfo, CompareReport, CompareRow, CompareTimed, Timing, TopologyInfo,
-    SCHEMA_VERSION,
-};
 use tacos::schedule::Schedule;
 use tacos::sim::{simulate_schedule_with, Sharing, SimReport, SimResult};
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
 use tacos::Error;
+use tacos_cli::draw::heatmap_svg;
+use tacos_cli::report::{
+    BoundsReport, CollectiveInfo, CompareReport, CompareRow, CompareTimed, Timing, TopologyInfo,
+    SCHEMA_VERSION,
+};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
@@ -84,7 +84,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     }
     let (topo, base) = args.topology.with_base()?;
     if args.heatmap.is_some() {
-        tacos::draw::topology::check_drawable(&topo)?;
+        tacos_cli::draw::topology::check_drawable(&topo)?;
     }
     let requested = args.collective.spec(&topo);
     super::check_moves_data(&requested)?;
@@ -254,8 +254,8 @@ struct Priced {
     program_us: Option<f64>,
     /// Why the schedule kept has no program price.
     not_lowered: Option<String>,
-    cost_model: Option<tacos::report::CostModelInfo>,
-    nccl: Option<tacos::report::NcclBeside>,
+    cost_model: Option<tacos_cli::report::CostModelInfo>,
+    nccl: Option<tacos_cli::report::NcclBeside>,
 }
 
 /// What `compare` prints beside the link-level table: the kept schedule as a program and

@@ -16,9 +16,9 @@ use tacos::compile::{
     CostOptions, Manifest, NcclBand, Placements, Progress, ProtoChoice, SizeRange, Stage, Written,
 };
 use tacos::msccl::{Profile, Target};
-use tacos::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
 use tacos::topology::Topology;
 use tacos::units::format_size;
+use tacos_cli::report::{CompileCheckReport, CompileReport, RejectedCandidate, SCHEMA_VERSION};
 
 #[derive(Debug, Args)]
 pub struct CompileArgs {

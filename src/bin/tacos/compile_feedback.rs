@@ -10,8 +10,8 @@ use tacos::compile::{
     BandFeedback, Feedback, Outcome, Results, Written,
 };
 use tacos::msccl::Profile;
-use tacos::report::{CompileFeedbackReport, FeedbackBand, FeedbackFile, SCHEMA_VERSION};
 use tacos::topology::Topology;
+use tacos_cli::report::{CompileFeedbackReport, FeedbackBand, FeedbackFile, SCHEMA_VERSION};
 
 pub fn run(
     results: &[PathBuf],

@@ -7,13 +7,13 @@ use anyhow::{bail, Context};
 use std::time::Instant;
 use tacos::collective::{Collective, CollectiveSpec};
 use tacos::pipeline::{self, Request};
-use tacos::report::{
-    CollectiveInfo, ConcurrentSynthReport, GroupReport, TopologyInfo, SCHEMA_VERSION,
-};
 use tacos::schedule::CheckReport;
 use tacos::synth::SynthOptions;
 use tacos::topology::{format_npus, Topology};
 use tacos::units::{format_size, ps_to_us};
+use tacos_cli::report::{
+    CollectiveInfo, ConcurrentSynthReport, GroupReport, TopologyInfo, SCHEMA_VERSION,
+};
 
 pub(super) fn run(args: &SynthArgs, topo: &Topology) -> anyhow::Result<()> {
     let k = args.fixed_chunks(

@@ -456,7 +456,7 @@ fn error_json(command: &str, e: &anyhow::Error) -> String {
         .map_or("other", tacos::Error::kind);
     let causes: Vec<String> = e.chain().skip(1).map(ToString::to_string).collect();
     let value = serde_json::json!({
-        "schema_version": tacos::report::SCHEMA_VERSION,
+        "schema_version": tacos_cli::report::SCHEMA_VERSION,
         "command": command,
         "error": {
             "kind": kind,

@@ -7,10 +7,10 @@ use tacos::cost::nccl::SIMULATED_RANKS_MAX;
 use tacos::cost::{Executor, NcclPricer};
 use tacos::msccl::LowerOptions;
 use tacos::pipeline::{self, Checked};
-use tacos::report::{CostModelInfo, NcclBeside};
 use tacos::topology::Topology;
 use tacos::tuner::TUNED;
 use tacos::units::ps_to_us;
+use tacos_cli::report::{CostModelInfo, NcclBeside};
 
 /// `checked` as the MSCCL program `tacos synth --xml` would write for it (the default
 /// lowering, on as many instances as its busiest link needs where faster), timed by

@@ -19,16 +19,16 @@ use std::path::{Path, PathBuf};
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::compile::{Entry, Manifest};
-use tacos::draw::chart::{LineChart, Series, VLine};
-use tacos::draw::html::Page;
-use tacos::draw::scale::TickFormat;
-use tacos::draw::timeline::{held_links, utilization_chart, Timeline, BUSIEST_ROWS, MAX_ROWS};
-use tacos::draw::topology::{check_drawable, loads_svg, LoadPanel};
 use tacos::fsio::write_atomic;
 use tacos::schedule::Op;
 use tacos::sim::{bus_factor, Sharing, SimReport};
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
+use tacos_cli::draw::chart::{LineChart, Series, VLine};
+use tacos_cli::draw::html::Page;
+use tacos_cli::draw::scale::TickFormat;
+use tacos_cli::draw::timeline::{held_links, utilization_chart, Timeline, BUSIEST_ROWS, MAX_ROWS};
+use tacos_cli::draw::topology::{check_drawable, loads_svg, LoadPanel};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {

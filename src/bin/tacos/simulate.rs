@@ -15,14 +15,14 @@ use tacos::cost::Executor;
 use tacos::msccl::{read_program, simulate_program, verify, Layout, VerifyOptions};
 use tacos::mscclpp::plan::ChannelType;
 use tacos::mscclpp::{verify as plan_verify, Plan, PlanTimer, VerifyOptions as PlanVerifyOptions};
-use tacos::report::{
-    BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
-};
 use tacos::schedule::stream;
 use tacos::schedule::{check, check_data_flow, check_stream, Network, Schedule};
 use tacos::sim::{replay_stream, simulate_schedule_with, Replayed, Sharing, SimReport, SimResult};
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
+use tacos_cli::report::{
+    BoundsReport, CollectiveInfo, SimulateReport, Timing, TopologyInfo, IDEAL_NOTE, SCHEMA_VERSION,
+};
 
 /// The collective every comparing command takes.
 #[derive(Debug, Args)]

@@ -9,11 +9,11 @@ use tacos::bounds::Bounds;
 use tacos::collective::Collective;
 use tacos::cost::NcclPricer;
 use tacos::gpu::{Algorithm, Protocol};
-use tacos::report::{
+use tacos::units::{format_size, us_to_ps};
+use tacos_cli::report::{
     BoundsReport, CollectiveInfo, CostModelInfo, NcclInfo, NcclSimulateReport, Timing,
     TopologyInfo, SCHEMA_VERSION,
 };
-use tacos::units::{format_size, us_to_ps};
 
 /// The choices `--baseline nccl` takes.
 #[derive(Debug, Args)]

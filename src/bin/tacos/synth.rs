@@ -17,11 +17,11 @@ use tacos::collective::{Collective, CollectiveKind};
 use tacos::fsio::write_atomic_with;
 use tacos::mscclpp::PlanOptions;
 use tacos::pipeline::{self, Chunks, Request};
-use tacos::report::{AllReducePhases, ChunkTrialReport, Replication, SynthReport, SynthRun};
 use tacos::schedule::MAX_FILE_BYTES;
 use tacos::synth::{NodeShift, TreeShape};
 use tacos::topology::{format_npus, Topology};
 use tacos::units::{algbw_gbps, format_size, ps_to_us};
+use tacos_cli::report::{AllReducePhases, ChunkTrialReport, Replication, SynthReport, SynthRun};
 
 #[derive(Debug, Args)]
 pub struct SynthArgs {

@@ -9,10 +9,10 @@ use std::path::Path;
 use tacos::bounds::Bounds;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::pipeline::{self, Request};
-use tacos::report::{SynthReport, SynthRun};
 use tacos::synth::SynthOptions;
 use tacos::topology::Topology;
 use tacos::units::{format_size, ps_to_us};
+use tacos_cli::report::{SynthReport, SynthRun};
 
 pub fn run(args: &SynthArgs, topo: &Topology, path: &Path) -> anyhow::Result<()> {
     let k = args.fixed_chunks(

@@ -5,8 +5,8 @@ use anyhow::Context;
 use clap::Subcommand;
 use std::path::PathBuf;
 use tacos::fsio::write_atomic;
-use tacos::report::TopoShowReport;
 use tacos::topology::{file, spec::BUILDERS, PRESETS};
+use tacos_cli::report::TopoShowReport;
 
 #[derive(Debug, Subcommand)]
 pub enum TopoCommand {

@@ -12,11 +12,11 @@ use tacos::collective::CollectiveKind;
 use tacos::collective::{Collective, CollectiveSpec};
 use tacos::msccl::{read_program, simulate_program, verify, Program, Target, VerifyOptions};
 use tacos::msccl::{VerifyReport, WHOLE_RANGE_MAX_BYTES};
-use tacos::report::VerifyReport as VerifyJson;
-use tacos::report::{
+use tacos::units::format_size;
+use tacos_cli::report::VerifyReport as VerifyJson;
+use tacos_cli::report::{
     BoundsReport, CollectiveInfo, ProblemInfo, ProgramInfo, Timing, TopologyInfo, VerifyCheck,
 };
-use tacos::units::format_size;
 
 /// Exit status for a file that cannot be loaded (unreadable, not MSCCL XML, or refused by
 /// the target's loader); 1 stays "loads but is wrong".

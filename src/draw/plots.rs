@@ -3,9 +3,9 @@
 
 use super::chart::{LineChart, Series};
 use super::scale::TickFormat;
-use crate::collective::CollectiveKind;
 use crate::report::{CalibrateReport, ScalePlot, ScalePoint};
-use crate::sim::bus_factor;
+use tacos::collective::CollectiveKind;
+use tacos::sim::bus_factor;
 
 /// Log-log synthesis time (ms) against NPUs: this run's meshes and the public C++
 /// reference's, each with its fitted power law dashed.

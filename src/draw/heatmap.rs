@@ -2,8 +2,8 @@
 //! (`draw::topology`), every panel on one colour scale.
 
 use super::topology::{loads_svg, LoadPanel};
-use crate::sim::SimReport;
-use crate::topology::Topology;
+use tacos::sim::SimReport;
+use tacos::topology::Topology;
 
 /// An SVG of each (name, report)'s link loads on `topo`; links of `base` (the topology
 /// before failures) that `topo` lacks are drawn failed.

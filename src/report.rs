@@ -8,7 +8,7 @@
 //! bandwidths in GB/s (10^9 bytes per second), sizes in bytes (nccl-tests' convention).
 //!
 //! ```
-//! use tacos::report::TopologyInfo;
+//! use tacos_cli::report::TopologyInfo;
 //! use tacos::topology::{parse_spec, SpecDefaults};
 //!
 //! let torus = parse_spec("torus:4x4", &SpecDefaults::default()).unwrap();
@@ -16,19 +16,19 @@
 //! assert_eq!((info["npus"].as_u64(), info["links"].as_u64()), (Some(16), Some(64)));
 //! ```
 
-use crate::bounds::Bounds;
-use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
-use crate::compile::{
+use serde::{Deserialize, Serialize};
+use tacos::bounds::Bounds;
+use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+use tacos::compile::{
     BandFeedback, Candidate, CheckReport, Manifest, MeasuredSize, Outcome, Rejection, Run,
 };
-use crate::gpu::{Algorithm, Protocol};
-use crate::msccl::RuleBreak;
-use crate::pipeline::Trial;
-use crate::sim::{bus_factor, LinkLoad, Sharing};
-use crate::synth::AllReduceTimes;
-use crate::topology::{format_npus, LinkClass, NpuId, Topology};
-use crate::units::{algbw_gbps, ps_to_us, Picos};
-use serde::{Deserialize, Serialize};
+use tacos::gpu::{Algorithm, Protocol};
+use tacos::msccl::RuleBreak;
+use tacos::pipeline::Trial;
+use tacos::sim::{bus_factor, LinkLoad, Sharing};
+use tacos::synth::AllReduceTimes;
+use tacos::topology::{format_npus, LinkClass, NpuId, Topology};
+use tacos::units::{algbw_gbps, ps_to_us, Picos};
 
 /// The schema's version. It changes only when a field is removed or renamed, or its type
 /// or meaning changes; a new field keeps it.
@@ -461,7 +461,7 @@ pub struct CompileCheckReport<'a> {
     pub ok: bool,
     pub files_checked: usize,
     /// The manifest's record of the topology (null when it could not be read).
-    pub topology: Option<&'a crate::compile::TopologyInfo>,
+    pub topology: Option<&'a tacos::compile::TopologyInfo>,
     pub tool_version: Option<&'a str>,
     pub target: Option<String>,
     pub problems: Vec<ProblemInfo>,
@@ -1118,10 +1118,10 @@ pub struct CalibrateReport {
     pub tables: Vec<CalibrateTable>,
     pub constants: Vec<CalibrateConstant>,
     /// What to doubt in the fit: constants fitted onto a bound of their range, tables a fit
-    /// over several node counts predicts worse than [`crate::cost::fit::NODE_COUNTS_ERROR`].
+    /// over several node counts predicts worse than [`tacos::cost::fit::NODE_COUNTS_ERROR`].
     pub warnings: Vec<String>,
     /// The fitted profile, as `-o` writes it.
-    pub profile: crate::cost::ExecModel,
+    pub profile: tacos::cost::ExecModel,
     /// Where the profile was written; null without `-o`.
     pub written: Option<String>,
     /// Wall time of the fit.
@@ -1141,8 +1141,8 @@ pub struct CalibrateTable {
     /// `out-of-place` or `in-place`.
     pub column: &'static str,
     /// What the run was held to (`NCCL_ALGO`, `--nccl-algo`, `NCCL_PROTO`); null: NCCL's choice.
-    pub algorithm_held: Option<crate::gpu::Algorithm>,
-    pub protocol_held: Option<crate::gpu::Protocol>,
+    pub algorithm_held: Option<tacos::gpu::Algorithm>,
+    pub protocol_held: Option<tacos::gpu::Protocol>,
     /// |predicted - measured| / measured over the table's points, fitted and at the start.
     pub median_error: f64,
     pub worst_error: f64,
@@ -1166,8 +1166,8 @@ pub struct CalibratePoint {
     /// The largest |error| the model is held to at this size.
     pub tolerance: f64,
     /// The algorithm and protocol priced (NCCL's pick unless held).
-    pub algorithm: crate::gpu::Algorithm,
-    pub protocol: crate::gpu::Protocol,
+    pub algorithm: tacos::gpu::Algorithm,
+    pub protocol: tacos::gpu::Protocol,
     pub start_predicted_us: f64,
 }
 

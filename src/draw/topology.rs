@@ -8,10 +8,10 @@
 
 use super::scale::ColourScale;
 use super::svg::{at, attr, num, Svg};
-use crate::sim::SimReport;
-use crate::topology::{Link, Topology, VertexId};
-use crate::units::ps_to_us;
 use std::collections::{BTreeMap, VecDeque};
+use tacos::sim::SimReport;
+use tacos::topology::{Link, Topology, VertexId};
+use tacos::units::ps_to_us;
 
 /// Most vertices (NPUs and switches) a topology picture draws: a 64x64 mesh. Past it a
 /// picture is no picture (every NPU a few pixels) and its SVG runs to hundreds of
@@ -26,21 +26,21 @@ pub const MAX_DRAWN_LINKS: usize = 32_768;
 ///
 /// ```
 /// let topo = tacos::topology::parse_spec("mesh:8x8", &Default::default()).unwrap();
-/// assert!(tacos::draw::topology::check_drawable(&topo).is_ok());
+/// assert!(tacos_cli::draw::topology::check_drawable(&topo).is_ok());
 /// ```
-pub fn check_drawable(topo: &Topology) -> crate::Result<()> {
+pub fn check_drawable(topo: &Topology) -> tacos::Result<()> {
     for (what, value, limit) in [
         ("vertices to draw", topo.vertices(), MAX_DRAWN_VERTICES),
         ("links to draw", topo.links().len(), MAX_DRAWN_LINKS),
     ] {
         if value > limit {
-            return Err(crate::Error::Limit {
+            return Err(tacos::Error::Limit {
                 what,
                 value: value as u64,
                 limit: limit as u64,
                 context: format!(
                     "picturing topology '{}' (tacos simulate and compare give its figures without a picture)",
-                    crate::error::echo(topo.name())
+                    tacos::error::echo(topo.name())
                 ),
             });
         }
@@ -593,7 +593,7 @@ fn link_path(lay: &Layout, topo: &Topology, l: &Link) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{parse_spec, SpecDefaults};
+    use tacos::topology::{parse_spec, SpecDefaults};
 
     fn topo(spec: &str) -> Topology {
         parse_spec(spec, &SpecDefaults::default()).unwrap()

@@ -2,7 +2,7 @@
 //! or logarithmic) with their ticks.
 
 use super::svg::{at, attr, num, Svg};
-use crate::units::format_size;
+use tacos::units::format_size;
 
 /// Colour stops from none (dark) to the most (bright), perceptually ordered (viridis).
 const STOPS: [(f64, [u8; 3]); 5] = [

@@ -5,12 +5,12 @@
 use super::chart::{LineChart, Series, VLine};
 use super::scale::{category_colour, Axis, TickFormat};
 use super::svg::{at, attr, num, Svg};
-use crate::error::Result;
-use crate::schedule::link_time_ps;
-use crate::sim::SimResult;
-use crate::topology::{LinkId, NpuId, RouteTree, Topology};
-use crate::units::{ps_to_us, Picos};
 use std::collections::BTreeMap;
+use tacos::error::Result;
+use tacos::schedule::link_time_ps;
+use tacos::sim::SimResult;
+use tacos::topology::{LinkId, NpuId, RouteTree, Topology};
+use tacos::units::{ps_to_us, Picos};
 
 /// One message holding one link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -338,8 +338,8 @@ pub fn utilization_chart(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::{simulate_messages, Message};
-    use crate::topology::{parse_spec, SpecDefaults};
+    use tacos::sim::{simulate_messages, Message};
+    use tacos::topology::{parse_spec, SpecDefaults};
 
     fn msg(src: usize, dst: usize, deps: Vec<usize>) -> Message {
         Message {
