@@ -18,6 +18,11 @@
 //! | rhd | allgather, reducescatter, allreduce; broadcast, reduce (scatter/reduce-scatter + allgather/gather) | K, P x K for broadcast/reduce |
 //! | dbt | allreduce, broadcast, reduce | 2K, half per tree |
 //! | hierarchical | allgather, reducescatter, allreduce on composed topologies | K |
+//! | trees | allreduce on NPUs joined by two-way links | 2K, a tree each |
+//!
+//! `trees` is not one users run: it is the search's own construction (packed spanning
+//! trees, module `packed`) that shares the baselines' path (a fixed plan the simulator
+//! times), so measurements against "the baselines" leave it out (`Baseline::user_runs`).
 //!
 //! ```
 //! use tacos::baselines::Baseline;
@@ -35,6 +40,7 @@
 mod dbt;
 mod direct;
 mod hierarchical;
+mod packed;
 mod relay;
 mod rhd;
 mod ring;
@@ -69,16 +75,21 @@ pub enum Baseline {
     /// Per-dimension rings: Reduce-Scatter dimension by dimension, then All-Gather back
     /// (BlueConnect).
     Hierarchical,
+    /// Spanning trees packed to the links' bandwidths, a chunk reduced up its tree and
+    /// broadcast back down (All-Reduce on NPUs joined by two-way links). Not a baseline
+    /// users run: the search's own candidate beside the matcher ([`Baseline::user_runs`]).
+    Trees,
 }
 
 impl Baseline {
-    pub const ALL: [Baseline; 6] = [
+    pub const ALL: [Baseline; 7] = [
         Baseline::Ring,
         Baseline::RingUni,
         Baseline::Direct,
         Baseline::Rhd,
         Baseline::Dbt,
         Baseline::Hierarchical,
+        Baseline::Trees,
     ];
 
     pub fn name(self) -> &'static str {
@@ -89,7 +100,14 @@ impl Baseline {
             Baseline::Rhd => "rhd",
             Baseline::Dbt => "dbt",
             Baseline::Hierarchical => "hierarchical",
+            Baseline::Trees => "trees",
         }
+    }
+
+    /// Whether it is an algorithm users run today (what synthesized schedules are
+    /// measured against), not one of the search's own constructions.
+    pub fn user_runs(self) -> bool {
+        self != Baseline::Trees
     }
 
     /// Whether more chunks per NPU can make it faster: its chunks go through trees or
@@ -97,7 +115,10 @@ impl Baseline {
     /// hierarchical). Ring, Direct and RHD move every piece in lockstep steps, each paying
     /// a link's latency, so their time only grows with K.
     pub fn pipelines(self) -> bool {
-        matches!(self, Baseline::Dbt | Baseline::Hierarchical)
+        matches!(
+            self,
+            Baseline::Dbt | Baseline::Hierarchical | Baseline::Trees
+        )
     }
 
     /// The collectives the algorithm defines.
@@ -110,6 +131,7 @@ impl Baseline {
             Baseline::Direct => &CollectiveKind::ALL,
             Baseline::Dbt => &[AllReduce, Broadcast, Reduce],
             Baseline::Hierarchical => &[AllGather, ReduceScatter, AllReduce],
+            Baseline::Trees => &[AllReduce],
         }
     }
 
@@ -123,7 +145,7 @@ impl Baseline {
             return held_bytes(topo, spec, planned, direct::relayed_transfers(topo, spec));
         }
         let split = match (self, spec.kind) {
-            (Baseline::Ring | Baseline::Dbt, _) => 2,
+            (Baseline::Ring | Baseline::Dbt | Baseline::Trees, _) => 2,
             (Baseline::Rhd, CollectiveKind::Broadcast | CollectiveKind::Reduce) => {
                 spec.npus.len() as u64
             }
@@ -162,6 +184,10 @@ impl Baseline {
             Baseline::Rhd => rhd::plan(spec)?,
             Baseline::Dbt => dbt::plan(spec),
             Baseline::Hierarchical => (hierarchical::plan(topo, spec)?, spec.clone()),
+            Baseline::Trees => {
+                let spec = rechunked(spec, 2 * spec.chunks_per_npu);
+                (packed::plan(topo, &spec)?, spec)
+            }
         };
         let collective = Collective::new(topo, spec)?;
         Ok(Schedule::new(
