@@ -43,6 +43,25 @@ fn spec_for(topo: &Topology, kind: CollectiveKind, k: usize) -> CollectiveSpec {
     }
 }
 
+/// Whether links that run both ways join every NPU, and no switch is in the way: what
+/// packed trees need.
+fn two_way_joined(topo: &Topology) -> bool {
+    let n = topo.npus();
+    let both = |a: usize, b: usize| topo.links().iter().any(|l| l.src == b && l.dst == a);
+    let mut reached = vec![false; n];
+    let mut stack = vec![0];
+    reached[0] = true;
+    while let Some(v) = stack.pop() {
+        for l in topo.links().iter().filter(|l| l.src == v) {
+            if l.dst < n && !reached[l.dst] && both(v, l.dst) {
+                reached[l.dst] = true;
+                stack.push(l.dst);
+            }
+        }
+    }
+    !topo.has_switches() && reached.iter().all(|&r| r)
+}
+
 #[test]
 fn every_baseline_is_correct_and_respects_the_bounds_on_every_builder() {
     let mut ran = 0;
@@ -58,7 +77,8 @@ fn every_baseline_is_correct_and_respects_the_bounds_on_every_builder() {
                             let p = cspec.npus.len();
                             let expected = (baseline == Baseline::Rhd && !p.is_power_of_two())
                                 || (baseline == Baseline::Hierarchical
-                                    && topo.dimensions().is_none());
+                                    && topo.dimensions().is_none())
+                                || (baseline == Baseline::Trees && !two_way_joined(&topo));
                             assert!(expected, "{spec} {baseline} {kind} K={k}: {e}");
                             continue;
                         }

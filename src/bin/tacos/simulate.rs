@@ -134,7 +134,8 @@ pub struct AlgorithmArgs {
     #[arg(long, value_name = "FILE")]
     pub plan: Option<PathBuf>,
     /// A baseline algorithm: ring, ring-uni, direct, rhd, dbt, hierarchical, or nccl
-    /// (NCCL's own Ring or Tree, priced by the executor cost model)
+    /// (NCCL's own Ring or Tree, priced by the executor cost model); or trees, the
+    /// search's packed spanning trees (All-Reduce)
     #[arg(long, value_name = "NAME", value_parser = baseline)]
     pub baseline: Option<BaselineArg>,
 }

@@ -75,7 +75,9 @@ impl Graph {
             }
             let (key, way) = if a < b { ((a, b), 0) } else { ((b, a), 1) };
             let slot = &mut both.entry(key).or_insert([None; 2])[way];
-            if slot.map_or(true, |best| topo.link(best).bandwidth_gbps < l.bandwidth_gbps) {
+            if slot.map_or(true, |best| {
+                topo.link(best).bandwidth_gbps < l.bandwidth_gbps
+            }) {
                 *slot = Some(id);
             }
         }

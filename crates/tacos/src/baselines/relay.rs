@@ -4,10 +4,12 @@
 //! forwarding it. The simulator moves such a send store-and-forward along that path
 //! anyway; relayed, it is a schedule of the topology's links the checker can judge.
 //!
-//! The hops take the order in which the simulator ran the sends moved whole: a relaying
-//! NPU forwards what reached it first, so the relayed schedule runs as the routed one
-//! did. Copies of one chunk sharing a hop in a step (a Broadcast's down the root's tree)
-//! send it once. Only copies are relayed: an NPU
+//! Where every hop is a send of its own, the hops take the order in which the simulator
+//! ran the sends moved whole: a relaying NPU forwards what reached it first, so the
+//! relayed schedule runs as the routed one did. Copies of one chunk sharing a hop in a
+//! step (a Broadcast's down the root's tree) send it once, and then the step order
+//! stays, spaced by the most stops H of any send: hop j of a step-s transfer runs during
+//! [s H + j, s H + j + 1). Only copies are relayed: an NPU
 //! on the way has no buffer apart from its own for a partial sum passing through, so it
 //! would add it to its own, and a reduction that needs a relay is an error.
 
@@ -20,8 +22,8 @@ use crate::topology::{NpuId, Topology};
 use crate::units::Picos;
 
 /// `schedule` (a step order, as `Baseline::schedule` gives) with every send between
-/// unjoined NPUs relayed through the NPUs on its way, each hop due when the simulator
-/// ran it; unchanged where none needs a relay.
+/// unjoined NPUs relayed through the NPUs on its way, in the order the simulator ran
+/// them where no hop is shared; unchanged where none needs a relay.
 /// The relayed transfers are checked against `limit` before they are made.
 ///
 /// ```
@@ -103,16 +105,27 @@ pub fn relay(topo: &Topology, schedule: Schedule, limit: MemoryLimit) -> Result<
     }
     // Copies of one chunk from one sender take the sender's one shortest-path tree, so a
     // hop several of them share in a step (every NPU past the first relay, in a Broadcast
-    // or an All-Gather) is sent once, when the first is due: a second copy carries
-    // nothing new, and the NPUs past it would wait for it as well as for the first.
+    // or an All-Gather) is sent once: a second copy carries nothing new, and the NPUs past
+    // it would wait for it as well as for the first.
     relayed.sort_unstable_by_key(|(t, due)| (t.start_ps, t.src(), t.dst(), t.chunk(), *due));
+    let sends = relayed.len();
     relayed.dedup_by(|(a, _), (b, _)| a == b && a.op == Op::Copy);
-    // Each hop in the order the simulator ran the sends: a hop is due after the hops
-    // bringing its data (a send starts after its data arrived; its hops run in turn), and
-    // a relaying NPU forwards what reached it first, not what its step order names first.
+    // Where every hop is a send of its own, each takes the order the simulator ran the
+    // sends in: a hop is due after the hops bringing its data (a send starts after its
+    // data arrived; its hops run in turn), and a relaying NPU forwards what reached it
+    // first, not what the step order names first, so the relayed schedule runs as the
+    // routed one did. Where copies were merged, the routed run carried the duplicates,
+    // and its order is no guide: the step order stays.
+    let routed_order = relayed.len() == sends;
     let relayed = relayed
         .into_iter()
-        .map(|(t, due)| Transfer::new(t.chunk(), t.src(), t.dst(), due, due + 1, t.op))
+        .map(|(t, due)| {
+            if routed_order {
+                Transfer::new(t.chunk(), t.src(), t.dst(), due, due + 1, t.op)
+            } else {
+                t
+            }
+        })
         .collect();
     Ok(Schedule::new(
         schedule.topology,
