@@ -94,6 +94,15 @@ pub enum Error {
     /// what its manifest says.
     #[error("compile: {0}")]
     Compile(String),
+    /// What the library was doing when the error under it happened (the search's K and
+    /// seeds): the error keeps its own kind and fields as the cause, printed after the
+    /// context by `{:#}`-style chains and by [`Error::message`].
+    #[error("{context}")]
+    Context {
+        context: String,
+        #[source]
+        source: Box<Error>,
+    },
     /// A file that could not be read or written. The OS error is part of the message, not
     /// a separate cause, so it is printed once.
     #[error("{path}: {cause}")]
@@ -131,14 +140,39 @@ impl Error {
             Error::Plan(_) => "plan",
             Error::Cost(_) => "cost",
             Error::Compile(_) => "compile",
+            Error::Context { source, .. } => source.kind(),
             Error::Io { .. } => "io",
         }
+    }
+
+    /// The whole message: the error and each cause under it, outermost first, joined by
+    /// ": " (what a caller that keeps one string, the C API, reports).
+    ///
+    /// ```
+    /// use tacos::Error;
+    /// let cause = Error::Synthesis("NPU 3 is unreachable".into());
+    /// let e = Error::Context { context: "K=4 with 8 seeds gives no program".into(), source: Box::new(cause) };
+    /// assert_eq!(e.kind(), "synthesis");
+    /// assert_eq!(e.message(), "K=4 with 8 seeds gives no program: synthesis: NPU 3 is unreachable");
+    /// ```
+    pub fn message(&self) -> String {
+        let mut out = self.to_string();
+        let mut under = std::error::Error::source(self);
+        while let Some(cause) = under {
+            out.push_str(": ");
+            out.push_str(&cause.to_string());
+            under = cause.source();
+        }
+        out
     }
 
     /// Whether the error is a figure past a limit (`Limit` or `TargetLimit`): what a
     /// smaller problem (fewer chunks, fewer NPUs) may cure, unlike a wrong input.
     pub fn is_limit(&self) -> bool {
-        matches!(self, Error::Limit { .. } | Error::TargetLimit { .. })
+        match self {
+            Error::Context { source, .. } => source.is_limit(),
+            other => matches!(other, Error::Limit { .. } | Error::TargetLimit { .. }),
+        }
     }
 
     /// Wraps an I/O error with the path it concerns.

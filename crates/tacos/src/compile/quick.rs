@@ -199,7 +199,7 @@ impl Selection<'_> {
                         band,
                         candidate: self.candidates[trial.index],
                         failed_verification: false,
-                        reason: e.to_string(),
+                        reason: e.message(),
                     });
                     continue;
                 }
@@ -260,7 +260,7 @@ impl Selection<'_> {
                         band,
                         candidate,
                         failed_verification: false,
-                        reason: e.to_string(),
+                        reason: e.message(),
                     });
                 tick();
                 result
@@ -327,7 +327,7 @@ impl Selection<'_> {
                         band,
                         candidate,
                         failed_verification: false,
-                        reason: e.to_string(),
+                        reason: e.message(),
                     });
                     continue;
                 }

@@ -410,14 +410,14 @@ fn judge(
                             Err(e) => trials.rejected.push(rejection(
                                 *candidate,
                                 Some(in_place),
-                                e.to_string(),
+                                e.message(),
                             )),
                         }
                     }
                 }
                 Err(e) => trials
                     .rejected
-                    .push(rejection(*candidate, None, e.to_string())),
+                    .push(rejection(*candidate, None, e.message())),
             }
             tick();
             trials

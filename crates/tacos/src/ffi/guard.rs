@@ -68,7 +68,7 @@ impl From<crate::Error> for Failure {
     fn from(e: crate::Error) -> Failure {
         Failure {
             kind: e.kind(),
-            message: e.to_string(),
+            message: e.message(),
         }
     }
 }

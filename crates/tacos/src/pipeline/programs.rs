@@ -123,7 +123,7 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
 }
 
 /// `e` with `prefix` before what it says: in the context of a figure past a limit (the
-/// fields stay), else as an `msccl` message.
+/// fields stay), else as the context of `e`, which stays the cause.
 pub(super) fn prefixed(e: Error, prefix: &str) -> Error {
     match e {
         Error::TargetLimit {
@@ -146,7 +146,10 @@ pub(super) fn prefixed(e: Error, prefix: &str) -> Error {
             limit,
             context: format!("{prefix}{context}"),
         },
-        other => Error::Msccl(format!("{prefix}{other}")),
+        other => Error::Context {
+            context: prefix.trim_end_matches([':', ';', ' ']).to_string(),
+            source: Box::new(other),
+        },
     }
 }
 
@@ -208,4 +211,44 @@ pub(super) fn limit_advice(
         }
     }
     Some(advice.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefixed;
+    use crate::error::Error;
+    use std::error::Error as _;
+
+    /// A failure the search puts in context keeps its kind and stays the cause (C callers
+    /// get its code, `--json` its causes); a figure past a limit keeps its fields.
+    #[test]
+    fn the_context_keeps_the_cause() {
+        let cause = Error::Synthesis("NPU 3 is unreachable".into());
+        let e = prefixed(cause, "K=4 with 8 seeds gives no program: ");
+        assert_eq!(e.kind(), "synthesis");
+        assert_eq!(e.to_string(), "K=4 with 8 seeds gives no program");
+        assert_eq!(
+            e.source().map(ToString::to_string).as_deref(),
+            Some("synthesis: NPU 3 is unreachable")
+        );
+        let limit = Error::Limit {
+            what: "memory",
+            value: 10,
+            limit: 5,
+            context: "matching".into(),
+        };
+        let e = prefixed(limit, "-k 8 does not fit: ");
+        assert!(e.is_limit());
+        assert!(
+            matches!(
+                e,
+                Error::Limit {
+                    value: 10,
+                    limit: 5,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
 }
