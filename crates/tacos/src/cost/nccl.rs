@@ -99,11 +99,12 @@ impl NcclShapes {
             )
         })?;
         let profiler = Profiler::on_fabric(topo, domain_size)?;
-        let nics = nics_per_domain(topo, domain_size);
+        let nics = topo.nics().map(|n| n.count);
+        let links = links_reached(nics_per_domain(topo, domain_size), nics, channels);
         let mesh = (domain_size == ranks && !topo.has_switches())
             .then(|| mesh_rings(topo, kind))
             .flatten();
-        NcclShapes::build(kind, channels, nics, |a| match (&mesh, a) {
+        NcclShapes::build(kind, links, |a| match (&mesh, a) {
             (Some(rings), Algorithm::Ring) => Ok(rings.clone()),
             _ => profiler.shape(kind, a),
         })
@@ -118,23 +119,22 @@ impl NcclShapes {
         channels: u32,
     ) -> Result<NcclShapes> {
         check_tuned(kind)?;
-        let nics = if cluster.domains > 1 { cluster.size } else { 0 };
-        NcclShapes::build(kind, channels, nics, |a| fabric_shape(cluster, kind, a))
+        let links = if cluster.domains > 1 { cluster.size } else { 0 };
+        let links = links_reached(links, None, channels);
+        NcclShapes::build(kind, links, |a| fabric_shape(cluster, kind, a))
     }
 
-    /// Ring, and Tree for All-Reduce, from `shape_of`, NCCL's channels spread over `nics`
-    /// NICs per node.
+    /// Ring, and Tree for All-Reduce, from `shape_of`, NCCL's channels spread over the
+    /// `links` into the network of a node they reach.
     fn build(
         kind: CollectiveKind,
-        channels: u32,
-        nics: usize,
+        links: f64,
         shape_of: impl Fn(Algorithm) -> Result<Shape>,
     ) -> Result<NcclShapes> {
         let mut algorithms = vec![Algorithm::Ring];
         if kind == CollectiveKind::AllReduce {
             algorithms.push(Algorithm::Tree);
         }
-        let nics = nics.min(channels as usize) as f64;
         let mut shapes = Vec::new();
         for algorithm in algorithms {
             let mut shape = shape_of(algorithm)?;
@@ -142,7 +142,7 @@ impl NcclShapes {
             // per channel) leave it over different NICs, so the network's share of the
             // busiest link spreads over as many as the channels reach.
             if shape.nics_used > 0 {
-                shape.busiest[1] /= (nics / shape.nics_used as f64).max(1.0);
+                shape.busiest[1] /= (links / shape.nics_used as f64).max(1.0);
             }
             shapes.push((algorithm, shape));
         }
@@ -215,7 +215,8 @@ impl NcclPricer {
     ) -> Result<NcclPricer> {
         if topo.alive_npus().len() > SIMULATED_RANKS_MAX {
             if let Some(cluster) = preset_cluster(topo, domain_size) {
-                return NcclPricer::for_cluster(&cluster, topo.name(), kind, gpu, model);
+                let machine = machine::with_nics(machine::of_cluster(&cluster, gpu), topo.nics());
+                return NcclPricer::on_machine(&cluster, machine, topo.name(), kind, model);
             }
         }
         let tuning = Arc::new(nccl_tuning(topo, domain_size, gpu, model.nccl_version())?);
@@ -253,13 +254,25 @@ impl NcclPricer {
         gpu: GpuArch,
         model: ExecModel,
     ) -> Result<NcclPricer> {
+        let machine = machine::of_cluster(cluster, gpu);
+        NcclPricer::on_machine(cluster, machine, name, kind, model)
+    }
+
+    /// [`NcclPricer::for_cluster`] with NCCL's search on `machine` (the cluster's, with
+    /// its NICs as the topology records them).
+    fn on_machine(
+        cluster: &Cluster,
+        machine: Machine,
+        name: &str,
+        kind: CollectiveKind,
+        model: ExecModel,
+    ) -> Result<NcclPricer> {
         if cluster.npus() < 2 {
             return Err(Error::Topology(format!(
                 "{}: a communicator of one rank has nothing to price",
                 echo(name)
             )));
         }
-        let machine = machine::of_cluster(cluster, gpu);
         let tuning = Arc::new(tuning_on(&machine, model.nccl_version()));
         Ok(NcclPricer {
             kind,
@@ -484,7 +497,7 @@ fn closed_form_us(
         NodeFabric::NvSwitch { nvlinks } => nvlinks * machine::nvlink_line_gbps(machine.arch),
         _ => 0.0,
     } * eff.nvlink;
-    let nics = (machine.nics as f64 * machine.nic_gbps * eff.net).max(0.0);
+    let nics = (machine.network_gbps * eff.net).max(0.0);
     let net_step = model.simple.step_us.net;
     let depth = n.log2().ceil();
     let all_reduce = kind == CollectiveKind::AllReduce;
@@ -593,6 +606,15 @@ fn mesh_rings(topo: &Topology, kind: CollectiveKind) -> Option<Shape> {
             .map(|&v| (per_rank, egress(v)))
             .collect(),
     })
+}
+
+/// How many of a node's `links` into the network (a GPU's each) NCCL's `channels` reach:
+/// a channel leaves the node through one NIC, and the node's `nics` (where the topology
+/// records them; else a NIC per link) are `links / nics` links' worth each (GPUs sharing
+/// a NIC split it, a GPU with several NICs has them on its one link).
+fn links_reached(links: usize, nics: Option<usize>, channels: u32) -> f64 {
+    let nics = nics.unwrap_or(links).max(1);
+    (channels as usize).min(nics) as f64 * links as f64 / nics as f64
 }
 
 /// The most NPUs of one NVLink domain with a link into the network (their NICs).
