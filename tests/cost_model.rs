@@ -333,3 +333,44 @@ fn a_partial_node_runs_over_the_nics_of_its_own_gpus() {
     assert_eq!(search, 8.0 * 12.0);
     assert!(within(busbw, 4.0 * 12.5 * 0.5), "{busbw}");
 }
+
+/// NCCL's tree across nodes, worked by hand: a chain through each node's GPUs (every GPU
+/// sends `2 (g-1)/g` bytes per byte into its port, up the chain and back down, over the
+/// channels' chains starting at different GPUs) and trees of the nodes between their NICs
+/// (a node's NICs carry each byte once each way on two nodes, twice beyond). Under the
+/// hand-worked model (efficiency 0.5, 4 channels, so 4 of a node's NICs): the time per
+/// byte is the slower of the two, and the bus bandwidth `2 (n-1)/n` over it.
+#[test]
+fn nccls_tree_across_nodes_is_a_chain_in_each_and_trees_between_their_nics() {
+    let tree_busbw = |spec: &str, domain: usize| {
+        let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+        let ranks = topo.npus() as f64;
+        let pricer = NcclPricer::new(
+            &topo,
+            CollectiveKind::AllReduce,
+            domain,
+            GpuArch::Hopper,
+            model(1000.0),
+        )
+        .unwrap();
+        let bytes = 8u64 << 30;
+        let price = pricer
+            .price(bytes, Some(Algorithm::Tree), Some(Protocol::Simple))
+            .unwrap();
+        bytes as f64 / (price.time_us * 1e3) * 2.0 * (ranks - 1.0) / ranks
+    };
+    // (spec, GPUs a node, nodes, NICs its channels reach x 50 GB/s): the port is 450.
+    for (spec, g, nodes, nics) in [
+        ("preset:dgx-h100,nodes=2", 8.0, 2.0, 4.0),
+        ("preset:dgx-h100,nodes=2,gpus=2", 2.0, 2.0, 2.0),
+        ("preset:dgx-h100,nodes=4,gpus=2", 2.0, 4.0, 2.0),
+        ("preset:dgx-h100,nodes=2,gpus=4,nics=2", 4.0, 2.0, 1.0),
+    ] {
+        let chain: f64 = 2.0 * (g - 1.0) / g / (450.0 * 0.5);
+        let across = if nodes > 2.0 { 2.0 } else { 1.0 } / (nics * 50.0 * 0.5);
+        let ranks = g * nodes;
+        let want = 2.0 * (ranks - 1.0) / ranks / chain.max(across);
+        let got = tree_busbw(spec, g as usize);
+        assert!((got - want).abs() <= 0.01 * want, "{spec}: {got} vs {want}");
+    }
+}
