@@ -258,9 +258,9 @@ fn dgx1_rings_carry_the_v100_point() {
     assert!((busbw - 135.5).abs() <= 0.15 * 135.5, "{busbw} GB/s");
 }
 
-/// NCCL's Ring All-Reduce of 8 GiB on `spec` (nodes of `domain` GPUs) under the
-/// hand-worked model: bus bandwidth, GB/s, as nccl-tests counts it.
-fn ring_busbw(spec: &str, domain: usize, arch: GpuArch) -> f64 {
+/// NCCL's All-Reduce of 8 GiB with `algorithm` and Simple on `spec` (nodes of `domain`
+/// GPUs) under the hand-worked model: bus bandwidth, GB/s, as nccl-tests counts it.
+fn all_reduce_busbw(spec: &str, domain: usize, arch: GpuArch, algorithm: Algorithm) -> f64 {
     let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
     let ranks = topo.npus() as f64;
     let pricer = NcclPricer::new(
@@ -273,7 +273,7 @@ fn ring_busbw(spec: &str, domain: usize, arch: GpuArch) -> f64 {
     .unwrap();
     let bytes = 8u64 << 30;
     let price = pricer
-        .price(bytes, Some(Algorithm::Ring), Some(Protocol::Simple))
+        .price(bytes, Some(algorithm), Some(Protocol::Simple))
         .unwrap();
     bytes as f64 / (price.time_us * 1e3) * 2.0 * (ranks - 1.0) / ranks
 }
@@ -298,7 +298,7 @@ fn a_partial_node_runs_over_the_nics_of_its_own_gpus() {
     let h100 = |spec: &str| {
         (
             ring_channels_gbps(spec, 2, GpuArch::Hopper),
-            ring_busbw(spec, 2, GpuArch::Hopper),
+            all_reduce_busbw(spec, 2, GpuArch::Hopper, Algorithm::Ring),
         )
     };
     let within = |got: f64, want: f64| (got - want).abs() <= 0.01 * want;
@@ -314,7 +314,7 @@ fn a_partial_node_runs_over_the_nics_of_its_own_gpus() {
     let v100 = |spec: &str| {
         (
             ring_channels_gbps(spec, 1, GpuArch::Volta),
-            ring_busbw(spec, 1, GpuArch::Volta),
+            all_reduce_busbw(spec, 1, GpuArch::Volta, Algorithm::Ring),
         )
     };
     let (search, busbw) = v100("preset:dgx2,nodes=2,gpus=1");
@@ -328,7 +328,7 @@ fn a_partial_node_runs_over_the_nics_of_its_own_gpus() {
     // NICs (not 4 of its 16 GPUs' halves of one): 4 x 12.5 x 0.5.
     let (search, busbw) = (
         ring_channels_gbps("preset:dgx2,nodes=2", 16, GpuArch::Volta),
-        ring_busbw("preset:dgx2,nodes=2", 16, GpuArch::Volta),
+        all_reduce_busbw("preset:dgx2,nodes=2", 16, GpuArch::Volta, Algorithm::Ring),
     );
     assert_eq!(search, 8.0 * 12.0);
     assert!(within(busbw, 4.0 * 12.5 * 0.5), "{busbw}");
@@ -342,23 +342,6 @@ fn a_partial_node_runs_over_the_nics_of_its_own_gpus() {
 /// byte is the slower of the two, and the bus bandwidth `2 (n-1)/n` over it.
 #[test]
 fn nccls_tree_across_nodes_is_a_chain_in_each_and_trees_between_their_nics() {
-    let tree_busbw = |spec: &str, domain: usize| {
-        let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
-        let ranks = topo.npus() as f64;
-        let pricer = NcclPricer::new(
-            &topo,
-            CollectiveKind::AllReduce,
-            domain,
-            GpuArch::Hopper,
-            model(1000.0),
-        )
-        .unwrap();
-        let bytes = 8u64 << 30;
-        let price = pricer
-            .price(bytes, Some(Algorithm::Tree), Some(Protocol::Simple))
-            .unwrap();
-        bytes as f64 / (price.time_us * 1e3) * 2.0 * (ranks - 1.0) / ranks
-    };
     // (spec, GPUs a node, nodes, NICs its channels reach x 50 GB/s): the port is 450.
     for (spec, g, nodes, nics) in [
         ("preset:dgx-h100,nodes=2", 8.0, 2.0, 4.0),
@@ -370,7 +353,7 @@ fn nccls_tree_across_nodes_is_a_chain_in_each_and_trees_between_their_nics() {
         let across = if nodes > 2.0 { 2.0 } else { 1.0 } / (nics * 50.0 * 0.5);
         let ranks = g * nodes;
         let want = 2.0 * (ranks - 1.0) / ranks / chain.max(across);
-        let got = tree_busbw(spec, g as usize);
+        let got = all_reduce_busbw(spec, g as usize, GpuArch::Hopper, Algorithm::Tree);
         assert!((got - want).abs() <= 0.01 * want, "{spec}: {got} vs {want}");
     }
 }
