@@ -257,3 +257,103 @@ fn dgx1_rings_carry_the_v100_point() {
     let busbw = bytes as f64 / (price.time_us * 1e3) * 2.0 * 7.0 / 8.0;
     assert!((busbw - 135.5).abs() <= 0.15 * 135.5, "{busbw} GB/s");
 }
+
+/// NCCL's All-Reduce of 8 GiB with `algorithm` and Simple on `spec` (nodes of `domain`
+/// GPUs) under the hand-worked model: bus bandwidth, GB/s, as nccl-tests counts it.
+fn all_reduce_busbw(spec: &str, domain: usize, arch: GpuArch, algorithm: Algorithm) -> f64 {
+    let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+    let ranks = topo.npus() as f64;
+    let pricer = NcclPricer::new(
+        &topo,
+        CollectiveKind::AllReduce,
+        domain,
+        arch,
+        model(1000.0),
+    )
+    .unwrap();
+    let bytes = 8u64 << 30;
+    let price = pricer
+        .price(bytes, Some(algorithm), Some(Protocol::Simple))
+        .unwrap();
+    bytes as f64 / (price.time_us * 1e3) * 2.0 * (ranks - 1.0) / ranks
+}
+
+/// The GB/s NCCL's search lays ring channels over on `spec`: channels x what each claims.
+fn ring_channels_gbps(spec: &str, domain: usize, arch: GpuArch) -> f64 {
+    let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+    let ring = tacos::cost::machine::of_topology(&topo, domain, arch)
+        .graphs()
+        .ring;
+    f64::from(ring.channels) * ring.bw_inter
+}
+
+/// A partial node runs over its own GPUs' NICs. NCCL sees only the communicator's GPUs:
+/// on 2 of an H100 node's 8 GPUs (a NIC of 50 GB/s each) it lays its channels over their
+/// 2 NICs, each behind a PCIe Gen5 x16 link that NCCL counts as 48 GB/s, and the other 6
+/// NICs stay idle; the executor's ring then moves each node's bytes over 2 NICs at the
+/// model's network efficiency (0.5): 2 x 50 x 0.5 = 50 GB/s bus bandwidth. With 4 NICs a
+/// node the first 2 GPUs share the first NIC: half of that.
+#[test]
+fn a_partial_node_runs_over_the_nics_of_its_own_gpus() {
+    let h100 = |spec: &str| {
+        (
+            ring_channels_gbps(spec, 2, GpuArch::Hopper),
+            all_reduce_busbw(spec, 2, GpuArch::Hopper, Algorithm::Ring),
+        )
+    };
+    let within = |got: f64, want: f64| (got - want).abs() <= 0.01 * want;
+    let (search, busbw) = h100("preset:dgx-h100,nodes=2,gpus=2");
+    assert_eq!(search, 2.0 * 48.0);
+    assert!(within(busbw, 2.0 * 50.0 * 0.5), "{busbw}");
+    let (search, busbw) = h100("preset:dgx-h100,nodes=2,gpus=2,nics=4");
+    assert_eq!(search, 48.0);
+    assert!(within(busbw, 50.0 * 0.5), "{busbw}");
+    // DGX-2 (V100): one GPU of a node has its EDR NIC to itself, 12.5 GB/s (no longer the
+    // 6.25 of a GPU pair's share); NCCL's search counts it at its PCIe Gen3 x16 figure,
+    // 12. Two NICs for that GPU add nothing past its PCIe link (15.75 GB/s at line rate).
+    let v100 = |spec: &str| {
+        (
+            ring_channels_gbps(spec, 1, GpuArch::Volta),
+            all_reduce_busbw(spec, 1, GpuArch::Volta, Algorithm::Ring),
+        )
+    };
+    let (search, busbw) = v100("preset:dgx2,nodes=2,gpus=1");
+    assert_eq!(search, 12.0);
+    assert!(within(busbw, 12.5 * 0.5), "{busbw}");
+    let (search, busbw) = v100("preset:dgx2,nodes=2,gpus=1,nics=32");
+    assert_eq!(search, 12.0);
+    assert!(within(busbw, 15.75 * 0.5), "{busbw}");
+    // A whole DGX-2 node: 8 NICs of 12.5 GB/s shared by GPU pairs, a channel of 12 on
+    // each. The hand-worked model runs 4 channels, which leave a node through 4 of its 8
+    // NICs (not 4 of its 16 GPUs' halves of one): 4 x 12.5 x 0.5.
+    let (search, busbw) = (
+        ring_channels_gbps("preset:dgx2,nodes=2", 16, GpuArch::Volta),
+        all_reduce_busbw("preset:dgx2,nodes=2", 16, GpuArch::Volta, Algorithm::Ring),
+    );
+    assert_eq!(search, 8.0 * 12.0);
+    assert!(within(busbw, 4.0 * 12.5 * 0.5), "{busbw}");
+}
+
+/// NCCL's tree across nodes, worked by hand: a chain through each node's GPUs (every GPU
+/// sends `2 (g-1)/g` bytes per byte into its port, up the chain and back down, over the
+/// channels' chains starting at different GPUs) and trees of the nodes between their NICs
+/// (a node's NICs carry each byte once each way on two nodes, twice beyond). Under the
+/// hand-worked model (efficiency 0.5, 4 channels, so 4 of a node's NICs): the time per
+/// byte is the slower of the two, and the bus bandwidth `2 (n-1)/n` over it.
+#[test]
+fn nccls_tree_across_nodes_is_a_chain_in_each_and_trees_between_their_nics() {
+    // (spec, GPUs a node, nodes, NICs its channels reach x 50 GB/s): the port is 450.
+    for (spec, g, nodes, nics) in [
+        ("preset:dgx-h100,nodes=2", 8.0, 2.0, 4.0),
+        ("preset:dgx-h100,nodes=2,gpus=2", 2.0, 2.0, 2.0),
+        ("preset:dgx-h100,nodes=4,gpus=2", 2.0, 4.0, 2.0),
+        ("preset:dgx-h100,nodes=2,gpus=4,nics=2", 4.0, 2.0, 1.0),
+    ] {
+        let chain: f64 = 2.0 * (g - 1.0) / g / (450.0 * 0.5);
+        let across = if nodes > 2.0 { 2.0 } else { 1.0 } / (nics * 50.0 * 0.5);
+        let ranks = g * nodes;
+        let want = 2.0 * (ranks - 1.0) / ranks / chain.max(across);
+        let got = all_reduce_busbw(spec, g as usize, GpuArch::Hopper, Algorithm::Tree);
+        assert!((got - want).abs() <= 0.01 * want, "{spec}: {got} vs {want}");
+    }
+}

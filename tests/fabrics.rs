@@ -298,6 +298,115 @@ fn part_of_a_node_and_other_link_speeds() {
     assert_eq!(ports(&t, 8)[0], ((240.0, 240.0), None));
 }
 
+/// Every GPU's port on its rail, nodes of `gpus` GPUs.
+fn rail_ports(t: &Topology, gpus: usize) -> Vec<Port> {
+    (0..t.npus())
+        .map(|g| {
+            let rail = switch(t, &format!("rail{}", g % gpus));
+            (link(t, g, rail).0, link(t, rail, g).0)
+        })
+        .collect()
+}
+
+/// The GB/s each of the first `taken` GPUs of a node has to itself from its NICs, worked
+/// out NIC by NIC: with N NICs for G GPUs (N a divisor or a multiple of G), NIC j sits
+/// with GPUs j*G/N .. (j+1)*G/N - 1 (N <= G), or with GPU j / (N/G) (N > G); a NIC's
+/// speed is split among the taken GPUs on it, a GPU's NICs add up, and its PCIe link caps
+/// the sum. The least GPU's figure, and how many NICs have a taken GPU on them.
+fn shares_by_hand(gpus: usize, nics: usize, taken: usize, nic: f64, pcie: f64) -> (f64, usize) {
+    let on_nic = |j: usize| -> Vec<usize> {
+        if nics <= gpus {
+            let per = gpus / nics;
+            (j * per..(j + 1) * per).collect()
+        } else {
+            vec![j / (nics / gpus)]
+        }
+    };
+    let mut share = vec![0.0; taken];
+    let mut used = 0;
+    for j in 0..nics {
+        let users: Vec<usize> = on_nic(j).into_iter().filter(|&g| g < taken).collect();
+        if !users.is_empty() {
+            used += 1;
+        }
+        for &g in &users {
+            share[g] += nic / users.len() as f64;
+        }
+    }
+    let least = share
+        .iter()
+        .map(|s| s.min(pcie))
+        .fold(f64::INFINITY, f64::min);
+    (least, used)
+}
+
+#[test]
+fn gpus_share_or_split_their_nodes_nics() {
+    // (preset, GPUs a node, NICs by default, GB/s a NIC, the GPUs' PCIe x16 line rate:
+    // Gen3 15.75 on V100, Gen4 31.5 on A100, Gen5 63 on H100).
+    for (name, gpus, default_nics, nic, pcie) in [
+        ("dgx2", 16, 8, 12.5, 15.75),
+        ("dgx-a100", 8, 8, 25.0, 31.5),
+        ("dgx-h100", 8, 8, 50.0, 63.0),
+    ] {
+        let nic_counts = [1, 2, 4, 8, 16, 32]
+            .into_iter()
+            .filter(|&n| n % gpus == 0 || gpus % n == 0);
+        for nics in nic_counts {
+            for taken in 1..=gpus {
+                let s = format!("preset:{name},nodes=2,gpus={taken},nics={nics}");
+                let t = spec(&s);
+                let (share, used) = shares_by_hand(gpus, nics, taken, nic, pcie);
+                for (up, down) in rail_ports(&t, taken) {
+                    assert!(
+                        (up - share).abs() < 1e-9 && (down - share).abs() < 1e-9,
+                        "{s}: {up} vs {share}"
+                    );
+                }
+                let recorded = t.nics().unwrap_or_else(|| panic!("{s}: no NICs recorded"));
+                assert_eq!((recorded.count, recorded.gbps), (used, nic), "{s}");
+            }
+        }
+        // The default is the machine's: a whole node on its NICs as before.
+        let t = spec(&format!("preset:{name},nodes=2"));
+        let recorded = t.nics().unwrap();
+        assert_eq!(
+            (recorded.count, recorded.gbps),
+            (default_nics, nic),
+            "{name}"
+        );
+    }
+    // DGX-2: a pair of GPUs to each EDR NIC, 6.25 GB/s a GPU; one GPU alone has its NIC's
+    // 12.5; two GPUs of a node share the first NIC.
+    assert_eq!(
+        rail_ports(&spec("preset:dgx2,nodes=2"), 16)[5],
+        (6.25, 6.25)
+    );
+    assert_eq!(
+        rail_ports(&spec("preset:dgx2,nodes=2,gpus=1"), 1)[0],
+        (12.5, 12.5)
+    );
+    assert_eq!(
+        rail_ports(&spec("preset:dgx2,nodes=2,gpus=2"), 2)[1],
+        (6.25, 6.25)
+    );
+    // Four NICs of 100 GB/s a GPU on H100: its PCIe Gen5 x16 link carries 63.
+    let t = spec("preset:dgx-h100,nodes=2,nics=32,nic=100");
+    assert_eq!(rail_ports(&t, 8)[0], (63.0, 63.0));
+    assert_eq!(t.name(), "preset:dgx-h100,nodes=2,nics=32,nic=100");
+    // Spines take the rails' shares; failed GPUs keep the record.
+    let t = spec("preset:dgx2,nodes=4,spine=1");
+    assert_eq!(t.nics().map(|n| n.count), Some(8));
+    assert_eq!(
+        link(&t, switch(&t, "rail0"), switch(&t, "spine0")).0,
+        4.0 * 6.25
+    );
+    assert_eq!(t.fail_npus(&[3]).unwrap().nics(), t.nics());
+    // One node has NICs too; other builders record none.
+    assert_eq!(spec("preset:hgx-h100").nics().map(|n| n.count), Some(8));
+    assert_eq!(spec("switch:8").nics(), None);
+}
+
 #[test]
 fn the_tuner_describes_presets_as_before() {
     // What the NCCL tuner prices large clusters from: nodes, GPUs per node, and per-pair
@@ -402,6 +511,17 @@ fn bad_fabric_options_name_the_option_and_what_is_allowed() {
         ("preset:dgx-h100,nodes=1,spine=2", ["spine=", "nodes=2"]),
         ("preset:dgx1,nodes=2", ["nodes=", "one node"]),
         ("preset:dgx1,gpus=4", ["gpus=", "nvlink="]),
+        ("preset:dgx1,nics=8", ["nics=", "nvlink="]),
+        (
+            "preset:dgx-h100,nics=3",
+            ["nics=", "divisor or a multiple of its 8 GPUs"],
+        ),
+        ("preset:dgx2,nics=12", ["nics=", "16 GPUs"]),
+        ("preset:dgx-h100,nics=0", ["nics=", "from 1 to 64"]),
+        ("preset:dgx-h100,nics=128", ["nics=", "from 1 to 64"]),
+        ("preset:dgx-h100,nics=x", ["nics=", "whole number of NICs"]),
+        ("preset:dgx-h100,nics=-8", ["nics=", "whole number of NICs"]),
+        ("switch:8,nics=8", ["nics=", "bw="]),
         ("preset:dgx-h100,d=3", ["d=", "nodes="]),
         ("clos:4x2,spine=0", ["spine=", ">= 1"]),
         ("clos:4x2,oversub=nan", ["oversub=", "> 0"]),

@@ -89,6 +89,12 @@ fn nvswitch_dumps_import_as_switch_vertices_with_rails() {
     // GPU 1 of node 1 is on the other rail: only a relay reaches it.
     assert_eq!(route(t, 0, 5), None);
     assert_eq!(imported.gpu_busids[3], "0000:4c:00.0");
+    // The topology records the NICs themselves for NCCL's search: two of 25 GB/s a node.
+    let nics = t.nics().unwrap();
+    assert_eq!((nics.count, nics.gbps), (2, 25.0));
+    // One node has no network, so no NICs in use.
+    let one = parse(&nvswitch_dump(), "dump.xml", &NcclImportOptions::default()).unwrap();
+    assert_eq!(one.topology.nics(), None);
 }
 
 #[test]
@@ -178,6 +184,8 @@ fn ndv4_imports_as_two_nvswitch_nodes_on_eight_rails() {
         assert_eq!(route(&t, gpu, (gpu + 1) % 8 + 8), None, "GPU {gpu}");
     }
     assert_eq!(route(&t, 0, 1), Some((300.0, 0.7)));
+    let nics = t.nics().unwrap();
+    assert_eq!((nics.count, nics.gbps), (8, 25.0));
 }
 
 #[test]
@@ -199,6 +207,9 @@ fn one_nic_for_a_whole_node_is_one_rail_shared_by_its_gpus() {
     assert_eq!(names, ["node0.pcie", "node1.pcie", "rail0"]);
     assert_eq!(route(&t, 3, 11), Some((25.0 / 8.0, 2.0)));
     assert_eq!(route(&t, 3, 12), Some((25.0 / 8.0, 2.0)));
+    // NCCL's search sees the one NIC at its whole speed.
+    let nics = t.nics().unwrap();
+    assert_eq!((nics.count, nics.gbps), (1, 25.0));
 }
 
 #[test]
@@ -224,6 +235,8 @@ fn a_file_without_nics_gets_one_network_switch_and_says_so() {
     // Any GPU reaches any GPU of another node through the one switch.
     assert_eq!(route(t, 0, 5), Some((50.0, 2.0)));
     assert_eq!(t.in_links(network).len(), 6);
+    // No NICs to record: each GPU is taken to have its own.
+    assert_eq!(t.nics(), None);
 }
 
 #[test]

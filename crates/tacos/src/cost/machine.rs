@@ -1,11 +1,14 @@
 //! The machine NCCL finds under a topology ([`Machine`]): how each node's GPUs
 //! reach each other (an NVSwitch port, NVLinks pair by pair, or PCIe), how many NICs a
-//! node's GPUs reach and how fast one is, and whether the NVSwitch reduces (NVLS: Hopper
+//! node's GPUs use and how fast one is, and whether the NVSwitch reduces (NVLS: Hopper
 //! and Blackwell NVSwitch nodes; an A100's NVSwitch does not). Read from the built
-//! topology, or from a cluster's description without building it.
+//! topology, or from a cluster's description without building it. The NICs are the
+//! topology's own record of them where its builder knew them (presets, NCCL topology
+//! files: GPUs may share a NIC or have several), else one per GPU linked into the
+//! network.
 
 use crate::gpu::GpuArch;
-use crate::topology::Topology;
+use crate::topology::{NodeNics, NpuId, Topology};
 use crate::tuner::profile::network_links;
 use crate::tuner::search::{Machine, NodeFabric};
 use crate::tuner::Cluster;
@@ -38,22 +41,17 @@ fn nvlinks(gbps: f64, arch: GpuArch) -> f64 {
 /// let topo = parse_spec("preset:dgx-h100,nodes=2", &SpecDefaults::default()).unwrap();
 /// let machine = of_topology(&topo, 8, GpuArch::Hopper);
 /// assert_eq!((machine.nodes, machine.nics, machine.nvls), (2, 8, true));
+/// // DGX-2: 16 GPUs a node, a pair to each of its 8 EDR NICs.
+/// let topo = parse_spec("preset:dgx2,nodes=2", &SpecDefaults::default()).unwrap();
+/// let machine = of_topology(&topo, 16, GpuArch::Volta);
+/// assert_eq!((machine.nics, machine.nic_gbps, machine.network_gbps), (8, 12.5, 100.0));
 /// ```
 pub fn of_topology(topo: &Topology, domain_size: usize, arch: GpuArch) -> Machine {
-    let npus = topo.alive_npus();
-    let domain_size = domain_size.clamp(1, npus.len().max(1));
-    let network = network_links(topo, domain_size);
-    let first = npus.first().copied().unwrap_or(0) / domain_size;
-    let node: Vec<usize> = npus
-        .iter()
-        .copied()
-        .filter(|&n| n / domain_size == first)
-        .collect();
-    let nodes = npus
-        .iter()
-        .map(|n| n / domain_size)
-        .collect::<std::collections::BTreeSet<_>>()
-        .len();
+    let FirstNode {
+        nodes,
+        gpus: node,
+        network,
+    } = first_node(topo, domain_size);
     // The node's fabric, from its first GPU's links within the node.
     let gpu = node.first().copied().unwrap_or(0);
     let inside: Vec<usize> = topo.out_links(gpu).filter(|&l| !network[l]).collect();
@@ -78,7 +76,7 @@ pub fn of_topology(topo: &Topology, domain_size: usize, arch: GpuArch) -> Machin
             .collect();
         NodeFabric::NvLinkMesh { links }
     };
-    // NICs: the node's GPUs with a link into the network, each its own.
+    // The node's GPUs' links into the network.
     let nic_links: Vec<f64> = node
         .iter()
         .filter_map(|&g| {
@@ -91,20 +89,55 @@ pub fn of_topology(topo: &Topology, domain_size: usize, arch: GpuArch) -> Machin
         })
         .collect();
     let nvls = nvls_capable(arch, &fabric);
-    Machine {
+    let machine = Machine {
         arch,
         nodes,
         gpus_per_node: node.len(),
         fabric,
+        // Without a record of the NICs, each GPU linked into the network has its own.
         nics: if nodes > 1 { nic_links.len() } else { 0 },
         nic_gbps: nic_links.iter().copied().fold(0.0, f64::max),
+        network_gbps: if nodes > 1 {
+            nic_links.iter().sum()
+        } else {
+            0.0
+        },
         nvls,
         sharp: false,
+    };
+    with_nics(machine, topo.nics())
+}
+
+/// The nodes of a topology as NCCL sees them: how many, and the first one's alive GPUs.
+pub(crate) struct FirstNode {
+    pub nodes: usize,
+    pub gpus: Vec<NpuId>,
+    /// Per link of the topology, whether it is a network hop.
+    pub network: Vec<bool>,
+}
+
+/// `topo`'s alive NPUs in NVLink domains (nodes) of `domain_size` NPUs apart in id.
+pub(crate) fn first_node(topo: &Topology, domain_size: usize) -> FirstNode {
+    let npus = topo.alive_npus();
+    let domain_size = domain_size.clamp(1, npus.len().max(1));
+    let first = npus.first().copied().unwrap_or(0) / domain_size;
+    FirstNode {
+        nodes: npus
+            .iter()
+            .map(|n| n / domain_size)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        gpus: npus
+            .iter()
+            .copied()
+            .filter(|&n| n / domain_size == first)
+            .collect(),
+        network: network_links(topo, domain_size),
     }
 }
 
 /// The machine of `cluster`: an NVSwitch port (or full NVLink mesh) per GPU and a NIC per
-/// GPU on its rail.
+/// GPU on its rail (see [`with_nics`] for others).
 pub fn of_cluster(cluster: &Cluster, arch: GpuArch) -> Machine {
     let port = cluster.ports_gbps[0]
         .unwrap_or((cluster.size.saturating_sub(1)) as f64 * cluster.nvlink.bandwidth_gbps);
@@ -125,7 +158,25 @@ pub fn of_cluster(cluster: &Cluster, arch: GpuArch) -> Machine {
         fabric,
         nics: if cluster.domains > 1 { cluster.size } else { 0 },
         nic_gbps: nic,
+        network_gbps: if cluster.domains > 1 {
+            cluster.size as f64 * nic
+        } else {
+            0.0
+        },
         sharp: false,
+    }
+}
+
+/// `machine` with the NICs its topology records (`Topology::nics`), where it does and the
+/// machine spans nodes; its links into the network (`network_gbps`) stay as they are.
+pub fn with_nics(machine: Machine, nics: Option<NodeNics>) -> Machine {
+    match nics {
+        Some(nics) if machine.nodes > 1 => Machine {
+            nics: nics.count,
+            nic_gbps: nics.gbps,
+            ..machine
+        },
+        _ => machine,
     }
 }
 

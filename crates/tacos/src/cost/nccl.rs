@@ -28,7 +28,10 @@
 //! - the chain of dependent steps is the algorithm's (its baseline schedule's) longest,
 //!   found on the topology as it is (switch vertices forwarding, not unwound);
 //! - `links`: the busiest link's time per byte at line rate, divided by the efficiency of
-//!   its kind (NVLink or network), with unlimited pipelining;
+//!   its kind (NVLink or network), with unlimited pipelining; across nodes NCCL's rings
+//!   leave a node over as many NICs as their channels reach, and its tree is a chain
+//!   through each node's GPUs with trees of the nodes between their NICs (`2 (g-1)/g S`
+//!   through a GPU's port, `S` each way through a node's NICs on two nodes, `2 S` beyond);
 //! - `injection`: the busiest NPU's bytes over what its channels move (per-channel rate
 //!   times channels), at most its links' rate;
 //! - `wire(protocol)`: LL's and LL128's flag bytes (`model::wire_factor`); each rank's
@@ -99,11 +102,14 @@ impl NcclShapes {
             )
         })?;
         let profiler = Profiler::on_fabric(topo, domain_size)?;
-        let nics = nics_per_domain(topo, domain_size);
+        let nics = topo.nics().map(|n| n.count);
+        let all = nics_per_domain(topo, domain_size);
+        let links = links_reached(all, nics, channels);
         let mesh = (domain_size == ranks && !topo.has_switches())
             .then(|| mesh_rings(topo, kind))
             .flatten();
-        NcclShapes::build(kind, channels, nics, |a| match (&mesh, a) {
+        let nodes = Nodes::of_topology(topo, domain_size).map(|n| n.reaching(links, all));
+        NcclShapes::build(kind, links, nodes, |a| match (&mesh, a) {
             (Some(rings), Algorithm::Ring) => Ok(rings.clone()),
             _ => profiler.shape(kind, a),
         })
@@ -118,31 +124,36 @@ impl NcclShapes {
         channels: u32,
     ) -> Result<NcclShapes> {
         check_tuned(kind)?;
-        let nics = if cluster.domains > 1 { cluster.size } else { 0 };
-        NcclShapes::build(kind, channels, nics, |a| fabric_shape(cluster, kind, a))
+        let all = if cluster.domains > 1 { cluster.size } else { 0 };
+        let links = links_reached(all, None, channels);
+        let nodes = Nodes::of_cluster(cluster).map(|n| n.reaching(links, all));
+        NcclShapes::build(kind, links, nodes, |a| fabric_shape(cluster, kind, a))
     }
 
-    /// Ring, and Tree for All-Reduce, from `shape_of`, NCCL's channels spread over `nics`
-    /// NICs per node.
+    /// Ring, and Tree for All-Reduce, from `shape_of`, NCCL's channels spread over the
+    /// `links` into the network of a node they reach; the tree's time per byte as NCCL's
+    /// runs across `nodes`, where there are several.
     fn build(
         kind: CollectiveKind,
-        channels: u32,
-        nics: usize,
+        links: f64,
+        nodes: Option<Nodes>,
         shape_of: impl Fn(Algorithm) -> Result<Shape>,
     ) -> Result<NcclShapes> {
         let mut algorithms = vec![Algorithm::Ring];
         if kind == CollectiveKind::AllReduce {
             algorithms.push(Algorithm::Tree);
         }
-        let nics = nics.min(channels as usize) as f64;
         let mut shapes = Vec::new();
         for algorithm in algorithms {
             let mut shape = shape_of(algorithm)?;
+            if let (Algorithm::Tree, Some(nodes)) = (algorithm, &nodes) {
+                shape = nodes.tree(shape);
+            }
             // Our baselines leave a node over one or two NICs; NCCL's rings and trees (one
             // per channel) leave it over different NICs, so the network's share of the
             // busiest link spreads over as many as the channels reach.
             if shape.nics_used > 0 {
-                shape.busiest[1] /= (nics / shape.nics_used as f64).max(1.0);
+                shape.busiest[1] /= (links / shape.nics_used as f64).max(1.0);
             }
             shapes.push((algorithm, shape));
         }
@@ -215,7 +226,8 @@ impl NcclPricer {
     ) -> Result<NcclPricer> {
         if topo.alive_npus().len() > SIMULATED_RANKS_MAX {
             if let Some(cluster) = preset_cluster(topo, domain_size) {
-                return NcclPricer::for_cluster(&cluster, topo.name(), kind, gpu, model);
+                let machine = machine::with_nics(machine::of_cluster(&cluster, gpu), topo.nics());
+                return NcclPricer::on_machine(&cluster, machine, topo.name(), kind, model);
             }
         }
         let tuning = Arc::new(nccl_tuning(topo, domain_size, gpu, model.nccl_version())?);
@@ -253,13 +265,25 @@ impl NcclPricer {
         gpu: GpuArch,
         model: ExecModel,
     ) -> Result<NcclPricer> {
+        let machine = machine::of_cluster(cluster, gpu);
+        NcclPricer::on_machine(cluster, machine, name, kind, model)
+    }
+
+    /// [`NcclPricer::for_cluster`] with NCCL's search on `machine` (the cluster's, with
+    /// its NICs as the topology records them).
+    fn on_machine(
+        cluster: &Cluster,
+        machine: Machine,
+        name: &str,
+        kind: CollectiveKind,
+        model: ExecModel,
+    ) -> Result<NcclPricer> {
         if cluster.npus() < 2 {
             return Err(Error::Topology(format!(
                 "{}: a communicator of one rank has nothing to price",
                 echo(name)
             )));
         }
-        let machine = machine::of_cluster(cluster, gpu);
         let tuning = Arc::new(tuning_on(&machine, model.nccl_version()));
         Ok(NcclPricer {
             kind,
@@ -484,7 +508,7 @@ fn closed_form_us(
         NodeFabric::NvSwitch { nvlinks } => nvlinks * machine::nvlink_line_gbps(machine.arch),
         _ => 0.0,
     } * eff.nvlink;
-    let nics = (machine.nics as f64 * machine.nic_gbps * eff.net).max(0.0);
+    let nics = (machine.network_gbps * eff.net).max(0.0);
     let net_step = model.simple.step_us.net;
     let depth = n.log2().ceil();
     let all_reduce = kind == CollectiveKind::AllReduce;
@@ -593,6 +617,106 @@ fn mesh_rings(topo: &Topology, kind: CollectiveKind) -> Option<Shape> {
             .map(|&v| (per_rank, egress(v)))
             .collect(),
     })
+}
+
+/// Several nodes of GPUs as NCCL's tree crosses them: each GPU's port into its node's
+/// fabric, and what a node's GPUs send into the network together.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Nodes {
+    count: usize,
+    gpus: usize,
+    /// The narrowest GPU port into the node's fabric (its links within the node), GB/s.
+    port_gbps: f64,
+    /// The node's links into the network together, GB/s.
+    network_gbps: f64,
+}
+
+impl Nodes {
+    /// The nodes of `topo` (NVLink domains of `domain_size` NPUs, the first alive one's
+    /// figures), where there are two or more.
+    fn of_topology(topo: &Topology, domain_size: usize) -> Option<Nodes> {
+        let node = machine::first_node(topo, domain_size);
+        let out = |gpu: usize, across: bool| -> f64 {
+            topo.out_links(gpu)
+                .filter(|&l| node.network[l] == across)
+                .map(|l| topo.link(l).bandwidth_gbps)
+                .sum()
+        };
+        (node.nodes > 1).then(|| Nodes {
+            count: node.nodes,
+            gpus: node.gpus.len(),
+            port_gbps: node
+                .gpus
+                .iter()
+                .map(|&g| out(g, false))
+                .fold(f64::INFINITY, f64::min),
+            network_gbps: node.gpus.iter().map(|&g| out(g, true)).sum(),
+        })
+    }
+
+    /// The nodes of `cluster`, where it has two or more.
+    fn of_cluster(cluster: &Cluster) -> Option<Nodes> {
+        let size = cluster.size as f64;
+        let peers = |n: usize| n.saturating_sub(1) as f64;
+        let port =
+            cluster.ports_gbps[0].unwrap_or(peers(cluster.size) * cluster.nvlink.bandwidth_gbps);
+        let nic =
+            cluster.ports_gbps[1].unwrap_or(peers(cluster.domains) * cluster.rail.bandwidth_gbps);
+        (cluster.domains > 1).then_some(Nodes {
+            count: cluster.domains,
+            gpus: cluster.size,
+            port_gbps: port,
+            network_gbps: size * nic,
+        })
+    }
+
+    /// The nodes with NCCL's channels reaching `links` of each node's `all` links into the
+    /// network.
+    fn reaching(self, links: f64, all: usize) -> Nodes {
+        let share = if all > 0 { links / all as f64 } else { 1.0 };
+        Nodes {
+            network_gbps: self.network_gbps * share.min(1.0),
+            ..self
+        }
+    }
+
+    /// `shape` (the double binary tree's) with the links' time per byte of NCCL's tree
+    /// across the nodes: a chain through each node's GPUs, trees of the nodes between their
+    /// NICs. Every channel's chain starts at a NIC's GPU, so over the channels each GPU
+    /// sends `2 (g-1)/g S` into the node's fabric (the bytes up the chain and back down
+    /// it); a node's NICs carry `S` each way on two nodes, twice that beyond (a tree's
+    /// inner nodes). The chain of steps and the bytes each GPU injects (against the
+    /// per-channel ceilings, which the built-in profiles were fitted with) stay the double
+    /// binary tree's.
+    fn tree(&self, mut shape: Shape) -> Shape {
+        let g = self.gpus as f64;
+        // GB/s = bytes per ns: us per byte = 1 / (GB/s x 1e3).
+        let fabric = if self.gpus > 1 && self.port_gbps > 0.0 {
+            2.0 * (g - 1.0) / g / (self.port_gbps * 1e3)
+        } else {
+            0.0
+        };
+        let inner = if self.count > 2 { 2.0 } else { 1.0 };
+        let network = inner / (self.network_gbps * 1e3);
+        let most = fabric.max(network);
+        if !(most.is_finite() && most > 0.0) {
+            return shape;
+        }
+        shape.us_per_byte = most;
+        shape.busiest = [fabric / most, network / most];
+        // The NICs are counted already.
+        shape.nics_used = 0;
+        shape
+    }
+}
+
+/// How many of a node's `links` into the network (a GPU's each) NCCL's `channels` reach:
+/// a channel leaves the node through one NIC, and the node's `nics` (where the topology
+/// records them; else a NIC per link) are `links / nics` links' worth each (GPUs sharing
+/// a NIC split it, a GPU with several NICs has them on its one link).
+fn links_reached(links: usize, nics: Option<usize>, channels: u32) -> f64 {
+    let nics = nics.unwrap_or(links).max(1);
+    (channels as usize).min(nics) as f64 * links as f64 / nics as f64
 }
 
 /// The most NPUs of one NVLink domain with a link into the network (their NICs).

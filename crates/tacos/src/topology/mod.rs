@@ -58,6 +58,17 @@ impl Link {
     }
 }
 
+/// The NICs of one node that its GPUs in the topology use, where the builder knows them
+/// (presets, NCCL topology files): NCCL lays its channels over NICs, which GPUs may share
+/// or have several of, while the links say only each GPU's share of them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NodeNics {
+    /// NICs of a node that its GPUs use.
+    pub count: usize,
+    /// Line rate of one NIC, GB/s per direction.
+    pub gbps: f64,
+}
+
 /// A network of NPUs and switches joined by directed links.
 #[derive(Clone, Debug)]
 pub struct Topology {
@@ -70,6 +81,8 @@ pub struct Topology {
     /// Sizes of the dimensions the topology was composed of (first varying fastest in NPU
     /// ids), when it was built that way; what hierarchical algorithms follow.
     dims: Option<Vec<usize>>,
+    /// The NICs each node's GPUs use, where the builder knows them.
+    nics: Option<NodeNics>,
     /// `links[out_start[u]..out_start[u+1]]` are the links leaving `u`.
     out_start: Vec<usize>,
     /// `in_index[in_start[v]..in_start[v+1]]` are the ids of the links entering `v`.
@@ -194,6 +207,7 @@ impl Topology {
             links,
             failed,
             dims: None,
+            nics: None,
             out_start,
             in_start,
             in_index,
@@ -269,6 +283,19 @@ impl Topology {
         self.dims.as_deref()
     }
 
+    /// The same topology, recorded as having `nics` in each node.
+    pub(crate) fn with_nics(mut self, nics: NodeNics) -> Topology {
+        self.nics = Some(nics);
+        self
+    }
+
+    /// The NICs each node's GPUs use, where the topology's builder knew them (presets,
+    /// NCCL topology files of several nodes); failed NPUs keep them, subsets and files do
+    /// not.
+    pub fn nics(&self) -> Option<NodeNics> {
+        self.nics
+    }
+
     /// All links, sorted by (src, dst).
     pub fn links(&self) -> &[Link] {
         &self.links
@@ -338,7 +365,7 @@ impl Topology {
         let switches = self.switches.clone();
         Ok(
             Self::with_failed(self.name.clone(), self.npus, switches, links, failed)?
-                .keep_dims(self),
+                .keep_layout(self),
         )
     }
 
@@ -348,7 +375,7 @@ impl Topology {
         let (switches, failed) = (self.switches.clone(), self.failed.clone());
         Ok(
             Self::with_failed(self.name.clone(), self.npus, switches, links, failed)?
-                .keep_dims(self),
+                .keep_layout(self),
         )
     }
 
@@ -370,7 +397,7 @@ impl Topology {
         let (switches, failed) = (self.switches.clone(), self.failed.clone());
         Ok(
             Self::with_failed(self.name.clone(), self.npus, switches, links, failed)?
-                .keep_dims(self),
+                .keep_layout(self),
         )
     }
 
@@ -532,11 +559,13 @@ impl Topology {
         let (switches, failed) = (self.switches.clone(), self.failed.clone());
         Self::with_failed(self.name.clone(), self.npus, switches, links, failed)
             .expect("reversing a valid topology keeps it valid")
-            .keep_dims(self)
+            .keep_layout(self)
     }
 
-    fn keep_dims(mut self, from: &Topology) -> Topology {
+    /// The dimensions and NICs of `from`, which this topology was made from.
+    fn keep_layout(mut self, from: &Topology) -> Topology {
         self.dims = from.dims.clone();
+        self.nics = from.nics;
         self
     }
 

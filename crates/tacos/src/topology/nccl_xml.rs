@@ -20,7 +20,8 @@
 //! between those GPUs that routes inside the node would take. A file that lists no NIC
 //! gives no rails to tell apart, so every GPU gets its own NIC of the nic= speed into one
 //! `network` switch (a non-blocking fabric), with a warning. Each network hop takes half
-//! the NIC latency.
+//! the NIC latency. The topology records the NICs the GPUs use (`Topology::nics`: how
+//! many, the fastest one's speed), which NCCL's search lays its channels over.
 //!
 //! Cloud images often ship partial files (only the PCI tree). What is missing is taken from
 //! the options (or their defaults) and every such choice is reported as a warning.
@@ -35,7 +36,7 @@
 use super::limits::{
     bandwidth_in_range, check_bandwidth, check_latency, check_links, check_npus, BANDWIDTH_ALLOWED,
 };
-use super::{Link, Topology};
+use super::{Link, NodeNics, Topology};
 use crate::error::{echo, Error, Result};
 use crate::xmltree::{self, Element};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -145,7 +146,10 @@ pub fn parse(text: &str, origin: &str, options: &NcclImportOptions) -> Result<Nc
     } else {
         origin.to_string()
     };
-    let topology = build(name, gpus.len(), &node, network.as_ref(), options)?;
+    let mut topology = build(name, gpus.len(), &node, network.as_ref(), options)?;
+    if let Some(nics) = network.as_ref().and_then(|n| n.nics) {
+        topology = topology.with_nics(nics);
+    }
     Ok(NcclImport {
         topology,
         gpu_busids: gpus.into_iter().map(|gpu| gpu.busid).collect(),
@@ -440,6 +444,8 @@ struct Network {
     switches: Vec<String>,
     /// Per GPU of a node: (its switch, as an index into `switches`; its GB/s).
     ports: Vec<(usize, f64)>,
+    /// The NICs the GPUs use, where the file lists them.
+    nics: Option<NodeNics>,
 }
 
 /// Makes `nodes` copies of `node` joined by `network`, checking the counts first.
@@ -616,6 +622,7 @@ fn network(
         return Network {
             switches: vec!["network".into()],
             ports: vec![(0, fallback); gpus.len()],
+            nics: None,
         };
     }
     if nics.iter().any(|n| n.gbps.is_none()) {
@@ -639,6 +646,10 @@ fn network(
             k
         })
         .collect();
+    let speed = |k: usize| match options.nic_gbps {
+        Some(forced) => forced,
+        None => nics[k].gbps.unwrap_or(fallback),
+    };
     let mut rail_of = vec![None; nics.len()];
     let mut switches = Vec::new();
     let ports = choice
@@ -648,12 +659,17 @@ fn network(
                 switches.push(format!("rail{}", switches.len()));
                 switches.len() - 1
             });
-            let speed = match options.nic_gbps {
-                Some(forced) => forced,
-                None => nics[k].gbps.unwrap_or(fallback),
-            };
-            (rail, speed / users[k] as f64)
+            (rail, speed(k) / users[k] as f64)
         })
         .collect();
-    Network { switches, ports }
+    let used: Vec<usize> = (0..nics.len()).filter(|&k| users[k] > 0).collect();
+    let nics = NodeNics {
+        count: used.len(),
+        gbps: used.iter().map(|&k| speed(k)).fold(0.0, f64::max),
+    };
+    Network {
+        switches,
+        ports,
+        nics: Some(nics),
+    }
 }

@@ -5,8 +5,17 @@
 //! about 24 of 25 GB/s on an HDR NIC: see ../shared/reference/measured-training.md).
 //! NVLink counts 25 GB/s a link; a GPU's port into its node's NVSwitch is one link up and
 //! one link down, each with the GPU's whole NVLink bandwidth. Clusters are rail-optimized:
-//! GPU g of every node has a NIC linked up and down to leaf switch `rail{g}`, and with
-//! `spine=K` the rails are joined by K spine switches. Latencies are per transfer and
+//! GPU g of every node is linked up and down to leaf switch `rail{g}`, and with `spine=K`
+//! the rails are joined by K spine switches.
+//!
+//! A node has its NICs (`nics=`, each of `nic=` GB/s) spread evenly over its GPUs, in the
+//! order of their PCIe switches: GPUs that share a NIC (DGX-2: a pair per NIC) split it,
+//! a GPU with several NICs has all of them, never more than its PCIe link carries. A
+//! partial node (`gpus=G`, the node's first G GPUs) keeps each GPU's own NICs and shares
+//! only among the GPUs taken, as NCCL, which sees only the communicator's GPUs, uses them.
+//! A GPU's link to its rail is its share (the least any GPU taken gets, so every rail is
+//! alike); the topology records the NICs themselves (`Topology::nics`) for NCCL's search,
+//! which lays its channels per NIC. Latencies are per transfer and
 //! split evenly over the two hops through a switch, so a route's summed latency is the
 //! figure: 0.7 us GPU to GPU through the NVSwitch (the TACOS paper's DGX-1 NVLink figure,
 //! 0.35 us a hop), 2 us through a rail (1 us a NIC hop); a route between rails crosses a
@@ -14,16 +23,16 @@
 //! a microsecond; most of the 2 us is at the ends), 2.5 us in all.
 
 use super::builders::{add_spines, compose, compose_fabric, Dim, DimKind, LinkSet, Spines};
-use super::Topology;
+use super::{NodeNics, Topology};
 use crate::error::{Error, Result};
 
 /// Names and descriptions of the presets, for help texts and error messages.
 pub const PRESETS: &[(&str, &str)] = &[
     ("dgx1", "DGX-1 (V100): 8 GPUs, hybrid cube-mesh NVLink, 25 GB/s a link, some pairs doubled; one node"),
-    ("dgx2", "DGX-2 (V100): 16 GPUs on an NVSwitch, 150 GB/s a GPU; 8 EDR NICs (12.5 GB/s) shared by GPU pairs, 6.25 GB/s a GPU on its rail"),
-    ("hgx-a100", "HGX A100: 8 GPUs on an NVSwitch, 300 GB/s a GPU; one 25 GB/s (HDR) NIC per GPU"),
+    ("dgx2", "DGX-2 (V100): 16 GPUs on an NVSwitch, 150 GB/s a GPU; 8 EDR NICs (12.5 GB/s), each shared by a GPU pair: 6.25 GB/s a GPU on its rail"),
+    ("hgx-a100", "HGX A100: 8 GPUs on an NVSwitch, 300 GB/s a GPU; 8 HDR NICs (25 GB/s), one per GPU"),
     ("dgx-a100", "DGX A100: as hgx-a100, nodes=2 by default"),
-    ("hgx-h100", "HGX H100: 8 GPUs on an NVSwitch, 450 GB/s a GPU; one 50 GB/s (NDR) NIC per GPU"),
+    ("hgx-h100", "HGX H100: 8 GPUs on an NVSwitch, 450 GB/s a GPU; 8 NDR NICs (50 GB/s), one per GPU"),
     ("dgx-h100", "DGX H100: as hgx-h100, nodes=2 by default"),
     ("ndv4", "Azure NDv4: as hgx-a100 (A100, 8 x HDR 200 Gb/s NICs)"),
 ];
@@ -59,7 +68,9 @@ pub struct PresetOptions {
     pub spines: Option<usize>,
     /// Oversubscription of the rails' links to the spines.
     pub oversub: Option<f64>,
-    /// GB/s of each GPU's NIC.
+    /// NICs of each node (a divisor or a multiple of its GPUs).
+    pub nics: Option<usize>,
+    /// GB/s of each NIC.
     pub nic_gbps: Option<f64>,
     /// GB/s of one NVLink (a GPU's NVSwitch port is its NVLinks' total).
     pub nvlink_gbps: Option<f64>,
@@ -67,29 +78,69 @@ pub struct PresetOptions {
     pub nvswitch_gbps: Option<f64>,
 }
 
-/// A node of GPUs on an NVSwitch, with one NIC per GPU.
+/// A node of GPUs on an NVSwitch, and its NICs.
 struct Machine {
     gpus: usize,
     nvlinks: f64,
+    nics: usize,
     nic_gbps: f64,
+    /// A GPU's PCIe link (x16 of its generation), GB/s per direction: the most it moves
+    /// to and from its NICs.
+    pcie_gbps: f64,
     default_nodes: usize,
 }
 
+/// PCIe x16 line rates per direction, GB/s: GT/s x 16 lanes x 128/130 / 8 bits.
+const PCIE3_X16_GBPS: f64 = 15.75;
+const PCIE4_X16_GBPS: f64 = 31.5;
+const PCIE5_X16_GBPS: f64 = 63.0;
+
 fn machine(name: &str) -> Option<Machine> {
-    let (gpus, nvlinks, nic_gbps, default_nodes) = match name {
-        "dgx2" => (16, 6.0, 6.25, 1),
-        "hgx-a100" | "ndv4" => (8, 12.0, 25.0, 1),
-        "dgx-a100" => (8, 12.0, 25.0, 2),
-        "hgx-h100" => (8, 18.0, 50.0, 1),
-        "dgx-h100" => (8, 18.0, 50.0, 2),
+    let (gpus, nvlinks, nics, nic_gbps, pcie_gbps, default_nodes) = match name {
+        "dgx2" => (16, 6.0, 8, 12.5, PCIE3_X16_GBPS, 1),
+        "hgx-a100" | "ndv4" => (8, 12.0, 8, 25.0, PCIE4_X16_GBPS, 1),
+        "dgx-a100" => (8, 12.0, 8, 25.0, PCIE4_X16_GBPS, 2),
+        "hgx-h100" => (8, 18.0, 8, 50.0, PCIE5_X16_GBPS, 1),
+        "dgx-h100" => (8, 18.0, 8, 50.0, PCIE5_X16_GBPS, 2),
         _ => return None,
     };
     Some(Machine {
         gpus,
         nvlinks,
+        nics,
         nic_gbps,
+        pcie_gbps,
         default_nodes,
     })
+}
+
+/// Most NICs a node may have.
+const MAX_NICS: usize = 64;
+
+/// How the first `taken` of a node's `gpus` GPUs reach the network through its `nics`
+/// NICs of `nic_gbps` (NICs spread evenly: `nics` divides `gpus` or is a multiple of
+/// them), each GPU through a PCIe link of `pcie_gbps`: the GB/s the GPU that gets the
+/// least has to itself, and the NICs the GPUs taken use.
+fn nic_share(
+    gpus: usize,
+    nics: usize,
+    taken: usize,
+    nic_gbps: f64,
+    pcie_gbps: f64,
+) -> (f64, usize) {
+    let (share, used) = if nics >= gpus {
+        // Each GPU has nics / gpus NICs of its own.
+        let own = nics / gpus;
+        (own as f64 * nic_gbps, taken * own)
+    } else {
+        // GPUs i*s .. (i+1)*s - 1 share NIC i; the first NIC has the most GPUs taken.
+        let per_nic = gpus / nics;
+        (
+            nic_gbps / per_nic.min(taken) as f64,
+            taken.div_ceil(per_nic),
+        )
+    };
+    (share.min(pcie_gbps), used)
 }
 
 /// The error for an option a preset does not take, or takes only in some range.
@@ -108,33 +159,45 @@ pub fn preset(name: &str, opts: &PresetOptions) -> Result<Topology> {
     }
     let plan = plan(name, opts)?;
     let Some(spines) = plan.spines else {
-        return compose(plan.label, &plan.dims);
+        return Ok(compose(plan.label, &plan.dims)?.with_nics(plan.nics));
     };
     let (mut fabric, switches) = compose_fabric(plan.label, &plan.dims)?;
     let rails = plan.dims[1];
     let rail_down_gbps = rails.size as f64 * rails.bandwidth_gbps;
     add_spines(&mut fabric, switches[1].clone(), rail_down_gbps, &spines)?;
     let sizes = plan.dims.iter().map(|d| d.size).collect();
-    Ok(fabric.build()?.with_dimensions(sizes))
+    Ok(fabric.build()?.with_dimensions(sizes).with_nics(plan.nics))
 }
 
-/// The name and dimensions of an NVSwitch preset without spines, without building it (a
-/// cluster is priced from them); None for DGX-1 and clusters with spines, which only
-/// `preset` builds.
-pub fn preset_dims(name: &str, opts: &PresetOptions) -> Result<Option<(String, Vec<Dim>)>> {
+/// An NVSwitch preset without spines, unbuilt (a cluster is priced from its dimensions);
+/// None for DGX-1 and clusters with spines, which only `preset` builds.
+pub(crate) struct Composed {
+    pub label: String,
+    pub dims: Vec<Dim>,
+    /// The NICs each node's GPUs use, which `compose` does not record.
+    pub nics: NodeNics,
+}
+
+/// The preset `name` as dimensions, where it is composed of them alone (see [`Composed`]).
+pub(crate) fn preset_dims(name: &str, opts: &PresetOptions) -> Result<Option<Composed>> {
     if name == "dgx1" {
         return Ok(None);
     }
     let plan = plan(name, opts)?;
-    Ok(plan.spines.is_none().then_some((plan.label, plan.dims)))
+    Ok(plan.spines.is_none().then_some(Composed {
+        label: plan.label,
+        dims: plan.dims,
+        nics: plan.nics,
+    }))
 }
 
-/// An NVSwitch preset's name, its NVSwitch dimension (and rails, from two nodes on) and
-/// its spines.
+/// An NVSwitch preset's name, its NVSwitch dimension (and rails, from two nodes on), its
+/// spines and the NICs its GPUs use.
 struct Plan {
     label: String,
     dims: Vec<Dim>,
     spines: Option<Spines>,
+    nics: NodeNics,
 }
 
 fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
@@ -182,9 +245,23 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
                 hop_latency_us: SPINE_HOP_US,
             }),
         };
+    let nics = opts.nics.unwrap_or(m.nics);
+    let spread = nics % m.gpus == 0 || m.gpus % nics == 0;
+    if nics == 0 || nics > MAX_NICS || !spread {
+        return Err(invalid(
+            name,
+            "nics=",
+            nics.to_string(),
+            format!(
+                "NICs of each node, a divisor or a multiple of its {} GPUs (spread evenly over them), from 1 to {MAX_NICS}",
+                m.gpus
+            ),
+        ));
+    }
     let nvlink = opts.nvlink_gbps.unwrap_or(NVLINK_GBPS);
     let port = opts.nvswitch_gbps.unwrap_or(m.nvlinks * nvlink);
-    let nic = opts.nic_gbps.unwrap_or(m.nic_gbps);
+    let nic_gbps = opts.nic_gbps.unwrap_or(m.nic_gbps);
+    let (nic, nics_used) = nic_share(m.gpus, nics, gpus, nic_gbps, m.pcie_gbps);
     let mut label = format!("preset:{name}");
     let mut said = |key: &str, value: Option<String>| {
         if let Some(v) = value {
@@ -198,6 +275,7 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
     said("gpus", opts.gpus.map(|g| g.to_string()));
     said("spine", spines.map(|s| s.count.to_string()));
     said("oversub", spines.map(|s| s.oversub.to_string()));
+    said("nics", opts.nics.map(|n| n.to_string()));
     said("nic", opts.nic_gbps.map(|v| v.to_string()));
     said("nvlink", opts.nvlink_gbps.map(|v| v.to_string()));
     said("nvswitch", opts.nvswitch_gbps.map(|v| v.to_string()));
@@ -226,6 +304,10 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
         label,
         dims,
         spines,
+        nics: NodeNics {
+            count: nics_used,
+            gbps: nic_gbps,
+        },
     })
 }
 
@@ -240,6 +322,7 @@ fn dgx1(opts: &PresetOptions) -> Result<Topology> {
         ("gpus=", opts.gpus.map(|v| v.to_string())),
         ("spine=", opts.spines.map(|v| v.to_string())),
         ("oversub=", opts.oversub.map(|v| v.to_string())),
+        ("nics=", opts.nics.map(|v| v.to_string())),
         ("nic=", opts.nic_gbps.map(|v| v.to_string())),
         ("nvswitch=", opts.nvswitch_gbps.map(|v| v.to_string())),
     ];
@@ -268,7 +351,8 @@ mod tests {
     use super::*;
 
     fn dims(name: &str, opts: PresetOptions) -> (String, Vec<Dim>) {
-        preset_dims(name, &opts).unwrap().unwrap()
+        let composed = preset_dims(name, &opts).unwrap().unwrap();
+        (composed.label, composed.dims)
     }
 
     #[test]
@@ -289,12 +373,17 @@ mod tests {
             ..nodes(2)
         };
         assert_eq!(dims("ndv4", opts).0, "preset:ndv4,nodes=2,gpus=4,nic=12.5");
+        let shared = PresetOptions {
+            nics: Some(4),
+            ..nodes(2)
+        };
+        assert_eq!(dims("dgx-h100", shared).0, "preset:dgx-h100,nodes=2,nics=4");
         let spined = PresetOptions {
             spines: Some(2),
             oversub: Some(2.0),
             ..nodes(4)
         };
-        assert_eq!(preset_dims("dgx-h100", &spined).unwrap(), None);
+        assert!(preset_dims("dgx-h100", &spined).unwrap().is_none());
         let t = preset("dgx-h100", &spined).unwrap();
         assert_eq!(t.name(), "preset:dgx-h100,nodes=4,spine=2,oversub=2");
         assert_eq!(t.dimensions(), Some(&[8, 4][..]));

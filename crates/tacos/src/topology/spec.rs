@@ -6,8 +6,8 @@ use super::limits::{
     bandwidth_in_range, check_bandwidth, check_latency, latency_in_range, BANDWIDTH_ALLOWED,
 };
 use super::nccl_xml::{self, NcclImportOptions};
-use super::presets::{preset, preset_dims, PresetOptions};
-use super::{file, Topology};
+use super::presets::{preset, preset_dims, Composed, PresetOptions};
+use super::{file, NodeNics, Topology};
 use crate::error::{echo, Error, Result};
 use std::path::Path;
 
@@ -66,7 +66,7 @@ pub const BUILDERS: &[(&str, &str)] = &[
     ),
     (
         "preset:NAME[,nodes=N,gpus=G,...]",
-        "a real machine as a fabric (see `tacos topo presets`): nodes=N rail-optimized (GPU g of every node on leaf switch rail{g}), gpus=G of each node, spine=K switches over the rails with oversub=R (rail-to-spine bandwidth = the rail's NIC bandwidth / R), nic=, nvlink=, nvswitch= in GB/s",
+        "a real machine as a fabric (see `tacos topo presets`): nodes=N rail-optimized (GPU g of every node on leaf switch rail{g}), gpus=G (the first G GPUs of each node), spine=K switches over the rails with oversub=R (rail-to-spine bandwidth = the rail's NIC bandwidth / R), nics=N NICs a node (a divisor or multiple of its GPUs; GPUs share or split them), nic= (GB/s a NIC), nvlink=, nvswitch= in GB/s",
     ),
 ];
 
@@ -83,7 +83,10 @@ struct Options {
     gpus: Option<usize>,
     spine: Option<usize>,
     oversub: Option<f64>,
-    /// NCCL topology import: GB/s per NIC, per NVLink, per GPU into an NVSwitch.
+    /// Presets: NICs of each node.
+    nics: Option<usize>,
+    /// Presets and NCCL topology import: GB/s per NIC, per NVLink, per GPU into an
+    /// NVSwitch.
     nic: Option<f64>,
     nvlink: Option<f64>,
     nvswitch: Option<f64>,
@@ -126,11 +129,18 @@ pub fn parse_spec_with_warnings(
     if spec.ends_with(".json") || Path::new(spec).is_file() {
         return Ok((file::read(Path::new(spec), defaults)?, Vec::new()));
     }
-    let topo = match parse_builder(spec, defaults)? {
+    let (plan, nics) = parse_builder(spec, defaults)?;
+    let topo = match plan {
         SpecPlan::Composed { name, dims } => compose(name, &dims)?,
         SpecPlan::Built(topo, _) => topo,
     };
-    Ok((topo, Vec::new()))
+    Ok((
+        match nics {
+            Some(nics) => topo.with_nics(nics),
+            None => topo,
+        },
+        Vec::new(),
+    ))
 }
 
 /// A spec read as far as it can be without building it: the dimensions of a composed
@@ -154,7 +164,7 @@ pub fn plan_spec(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
         let (topo, warnings) = parse_spec_with_warnings(spec, defaults)?;
         return Ok(SpecPlan::Built(topo, warnings));
     }
-    parse_builder(trimmed, defaults)
+    parse_builder(trimmed, defaults).map(|(plan, _)| plan)
 }
 
 fn nccl(path: &str, options: &NcclImportOptions) -> Result<(Topology, Vec<String>)> {
@@ -162,13 +172,18 @@ fn nccl(path: &str, options: &NcclImportOptions) -> Result<(Topology, Vec<String
     Ok((imported.topology, imported.warnings))
 }
 
-fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
+/// A builder spec read, with the NICs of a composed preset's nodes (which its dimensions
+/// do not say).
+fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<(SpecPlan, Option<NodeNics>)> {
     let Some((kind, rest)) = spec.split_once(':') else {
         return Err(unknown("topology file or builder", spec));
     };
     let mut parts = rest.split(',');
     let shape = parts.next().unwrap_or("").trim();
     let opts = parse_options(spec, parts)?;
+    if kind == "preset" {
+        return parse_preset(spec, shape, &opts);
+    }
     let allow = |allowed: &[&str]| check_allowed(spec, &opts, allowed);
     let dims_of = |shape: &str, kinds: &[DimKind]| dims(spec, shape, kinds, &opts, defaults);
     let name = spec.to_string();
@@ -179,7 +194,7 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
         })
     };
     let built = |topo: Topology| SpecPlan::Built(topo, Vec::new());
-    match kind {
+    let plan = match kind {
         "ring" | "uniring" | "fc" | "fully-connected" | "switch" => {
             count(spec, shape)?;
             let is_switch = kind == "switch";
@@ -266,26 +281,37 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
             let (spines, oversub) = (opts.spine.unwrap_or(1), opts.oversub.unwrap_or(1.0));
             clos(&name, n[0], n[1], spines, oversub, (bw, lat)).map(built)
         }
-        "preset" => {
-            allow(&[
-                "nodes", "gpus", "spine", "oversub", "nic", "nvlink", "nvswitch",
-            ])?;
-            let opts = PresetOptions {
-                nodes: opts.nodes,
-                gpus: opts.gpus,
-                spines: opts.spine,
-                oversub: opts.oversub,
-                nic_gbps: opts.nic,
-                nvlink_gbps: opts.nvlink,
-                nvswitch_gbps: opts.nvswitch,
-            };
-            match preset_dims(shape, &opts)? {
-                Some((name, dims)) => Ok(SpecPlan::Composed { name, dims }),
-                None => preset(shape, &opts).map(built),
-            }
-        }
         _ => Err(unknown("builder", kind)),
-    }
+    }?;
+    Ok((plan, None))
+}
+
+/// `preset:NAME` with `opts`: its dimensions where it is composed of them alone (and the
+/// NICs its nodes' GPUs use), else built.
+fn parse_preset(spec: &str, name: &str, opts: &Options) -> Result<(SpecPlan, Option<NodeNics>)> {
+    check_allowed(
+        spec,
+        opts,
+        &[
+            "nodes", "gpus", "spine", "oversub", "nics", "nic", "nvlink", "nvswitch",
+        ],
+    )?;
+    let opts = PresetOptions {
+        nodes: opts.nodes,
+        gpus: opts.gpus,
+        spines: opts.spine,
+        oversub: opts.oversub,
+        nics: opts.nics,
+        nic_gbps: opts.nic,
+        nvlink_gbps: opts.nvlink,
+        nvswitch_gbps: opts.nvswitch,
+    };
+    Ok(match preset_dims(name, &opts)? {
+        Some(Composed { label, dims, nics }) => {
+            (SpecPlan::Composed { name: label, dims }, Some(nics))
+        }
+        None => (SpecPlan::Built(preset(name, &opts)?, Vec::new()), None),
+    })
 }
 
 /// A spec that names no builder: `what` is "builder" when it has the builder's `NAME:`
@@ -317,7 +343,7 @@ fn switch_kind(opts: &Options) -> DimKind {
 }
 
 /// Every option a spec may give, for error messages.
-const OPTIONS: [&str; 10] = [
+const OPTIONS: [&str; 11] = [
     "bw=",
     "lat=",
     "d=",
@@ -325,6 +351,7 @@ const OPTIONS: [&str; 10] = [
     "gpus=",
     "spine=",
     "oversub=",
+    "nics=",
     "nic=",
     "nvlink=",
     "nvswitch=",
@@ -339,6 +366,7 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
         gpus: None,
         spine: None,
         oversub: None,
+        nics: None,
         nic: None,
         nvlink: None,
         nvswitch: None,
@@ -420,6 +448,14 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
                 value: value.into(),
                 allowed: "a number > 0, or R:1 (the leaves' bandwidth down over their bandwidth up to the spines: 1 non-blocking, 2 or 2:1 half as much up)".into(),
             })?),
+            // The preset checks the count, which depends on its node.
+            "nics" => {
+                opts.nics = Some(value.trim().parse().map_err(|_| Error::Invalid {
+                    input: input(),
+                    value: value.into(),
+                    allowed: "a whole number of NICs per node, a divisor or a multiple of the node's GPUs".into(),
+                })?)
+            }
             "nic" => opts.nic = Some(bandwidth()?),
             "nvlink" => opts.nvlink = Some(bandwidth()?),
             "nvswitch" => opts.nvswitch = Some(bandwidth()?),
@@ -444,6 +480,7 @@ fn check_allowed(spec: &str, opts: &Options, allowed: &[&str]) -> Result<()> {
         ("gpus", opts.gpus.is_some()),
         ("spine", opts.spine.is_some()),
         ("oversub", opts.oversub.is_some()),
+        ("nics", opts.nics.is_some()),
         ("nic", opts.nic.is_some()),
         ("nvlink", opts.nvlink.is_some()),
         ("nvswitch", opts.nvswitch.is_some()),

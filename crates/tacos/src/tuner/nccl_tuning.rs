@@ -213,6 +213,7 @@ impl NcclTuning {
     ///     fabric: NodeFabric::NvSwitch { nvlinks: 18.0 },
     ///     nics: 0,
     ///     nic_gbps: 0.0,
+    ///     network_gbps: 0.0,
     ///     nvls: true,
     ///     sharp: false,
     /// };
@@ -597,6 +598,7 @@ mod tests {
             fabric: NodeFabric::NvSwitch { nvlinks: 18.0 },
             nics: if nodes > 1 { 8 } else { 0 },
             nic_gbps: 50.0,
+            network_gbps: if nodes > 1 { 400.0 } else { 0.0 },
             nvls: true,
             sharp: false,
         };

@@ -34,10 +34,16 @@ pub struct Machine {
     /// GPUs of each node in the communicator.
     pub gpus_per_node: usize,
     pub fabric: NodeFabric,
-    /// NICs of each node the communicator's GPUs reach.
+    /// NICs of each node the communicator's GPUs use: their own, which GPUs may share or
+    /// have several of (NCCL lays a channel's way in and out of a node over one NIC, and
+    /// leaves NICs of GPUs outside the communicator unused).
     pub nics: usize,
     /// Line rate of one NIC, GB/s per direction.
     pub nic_gbps: f64,
+    /// GB/s per direction a node's GPUs move into the network together at line rate: the
+    /// sum of their shares of the NICs, each at most what its PCIe link carries (the
+    /// executor's view; NCCL's search counts NICs).
+    pub network_gbps: f64,
     /// The NVSwitch reduces and multicasts (NVLink SHARP), and NCCL may use it.
     pub nvls: bool,
     /// The network switches reduce (SHARP, NCCL's CollNet plugin).
@@ -181,8 +187,12 @@ impl Machine {
     /// Channels of `pattern` the links hold at `speed` GB/s a channel (at most `most`).
     fn channels_at(&self, pattern: Pattern, speed: f64, most: u32) -> u32 {
         let inter = if self.multi_node() {
-            // Each channel enters and leaves a node through one NIC.
-            self.nics as u32 * fits(self.nic_gbps.min(self.pci_gbps()), speed)
+            // Each channel enters and leaves a node through one NIC, and through the PCIe
+            // link of the GPU it enters at (and of the one it leaves from): NICs beyond a
+            // GPU's PCIe link carry nothing more.
+            let per_nic = fits(self.nic_gbps.min(self.pci_gbps()), speed);
+            let per_gpu = fits(self.pci_gbps(), speed);
+            (self.nics as u32 * per_nic).min(self.gpus_per_node.max(1) as u32 * per_gpu)
         } else {
             most
         };
@@ -308,6 +318,7 @@ impl Machine {
     ///     fabric: NodeFabric::NvSwitch { nvlinks: 12.0 },
     ///     nics: 0,
     ///     nic_gbps: 0.0,
+    ///     network_gbps: 0.0,
     ///     nvls: false,
     ///     sharp: false,
     /// };
@@ -477,6 +488,7 @@ mod tests {
             fabric: NodeFabric::NvSwitch { nvlinks },
             nics: if nodes > 1 { 8 } else { 0 },
             nic_gbps,
+            network_gbps: if nodes > 1 { 8.0 * nic_gbps } else { 0.0 },
             nvls: arch == GpuArch::Hopper,
             sharp: false,
         }
@@ -536,6 +548,7 @@ mod tests {
             },
             nics: 0,
             nic_gbps: 0.0,
+            network_gbps: 0.0,
             nvls: false,
             sharp: false,
         };
