@@ -54,7 +54,7 @@ struct Graph {
 }
 
 impl Graph {
-    /// The links between `spec`'s NPUs that run both ways, parallel links summed.
+    /// The links between `spec`'s NPUs that run both ways (of parallel links, the fastest).
     fn new(topo: &Topology, spec: &CollectiveSpec) -> Result<Graph> {
         if topo.has_switches() {
             return Err(Error::Baseline(format!(
@@ -259,15 +259,14 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
         }
         hops.add(&graph, &tree, chunk);
     }
-    hops.schedule(topo, spec, chunk_bytes)
+    hops.schedule(topo, chunk_bytes)
 }
 
 /// The hops of every chunk's tree and what each waits for.
 struct Hops {
-    /// Per hop: its chunk, sending and receiving member, link, and whether it reduces.
+    /// Per hop: its chunk, its link (between two NPUs: its ends are the hop's), and
+    /// whether it reduces.
     chunk: Vec<u32>,
-    from: Vec<u32>,
-    to: Vec<u32>,
     link: Vec<u32>,
     reduce: Vec<bool>,
     /// How many hops each waits for.
@@ -281,8 +280,6 @@ impl Hops {
     fn with_capacity(hops: usize) -> Hops {
         Hops {
             chunk: Vec::with_capacity(hops),
-            from: Vec::with_capacity(hops),
-            to: Vec::with_capacity(hops),
             link: Vec::with_capacity(hops),
             reduce: Vec::with_capacity(hops),
             waits: Vec::with_capacity(hops),
@@ -296,17 +293,16 @@ impl Hops {
     /// children's reductions, any other for the broadcast into its sender.
     fn add(&mut self, graph: &Graph, tree: &Tree, chunk: usize) {
         let n = tree.parent.len();
-        let base = self.chunk.len() as u32;
-        // Member v's reduction is hop base + v; the broadcast into v is hop base + n + v
-        // (the root's two are placeholders, taken out below by renumbering).
         let mut children = vec![Vec::new(); n];
         for (v, link) in tree.parent.iter().enumerate() {
             if let Some((p, _)) = link {
                 children[*p].push(v);
             }
         }
+        // Hops are numbered in the order pushed below: member v's reduction is id[v], the
+        // broadcast into it id[n + v] (none for the root).
         let mut id = vec![u32::MAX; 2 * n];
-        let mut next_id = base;
+        let mut next_id = self.chunk.len() as u32;
         for v in 0..n {
             if tree.parent[v].is_some() {
                 id[v] = next_id;
@@ -319,10 +315,8 @@ impl Hops {
                 continue;
             };
             // Reduction v -> p, then broadcast p -> v.
-            for (reduce, from, to) in [(true, v, p), (false, p, v)] {
+            for (reduce, from) in [(true, v), (false, p)] {
                 self.chunk.push(chunk as u32);
-                self.from.push(from as u32);
-                self.to.push(to as u32);
                 self.link.push(graph.link_from(e, from) as u32);
                 self.reduce.push(reduce);
                 let waits = if reduce {
@@ -333,16 +327,12 @@ impl Hops {
                     1
                 };
                 self.waits.push(waits as u32);
-                let next: Vec<u32> = if reduce {
-                    if p == tree.root {
-                        children[p].iter().map(|&c| id[n + c]).collect()
-                    } else {
-                        vec![id[p]]
-                    }
-                } else {
-                    children[v].iter().map(|&c| id[n + c]).collect()
-                };
-                self.next.extend(next);
+                let broadcasts = |of: usize| children[of].iter().map(|&c| id[n + c]);
+                match (reduce, p == tree.root) {
+                    (true, true) => self.next.extend(broadcasts(p)),
+                    (true, false) => self.next.push(id[p]),
+                    (false, _) => self.next.extend(broadcasts(v)),
+                }
                 self.next_start.push(self.next.len() as u32);
             }
         }
@@ -350,19 +340,14 @@ impl Hops {
 
     /// List scheduling: every hop starts when its data is there and its link is free,
     /// each link taking the lowest chunk ready for it.
-    fn schedule(self, topo: &Topology, spec: &CollectiveSpec, chunk_bytes: f64) -> Result<Plan> {
+    fn schedule(self, topo: &Topology, chunk_bytes: f64) -> Result<Plan> {
         let hops = self.chunk.len();
-        let mut took = HashMap::new();
-        let mut duration = Vec::with_capacity(hops);
-        for &l in &self.link {
-            let ps = match took.get(&l) {
-                Some(&ps) => ps,
-                None => *took
-                    .entry(l)
-                    .or_insert(link_time_ps(topo.link(l as usize), chunk_bytes)?),
-            };
-            duration.push(ps);
-        }
+        // A chunk's time on each link.
+        let took = topo
+            .links()
+            .iter()
+            .map(|l| link_time_ps(l, chunk_bytes))
+            .collect::<Result<Vec<Picos>>>()?;
         let mut waits = self.waits;
         let mut ready: Vec<BinaryHeap<Reverse<(u32, u32)>>> =
             vec![BinaryHeap::new(); topo.links().len()];
@@ -372,7 +357,9 @@ impl Hops {
         let mut plan = Plan::default();
         plan.transfers.reserve(hops);
         let begin = |h: usize, now: Picos, events: &mut BinaryHeap<_>| {
-            let end = later(now, duration[h], || "trees: a hop's end".to_string())?;
+            let end = later(now, took[self.link[h] as usize], || {
+                "trees: a hop's end".to_string()
+            })?;
             events.push(Reverse((end, h as u32, now)));
             Ok::<(), Error>(())
         };
@@ -387,29 +374,32 @@ impl Hops {
                 begin(h as usize, 0, &mut events)?;
             }
         }
+        // Links freed or given a ready hop by the hop that just ended.
+        let mut touched = Vec::new();
         while let Some(Reverse((now, h, started))) = events.pop() {
             let h = h as usize;
             let op = if self.reduce[h] { Op::Reduce } else { Op::Copy };
+            let link = topo.link(self.link[h] as usize);
             plan.transfers.push(Transfer::new(
                 self.chunk[h] as usize,
-                spec.npus[self.from[h] as usize],
-                spec.npus[self.to[h] as usize],
+                link.src,
+                link.dst,
                 started,
                 now,
                 op,
             ));
-            let mut freed = vec![self.link[h] as usize];
+            touched.push(self.link[h] as usize);
             for &w in &self.next[self.next_start[h] as usize..self.next_start[h + 1] as usize] {
                 let w = w as usize;
                 waits[w] -= 1;
                 if waits[w] == 0 {
                     let link = self.link[w] as usize;
                     ready[link].push(Reverse((self.chunk[w], w as u32)));
-                    freed.push(link);
+                    touched.push(link);
                 }
             }
             busy[self.link[h] as usize] = false;
-            for link in freed {
+            for link in touched.drain(..) {
                 if !busy[link] {
                     if let Some(Reverse((_, w))) = ready[link].pop() {
                         busy[link] = true;

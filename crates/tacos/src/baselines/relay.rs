@@ -65,8 +65,9 @@ pub fn relay(topo: &Topology, schedule: Schedule, limit: MemoryLimit) -> Result<
     if most == 1 {
         return Ok(schedule);
     }
-    // Each hop and the time it is due, then the simulation of the sends moved whole.
-    let per_hop = TRANSFER + std::mem::size_of::<Picos>() as u64;
+    // Each hop and the time it is due, and the simulation of the sends moved whole, which
+    // records each hop's start (once as the engine runs, once as reported).
+    let per_hop = TRANSFER + 3 * std::mem::size_of::<Picos>() as u64;
     limit.admit(mul(hops, per_hop), || {
         format!(
             "relaying {} transfers through {hops} hops on {}",

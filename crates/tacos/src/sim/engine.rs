@@ -38,26 +38,8 @@ pub(super) fn run_with_hops(
 ) -> Result<(SimResult, HopStarts)> {
     let mut engine = Engine::new(topo, work, room)?;
     engine.hop_started = Some(vec![0; engine.route_links.len()]);
-    let route_start = engine.route_start.clone();
-    let route_links = engine.route_links.clone();
-    let mut result = engine.run_keeping_hops()?;
-    let started = result.1.take().unwrap_or_default();
-    // A hop begins at the route's first link and at each link leaving an NPU.
-    let mut hops = HopStarts {
-        start: Vec::with_capacity(route_start.len()),
-        times: Vec::new(),
-    };
-    hops.start.push(0);
-    for m in 0..route_start.len() - 1 {
-        for i in route_start[m] as usize..route_start[m + 1] as usize {
-            let from = topo.link(route_links[i] as usize).src;
-            if i == route_start[m] as usize || !topo.is_switch(from) {
-                hops.times.push(started[i]);
-            }
-        }
-        hops.start.push(hops.times.len() as u32);
-    }
-    Ok((result.0, hops))
+    let (result, hops) = engine.run_keeping_hops()?;
+    Ok((result, hops.unwrap_or_default()))
 }
 
 /// When each hop of each message started (a hop ends at an NPU: links through switches
@@ -146,7 +128,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Runs every message; the hops' start times where they were asked for.
-    fn run_keeping_hops(mut self) -> Result<(SimResult, Option<Vec<Picos>>)> {
+    fn run_keeping_hops(mut self) -> Result<(SimResult, Option<HopStarts>)> {
         let mut issued = std::mem::take(&mut self.issued);
         self.ready.start(&mut issued);
         self.issue(&mut issued, 0);
@@ -163,13 +145,39 @@ impl<'a> Engine<'a> {
             self.serve_touched(now)?;
         }
         self.ready.check_all_issued()?;
+        let hops = self
+            .hop_started
+            .take()
+            .map(|started| self.hop_starts(&started));
         let result = SimResult {
             time_ps: self.timing.iter().map(|t| t.end_ps).max().unwrap_or(0),
             messages: self.timing,
             link_busy_ps: self.link_busy_ps,
             link_bytes: self.link_bytes,
         };
-        Ok((result, self.hop_started))
+        Ok((result, hops))
+    }
+
+    /// Each message's hop start times out of `started` (by place in `route_links`): a hop
+    /// begins at the route's first link and at each link leaving an NPU.
+    fn hop_starts(&self, started: &[Picos]) -> HopStarts {
+        let messages = self.route_start.len() - 1;
+        let mut hops = HopStarts {
+            start: Vec::with_capacity(messages + 1),
+            times: Vec::new(),
+        };
+        hops.start.push(0);
+        for m in 0..messages {
+            let route = self.route_start[m] as usize..self.route_start[m + 1] as usize;
+            for i in route.clone() {
+                let from = self.topo.link(self.route_links[i] as usize).src;
+                if i == route.start || !self.topo.is_switch(from) {
+                    hops.times.push(started[i]);
+                }
+            }
+            hops.start.push(hops.times.len() as u32);
+        }
+        hops
     }
 
     /// Puts the messages just issued (drained from `issued`) on their first hop's queues.
