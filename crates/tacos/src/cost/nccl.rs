@@ -116,16 +116,17 @@ impl NcclShapes {
     }
 
     /// The shapes of `kind` on `cluster` by formula (`tuner::fabric_shape`), without
-    /// building its topology: for communicators too large to simulate. Every GPU of a node
-    /// has its NIC.
+    /// building its topology: for communicators too large to simulate. `nics`: a node's
+    /// NICs where the topology records them, else one per GPU.
     pub fn for_cluster(
         cluster: &Cluster,
+        nics: Option<usize>,
         kind: CollectiveKind,
         channels: u32,
     ) -> Result<NcclShapes> {
         check_tuned(kind)?;
         let all = if cluster.domains > 1 { cluster.size } else { 0 };
-        let links = links_reached(all, None, channels);
+        let links = links_reached(all, nics, channels);
         let nodes = Nodes::of_cluster(cluster).map(|n| n.reaching(links, all));
         NcclShapes::build(kind, links, nodes, |a| fabric_shape(cluster, kind, a))
     }
@@ -287,7 +288,7 @@ impl NcclPricer {
         let tuning = Arc::new(tuning_on(&machine, model.nccl_version()));
         Ok(NcclPricer {
             kind,
-            shapes: NcclShapes::for_cluster(cluster, kind, model.channels)?,
+            shapes: NcclShapes::for_cluster(cluster, Some(machine.nics), kind, model.channels)?,
             model,
             machine,
             tuning,

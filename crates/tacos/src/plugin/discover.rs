@@ -16,7 +16,7 @@ use super::Config;
 use crate::error::{Error, Result};
 use crate::topology::nccl_xml::{self, NcclImportOptions};
 use crate::topology::spec::{plan_spec, SpecPlan};
-use crate::topology::{compose, Dim, DimKind, SpecDefaults, Topology};
+use crate::topology::{Dim, DimKind, NodeNics, SpecDefaults, Topology};
 use std::path::Path;
 
 /// Latencies of the generic cluster's links, microseconds (as the presets).
@@ -54,8 +54,13 @@ pub struct Plan {
 /// The topology, unbuilt where building it costs.
 #[derive(Clone, Debug)]
 pub enum Layout {
-    /// Dimensions [`compose`] joins (the generic cluster, builder specs, cluster presets).
-    Composed { name: String, dims: Vec<Dim> },
+    /// Dimensions [`compose`](crate::topology::compose) joins (the generic cluster, builder specs, cluster presets),
+    /// and the NICs a preset's nodes have (else one per GPU linked across nodes).
+    Composed {
+        name: String,
+        dims: Vec<Dim>,
+        nics: Option<NodeNics>,
+    },
     /// Already read (topology files, the other builders).
     Built(Topology),
     /// NCCL's topology XML, repeated over the nodes.
@@ -70,7 +75,9 @@ impl Plan {
     pub fn build(self) -> Result<Discovered> {
         let mut warnings = self.warnings;
         let topology = match self.layout {
-            Layout::Composed { name, dims } => compose(name, &dims)?,
+            Layout::Composed { name, dims, nics } => {
+                SpecPlan::Composed { name, dims, nics }.build()?
+            }
             Layout::Built(topology) => topology,
             Layout::NcclFile { path, options } => {
                 let mut imported = nccl_xml::read(Path::new(&path), &options)?;
@@ -124,7 +131,9 @@ pub fn plan(config: &Config, ranks: usize, nodes: usize, nvl: Option<NvlDomains>
         .max(1);
     let (layout, source, more) = if let Some(spec) = &config.topology {
         let (layout, w) = match plan_spec(spec, &SpecDefaults::default())? {
-            SpecPlan::Composed { name, dims } => (Layout::Composed { name, dims }, Vec::new()),
+            SpecPlan::Composed { name, dims, nics } => {
+                (Layout::Composed { name, dims, nics }, Vec::new())
+            }
             SpecPlan::Built(topo, w) => (Layout::Built(topo), w),
         };
         (layout, format!("TACOS_TOPOLOGY={spec}"), w)
@@ -149,7 +158,11 @@ pub fn plan(config: &Config, ranks: usize, nodes: usize, nvl: Option<NvlDomains>
             )));
         }
         let (name, dims) = generic(config, domain_size, ranks / domain_size);
-        let layout = Layout::Composed { name, dims };
+        let layout = Layout::Composed {
+            name,
+            dims,
+            nics: None,
+        };
         (layout, "generic cluster".to_string(), Vec::new())
     };
     warnings.extend(more);
@@ -224,6 +237,20 @@ mod tests {
         let d = discover(&c, 8, 1, Some(uneven)).unwrap();
         assert_eq!(d.domain_size, 8);
         assert!(d.warnings[0].contains("do not split 8 ranks evenly"));
+    }
+
+    /// A preset's NICs reach the plugins as they reach the command line: NCCL's search
+    /// lays its channels over a node's NICs, which the preset's dimensions do not say.
+    #[test]
+    fn a_named_presets_nics_are_recorded() {
+        for (spec, ranks, count, gbps) in [
+            ("preset:dgx-h100,nodes=2,nics=2", 16, 2, 50.0),
+            ("preset:dgx2,nodes=2", 32, 8, 12.5),
+        ] {
+            let c = config(&[("TACOS_TOPOLOGY", spec)]).unwrap();
+            let d = discover(&c, ranks, 2, None).unwrap();
+            assert_eq!(d.topology.nics(), Some(NodeNics { count, gbps }), "{spec}");
+        }
     }
 
     #[test]

@@ -31,8 +31,14 @@ pub const FORMULA_RANKS_MAX: usize = 1 << 17;
 pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) -> Result<Tuner> {
     let found = plan(config, comm.ranks, comm.nodes, nvl)?;
     let (gpu, domain) = (config.gpu(), found.domain_size);
-    let mut cluster = None;
-    if let Layout::Composed { name, dims } = &found.layout {
+    let (mut cluster, mut nics) = (None, None);
+    if let Layout::Composed {
+        name,
+        dims,
+        nics: recorded,
+    } = &found.layout
+    {
+        nics = recorded.map(|n| n.count);
         let npus = dims
             .iter()
             .try_fold(1usize, |n, d| n.checked_mul(d.size))
@@ -78,7 +84,7 @@ pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) 
             let network = Network::Cluster { cluster, name };
             let mut tuner = Tuner::new(network, &found.source, domain, found.warnings, comm, gpu)?;
             rank_by_executor(&mut tuner, &|kind, channels| {
-                NcclShapes::for_cluster(&cluster, kind, channels)
+                NcclShapes::for_cluster(&cluster, nics, kind, channels)
             });
             Ok(tuner)
         }
@@ -290,7 +296,7 @@ mod tests {
         let gpu = GpuArch::Hopper;
         for nodes in [2, 4, 8] {
             let spec = format!("preset:dgx-h100,nodes={nodes}");
-            let SpecPlan::Composed { name, dims } =
+            let SpecPlan::Composed { name, dims, .. } =
                 plan_spec(&spec, &SpecDefaults::default()).unwrap()
             else {
                 panic!("{spec} is composed")
@@ -314,7 +320,7 @@ mod tests {
             };
             let mut formulas = Tuner::new(network, &spec, 8, Vec::new(), &comm, gpu).unwrap();
             price_with_executor(&mut formulas, gpu, &|kind, channels| {
-                NcclShapes::for_cluster(&cluster, kind, channels)
+                NcclShapes::for_cluster(&cluster, None, kind, channels)
             })
             .unwrap();
             for kind in TUNED {

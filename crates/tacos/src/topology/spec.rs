@@ -129,18 +129,7 @@ pub fn parse_spec_with_warnings(
     if spec.ends_with(".json") || Path::new(spec).is_file() {
         return Ok((file::read(Path::new(spec), defaults)?, Vec::new()));
     }
-    let (plan, nics) = parse_builder(spec, defaults)?;
-    let topo = match plan {
-        SpecPlan::Composed { name, dims } => compose(name, &dims)?,
-        SpecPlan::Built(topo, _) => topo,
-    };
-    Ok((
-        match nics {
-            Some(nics) => topo.with_nics(nics),
-            None => topo,
-        },
-        Vec::new(),
-    ))
+    Ok((parse_builder(spec, defaults)?.build()?, Vec::new()))
 }
 
 /// A spec read as far as it can be without building it: the dimensions of a composed
@@ -149,8 +138,30 @@ pub fn parse_spec_with_warnings(
 /// topology itself (files, hypercubes, dragonflies, DGX-1) with what had to be assumed.
 #[derive(Clone, Debug)]
 pub enum SpecPlan {
-    Composed { name: String, dims: Vec<Dim> },
+    /// `nics`: the NICs a composed preset's nodes have, which its dimensions do not say
+    /// (NCCL's search lays its channels over them).
+    Composed {
+        name: String,
+        dims: Vec<Dim>,
+        nics: Option<NodeNics>,
+    },
     Built(Topology, Vec<String>),
+}
+
+impl SpecPlan {
+    /// The topology planned, built (a composed one with its NICs recorded).
+    pub fn build(self) -> Result<Topology> {
+        match self {
+            SpecPlan::Composed { name, dims, nics } => {
+                let topo = compose(name, &dims)?;
+                Ok(match nics {
+                    Some(nics) => topo.with_nics(nics),
+                    None => topo,
+                })
+            }
+            SpecPlan::Built(topo, _) => Ok(topo),
+        }
+    }
 }
 
 /// As `parse_spec_with_warnings`, leaving composed topologies unbuilt.
@@ -164,7 +175,7 @@ pub fn plan_spec(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
         let (topo, warnings) = parse_spec_with_warnings(spec, defaults)?;
         return Ok(SpecPlan::Built(topo, warnings));
     }
-    parse_builder(trimmed, defaults).map(|(plan, _)| plan)
+    parse_builder(trimmed, defaults)
 }
 
 fn nccl(path: &str, options: &NcclImportOptions) -> Result<(Topology, Vec<String>)> {
@@ -172,9 +183,8 @@ fn nccl(path: &str, options: &NcclImportOptions) -> Result<(Topology, Vec<String
     Ok((imported.topology, imported.warnings))
 }
 
-/// A builder spec read, with the NICs of a composed preset's nodes (which its dimensions
-/// do not say).
-fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<(SpecPlan, Option<NodeNics>)> {
+/// A builder spec read.
+fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<SpecPlan> {
     let Some((kind, rest)) = spec.split_once(':') else {
         return Err(unknown("topology file or builder", spec));
     };
@@ -191,6 +201,7 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<(SpecPlan, Optio
         Ok(SpecPlan::Composed {
             name: spec.to_string(),
             dims,
+            nics: None,
         })
     };
     let built = |topo: Topology| SpecPlan::Built(topo, Vec::new());
@@ -283,12 +294,12 @@ fn parse_builder(spec: &str, defaults: &SpecDefaults) -> Result<(SpecPlan, Optio
         }
         _ => Err(unknown("builder", kind)),
     }?;
-    Ok((plan, None))
+    Ok(plan)
 }
 
 /// `preset:NAME` with `opts`: its dimensions where it is composed of them alone (and the
 /// NICs its nodes' GPUs use), else built.
-fn parse_preset(spec: &str, name: &str, opts: &Options) -> Result<(SpecPlan, Option<NodeNics>)> {
+fn parse_preset(spec: &str, name: &str, opts: &Options) -> Result<SpecPlan> {
     check_allowed(
         spec,
         opts,
@@ -307,10 +318,12 @@ fn parse_preset(spec: &str, name: &str, opts: &Options) -> Result<(SpecPlan, Opt
         nvswitch_gbps: opts.nvswitch,
     };
     Ok(match preset_dims(name, &opts)? {
-        Some(Composed { label, dims, nics }) => {
-            (SpecPlan::Composed { name: label, dims }, Some(nics))
-        }
-        None => (SpecPlan::Built(preset(name, &opts)?, Vec::new()), None),
+        Some(Composed { label, dims, nics }) => SpecPlan::Composed {
+            name: label,
+            dims,
+            nics: Some(nics),
+        },
+        None => SpecPlan::Built(preset(name, &opts)?, Vec::new()),
     })
 }
 

@@ -294,7 +294,7 @@ mod tests {
     #[test]
     fn shapes_match_the_simulation_on_the_fabric() {
         for (index, (spec, domain)) in SPECS.into_iter().enumerate() {
-            let SpecPlan::Composed { name, dims } =
+            let SpecPlan::Composed { name, dims, .. } =
                 plan_spec(spec, &SpecDefaults::default()).unwrap()
             else {
                 panic!("{spec} is composed")

@@ -278,7 +278,8 @@ mod tests {
     /// The cluster and its topology as the tuner prices it (switch vertices unwound, as
     /// `Profiler` does).
     fn both(spec: &str, domain: usize) -> (Cluster, Topology) {
-        let SpecPlan::Composed { name, dims } = plan_spec(spec, &SpecDefaults::default()).unwrap()
+        let SpecPlan::Composed { name, dims, .. } =
+            plan_spec(spec, &SpecDefaults::default()).unwrap()
         else {
             panic!("{spec} is composed")
         };
