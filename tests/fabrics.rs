@@ -412,7 +412,7 @@ fn the_tuner_describes_presets_as_before() {
     // What the NCCL tuner prices large clusters from: nodes, GPUs per node, and per-pair
     // figures of the unwinding (450/7 GB/s inside a node, a NIC's 50 GB/s over 3 peers).
     let plan = plan_spec("preset:dgx-h100,nodes=4", &SpecDefaults::default()).unwrap();
-    let SpecPlan::Composed { name, dims } = plan else {
+    let SpecPlan::Composed { name, dims, .. } = plan else {
         panic!("a cluster preset is described by dimensions")
     };
     assert_eq!(name, "preset:dgx-h100,nodes=4");

@@ -91,7 +91,11 @@ fn nvswitch_dumps_import_as_switch_vertices_with_rails() {
     assert_eq!(imported.gpu_busids[3], "0000:4c:00.0");
     // The topology records the NICs themselves for NCCL's search: two of 25 GB/s a node.
     let nics = t.nics().unwrap();
-    assert_eq!((nics.count, nics.gbps), (2, 25.0));
+    assert_eq!((nics.count, nics.gbps, nics.sharp), (2, 25.0, false));
+    // A NIC NCCL's dump marks `coll="1"` reduces in the network (SHARP): CollNet may run.
+    let sharp = nvswitch_dump().replacen("speed=\"200000\"", "speed=\"200000\" coll=\"1\"", 1);
+    let with_sharp = parse(&sharp, "dump.xml", &options).unwrap().topology;
+    assert!(with_sharp.nics().unwrap().sharp);
     // One node has no network, so no NICs in use.
     let one = parse(&nvswitch_dump(), "dump.xml", &NcclImportOptions::default()).unwrap();
     assert_eq!(one.topology.nics(), None);

@@ -256,3 +256,37 @@ fn compare_prices_our_program_and_nccls_as_synth_does() {
     let bare = json(&[&["compare", spec][..], &one, &["--alpha-beta", "--json"]].concat());
     assert!(bare.get("nccl").is_none() && bare.get("program_time_us").is_none());
 }
+
+/// NCCL runs CollNet only where the network reduces (SHARP), which a user says
+/// (`sharp=yes`); a node's buffer must still enter the network once, so no price beats its
+/// NICs' line rate.
+#[test]
+fn collnet_is_priced_only_where_the_network_reduces() {
+    let args = |spec| {
+        [
+            "simulate",
+            spec,
+            "-c",
+            "allreduce",
+            "-s",
+            "1GiB",
+            "--baseline",
+            "nccl",
+            "--nccl-algo",
+            "collnet_direct",
+            "--json",
+        ]
+    };
+    let (ok, _, err) = tacos(&args("preset:dgx-h100,nodes=4"));
+    assert!(!ok && err.contains("SHARP"), "{err}");
+    let sharp = json(&args("preset:dgx-h100,nodes=4,sharp=yes"));
+    assert_eq!(sharp["nccl"]["algorithm"], "collnet_direct", "{sharp}");
+    // 1 GiB over a node's 8 NICs of 50 GB/s, us.
+    let nics_us = (1u64 << 30) as f64 / (8.0 * 50.0 * 1e3);
+    assert!(time_us(&sharp, "time_us") >= nics_us, "{sharp}");
+    let (ok, _, err) = tacos(&args("preset:dgx-h100,nodes=1,sharp=yes"));
+    assert!(
+        !ok && err.contains("sharp=") && err.contains("nodes=2"),
+        "{err}"
+    );
+}

@@ -167,13 +167,15 @@ pub fn of_cluster(cluster: &Cluster, arch: GpuArch) -> Machine {
     }
 }
 
-/// `machine` with the NICs its topology records (`Topology::nics`), where it does and the
-/// machine spans nodes; its links into the network (`network_gbps`) stay as they are.
+/// `machine` with the NICs its topology records (`Topology::nics`) and whether the network
+/// reduces (SHARP), where it does and the machine spans nodes; its links into the network
+/// (`network_gbps`) stay as they are.
 pub fn with_nics(machine: Machine, nics: Option<NodeNics>) -> Machine {
     match nics {
         Some(nics) if machine.nodes > 1 => Machine {
             nics: nics.count,
             nic_gbps: nics.gbps,
+            sharp: nics.sharp,
             ..machine
         },
         _ => machine,

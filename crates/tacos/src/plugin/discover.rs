@@ -243,13 +243,15 @@ mod tests {
     /// lays its channels over a node's NICs, which the preset's dimensions do not say.
     #[test]
     fn a_named_presets_nics_are_recorded() {
-        for (spec, ranks, count, gbps) in [
-            ("preset:dgx-h100,nodes=2,nics=2", 16, 2, 50.0),
-            ("preset:dgx2,nodes=2", 32, 8, 12.5),
+        for (spec, ranks, count, gbps, sharp) in [
+            ("preset:dgx-h100,nodes=2,nics=2", 16, 2, 50.0, false),
+            ("preset:dgx2,nodes=2", 32, 8, 12.5, false),
+            ("preset:dgx-h100,nodes=2,sharp=yes", 16, 8, 50.0, true),
         ] {
             let c = config(&[("TACOS_TOPOLOGY", spec)]).unwrap();
             let d = discover(&c, ranks, 2, None).unwrap();
-            assert_eq!(d.topology.nics(), Some(NodeNics { count, gbps }), "{spec}");
+            let nics = NodeNics { count, gbps, sharp };
+            assert_eq!(d.topology.nics(), Some(nics), "{spec}");
         }
     }
 

@@ -67,6 +67,9 @@ pub struct NodeNics {
     pub count: usize,
     /// Line rate of one NIC, GB/s per direction.
     pub gbps: f64,
+    /// The network reduces what the NICs send into it (SHARP), as a user says (a preset's
+    /// `sharp=yes`, an NCCL topology file's `coll="1"`): NCCL may then run CollNet.
+    pub sharp: bool,
 }
 
 /// A network of NPUs and switches joined by directed links.

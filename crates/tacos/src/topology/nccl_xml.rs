@@ -103,6 +103,8 @@ struct Gpu {
 
 struct Nic {
     gbps: Option<f64>,
+    /// One of its ports reduces in the network (`coll="1"`: SHARP).
+    coll: bool,
     ancestors: Vec<String>,
 }
 
@@ -332,7 +334,9 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
             "nic" => {
                 let mut mbps = 0.0;
                 let mut known = false;
+                let mut coll = false;
                 for net in e.children.iter().filter(|c| c.name == "net") {
+                    coll |= number::<i64>(net, "coll", origin)?.is_some_and(|c| c != 0);
                     if let Some(speed) = number::<f64>(net, "speed", origin)? {
                         if !bandwidth_in_range(speed / 8000.0) {
                             return Err(Error::Invalid {
@@ -350,6 +354,7 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                 // The NIC's PCI device is its parent; it is already among the ancestors.
                 nics.push(Nic {
                     gbps: known.then_some(mbps / 8000.0),
+                    coll,
                     ancestors,
                 });
             }
@@ -358,6 +363,7 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                 ancestors.extend(e.attr("busid").map(str::to_ascii_lowercase));
                 nics.push(Nic {
                     gbps: None,
+                    coll: false,
                     ancestors,
                 });
             }
@@ -666,6 +672,7 @@ fn network(
     let nics = NodeNics {
         count: used.len(),
         gbps: used.iter().map(|&k| speed(k)).fold(0.0, f64::max),
+        sharp: used.iter().any(|&k| nics[k].coll),
     };
     Network {
         switches,

@@ -76,6 +76,8 @@ pub struct PresetOptions {
     pub nvlink_gbps: Option<f64>,
     /// GB/s of each GPU's port into the NVSwitch (wins over nvlink=).
     pub nvswitch_gbps: Option<f64>,
+    /// The network between nodes reduces (SHARP): `sharp=yes`.
+    pub sharp: Option<bool>,
 }
 
 /// A node of GPUs on an NVSwitch, and its NICs.
@@ -245,6 +247,14 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
                 hop_latency_us: SPINE_HOP_US,
             }),
         };
+    if opts.sharp == Some(true) && nodes < 2 {
+        return Err(invalid(
+            name,
+            "sharp=",
+            "yes".into(),
+            "given with nodes=2 or more: SHARP reduces in the network between nodes".into(),
+        ));
+    }
     let nics = opts.nics.unwrap_or(m.nics);
     let spread = nics % m.gpus == 0 || m.gpus % nics == 0;
     if nics == 0 || nics > MAX_NICS || !spread {
@@ -279,6 +289,10 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
     said("nic", opts.nic_gbps.map(|v| v.to_string()));
     said("nvlink", opts.nvlink_gbps.map(|v| v.to_string()));
     said("nvswitch", opts.nvswitch_gbps.map(|v| v.to_string()));
+    said(
+        "sharp",
+        opts.sharp.map(|s| if s { "yes" } else { "no" }.to_string()),
+    );
     let nvswitch = Dim {
         kind: DimKind::SwitchVertex {
             prefix: Some("nvswitch-node"),
@@ -307,6 +321,7 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
         nics: NodeNics {
             count: nics_used,
             gbps: nic_gbps,
+            sharp: opts.sharp == Some(true),
         },
     })
 }
@@ -325,6 +340,7 @@ fn dgx1(opts: &PresetOptions) -> Result<Topology> {
         ("nics=", opts.nics.map(|v| v.to_string())),
         ("nic=", opts.nic_gbps.map(|v| v.to_string())),
         ("nvswitch=", opts.nvswitch_gbps.map(|v| v.to_string())),
+        ("sharp=", opts.sharp.map(|v| v.to_string())),
     ];
     if let Some((option, Some(value))) = unused.into_iter().find(|u| u.1.is_some()) {
         return Err(invalid(

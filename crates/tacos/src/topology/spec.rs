@@ -90,6 +90,8 @@ struct Options {
     nic: Option<f64>,
     nvlink: Option<f64>,
     nvswitch: Option<f64>,
+    /// Presets: the network between nodes reduces (SHARP).
+    sharp: Option<bool>,
 }
 
 /// Turns a spec into a topology. A spec naming an existing file, or ending in `.json`, is
@@ -304,7 +306,7 @@ fn parse_preset(spec: &str, name: &str, opts: &Options) -> Result<SpecPlan> {
         spec,
         opts,
         &[
-            "nodes", "gpus", "spine", "oversub", "nics", "nic", "nvlink", "nvswitch",
+            "nodes", "gpus", "spine", "oversub", "nics", "nic", "nvlink", "nvswitch", "sharp",
         ],
     )?;
     let opts = PresetOptions {
@@ -316,6 +318,7 @@ fn parse_preset(spec: &str, name: &str, opts: &Options) -> Result<SpecPlan> {
         nic_gbps: opts.nic,
         nvlink_gbps: opts.nvlink,
         nvswitch_gbps: opts.nvswitch,
+        sharp: opts.sharp,
     };
     Ok(match preset_dims(name, &opts)? {
         Some(Composed { label, dims, nics }) => SpecPlan::Composed {
@@ -356,7 +359,7 @@ fn switch_kind(opts: &Options) -> DimKind {
 }
 
 /// Every option a spec may give, for error messages.
-const OPTIONS: [&str; 11] = [
+const OPTIONS: [&str; 12] = [
     "bw=",
     "lat=",
     "d=",
@@ -368,6 +371,7 @@ const OPTIONS: [&str; 11] = [
     "nic=",
     "nvlink=",
     "nvswitch=",
+    "sharp=",
 ];
 
 fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result<Options> {
@@ -383,6 +387,7 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
         nic: None,
         nvlink: None,
         nvswitch: None,
+        sharp: None,
     };
     for part in parts.map(str::trim) {
         let Some((key, value)) = part.split_once('=') else {
@@ -472,6 +477,19 @@ fn parse_options<'a>(spec: &str, parts: impl Iterator<Item = &'a str>) -> Result
             "nic" => opts.nic = Some(bandwidth()?),
             "nvlink" => opts.nvlink = Some(bandwidth()?),
             "nvswitch" => opts.nvswitch = Some(bandwidth()?),
+            "sharp" => {
+                opts.sharp = Some(match value.trim() {
+                    "yes" | "1" | "true" => true,
+                    "no" | "0" | "false" => false,
+                    _ => {
+                        return Err(Error::Invalid {
+                            input: input(),
+                            value: value.into(),
+                            allowed: "yes or no: whether the network between nodes reduces (SHARP), so NCCL may run CollNet".into(),
+                        })
+                    }
+                })
+            }
             other => {
                 return Err(Error::Unknown {
                     what: "option",
