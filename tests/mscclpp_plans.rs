@@ -4,6 +4,7 @@
 
 use tacos::baselines::Baseline;
 use tacos::collective::{Collective, CollectiveKind};
+use tacos::gpu::GpuArch;
 use tacos::mscclpp::plan::{ChannelType, MAX_OPS_PER_THREADBLOCK};
 use tacos::mscclpp::{lower, verify, Plan, PlanOptions, VerifyOptions};
 use tacos::pipeline::{synthesize, Request};
@@ -264,5 +265,30 @@ fn a_wait_naming_its_channel_twice_waits_for_two_signals_without_a_panic() {
     assert!(
         e.contains("rank 0, threadblock 0") && e.contains("waits forever"),
         "{e}"
+    );
+}
+
+/// Every threadblock of a plan must be resident at once, one per SM: a plan of 109 to 132
+/// threadblocks a GPU runs on H100s (132 SMs) and is refused for A100s (108), naming both
+/// figures.
+#[test]
+fn a_plan_holds_as_many_threadblocks_as_its_gpu_has_sms() {
+    let topo = topology("preset:dgx-h100,nodes=2");
+    let schedule = synthesized(&topo, CollectiveKind::AllReduce, 16, 1 << 30);
+    let plan = lower(&schedule, &topo, &PlanOptions::for_gpu(GpuArch::Hopper)).unwrap();
+    verified(&plan, "K = 16 on H100s");
+    let most = plan
+        .gpus
+        .iter()
+        .map(|g| g.threadblocks.len())
+        .max()
+        .unwrap();
+    assert!((109..=132).contains(&most), "{most} threadblocks");
+    let refused = lower(&schedule, &topo, &PlanOptions::for_gpu(GpuArch::Ampere))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains(&format!("{most} threadblocks")) && refused.contains("108"),
+        "{refused}"
     );
 }

@@ -175,6 +175,18 @@ impl GpuArch {
         }
     }
 
+    /// Streaming multiprocessors of the generation's SXM part (V100 80, A100 108, H100
+    /// and H200 132, B200 148): the most threadblocks of 1,024 threads the GPU holds
+    /// resident at once, which an MSCCL++ plan needs of all its threadblocks.
+    pub fn sms(self) -> usize {
+        match self {
+            GpuArch::Volta => 80,
+            GpuArch::Ampere => 108,
+            GpuArch::Hopper => 132,
+            GpuArch::Blackwell => 148,
+        }
+    }
+
     /// NIC bandwidth per GPU in the usual system of the generation, GB/s (EDR 100 Gb/s,
     /// HDR 200, NDR 400, XDR 800).
     pub fn nic_gbps(self) -> f64 {

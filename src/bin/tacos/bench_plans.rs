@@ -122,19 +122,23 @@ fn measure(
         }
     };
     let started = Instant::now();
-    let result = lower(checked.schedule(), topo, &PlanOptions::default())
-        .map_err(|e| ("lowering", e))
-        .and_then(|plan| {
-            let at = VerifyOptions {
-                size: Some(plan.min_message_size),
-                root: None,
-            };
-            verify(&plan, &at).map_err(|e| ("verifier", e))?;
-            let time = PlanTimer::new(&plan)
-                .and_then(|t| t.time_ps(executor, topo, size))
-                .map_err(|e| ("timing", e))?;
-            Ok((plan, time))
-        });
+    let result = lower(
+        checked.schedule(),
+        topo,
+        &PlanOptions::for_gpu(executor.gpu),
+    )
+    .map_err(|e| ("lowering", e))
+    .and_then(|plan| {
+        let at = VerifyOptions {
+            size: Some(plan.min_message_size),
+            root: None,
+        };
+        verify(&plan, &at).map_err(|e| ("verifier", e))?;
+        let time = PlanTimer::new(&plan)
+            .and_then(|t| t.time_ps(executor, topo, size))
+            .map_err(|e| ("timing", e))?;
+        Ok((plan, time))
+    });
     row.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     match result {
         Ok((plan, time)) => {

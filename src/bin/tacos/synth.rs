@@ -201,12 +201,14 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         );
     }
     let lowering = args.msccl.options()?;
-    let plan_options = PlanOptions {
-        in_place: args.msccl.in_place(),
-        ..PlanOptions::default()
-    };
     // The model programs are timed and NCCL priced with (None: --alpha-beta).
     let executor = args.cost.executor(&topo)?;
+    let plan_options = PlanOptions {
+        in_place: args.msccl.in_place(),
+        ..executor
+            .as_ref()
+            .map_or_else(PlanOptions::default, |e| PlanOptions::for_gpu(e.gpu))
+    };
     let chunks = args.chunks(&topo, &request);
     let seeds = args
         .seeds

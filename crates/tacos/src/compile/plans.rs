@@ -123,7 +123,7 @@ pub fn compile_plans(
     };
     let plan_options = PlanOptions {
         in_place: Some(options.in_place),
-        ..PlanOptions::default()
+        ..PlanOptions::for_gpu(executor.gpu)
     };
     let mut entries = Vec::new();
     let mut plans = Vec::new();

@@ -261,6 +261,7 @@ fn synthesize_xml(
         root: o.root,
         ..Request::new(kind, size_bytes)
     };
+    let executor = Executor::for_topology(&topo, None, None).map_err(Failure::from)?;
     let options = pipeline::Options {
         chunks: o.chunks,
         seeds: vec![o.seed],
@@ -279,14 +280,14 @@ fn synthesize_xml(
         replicate: false,
         planned: true,
         // Ranked as `tacos_simulate_xml` and the plugins time programs.
-        executor: Some(Executor::for_topology(&topo, None, None).map_err(Failure::from)?),
+        executor: Some(executor.clone()),
         fill_instances: true,
         baselines: true,
     };
     if o.format == Format::Mscclpp {
         let plan_options = PlanOptions {
             in_place: o.in_place,
-            ..PlanOptions::default()
+            ..PlanOptions::for_gpu(executor.gpu)
         };
         let found =
             pipeline::plan(&topo, &request, &options, &plan_options).map_err(Failure::from)?;

@@ -18,6 +18,7 @@ use super::plan::{ChannelType, Plan, MAX_OPS_PER_THREADBLOCK, MAX_THREADS_PER_BL
 use crate::collective::CollectiveKind;
 use crate::cost::program::domain_size;
 use crate::error::{Error, Result};
+use crate::gpu::GpuArch;
 use crate::msccl::lower::{rank_map, sanitize};
 use crate::msccl::{Buf, Layout};
 use crate::schedule::Schedule;
@@ -62,9 +63,27 @@ impl Default for PlanOptions {
     }
 }
 
-/// Threadblocks one GPU can hold at once at 1,024 threads each: one per SM of an A100
-/// (108; an H100 SXM has 132).
+/// Threadblocks one GPU can hold at once at 1,024 threads each where its generation is not
+/// known: one per SM of an A100 (108), the fewest of the GPUs MSCCL++ runs on
+/// ([`PlanOptions::for_gpu`] takes the GPU's own).
 pub const DEFAULT_MAX_THREADBLOCKS: usize = 108;
+
+impl PlanOptions {
+    /// The default options for GPUs of generation `gpu`: as many threadblocks as it has
+    /// SMs.
+    ///
+    /// ```
+    /// use tacos::gpu::GpuArch;
+    /// use tacos::mscclpp::PlanOptions;
+    /// assert_eq!(PlanOptions::for_gpu(GpuArch::Hopper).max_threadblocks, 132);
+    /// ```
+    pub fn for_gpu(gpu: GpuArch) -> PlanOptions {
+        PlanOptions {
+            max_threadblocks: gpu.sms(),
+            ..PlanOptions::default()
+        }
+    }
+}
 
 /// The collectives a plan can carry: those whose chunks are one size in input and output.
 const PLANNED: [CollectiveKind; 5] = [
