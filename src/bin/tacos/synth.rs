@@ -470,15 +470,25 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
                 each.join(", ")
             );
         }
-        let passed_over: Vec<String> = trials
-            .iter()
-            .filter(|t| t.refused.is_some())
-            .map(|t| format!("K={}", t.chunks_per_npu))
-            .collect();
-        if !passed_over.is_empty() {
+        // Trials passed over, counted per K in the order tried, and the first one's reason.
+        let mut passed_over: Vec<(usize, usize)> = Vec::new();
+        for t in trials.iter().filter(|t| t.refused.is_some()) {
+            match passed_over.iter_mut().find(|(k, _)| *k == t.chunks_per_npu) {
+                Some((_, count)) => *count += 1,
+                None => passed_over.push((t.chunks_per_npu, 1)),
+            }
+        }
+        if let Some(why) = trials.iter().find_map(|t| t.refused.as_deref()) {
+            let each: Vec<String> = passed_over
+                .iter()
+                .map(|&(k, n)| match n {
+                    1 => format!("K={k}"),
+                    n => format!("K={k} ({n} trials)"),
+                })
+                .collect();
             println!(
-                "                     passed over (no verified program within the target): {}",
-                passed_over.join(", ")
+                "                     passed over (no verified program within the target): {}; the first: {why}",
+                each.join(", ")
             );
         }
     }
