@@ -168,12 +168,22 @@ fn json_round_trips_every_builder() {
         "rfs:2x4x8,bw=200:100:50",
         "preset:dgx1",
         "preset:dgx-a100,nodes=3",
+        "preset:dgx-h100,nodes=2,nics=4,sharp=yes",
     ] {
         let t = spec(s);
         let back = file::parse(&file::to_json(&t), "export", &SpecDefaults::default()).unwrap();
         assert_eq!(back, t, "{s}");
         assert_eq!(back.name(), t.name());
+        // The NICs NCCL's search sees travel with the links.
+        assert_eq!(back.nics(), t.nics(), "{s}");
     }
+    let nics = spec("preset:dgx-h100,nodes=2,nics=4,sharp=yes")
+        .nics()
+        .unwrap();
+    assert_eq!((nics.count, nics.gbps, nics.sharp), (4, 50.0, true));
+    let none = r#"{"npus": 2, "links": [{"src": 0, "dst": 1}], "nics": {"count": 0, "gbps": 50}}"#;
+    let err = file::parse(none, "t.json", &SpecDefaults::default()).unwrap_err();
+    assert!(err.to_string().contains("t.json: nics.count"), "{err}");
     let failed = spec("mesh:4x4").fail_npus(&[5]).unwrap();
     let back = file::parse(&file::to_json(&failed), "export", &SpecDefaults::default()).unwrap();
     assert_eq!(back, failed);

@@ -21,14 +21,16 @@
 //! or a switch's name. Switches take ids after the NPUs, in the order listed.
 //! `bandwidth_gbps` (GB/s) and `latency_us` on a link override the file's top-level
 //! defaults, which override the command line's `--bandwidth` and `--latency`.
-//! `bidirectional: true` adds the reverse link with the same figures. Unknown fields
+//! `bidirectional: true` adds the reverse link with the same figures. `nics` (optional)
+//! records the NICs each node's GPUs use, which NCCL's search lays its channels over:
+//! `{"count": 8, "gbps": 50, "sharp": false}` (`sharp`: the network reduces). Unknown fields
 //! are errors, so a typo never silently falls back to a default. `npus` and the number of
 //! links are checked against `limits::MAX_NPUS` and `MAX_LINKS`, bandwidths and latencies
 //! against their ranges, before the topology is built.
 
-use super::limits::{check_bandwidth, check_latency, check_links, check_npus};
+use super::limits::{check_bandwidth, check_latency, check_links, check_npus, MAX_NICS};
 use super::spec::SpecDefaults;
-use super::{check_link, Link, NpuId, Topology};
+use super::{check_link, Link, NodeNics, NpuId, Topology};
 use crate::error::{echo, Error, Result};
 use crate::fsio::parse_json;
 use serde::{Deserialize, Serialize};
@@ -55,6 +57,18 @@ struct TopologyFile {
     links: Vec<FileLink>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     failed: Vec<NpuId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nics: Option<FileNics>,
+}
+
+/// The NICs of a node (`Topology::nics`).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileNics {
+    count: usize,
+    gbps: f64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    sharp: bool,
 }
 
 /// One end of a link: an NPU by number or a switch by name.
@@ -194,8 +208,30 @@ fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Resul
             links.push(l);
         }
     }
+    let nics = match &file.nics {
+        Some(n) => {
+            if !(1..=MAX_NICS).contains(&n.count) {
+                return Err(Error::Invalid {
+                    input: field("nics.count"),
+                    value: n.count.to_string(),
+                    allowed: format!("the NICs of a node, 1 to {MAX_NICS}"),
+                });
+            }
+            check_bandwidth(&field("nics.gbps"), n.gbps)?;
+            Some(NodeNics {
+                count: n.count,
+                gbps: n.gbps,
+                sharp: n.sharp,
+            })
+        }
+        None => None,
+    };
     let name = file.name.unwrap_or_else(|| origin.to_string());
-    let topo = Topology::with_switches(name, file.npus, file.switches, links).map_err(in_file)?;
+    let mut topo =
+        Topology::with_switches(name, file.npus, file.switches, links).map_err(in_file)?;
+    if let Some(nics) = nics {
+        topo = topo.with_nics(nics);
+    }
     if file.failed.is_empty() {
         Ok(topo)
     } else {
@@ -232,6 +268,11 @@ pub fn to_json(topo: &Topology) -> String {
             })
             .collect(),
         failed: topo.failed().to_vec(),
+        nics: topo.nics().map(|n| FileNics {
+            count: n.count,
+            gbps: n.gbps,
+            sharp: n.sharp,
+        }),
     };
     let mut text = serde_json::to_string_pretty(&file).expect("topology serializes");
     text.push('\n');

@@ -27,6 +27,9 @@ pub const MAX_LINKS: usize = 1 << 25;
 /// the walks and hold lists of every transfer stay short.
 pub const MAX_ROUTE_LINKS: usize = 16;
 
+/// Most NICs a node may have (presets' `nics=`, topology files' `nics.count`).
+pub const MAX_NICS: usize = 64;
+
 /// Slowest link bandwidth, GB/s (1 MB/s: slower than 10 Mb Ethernet).
 pub const MIN_BANDWIDTH_GBPS: f64 = 1e-3;
 

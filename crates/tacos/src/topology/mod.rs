@@ -20,7 +20,8 @@ mod unwind;
 
 pub use builders::{compose, star, Dim, DimKind};
 pub use limits::{
-    MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MAX_LINKS, MAX_NPUS, MAX_ROUTE_LINKS, MIN_BANDWIDTH_GBPS,
+    MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MAX_LINKS, MAX_NICS, MAX_NPUS, MAX_ROUTE_LINKS,
+    MIN_BANDWIDTH_GBPS,
 };
 pub use lists::{format_npus, parse_link_pairs, parse_npu_list};
 pub(crate) use paths::{shortest_paths, ShortestPaths};

@@ -23,6 +23,7 @@
 //! a microsecond; most of the 2 us is at the ends), 2.5 us in all.
 
 use super::builders::{add_spines, compose, compose_fabric, Dim, DimKind, LinkSet, Spines};
+use super::limits::MAX_NICS;
 use super::{NodeNics, Topology};
 use crate::error::{Error, Result};
 
@@ -115,9 +116,6 @@ fn machine(name: &str) -> Option<Machine> {
         default_nodes,
     })
 }
-
-/// Most NICs a node may have.
-const MAX_NICS: usize = 64;
 
 /// How the first `taken` of a node's `gpus` GPUs reach the network through its `nics`
 /// NICs of `nic_gbps` (NICs spread evenly: `nics` divides `gpus` or is a multiple of
