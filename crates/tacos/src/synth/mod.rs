@@ -25,6 +25,7 @@ pub mod memory;
 mod order;
 mod outbox;
 mod paths;
+mod phases;
 mod ports;
 mod relay;
 mod replicate;
