@@ -1,15 +1,13 @@
 //! Composition: one or more collectives matched together as one problem, combining
 //! collectives by reversal, All-Reduce as Reduce-Scatter then All-Gather.
 //!
-//! Phase 1 (reductions): each combining collective's copying dual (All-Gather for
-//! Reduce-Scatter and for All-Reduce's first half, Broadcast for Reduce) is matched on the
-//! reversed topology. Reversing that schedule in time and direction turns a copy over link
-//! v->u of the reversed topology during [s, e] into a reduction over u->v during [T-e, T-s];
-//! both links have the same cost. A chunk's broadcast tree becomes its reduction tree, in
-//! which every NPU sends its partial sum once, after its subtree's have arrived, and links
-//! stay contention-free; so a Reduce-Scatter takes as long as the All-Gather on the
-//! reversed topology. The reductions are then compacted (`retime`), which never delays
-//! any of them and now and then (where the All-Gather had idle gaps) ends sooner.
+//! Phase 1 (reductions): each combining collective's copying dual is matched on the
+//! reversed topology and reversed in time (`phases`, which says what every collective is
+//! made of): a chunk's broadcast tree becomes its reduction tree, in which every NPU sends
+//! its partial sum once, after its subtree's have arrived, and links stay contention-free;
+//! so a Reduce-Scatter takes as long as the All-Gather on the reversed topology. The
+//! reductions are then compacted (`retime`), which never delays any of them and now and
+//! then (where the All-Gather had idle gaps) ends sooner.
 //!
 //! Phase 2 (copies): copying collectives and All-Reduce's All-Gather half are matched on
 //! the topology around the link time phase 1 occupies. An All-Gather chunk is released at
@@ -25,13 +23,14 @@
 use super::fabric::Fabric;
 use super::greedy::{match_chunks, ChunkTask, Problem};
 use super::order::order_by_start;
+use super::phases::{reductions, with_kind, Phases};
 use super::replicate::Replicated;
 use super::retime::{compact, ready_first};
 use super::{SynthOptions, TreeShape};
 use crate::budget::MemoryLimit;
 use crate::collective::{ChunkId, Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
-use crate::schedule::{Op, Schedule, Transfer};
+use crate::schedule::{Schedule, Transfer};
 use crate::topology::Topology;
 use crate::units::Picos;
 
@@ -281,7 +280,7 @@ pub(super) fn duals(
 ) -> Result<Vec<Option<Collective>>> {
     collectives
         .iter()
-        .map(|c| match dual_kind(c.kind()) {
+        .map(|c| match Phases::of(c.kind()).reduce {
             Some(kind) => Collective::new(reversed, with_kind(c.spec(), kind)).map(Some),
             None => Ok(None),
         })
@@ -295,32 +294,13 @@ fn all_gather_halves(
 ) -> Result<Vec<Option<Collective>>> {
     collectives
         .iter()
-        .map(|c| match c.kind() {
-            CollectiveKind::AllReduce => {
-                Collective::new(topo, with_kind(c.spec(), CollectiveKind::AllGather)).map(Some)
-            }
+        .map(|c| match Phases::of(c.kind()) {
+            phases @ Phases {
+                copy: Some(kind), ..
+            } if phases.both() => Collective::new(topo, with_kind(c.spec(), kind)).map(Some),
             _ => Ok(None),
         })
         .collect()
-}
-
-/// The copying collective whose time reversal on the reversed topology performs a
-/// combining one's reductions.
-fn dual_kind(kind: CollectiveKind) -> Option<CollectiveKind> {
-    match kind {
-        CollectiveKind::ReduceScatter | CollectiveKind::AllReduce => {
-            Some(CollectiveKind::AllGather)
-        }
-        CollectiveKind::Reduce => Some(CollectiveKind::Broadcast),
-        _ => None,
-    }
-}
-
-pub(super) fn with_kind(spec: &CollectiveSpec, kind: CollectiveKind) -> CollectiveSpec {
-    CollectiveSpec {
-        kind,
-        ..spec.clone()
-    }
 }
 
 /// (index, collective) of the entries that are present.
@@ -346,24 +326,9 @@ fn reduce(
         return Ok(Vec::new());
     }
     let copies = match_chunks(reversed, &duals.problem(release, Vec::new()), seed)?;
-    let end = end_of(&copies, &[]);
-    let mut reductions: Vec<Transfer> = copies.into_iter().map(|t| reduction_of(t, end)).collect();
+    let (mut reductions, _) = reductions(copies);
     compact(fabric, &mut reductions);
     Ok(reductions)
-}
-
-/// The reduction a copy of the dual's matching on the reversed topology stands for, in a
-/// phase that ends at `end` (when the dual's last copy does): over the same link
-/// forwards, as long, mirrored in time.
-pub(super) fn reduction_of(copy: Transfer, end: Picos) -> Transfer {
-    Transfer::new(
-        copy.chunk(),
-        copy.dst(),
-        copy.src(),
-        end - copy.end_ps,
-        end - copy.start_ps,
-        Op::Reduce,
-    )
 }
 
 /// When the last of these transfers ends.

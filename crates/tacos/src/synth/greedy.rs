@@ -11,7 +11,7 @@
 //! that is strictly closer to a target than every copy so far (see `relay`).
 
 use super::bits::row_word;
-use super::calendar::{sort_distinct, Arrivals};
+use super::calendar::Arrivals;
 use super::fabric::{Fabric, Routes};
 use super::fast::FastPaths;
 use super::gates::Gates;
@@ -26,12 +26,13 @@ use crate::hugepages::table;
 use crate::schedule::{later, link_time_ps, Op, Transfer};
 use crate::topology::{Link, LinkId, NpuId, Topology};
 use crate::units::{ps_to_us, Picos};
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_pcg::Pcg32;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+
+mod round;
 
 const NEVER: Picos = Picos::MAX;
 const IDLE: usize = usize::MAX;
@@ -65,7 +66,7 @@ const PARALLEL_GRAIN: usize = 1024;
 type Draws = Pcg32;
 
 /// A transfer a destination's matching decided, started once the round has matched every
-/// destination (`Matcher::match_plain`).
+/// destination (`round`'s `Apart`).
 #[derive(Clone, Copy, Debug)]
 struct Decided {
     link: LinkId,
@@ -310,9 +311,9 @@ struct Matcher<'a> {
     planned: Vec<LinkId>,
     /// Set when some chunk must cross NPUs that do not want it.
     relays: Option<Relays>,
-    /// Link lists emptied after each destination's matching, kept for the next one (a
-    /// matching is made for every destination at every event).
-    spare_links: Vec<Vec<LinkId>>,
+    /// The two link lists a round matched in turn works in, kept between rounds (a round
+    /// is matched at every event).
+    spare_links: (Vec<LinkId>, Vec<LinkId>),
     /// Each chunk's planned tree, where the problem asks for them (`Problem::planned`).
     trees: Option<Trees>,
     /// Set when some links are much slower than others.
@@ -320,7 +321,7 @@ struct Matcher<'a> {
     /// Per link (at `pool_slot[link]`): chunks its source holds that were useful to its
     /// destination when offered. Ordered by destination, so that the pools of the links into
     /// one NPU lie side by side, from `pool_first[npu]` in its `in_links` order, and a
-    /// round's destinations split the table into disjoint slices (`match_plain`).
+    /// round's destinations split the table into disjoint slices (`round`'s `Apart`).
     pools: Vec<Vec<u32>>,
     pool_slot: Vec<u32>,
     pool_first: Vec<usize>,
@@ -454,7 +455,7 @@ impl<'a> Matcher<'a> {
             max_cost,
             busy: vec![IDLE; links],
             carrying: vec![(0, NEVER); links],
-            spare_links: Vec::new(),
+            spare_links: (Vec::new(), Vec::new()),
             next_reserved: vec![0; physical],
             wake_at: vec![NEVER; physical],
             held_since: if uniform || trees.is_some() || relays.as_ref().is_some_and(Relays::routed)
@@ -1025,66 +1026,6 @@ impl<'a> Matcher<'a> {
         Ok(())
     }
 
-    /// Matches the NPUs marked dirty; through switches, by the event's plan if `plan`.
-    fn match_round(&mut self, now: Picos, plan: bool) -> Result<()> {
-        let mut dirty = std::mem::take(&mut self.dirty);
-        sort_distinct(&mut dirty, &mut self.dirty_bits);
-        if !dirty.is_empty() {
-            // Not for a round with nothing to match, so that a matching shifted in time
-            // (whose first round, at 0, finds nothing released) draws what it would at 0.
-            self.round_seed = self.rng.random();
-        }
-        if self.plain {
-            for &npu in &dirty {
-                self.is_dirty[npu] = false;
-            }
-            let mut pools = std::mem::take(&mut self.pools);
-            let mut decided = std::mem::take(&mut self.decided);
-            let matched = self.match_plain(&dirty, &mut pools, 0, now, &mut decided);
-            self.pools = pools;
-            matched?;
-            for d in decided.drain(..) {
-                self.start(d.link, d.chunk, now, d.arrival);
-            }
-            self.decided = decided;
-            dirty.clear();
-            self.dirty = dirty;
-            return Ok(());
-        }
-        if self.relays.is_some() || self.routes.is_some() {
-            // A relayed chunk goes to whichever closer NPU takes it first; in id order
-            // low ids would always win and draw every route the same way.
-            dirty.shuffle(&mut self.rng);
-        }
-        if self.routes.is_some() {
-            // Through a switch every receiver competes for the same senders: the one
-            // that lacks the most goes first, so no NPU falls behind and finishes last.
-            let missing = &self.missing;
-            dirty.sort_by_key(|&npu| Reverse(missing[npu]));
-            // Where large groups are matched by port the plan is left out: it orders
-            // only the small groups' channels (an NVSwitch's), which fill their ports
-            // well without it, and on large clusters it doubles the cost of an event.
-            if plan && self.gates.is_none() {
-                self.plan(&dirty, now);
-            }
-        }
-        // Matched one after the other, the destinations share the round's stream.
-        let mut rng = Draws::seed_from_u64(self.round_seed);
-        for (k, &npu) in dirty.iter().enumerate() {
-            if let Some(&ahead) = dirty.get(k + 2 * PREFETCH_AHEAD) {
-                self.prefetch_pool_heads(&self.pools, 0, ahead);
-            }
-            if let Some(&ahead) = dirty.get(k + PREFETCH_AHEAD) {
-                self.prefetch_pools(&self.pools, 0, ahead);
-            }
-            self.is_dirty[npu] = false;
-            self.match_destination(npu, now, &mut rng)?;
-        }
-        dirty.clear();
-        self.dirty = dirty;
-        Ok(())
-    }
-
     /// Through switches: gives as many of the receivers' free ports as possible a sender
     /// with something useful, each sender's port to one receiver (a maximum matching of
     /// sender ports to receiver ports over the free channels, by augmenting paths of
@@ -1354,163 +1295,6 @@ impl<'a> Matcher<'a> {
             chunk,
             arrival,
         }))
-    }
-
-    /// Matches the free incoming links of `dst` with chunks useful to it: pick a random
-    /// chunk from a random free link's pool, send it over the cheapest free link whose
-    /// source holds it (ties broken at random), until every free link is busy or nothing
-    /// is left. Each transfer starts at once, since through switches it takes ports the
-    /// next draw must see taken.
-    fn match_destination(&mut self, dst: NpuId, now: Picos, rng: &mut Draws) -> Result<()> {
-        let mut free = self.spare_links.pop().unwrap_or_default();
-        self.free_into(dst, now, &mut free);
-        if free.is_empty() {
-            self.spare_links.push(free);
-            return Ok(());
-        }
-        let mut sampling = self.spare_links.pop().unwrap_or_default();
-        sampling.clone_from(&free);
-        // Through switches, the links the event's plan gave `dst` are drawn from first.
-        let mut planned: Vec<LinkId> = free
-            .iter()
-            .copied()
-            .filter(|&l| self.is_planned(l))
-            .collect();
-        while !sampling.is_empty() {
-            let i = loop {
-                let Some(&l) = planned.last() else {
-                    break rng.random_range(0..sampling.len());
-                };
-                match sampling.iter().position(|&s| s == l) {
-                    Some(i) => break i,
-                    None => {
-                        planned.pop();
-                    }
-                }
-            };
-            let link = sampling[i];
-            if link >= self.explicit {
-                let gate = link - self.explicit;
-                match self.gate_pick(gate, dst, now, rng)? {
-                    Some((from, chunk, arrival)) => {
-                        self.gate_src[gate] = from as u32;
-                        self.start(link, chunk, now, arrival);
-                        free.retain(|&l| l != link && self.available(l, now));
-                        sampling.retain(|&l| l != link && self.available(l, now));
-                    }
-                    None => {
-                        sampling.swap_remove(i);
-                        if self.gate_need(gate, dst) > 0
-                            && !std::mem::replace(&mut self.in_idle[gate], true)
-                        {
-                            let g = self.gates.map_or(0, |g| g.group(gate));
-                            self.idle[g].push(gate as u32);
-                        }
-                    }
-                }
-                continue;
-            }
-            let slot = self.slot(link);
-            if self.pools[slot].is_empty() {
-                sampling.swap_remove(i);
-                continue;
-            }
-            let mut pool = std::mem::take(&mut self.pools[slot]);
-            let drawn = self.draw(dst, link, &mut pool, &free, &[], now, rng);
-            self.pools[slot] = pool;
-            let Drawn::Sent(Decided {
-                link: best,
-                chunk,
-                arrival,
-            }) = drawn?
-            else {
-                continue;
-            };
-            self.start(best, chunk, now, arrival);
-            if self.routes.is_some() {
-                // Channels sharing a physical link with `best` (into the same switch
-                // port) are taken too.
-                if self.is_planned(best) {
-                    let up = self.routes.map_or(0, |r| r.links(best)[0] as usize);
-                    self.plan_up[up] = UNPLANNED;
-                }
-                free.retain(|&l| l != best && self.available(l, now));
-                sampling.retain(|&l| l != best && self.available(l, now));
-            } else {
-                free.retain(|&l| l != best);
-                sampling.retain(|&l| l != best);
-            }
-        }
-        self.spare_links.push(free);
-        self.spare_links.push(sampling);
-        Ok(())
-    }
-
-    /// Matches the destinations `dirty` (in ascending order) of a plain round (`plain`):
-    /// as `match_destination`, but each destination draws only from its own links' pools
-    /// (`pools`, the table's slots from `base` on) and reads nothing another's matching
-    /// changes, so the halves of `dirty` are matched apart, down to `PARALLEL_GRAIN`, on
-    /// whichever threads of the pool are free; the transfers decided are appended to
-    /// `decided` in `dirty`'s order, to be started afterwards. Whatever the threads, the
-    /// result is the same.
-    fn match_plain(
-        &self,
-        dirty: &[NpuId],
-        pools: &mut [Vec<u32>],
-        base: usize,
-        now: Picos,
-        decided: &mut Vec<Decided>,
-    ) -> Result<()> {
-        if dirty.len() >= 2 * PARALLEL_GRAIN {
-            let (first, second) = dirty.split_at(dirty.len() / 2);
-            let cut = self.pool_first[second[0]];
-            let (mine, theirs) = pools.split_at_mut(cut - base);
-            let mut later_half = Vec::new();
-            let (done, other) = rayon::join(
-                || self.match_plain(first, mine, base, now, decided),
-                || self.match_plain(second, theirs, cut, now, &mut later_half),
-            );
-            done?;
-            other?;
-            decided.append(&mut later_half);
-            return Ok(());
-        }
-        let (mut free, mut sampling) = (Vec::new(), Vec::new());
-        for (k, &dst) in dirty.iter().enumerate() {
-            if let Some(&ahead) = dirty.get(k + 2 * PREFETCH_AHEAD) {
-                self.prefetch_pool_heads(pools, base, ahead);
-            }
-            if let Some(&ahead) = dirty.get(k + PREFETCH_AHEAD) {
-                self.prefetch_pools(pools, base, ahead);
-            }
-            let links = self.topo.in_links(dst);
-            let first = self.pool_first[dst] - base;
-            // Positions in `links` (and in the destination's pools) of the free links.
-            sampling.clear();
-            sampling.extend((0..links.len()).filter(|&i| self.busy[links[i]] == IDLE));
-            if sampling.is_empty() {
-                continue;
-            }
-            free.clear();
-            free.extend(sampling.iter().map(|&i| links[i]));
-            let mut rng = self.draws(dst);
-            let mine = decided.len();
-            while !sampling.is_empty() {
-                let i = rng.random_range(0..sampling.len());
-                let (link, pool) = (links[sampling[i]], &mut pools[first + sampling[i]]);
-                if pool.is_empty() {
-                    sampling.swap_remove(i);
-                    continue;
-                }
-                let drawn = self.draw(dst, link, pool, &free, &decided[mine..], now, &mut rng)?;
-                if let Drawn::Sent(d) = drawn {
-                    decided.push(d);
-                    free.retain(|&l| l != d.link);
-                    sampling.retain(|&i| links[i] != d.link);
-                }
-            }
-        }
-        Ok(())
     }
 
     /// A sender and a chunk for gate `gate` (into `dst`) to start at `now`: (the sender's

@@ -7,10 +7,11 @@
 //! at a time, so the result is contention-free by construction; the schedule checker
 //! verifies it independently.
 //!
-//! Copying collectives are matched directly (`greedy`, with `relay` for chunks that must
-//! cross NPUs that do not need them). Combining ones are the time reversal of their copying
-//! dual on the reversed topology, and All-Reduce is Reduce-Scatter then All-Gather
-//! (`compose`). Where the topology is identical nodes, one node can be matched and its
+//! Copying collectives are matched directly (`greedy`, whose one round loop is
+//! `greedy::round`, with `relay` for chunks that must cross NPUs that do not need them).
+//! Combining ones are the time reversal of their copying dual on the reversed topology, and
+//! All-Reduce is Reduce-Scatter then All-Gather (`phases` says so once; `compose` holds
+//! several collectives as one problem and pipelines All-Reduce). Where the topology is identical nodes, one node can be matched and its
 //! transfers shifted onto every other (`replicate`). The number of chunks per NPU is
 //! chosen by `crate::pipeline`, by the simulated time of what is emitted.
 
@@ -25,6 +26,7 @@ pub mod memory;
 mod order;
 mod outbox;
 mod paths;
+mod phases;
 mod ports;
 mod relay;
 mod replicate;

@@ -21,7 +21,7 @@
 //! on the reversed topology, as `compose` makes them; an All-Reduce is composed phased.
 //! What comes out is checked like any other schedule.
 
-use super::compose::reduction_of;
+use super::phases::{reductions, Phases};
 use super::stars::Stars;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
@@ -626,20 +626,17 @@ impl Replicated {
         })?;
         let k = collective.spec().chunks_per_npu;
         let bytes = collective.chunk_bytes();
+        let phases = Phases::of(kind);
         let mut transfers = Vec::new();
         let mut reduced_by = 0;
-        if kind != CollectiveKind::AllGather {
-            let copies = match_node(&topo.reversed(), shift, k, bytes, seed)?;
-            reduced_by = copies.iter().map(|t| t.end_ps).max().unwrap_or(0);
-            transfers = copies
-                .into_iter()
-                .map(|t| reduction_of(t, reduced_by))
-                .collect();
+        if phases.reduce.is_some() {
+            (transfers, reduced_by) =
+                reductions(match_node(&topo.reversed(), shift, k, bytes, seed)?);
             transfers.sort_by_key(|t| t.start_ps);
         }
-        if kind != CollectiveKind::ReduceScatter {
+        if phases.copy.is_some() {
             let copies = match_node(topo, shift, k, bytes, seed)?;
-            transfers.extend(copies.into_iter().map(|t| t.delayed(reduced_by)));
+            transfers.extend(copies.into_iter().map(|t| Phases::after(t, reduced_by)));
         }
         let end_ps = transfers.iter().map(|t| t.end_ps).max().unwrap_or(0);
         Ok(Replicated {

@@ -18,21 +18,19 @@
 //! (`synthesize_concurrent`) also compacts the reductions and tries the pipelined
 //! composition, which need the reductions held; the streamed one does neither.
 
-use super::compose::{describe, duals, reduction_of, with_kind, Joint};
+use super::compose::{describe, duals, Joint};
 use super::fabric::Fabric;
 use super::greedy::match_chunks_into;
 use super::outbox::Sink;
+use super::phases::{reverse_in_time, with_kind, Phases};
 use super::replicate::Replicated;
 use super::SynthOptions;
 use crate::budget::MemoryLimit;
-use crate::collective::{Collective, CollectiveKind};
+use crate::collective::Collective;
 use crate::error::{Error, Result};
-use crate::schedule::spool::{Spool, SpoolReader};
-use crate::schedule::Transfer;
+use crate::schedule::spool::Spool;
 use crate::topology::Topology;
 use crate::units::Picos;
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering as Atomic};
 
@@ -140,7 +138,8 @@ pub fn prepare_streamed<'a>(
     if !collective.combining() {
         return Ok(prepared);
     }
-    let all_reduce = collective.kind() == CollectiveKind::AllReduce;
+    let phases = Phases::of(collective.kind());
+    let all_reduce = phases.both();
     let fabric = Fabric::new(topo)?;
     let matched_half = all_reduce && !fabric.mirrors_itself();
     let reversed = topo.reversed();
@@ -148,13 +147,10 @@ pub fn prepare_streamed<'a>(
         .pop()
         .flatten()
         .expect("a combining collective has a copying dual");
-    let half = matched_half
-        .then(|| {
-            Collective::new(
-                topo,
-                with_kind(collective.spec(), CollectiveKind::AllGather),
-            )
-        })
+    let half = phases
+        .copy
+        .filter(|_| matched_half)
+        .map(|kind| Collective::new(topo, with_kind(collective.spec(), kind)))
         .transpose()?;
     let back = fabric.reversed(topo, &reversed)?;
     let spooled = AtomicU64::new(0);
@@ -229,8 +225,7 @@ impl Prepared<'_> {
             transfers += copies.transfers();
             collective_time_ps += copies.end_ps();
             for t in copies.forwards()? {
-                let t = t?;
-                sink(t.delayed(reduced_by))?;
+                sink(Phases::after(t?, reduced_by))?;
             }
         }
         Ok(Streamed {
@@ -246,10 +241,11 @@ impl Prepared<'_> {
 /// (where a matching on the reversed topology is not one on `topo`, see
 /// `Fabric::mirrors_itself`).
 pub fn spooled_matchings(topo: &Topology, collective: &Collective) -> u64 {
-    match collective.kind() {
-        CollectiveKind::AllReduce if !Fabric::new(topo).is_ok_and(|f| f.mirrors_itself()) => 2,
-        _ if collective.combining() => 1,
-        _ => 0,
+    let phases = Phases::of(collective.kind());
+    match phases.reduce {
+        Some(_) if phases.both() && !Fabric::new(topo).is_ok_and(|f| f.mirrors_itself()) => 2,
+        Some(_) => 1,
+        None => 0,
     }
 }
 
@@ -284,68 +280,4 @@ fn match_copies(
         transfers,
         collective_time_ps,
     })
-}
-
-/// Hands `sink` the reductions of the dual's copies, which come last first (nonincreasing
-/// start), in start order: a reduction starts at `end` less its copy's end, so they go
-/// out by nonincreasing copy end. A copy waits until no copy still unread can end later:
-/// every unread one starts no later than the one just read, and so ends at most `longest`
-/// after it. Copies wait for as long as the longest transfer (one instant's on links of
-/// one speed).
-fn reverse_in_time(
-    copies: SpoolReader<'_>,
-    end: Picos,
-    longest: Picos,
-    sink: &mut Sink<'_>,
-) -> Result<()> {
-    let mut waiting: BinaryHeap<Waiting> = BinaryHeap::new();
-    for (read, copy) in copies.enumerate() {
-        let copy = copy?;
-        let horizon = copy.start_ps.saturating_add(longest);
-        while waiting.peek().is_some_and(|w| w.copy.end_ps >= horizon) {
-            let w = waiting.pop().expect("peeked");
-            sink(reduction_of(w.copy, end))?;
-        }
-        waiting.push(Waiting {
-            copy,
-            read: Reverse(read),
-        });
-    }
-    while let Some(w) = waiting.pop() {
-        sink(reduction_of(w.copy, end))?;
-    }
-    Ok(())
-}
-
-/// A copy read back and not yet handed out; the greatest goes first: the latest end, then
-/// the earliest read.
-struct Waiting {
-    copy: Transfer,
-    read: Reverse<usize>,
-}
-
-impl Waiting {
-    fn key(&self) -> (Picos, Reverse<usize>) {
-        (self.copy.end_ps, self.read)
-    }
-}
-
-impl PartialEq for Waiting {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for Waiting {}
-
-impl PartialOrd for Waiting {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Waiting {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(&other.key())
-    }
 }
