@@ -806,3 +806,29 @@ fn json_errors_name_their_kind_and_causes() {
     let (ok, out, _) = tacos(&["synth", "ring:1x"]);
     assert!(!ok && out.is_empty(), "{out}");
 }
+
+/// A baseline may split the buffer finer than the K searched (packed trees: 2 x NPUs
+/// pieces a Broadcast chunk), and the chunked bound holds for one K only: the bounds
+/// printed are those of the schedule kept, never above its checked time. 512 NPUs: the
+/// default search is one K, whose bounds are computed beside it.
+#[test]
+fn synth_bounds_are_the_kept_schedules() {
+    let (ok, out, err) = tacos(&[
+        "synth",
+        "torus:8x8x8",
+        "-c",
+        "broadcast",
+        "-s",
+        "1GiB",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["collective"]["chunks_per_npu"], 1024, "{v}");
+    let time = v["collective_time_us"].as_f64().unwrap();
+    let bound = v["bounds"]["best_us"].as_f64().unwrap();
+    assert!(
+        bound <= time,
+        "bound {bound} us above the schedule's {time} us"
+    );
+}

@@ -353,7 +353,12 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let bounds = early_bounds.unwrap_or_else(|| Bounds::chunked(&topo, &collective));
+    // The bounds computed beside the search hold for its K; a baseline kept may split the
+    // buffer otherwise (the chunked bound is one K's).
+    let bounds = match early_bounds {
+        Some(bounds) if chunks.only() == Some(k) => bounds,
+        _ => Bounds::chunked(&topo, &collective),
+    };
     let npus = collective.npus().len();
     let all_reduce = checked.all_reduce();
     if args.json {

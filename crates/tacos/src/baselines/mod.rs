@@ -131,7 +131,7 @@ impl Baseline {
             Baseline::Direct => &CollectiveKind::ALL,
             Baseline::Dbt => &[AllReduce, Broadcast, Reduce],
             Baseline::Hierarchical => &[AllGather, ReduceScatter, AllReduce],
-            Baseline::Trees => &[AllReduce],
+            Baseline::Trees => &[AllReduce, Broadcast, Reduce],
         }
     }
 
@@ -145,6 +145,9 @@ impl Baseline {
             return held_bytes(topo, spec, planned, direct::relayed_transfers(topo, spec));
         }
         let split = match (self, spec.kind) {
+            (Baseline::Trees, CollectiveKind::Broadcast | CollectiveKind::Reduce) => {
+                2 * spec.npus.len() as u64
+            }
             (Baseline::Ring | Baseline::Dbt | Baseline::Trees, _) => 2,
             (Baseline::Rhd, CollectiveKind::Broadcast | CollectiveKind::Reduce) => {
                 spec.npus.len() as u64
@@ -185,7 +188,13 @@ impl Baseline {
             Baseline::Dbt => dbt::plan(spec),
             Baseline::Hierarchical => (hierarchical::plan(topo, spec)?, spec.clone()),
             Baseline::Trees => {
-                let spec = rechunked(spec, 2 * spec.chunks_per_npu);
+                // As many trees as an All-Reduce over the same NPUs packs: a Broadcast's or
+                // Reduce's K chunks are the whole buffer's, not each NPU's share of it.
+                let trees_per_chunk = match spec.kind {
+                    CollectiveKind::Broadcast | CollectiveKind::Reduce => 2 * spec.npus.len(),
+                    _ => 2,
+                };
+                let spec = rechunked(spec, trees_per_chunk * spec.chunks_per_npu);
                 (packed::plan(topo, &spec)?, spec)
             }
         };
