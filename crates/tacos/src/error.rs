@@ -59,9 +59,14 @@ pub enum Error {
         /// would help).
         context: String,
     },
-    /// A topology spec string or JSON file that cannot be understood.
-    #[error("topology spec: {0}")]
-    Spec(String),
+    /// A file whose contents cannot be used: `problem` says where (file, line, column,
+    /// field) and what is wrong; `format` says what the file was read as, and so the
+    /// error's kind (a topology file is `spec`, an MSCCL program `msccl`...).
+    #[error("{}: {problem}", .format.prefix())]
+    File {
+        format: FileFormat,
+        problem: Box<FileProblem>,
+    },
     /// A topology whose contents break a rule (bad link, out-of-range NPU...).
     #[error("topology: {0}")]
     Topology(String),
@@ -72,12 +77,21 @@ pub enum Error {
     /// A collective that cannot be built as asked (root, size, chunks, NPU subset).
     #[error("collective: {0}")]
     Collective(String),
-    /// A schedule that is not a correct algorithm on its topology.
-    #[error("schedule: {0}")]
-    Schedule(String),
-    /// A baseline algorithm that does not apply to this collective or topology.
-    #[error("baseline: {0}")]
-    Baseline(String),
+    /// A schedule that is not a correct algorithm on its topology, or a workload the
+    /// simulator cannot run: `transfer` is the first transfer (or message) at fault, where
+    /// one is.
+    #[error("schedule: {problem}")]
+    Schedule {
+        transfer: Option<usize>,
+        problem: String,
+    },
+    /// A baseline algorithm (one of the library's, or NCCL's own) that does not apply to
+    /// this collective or topology: `baseline` names it.
+    #[error("baseline: {problem}")]
+    Baseline {
+        baseline: String,
+        problem: String,
+    },
     /// The synthesizer could not complete the collective.
     #[error("synthesis: {0}")]
     Synthesis(String),
@@ -87,9 +101,6 @@ pub enum Error {
     /// An MSCCL++ execution plan that cannot be built, read or verified as asked.
     #[error("mscclpp plan: {0}")]
     Plan(String),
-    /// A cost-model profile or a measurement file that cannot be used as given.
-    #[error("cost model: {0}")]
-    Cost(String),
     /// A compilation that cannot be done as asked, or a compiled directory that is not
     /// what its manifest says.
     #[error("compile: {0}")]
@@ -114,9 +125,10 @@ pub enum Error {
 
 impl Error {
     /// The kind of error, a stable name for programs to branch on (what `--json` reports
-    /// as `error.kind`): `unknown`, `invalid`, `limit`, `target_limit`, `spec`,
-    /// `topology`, `disconnected`, `collective`, `schedule`, `baseline`, `synthesis`,
-    /// `msccl`, `plan`, `cost`, `compile`, `io`.
+    /// as `error.kind`, and the C API as a `TACOS_ERR_*` code): `unknown`, `invalid`,
+    /// `limit`, `target_limit`, `spec`, `topology`, `disconnected`, `collective`,
+    /// `schedule`, `baseline`, `synthesis`, `msccl`, `plan`, `cost`, `compile`, `io`. A
+    /// file's problem ([`Error::File`]) has the kind of what the file was read as.
     ///
     /// ```
     /// use tacos::topology::{parse_spec, SpecDefaults};
@@ -129,16 +141,15 @@ impl Error {
             Error::Invalid { .. } => "invalid",
             Error::Limit { .. } => "limit",
             Error::TargetLimit { .. } => "target_limit",
-            Error::Spec(_) => "spec",
+            Error::File { format, .. } => format.kind(),
             Error::Topology(_) => "topology",
             Error::Disconnected { .. } => "disconnected",
             Error::Collective(_) => "collective",
-            Error::Schedule(_) => "schedule",
-            Error::Baseline(_) => "baseline",
+            Error::Schedule { .. } => "schedule",
+            Error::Baseline { .. } => "baseline",
             Error::Synthesis(_) => "synthesis",
             Error::Msccl(_) => "msccl",
             Error::Plan(_) => "plan",
-            Error::Cost(_) => "cost",
             Error::Compile(_) => "compile",
             Error::Context { source, .. } => source.kind(),
             Error::Io { .. } => "io",
@@ -175,6 +186,38 @@ impl Error {
         }
     }
 
+    /// This error as the cause under `context`: what the library was doing when it happened.
+    pub fn context(self, context: impl Into<String>) -> Error {
+        Error::Context {
+            context: context.into(),
+            source: Box::new(self),
+        }
+    }
+
+    /// A schedule's problem that no one transfer is at fault for.
+    pub fn schedule(problem: impl Into<String>) -> Error {
+        Error::Schedule {
+            transfer: None,
+            problem: problem.into(),
+        }
+    }
+
+    /// A problem of transfer (or message) `transfer` of a schedule.
+    pub fn schedule_at(transfer: usize, problem: impl Into<String>) -> Error {
+        Error::Schedule {
+            transfer: Some(transfer),
+            problem: problem.into(),
+        }
+    }
+
+    /// Baseline `baseline` does not apply, because of `problem`.
+    pub fn baseline(baseline: impl Into<String>, problem: impl Into<String>) -> Error {
+        Error::Baseline {
+            baseline: baseline.into(),
+            problem: problem.into(),
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
@@ -206,6 +249,140 @@ pub struct LimitBreach {
 impl fmt::Display for LimitBreach {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
+    }
+}
+
+/// What a file was read as, for [`Error::File`]: it gives the error its kind and the
+/// message its first words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileFormat {
+    /// A topology file (JSON) or an NCCL topology XML file (kind `spec`).
+    Topology,
+    /// An MSCCL algorithm XML file (kind `msccl`).
+    Msccl,
+    /// A schedule file or a transfer stream (kind `schedule`).
+    Schedule,
+    /// A cost-model profile or a measurement table (kind `cost`).
+    Cost,
+    /// A compiled directory's manifest, records or measurements (kind `compile`).
+    Compiled,
+    /// An MSCCL++ execution plan (kind `plan`).
+    Plan,
+}
+
+impl FileFormat {
+    /// The error kind of a problem in such a file ([`Error::kind`]).
+    pub fn kind(self) -> &'static str {
+        match self {
+            FileFormat::Topology => "spec",
+            FileFormat::Msccl => "msccl",
+            FileFormat::Schedule => "schedule",
+            FileFormat::Cost => "cost",
+            FileFormat::Compiled => "compile",
+            FileFormat::Plan => "plan",
+        }
+    }
+
+    /// The words a message about such a file starts with.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            FileFormat::Topology => "topology spec",
+            FileFormat::Msccl => "msccl",
+            FileFormat::Schedule => "schedule",
+            FileFormat::Cost => "cost model",
+            FileFormat::Compiled => "compile",
+            FileFormat::Plan => "mscclpp plan",
+        }
+    }
+}
+
+/// Where in a file something is wrong, and what: what the readers of JSON, XML and text
+/// tables report, and what [`Error::File`] carries. Printed `file:line:column: field: problem`,
+/// each part only where known.
+///
+/// ```
+/// use tacos::error::{Error, FileFormat, FileProblem};
+/// let p = FileProblem::new("net.json", "must be at least 1").at(3, 9).field("links[0].bw");
+/// assert_eq!(p.to_string(), "net.json:3:9: links[0].bw: must be at least 1");
+/// let e = p.of(FileFormat::Topology);
+/// assert_eq!(e.kind(), "spec");
+/// assert!(matches!(e, Error::File { ref problem, .. } if problem.line == Some(3)));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileProblem {
+    /// The file as messages name it: a path, or where its text came from.
+    pub file: String,
+    /// The 1-based line, where the problem is at one.
+    pub line: Option<usize>,
+    /// The 1-based column on that line, where known.
+    pub column: Option<usize>,
+    /// The field or part of the file concerned (`links[3].src`, `header`), where named.
+    pub field: Option<String>,
+    /// What is wrong, and what would be allowed.
+    pub problem: String,
+}
+
+impl FileProblem {
+    /// A problem with file `file` as a whole.
+    pub fn new(file: impl Into<String>, problem: impl Into<String>) -> FileProblem {
+        FileProblem {
+            file: file.into(),
+            line: None,
+            column: None,
+            field: None,
+            problem: problem.into(),
+        }
+    }
+
+    /// The problem placed at `line` and `column`.
+    pub fn at(self, line: usize, column: usize) -> FileProblem {
+        FileProblem {
+            line: Some(line),
+            column: Some(column),
+            ..self
+        }
+    }
+
+    /// The problem placed on `line`.
+    pub fn line(self, line: usize) -> FileProblem {
+        FileProblem {
+            line: Some(line),
+            ..self
+        }
+    }
+
+    /// The problem placed in `field`.
+    pub fn field(self, field: impl Into<String>) -> FileProblem {
+        FileProblem {
+            field: Some(field.into()),
+            ..self
+        }
+    }
+
+    /// The problem as the library's error, for a file read as `format`.
+    pub fn of(self, format: FileFormat) -> Error {
+        Error::File {
+            format,
+            problem: Box::new(self),
+        }
+    }
+}
+
+impl fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        f.write_str(": ")?;
+        if let Some(field) = &self.field {
+            write!(f, "{field}: ")?;
+        }
+        f.write_str(&self.problem)
     }
 }
 

@@ -157,7 +157,7 @@ impl Baseline {
     /// The baseline's schedule for `spec` on `topo`.
     pub fn schedule(self, topo: &Topology, spec: &CollectiveSpec) -> Result<Schedule> {
         if !self.kinds().contains(&spec.kind) {
-            return Err(Error::Baseline(format!(
+            return Err(Error::baseline(self.name(), format!(
                 "{} does not define {} (it defines {})",
                 self.name(),
                 spec.kind,

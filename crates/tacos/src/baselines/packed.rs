@@ -57,7 +57,7 @@ impl Graph {
     /// The links between `spec`'s NPUs that run both ways (of parallel links, the fastest).
     fn new(topo: &Topology, spec: &CollectiveSpec) -> Result<Graph> {
         if topo.has_switches() {
-            return Err(Error::Baseline(format!(
+            return Err(Error::baseline("trees", format!(
                 "trees: {} has switches; packed trees need NPUs joined by links both ways",
                 topo.name()
             )));
@@ -241,7 +241,7 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
     }
     let graph = Graph::new(topo, spec)?;
     let centres = graph.centres().ok_or_else(|| {
-        Error::Baseline(format!(
+        Error::baseline("trees", format!(
             "trees: the two-way links of {} do not join all {n} NPUs of the collective",
             topo.name()
         ))

@@ -125,9 +125,7 @@ pub fn read_results(path: &Path, manifest: &Manifest) -> Result<Results> {
     let mut tables = Vec::new();
     if out_of_place.iter().any(|t| has_in_place(t.collective)) {
         let in_place = read(true).map_err(|e| {
-            Error::Compile(format!(
-                "{e} (the set has in-place programs: feedback reads the in-place times nccl-tests prints beside the out-of-place ones)"
-            ))
+            e.context("the set has in-place programs: feedback reads the in-place times nccl-tests prints beside the out-of-place ones")
         })?;
         tables.extend(in_place.into_iter().filter(|t| has_in_place(t.collective)));
     }

@@ -11,7 +11,7 @@
 
 use crate::collective::CollectiveKind;
 use crate::cost::{Executor, NcclPricer};
-use crate::error::{Error, Result};
+use crate::error::{Error, FileFormat, FileProblem, Result};
 use crate::mscclpp::{Plan, PlanOptions};
 use crate::pipeline::{self, Request};
 use crate::topology::Topology;
@@ -254,13 +254,18 @@ pub fn check_plan_set(dir: &Path) -> Result<Vec<String>> {
     let record = set.join(PLAN_MANIFEST);
     let text = crate::fsio::read_text(&record, "plan set record", 1 << 20)?;
     let manifest: PlanManifest =
-        crate::fsio::parse_json(&text, &record.display().to_string()).map_err(Error::Compile)?;
+        crate::fsio::parse_json(&text, &record.display().to_string())
+            .map_err(|p| p.of(FileFormat::Compiled))?;
     if manifest.format != PLAN_MANIFEST_FORMAT {
-        return Err(Error::Compile(format!(
-            "{}: format '{}', not {PLAN_MANIFEST_FORMAT}",
-            record.display(),
-            manifest.format
-        )));
+        return Err(FileProblem::new(
+            record.display().to_string(),
+            format!(
+                "'{}', not {PLAN_MANIFEST_FORMAT}",
+                crate::error::echo(&manifest.format)
+            ),
+        )
+        .field("format")
+        .of(FileFormat::Compiled));
     }
     let mut problems = Vec::new();
     let kept: Vec<(&String, u64)> = manifest

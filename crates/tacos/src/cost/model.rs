@@ -2,7 +2,7 @@
 //! `profiles/` compiled in, or a user's own (`--profile F`, `TACOS_PROFILE`), fitted to
 //! their cluster by `tacos calibrate`.
 
-use crate::error::{echo, Error, Result};
+use crate::error::{echo, FileFormat, FileProblem, Result};
 use crate::fsio;
 use crate::gpu::{GpuArch, Protocol};
 use crate::tuner::nccl_tuning::NcclVersion;
@@ -158,7 +158,7 @@ impl ExecModel {
 
     /// A profile from JSON text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<ExecModel> {
-        let model: ExecModel = fsio::parse_json(text, origin).map_err(Error::Cost)?;
+        let model: ExecModel = fsio::parse_json(text, origin).map_err(|p| p.of(FileFormat::Cost))?;
         model.validate(origin)?;
         Ok(model)
     }
@@ -176,9 +176,8 @@ impl ExecModel {
             return ExecModel::load(path);
         }
         match std::env::var_os("TACOS_PROFILE") {
-            Some(p) if !p.is_empty() => ExecModel::load(Path::new(&p)).map_err(|e| {
-                Error::Cost(format!("TACOS_PROFILE={}: {e}", echo(&p.to_string_lossy())))
-            }),
+            Some(p) if !p.is_empty() => ExecModel::load(Path::new(&p))
+                .map_err(|e| e.context(format!("TACOS_PROFILE={}", echo(&p.to_string_lossy())))),
             _ => Ok(ExecModel::builtin(arch)),
         }
     }
@@ -228,10 +227,9 @@ impl ExecModel {
     /// An error naming the first constant outside its physical range.
     pub fn validate(&self, origin: &str) -> Result<()> {
         let bad = |field: &str, value: String, allowed: &str| {
-            Err(Error::Cost(format!(
-                "{}: {field} = {value} must be {allowed}",
-                echo(origin)
-            )))
+            Err(FileProblem::new(echo(origin), format!("{value} must be {allowed}"))
+                .field(field)
+                .of(FileFormat::Cost))
         };
         if GpuArch::ALL.iter().all(|a| a.name() != self.arch) {
             return bad(

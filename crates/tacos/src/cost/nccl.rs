@@ -175,7 +175,7 @@ impl NcclShapes {
             .find(|(a, _)| *a == algorithm)
             .map(|(_, s)| s)
             .ok_or_else(|| {
-                Error::Baseline(format!(
+                Error::baseline(format!("NCCL {algorithm}"), format!(
                     "NCCL's {algorithm} runs allreduce only, not {}",
                     self.kind
                 ))
@@ -195,7 +195,7 @@ fn check_tuned(kind: CollectiveKind) -> Result<()> {
     if crate::tuner::TUNED.contains(&kind) {
         return Ok(());
     }
-    Err(Error::Baseline(format!(
+    Err(Error::baseline(format!("NCCL {kind}"), format!(
         "NCCL has no built-in {kind}; it runs broadcast, reduce, allgather, reducescatter and allreduce"
     )))
 }
@@ -343,7 +343,7 @@ impl NcclPricer {
         .flatten()
         .collect::<Vec<_>>()
         .join("/");
-        Error::Baseline(format!(
+        Error::baseline(format!("NCCL {held}"), format!(
             "NCCL {} does not run {held} for {} here: {why}; it runs {}",
             self.version(),
             self.kind,

@@ -334,7 +334,7 @@ impl BandCache {
             return Err("its bytes are not those the record names (SHA-256 mismatch)".into());
         }
         let text = std::str::from_utf8(&bytes).map_err(|e| e.to_string())?;
-        let algo = parse_root_tag(text, &file.display().to_string())?;
+        let algo = parse_root_tag(text, &file.display().to_string()).map_err(|e| e.to_string())?;
         let placement_flag = if in_place { "inplace" } else { "outofplace" };
         let declared = [
             ("coll", kind.name().to_string()),

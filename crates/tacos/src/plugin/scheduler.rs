@@ -941,7 +941,11 @@ mod tests {
     #[test]
     fn settings_that_give_no_cluster_fall_back_with_a_reason() {
         let log = Recorded::default();
-        let bad = Err(crate::Error::Spec("TACOS_NIC_GBPS='x'".into()));
+        let bad = Err(crate::Error::Invalid {
+            input: "TACOS_NIC_GBPS".into(),
+            value: "x".into(),
+            allowed: "a bandwidth in GB/s".into(),
+        });
         let mut s = Scheduler::new(bad, Box::new(log.clone()));
         assert_eq!(s.select(&ALLREDUCE_1M), None);
         let mut s = Scheduler::new(Ok(Config::default()), Box::new(log.clone()));

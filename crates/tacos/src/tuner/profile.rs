@@ -186,7 +186,7 @@ impl<'a> Profiler<'a> {
             Algorithm::Ring => Baseline::Ring,
             Algorithm::Tree => Baseline::Dbt,
             other => {
-                return Err(Error::Baseline(format!(
+                return Err(Error::baseline(format!("NCCL {other}"), format!(
                     "NCCL's {other} has no baseline schedule to simulate; it is priced by formula"
                 )))
             }
