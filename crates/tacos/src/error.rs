@@ -95,12 +95,23 @@ pub enum Error {
     /// The synthesizer could not complete the collective.
     #[error("synthesis: {0}")]
     Synthesis(String),
-    /// An MSCCL program that cannot be built, read or run as asked.
-    #[error("msccl: {0}")]
-    Msccl(String),
-    /// An MSCCL++ execution plan that cannot be built, read or verified as asked.
-    #[error("mscclpp plan: {0}")]
-    Plan(String),
+    /// An MSCCL program that cannot be built or run as asked: `transfer` is the
+    /// schedule's transfer that the lowering could not place, where one is at fault.
+    #[error("msccl: {problem}")]
+    Msccl {
+        transfer: Option<usize>,
+        problem: String,
+    },
+    /// An MSCCL++ execution plan that cannot be built or verified as asked: `rank`,
+    /// `threadblock` and `op` (the index in the threadblock's list) place the problem,
+    /// where it is at one.
+    #[error("mscclpp plan: {problem}")]
+    Plan {
+        rank: Option<usize>,
+        threadblock: Option<usize>,
+        op: Option<usize>,
+        problem: String,
+    },
     /// A compilation that cannot be done as asked, or a compiled directory that is not
     /// what its manifest says.
     #[error("compile: {0}")]
@@ -148,8 +159,8 @@ impl Error {
             Error::Schedule { .. } => "schedule",
             Error::Baseline { .. } => "baseline",
             Error::Synthesis(_) => "synthesis",
-            Error::Msccl(_) => "msccl",
-            Error::Plan(_) => "plan",
+            Error::Msccl { .. } => "msccl",
+            Error::Plan { .. } => "plan",
             Error::Compile(_) => "compile",
             Error::Context { source, .. } => source.kind(),
             Error::Io { .. } => "io",
@@ -206,6 +217,32 @@ impl Error {
     pub fn schedule_at(transfer: usize, problem: impl Into<String>) -> Error {
         Error::Schedule {
             transfer: Some(transfer),
+            problem: problem.into(),
+        }
+    }
+
+    /// An MSCCL program's problem that no one transfer is at fault for.
+    pub fn msccl(problem: impl Into<String>) -> Error {
+        Error::Msccl {
+            transfer: None,
+            problem: problem.into(),
+        }
+    }
+
+    /// An MSCCL program's problem at transfer `transfer` of the schedule being lowered.
+    pub fn msccl_at(transfer: usize, problem: impl Into<String>) -> Error {
+        Error::Msccl {
+            transfer: Some(transfer),
+            problem: problem.into(),
+        }
+    }
+
+    /// A plan's problem that no one operation is at fault for.
+    pub fn plan(problem: impl Into<String>) -> Error {
+        Error::Plan {
+            rank: None,
+            threadblock: None,
+            op: None,
             problem: problem.into(),
         }
     }

@@ -231,7 +231,7 @@ pub struct Refusal {
 
 impl From<Refusal> for Error {
     fn from(r: Refusal) -> Error {
-        Error::Msccl(r.reason)
+        Error::msccl(r.reason)
     }
 }
 
