@@ -53,7 +53,10 @@ fn json_documents_end_where_they_end() {
         ("{\"a\": 1}\n]", 1),
     ] {
         let e = parse_json::<Pair>(text, "t.json").unwrap_err();
-        assert_eq!((e.line, e.column), (Some(1 + text.matches('\n').count()), Some(column)));
+        assert_eq!(
+            (e.line, e.column),
+            (Some(1 + text.matches('\n').count()), Some(column))
+        );
         let e = e.to_string();
         let line = 1 + text.matches('\n').count();
         assert!(

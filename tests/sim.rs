@@ -116,7 +116,13 @@ fn a_schedule_naming_a_missing_npu_is_rejected() {
     s.transfers[3] = Transfer::new(t.chunk(), t.src(), 7, t.start_ps, t.end_ps, t.op);
     let err = simulate_schedule(&topo, &s).unwrap_err();
     assert!(
-        matches!(err, Error::Schedule { transfer: Some(3), .. }),
+        matches!(
+            err,
+            Error::Schedule {
+                transfer: Some(3),
+                ..
+            }
+        ),
         "{err}"
     );
 }

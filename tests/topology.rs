@@ -235,7 +235,10 @@ fn malformed_json_names_file_line_and_field() {
         r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "bidirectional": true}, {"src": 1, "dst": 0}]}"#,
     );
     assert_eq!(p.field.as_deref(), Some("links[1]"), "{p}");
-    assert!(p.problem.contains("repeats the link 1->0 of links[0]"), "{p}");
+    assert!(
+        p.problem.contains("repeats the link 1->0 of links[0]"),
+        "{p}"
+    );
     let e = err(r#"{"npus": 2, "links": [}"#);
     assert!(e.starts_with("topology spec: t.json:1:"), "{e}");
 }

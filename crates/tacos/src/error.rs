@@ -88,10 +88,7 @@ pub enum Error {
     /// A baseline algorithm (one of the library's, or NCCL's own) that does not apply to
     /// this collective or topology: `baseline` names it.
     #[error("baseline: {problem}")]
-    Baseline {
-        baseline: String,
-        problem: String,
-    },
+    Baseline { baseline: String, problem: String },
     /// The synthesizer could not complete the collective.
     #[error("synthesis: {0}")]
     Synthesis(String),
@@ -113,9 +110,12 @@ pub enum Error {
         problem: String,
     },
     /// A compilation that cannot be done as asked, or a compiled directory that is not
-    /// what its manifest says.
-    #[error("compile: {0}")]
-    Compile(String),
+    /// what its manifest says: `path` is the directory or file concerned, where one is.
+    #[error("compile: {}{problem}", path_prefix(path.as_deref()))]
+    Compile {
+        path: Option<PathBuf>,
+        problem: String,
+    },
     /// What the library was doing when the error under it happened (the search's K and
     /// seeds): the error keeps its own kind and fields as the cause, printed after the
     /// context by `{:#}`-style chains and by [`Error::message`].
@@ -161,7 +161,7 @@ impl Error {
             Error::Synthesis(_) => "synthesis",
             Error::Msccl { .. } => "msccl",
             Error::Plan { .. } => "plan",
-            Error::Compile(_) => "compile",
+            Error::Compile { .. } => "compile",
             Error::Context { source, .. } => source.kind(),
             Error::Io { .. } => "io",
         }
@@ -233,6 +233,22 @@ impl Error {
     pub fn msccl_at(transfer: usize, problem: impl Into<String>) -> Error {
         Error::Msccl {
             transfer: Some(transfer),
+            problem: problem.into(),
+        }
+    }
+
+    /// A compilation's problem that concerns no one file.
+    pub fn compile(problem: impl Into<String>) -> Error {
+        Error::Compile {
+            path: None,
+            problem: problem.into(),
+        }
+    }
+
+    /// A compilation's problem with the directory or file at `path`.
+    pub fn compile_in(path: impl Into<PathBuf>, problem: impl Into<String>) -> Error {
+        Error::Compile {
+            path: Some(path.into()),
             problem: problem.into(),
         }
     }
@@ -448,6 +464,11 @@ impl fmt::Display for Npus {
             }
         }
     }
+}
+
+/// `path: ` where there is a path, for messages that lead with it.
+fn path_prefix(path: Option<&std::path::Path>) -> String {
+    path.map_or(String::new(), |p| format!("{}: ", p.display()))
 }
 
 /// Most characters of an untrusted input that a message repeats.

@@ -57,10 +57,13 @@ impl Graph {
     /// The links between `spec`'s NPUs that run both ways (of parallel links, the fastest).
     fn new(topo: &Topology, spec: &CollectiveSpec) -> Result<Graph> {
         if topo.has_switches() {
-            return Err(Error::baseline("trees", format!(
-                "trees: {} has switches; packed trees need NPUs joined by links both ways",
-                topo.name()
-            )));
+            return Err(Error::baseline(
+                "trees",
+                format!(
+                    "trees: {} has switches; packed trees need NPUs joined by links both ways",
+                    topo.name()
+                ),
+            ));
         }
         let mut rank = vec![usize::MAX; topo.npus()];
         for (r, &npu) in spec.npus.iter().enumerate() {
@@ -241,10 +244,13 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
     }
     let graph = Graph::new(topo, spec)?;
     let centres = graph.centres().ok_or_else(|| {
-        Error::baseline("trees", format!(
-            "trees: the two-way links of {} do not join all {n} NPUs of the collective",
-            topo.name()
-        ))
+        Error::baseline(
+            "trees",
+            format!(
+                "trees: the two-way links of {} do not join all {n} NPUs of the collective",
+                topo.name()
+            ),
+        )
     })?;
     let chunk_bytes = Collective::new(topo, spec.clone())?.chunk_bytes();
     let chunks = n * spec.chunks_per_npu;

@@ -81,14 +81,17 @@ pub fn relay(topo: &Topology, schedule: Schedule, limit: MemoryLimit) -> Result<
         router.stops(t.src(), t.dst(), bytes, &mut stops)?;
         let started = ran.of(i);
         if started.len() != stops.len() {
-            return Err(Error::baseline("relayed", format!(
+            return Err(Error::baseline(
+                "relayed",
+                format!(
                 "{}: the send from NPU {} to NPU {} took {} hops in the simulation and {} relayed",
                 schedule.topology,
                 t.src(),
                 t.dst(),
                 started.len(),
                 stops.len()
-            )));
+            ),
+            ));
         }
         let mut from = t.src();
         for (j, (&to, &began)) in stops.iter().zip(started).enumerate() {

@@ -195,8 +195,9 @@ impl Manifest {
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST_FILE);
         let bytes = read_regular(&path).map_err(|e| Error::io(&path, e))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| FileProblem::new(path.display().to_string(), "not UTF-8 text").of(FileFormat::Compiled))?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            FileProblem::new(path.display().to_string(), "not UTF-8 text").of(FileFormat::Compiled)
+        })?;
         parse_json(&text, &path.display().to_string()).map_err(|p| p.of(FileFormat::Compiled))
     }
 

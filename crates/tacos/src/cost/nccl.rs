@@ -175,10 +175,10 @@ impl NcclShapes {
             .find(|(a, _)| *a == algorithm)
             .map(|(_, s)| s)
             .ok_or_else(|| {
-                Error::baseline(format!("NCCL {algorithm}"), format!(
-                    "NCCL's {algorithm} runs allreduce only, not {}",
-                    self.kind
-                ))
+                Error::baseline(
+                    format!("NCCL {algorithm}"),
+                    format!("NCCL's {algorithm} runs allreduce only, not {}", self.kind),
+                )
             })?;
         Ok(time_us(
             model,
@@ -343,12 +343,15 @@ impl NcclPricer {
         .flatten()
         .collect::<Vec<_>>()
         .join("/");
-        Error::baseline(format!("NCCL {held}"), format!(
-            "NCCL {} does not run {held} for {} here: {why}; it runs {}",
-            self.version(),
-            self.kind,
-            self.runnable().join(", ")
-        ))
+        Error::baseline(
+            format!("NCCL {held}"),
+            format!(
+                "NCCL {} does not run {held} for {} here: {why}; it runs {}",
+                self.version(),
+                self.kind,
+                self.runnable().join(", ")
+            ),
+        )
     }
 
     /// The algorithms NCCL runs for the collective here, named.

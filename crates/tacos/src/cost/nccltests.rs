@@ -99,11 +99,12 @@ impl Measured {
         Err(in_table(
             &self.origin,
             format!(
-            "the table's {} ranks ({}) do not match {}'s {npus} NPUs",
-            self.ranks,
-            self.ranks_from,
-            echo(topology)
-        )))
+                "the table's {} ranks ({}) do not match {}'s {npus} NPUs",
+                self.ranks,
+                self.ranks_from,
+                echo(topology)
+            ),
+        ))
     }
 }
 
@@ -244,7 +245,9 @@ impl<'a> Reader<'a> {
     }
 
     fn error(&self, line: usize, what: String) -> Error {
-        FileProblem::new(self.origin, what).line(line).of(FileFormat::Cost)
+        FileProblem::new(self.origin, what)
+            .line(line)
+            .of(FileFormat::Cost)
     }
 
     fn line(&mut self, n: usize, line: &str) -> Result<()> {
@@ -757,10 +760,13 @@ fn select(
                 .iter()
                 .filter_map(|t| t.named.map(|(kind, line)| format!("{kind} (line {line})")))
                 .collect();
-            return Err(in_table(origin, format!(
-                "mixed collectives ({}); pass -c to take one",
-                said.join(", ")
-            )));
+            return Err(in_table(
+                origin,
+                format!(
+                    "mixed collectives ({}); pass -c to take one",
+                    said.join(", ")
+                ),
+            ));
         }
         // Without -c every table's collective is named: `Reader::collective`.
         return Ok(tables.into_iter().filter_map(|t| t.measured).collect());
@@ -771,10 +777,13 @@ fn select(
         .filter(|m| m.collective == chosen)
         .collect();
     if out.is_empty() {
-        return Err(in_table(origin, format!(
-            "no {chosen} table (the file holds {})",
-            kinds.into_iter().collect::<Vec<_>>().join(", ")
-        )));
+        return Err(in_table(
+            origin,
+            format!(
+                "no {chosen} table (the file holds {})",
+                kinds.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        ));
     }
     Ok(out)
 }

@@ -399,7 +399,7 @@ impl BandCache {
         notice: &dyn Fn(Notice),
     ) -> Result<(Decision, Found)> {
         if let Some(why) = self.untrusted() {
-            return Err(Error::Compile(why.to_string()));
+            return Err(Error::compile(why.to_string()));
         }
         if let Ok(Some(decision)) = self.look(kind, in_place, band) {
             return Ok((decision, Found::Cached));
@@ -426,7 +426,7 @@ impl BandCache {
             write_private(&self.file_path(entry), xml.as_bytes())?;
         }
         let record = self.record(kind, in_place, band, decision);
-        let json = serde_json::to_vec_pretty(&record).map_err(|e| Error::Compile(e.to_string()))?;
+        let json = serde_json::to_vec_pretty(&record).map_err(|e| Error::compile(e.to_string()))?;
         write_private(&path, &json)?;
         Ok((record.decision, Found::Compiled))
     }

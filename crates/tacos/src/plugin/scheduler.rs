@@ -952,7 +952,7 @@ mod tests {
         assert_eq!(s.select(&ALLREDUCE_1M), None);
         assert_eq!(s.select(&ALLREDUCE_1M), None);
         let warnings = log.all();
-        assert!(warnings[0].contains("TACOS_NIC_GBPS='x'"), "{warnings:?}");
+        assert!(warnings[0].contains("TACOS_NIC_GBPS: 'x'"), "{warnings:?}");
         assert!(warnings[1].contains("neither TACOS_TOPOLOGY nor NCCL_TOPO_FILE"));
         assert_eq!(warnings.len(), 2, "{warnings:?}");
     }

@@ -310,8 +310,7 @@ fn admitted(
     doing: impl FnOnce() -> String,
 ) -> Result<Collective> {
     MemoryLimit::default().admit(estimate, doing)?;
-    Collective::new(topo, spec.clone())
-        .map_err(|e| e.context("its collective is not valid here"))
+    Collective::new(topo, spec.clone()).map_err(|e| e.context("its collective is not valid here"))
 }
 
 /// Sweeps a schedule's transfers in start order, then for combining collectives replays

@@ -301,7 +301,9 @@ impl<R: BufRead> StreamReader<R> {
         if !magic.starts_with(STREAM_FORMAT.as_bytes()) || magic.last() != Some(&b'\n') {
             return Err(in_stream(
                 origin,
-                format!("not a transfer stream (it does not start with the line '{STREAM_FORMAT}')"),
+                format!(
+                    "not a transfer stream (it does not start with the line '{STREAM_FORMAT}')"
+                ),
             ));
         }
         sum.update(&magic);
@@ -330,7 +332,10 @@ impl<R: BufRead> StreamReader<R> {
         let text = std::str::from_utf8(&line)
             .map_err(|e| in_stream(origin, format!("the header is not UTF-8 text: {e}")))?;
         let header: StreamHeader = parse_json(text, origin).map_err(|p| {
-            let field = p.field.as_ref().map_or("header".into(), |f| format!("header: {f}"));
+            let field = p
+                .field
+                .as_ref()
+                .map_or("header".into(), |f| format!("header: {f}"));
             p.field(field).of(FileFormat::Schedule)
         })?;
         if header.format != STREAM_FORMAT {
@@ -437,7 +442,9 @@ impl<R: BufRead> StreamReader<R> {
         let Some(&flag) = self.buf.get(self.at) else {
             return Err(in_stream(
                 &self.origin,
-                format!("the file ends after {i} transfers without the stream's trailer (truncated)"),
+                format!(
+                    "the file ends after {i} transfers without the stream's trailer (truncated)"
+                ),
             ));
         };
         if flag == END_MARKER {

@@ -90,8 +90,7 @@ pub fn read(path: &Path, defaults: &SpecDefaults) -> Result<Topology> {
 /// Parses topology JSON text; `origin` names it in errors (a file name).
 pub fn parse(text: &str, origin: &str, defaults: &SpecDefaults) -> Result<Topology> {
     let origin = &echo(origin);
-    let file: TopologyFile =
-        parse_json(text, origin).map_err(|p| p.of(FileFormat::Topology))?;
+    let file: TopologyFile = parse_json(text, origin).map_err(|p| p.of(FileFormat::Topology))?;
     from_file(file, origin, defaults)
 }
 

@@ -153,10 +153,7 @@ pub fn read_set(dir: &Path, topology: Option<&Topology>) -> Result<AlgorithmSet>
     let manifest = match (report.problems.first(), report.manifest) {
         (None, Some(manifest)) => manifest,
         (first, _) => {
-            return Err(Error::Compile(format!(
-                "{}: {} problem(s) with its manifest or files, first: {}; `tacos compile --check` lists them",
-                dir.display(),
-                report.problems.len(),
+            return Err(Error::compile_in(dir, format!("{} problem(s) with its manifest or files, first: {}; `tacos compile --check` lists them", report.problems.len(),
                 first.map_or("no manifest".to_string(), |p| p.to_string())
             )))
         }
@@ -175,11 +172,10 @@ pub fn read_set(dir: &Path, topology: Option<&Topology>) -> Result<AlgorithmSet>
                 )
                 .of(FileFormat::Compiled));
             }
-            let xml = String::from_utf8(bytes)
-                .map_err(|_| {
-                    FileProblem::new(path.display().to_string(), "not UTF-8 text")
-                        .of(FileFormat::Compiled)
-                })?;
+            let xml = String::from_utf8(bytes).map_err(|_| {
+                FileProblem::new(path.display().to_string(), "not UTF-8 text")
+                    .of(FileFormat::Compiled)
+            })?;
             Ok(CompiledFile {
                 name: entry.file.clone(),
                 xml,
@@ -225,10 +221,12 @@ pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport>
             }
             _ => String::new(),
         };
-        Error::Compile(format!(
-            "{} is not a tacos algorithm directory (no readable {MANIFEST_FILE} of ours){hint}",
-            dir.display()
-        ))
+        Error::compile_in(
+            dir,
+            format!(
+                "is not a tacos algorithm directory (no readable {MANIFEST_FILE} of ours){hint}",
+            ),
+        )
     })?;
     let mut report = CheckReport {
         manifest: None,

@@ -76,18 +76,21 @@ impl Flow {
                 })
             };
             if t.chunk() >= chunks {
-                return Err(Error::msccl_at(i, format!(
-                    "transfer {i} moves chunk {}, but the collective has chunks 0..{}",
-                    t.chunk(),
-                    chunks - 1
-                )));
+                return Err(Error::msccl_at(
+                    i,
+                    format!(
+                        "transfer {i} moves chunk {}, but the collective has chunks 0..{}",
+                        t.chunk(),
+                        chunks - 1
+                    ),
+                ));
             }
             let (src, dst) = (rank(t.src())?, rank(t.dst())?);
             if src == dst {
-                return Err(Error::msccl_at(i, format!(
-                    "transfer {i} goes from NPU {} to itself",
-                    t.src()
-                )));
+                return Err(Error::msccl_at(
+                    i,
+                    format!("transfer {i} goes from NPU {} to itself", t.src()),
+                ));
             }
             moves.push(Move {
                 chunk: t.chunk(),

@@ -58,7 +58,11 @@ pub fn parse_program(text: &str, origin: &str) -> Result<Program> {
     let document =
         xmltree::parse_document(text, origin, &Limits::default()).map_err(|p| p.of(FORMAT))?;
     let root = &document.root;
-    let at = |e: &Element, what: &str| FileProblem::new(origin, what).at(e.line, e.column).of(FORMAT);
+    let at = |e: &Element, what: &str| {
+        FileProblem::new(origin, what)
+            .at(e.line, e.column)
+            .of(FORMAT)
+    };
     if root.name != "algo" {
         return Err(at(
             root,
@@ -180,8 +184,11 @@ fn parse_gpu(origin: &str, e: &Element, ngpus: usize, syntax: &mut Syntax) -> Re
         tbs.push((tid, t, tb));
     }
     tbs.sort_by_key(|t| (t.0, t.1.line, t.1.column));
-    let fail =
-        |e: &Element, what: String| FileProblem::new(origin, what).at(e.line, e.column).of(FORMAT);
+    let fail = |e: &Element, what: String| {
+        FileProblem::new(origin, what)
+            .at(e.line, e.column)
+            .of(FORMAT)
+    };
     if let Some(w) = tbs.windows(2).find(|w| w[0].0 == w[1].0) {
         return Err(fail(
             w[1].1,

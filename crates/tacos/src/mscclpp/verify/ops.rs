@@ -257,7 +257,7 @@ impl<'a> Run<'a> {
                 .map_err(|e| site.error(e))?;
             if owner != peer {
                 return Err(site.error(format!(
-                "writes {what} over port channel {c}, which leads to rank {peer}"
+                    "writes {what} over port channel {c}, which leads to rank {peer}"
                 )));
             }
         }
@@ -324,9 +324,7 @@ impl<'a> Run<'a> {
     }
 
     fn read(&mut self, t: usize, site: Site<'a>, b: &Buff) -> Result<Vec<Value>> {
-        let regions = self
-            .regions(t, b)
-            .map_err(|e| site.error(e))?;
+        let regions = self.regions(t, b).map_err(|e| site.error(e))?;
         let mut out = Vec::new();
         for r in regions {
             out.extend(self.read_region(t, site, r)?);
@@ -358,9 +356,7 @@ impl<'a> Run<'a> {
 
     /// Writes `values` to every region `b` covers (each member of a switch group).
     fn write(&mut self, t: usize, site: Site<'a>, b: &Buff, values: &[Value]) -> Result<()> {
-        let regions = self
-            .regions(t, b)
-            .map_err(|e| site.error(e))?;
+        let regions = self.regions(t, b).map_err(|e| site.error(e))?;
         let clock = self.tbs[t].clock.clone();
         for r in regions {
             for j in 0..r.len {
