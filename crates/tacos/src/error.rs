@@ -74,9 +74,10 @@ pub enum Error {
     /// root and its NPUs, the NPUs of a topology, a route a simulator needs).
     #[error("disconnected topology: {from} cannot reach {to}")]
     Disconnected { from: Npus, to: Npus },
-    /// A collective that cannot be built as asked (root, size, chunks, NPU subset).
-    #[error("collective: {0}")]
-    Collective(String),
+    /// A collective that cannot be built as asked (root, NPU subset): `npu` is the NPU
+    /// or root at fault, where one is.
+    #[error("collective: {problem}")]
+    Collective { npu: Option<usize>, problem: String },
     /// A schedule that is not a correct algorithm on its topology, or a workload the
     /// simulator cannot run: `transfer` is the first transfer (or message) at fault, where
     /// one is.
@@ -155,7 +156,7 @@ impl Error {
             Error::File { format, .. } => format.kind(),
             Error::Topology(_) => "topology",
             Error::Disconnected { .. } => "disconnected",
-            Error::Collective(_) => "collective",
+            Error::Collective { .. } => "collective",
             Error::Schedule { .. } => "schedule",
             Error::Baseline { .. } => "baseline",
             Error::Synthesis(_) => "synthesis",
