@@ -146,7 +146,7 @@ fn message(e: tacos::Error) -> String {
             path: None,
             problem,
         } => problem,
-        other => other.to_string(),
+        other => other.message(),
     }
 }
 
@@ -490,7 +490,7 @@ pub(super) fn band_label(min: u64, max: u64) -> String {
 fn base_name(c: &tacos::compile::Candidate) -> String {
     match c {
         tacos::compile::Candidate::Baseline { name } => name.to_string(),
-        other => other.to_string(),
+        other => other.message(),
     }
 }
 

@@ -285,10 +285,7 @@ pub fn apply(set: &AlgorithmSet, results: &[Results]) -> Result<Feedback> {
             .iter()
             .find(|f| f.name == entry.file)
             .ok_or_else(|| {
-                Error::compile_in(
-                    &entry.file,
-                    format!("listed in the manifest, not in the set",),
-                )
+                Error::compile_in(&entry.file, "listed in the manifest, not in the set")
             })?;
         let with = series.get(&(Run::WithSet, entry.collective.name(), entry.in_place));
         let without = series.get(&(Run::WithoutSet, entry.collective.name(), entry.in_place));

@@ -461,7 +461,7 @@ pub fn compile_decision(
             }
         }
         Ok(BandOutcome::LeftToNccl(left)) => (Decision::LeftToNccl(left), None),
-        Err(e) => (Decision::NoProgram(e.to_string()), None),
+        Err(e) => (Decision::NoProgram(e.message()), None),
     }
 }
 
@@ -475,7 +475,7 @@ pub(super) fn refusal_of(
     target: &Target,
 ) -> Option<String> {
     match parse_program(xml, &entry.file) {
-        Err(e) => Some(e.to_string()),
+        Err(e) => Some(e.message()),
         Ok(p) if p.gpus.len() != ranks || p.nchunksperloop != entry.chunks_per_loop => {
             Some(format!(
                 "it has {} GPUs and {} chunks per loop, the manifest says {ranks} and {}",

@@ -54,7 +54,7 @@ fn inspect(dir: &Path) -> Result<Found> {
 /// Fails as `write_dir` would on what is at `dir`: a file, or a directory not of ours
 /// without `force`. Lets a command refuse before a long compilation.
 pub fn check_target(dir: &Path, force: bool) -> Result<Found> {
-    let refuse = |why: &str| Err(Error::compile_in(dir, format!("{why}",)));
+    let refuse = |why: &str| Err(Error::compile_in(dir, why));
     match inspect(dir)? {
         Found::NotADirectory => refuse("exists and is not a directory"),
         Found::Foreign if !force => refuse(
@@ -175,7 +175,7 @@ fn install(
             Found::Foreign | Found::NotADirectory => {
                 return Err(Error::compile_in(
                     dir,
-                    format!("was created by something else while compiling; not replacing it",),
+                    "was created by something else while compiling; not replacing it",
                 ))
             }
         }
@@ -201,7 +201,7 @@ fn install(
     }
     Err(Error::compile_in(
         dir,
-        format!("other writers kept replacing the directory; try again",),
+        "other writers kept replacing the directory; try again",
     ))
 }
 
