@@ -490,7 +490,7 @@ pub(super) fn band_label(min: u64, max: u64) -> String {
 fn base_name(c: &tacos::compile::Candidate) -> String {
     match c {
         tacos::compile::Candidate::Baseline { name } => name.to_string(),
-        other => other.message(),
+        other => other.to_string(),
     }
 }
 
