@@ -414,6 +414,17 @@ impl FileProblem {
         }
     }
 
+    /// A tag of the file (`format`, a version) that is not the one this reader takes:
+    /// `field` holds `found` where `expected` belongs.
+    pub fn wrong_tag(
+        file: impl Into<String>,
+        field: &str,
+        found: &str,
+        expected: &str,
+    ) -> FileProblem {
+        FileProblem::new(file, format!("is '{}', expected '{expected}'", echo(found))).field(field)
+    }
+
     /// The problem as the library's error, for a file read as `format`.
     pub fn of(self, format: FileFormat) -> Error {
         Error::File {

@@ -253,15 +253,9 @@ pub fn check_plan_set(dir: &Path) -> Result<Vec<String>> {
     let manifest: PlanManifest = crate::fsio::parse_json(&text, &record.display().to_string())
         .map_err(|p| p.of(FileFormat::Compiled))?;
     if manifest.format != PLAN_MANIFEST_FORMAT {
-        return Err(FileProblem::new(
-            record.display().to_string(),
-            format!(
-                "'{}', not {PLAN_MANIFEST_FORMAT}",
-                crate::error::echo(&manifest.format)
-            ),
-        )
-        .field("format")
-        .of(FileFormat::Compiled));
+        let record = record.display().to_string();
+        let tag = FileProblem::wrong_tag(record, "format", &manifest.format, PLAN_MANIFEST_FORMAT);
+        return Err(tag.of(FileFormat::Compiled));
     }
     let mut problems = Vec::new();
     let kept: Vec<(&String, u64)> = manifest

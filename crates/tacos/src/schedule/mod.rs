@@ -284,14 +284,12 @@ impl Schedule {
         let schedule: Schedule =
             parse_json(text, origin).map_err(|p| p.of(FileFormat::Schedule))?;
         if schedule.format != SCHEDULE_FORMAT {
-            return Err(FileProblem::new(
+            return Err(FileProblem::wrong_tag(
                 origin,
-                format!(
-                    "is '{}', expected '{SCHEDULE_FORMAT}'",
-                    crate::error::echo(&schedule.format)
-                ),
+                "format",
+                &schedule.format,
+                SCHEDULE_FORMAT,
             )
-            .field("format")
             .of(FileFormat::Schedule));
         }
         Ok(schedule)

@@ -339,15 +339,9 @@ impl<R: BufRead> StreamReader<R> {
             p.field(field).of(FileFormat::Schedule)
         })?;
         if header.format != STREAM_FORMAT {
-            return Err(FileProblem::new(
-                origin,
-                format!(
-                    "is '{}', expected '{STREAM_FORMAT}'",
-                    crate::error::echo(&header.format)
-                ),
-            )
-            .field("the header's format")
-            .of(FileFormat::Schedule));
+            let tag =
+                FileProblem::wrong_tag(origin, "header: format", &header.format, STREAM_FORMAT);
+            return Err(tag.of(FileFormat::Schedule));
         }
         Ok(StreamReader {
             input,
