@@ -1,14 +1,38 @@
-//! The library's error type: every variant says what was wrong and where, in one line.
+//! The library's error type: every variant carries what was wrong and where as fields, and
+//! says it in one line.
 
 use std::fmt;
 use std::path::PathBuf;
 
 /// Errors the library reports instead of panicking on user input.
 ///
-/// `Unknown`, `Invalid`, `Limit`, `TargetLimit` and `Disconnected` carry their figures as
-/// fields, for programs that react to them; the variants holding a message are for
-/// failures whose reason is a sentence (a schedule that breaks a rule, a file that says
-/// something else).
+/// Each variant carries, as fields for programs that react to them, what it concerns: the
+/// input and what it allows (`Unknown`, `Invalid`), the figure and the limit (`Limit`,
+/// `TargetLimit`), the file, line, column and field (`File`), the element at fault (the
+/// transfer of a `Schedule` or `Msccl`, the rank, threadblock and op of a `Plan`, the NPU
+/// of a `Collective`, the algorithm of a `Baseline`, the path of a `Compile`); beside them
+/// `problem` says the rest in a sentence. `Topology` and `Synthesis` are a sentence only.
+/// What the library was doing when an error happened wraps it as the cause ([`Error::Context`]).
+///
+/// ```
+/// use tacos::collective::{Collective, CollectiveKind, CollectiveSpec};
+/// use tacos::topology::{parse_spec, SpecDefaults};
+/// use tacos::Error;
+///
+/// let ring = parse_spec("ring:4", &SpecDefaults::default())?;
+/// let spec = CollectiveSpec {
+///     kind: CollectiveKind::Broadcast,
+///     root: Some(9),
+///     npus: vec![0, 1, 2, 3],
+///     chunks_per_npu: 1,
+///     size_bytes: 1 << 20,
+/// };
+/// match Collective::new(&ring, spec) {
+///     Err(Error::Collective { npu: Some(9), .. }) => {} // the root the ring lacks
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
