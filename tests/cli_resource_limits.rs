@@ -334,8 +334,8 @@ fn a_profile_with_vanishing_constants_is_refused_naming_the_field() {
     let mut rate = good.clone();
     rate.simple.channel_gbps = 1e-310;
     for (name, model, field) in [
-        ("efficiency.json", efficiency, "efficiency.nvlink = 1e-300"),
-        ("rate.json", rate, "simple.channel_gbps = 1e-310"),
+        ("efficiency.json", efficiency, "efficiency.nvlink: 1e-300"),
+        ("rate.json", rate, "simple.channel_gbps: 1e-310"),
     ] {
         let path = scratch(name);
         std::fs::write(&path, model.to_json()).unwrap();

@@ -296,25 +296,34 @@ fn bad_input_gets_clear_errors() {
         Ok(_) => panic!("should be rejected"),
         Err(e) => e.to_string(),
     };
-    let msg = err(CollectiveSpec {
+    // The NPU at fault, as a field, and the reason in the message.
+    let at_fault = |spec: CollectiveSpec| match Collective::new(&topo, spec) {
+        Err(tacos::Error::Collective { npu, problem }) => (npu, problem),
+        other => panic!("not a collective's problem: {other:?}"),
+    };
+    let (npu, msg) = at_fault(CollectiveSpec {
         root: Some(16),
         ..base.clone()
     });
+    assert_eq!(npu, Some(16));
     assert!(msg.contains("root 16 does not exist"), "{msg}");
-    let msg = err(CollectiveSpec {
+    let (npu, msg) = at_fault(CollectiveSpec {
         root: Some(7),
         ..base.clone()
     });
+    assert_eq!(npu, Some(7));
     assert!(msg.contains("root 7 has failed"), "{msg}");
-    let msg = err(CollectiveSpec {
+    let (npu, msg) = at_fault(CollectiveSpec {
         npus: vec![0, 7],
         ..base.clone()
     });
+    assert_eq!(npu, Some(7));
     assert!(msg.contains("NPU 7 has failed"), "{msg}");
-    let msg = err(CollectiveSpec {
+    let (npu, msg) = at_fault(CollectiveSpec {
         npus: vec![0, 99],
         ..base.clone()
     });
+    assert_eq!(npu, Some(99));
     assert!(msg.contains("NPU 99 does not exist"), "{msg}");
     let msg = err(CollectiveSpec {
         chunks_per_npu: 0,

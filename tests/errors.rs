@@ -4,6 +4,7 @@
 use tacos::baselines::Baseline;
 use tacos::collective::{Collective, CollectiveKind};
 use tacos::compile::{CompileOptions, Placements, ProtoChoice, SizeRange};
+use tacos::error::FileFormat;
 use tacos::msccl::limits::{check as check_limits, LimitKind};
 use tacos::msccl::{lower, Dep, Element, Limits, LowerOptions, Profile, Proto, Target};
 use tacos::pipeline::{program, Chunks, Options, Request};
@@ -571,4 +572,107 @@ fn a_route_through_more_switches_than_the_limit_is_refused_naming_the_pair() {
         e.to_string(),
         "the route from NPU 0 to NPU 1 through switches: 22 links, more than the 16 allowed"
     );
+}
+
+#[test]
+fn a_problem_in_an_msccl_file_names_its_line_column_and_element() {
+    let (t, schedule) = ring_all_gather(1);
+    let program = lower(&schedule, &t, &LowerOptions::default()).unwrap();
+    let xml = tacos::msccl::write_program(&program);
+    let broken = xml.replacen(" chan=\"0\"", " chan=\"x\"", 1);
+    assert_ne!(broken, xml, "the program names channel 0");
+    // The line of the first channel attribute, counted by hand from the text.
+    let line = 1 + xml[..xml.find(" chan=\"0\"").unwrap()]
+        .matches('\n')
+        .count();
+    match tacos::msccl::parse_program(&broken, "ring.xml").unwrap_err() {
+        Error::File {
+            format: FileFormat::Msccl,
+            problem,
+        } => {
+            assert_eq!(
+                (problem.file.as_str(), problem.line),
+                ("ring.xml", Some(line))
+            );
+            assert!(problem.column.is_some(), "{problem}");
+            assert!(
+                problem
+                    .field
+                    .as_deref()
+                    .is_some_and(|f| f.starts_with("<tb")),
+                "{problem}"
+            );
+            assert!(problem.problem.contains("chan=\"x\""), "{problem}");
+        }
+        other => panic!("not an MSCCL file's problem: {other:?}"),
+    }
+}
+
+#[test]
+fn a_plan_the_verifier_refuses_names_the_rank_threadblock_and_operation() {
+    let (t, schedule) = ring_all_gather(1);
+    let mut plan =
+        tacos::mscclpp::lower(&schedule, &t, &tacos::mscclpp::PlanOptions::default()).unwrap();
+    let options = tacos::mscclpp::VerifyOptions::default();
+    tacos::mscclpp::verify(&plan, &options).unwrap();
+    let gpu = 2;
+    let tb = plan.gpus[gpu].threadblocks.len() - 1;
+    let op = plan.gpus[gpu].threadblocks[tb].ops.len() - 1;
+    plan.gpus[gpu].threadblocks[tb].ops[op].name = "teleport".into();
+    match tacos::mscclpp::verify(&plan, &options).unwrap_err() {
+        Error::Plan {
+            rank,
+            threadblock,
+            op: at,
+            problem,
+        } => {
+            assert_eq!(
+                (rank, threadblock, at),
+                (Some(gpu), Some(tb), Some(op)),
+                "{problem}"
+            );
+            assert!(problem.contains("'teleport'"), "{problem}");
+        }
+        other => panic!("not a plan's problem: {other:?}"),
+    }
+}
+
+#[test]
+fn a_schedule_the_checker_refuses_names_the_transfer() {
+    let (t, mut schedule) = ring_all_gather(1);
+    // A transfer shortened below its link's time: alpha + size / bandwidth.
+    let i = schedule.transfers.len() / 2;
+    let late = schedule.transfers[i].end_ps;
+    schedule.transfers[i].end_ps = late - 1;
+    match tacos::schedule::check(&schedule, &t).unwrap_err() {
+        Error::Schedule { transfer, problem } => {
+            assert_eq!(transfer, Some(i), "{problem}");
+        }
+        other => panic!("not a schedule's problem: {other:?}"),
+    }
+}
+
+#[test]
+fn a_baseline_that_does_not_apply_names_itself() {
+    let t = parse_spec("ring:6", &SpecDefaults::default()).unwrap();
+    let c = Collective::over_all(&t, CollectiveKind::AllGather, None, 1, 1 << 20).unwrap();
+    match Baseline::Rhd.schedule(&t, c.spec()).unwrap_err() {
+        Error::Baseline { baseline, problem } => {
+            assert_eq!(baseline, "rhd");
+            assert!(problem.contains("power-of-two"), "{problem}");
+        }
+        other => panic!("not a baseline's problem: {other:?}"),
+    }
+}
+
+#[test]
+fn a_compiled_directory_that_is_not_one_is_named_as_the_path() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("errors-not-compiled");
+    std::fs::create_dir_all(&dir).unwrap();
+    match tacos::compile::check_dir(&dir).unwrap_err() {
+        Error::Compile { path, problem } => {
+            assert_eq!(path.as_deref(), Some(dir.as_path()), "{problem}");
+        }
+        other => panic!("not a compile problem: {other:?}"),
+    }
 }

@@ -53,6 +53,11 @@ fn json_documents_end_where_they_end() {
         ("{\"a\": 1}\n]", 1),
     ] {
         let e = parse_json::<Pair>(text, "t.json").unwrap_err();
+        assert_eq!(
+            (e.line, e.column),
+            (Some(1 + text.matches('\n').count()), Some(column))
+        );
+        let e = e.to_string();
         let line = 1 + text.matches('\n').count();
         assert!(
             e.starts_with(&format!("t.json:{line}:{column}: trailing characters")),
@@ -61,6 +66,8 @@ fn json_documents_end_where_they_end() {
     }
     // Errors inside still name the field.
     let e = parse_json::<Pair>("{\"a\": -1}", "t.json").unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("a"));
+    let e = e.to_string();
     assert!(e.starts_with("t.json:1:8: a: invalid value"), "{e}");
 }
 

@@ -1,6 +1,7 @@
 //! Builders, presets, transforms, the JSON format and the spec parser, against counts
 //! worked out by hand.
 
+use tacos::error::FileFormat;
 use tacos::topology::{file, parse_spec, SpecDefaults, Topology};
 
 fn spec(s: &str) -> Topology {
@@ -214,10 +215,19 @@ fn json_defaults_and_bidirectional_links() {
 fn malformed_json_names_file_line_and_field() {
     let d = SpecDefaults::default();
     let err = |text: &str| file::parse(text, "t.json", &d).unwrap_err().to_string();
-    let e = err("{\n  \"npus\": 2,\n  \"links\": [{\"src\": 0, \"dst\": 1, \"bandwidth_gbps\": \"fast\"}]\n}");
-    assert!(
-        e.contains("t.json:3:") && e.contains("links[0].bandwidth_gbps"),
-        "{e}"
+    // Where the problem is, as fields a program can read.
+    let in_file = |text: &str| match file::parse(text, "t.json", &d).unwrap_err() {
+        tacos::Error::File {
+            format: FileFormat::Topology,
+            problem,
+        } => *problem,
+        other => panic!("not a topology file's problem: {other}"),
+    };
+    let p = in_file("{\n  \"npus\": 2,\n  \"links\": [{\"src\": 0, \"dst\": 1, \"bandwidth_gbps\": \"fast\"}]\n}");
+    assert_eq!(
+        (p.file.as_str(), p.line, p.field.as_deref()),
+        ("t.json", Some(3), Some("links[0].bandwidth_gbps")),
+        "{p}"
     );
     let e = err(r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "bandwith_gbps": 5}]}"#);
     assert!(e.contains("unknown field `bandwith_gbps`"), "{e}");
@@ -231,12 +241,13 @@ fn malformed_json_names_file_line_and_field() {
         e.contains("links[0] (0->1) bandwidth_gbps: '0' must be a positive number of GB/s"),
         "{e}"
     );
-    let e = err(
+    let p = in_file(
         r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "bidirectional": true}, {"src": 1, "dst": 0}]}"#,
     );
+    assert_eq!(p.field.as_deref(), Some("links[1]"), "{p}");
     assert!(
-        e.contains("links[1] repeats the link 1->0 of links[0]"),
-        "{e}"
+        p.problem.contains("repeats the link 1->0 of links[0]"),
+        "{p}"
     );
     let e = err(r#"{"npus": 2, "links": [}"#);
     assert!(e.starts_with("topology spec: t.json:1:"), "{e}");

@@ -9,8 +9,9 @@
  * every GPU ends with (the input for reducescatter).
  *
  * Functions returning int give 0 on success and -1 on failure; tacos_last_error() then says
- * why and tacos_last_error_code() which kind of error it was. Every function is safe to call from any thread, never aborts the host process and
- * never lets an error escape as anything but a return code. Sizes run from 1 byte to 2^63 - 1.
+ * why and tacos_last_error_code() which kind of error it was. Every function is safe to call
+ * from any thread, never aborts the host process and never lets an error escape as anything
+ * but a return code. Sizes run from 1 byte to 2^63 - 1.
  * Inputs past the library's limits (topology sizes, XML nesting and element counts, the
  * cost of verifying a program) fail the call with the limit named, before anything is
  * allocated for them. An internal error (a bug) also fails the call, and prints one line,
@@ -29,31 +30,35 @@ extern "C" {
 const char* tacos_version(void);
 
 /*
- * Why the last failing call on this thread failed; "" when none has. Owned by the library
- * and valid until the next call into it on this thread.
+ * Why the last failing call on this thread failed; "" when none has: the error and each
+ * cause under it, outermost first, joined by ": " (a file's problem leads with
+ * "file:line:column:" where it is at one). Owned by the library and valid until the next
+ * call into it on this thread.
  */
 const char* tacos_last_error(void);
 
 /*
  * The kind of the last failing call's error on this thread, to branch on without reading
  * the message; TACOS_OK (0) when none has failed. The kinds are those `tacos ... --json`
- * reports as error.kind.
+ * reports as error.kind; an error with causes has the kind of the innermost. A code keeps
+ * its number in every version; a new kind takes a new one, and reaches a program built
+ * with an older header as TACOS_ERR_OTHER.
  */
 #define TACOS_OK 0
 #define TACOS_ERR_INVALID 1        /* an argument outside what is allowed (NULL, a bad value) */
 #define TACOS_ERR_UNKNOWN 2        /* a name not known: a collective, a preset, a protocol */
 #define TACOS_ERR_LIMIT 3          /* a figure past a limit: memory, transfers, NPUs */
 #define TACOS_ERR_TARGET_LIMIT 4   /* a program past a limit of the loader it is for */
-#define TACOS_ERR_SPEC 5           /* a topology spec that cannot be understood */
+#define TACOS_ERR_SPEC 5           /* a topology spec or file (JSON, NCCL XML) not understood */
 #define TACOS_ERR_TOPOLOGY 6       /* a topology that breaks a rule */
 #define TACOS_ERR_DISCONNECTED 7   /* NPUs that cannot reach each other */
 #define TACOS_ERR_COLLECTIVE 8     /* a collective that cannot be made over these NPUs */
 #define TACOS_ERR_SCHEDULE 9       /* a schedule that breaks a rule */
 #define TACOS_ERR_BASELINE 10      /* a baseline that does not apply */
 #define TACOS_ERR_SYNTHESIS 11     /* no algorithm found within the options */
-#define TACOS_ERR_MSCCL 12         /* an MSCCL program that does not lower, load or verify */
+#define TACOS_ERR_MSCCL 12         /* an MSCCL program that does not lower, read or verify */
 #define TACOS_ERR_PLAN 13          /* an MSCCL++ plan that does not lower or verify */
-#define TACOS_ERR_COST 14          /* the cost model cannot price it */
+#define TACOS_ERR_COST 14          /* a cost profile or measurement table that is not usable */
 #define TACOS_ERR_COMPILE 15       /* a compiled set that cannot be made or read */
 #define TACOS_ERR_IO 16            /* a file that cannot be read or written */
 #define TACOS_ERR_INTERNAL 17      /* a bug (please report): the call was stopped safely */

@@ -8,7 +8,7 @@
 //! std::fs::remove_file(&path).unwrap();
 //! ```
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FileProblem, Result};
 use serde::de::DeserializeOwned;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -87,31 +87,35 @@ fn open_input(path: &Path) -> Result<File> {
     ))
 }
 
-/// Parses JSON text into `T`: one document, nothing but whitespace after it. The error
-/// reads `origin:line:column: field.path: what`.
-pub fn parse_json<T: DeserializeOwned>(text: &str, origin: &str) -> std::result::Result<T, String> {
+/// Parses JSON text into `T`: one document, nothing but whitespace after it. The problem
+/// names the line, the column and the field (`links[2].src`) where serde found it; the
+/// caller says what the file was read as ([`FileProblem::of`]).
+pub fn parse_json<T: DeserializeOwned>(
+    text: &str,
+    origin: &str,
+) -> std::result::Result<T, FileProblem> {
     let de = &mut serde_json::Deserializer::from_str(text);
     let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." {
-            String::new()
+        let problem = located(origin, e.inner());
+        if path == "." {
+            problem
         } else {
-            format!("{path}: ")
-        };
-        located(origin, &field, e.inner())
+            problem.field(path)
+        }
     })?;
-    de.end().map_err(|e| located(origin, "", &e))?;
+    de.end().map_err(|e| located(origin, &e))?;
     Ok(value)
 }
 
-/// A serde_json error as `origin:line:column: field what`.
-fn located(origin: &str, field: &str, e: &serde_json::Error) -> String {
+/// A serde_json error as a problem at its line and column.
+fn located(origin: &str, e: &serde_json::Error) -> FileProblem {
     let message = e.to_string();
-    // serde_json appends " at line L column C"; the prefix says it already.
+    // serde_json appends " at line L column C"; the problem's place says it already.
     let message = message
         .rfind(" at line ")
         .map_or(message.as_str(), |i| &message[..i]);
-    format!("{origin}:{}:{}: {field}{message}", e.line(), e.column())
+    FileProblem::new(origin, message).at(e.line(), e.column())
 }
 
 /// Writes `contents` to `path` through a temporary file in the same directory and a

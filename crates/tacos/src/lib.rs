@@ -14,7 +14,8 @@
 //! `plugin`, `compile`'s staging, `hugepages`, `prefetch`) needs it. Every unsafe
 //! operation sits in its own `unsafe {}` block, even inside an `unsafe fn`, under a
 //! `// SAFETY:` comment that says why it holds; every `unsafe fn` says in `# Safety` what its
-//! caller must guarantee. The two lints below keep it so.
+//! caller must guarantee. Two lints, denied for every target of the workspace
+//! (`[workspace.lints]` in the root `Cargo.toml`), keep it so.
 //!
 //! From a network to a verified MSCCL program, through the one pipeline:
 //!
@@ -30,9 +31,23 @@
 //! assert!(found.kept.xml().contains("coll=\"allreduce\""));
 //! # Ok::<(), tacos::Error>(())
 //! ```
-
-#![deny(unsafe_op_in_unsafe_fn)]
-#![deny(clippy::undocumented_unsafe_blocks)]
+//!
+//! The same steps by hand: synthesize, check, lower to MSCCL XML:
+//!
+//! ```
+//! use tacos::collective::{Collective, CollectiveKind};
+//! use tacos::msccl::{lower, write_program, LowerOptions};
+//! use tacos::synth::{synthesize, SynthOptions};
+//! use tacos::topology::{parse_spec, SpecDefaults};
+//!
+//! let torus = parse_spec("torus:2x2", &SpecDefaults::default())?;
+//! let all_gather = Collective::over_all(&torus, CollectiveKind::AllGather, None, 1, 1 << 20)?;
+//! let schedule = synthesize(&torus, &all_gather, &SynthOptions::seeded(0))?;
+//! tacos::schedule::check(&schedule, &torus)?; // every transfer replayed on its link
+//! let program = lower(&schedule, &torus, &LowerOptions::default())?;
+//! assert!(write_program(&program).contains("coll=\"allgather\""));
+//! # Ok::<(), tacos::Error>(())
+//! ```
 
 pub mod baselines;
 pub mod bounds;

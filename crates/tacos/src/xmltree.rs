@@ -15,6 +15,7 @@
 //! assert_eq!(root.children[1].attr("dev"), Some("1"));
 //! ```
 
+use crate::error::FileProblem;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::{Reader, XmlVersion};
 
@@ -135,14 +136,14 @@ impl Lines {
     }
 }
 
-/// Parses `text` into its root element, within the default [`Limits`]. Errors read
-/// `origin:line:column: what`.
-pub fn parse(text: &str, origin: &str) -> Result<Element, String> {
+/// Parses `text` into its root element, within the default [`Limits`]. An error is
+/// a [`FileProblem`] at its line and column.
+pub fn parse(text: &str, origin: &str) -> Result<Element, FileProblem> {
     parse_document(text, origin, &Limits::default()).map(|d| d.root)
 }
 
 /// Parses `text` into its root element and the notes on its text, within `limits`.
-pub fn parse_document(text: &str, origin: &str, limits: &Limits) -> Result<Document, String> {
+pub fn parse_document(text: &str, origin: &str, limits: &Limits) -> Result<Document, FileProblem> {
     let mut notes = Vec::new();
     let mut tab_noted = false;
     // A byte order mark: quick-xml would read it as text before the root.
@@ -162,13 +163,13 @@ pub fn parse_document(text: &str, origin: &str, limits: &Limits) -> Result<Docum
     let position = |offset: u64| lines.position(skipped + (offset as usize).min(body.len()));
     let at = |offset: u64, what: String| {
         let (line, column) = position(offset);
-        format!("{origin}:{line}:{column}: {what}")
+        FileProblem::new(origin, what).at(line, column)
     };
     let mut open: Vec<Element> = Vec::new();
     let mut root: Option<Element> = None;
     let mut elements = 0usize;
     // Counts an element about to be built and checks the limits first.
-    let mut admit = |depth: usize, offset: u64| -> Result<(), String> {
+    let mut admit = |depth: usize, offset: u64| -> Result<(), FileProblem> {
         elements += 1;
         if elements > limits.max_elements {
             return Err(at(
@@ -310,9 +311,9 @@ pub fn parse_document(text: &str, origin: &str, limits: &Limits) -> Result<Docum
 }
 
 /// The root element's start tag of `text`, its attributes read and nothing after it: what
-/// a reader checking a file's header needs, at the cost of the prolog alone. Errors read
-/// `origin:line:column: what`.
-pub fn parse_root_tag(text: &str, origin: &str) -> Result<Element, String> {
+/// a reader checking a file's header needs, at the cost of the prolog alone. An error
+/// is a [`FileProblem`] at its line and column.
+pub fn parse_root_tag(text: &str, origin: &str) -> Result<Element, FileProblem> {
     let body = text.strip_prefix('\u{feff}').unwrap_or(text);
     let skipped = text.len() - body.len();
     let mut reader = Reader::from_str(body);
@@ -320,7 +321,7 @@ pub fn parse_root_tag(text: &str, origin: &str) -> Result<Element, String> {
     let position = |offset: u64| lines.position(skipped + (offset as usize).min(body.len()));
     let at = |offset: u64, what: String| {
         let (line, column) = position(offset);
-        format!("{origin}:{line}:{column}: {what}")
+        FileProblem::new(origin, what).at(line, column)
     };
     loop {
         let offset = reader.buffer_position();
@@ -346,9 +347,9 @@ fn element(
     start: &BytesStart,
     position: (usize, usize),
     notes: &mut Vec<Note>,
-    at: &dyn Fn(u64, String) -> String,
+    at: &dyn Fn(u64, String) -> FileProblem,
     offset: u64,
-) -> Result<Element, String> {
+) -> Result<Element, FileProblem> {
     let (line, column) = position;
     let mut text = String::new();
     let mut ends = Vec::new();
@@ -441,24 +442,25 @@ mod tests {
     #[test]
     fn malformed_xml_names_line_and_column() {
         let e = parse("<a>\n  <b>\n</a>", "t.xml").unwrap_err();
-        assert!(e.starts_with("t.xml:3:"), "{e}");
-        assert!(parse("", "t.xml").unwrap_err().contains("no root element"));
+        assert_eq!((e.file.as_str(), e.line), ("t.xml", Some(3)), "{e}");
+        let e = parse("", "t.xml").unwrap_err();
+        assert!(e.problem.contains("no root element"), "{e}");
         let e = parse("<a>\n<b>", "t.xml").unwrap_err();
-        assert!(e.contains("ends inside <b> (opened at 2:1)"), "{e}");
+        assert!(e.problem.contains("ends inside <b> (opened at 2:1)"), "{e}");
     }
 
     #[test]
     fn nothing_but_comments_and_whitespace_around_the_root() {
         let ok = "<!-- c -->\n<a/>\n<!-- d -->\n\n";
         assert_eq!(parse(ok, "t.xml").unwrap().name, "a");
-        let e = parse("<a/>\n<b/>", "t.xml").unwrap_err();
+        let e = parse("<a/>\n<b/>", "t.xml").unwrap_err().to_string();
         assert!(e.starts_with("t.xml:2:1: a second root element <b>"), "{e}");
-        let e = parse("<a></a>\n  junk", "t.xml").unwrap_err();
+        let e = parse("<a></a>\n  junk", "t.xml").unwrap_err().to_string();
         assert!(
             e.starts_with("t.xml:2:3: text after the root element: 'junk'"),
             "{e}"
         );
-        let e = parse("junk<a/>", "t.xml").unwrap_err();
+        let e = parse("junk<a/>", "t.xml").unwrap_err().to_string();
         assert!(e.contains("no root element before text: 'junk'"), "{e}");
     }
 
@@ -470,16 +472,12 @@ mod tests {
         };
         let deep = "<a>\n<b>\n<c>\n<d/></c></b></a>";
         let e = parse_document(deep, "t.xml", &limits).unwrap_err();
-        assert_eq!(
-            e,
-            "t.xml:4:1: elements nested 4 deep, more than the 3 this reader takes"
-        );
+        let nested = "elements nested 4 deep, more than the 3 this reader takes";
+        assert_eq!(e, FileProblem::new("t.xml", nested).at(4, 1));
         let wide = "<a><b/><b/><b/><b/>\n<b/></a>";
         let e = parse_document(wide, "t.xml", &limits).unwrap_err();
-        assert_eq!(
-            e,
-            "t.xml:2:1: more than 5 elements, the most this reader takes"
-        );
+        let many = "more than 5 elements, the most this reader takes";
+        assert_eq!(e, FileProblem::new("t.xml", many).at(2, 1));
         // At the limits exactly, the file reads.
         let fits = "<a><b><c/></b><b/><b/></a>";
         assert!(parse_document(fits, "t.xml", &limits).is_ok());
@@ -489,7 +487,7 @@ mod tests {
     fn a_nesting_far_past_the_limit_is_refused_without_recursion() {
         let depth = 200_000;
         let text = "<a>".repeat(depth) + &"</a>".repeat(depth);
-        let e = parse(&text, "deep.xml").unwrap_err();
+        let e = parse(&text, "deep.xml").unwrap_err().to_string();
         assert!(
             e.starts_with("deep.xml:1:385: elements nested 129 deep"),
             "{e}"

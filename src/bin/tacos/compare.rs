@@ -320,7 +320,7 @@ pub(super) fn measure_baselines(
         bar.step(b.name());
         let outcome = match b.schedule(topo, collective.spec()) {
             Ok(schedule) => Ok(measure(topo, collective, schedule, None, sharing, false)?),
-            Err(Error::Baseline(why)) => Err(why),
+            Err(Error::Baseline { problem, .. }) => Err(problem),
             // One algorithm too large for the memory limit leaves the others to compare.
             Err(e @ Error::Limit { .. }) => Err(e.to_string()),
             Err(e) => return Err(e.into()),

@@ -142,8 +142,11 @@ fn margin(s: &str) -> Result<f64, String> {
 /// The message alone: clap already names the argument.
 fn message(e: tacos::Error) -> String {
     match e {
-        tacos::Error::Compile(m) => m,
-        other => other.to_string(),
+        tacos::Error::Compile {
+            path: None,
+            problem,
+        } => problem,
+        other => other.message(),
     }
 }
 

@@ -1,8 +1,5 @@
 //! The `tacos` command line: thin commands over the library's pipeline.
 
-#![deny(unsafe_op_in_unsafe_fn)]
-#![deny(clippy::undocumented_unsafe_blocks)]
-
 mod bench;
 mod bench_compile;
 mod bench_cost;

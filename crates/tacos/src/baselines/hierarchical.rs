@@ -16,7 +16,7 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
         Some(dims) => dims,
         None if topo.has_switches() => {
             levels = switch_levels(topo).ok_or_else(|| {
-                Error::Baseline(format!(
+                Error::baseline("hierarchical", format!(
                     "hierarchical needs a topology composed of dimensions, and the switches of '{}' do not join its NPUs in the lines of a grid (NPU ids with the first dimension fastest, each line within one switch's NPUs)",
                     echo(topo.name())
                 ))
@@ -24,14 +24,15 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
             &levels
         }
         None => {
-            return Err(Error::Baseline(
-                "hierarchical needs a topology composed of dimensions (a builder such as mesh:4x4, torus:4x4x4, rfs:2x4x8, multi:R4xF4 or a preset)".into(),
+            return Err(Error::baseline(
+                "hierarchical",
+                "hierarchical needs a topology composed of dimensions (a builder such as mesh:4x4, torus:4x4x4, rfs:2x4x8, multi:R4xF4 or a preset)",
             ))
         }
     };
     let n: usize = dims.iter().product();
     if n != topo.npus() || spec.npus != (0..n).collect::<Vec<_>>() {
-        return Err(Error::Baseline(format!(
+        return Err(Error::baseline("hierarchical", format!(
             "hierarchical runs on every NPU of a {} topology in id order; this collective has {} NPUs on a topology of {}",
             dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x"),
             spec.npus.len(),

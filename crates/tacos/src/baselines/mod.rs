@@ -160,16 +160,19 @@ impl Baseline {
     /// The baseline's schedule for `spec` on `topo`.
     pub fn schedule(self, topo: &Topology, spec: &CollectiveSpec) -> Result<Schedule> {
         if !self.kinds().contains(&spec.kind) {
-            return Err(Error::Baseline(format!(
-                "{} does not define {} (it defines {})",
+            return Err(Error::baseline(
                 self.name(),
-                spec.kind,
-                self.kinds()
-                    .iter()
-                    .map(|k| k.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+                format!(
+                    "{} does not define {} (it defines {})",
+                    self.name(),
+                    spec.kind,
+                    self.kinds()
+                        .iter()
+                        .map(|k| k.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
         }
         MemoryLimit::default().admit(self.memory_estimate(topo, spec), || {
             format!(

@@ -62,10 +62,13 @@ impl Graph {
     /// The links between `spec`'s NPUs that run both ways (of parallel links, the fastest).
     fn new(topo: &Topology, spec: &CollectiveSpec) -> Result<Graph> {
         if topo.has_switches() {
-            return Err(Error::Baseline(format!(
-                "trees: {} has switches; packed trees need NPUs joined by links both ways",
-                topo.name()
-            )));
+            return Err(Error::baseline(
+                "trees",
+                format!(
+                    "trees: {} has switches; packed trees need NPUs joined by links both ways",
+                    topo.name()
+                ),
+            ));
         }
         let mut rank = vec![usize::MAX; topo.npus()];
         for (r, &npu) in spec.npus.iter().enumerate() {
@@ -265,19 +268,23 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
     }
     let graph = Graph::new(topo, spec)?;
     let centres = graph.centres().ok_or_else(|| {
-        Error::Baseline(format!(
-            "trees: the two-way links of {} do not join all {n} NPUs of the collective",
-            topo.name()
-        ))
+        Error::baseline(
+            "trees",
+            format!(
+                "trees: the two-way links of {} do not join all {n} NPUs of the collective",
+                topo.name()
+            ),
+        )
     })?;
     let (legs, roots) = match spec.kind {
         CollectiveKind::AllReduce => (Legs::Both, centres),
         CollectiveKind::Broadcast => (Legs::Down, vec![root_rank(spec)]),
         CollectiveKind::Reduce => (Legs::Up, vec![root_rank(spec)]),
         other => {
-            return Err(Error::Baseline(format!(
-                "trees: {other} is not a collective of packed trees"
-            )))
+            return Err(Error::baseline(
+                "trees",
+                format!("trees: {other} is not a collective of packed trees"),
+            ))
         }
     };
     let collective = Collective::new(topo, spec.clone())?;

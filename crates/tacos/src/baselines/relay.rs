@@ -50,7 +50,7 @@ pub fn relay(topo: &Topology, schedule: Schedule, limit: MemoryLimit) -> Result<
         router.stops(t.src(), t.dst(), bytes, &mut stops)?;
         let n = stops.len() as u64;
         if n > 1 && t.op == Op::Reduce {
-            return Err(Error::Baseline(format!(
+            return Err(Error::baseline("relayed", format!(
                 "{}: a partial sum of chunk {} sent from NPU {} to NPU {}, which no link or switch joins, cannot be relayed: NPU {} on the way would add it to its own",
                 schedule.topology,
                 t.chunk(),
@@ -81,14 +81,17 @@ pub fn relay(topo: &Topology, schedule: Schedule, limit: MemoryLimit) -> Result<
         router.stops(t.src(), t.dst(), bytes, &mut stops)?;
         let started = ran.of(i);
         if started.len() != stops.len() {
-            return Err(Error::Baseline(format!(
+            return Err(Error::baseline(
+                "relayed",
+                format!(
                 "{}: the send from NPU {} to NPU {} took {} hops in the simulation and {} relayed",
                 schedule.topology,
                 t.src(),
                 t.dst(),
                 started.len(),
                 stops.len()
-            )));
+            ),
+            ));
         }
         let mut from = t.src();
         for (j, (&to, &began)) in stops.iter().zip(started).enumerate() {

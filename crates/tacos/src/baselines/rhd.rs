@@ -14,7 +14,7 @@ use crate::schedule::Op;
 pub(super) fn plan(spec: &CollectiveSpec) -> Result<(Plan, CollectiveSpec)> {
     let p = spec.npus.len();
     if !p.is_power_of_two() {
-        return Err(Error::Baseline(format!(
+        return Err(Error::baseline("rhd", format!(
             "rhd needs a power-of-two number of NPUs; this collective has {p} (use ring, direct or dbt)"
         )));
     }

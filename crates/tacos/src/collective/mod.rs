@@ -176,7 +176,7 @@ impl Collective {
     /// Builds and checks a collective: size, K, root and NPUs must make sense on `topo`,
     /// and every chunk must be able to reach every NPU that needs it.
     pub fn new(topo: &Topology, spec: CollectiveSpec) -> Result<Collective> {
-        let bad = |m: String| Err(Error::Collective(m));
+        let bad = |npu: Option<usize>, problem: String| Err(Error::Collective { npu, problem });
         if !(1..=MAX_SIZE_BYTES).contains(&spec.size_bytes) {
             return Err(Error::Invalid {
                 input: "size".into(),
@@ -192,40 +192,49 @@ impl Collective {
             });
         }
         if spec.npus.is_empty() {
-            return bad("a collective needs at least one NPU".into());
+            return bad(None, "a collective needs at least one NPU".into());
         }
         let mut seen = vec![false; topo.npus()];
         for &n in &spec.npus {
             if n >= topo.npus() {
-                return bad(format!(
-                    "NPU {n} does not exist (the topology has NPUs 0..{})",
-                    topo.npus() - 1
-                ));
+                return bad(
+                    Some(n),
+                    format!(
+                        "NPU {n} does not exist (the topology has NPUs 0..{})",
+                        topo.npus() - 1
+                    ),
+                );
             }
             if topo.is_failed(n) {
-                return bad(format!("NPU {n} has failed and cannot take part"));
+                return bad(Some(n), format!("NPU {n} has failed and cannot take part"));
             }
             if std::mem::replace(&mut seen[n], true) {
-                return bad(format!("NPU {n} is named twice"));
+                return bad(Some(n), format!("NPU {n} is named twice"));
             }
         }
         let root = match (spec.kind.has_root(), spec.root) {
-            (true, None) => return bad(format!("{} needs a root NPU", spec.kind)),
-            (false, Some(_)) => return bad(format!("{} takes no root", spec.kind)),
+            (true, None) => return bad(None, format!("{} needs a root NPU", spec.kind)),
+            (false, Some(_)) => return bad(None, format!("{} takes no root", spec.kind)),
             (true, Some(r)) if r >= topo.npus() => {
-                return bad(format!(
-                    "root {r} does not exist (the topology has NPUs 0..{})",
-                    topo.npus() - 1
-                ))
+                return bad(
+                    Some(r),
+                    format!(
+                        "root {r} does not exist (the topology has NPUs 0..{})",
+                        topo.npus() - 1
+                    ),
+                )
             }
             (true, Some(r)) if topo.is_failed(r) => {
-                return bad(format!("root {r} has failed and cannot take part"))
+                return bad(Some(r), format!("root {r} has failed and cannot take part"))
             }
             (true, Some(r)) if !spec.npus.contains(&r) => {
-                return bad(format!(
-                    "root {r} is not one of the collective's NPUs ({})",
-                    format_npus(&sorted(&spec.npus))
-                ))
+                return bad(
+                    Some(r),
+                    format!(
+                        "root {r} is not one of the collective's NPUs ({})",
+                        format_npus(&sorted(&spec.npus))
+                    ),
+                )
             }
             (_, r) => r,
         };

@@ -103,7 +103,7 @@ impl BandCompiler {
     /// here). The same on every machine for the same topology and options.
     pub fn compile(&self, kind: CollectiveKind, in_place: bool, band: Band) -> Result<BandOutcome> {
         if self.band_of(kind, in_place, band.min_bytes) != Some(band) {
-            return Err(Error::Compile(format!(
+            return Err(Error::compile(format!(
                 "{kind} {} at {}..{} bytes is not a band these options compile",
                 if in_place { "in place" } else { "out of place" },
                 band.min_bytes,
@@ -117,7 +117,7 @@ impl BandCompiler {
                 .build()
                 .map_err(|e| format!("cannot start worker threads: {e}"))
         });
-        let pool = pool.as_ref().map_err(|e| Error::Compile(e.clone()))?;
+        let pool = pool.as_ref().map_err(|e| Error::compile(e.clone()))?;
         pool.install(|| self.compile_on_pool(kind, in_place, band))
     }
 
@@ -129,7 +129,7 @@ impl BandCompiler {
     ) -> Result<BandOutcome> {
         let topo = &self.topo;
         Collective::over_all(topo, kind, None, 1, band.min_bytes).map_err(|e| {
-            Error::Compile(format!(
+            Error::compile(format!(
                 "{kind} cannot run on topology {}: {e}",
                 topo.name()
             ))
@@ -192,7 +192,7 @@ impl BandCompiler {
             return Ok(BandOutcome::LeftToNccl(left));
         }
         let (kind, in_place, run) = kept.pop().ok_or_else(|| {
-            Error::Compile(format!("no program for {kind} at {} bytes", band.min_bytes))
+            Error::compile(format!("no program for {kind} at {} bytes", band.min_bytes))
         })?;
         let (entry, file) = run.into_file(kind, in_place, &o.target)?;
         Ok(BandOutcome::Program { entry, file })
@@ -224,6 +224,6 @@ impl BandCompiler {
         });
         made.as_ref()
             .map(Some)
-            .map_err(|e| Error::Compile(e.clone()))
+            .map_err(|e| Error::compile(e.clone()))
     }
 }

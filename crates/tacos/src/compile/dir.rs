@@ -119,7 +119,7 @@ pub(crate) fn parent_and_name(dir: &Path) -> Result<(PathBuf, String)> {
     let name = dir
         .file_name()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| Error::Compile(format!("{} names no directory", dir.display())))?
+        .ok_or_else(|| Error::compile_in(dir, "names no directory"))?
         .to_string_lossy()
         .into_owned();
     let parent = match dir.parent() {

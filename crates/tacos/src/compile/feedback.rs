@@ -65,12 +65,14 @@ impl Run {
         } else if let Some(rest) = name.strip_prefix(WITHOUT_SET_PREFIX) {
             (Run::WithoutSet, rest)
         } else {
-            return Err(Error::Compile(format!(
-                "{}: the name must say which run it holds, as `tacos measure-plan` writes them: \
+            return Err(Error::compile_in(
+                path,
+                format!(
+                    "the name must say which run it holds, as `tacos measure-plan` writes them: \
                  {WITH_SET_PREFIX}... measured with the set (NCCL_MSCCL_ENABLE=1), \
                  {WITHOUT_SET_PREFIX}... without it (NCCL_MSCCL_ENABLE=0)",
-                path.display()
-            )));
+                ),
+            ));
         };
         let word = rest.split(['-', '.']).next().unwrap_or_default();
         Ok((run, word.parse().ok()))
@@ -125,9 +127,7 @@ pub fn read_results(path: &Path, manifest: &Manifest) -> Result<Results> {
     let mut tables = Vec::new();
     if out_of_place.iter().any(|t| has_in_place(t.collective)) {
         let in_place = read(true).map_err(|e| {
-            Error::Compile(format!(
-                "{e} (the set has in-place programs: feedback reads the in-place times nccl-tests prints beside the out-of-place ones)"
-            ))
+            e.context("the set has in-place programs: feedback reads the in-place times nccl-tests prints beside the out-of-place ones")
         })?;
         tables.extend(in_place.into_iter().filter(|t| has_in_place(t.collective)));
     }
@@ -149,23 +149,27 @@ pub fn read_results(path: &Path, manifest: &Manifest) -> Result<Results> {
 fn matches(table: &Measured, manifest: &Manifest) -> Result<Option<String>> {
     let (npus, topology) = (manifest.topology.npus, &manifest.topology.name);
     if table.ranks != npus {
-        return Err(Error::Compile(format!(
-            "{}: measured on {} ranks ({}), but the set was compiled for {npus} ({})",
-            table.origin,
-            table.ranks,
-            table.ranks_from,
-            echo(topology)
-        )));
+        return Err(Error::compile_in(
+            &table.origin,
+            format!(
+                "measured on {} ranks ({}), but the set was compiled for {npus} ({})",
+                table.ranks,
+                table.ranks_from,
+                echo(topology)
+            ),
+        ));
     }
     let collectives = &manifest.options.collectives;
     if !collectives.contains(&table.collective) {
         let held: Vec<&str> = collectives.iter().map(|k| k.name()).collect();
-        return Err(Error::Compile(format!(
-            "{}: measures {}, which the set was not compiled for (it holds {})",
-            table.origin,
-            table.collective,
-            held.join(", ")
-        )));
+        return Err(Error::compile_in(
+            &table.origin,
+            format!(
+                "measures {}, which the set was not compiled for (it holds {})",
+                table.collective,
+                held.join(", ")
+            ),
+        ));
     }
     let sizes = manifest.options.sizes;
     let compiled = sizes.min_bytes..=sizes.max_bytes;
@@ -182,10 +186,7 @@ fn matches(table: &Measured, manifest: &Manifest) -> Result<Option<String>> {
     );
     if outside.len() == table.points.len() {
         let (lo, hi) = (outside.iter().min(), outside.iter().max());
-        return Err(Error::Compile(format!(
-            "{}: measures {}..{}, none of it inside the sizes the set was compiled for ({range}); run the sizes `tacos measure-plan` prints",
-            table.origin,
-            format_size(lo.copied().unwrap_or(0)),
+        return Err(Error::compile_in(&table.origin, format!("measures {}..{}, none of it inside the sizes the set was compiled for ({range}); run the sizes `tacos measure-plan` prints", format_size(lo.copied().unwrap_or(0)),
             format_size(hi.copied().unwrap_or(0))
         )));
     }
@@ -284,10 +285,7 @@ pub fn apply(set: &AlgorithmSet, results: &[Results]) -> Result<Feedback> {
             .iter()
             .find(|f| f.name == entry.file)
             .ok_or_else(|| {
-                Error::Compile(format!(
-                    "{}: listed in the manifest, not in the set",
-                    entry.file
-                ))
+                Error::compile_in(&entry.file, "listed in the manifest, not in the set")
             })?;
         let with = series.get(&(Run::WithSet, entry.collective.name(), entry.in_place));
         let without = series.get(&(Run::WithoutSet, entry.collective.name(), entry.in_place));
@@ -362,10 +360,7 @@ fn collect(results: &[Results]) -> Result<BTreeMap<(Run, &'static str, bool), Se
             let sizes = series.entry(key).or_default();
             for point in &table.points {
                 if let Some(earlier) = sizes.get(&point.bytes) {
-                    return Err(Error::Compile(format!(
-                        "{}: {} {} at {} bytes was measured already, by {}: give one measurement of each size per run (one data type, one run)",
-                        table.origin,
-                        table.collective,
+                    return Err(Error::compile_in(&table.origin, format!("{} {} at {} bytes was measured already, by {}: give one measurement of each size per run (one data type, one run)", table.collective,
                         r.run.name(),
                         point.bytes,
                         earlier.origin
@@ -408,7 +403,7 @@ fn collect(results: &[Results]) -> Result<BTreeMap<(Run, &'static str, bool), Se
             .filter(|r| r.run == measured && r.tables.iter().any(|t| t.collective.name() == *kind))
             .map(|r| r.file.as_str())
             .collect();
-        return Err(Error::Compile(format!(
+        return Err(Error::compile(format!(
             "{kind} was measured {} ({}) but not {}: give its {prefix}{kind}.txt too; a band is judged on both runs",
             measured.name(),
             by.join(", "),
@@ -519,11 +514,13 @@ fn cut(
     program.max_bytes = Some(max_bytes);
     let refused = loader_problems(&program, target);
     if !refused.is_empty() {
-        return Err(Error::Compile(format!(
-            "{}: cut to {min_bytes}..{max_bytes} bytes, target {target} would refuse it: {}",
-            file.name,
-            refused.join("; ")
-        )));
+        return Err(Error::compile_in(
+            &file.name,
+            format!(
+                "cut to {min_bytes}..{max_bytes} bytes, target {target} would refuse it: {}",
+                refused.join("; ")
+            ),
+        ));
     }
     let xml = write_program(&program);
     let name = file_name(entry.collective, entry.in_place, min_bytes, max_bytes);

@@ -32,7 +32,7 @@ pub const LEGACY_MAX_SCRATCH_BYTES: u64 = 1 << 30;
 /// ```
 pub fn legacy_xml_files(set: &AlgorithmSet, algorithm_dir: &Path) -> Result<String> {
     if set.files.len() > LEGACY_MAX_FILES {
-        return Err(Error::Compile(format!(
+        return Err(Error::compile(format!(
             "the set has {} files; the older microsoft/msccl loads at most {LEGACY_MAX_FILES}: \
              compile fewer collectives or a narrower size range (--collectives, --sizes)",
             set.files.len()
@@ -51,7 +51,7 @@ pub fn legacy_xml_files(set: &AlgorithmSet, algorithm_dir: &Path) -> Result<Stri
             program.nchunksperloop,
         );
         if scratch > LEGACY_MAX_SCRATCH_BYTES {
-            return Err(Error::Compile(format!(
+            return Err(Error::compile(format!(
                 "{}: the older microsoft/msccl would allocate {} of scratch for it on every GPU \
                  at start-up (maxBytes x s_chunks / nchunksperloop), over {}: compile a \
                  narrower size range (--sizes)",

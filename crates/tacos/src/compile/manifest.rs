@@ -4,7 +4,7 @@
 use super::dir::read_regular;
 use super::{Candidate, CompileOptions};
 use crate::collective::CollectiveKind;
-use crate::error::{Error, Result};
+use crate::error::{Error, FileFormat, FileProblem, Result};
 use crate::fsio::parse_json;
 use crate::msccl::{Limits, Profile, Target};
 use crate::topology::Topology;
@@ -195,9 +195,10 @@ impl Manifest {
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST_FILE);
         let bytes = read_regular(&path).map_err(|e| Error::io(&path, e))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| Error::Compile(format!("{}: not UTF-8 text", path.display())))?;
-        parse_json(&text, &path.display().to_string()).map_err(Error::Compile)
+        let text = String::from_utf8(bytes).map_err(|_| {
+            FileProblem::new(path.display().to_string(), "not UTF-8 text").of(FileFormat::Compiled)
+        })?;
+        parse_json(&text, &path.display().to_string()).map_err(|p| p.of(FileFormat::Compiled))
     }
 
     /// The manifest as written: pretty JSON ending in a newline.

@@ -129,7 +129,7 @@ impl FromStr for SizeRange {
             value: s.into(),
             allowed: "a range MIN..MAX such as 1KiB..4GiB".into(),
         })?;
-        let parse = |v: &str| parse_size(v).map_err(|e| Error::Compile(format!("sizes: {e}")));
+        let parse = |v: &str| parse_size(v).map_err(|e| Error::compile(format!("sizes: {e}")));
         SizeRange::new(parse(lo)?, parse(hi)?)
     }
 }

@@ -11,7 +11,7 @@
 
 use crate::collective::CollectiveKind;
 use crate::cost::{Executor, NcclPricer};
-use crate::error::{Error, Result};
+use crate::error::{Error, FileFormat, FileProblem, Result};
 use crate::mscclpp::{Plan, PlanOptions};
 use crate::pipeline::{self, Request};
 use crate::topology::Topology;
@@ -111,7 +111,7 @@ pub fn compile_plans(
 ) -> Result<PlanSet> {
     for &kind in &options.collectives {
         if !SHIM_COLLECTIVES.contains(&kind) {
-            return Err(Error::Compile(format!(
+            return Err(Error::compile(format!(
                 "{kind}: the MSCCL++ NCCL shim serves only {} from plans",
                 SHIM_COLLECTIVES.map(|k| k.name()).join(", ")
             )));
@@ -199,10 +199,7 @@ pub fn compile_plans(
 pub fn write_plan_set(set: &PlanSet, dir: &Path, force: bool) -> Result<()> {
     let target = dir.join(PLAN_DIR);
     if target.exists() && !target.join(PLAN_MANIFEST).is_file() && !force {
-        return Err(Error::Compile(format!(
-            "{} exists and holds no {PLAN_MANIFEST}: not a plan set tacos wrote; give --force to replace it",
-            target.display()
-        )));
+        return Err(Error::compile_in(target, format!("exists and holds no {PLAN_MANIFEST}: not a plan set tacos wrote; give --force to replace it", )));
     }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let staged = dir.join(format!(".{PLAN_DIR}.tmp-{}", std::process::id()));
@@ -253,14 +250,12 @@ pub fn check_plan_set(dir: &Path) -> Result<Vec<String>> {
     let set = dir.join(PLAN_DIR);
     let record = set.join(PLAN_MANIFEST);
     let text = crate::fsio::read_text(&record, "plan set record", 1 << 20)?;
-    let manifest: PlanManifest =
-        crate::fsio::parse_json(&text, &record.display().to_string()).map_err(Error::Compile)?;
+    let manifest: PlanManifest = crate::fsio::parse_json(&text, &record.display().to_string())
+        .map_err(|p| p.of(FileFormat::Compiled))?;
     if manifest.format != PLAN_MANIFEST_FORMAT {
-        return Err(Error::Compile(format!(
-            "{}: format '{}', not {PLAN_MANIFEST_FORMAT}",
-            record.display(),
-            manifest.format
-        )));
+        let record = record.display().to_string();
+        let tag = FileProblem::wrong_tag(record, "format", &manifest.format, PLAN_MANIFEST_FORMAT);
+        return Err(tag.of(FileFormat::Compiled));
     }
     let mut problems = Vec::new();
     let kept: Vec<(&String, u64)> = manifest

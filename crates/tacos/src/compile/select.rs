@@ -109,7 +109,7 @@ pub fn compile(
     let bands = options.sizes.bands(options.band_octaves);
     for &kind in &options.collectives {
         Collective::over_all(topo, kind, None, 1, bands[0].min_bytes).map_err(|e| {
-            Error::Compile(format!(
+            Error::compile(format!(
                 "{kind} cannot run on topology {}: {e}",
                 topo.name()
             ))
@@ -119,7 +119,7 @@ pub fn compile(
         .num_threads(options.jobs)
         .thread_name(|i| format!("tacos-compile-{i}"))
         .build()
-        .map_err(|e| Error::Compile(format!("cannot start worker threads: {e}")))?;
+        .map_err(|e| Error::compile(format!("cannot start worker threads: {e}")))?;
     pool.install(|| compile_on_pool(topo, options, &bands, progress))
 }
 
@@ -706,7 +706,7 @@ pub(super) fn no_program(
     let why = rejected.last().map_or("no candidate".to_string(), |x| {
         format!("the last, {}: {}", x.candidate, x.reason)
     });
-    Error::Compile(format!(
+    Error::compile(format!(
         "no candidate for {collective} {placement} at {} gives a correct program within the limits of target {target} ({why})",
         format_size(size)
     ))

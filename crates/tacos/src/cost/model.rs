@@ -2,7 +2,7 @@
 //! `profiles/` compiled in, or a user's own (`--profile F`, `TACOS_PROFILE`), fitted to
 //! their cluster by `tacos calibrate`.
 
-use crate::error::{echo, Error, Result};
+use crate::error::{echo, FileFormat, FileProblem, Result};
 use crate::fsio;
 use crate::gpu::{GpuArch, Protocol};
 use crate::tuner::nccl_tuning::NcclVersion;
@@ -158,7 +158,8 @@ impl ExecModel {
 
     /// A profile from JSON text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<ExecModel> {
-        let model: ExecModel = fsio::parse_json(text, origin).map_err(Error::Cost)?;
+        let model: ExecModel =
+            fsio::parse_json(text, origin).map_err(|p| p.of(FileFormat::Cost))?;
         model.validate(origin)?;
         Ok(model)
     }
@@ -176,9 +177,8 @@ impl ExecModel {
             return ExecModel::load(path);
         }
         match std::env::var_os("TACOS_PROFILE") {
-            Some(p) if !p.is_empty() => ExecModel::load(Path::new(&p)).map_err(|e| {
-                Error::Cost(format!("TACOS_PROFILE={}: {e}", echo(&p.to_string_lossy())))
-            }),
+            Some(p) if !p.is_empty() => ExecModel::load(Path::new(&p))
+                .map_err(|e| e.context(format!("TACOS_PROFILE={}", echo(&p.to_string_lossy())))),
             _ => Ok(ExecModel::builtin(arch)),
         }
     }
@@ -228,10 +228,11 @@ impl ExecModel {
     /// An error naming the first constant outside its physical range.
     pub fn validate(&self, origin: &str) -> Result<()> {
         let bad = |field: &str, value: String, allowed: &str| {
-            Err(Error::Cost(format!(
-                "{}: {field} = {value} must be {allowed}",
-                echo(origin)
-            )))
+            Err(
+                FileProblem::new(echo(origin), format!("{value} must be {allowed}"))
+                    .field(field)
+                    .of(FileFormat::Cost),
+            )
         };
         if GpuArch::ALL.iter().all(|a| a.name() != self.arch) {
             return bad(
@@ -333,6 +334,7 @@ impl ExecModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn builtin_profiles_parse_and_name_their_generation() {
@@ -354,12 +356,25 @@ mod tests {
         assert!(e.contains("p.json:") && e.contains("lunch_us"), "{e}");
         let mut m = ExecModel::builtin(GpuArch::Hopper);
         m.efficiency.nvlink = 1.3;
-        let e = m.validate("p.json").unwrap_err().to_string();
-        assert!(e.contains("efficiency.nvlink = 1.3"), "{e}");
+        let field = |e: Error| match e {
+            Error::File {
+                format: FileFormat::Cost,
+                problem,
+            } => problem.field.unwrap_or_default(),
+            other => panic!("not a profile's problem: {other}"),
+        };
+        let e = m.validate("p.json").unwrap_err();
+        assert!(
+            e.to_string().contains("efficiency.nvlink: 1.3 must be"),
+            "{e}"
+        );
+        assert_eq!(field(e), "efficiency.nvlink");
         m = ExecModel::builtin(GpuArch::Hopper);
         m.ll128.channel_gbps = 0.0;
-        let e = m.validate("p.json").unwrap_err().to_string();
-        assert!(e.contains("ll128.channel_gbps = 0"), "{e}");
+        assert_eq!(
+            field(m.validate("p.json").unwrap_err()),
+            "ll128.channel_gbps"
+        );
         m = ExecModel::builtin(GpuArch::Hopper);
         m.simple.step_us.net = f64::NAN;
         assert!(m.validate("p.json").is_err());

@@ -176,10 +176,10 @@ impl NcclShapes {
             .find(|(a, _)| *a == algorithm)
             .map(|(_, s)| s)
             .ok_or_else(|| {
-                Error::Baseline(format!(
-                    "NCCL's {algorithm} runs allreduce only, not {}",
-                    self.kind
-                ))
+                Error::baseline(
+                    format!("NCCL {algorithm}"),
+                    format!("NCCL's {algorithm} runs allreduce only, not {}", self.kind),
+                )
             })?;
         Ok(time_us(
             model,
@@ -196,7 +196,7 @@ fn check_tuned(kind: CollectiveKind) -> Result<()> {
     if crate::tuner::TUNED.contains(&kind) {
         return Ok(());
     }
-    Err(Error::Baseline(format!(
+    Err(Error::baseline(format!("NCCL {kind}"), format!(
         "NCCL has no built-in {kind}; it runs broadcast, reduce, allgather, reducescatter and allreduce"
     )))
 }
@@ -344,12 +344,15 @@ impl NcclPricer {
         .flatten()
         .collect::<Vec<_>>()
         .join("/");
-        Error::Baseline(format!(
-            "NCCL {} does not run {held} for {} here: {why}; it runs {}",
-            self.version(),
-            self.kind,
-            self.runnable().join(", ")
-        ))
+        Error::baseline(
+            format!("NCCL {held}"),
+            format!(
+                "NCCL {} does not run {held} for {} here: {why}; it runs {}",
+                self.version(),
+                self.kind,
+                self.runnable().join(", ")
+            ),
+        )
     }
 
     /// The algorithms NCCL runs for the collective here, named.

@@ -32,7 +32,7 @@
 
 use super::fit::Observation;
 use crate::collective::CollectiveKind;
-use crate::error::{echo, Error, Result};
+use crate::error::{echo, Error, FileFormat, FileProblem, Result};
 use crate::fsio;
 use crate::gpu::{Algorithm, Protocol};
 use crate::sim::bus_factor;
@@ -96,13 +96,15 @@ impl Measured {
         if self.ranks == npus {
             return Ok(());
         }
-        Err(Error::Cost(format!(
-            "{}: the table's {} ranks ({}) do not match {}'s {npus} NPUs",
-            self.origin,
-            self.ranks,
-            self.ranks_from,
-            echo(topology)
-        )))
+        Err(in_table(
+            &self.origin,
+            format!(
+                "the table's {} ranks ({}) do not match {}'s {npus} NPUs",
+                self.ranks,
+                self.ranks_from,
+                echo(topology)
+            ),
+        ))
     }
 }
 
@@ -243,7 +245,9 @@ impl<'a> Reader<'a> {
     }
 
     fn error(&self, line: usize, what: String) -> Error {
-        Error::Cost(format!("{}:{line}: {what}", self.origin))
+        FileProblem::new(self.origin, what)
+            .line(line)
+            .of(FileFormat::Cost)
     }
 
     fn line(&mut self, n: usize, line: &str) -> Result<()> {
@@ -742,8 +746,8 @@ fn select(
     collective: Option<CollectiveKind>,
 ) -> Result<Vec<Measured>> {
     if tables.is_empty() {
-        return Err(Error::Cost(format!(
-            "{origin}: no nccl-tests table (a `#  size  count  type  redop  root  time ...` column line followed by rows, rows as nccl-tests prints them with -c, or {BUSBW_ROW} rows with -c)"
+        return Err(in_table(origin, format!(
+            "no nccl-tests table (a `#  size  count  type  redop  root  time ...` column line followed by rows, rows as nccl-tests prints them with -c, or {BUSBW_ROW} rows with -c)"
         )));
     }
     let kinds: BTreeSet<&'static str> = tables
@@ -756,10 +760,13 @@ fn select(
                 .iter()
                 .filter_map(|t| t.named.map(|(kind, line)| format!("{kind} (line {line})")))
                 .collect();
-            return Err(Error::Cost(format!(
-                "{origin}: mixed collectives ({}); pass -c to take one",
-                said.join(", ")
-            )));
+            return Err(in_table(
+                origin,
+                format!(
+                    "mixed collectives ({}); pass -c to take one",
+                    said.join(", ")
+                ),
+            ));
         }
         // Without -c every table's collective is named: `Reader::collective`.
         return Ok(tables.into_iter().filter_map(|t| t.measured).collect());
@@ -770,10 +777,13 @@ fn select(
         .filter(|m| m.collective == chosen)
         .collect();
     if out.is_empty() {
-        return Err(Error::Cost(format!(
-            "{origin}: no {chosen} table (the file holds {})",
-            kinds.into_iter().collect::<Vec<_>>().join(", ")
-        )));
+        return Err(in_table(
+            origin,
+            format!(
+                "no {chosen} table (the file holds {})",
+                kinds.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        ));
     }
     Ok(out)
 }
@@ -781,11 +791,16 @@ fn select(
 /// The collective of an nccl-tests program (`all_reduce` of `all_reduce_perf`).
 fn program_kind(program: &str, origin: &str, line: usize) -> Result<CollectiveKind> {
     program.parse::<CollectiveKind>().map_err(|_| {
-        Error::Cost(format!(
-            "{origin}:{line}: {}_perf is not a collective the model prices (known: {})",
-            echo(program),
-            CollectiveKind::ALL.map(|k| k.name()).join(", ")
-        ))
+        FileProblem::new(
+            origin,
+            format!(
+                "{}_perf is not a collective the model prices (known: {})",
+                echo(program),
+                CollectiveKind::ALL.map(|k| k.name()).join(", ")
+            ),
+        )
+        .line(line)
+        .of(FileFormat::Cost)
     })
 }
 
@@ -1087,6 +1102,11 @@ fn setting(line: &str, name: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// A problem of the measurement file `origin` as a whole.
+fn in_table(origin: &str, what: String) -> Error {
+    FileProblem::new(origin, what).of(FileFormat::Cost)
 }
 
 #[cfg(test)]

@@ -183,6 +183,106 @@ mod tests {
         assert_eq!(guard(-1, || Ok(7)), 7);
     }
 
+    /// Every kind `Error::kind` gives has its own code, not `other`. The match names every
+    /// variant, so a new one does not compile here until it has a sample below.
+    #[test]
+    fn every_kind_of_error_has_its_own_code() {
+        use crate::error::{Error, FileFormat, FileProblem, LimitBreach, Npus};
+        let breach = LimitBreach {
+            limit_name: "steps_per_threadblock",
+            gpu: None,
+            tb: None,
+            step: None,
+            value: 2,
+            limit: 1,
+            message: "2 steps".into(),
+        };
+        let formats = [
+            FileFormat::Topology,
+            FileFormat::Msccl,
+            FileFormat::Schedule,
+            FileFormat::Cost,
+            FileFormat::Compiled,
+            FileFormat::Plan,
+        ];
+        let mut samples = vec![
+            Error::Unknown {
+                what: "collective",
+                given: "x".into(),
+                known: vec![],
+            },
+            Error::Invalid {
+                input: "size".into(),
+                value: "0".into(),
+                allowed: "1 or more".into(),
+            },
+            Error::Limit {
+                what: "NPUs",
+                value: 2,
+                limit: 1,
+                context: "building".into(),
+            },
+            Error::TargetLimit {
+                target: "executor".into(),
+                violation: Box::new(breach),
+                context: "lowering".into(),
+            },
+            Error::Topology("a rule".into()),
+            Error::Disconnected {
+                from: Npus::Npu(0),
+                to: Npus::Npu(1),
+            },
+            Error::Collective {
+                npu: None,
+                problem: "a rule".into(),
+            },
+            Error::schedule("a rule"),
+            Error::baseline("rhd", "a rule"),
+            Error::Synthesis("a rule".into()),
+            Error::msccl("a rule"),
+            Error::plan("a rule"),
+            Error::compile("a rule"),
+            Error::io("f", std::io::Error::other("gone")),
+        ];
+        samples.extend(formats.map(|f| FileProblem::new("f", "bad").of(f)));
+        for e in &samples {
+            match e {
+                Error::Unknown { .. }
+                | Error::Invalid { .. }
+                | Error::Limit { .. }
+                | Error::TargetLimit { .. }
+                | Error::File { .. }
+                | Error::Topology(_)
+                | Error::Disconnected { .. }
+                | Error::Collective { .. }
+                | Error::Schedule { .. }
+                | Error::Baseline { .. }
+                | Error::Synthesis(_)
+                | Error::Msccl { .. }
+                | Error::Plan { .. }
+                | Error::Compile { .. }
+                | Error::Context { .. }
+                | Error::Io { .. } => {}
+            }
+            let kind = e.kind();
+            let known = &ERROR_CODES[1..ERROR_CODES.len() - 1];
+            assert!(known.iter().any(|&(k, _)| k == kind), "{kind} has no code");
+        }
+        for format in formats {
+            match format {
+                FileFormat::Topology
+                | FileFormat::Msccl
+                | FileFormat::Schedule
+                | FileFormat::Cost
+                | FileFormat::Compiled
+                | FileFormat::Plan => {}
+            }
+        }
+        // An error under a context has the kind of the cause.
+        let wrapped = FileProblem::new("p.json", "bad").of(FileFormat::Plan);
+        assert_eq!(Failure::from(wrapped.context("reading")).kind, "plan");
+    }
+
     #[test]
     fn null_arguments_are_named() {
         // SAFETY: c_str takes NULL.

@@ -819,7 +819,11 @@ mod tests {
             nodes: 2,
             constants: None,
         };
-        let bad = Err(crate::Error::Spec("TACOS_NIC_GBPS='x'".into()));
+        let bad = Err(crate::Error::Invalid {
+            input: "TACOS_NIC_GBPS".into(),
+            value: "x".into(),
+            allowed: "a bandwidth in GB/s".into(),
+        });
         assert!(Tuning::start(bad, comm, None, &Logger(None))
             .tuner
             .is_none());

@@ -52,7 +52,7 @@ impl Layout {
         in_place: bool,
         root: Option<usize>,
     ) -> Result<Layout> {
-        let bad = |m: String| Err(Error::Msccl(m));
+        let bad = |m: String| Err(Error::msccl(m));
         if ranks == 0 || chunks_per_loop == 0 {
             return bad(format!(
                 "{kind} needs at least one GPU and one chunk per loop (got {ranks} GPUs, {chunks_per_loop} chunks)"
@@ -102,7 +102,7 @@ impl Layout {
         };
         let root = match spec.root {
             Some(npu) => Some(spec.npus.iter().position(|&n| n == npu).ok_or_else(|| {
-                Error::Msccl(format!(
+                Error::msccl(format!(
                     "root NPU {npu} is not one of the collective's NPUs"
                 ))
             })?),

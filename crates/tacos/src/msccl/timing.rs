@@ -23,7 +23,7 @@ use std::collections::{BinaryHeap, HashMap};
 pub fn simulate_program(topo: &Topology, program: &Program, size_bytes: u64) -> Result<SimResult> {
     let ranks = topo.alive_npus();
     if ranks.len() != program.gpus.len() {
-        return Err(Error::Msccl(format!(
+        return Err(Error::msccl(format!(
             "the program has {} GPUs but topology {} has {} NPUs",
             program.gpus.len(),
             topo.name(),
@@ -68,7 +68,7 @@ impl ProgramTimer {
     /// Runs `program` (rank r on NPU `ranks[r]`), which must be complete and finish.
     pub fn new(topo: &Topology, program: &Program, ranks: &[NpuId]) -> Result<ProgramTimer> {
         if ranks.len() != program.gpus.len() {
-            return Err(Error::Msccl(format!(
+            return Err(Error::msccl(format!(
                 "{} NPUs given for a program of {} GPUs",
                 ranks.len(),
                 program.gpus.len()
@@ -78,11 +78,11 @@ impl ProgramTimer {
         super::footprint::check(program, kind, "timing")?;
         let structure = exec::structure_problems(program);
         if let Some(p) = structure.first() {
-            return Err(Error::Msccl(format!("cannot run the program: {p}")));
+            return Err(Error::msccl(format!("cannot run the program: {p}")));
         }
         let trace = exec::run(program, usize::MAX / 2);
         if let Some(d) = &trace.deadlock {
-            return Err(Error::Msccl(format!("the program does not finish: {d}")));
+            return Err(Error::msccl(format!("the program does not finish: {d}")));
         }
         Ok(ProgramTimer::of_trace(
             topo,

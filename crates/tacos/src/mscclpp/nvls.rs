@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 pub fn all_reduce(ranks: usize, instances: usize, size_bytes: u64, name: &str) -> Result<Plan> {
     let chunks = ranks * instances.max(1);
     if ranks < 2 || size_bytes % (16 * chunks as u64) != 0 {
-        return Err(Error::Plan(format!(
+        return Err(Error::plan(format!(
             "an NVLS All-Reduce of {ranks} GPUs in {instances} instances needs at least 2 GPUs and a size that is a multiple of {} bytes, not {size_bytes}",
             16 * chunks
         )));

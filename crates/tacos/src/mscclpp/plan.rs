@@ -5,7 +5,7 @@
 //! Fields keep the executor's spelling so `serde` reads and writes the file as is. Fields
 //! the executor does not read (`reduce_op`, the DSL's extras) are ignored on reading.
 
-use crate::error::{Error, Result};
+use crate::error::{FileFormat, FileProblem, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -294,14 +294,17 @@ impl Plan {
     /// ```
     pub fn from_json(text: &str, source: &str) -> Result<Plan> {
         let value: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| Error::Plan(format!("{source}: not JSON: {e}")))?;
+            .map_err(|e| FileProblem::new(source, format!("not JSON: {e}")).of(FileFormat::Plan))?;
         if let Some(key) = legacy_key(&value) {
-            return Err(Error::Plan(format!(
-                "{source}: a plan in the schema before MSCCL++ 0.8 (it has '{key}'); the executors since 0.8 read only the schema of the new DSL (input_chunks, output_chunks, threadblocks with ops): regenerate it with a current mscclpp DSL"
-            )));
+            return Err(FileProblem::new(source, format!(
+                "a plan in the schema before MSCCL++ 0.8 (it has '{key}'); the executors since 0.8 read only the schema of the new DSL (input_chunks, output_chunks, threadblocks with ops): regenerate it with a current mscclpp DSL"
+            )).of(FileFormat::Plan));
         }
-        serde_path_to_error::deserialize(value)
-            .map_err(|e| Error::Plan(format!("{source}: at {}: {}", e.path(), e.inner())))
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            FileProblem::new(source, e.inner().to_string())
+                .field(format!("at {}", e.path()))
+                .of(FileFormat::Plan)
+        })
     }
 
     /// Reads the plan file at `path` (at most [`MAX_PLAN_FILE_BYTES`]), as [`Plan::from_json`].

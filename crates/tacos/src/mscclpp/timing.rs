@@ -228,7 +228,7 @@ impl PlanTimer {
                     .enumerate()
                     .find(|(_, t)| t.pc < t.ops.len())
                     .expect("a block is unfinished");
-                return Err(Error::Plan(format!(
+                return Err(Error::plan(format!(
                     "the plan does not run to its end: rank {}, threadblock {}, op {} ({}) waits forever; `tacos verify` says why",
                     block.rank,
                     wiring.tb_of(b),
@@ -370,7 +370,7 @@ impl PlanTimer {
                                 .all(|&j| topo.link_between(npus[j], w).is_some())
                     })
                     .ok_or_else(|| {
-                        Error::Plan(format!(
+                        Error::plan(format!(
                             "the plan reduces inside a switch over ranks {members:?}, but no switch of {} joins their NPUs",
                             topo.name()
                         ))
@@ -444,7 +444,7 @@ impl PlanTimer {
             .max()
             .unwrap_or(0);
         if npus.len() < ranks {
-            return Err(Error::Plan(format!(
+            return Err(Error::plan(format!(
                 "the plan has {ranks} ranks but topology {} has {} NPUs",
                 topo.name(),
                 npus.len()
@@ -471,7 +471,7 @@ impl PlanTimer {
         let mut extra_us = 0.0;
         if !self.groups.is_empty() {
             let nvls = executor.model.nvls().ok_or_else(|| {
-                Error::Plan(format!(
+                Error::plan(format!(
                     "the plan reduces inside the NVSwitch, which {} GPUs' switches do not (the cost model has no NVLS figures for them)",
                     executor.gpu
                 ))
@@ -715,7 +715,7 @@ impl Wiring {
                         .map(|&i| gpu.remote_buffers.get(i).map(|b| b.rank))
                         .collect::<Option<Vec<_>>>()
                         .ok_or_else(|| {
-                            Error::Plan(format!(
+                            Error::plan(format!(
                                 "rank {}, threadblock {}: a remote buffer id past the GPU's list",
                                 gpu.id, tb.id
                             ))

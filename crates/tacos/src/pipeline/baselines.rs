@@ -86,7 +86,7 @@ pub(super) fn baseline_within(
     let mut schedule = relay(topo, schedule, limit)?;
     let timed = simulate_schedule(topo, &schedule)?;
     let unlinked = |src, dst| {
-        Error::Baseline(format!(
+        Error::baseline(baseline.name(), format!(
             "{} sends from NPU {src} to NPU {dst}, which no link or switch joins: no schedule of the topology's links",
             baseline.name()
         ))
@@ -111,8 +111,8 @@ pub(super) fn baseline_within(
         transfer.start_ps = message.end_ps.saturating_sub(ps);
     }
     let checked = Checked::new(schedule, topo).map_err(|e| {
-        Error::Baseline(format!(
-            "{} as the simulator times it fails the checker ({e})",
+        e.context(format!(
+            "{} as the simulator times it fails the checker",
             baseline.name()
         ))
     })?;

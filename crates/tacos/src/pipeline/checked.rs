@@ -50,8 +50,8 @@ impl Checked {
         plan: Option<TreeShape>,
     ) -> Result<Checked> {
         let report = report.map_err(|e| {
-            Error::Schedule(format!(
-                "the {} schedule failed the checker: {e}",
+            e.context(format!(
+                "the {} schedule failed the checker",
                 schedule.collective.kind
             ))
         })?;
@@ -142,11 +142,8 @@ pub fn concurrent(
         .map(|r| Collective::new(topo, r.spec(topo, k)))
         .collect::<Result<Vec<_>>>()?;
     let synthesis = synthesize_concurrent(topo, &collectives, &SynthOptions::seeded(seed))?;
-    let reports = check_concurrent(&synthesis.schedules, topo).map_err(|e| {
-        Error::Schedule(format!(
-            "the schedules synthesized together failed the checker: {e}"
-        ))
-    })?;
+    let reports = check_concurrent(&synthesis.schedules, topo)
+        .map_err(|e| e.context("the schedules synthesized together failed the checker"))?;
     synthesis
         .schedules
         .into_iter()
@@ -234,7 +231,7 @@ pub struct Refusal {
 
 impl From<Refusal> for Error {
     fn from(r: Refusal) -> Error {
-        Error::Msccl(r.reason)
+        Error::msccl(r.reason)
     }
 }
 

@@ -124,7 +124,7 @@ pub fn plan(
         match crate::mscclpp::verify(plan, &options_at) {
             Ok(_) => {
                 let (checked, plan) =
-                    std::mem::replace(&mut built[i], Err(Error::Plan(String::new())))?;
+                    std::mem::replace(&mut built[i], Err(Error::plan(String::new())))?;
                 let schedule_plan_ps = trials[i].simulated_ps.unwrap_or(Picos::MAX);
                 let in_switch = options.executor.as_ref().and_then(|executor| {
                     in_switch_plan(topo, request, plan_options, executor)

@@ -119,7 +119,7 @@ pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<
         });
         return Err(prefixed(e, &prefix));
     }
-    Err(Error::Msccl(nothing_found(&trials, &what)))
+    Err(Error::msccl(nothing_found(&trials, &what)))
 }
 
 /// `e` with `prefix` before what it says: in the context of a figure past a limit (the

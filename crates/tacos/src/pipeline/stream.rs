@@ -86,7 +86,7 @@ pub fn synthesize_to_stream(
     let (made, synthesized) = made;
     let streamed = made?;
     if report.transfers as u64 != streamed.transfers {
-        return Err(Error::Schedule(format!(
+        return Err(Error::schedule(format!(
             "{}: {} transfers read back where {} were written",
             path.display(),
             report.transfers,

@@ -334,7 +334,7 @@ impl BandCache {
             return Err("its bytes are not those the record names (SHA-256 mismatch)".into());
         }
         let text = std::str::from_utf8(&bytes).map_err(|e| e.to_string())?;
-        let algo = parse_root_tag(text, &file.display().to_string())?;
+        let algo = parse_root_tag(text, &file.display().to_string()).map_err(|e| e.to_string())?;
         let placement_flag = if in_place { "inplace" } else { "outofplace" };
         let declared = [
             ("coll", kind.name().to_string()),
@@ -399,7 +399,7 @@ impl BandCache {
         notice: &dyn Fn(Notice),
     ) -> Result<(Decision, Found)> {
         if let Some(why) = self.untrusted() {
-            return Err(Error::Compile(why.to_string()));
+            return Err(Error::compile(why.to_string()));
         }
         if let Ok(Some(decision)) = self.look(kind, in_place, band) {
             return Ok((decision, Found::Cached));
@@ -426,7 +426,7 @@ impl BandCache {
             write_private(&self.file_path(entry), xml.as_bytes())?;
         }
         let record = self.record(kind, in_place, band, decision);
-        let json = serde_json::to_vec_pretty(&record).map_err(|e| Error::Compile(e.to_string()))?;
+        let json = serde_json::to_vec_pretty(&record).map_err(|e| Error::compile(e.to_string()))?;
         write_private(&path, &json)?;
         Ok((record.decision, Found::Compiled))
     }
@@ -461,7 +461,7 @@ pub fn compile_decision(
             }
         }
         Ok(BandOutcome::LeftToNccl(left)) => (Decision::LeftToNccl(left), None),
-        Err(e) => (Decision::NoProgram(e.to_string()), None),
+        Err(e) => (Decision::NoProgram(e.message()), None),
     }
 }
 
@@ -475,7 +475,7 @@ pub(super) fn refusal_of(
     target: &Target,
 ) -> Option<String> {
     match parse_program(xml, &entry.file) {
-        Err(e) => Some(e.to_string()),
+        Err(e) => Some(e.message()),
         Ok(p) if p.gpus.len() != ranks || p.nchunksperloop != entry.chunks_per_loop => {
             Some(format!(
                 "it has {} GPUs and {} chunks per loop, the manifest says {ranks} and {}",

@@ -107,7 +107,10 @@ impl Scheduler {
                 Some(config)
             }
             Err(e) => {
-                log.warn(&format!("{e}; falling back to the executor's algorithms"));
+                log.warn(&format!(
+                    "{}; falling back to the executor's algorithms",
+                    e.message()
+                ));
                 None
             }
         };
@@ -169,7 +172,8 @@ impl Scheduler {
             Ok(size) => Some(size),
             Err(e) => {
                 log.warn(&format!(
-                    "{e}; {ranks}-rank collectives fall back to the executor's algorithms"
+                    "{}; {ranks}-rank collectives fall back to the executor's algorithms",
+                    e.message()
                 ));
                 None
             }
@@ -335,7 +339,8 @@ const BAND_THREADS: usize = 4;
 fn compile_options(config: &Config, topo: &Topology, log: &dyn Log) -> CompileOptions {
     let executor = Executor::for_topology(topo, Some(config.gpu()), None).unwrap_or_else(|e| {
         log.warn(&format!(
-            "{e}; pricing with the built-in {} profile",
+            "{}; pricing with the built-in {} profile",
+            e.message(),
             config.gpu()
         ));
         Executor {
@@ -444,11 +449,11 @@ fn topology(config: &Config, ranks: usize, log: &dyn Log) -> Result<Option<Topol
                     "{ranks} ranks are not a whole number of nodes of {file}; set TACOS_NODES"
                 ))
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.message()),
         },
         _ => 1,
     };
-    let found = discover(config, ranks, nodes, None).map_err(|e| e.to_string())?;
+    let found = discover(config, ranks, nodes, None).map_err(|e| e.message())?;
     for w in &found.warnings {
         log.warn(w);
     }
@@ -941,14 +946,18 @@ mod tests {
     #[test]
     fn settings_that_give_no_cluster_fall_back_with_a_reason() {
         let log = Recorded::default();
-        let bad = Err(crate::Error::Spec("TACOS_NIC_GBPS='x'".into()));
+        let bad = Err(crate::Error::Invalid {
+            input: "TACOS_NIC_GBPS".into(),
+            value: "x".into(),
+            allowed: "a bandwidth in GB/s".into(),
+        });
         let mut s = Scheduler::new(bad, Box::new(log.clone()));
         assert_eq!(s.select(&ALLREDUCE_1M), None);
         let mut s = Scheduler::new(Ok(Config::default()), Box::new(log.clone()));
         assert_eq!(s.select(&ALLREDUCE_1M), None);
         assert_eq!(s.select(&ALLREDUCE_1M), None);
         let warnings = log.all();
-        assert!(warnings[0].contains("TACOS_NIC_GBPS='x'"), "{warnings:?}");
+        assert!(warnings[0].contains("TACOS_NIC_GBPS: 'x'"), "{warnings:?}");
         assert!(warnings[1].contains("neither TACOS_TOPOLOGY nor NCCL_TOPO_FILE"));
         assert_eq!(warnings.len(), 2, "{warnings:?}");
     }

@@ -58,7 +58,8 @@ pub fn tuner_for(config: &Config, comm: &Communicator, nvl: Option<NvlDomains>) 
             }
             if let Err(e) = price_with_executor(tuner, gpu, shapes) {
                 tuner.warn(format!(
-                "the executor cost model could not price NCCL's algorithms ({e}); ranking by NCCL's own constants"
+                "the executor cost model could not price NCCL's algorithms ({}); ranking by NCCL's own constants",
+                e.message()
             ));
             }
         };
@@ -176,7 +177,7 @@ impl Tuning {
                 Some(tuner)
             }
             Err(e) => {
-                log.warn(&format!("{e}; NCCL keeps its own choices"));
+                log.warn(&format!("{}; NCCL keeps its own choices", e.message()));
                 None
             }
         };

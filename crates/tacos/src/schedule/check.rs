@@ -167,7 +167,7 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
     let reports = schedules
         .iter()
         .enumerate()
-        .map(|(i, s)| check(s, topo).map_err(|e| Error::Schedule(format!("schedule {i}: {e}"))))
+        .map(|(i, s)| check(s, topo).map_err(|e| e.context(format!("schedule {i}"))))
         .collect::<Result<Vec<_>>>()?;
     // The schedules' transfers merged in start order, each schedule's taken in its own.
     let orders = schedules
@@ -189,7 +189,7 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
             .expect("check found every transfer's route");
         if let Some((_, (sa, a))) = links.hold(route, t, (s, i)) {
             let ta = &schedules[sa].transfers[a];
-            return Err(Error::Schedule(format!(
+            return Err(Error::schedule(format!(
                 "schedule {s}, {}: starts while transfer {a} of schedule {sa} (chunk {}) still occupies the link until {:.6} us",
                 describe(i, t),
                 ta.chunk(),
@@ -310,8 +310,7 @@ fn admitted(
     doing: impl FnOnce() -> String,
 ) -> Result<Collective> {
     MemoryLimit::default().admit(estimate, doing)?;
-    Collective::new(topo, spec.clone())
-        .map_err(|e| Error::Schedule(format!("its collective is not valid here: {e}")))
+    Collective::new(topo, spec.clone()).map_err(|e| e.context("its collective is not valid here"))
 }
 
 /// Sweeps a schedule's transfers in start order, then for combining collectives replays
@@ -400,7 +399,7 @@ impl<'a> Sweep<'a> {
     ) -> Result<Sweep<'a>> {
         let expected = collective.chunk_bytes();
         if timing == Timing::Promised && (chunk_bytes - expected).abs() > 1e-9 * expected.max(1.0) {
-            return Err(Error::Schedule(format!(
+            return Err(Error::schedule(format!(
                 "chunk_bytes is {chunk_bytes} but the collective's chunks are {expected} bytes"
             )));
         }
@@ -767,7 +766,7 @@ impl Trees {
         if let Some(c) =
             (1..chunks).find(|&c| !std::ptr::eq(collective.pre(c), pre) && collective.pre(c) != pre)
         {
-            return Err(Error::Schedule(format!(
+            return Err(Error::schedule(format!(
                 "chunks 0 and {c} have different contributors; {TREE_FORM}"
             )));
         }
@@ -877,7 +876,7 @@ impl Contents for Trees {
 }
 
 fn fail(i: usize, t: &Transfer, what: String) -> Error {
-    Error::Schedule(format!("{}: {what}", describe(i, t)))
+    Error::schedule_at(i, format!("{}: {what}", describe(i, t)))
 }
 
 fn describe(i: usize, t: &Transfer) -> String {
@@ -1132,5 +1131,5 @@ fn lacks(lacking: &[NpuId], c: usize, what: &str) -> Error {
         [one] => format!("NPU {one} lacks"),
         many => format!("NPUs {} lack", format_npus(many)),
     };
-    Error::Schedule(format!("at the end, {who} chunk {c}{what}"))
+    Error::schedule(format!("at the end, {who} chunk {c}{what}"))
 }

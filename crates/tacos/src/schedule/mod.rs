@@ -11,7 +11,7 @@ pub mod stream;
 pub use check::{check, check_concurrent, check_data_flow, check_stream, CheckReport};
 
 use crate::collective::{ChunkId, CollectiveSpec};
-use crate::error::{Error, Result};
+use crate::error::{Error, FileFormat, FileProblem, Result};
 use crate::fsio::parse_json;
 use crate::topology::{Link, LinkId, NpuId, Topology};
 use crate::units::{Picos, PICOS_PER_US};
@@ -182,7 +182,7 @@ impl Network {
 
     /// The topology again, named `name`; `origin` (the file) prefixes errors.
     pub fn topology(&self, name: &str, origin: &str) -> Result<Topology> {
-        let in_file = |e: Error| Error::Schedule(format!("{origin}: network: {e}"));
+        let in_file = |e: Error| e.context(format!("{origin}: network"));
         let topo =
             Topology::with_switches(name, self.npus, self.switches.clone(), self.links.clone())
                 .map_err(in_file)?;
@@ -281,12 +281,16 @@ impl Schedule {
 
     /// Parses schedule JSON; `origin` names the text in errors.
     pub fn from_json(text: &str, origin: &str) -> Result<Schedule> {
-        let schedule: Schedule = parse_json(text, origin).map_err(Error::Schedule)?;
+        let schedule: Schedule =
+            parse_json(text, origin).map_err(|p| p.of(FileFormat::Schedule))?;
         if schedule.format != SCHEDULE_FORMAT {
-            return Err(Error::Schedule(format!(
-                "{origin}: format is '{}', expected '{SCHEDULE_FORMAT}'",
-                schedule.format
-            )));
+            return Err(FileProblem::wrong_tag(
+                origin,
+                "format",
+                &schedule.format,
+                SCHEDULE_FORMAT,
+            )
+            .of(FileFormat::Schedule));
         }
         Ok(schedule)
     }

@@ -55,7 +55,7 @@
 use super::{Op, Schedule, Transfer, SCHEDULE_FORMAT};
 use crate::budget::MemoryLimit;
 use crate::collective::CollectiveSpec;
-use crate::error::{Error, Result};
+use crate::error::{Error, FileFormat, FileProblem, Result};
 use crate::fsio::parse_json;
 use crate::schedule::Network;
 use crate::units::Picos;
@@ -299,9 +299,12 @@ impl<R: BufRead> StreamReader<R> {
             .read_to_end(&mut magic)
             .map_err(io)?;
         if !magic.starts_with(STREAM_FORMAT.as_bytes()) || magic.last() != Some(&b'\n') {
-            return Err(Error::Schedule(format!(
-                "{origin}: not a transfer stream (it does not start with the line '{STREAM_FORMAT}')"
-            )));
+            return Err(in_stream(
+                origin,
+                format!(
+                    "not a transfer stream (it does not start with the line '{STREAM_FORMAT}')"
+                ),
+            ));
         }
         sum.update(&magic);
         let mut line = Vec::new();
@@ -320,20 +323,25 @@ impl<R: BufRead> StreamReader<R> {
             });
         }
         if line.last() != Some(&b'\n') {
-            return Err(Error::Schedule(format!(
-                "{origin}: the header line ends without a line break (truncated)"
-            )));
+            return Err(in_stream(
+                origin,
+                "the header line ends without a line break (truncated)",
+            ));
         }
         sum.update(&line);
         let text = std::str::from_utf8(&line)
-            .map_err(|e| Error::Schedule(format!("{origin}: the header is not UTF-8 text: {e}")))?;
-        let header: StreamHeader =
-            parse_json(text, &format!("{origin}: header")).map_err(Error::Schedule)?;
+            .map_err(|e| in_stream(origin, format!("the header is not UTF-8 text: {e}")))?;
+        let header: StreamHeader = parse_json(text, origin).map_err(|p| {
+            let field = p
+                .field
+                .as_ref()
+                .map_or("header".into(), |f| format!("header: {f}"));
+            p.field(field).of(FileFormat::Schedule)
+        })?;
         if header.format != STREAM_FORMAT {
-            return Err(Error::Schedule(format!(
-                "{origin}: the header's format is '{}', expected '{STREAM_FORMAT}'",
-                crate::error::echo(&header.format)
-            )));
+            let tag =
+                FileProblem::wrong_tag(origin, "header: format", &header.format, STREAM_FORMAT);
+            return Err(tag.of(FileFormat::Schedule));
         }
         Ok(StreamReader {
             input,
@@ -394,7 +402,7 @@ impl<R: BufRead> StreamReader<R> {
     }
 
     fn damaged(&self, what: impl std::fmt::Display) -> Error {
-        Error::Schedule(format!("{}: {what} (damaged)", self.origin))
+        in_stream(&self.origin, format!("{what} (damaged)"))
     }
 
     /// Makes at least `MAX_RECORD` bytes available from `at`, unless the input ends.
@@ -426,10 +434,12 @@ impl<R: BufRead> StreamReader<R> {
         self.fill()?;
         let i = self.summary.transfers;
         let Some(&flag) = self.buf.get(self.at) else {
-            return Err(Error::Schedule(format!(
-                "{}: the file ends after {i} transfers without the stream's trailer (truncated)",
-                self.origin
-            )));
+            return Err(in_stream(
+                &self.origin,
+                format!(
+                    "the file ends after {i} transfers without the stream's trailer (truncated)"
+                ),
+            ));
         };
         if flag == END_MARKER {
             self.read_trailer()?;
@@ -443,10 +453,10 @@ impl<R: BufRead> StreamReader<R> {
                 self.summary.collective_time_ps = self.summary.collective_time_ps.max(t.end_ps);
                 Ok(Some(t))
             }
-            Err(Bad::Short) => Err(Error::Schedule(format!(
-                "{}: the file ends inside transfer {i} (truncated)",
-                self.origin
-            ))),
+            Err(Bad::Short) => Err(in_stream(
+                &self.origin,
+                format!("the file ends inside transfer {i} (truncated)"),
+            )),
             Err(Bad::Damaged(what)) => Err(self.damaged(format!("transfer {i}: {what}"))),
         }
     }
@@ -456,10 +466,10 @@ impl<R: BufRead> StreamReader<R> {
         let contents = std::mem::take(&mut self.sum).finish();
         let trailer = |r: &Self, what: String| r.damaged(format!("the trailer: {what}"));
         let short = |r: &Self| {
-            Error::Schedule(format!(
-                "{}: the file ends inside the stream's trailer (truncated)",
-                r.origin
-            ))
+            in_stream(
+                &r.origin,
+                "the file ends inside the stream's trailer (truncated)",
+            )
         };
         let mut at = self.at + 1;
         let count = match varint(&self.buf, &mut at) {
@@ -677,4 +687,9 @@ pub fn is_stream(path: &Path) -> Result<bool> {
         .read_to_end(&mut start)
         .map_err(|e| Error::io(path, e))?;
     Ok(start.starts_with(STREAM_FORMAT.as_bytes()) && start.last() == Some(&b'\n'))
+}
+
+/// A problem of the transfer stream `origin`.
+fn in_stream(origin: &str, what: impl Into<String>) -> Error {
+    FileProblem::new(origin, what).of(FileFormat::Schedule)
 }

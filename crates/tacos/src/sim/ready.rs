@@ -153,7 +153,7 @@ impl<'a> Readiness<'a> {
         let stuck = self.issued.iter().filter(|&&i| !i).count();
         if stuck > 0 {
             let first = self.issued.iter().position(|&i| !i).unwrap_or(0);
-            return Err(Error::Schedule(format!(
+            return Err(Error::schedule(format!(
                 "{stuck} messages never became ready (a dependency cycle), message {first} among them"
             )));
         }

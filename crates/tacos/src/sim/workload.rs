@@ -75,16 +75,17 @@ impl Workload {
         for (i, m) in messages.iter().enumerate() {
             check_message_endpoints(topo, i, m.src, m.dst)?;
             if !(m.bytes.is_finite() && m.bytes >= 0.0) {
-                return Err(Error::Schedule(format!(
-                    "message {i} has {} bytes",
-                    m.bytes
-                )));
+                return Err(Error::schedule_at(
+                    i,
+                    format!("message {i} has {} bytes", m.bytes),
+                ));
             }
             for &d in &m.deps {
                 if d >= n {
-                    return Err(Error::Schedule(format!(
-                        "message {i} depends on message {d}, which does not exist"
-                    )));
+                    return Err(Error::schedule_at(
+                        i,
+                        format!("message {i} depends on message {d}, which does not exist"),
+                    ));
                 }
                 list.push(d as u32);
             }
@@ -104,14 +105,17 @@ impl Workload {
         for (i, t) in schedule.transfers.iter().enumerate() {
             check_endpoints(topo, "transfer", i, t.src(), t.dst())?;
             if t.chunk() >= NONE as usize {
-                return Err(Error::Schedule(format!(
-                    "transfer {i} names chunk {}, more than the simulator handles",
-                    t.chunk()
-                )));
+                return Err(Error::schedule_at(
+                    i,
+                    format!(
+                        "transfer {i} names chunk {}, more than the simulator handles",
+                        t.chunk()
+                    ),
+                ));
             }
         }
         if !(schedule.chunk_bytes.is_finite() && schedule.chunk_bytes >= 0.0) {
-            return Err(Error::Schedule(format!(
+            return Err(Error::schedule(format!(
                 "chunk_bytes is {}",
                 schedule.chunk_bytes
             )));
@@ -334,7 +338,7 @@ pub(super) fn check_endpoints(
     dst: usize,
 ) -> Result<()> {
     if src >= topo.npus() || dst >= topo.npus() || src == dst {
-        return Err(Error::Schedule(format!(
+        return Err(Error::schedule_at(i, format!(
             "{what} {i} goes from NPU {src} to NPU {dst}: both must be distinct NPUs of the topology (0..{})",
             topo.npus() - 1
         )));

@@ -31,7 +31,7 @@
 use super::limits::{check_bandwidth, check_latency, check_links, check_npus, MAX_NICS};
 use super::spec::SpecDefaults;
 use super::{check_link, Link, NodeNics, NpuId, Topology};
-use crate::error::{echo, Error, Result};
+use crate::error::{echo, Error, FileFormat, FileProblem, Result};
 use crate::fsio::parse_json;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -104,7 +104,7 @@ pub fn read(path: &Path, defaults: &SpecDefaults) -> Result<Topology> {
 /// Parses topology JSON text; `origin` names it in errors (a file name).
 pub fn parse(text: &str, origin: &str, defaults: &SpecDefaults) -> Result<Topology> {
     let origin = &echo(origin);
-    let file: TopologyFile = parse_json(text, origin).map_err(Error::Spec)?;
+    let file: TopologyFile = parse_json(text, origin).map_err(|p| p.of(FileFormat::Topology))?;
     from_file(file, origin, defaults)
 }
 
@@ -200,10 +200,15 @@ fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Resul
         }
         for l in both {
             if let Some(first) = seen.insert((l.src, l.dst), i) {
-                return Err(Error::Spec(format!(
-                    "{origin}: links[{i}] repeats the link {}->{} of links[{first}]; give one link with the summed bandwidth",
-                    l.src, l.dst
-                )));
+                return Err(FileProblem::new(
+                    origin,
+                    format!(
+                        "repeats the link {}->{} of links[{first}]; give one link with the summed bandwidth",
+                        l.src, l.dst
+                    ),
+                )
+                .field(format!("links[{i}]"))
+                .of(FileFormat::Topology));
             }
             links.push(l);
         }

@@ -6,6 +6,21 @@
 //! A `Topology` is immutable once built. Links are kept sorted by (src, dst) and unique,
 //! with compressed adjacency in both directions, so the synthesizer and the simulator
 //! walk a sparse graph: nothing here is an n x n matrix.
+//!
+//! A spec string builds one (`docs/topologies.md` lists the builders and presets); failing
+//! an NPU keeps its id and takes it out of every collective:
+//!
+//! ```
+//! use tacos::topology::{parse_spec, SpecDefaults};
+//!
+//! let torus = parse_spec("torus:4x4", &SpecDefaults::default())?;
+//! assert_eq!(torus.npus(), 16);
+//! // Each NPU of a 4x4 torus has a link to its four neighbours, in both directions.
+//! assert_eq!(torus.links().len(), 16 * 4);
+//! let degraded = torus.fail_npus(&[5])?;
+//! assert_eq!(degraded.alive_npus().len(), 15);
+//! # Ok::<(), tacos::Error>(())
+//! ```
 
 mod builders;
 pub mod file;

@@ -37,7 +37,7 @@ use super::limits::{
     bandwidth_in_range, check_bandwidth, check_latency, check_links, check_npus, BANDWIDTH_ALLOWED,
 };
 use super::{Link, NodeNics, Topology};
-use crate::error::{echo, Error, Result};
+use crate::error::{echo, Error, FileFormat, FileProblem, Result};
 use crate::xmltree::{self, Element};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -93,9 +93,9 @@ struct Gpu {
     /// (target bus id, NVLink count, target class when given)
     nvlinks: Vec<(String, u32, Option<String>)>,
     /// Where the GPU's `<pci>` element and each of its `<nvlink>` elements are, for
-    /// errors: `origin:line:column`.
-    at: String,
-    nvlinks_at: Vec<String>,
+    /// errors.
+    at: At,
+    nvlinks_at: Vec<At>,
     /// Bus ids (or `cpu<numa>`) of the PCI ancestors, outermost first.
     ancestors: Vec<String>,
     pcie_gbps: Option<f64>,
@@ -120,21 +120,21 @@ pub fn read(path: &Path, options: &NcclImportOptions) -> Result<NcclImport> {
 /// Parses NCCL topology XML; `origin` names it in errors and warnings.
 pub fn parse(text: &str, origin: &str, options: &NcclImportOptions) -> Result<NcclImport> {
     let origin = &echo(origin);
-    let root = xmltree::parse(text, origin).map_err(Error::Spec)?;
+    let root = xmltree::parse(text, origin).map_err(|p| p.of(FileFormat::Topology))?;
     if root.name != "system" {
-        return Err(Error::Spec(format!(
-            "{origin}:{}:{}: the root element is <{}>, expected <system> (an NCCL topology file)",
-            root.line,
-            root.column,
+        return Err(At::of(origin, &root).problem(format!(
+            "the root element is <{}>, expected <system> (an NCCL topology file)",
             echo(&root.name)
         )));
     }
     check_options(options)?;
     let (mut gpus, nics, switch_busids, listed) = collect(&root, origin)?;
     if gpus.is_empty() {
-        return Err(Error::Spec(format!(
-            "{origin}: no GPU found (no <pci> of class 0x0300 or 0x0302)"
-        )));
+        return Err(FileProblem::new(
+            origin.as_str(),
+            "no GPU found (no <pci> of class 0x0300 or 0x0302)",
+        )
+        .of(FileFormat::Topology));
     }
     check_consistent(&gpus, &switch_busids, &listed)?;
     // Rank order: the CUDA device number where the file gives it, else bus id order.
@@ -276,12 +276,7 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
             "pci" if is_gpu(&class_of(e)) => {
                 let busid = e
                     .attr("busid")
-                    .ok_or_else(|| {
-                        Error::Spec(format!(
-                            "{origin}:{}:{}: GPU <pci> without busid",
-                            e.line, e.column
-                        ))
-                    })?
+                    .ok_or_else(|| At::of(origin, e).problem("GPU <pci> without busid"))?
                     .to_ascii_lowercase();
                 let gpu_el = e.children.iter().find(|c| c.name == "gpu");
                 let mut nvlinks = Vec::new();
@@ -291,12 +286,9 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                     dev = number(gpu_el, "dev", origin)?;
                     sm = number(gpu_el, "sm", origin)?;
                     for l in gpu_el.children.iter().filter(|c| c.name == "nvlink") {
-                        let target = l.attr("target").ok_or_else(|| {
-                            Error::Spec(format!(
-                                "{origin}:{}:{}: <nvlink> without target",
-                                l.line, l.column
-                            ))
-                        })?;
+                        let target = l
+                            .attr("target")
+                            .ok_or_else(|| At::of(origin, l).problem("<nvlink> without target"))?;
                         let count = number(l, "count", origin)?.unwrap_or(1);
                         if !(1..=MAX_NVLINK_COUNT).contains(&count) {
                             return Err(Error::Invalid {
@@ -312,7 +304,7 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                             count,
                             l.attr("tclass").map(str::to_ascii_lowercase),
                         ));
-                        nvlinks_at.push(format!("{origin}:{}:{}", l.line, l.column));
+                        nvlinks_at.push(At::of(origin, l));
                     }
                 }
                 gpus.push(Gpu {
@@ -320,7 +312,7 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
                     dev,
                     sm,
                     nvlinks,
-                    at: format!("{origin}:{}:{}", e.line, e.column),
+                    at: At::of(origin, e),
                     nvlinks_at,
                     ancestors,
                     pcie_gbps: pcie_gbps(e, origin)?,
@@ -373,27 +365,56 @@ fn collect(root: &Element, origin: &str) -> Result<Collected> {
     Ok((gpus, nics, switches, listed))
 }
 
+/// Where an element is in the file: `origin:line:column` in messages.
+#[derive(Clone, Debug)]
+struct At {
+    origin: String,
+    line: usize,
+    column: usize,
+}
+
+impl At {
+    fn of(origin: &str, e: &Element) -> At {
+        At {
+            origin: origin.to_string(),
+            line: e.line,
+            column: e.column,
+        }
+    }
+
+    /// The file's problem at this element.
+    fn problem(&self, what: impl Into<String>) -> Error {
+        FileProblem::new(self.origin.as_str(), what)
+            .at(self.line, self.column)
+            .of(FileFormat::Topology)
+    }
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.origin, self.line, self.column)
+    }
+}
+
 /// Refuses a file whose GPUs contradict each other, naming the element: two GPUs with one
 /// bus id or one CUDA device number, an NVLink from a GPU to itself, or one to a bus id
 /// that the file lists nowhere and whose class (`tclass`) does not say it is an NVSwitch
 /// or a CPU (an NVLink whose class says GPU must lead to one of the file's GPUs). Silently
 /// dropped, such an NVLink would change the topology.
 fn check_consistent(gpus: &[Gpu], switches: &[String], listed: &HashSet<String>) -> Result<()> {
-    let mut busids: HashMap<&str, &str> = HashMap::new();
-    let mut devs: HashMap<usize, &str> = HashMap::new();
+    let mut busids: HashMap<&str, &At> = HashMap::new();
+    let mut devs: HashMap<usize, &At> = HashMap::new();
     for gpu in gpus {
         if let Some(first) = busids.insert(&gpu.busid, &gpu.at) {
-            return Err(Error::Spec(format!(
-                "{}: GPU <pci busid=\"{}\"> has the bus id of the GPU at {first}",
-                gpu.at,
+            return Err(gpu.at.problem(format!(
+                "GPU <pci busid=\"{}\"> has the bus id of the GPU at {first}",
                 echo(&gpu.busid)
             )));
         }
         if let Some(dev) = gpu.dev {
             if let Some(first) = devs.insert(dev, &gpu.at) {
-                return Err(Error::Spec(format!(
-                    "{}: GPU <gpu dev=\"{dev}\"> has the device number of the GPU at {first}",
-                    gpu.at
+                return Err(gpu.at.problem(format!(
+                    "GPU <gpu dev=\"{dev}\"> has the device number of the GPU at {first}"
                 )));
             }
         }
@@ -413,8 +434,8 @@ fn check_consistent(gpus: &[Gpu], switches: &[String], listed: &HashSet<String>)
             } else {
                 "names a bus id the file lists nowhere, and no tclass says what it is"
             };
-            return Err(Error::Spec(format!(
-                "{at}: <nvlink target=\"{}\"> of the GPU at {} {why}",
+            return Err(at.problem(format!(
+                "<nvlink target=\"{}\"> of the GPU at {} {why}",
                 echo(target),
                 gpu.at
             )));

@@ -34,9 +34,12 @@ pub(crate) fn shape(
     match algorithm {
         Algorithm::Ring => Ok(ring(cluster, kind)),
         Algorithm::Tree if kind == CollectiveKind::AllReduce => tree(cluster),
-        other => Err(Error::Baseline(format!(
+        other => Err(Error::baseline(
+            format!("NCCL {other}"),
+            format!(
             "the formulas shape NCCL's ring, and its tree for allreduce, not {other} for {kind}"
-        ))),
+        ),
+        )),
     }
 }
 

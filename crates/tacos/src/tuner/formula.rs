@@ -49,9 +49,12 @@ pub(crate) fn profile(
     match algorithm {
         Algorithm::Ring => Ok(ring(cluster, kind, costs)),
         Algorithm::Tree if kind == CollectiveKind::AllReduce => tree(cluster, costs),
-        other => Err(Error::Baseline(format!(
+        other => Err(Error::baseline(
+            format!("NCCL {other}"),
+            format!(
             "the formulas cover NCCL's ring, and its tree for allreduce, not {other} for {kind}"
-        ))),
+        ),
+        )),
     }
 }
 

@@ -186,9 +186,12 @@ impl<'a> Profiler<'a> {
             Algorithm::Ring => Baseline::Ring,
             Algorithm::Tree => Baseline::Dbt,
             other => {
-                return Err(Error::Baseline(format!(
+                return Err(Error::baseline(
+                    format!("NCCL {other}"),
+                    format!(
                     "NCCL's {other} has no baseline schedule to simulate; it is priced by formula"
-                )))
+                ),
+                ))
             }
         };
         let spec = |chunks_per_npu| CollectiveSpec {

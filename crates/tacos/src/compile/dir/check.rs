@@ -5,7 +5,7 @@
 use super::{algorithm_dir, read_header, read_regular};
 use crate::compile::manifest::{sha256_hex, topology_hash, Manifest, ALGORITHM_DIR, MANIFEST_FILE};
 use crate::compile::{AlgorithmSet, CompiledFile, MANIFEST_VERSION};
-use crate::error::{Error, Result};
+use crate::error::{Error, FileFormat, FileProblem, Result};
 use crate::msccl::Target;
 use crate::topology::Topology;
 use coverage::{band_problem, range_problems};
@@ -153,10 +153,7 @@ pub fn read_set(dir: &Path, topology: Option<&Topology>) -> Result<AlgorithmSet>
     let manifest = match (report.problems.first(), report.manifest) {
         (None, Some(manifest)) => manifest,
         (first, _) => {
-            return Err(Error::Compile(format!(
-                "{}: {} problem(s) with its manifest or files, first: {}; `tacos compile --check` lists them",
-                dir.display(),
-                report.problems.len(),
+            return Err(Error::compile_in(dir, format!("{} problem(s) with its manifest or files, first: {}; `tacos compile --check` lists them", report.problems.len(),
                 first.map_or("no manifest".to_string(), |p| p.to_string())
             )))
         }
@@ -169,13 +166,16 @@ pub fn read_set(dir: &Path, topology: Option<&Topology>) -> Result<AlgorithmSet>
             let bytes = read_regular(&path).map_err(|e| Error::io(&path, e))?;
             // Checked a moment ago; a file changed since is not taken on trust.
             if sha256_hex(&bytes) != entry.sha256 {
-                return Err(Error::Compile(format!(
-                    "{}: changed while it was read; try again",
-                    path.display()
-                )));
+                return Err(FileProblem::new(
+                    path.display().to_string(),
+                    "changed while it was read; try again",
+                )
+                .of(FileFormat::Compiled));
             }
-            let xml = String::from_utf8(bytes)
-                .map_err(|_| Error::Compile(format!("{}: not UTF-8 text", path.display())))?;
+            let xml = String::from_utf8(bytes).map_err(|_| {
+                FileProblem::new(path.display().to_string(), "not UTF-8 text")
+                    .of(FileFormat::Compiled)
+            })?;
             Ok(CompiledFile {
                 name: entry.file.clone(),
                 xml,
@@ -221,10 +221,12 @@ pub fn check_dir_with(dir: &Path, options: &CheckOptions) -> Result<CheckReport>
             }
             _ => String::new(),
         };
-        Error::Compile(format!(
-            "{} is not a tacos algorithm directory (no readable {MANIFEST_FILE} of ours){hint}",
-            dir.display()
-        ))
+        Error::compile_in(
+            dir,
+            format!(
+                "is not a tacos algorithm directory (no readable {MANIFEST_FILE} of ours){hint}",
+            ),
+        )
     })?;
     let mut report = CheckReport {
         manifest: None,

@@ -54,7 +54,7 @@ fn inspect(dir: &Path) -> Result<Found> {
 /// Fails as `write_dir` would on what is at `dir`: a file, or a directory not of ours
 /// without `force`. Lets a command refuse before a long compilation.
 pub fn check_target(dir: &Path, force: bool) -> Result<Found> {
-    let refuse = |why: &str| Err(Error::Compile(format!("{} {why}", dir.display())));
+    let refuse = |why: &str| Err(Error::compile_in(dir, why));
     match inspect(dir)? {
         Found::NotADirectory => refuse("exists and is not a directory"),
         Found::Foreign if !force => refuse(
@@ -81,7 +81,7 @@ pub fn write_dir(set: &AlgorithmSet, dir: &Path, force: bool) -> Result<Written>
     for (i, file) in set.files.iter().enumerate() {
         let taken = set.files[..i].iter().any(|f| f.name == file.name);
         if !plain_name(&file.name) || file.name == MANIFEST_FILE || taken {
-            return Err(Error::Compile(format!(
+            return Err(Error::compile(format!(
                 "cannot write '{}': a file name must be a plain name, not manifest.json, used once",
                 file.name
             )));
@@ -173,10 +173,10 @@ fn install(
             Found::Ours => {}
             Found::Foreign if force => {}
             Found::Foreign | Found::NotADirectory => {
-                return Err(Error::Compile(format!(
-                    "{} was created by something else while compiling; not replacing it",
-                    dir.display()
-                )))
+                return Err(Error::compile_in(
+                    dir,
+                    "was created by something else while compiling; not replacing it",
+                ))
             }
         }
         match exchange(&staged.path, dir) {
@@ -199,10 +199,10 @@ fn install(
             Err(e) => return Err(Error::io(dir, e)),
         }
     }
-    Err(Error::Compile(format!(
-        "{}: other writers kept replacing the directory; try again",
-        dir.display()
-    )))
+    Err(Error::compile_in(
+        dir,
+        "other writers kept replacing the directory; try again",
+    ))
 }
 
 /// Repairs what killed writers left at `dir`: where `dir` is missing and an abandoned

@@ -69,25 +69,28 @@ impl Flow {
         for (i, t) in schedule.transfers.iter().enumerate() {
             let rank = |npu: NpuId| {
                 rank_of.get(npu).copied().flatten().ok_or_else(|| {
-                    Error::Msccl(format!(
+                    Error::msccl_at(i, format!(
                         "transfer {i} (chunk {}, NPU {} -> {}) goes through NPU {npu}, which is not one of the collective's NPUs; an MSCCL program has GPUs only for the collective's ranks",
                         t.chunk(), t.src(), t.dst()
                     ))
                 })
             };
             if t.chunk() >= chunks {
-                return Err(Error::Msccl(format!(
-                    "transfer {i} moves chunk {}, but the collective has chunks 0..{}",
-                    t.chunk(),
-                    chunks - 1
-                )));
+                return Err(Error::msccl_at(
+                    i,
+                    format!(
+                        "transfer {i} moves chunk {}, but the collective has chunks 0..{}",
+                        t.chunk(),
+                        chunks - 1
+                    ),
+                ));
             }
             let (src, dst) = (rank(t.src())?, rank(t.dst())?);
             if src == dst {
-                return Err(Error::Msccl(format!(
-                    "transfer {i} goes from NPU {} to itself",
-                    t.src()
-                )));
+                return Err(Error::msccl_at(
+                    i,
+                    format!("transfer {i} goes from NPU {} to itself", t.src()),
+                ));
             }
             moves.push(Move {
                 chunk: t.chunk(),
@@ -156,7 +159,7 @@ impl Flow {
             if departs {
                 let v = current[src * chunks + chunk];
                 if v == NONE {
-                    return Err(Error::Msccl(format!(
+                    return Err(Error::msccl_at(i, format!(
                         "transfer {i} sends chunk {chunk} from rank {src} at {:.6} us, before the rank holds it",
                         ps_to_us(m.start_ps)
                     )));
@@ -193,7 +196,7 @@ impl Flow {
                 }
                 let v = current[rank * chunks + chunk];
                 if v == NONE {
-                    return Err(Error::Msccl(format!(
+                    return Err(Error::msccl(format!(
                         "the schedule leaves rank {rank} without chunk {chunk}, which it must hold at the end"
                     )));
                 }

@@ -143,7 +143,7 @@ fn target_limit(options: &LowerOptions, violation: Violation, context: String) -
 fn prepare(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<(Layout, Flow)> {
     let spec = &schedule.collective;
     Collective::new(topo, spec.clone())
-        .map_err(|e| Error::Msccl(format!("the schedule's collective is not valid here: {e}")))?;
+        .map_err(|e| e.context("the schedule's collective is not valid here"))?;
     let kind = spec.kind;
     let in_place = options.in_place.unwrap_or_else(|| default_in_place(kind));
     if in_place && kind == CollectiveKind::AllToAll {
@@ -354,7 +354,7 @@ fn arrangements<T>(
     };
     Err(match refusal {
         Refusal::Limit(v) => target_limit(options, v, why),
-        Refusal::Deadlock(deadlock) => Error::Msccl(format!("{why}: {deadlock}")),
+        Refusal::Deadlock(deadlock) => Error::msccl(format!("{why}: {deadlock}")),
     })
 }
 
@@ -458,7 +458,7 @@ fn arrange(
     let gpus = match build::build_gpus(&plan, layout, &options.target.limits) {
         Ok(gpus) => gpus,
         Err(build::Refusal::Order(e)) => {
-            return Err(Error::Msccl(format!(
+            return Err(Error::msccl(format!(
                 "cannot order the program's steps: {e}"
             )))
         }

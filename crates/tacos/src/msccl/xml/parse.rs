@@ -1,7 +1,8 @@
 //! The parser: what msccl-tools and the executor's users write, read into a program, every
 //! error naming the file, line and column.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FileFormat, FileProblem, Result};
+
 use crate::msccl::rules::{self, Rule, RuleBreak};
 use crate::msccl::WHOLE_RANGE_MAX_BYTES;
 use crate::msccl::{Buf, Dep, ExtraAttrs, Gpu, Inferred, Instr, Program, Proto, Step, Threadblock};
@@ -49,13 +50,19 @@ pub fn read_program(path: &Path) -> Result<Program> {
     parse_program(&text, &path.display().to_string())
 }
 
+/// What an MSCCL file's problems are reported as.
+const FORMAT: FileFormat = FileFormat::Msccl;
+
 /// Parses MSCCL algorithm XML; `origin` names the text in errors.
 pub fn parse_program(text: &str, origin: &str) -> Result<Program> {
     let document =
-        xmltree::parse_document(text, origin, &Limits::default()).map_err(Error::Msccl)?;
+        xmltree::parse_document(text, origin, &Limits::default()).map_err(|p| p.of(FORMAT))?;
     let root = &document.root;
-    let at =
-        |e: &Element, what: &str| Error::Msccl(format!("{origin}:{}:{}: {what}", e.line, e.column));
+    let at = |e: &Element, what: &str| {
+        FileProblem::new(origin, what)
+            .at(e.line, e.column)
+            .of(FORMAT)
+    };
     if root.name != "algo" {
         return Err(at(
             root,
@@ -178,7 +185,9 @@ fn parse_gpu(origin: &str, e: &Element, ngpus: usize, syntax: &mut Syntax) -> Re
     }
     tbs.sort_by_key(|t| (t.0, t.1.line, t.1.column));
     let fail = |e: &Element, what: String| {
-        Error::Msccl(format!("{origin}:{}:{}: {what}", e.line, e.column))
+        FileProblem::new(origin, what)
+            .at(e.line, e.column)
+            .of(FORMAT)
     };
     if let Some(w) = tbs.windows(2).find(|w| w[0].0 == w[1].0) {
         return Err(fail(
@@ -340,22 +349,23 @@ impl<'a> Attrs<'a> {
         }
     }
 
-    /// Where the element is: file, line, column, the element and what holds it.
-    fn place(&self) -> String {
+    /// `what` placed where the element is: file, line, column, and as the field the
+    /// element and what holds it.
+    fn place(&self, what: &str) -> FileProblem {
         let e = self.element;
-        format!(
-            "{}:{}:{}: <{}{}>{}",
-            self.origin,
-            e.line,
-            e.column,
+        let element = format!(
+            "<{}{}>{}",
             crate::error::echo(&e.name),
             self.id(),
             self.context
-        )
+        );
+        FileProblem::new(self.origin, what)
+            .at(e.line, e.column)
+            .field(element)
     }
 
     fn fail(&self, what: &str) -> Error {
-        Error::Msccl(format!("{}: {what}", self.place()))
+        self.place(what).of(FORMAT)
     }
 
     fn optional(&mut self, key: &str) -> Option<&'a str> {
@@ -395,7 +405,7 @@ impl<'a> Attrs<'a> {
     /// A value out of its range: names the file, line, column, element and attribute.
     fn invalid(&self, key: &str, value: &str, allowed: String) -> Error {
         Error::Invalid {
-            input: format!("{}: {key}", self.place()),
+            input: self.place(key).to_string(),
             value: value.into(),
             allowed,
         }

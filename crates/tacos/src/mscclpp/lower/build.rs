@@ -234,7 +234,7 @@ pub(super) fn replay(
         let c = tr.chunk();
         if departs {
             let from = *ranks[src].holds.get(&c).ok_or_else(|| {
-                Error::Plan(format!(
+                Error::plan(format!(
                     "transfer {t} sends chunk {c} from rank {src} before the rank holds it; the schedule is not one the checker passes"
                 ))
             })?;
@@ -262,7 +262,7 @@ pub(super) fn replay(
             ranks[src].push(tb, Kind::Signal);
         } else {
             let (at, direct) = landing[t]
-                .ok_or_else(|| Error::Plan(format!("transfer {t} arrives before it departs")))?;
+                .ok_or_else(|| Error::plan(format!("transfer {t} arrives before it departs")))?;
             let r = &mut ranks[dst];
             let tb = r.lane_block[&lane];
             r.push(tb, Kind::Wait { arrives: Some(at) });
@@ -286,7 +286,7 @@ pub(super) fn replay(
                 }
                 Op::Reduce => {
                     let cur = *r.holds.get(&c).ok_or_else(|| {
-                        Error::Plan(format!(
+                        Error::plan(format!(
                             "transfer {t} adds chunk {c} into rank {dst}, which holds no partial sum of it"
                         ))
                     })?;
@@ -323,7 +323,7 @@ pub(super) fn replay(
                 continue;
             };
             let held = *r.holds.get(&c).ok_or_else(|| {
-                Error::Plan(format!(
+                Error::plan(format!(
                     "rank {rank} never receives chunk {c}, which it must hold at the end; the schedule is not one the checker passes"
                 ))
             })?;

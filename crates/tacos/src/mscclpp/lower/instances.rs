@@ -83,7 +83,7 @@ fn shift_op(
 ) -> Result<()> {
     let shift = |b: &mut Buff| {
         if b.size != 1 {
-            return Err(Error::Plan(format!(
+            return Err(Error::plan(format!(
                 "rank {rank}, threadblock {tb}, op {}: a range of {} chunks cannot be split into instances",
                 op.name, b.size
             )));

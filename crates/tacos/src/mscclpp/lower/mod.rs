@@ -114,7 +114,7 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &PlanOptions) -> Res
     let spec = &schedule.collective;
     let kind = spec.kind;
     if !PLANNED.contains(&kind) {
-        return Err(Error::Plan(format!(
+        return Err(Error::plan(format!(
             "{kind} has no MSCCL++ plan: its input and output chunks differ in size on some ranks; plans carry {}",
             PLANNED.map(|k| k.name()).join(", ")
         )));
@@ -123,12 +123,12 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &PlanOptions) -> Res
         kind,
         CollectiveKind::AllReduce | CollectiveKind::Broadcast
     ));
-    let layout = Layout::for_spec(spec, in_place).map_err(|e| Error::Plan(e.to_string()))?;
+    let layout = Layout::for_spec(spec, in_place).map_err(|e| Error::plan(e.to_string()))?;
     let size = layout.executor_bytes(spec.size_bytes);
     let instances = options.instances.max(1);
     let divisor = (layout.size_divisor() * instances) as u64;
     if spec.size_bytes % (16 * divisor) != 0 {
-        return Err(Error::Plan(format!(
+        return Err(Error::plan(format!(
             "{size} bytes in {divisor} chunks ({instances} instances of {}) is not a whole number of 16-byte units per chunk, as the executor needs (buffer_alignment 16): choose a size that is a multiple of {} bytes, or fewer chunks (-k)",
             layout.size_divisor(),
             16 * divisor
@@ -140,7 +140,7 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &PlanOptions) -> Res
     for (i, t) in schedule.transfers.iter().enumerate() {
         let rank = |npu: usize| {
             rank_of.get(npu).copied().flatten().ok_or_else(|| {
-                Error::Plan(format!(
+                Error::plan(format!(
                     "transfer {i} goes through NPU {npu}, which is not one of the collective's NPUs; a plan has GPUs only for the collective's ranks"
                 ))
             })

@@ -85,7 +85,7 @@ pub(super) struct Run<'a> {
 }
 
 fn fail(message: String) -> Error {
-    Error::Plan(message)
+    Error::plan(message)
 }
 
 impl<'a> Run<'a> {

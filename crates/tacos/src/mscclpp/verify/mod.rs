@@ -146,7 +146,7 @@ impl Collective {
 /// ```
 pub fn verify(plan: &Plan, options: &VerifyOptions) -> Result<PlanReport> {
     let collective = Collective::parse(&plan.collective).ok_or_else(|| {
-        Error::Plan(format!(
+        Error::plan(format!(
             "collective '{}': the verifier knows the results of allreduce, allgather, reducescatter, alltoall and broadcast",
             crate::error::echo(&plan.collective)
         ))
@@ -155,7 +155,7 @@ pub fn verify(plan: &Plan, options: &VerifyOptions) -> Result<PlanReport> {
     sizes::check(plan, collective, options.size)?;
     if let Some(r) = options.root {
         if r >= plan.gpus.len() {
-            return Err(Error::Plan(format!(
+            return Err(Error::plan(format!(
                 "root {r}, but the plan has {} ranks",
                 plan.gpus.len()
             )));
@@ -205,7 +205,7 @@ fn check_memory(plan: &Plan) -> Result<()> {
         .sum();
     let bytes = 2 * tbs * tbs + chunks * 96;
     if bytes > MAX_STATE_BYTES {
-        return Err(Error::Plan(format!(
+        return Err(Error::plan(format!(
             "verifying {tbs} threadblocks over {chunks} chunks needs about {} MiB, over the verifier's {} MiB",
             bytes >> 20,
             MAX_STATE_BYTES >> 20
@@ -247,13 +247,13 @@ fn check_result(
     };
     if collective != Collective::Broadcast {
         return match first_wrong(memory, 0) {
-            Some(e) => Err(Error::Plan(e)),
+            Some(e) => Err(Error::plan(e)),
             None => Ok(None),
         };
     }
     if let Some(r) = root {
         return match first_wrong(memory, r) {
-            Some(e) => Err(Error::Plan(format!("{e} (root {r})"))),
+            Some(e) => Err(Error::plan(format!("{e} (root {r})"))),
             None => Ok(Some(r)),
         };
     }
@@ -266,7 +266,7 @@ fn check_result(
             }
         }
     }
-    Err(Error::Plan(format!(
+    Err(Error::plan(format!(
         "{} (as a broadcast from rank 0; no root gives the right result)",
         first.unwrap_or_default()
     )))

@@ -51,7 +51,7 @@ impl<'a> Run<'a> {
     /// Executes a data operation of threadblock `t`.
     pub(super) fn data(&mut self, t: usize, site: Site<'a>) -> Result<()> {
         let op = site.step.op;
-        let at = |what: String| Error::Plan(format!("{site}: {what}"));
+        let at = |what: String| site.error(what);
         let name = op.name.as_str();
         if PACKET_OPS.contains(&name) {
             return Err(at(
@@ -243,8 +243,8 @@ impl<'a> Run<'a> {
         let op = site.step.op;
         let ids = op.channel_ids.as_deref().unwrap_or_default();
         if ids.len() != dsts.len() {
-            return Err(Error::Plan(format!(
-                "{site}: {} channel ids for {} destinations: a port put sends dst[i] over channel i",
+            return Err(site.error(format!(
+                "{} channel ids for {} destinations: a port put sends dst[i] over channel i",
                 ids.len(),
                 dsts.len()
             )));
@@ -254,10 +254,10 @@ impl<'a> Run<'a> {
             let peer = self.tables.peers[end.rank][end.kind][end.index];
             let rank = self.tbs[t].rank;
             let (owner, what, _) = target(self.plan, self.tables, &self.tbs[t].lists, rank, op, d)
-                .map_err(|e| Error::Plan(format!("{site}: {e}")))?;
+                .map_err(|e| site.error(e))?;
             if owner != peer {
-                return Err(Error::Plan(format!(
-                    "{site}: writes {what} over port channel {c}, which leads to rank {peer}"
+                return Err(site.error(format!(
+                    "writes {what} over port channel {c}, which leads to rank {peer}"
                 )));
             }
         }
@@ -324,9 +324,7 @@ impl<'a> Run<'a> {
     }
 
     fn read(&mut self, t: usize, site: Site<'a>, b: &Buff) -> Result<Vec<Value>> {
-        let regions = self
-            .regions(t, b)
-            .map_err(|e| Error::Plan(format!("{site}: {e}")))?;
+        let regions = self.regions(t, b).map_err(|e| site.error(e))?;
         let mut out = Vec::new();
         for r in regions {
             out.extend(self.read_region(t, site, r)?);
@@ -358,9 +356,7 @@ impl<'a> Run<'a> {
 
     /// Writes `values` to every region `b` covers (each member of a switch group).
     fn write(&mut self, t: usize, site: Site<'a>, b: &Buff, values: &[Value]) -> Result<()> {
-        let regions = self
-            .regions(t, b)
-            .map_err(|e| Error::Plan(format!("{site}: {e}")))?;
+        let regions = self.regions(t, b).map_err(|e| site.error(e))?;
         let clock = self.tbs[t].clock.clone();
         for r in regions {
             for j in 0..r.len {
@@ -389,7 +385,7 @@ impl<'a> Run<'a> {
 
     fn conflict(&self, site: Site<'a>, verb: &str, p: Place, c: Conflict) -> Error {
         let chunk = self.memory.describe(p);
-        Error::Plan(match c {
+        site.placed(match c {
             Conflict::Race { other, read } => {
                 let them = self.site_of(&other);
                 let hint = if them.rank == site.rank && them.tb == site.tb {

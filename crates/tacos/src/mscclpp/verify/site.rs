@@ -1,6 +1,7 @@
 //! Where a problem is: a rank, a threadblock and an operation, and the threadblock's
 //! program as the executor runs it (a pipeline's body in place of the pipeline).
 
+use crate::error::Error;
 use crate::mscclpp::plan::{Operation, Threadblock};
 use std::fmt;
 
@@ -52,6 +53,23 @@ impl fmt::Display for Site<'_> {
         match self.step.body {
             Some(b) => write!(f, " (pipeline), body op {b} ({})", self.step.op.name),
             None => write!(f, " ({})", self.step.op.name),
+        }
+    }
+}
+
+impl Site<'_> {
+    /// The plan's problem `what` at this operation, the message led by the place.
+    pub(super) fn error(&self, what: impl fmt::Display) -> Error {
+        self.placed(format!("{self}: {what}"))
+    }
+
+    /// The plan's problem at this operation, the message as given.
+    pub(super) fn placed(&self, problem: String) -> Error {
+        Error::Plan {
+            rank: Some(self.rank),
+            threadblock: Some(self.tb),
+            op: Some(self.step.index),
+            problem,
         }
     }
 }

@@ -13,14 +13,14 @@ pub(super) fn check(plan: &Plan, collective: Collective, size: Option<u64>) -> R
         let (want_in, want_out) = collective.chunk_ratio(p);
         // i / o must equal want_in / want_out.
         if i * want_out != o * want_in {
-            return Err(Error::Plan(format!(
+            return Err(Error::plan(format!(
                 "rank {}: {i} input and {o} output chunks, but a {} over {p} ranks moves {want_in} input byte(s) per {want_out} output byte(s): no chunk size fits both buffers",
                 gpu.id,
                 collective.name()
             )));
         }
         if collective == Collective::AllToAll && i % p != 0 {
-            return Err(Error::Plan(format!(
+            return Err(Error::plan(format!(
                 "rank {}: {i} input chunks, not a multiple of the {p} ranks an alltoall sends to",
                 gpu.id
             )));
@@ -37,7 +37,7 @@ pub(super) fn check(plan: &Plan, collective: Collective, size: Option<u64>) -> R
 fn message(plan: &Plan, collective: Collective, m: u64) -> Result<()> {
     let p = plan.gpus.len() as u64;
     let a = plan.buffer_alignment;
-    let refuse = |rule: String| Err(Error::Plan(format!("message size {m} B: {rule}")));
+    let refuse = |rule: String| Err(Error::plan(format!("message size {m} B: {rule}")));
     let (inb, outb) = match collective {
         Collective::AllGather | Collective::ReduceScatter if m % p != 0 => {
             return refuse(format!(

@@ -123,7 +123,7 @@ impl TbLists {
 }
 
 fn fail(message: String) -> Error {
-    Error::Plan(message)
+    Error::plan(message)
 }
 
 /// Checks the plan's shape and builds its tables.
@@ -303,7 +303,12 @@ fn threadblock(
 ) -> Result<()> {
     let gpu = &plan.gpus[rank];
     let lists = TbLists::new(tb);
-    let at = |what: String| fail(format!("rank {rank}, threadblock {k}: {what}"));
+    let at = |what: String| Error::Plan {
+        rank: Some(rank),
+        threadblock: Some(k),
+        op: None,
+        problem: format!("rank {rank}, threadblock {k}: {what}"),
+    };
     for (slot, name) in ["memory", "port", "switch"].iter().enumerate() {
         let list = &lists.channels[slot];
         if list.len() > MAX_CHANNELS_PER_THREADBLOCK {
@@ -391,7 +396,7 @@ fn needs(name: &str) -> Needs {
 
 fn operation(plan: &Plan, tables: &Tables, lists: &TbLists, site: Site<'_>) -> Result<()> {
     let op = site.step.op;
-    let at = |what: String| fail(format!("{site}: {what}"));
+    let at = |what: String| site.error(what);
     let gpu = &plan.gpus[site.rank];
     if !OPERATIONS.contains(&op.name.as_str()) {
         return Err(at(format!(
