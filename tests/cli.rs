@@ -445,6 +445,8 @@ fn lowering_options_reach_the_file() {
         "mesh:2x2",
         "-c",
         "broadcast",
+        // The synthesized program (one channel an instance), not a baseline's.
+        "--no-baselines",
         "--xml",
         &xml,
         "--proto",
