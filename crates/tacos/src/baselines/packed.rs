@@ -26,8 +26,9 @@
 //! order instead makes a link wait, in order, for a chunk another link is still
 //! delaying.
 //!
-//! Only for topologies of NPUs joined both ways by links (no switch vertices): through a
-//! switch a tree would need Steiner vertices.
+//! Only for topologies of NPUs joined by links (no switch vertices: through a switch a tree
+//! would need Steiner vertices), both ways for All-Reduce, whose chunks go both ways along
+//! each tree edge.
 
 use super::{root_rank, Plan};
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
@@ -39,12 +40,12 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 
 /// One undirected edge between members (ranks): the fastest link each way, their
-/// bandwidths and the lesser of them.
+/// bandwidths (0 where no link runs that way) and the lesser of them.
 struct Edge {
     a: usize,
     b: usize,
     /// Link a -> b and link b -> a.
-    links: [LinkId; 2],
+    links: Ways,
     bandwidth: [f64; 2],
     capacity: f64,
 }
@@ -59,8 +60,10 @@ struct Graph {
 }
 
 impl Graph {
-    /// The links between `spec`'s NPUs that run both ways (of parallel links, the fastest).
-    fn new(topo: &Topology, spec: &CollectiveSpec) -> Result<Graph> {
+    /// The links between `spec`'s NPUs (of parallel links, the fastest): pairs joined both
+    /// ways only, unless `one_way` (a tree that carries its chunks one way only may take a
+    /// link without its reverse).
+    fn new(topo: &Topology, spec: &CollectiveSpec, one_way: bool) -> Result<Graph> {
         if topo.has_switches() {
             return Err(Error::baseline(
                 "trees",
@@ -96,14 +99,14 @@ impl Graph {
             incident: vec![Vec::new(); spec.npus.len()],
         };
         for ((a, b), ways) in pairs {
-            if let [Some(forth), Some(back)] = ways {
+            if ways.iter().all(Option::is_some) || one_way {
                 graph.incident[a].push(graph.edges.len());
                 graph.incident[b].push(graph.edges.len());
-                let bandwidth = [forth, back].map(|l| topo.link(l).bandwidth_gbps);
+                let bandwidth = ways.map(|l| l.map_or(0.0, |l| topo.link(l).bandwidth_gbps));
                 graph.edges.push(Edge {
                     a,
                     b,
-                    links: [forth, back],
+                    links: ways,
                     bandwidth,
                     capacity: bandwidth[0].min(bandwidth[1]),
                 });
@@ -144,7 +147,7 @@ impl Graph {
     }
 
     /// The link over edge `e` leaving member `from`.
-    fn link_from(&self, e: usize, from: usize) -> LinkId {
+    fn link_from(&self, e: usize, from: usize) -> Option<LinkId> {
         let edge = &self.edges[e];
         edge.links[usize::from(edge.a != from)]
     }
@@ -196,7 +199,8 @@ impl PartialOrd for Candidate {
 }
 
 /// The minimum spanning tree grown from `root` under `load(e, from)`: the load of taking
-/// edge `e` from `from`, the member already in the tree.
+/// edge `e` from `from`, the member already in the tree (infinite where it cannot be
+/// taken that way; members only such edges reach are left without a parent).
 fn grow(graph: &Graph, load: impl Fn(usize, usize) -> f64, root: usize) -> Tree {
     let n = graph.incident.len();
     let mut tree = Tree {
@@ -225,6 +229,10 @@ fn grow(graph: &Graph, load: impl Fn(usize, usize) -> f64, root: usize) -> Tree 
             }));
         }
         while let Some(Reverse(c)) = heap.pop() {
+            // No link runs the way the chunk would go: what is left is out of reach.
+            if c.load.is_infinite() {
+                break;
+            }
             if !joined[c.to] {
                 next = Some((c.to, Some((graph.other(c.edge, c.to), c.edge))));
                 break;
@@ -266,26 +274,35 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
     if n < 2 {
         return Ok(Plan::default());
     }
-    let graph = Graph::new(topo, spec)?;
-    let centres = graph.centres().ok_or_else(|| {
-        Error::baseline(
-            "trees",
-            format!(
-                "trees: the two-way links of {} do not join all {n} NPUs of the collective",
-                topo.name()
-            ),
-        )
-    })?;
-    let (legs, roots) = match spec.kind {
-        CollectiveKind::AllReduce => (Legs::Both, centres),
-        CollectiveKind::Broadcast => (Legs::Down, vec![root_rank(spec)]),
-        CollectiveKind::Reduce => (Legs::Up, vec![root_rank(spec)]),
+    let legs = match spec.kind {
+        CollectiveKind::AllReduce => Legs::Both,
+        CollectiveKind::Broadcast => Legs::Down,
+        CollectiveKind::Reduce => Legs::Up,
         other => {
             return Err(Error::baseline(
                 "trees",
                 format!("trees: {other} is not a collective of packed trees"),
             ))
         }
+    };
+    let graph = Graph::new(topo, spec, legs != Legs::Both)?;
+    let unjoined = || {
+        let ways = if legs == Legs::Both {
+            "two-way links"
+        } else {
+            "links"
+        };
+        Error::baseline(
+            "trees",
+            format!(
+                "trees: the {ways} of {} do not join all {n} NPUs of the collective",
+                topo.name()
+            ),
+        )
+    };
+    let roots = match legs {
+        Legs::Both => graph.centres().ok_or_else(unjoined)?,
+        Legs::Up | Legs::Down => vec![root_rank(spec)],
     };
     let collective = Collective::new(topo, spec.clone())?;
     let chunks = collective.chunk_count();
@@ -298,11 +315,16 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
     let way = |e: usize, from: usize| usize::from(graph.edges[e].a != from);
     let load = |uses: &[[u64; 2]], e: usize, from: usize| -> f64 {
         let edge = &graph.edges[e];
-        match legs {
-            Legs::Both => uses[e][0] as f64 / edge.capacity,
+        let (used, gbps) = match legs {
+            Legs::Both => (uses[e][0], edge.capacity),
             // Chunks leave `from` down the tree, or come up to it.
-            Legs::Down => uses[e][way(e, from)] as f64 / edge.bandwidth[way(e, from)],
-            Legs::Up => uses[e][1 - way(e, from)] as f64 / edge.bandwidth[1 - way(e, from)],
+            Legs::Down => (uses[e][way(e, from)], edge.bandwidth[way(e, from)]),
+            Legs::Up => (uses[e][1 - way(e, from)], edge.bandwidth[1 - way(e, from)]),
+        };
+        if gbps > 0.0 {
+            used as f64 / gbps
+        } else {
+            f64::INFINITY
         }
     };
     for chunk in 0..chunks {
@@ -311,6 +333,9 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
             |e, from| load(&uses, e, from),
             roots[chunk % roots.len()],
         );
+        if tree.parent.iter().filter(|p| p.is_some()).count() < n - 1 {
+            return Err(unjoined());
+        }
         for (v, link) in tree.parent.iter().enumerate() {
             if let Some((p, e)) = *link {
                 if legs.down() {
@@ -321,7 +346,7 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
                 }
             }
         }
-        hops.add(&graph, &tree, chunk, legs);
+        hops.add(&graph, &tree, chunk, legs)?;
     }
     hops.schedule(topo, collective.chunk_bytes())
 }
@@ -356,7 +381,7 @@ impl Hops {
     /// member's reduction waits for its children's; a broadcast from the root waits for
     /// the root's children's reductions (if any), any other for the broadcast into its
     /// sender.
-    fn add(&mut self, graph: &Graph, tree: &Tree, chunk: usize, legs: Legs) {
+    fn add(&mut self, graph: &Graph, tree: &Tree, chunk: usize, legs: Legs) -> Result<()> {
         let n = tree.parent.len();
         let mut children = vec![Vec::new(); n];
         for (v, link) in tree.parent.iter().enumerate() {
@@ -384,8 +409,12 @@ impl Hops {
             let up = legs.up().then_some((true, v));
             let down = legs.down().then_some((false, p));
             for (reduce, from) in up.into_iter().chain(down) {
+                // `grow` takes an edge only the way a link runs.
+                let link = graph.link_from(e, from).ok_or_else(|| {
+                    Error::baseline("trees", "trees: a tree took an edge no link runs along")
+                })?;
                 self.chunk.push(chunk as u32);
-                self.link.push(graph.link_from(e, from) as u32);
+                self.link.push(link as u32);
                 self.reduce.push(reduce);
                 let waits = match (reduce, p == tree.root) {
                     (true, _) => children[v].len(),
@@ -404,6 +433,7 @@ impl Hops {
                 self.next_start.push(self.next.len() as u32);
             }
         }
+        Ok(())
     }
 
     /// List scheduling: every hop starts when its data is there and its link is free,
@@ -519,6 +549,18 @@ mod tests {
                     let simulated = simulate_schedule(&topo, &schedule).unwrap().time_ps;
                     assert_eq!(simulated, report.collective_time_ps, "{spec} {kind} K={k}");
                 }
+            }
+        }
+        // A Broadcast's or Reduce's trees carry chunks one way: links without a reverse
+        // serve them (a one-way ring; one crossed with a fully connected dimension).
+        for spec in ["uniring:6", "multi:U4xF4,bw=100:25"] {
+            let topo = parse_spec(spec, &SpecDefaults::default()).unwrap();
+            for kind in [CollectiveKind::Broadcast, CollectiveKind::Reduce] {
+                let c = Collective::over_all(&topo, kind, Some(3), 2, 1 << 20).unwrap();
+                let schedule = Baseline::Trees.schedule(&topo, c.spec()).unwrap();
+                let report = check(&schedule, &topo).unwrap();
+                let simulated = simulate_schedule(&topo, &schedule).unwrap().time_ps;
+                assert_eq!(simulated, report.collective_time_ps, "{spec} {kind}");
             }
         }
     }
