@@ -68,7 +68,7 @@ impl Graph {
             return Err(Error::baseline(
                 "trees",
                 format!(
-                    "trees: {} has switches; packed trees need NPUs joined by links both ways",
+                    "trees: {} has switches; packed trees need NPUs joined by links, not through switches",
                     topo.name()
                 ),
             ));
