@@ -15,6 +15,7 @@ use super::calendar::Arrivals;
 use super::fabric::{Fabric, Routes};
 use super::fast::FastPaths;
 use super::gates::Gates;
+use super::matching::Draws;
 use super::outbox::{Outbox, Sink};
 use super::ports::match_ports;
 use super::prefetch;
@@ -28,7 +29,6 @@ use crate::topology::{Link, LinkId, NpuId, Topology};
 use crate::units::{ps_to_us, Picos};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rand_pcg::Pcg32;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -59,11 +59,6 @@ const GATE_PROBES: usize = 64;
 /// Fewest destinations a thread takes on at once in a parallel matching round: below,
 /// handing them to another thread costs more than it saves.
 const PARALLEL_GRAIN: usize = 1024;
-
-/// A round's random stream; where the round's destinations are matched apart, each its
-/// own, so that its draws do not depend on which thread matched it nor on which
-/// destinations were matched before it.
-type Draws = Pcg32;
 
 /// A transfer a destination's matching decided, started once the round has matched every
 /// destination (`round`'s `Apart`).

@@ -7,8 +7,9 @@
 //! at a time, so the result is contention-free by construction; the schedule checker
 //! verifies it independently.
 //!
-//! Copying collectives are matched directly (`greedy`, whose one round loop is
-//! `greedy::round`, with `relay` for chunks that must cross NPUs that do not need them).
+//! Copying collectives are matched directly (`greedy`, with `relay` for chunks that must
+//! cross NPUs that do not need them); every matcher's rounds go through one round loop,
+//! `matching`.
 //! Combining ones are the time reversal of their copying dual on the reversed topology, and
 //! All-Reduce is Reduce-Scatter then All-Gather (`phases` says so once; `compose` holds
 //! several collectives as one problem and pipelines All-Reduce). Where the topology is identical nodes, one node can be matched and its
@@ -22,6 +23,7 @@ mod fabric;
 mod fast;
 mod gates;
 mod greedy;
+mod matching;
 pub mod memory;
 mod order;
 mod outbox;

@@ -17,10 +17,14 @@
 //! 0. A switch the shift maps to itself (a rail) joins NPU r of node 0 to the same class
 //! of NPU in every other node: any of them holding chunk x's shift, that is node 0's r
 //! holding any chunk of x's orbit, can send it, so such a switch needs a count per orbit,
-//! not a sender per node. Combining collectives are the time reversal of the All-Gather
-//! on the reversed topology, as `compose` makes them; an All-Reduce is composed phased.
-//! What comes out is checked like any other schedule.
+//! not a sender per node. Node 0's NPUs are matched by the round loop every matcher shares
+//! (`synth::matching`), seated on node 0's state: a receiver's links there are its
+//! channels, each a class of shifted links (or, through a rail, one down link and a choice
+//! of senders). Combining collectives are the time reversal of the All-Gather on the
+//! reversed topology, as `compose` makes them; an All-Reduce is composed phased. What comes
+//! out is checked like any other schedule.
 
+use super::matching::{match_in_turn, Draws, Offer, Seat, Turn};
 use super::phases::{reductions, Phases};
 use super::stars::Stars;
 use crate::collective::{Collective, CollectiveKind};
@@ -202,7 +206,7 @@ impl Bits {
         chunks: &Chunks,
         orbit: usize,
         value: bool,
-        rng: &mut ChaCha8Rng,
+        rng: &mut impl Rng,
     ) -> Option<usize> {
         let row = &self.0[orbit * chunks.row_words..][..chunks.row_words];
         let start = rng.random_range(0..chunks.nodes);
@@ -246,7 +250,9 @@ struct Pick {
 }
 
 /// The matching of node 0's NPUs (the classes): what each holds, what each has claimed
-/// (holds or is getting), and where each can take chunks from.
+/// (holds or is getting), and where each can take chunks from. Its rounds go through the
+/// shared loop with node 0's classes as the destinations and each one's channels as its
+/// links (`Seat`).
 struct NodeMatcher {
     period: usize,
     chunks: Chunks,
@@ -271,6 +277,13 @@ struct NodeMatcher {
     missing: Vec<usize>,
     /// Per link (node 0's of each shift): when it is free.
     busy: Vec<Picos>,
+    /// The class being matched.
+    receiver: usize,
+    /// (end, class, chunk) of each transfer under way.
+    arrivals: BinaryHeap<Reverse<(Picos, u32, u32)>>,
+    /// Node 0's transfers so far, in start order.
+    out: Vec<Transfer>,
+    /// Orders each event's classes and seeds its round's stream.
     rng: ChaCha8Rng,
 }
 
@@ -322,6 +335,9 @@ impl NodeMatcher {
             in_node_per_orbit: vec![0; chunks.per_node],
             missing: vec![total; p],
             busy: vec![0; topo.links().len()],
+            receiver: 0,
+            arrivals: BinaryHeap::new(),
+            out: Vec::new(),
             rng: ChaCha8Rng::seed_from_u64(seed),
         };
         for r in 0..p {
@@ -425,8 +441,17 @@ impl NodeMatcher {
         }
     }
 
-    /// A chunk receiver `r` can take over its channel `way` at `now`, if any.
-    fn pick(&mut self, r: usize, way: usize, now: Picos) -> Option<Pick> {
+    /// Whether receiver `r`'s channel `way` is free at `now` (through a rail, its down
+    /// link: which sender's up link is free is the pick's to find).
+    fn is_free(&self, r: usize, way: usize, now: Picos) -> bool {
+        match self.channels[r][way] {
+            Channel::Single { up, down, .. } => self.busy[up] <= now && self.busy[down] <= now,
+            Channel::Shared { down, .. } => self.busy[down] <= now,
+        }
+    }
+
+    /// A chunk receiver `r` can take over its channel `way` (free) at `now`, if any.
+    fn pick(&mut self, r: usize, way: usize, now: Picos, rng: &mut Draws) -> Option<Pick> {
         match self.channels[r][way] {
             Channel::Single {
                 sender,
@@ -435,12 +460,9 @@ impl NodeMatcher {
                 duration,
                 pool,
             } => {
-                if self.busy[up] > now || self.busy[down] > now {
-                    return None;
-                }
                 let pool = &mut self.pools[pool];
                 while !pool.is_empty() {
-                    let x = pool.swap_remove(self.rng.random_range(0..pool.len())) as usize;
+                    let x = pool.swap_remove(rng.random_range(0..pool.len())) as usize;
                     if !self.claimed[r].get(&self.chunks, x) {
                         return Some(Pick {
                             chunk: x,
@@ -458,17 +480,14 @@ impl NodeMatcher {
                 down,
                 duration,
             } => {
-                if self.busy[down] > now {
-                    return None;
-                }
                 let n = self.senders[senders].len();
-                let first = self.rng.random_range(0..n);
+                let first = rng.random_range(0..n);
                 for i in 0..n {
                     let (c, up) = self.senders[senders][(first + i) % n];
                     if self.busy[up] > now {
                         continue;
                     }
-                    if let Some((chunk, sender)) = self.pick_shared(r, c) {
+                    if let Some((chunk, sender)) = self.pick_shared(r, c, rng) {
                         return Some(Pick {
                             chunk,
                             sender,
@@ -485,12 +504,12 @@ impl NodeMatcher {
 
     /// (chunk, sender) for receiver `r` from class `c`'s NPUs over a switch the shift
     /// fixes: a chunk of an orbit `c` holds some of, sent by the node holding it.
-    fn pick_shared(&mut self, r: usize, c: usize) -> Option<(usize, NpuId)> {
+    fn pick_shared(&mut self, r: usize, c: usize, rng: &mut Draws) -> Option<(usize, NpuId)> {
         let chunks = self.chunks;
         let list = self.orbits.get_mut(&(r, c))?;
         let mut draws = 0;
         while !list.is_empty() {
-            let at = self.rng.random_range(0..list.len());
+            let at = rng.random_range(0..list.len());
             let orbit = list[at] as usize;
             if self.claimed_in_orbit[r][orbit] as usize == chunks.nodes {
                 list.swap_remove(at);
@@ -508,61 +527,36 @@ impl NodeMatcher {
             } else {
                 &self.claimed[r]
             };
-            let node = wanted.pick(&chunks, orbit, false, &mut self.rng)?;
-            let from = self.held[c].pick(&chunks, orbit, true, &mut self.rng)?;
+            let node = wanted.pick(&chunks, orbit, false, rng)?;
+            let from = self.held[c].pick(&chunks, orbit, true, rng)?;
             let offset = (node + chunks.nodes - from) % chunks.nodes;
             return Some((chunks.chunk(orbit, node), offset * self.period + c));
         }
         None
     }
 
-    /// Matches until every class holds every chunk: at each arrival, each class in a
-    /// random order takes what it can over each free channel, in a random order. Returns
+    /// Matches until every class holds every chunk: at each arrival, the classes missing
+    /// some in a random order, each through the round loop over its channels. Returns
     /// node 0's transfers in start order.
     fn run(mut self, topo: &Topology) -> Result<Vec<Transfer>> {
-        let mut arrivals: BinaryHeap<Reverse<(Picos, u32, u32)>> = BinaryHeap::new();
-        let mut out = Vec::new();
-        let mut order: Vec<usize> = (0..self.period).collect();
+        let mut order = Vec::with_capacity(self.period);
+        let (mut free, mut sampling) = (Vec::new(), Vec::new());
         let mut now: Picos = 0;
         loop {
+            order.clear();
+            order.extend((0..self.period).filter(|&r| self.missing[r] > 0));
             order.shuffle(&mut self.rng);
-            for &r in &order {
-                if self.missing[r] == 0 {
-                    continue;
-                }
-                let mut ways: Vec<usize> = (0..self.channels[r].len()).collect();
-                ways.shuffle(&mut self.rng);
-                for way in ways {
-                    if self.missing[r] == 0 {
-                        break;
-                    }
-                    let Some(pick) = self.pick(r, way, now) else {
-                        continue;
-                    };
-                    let end = later(now, pick.duration, || "a replicated matching".into())?;
-                    self.busy[pick.up] = end;
-                    self.busy[pick.down] = end;
-                    self.claim(r, pick.chunk);
-                    arrivals.push(Reverse((end, r as u32, pick.chunk as u32)));
-                    out.push(Transfer::new(
-                        pick.chunk,
-                        pick.sender,
-                        r,
-                        now,
-                        end,
-                        Op::Copy,
-                    ));
-                }
-            }
-            let Some(&Reverse((next, _, _))) = arrivals.peek() else {
+            let mut draws = Draws::seed_from_u64(self.rng.random());
+            match_in_turn(&mut self, &order, now, &mut draws, &mut free, &mut sampling)?;
+            let Some(&Reverse((next, _, _))) = self.arrivals.peek() else {
                 break;
             };
             now = next;
-            while let Some(&Reverse((at, r, x))) = arrivals.peek() {
+            while let Some(&Reverse((at, r, x))) = self.arrivals.peek() {
                 if at != now {
                     break;
                 }
-                arrivals.pop();
+                self.arrivals.pop();
                 self.receive(r as usize, x as usize);
             }
         }
@@ -572,7 +566,60 @@ impl NodeMatcher {
                 topo.name()
             )));
         }
-        Ok(out)
+        Ok(self.out)
+    }
+}
+
+/// Node 0's state seated at the round loop: the destinations are its classes, a class's
+/// links its channels (numbered as `channels` lists them).
+impl Seat for NodeMatcher {
+    fn own_draws(&self, _: NpuId) -> Option<Draws> {
+        None
+    }
+
+    fn begin(&mut self, r: NpuId) {
+        self.receiver = r;
+    }
+
+    fn free_into(&mut self, r: NpuId, now: Picos, free: &mut Vec<LinkId>) {
+        free.clear();
+        if self.missing[r] > 0 {
+            free.extend((0..self.channels[r].len()).filter(|&way| self.is_free(r, way, now)));
+        }
+    }
+
+    fn is_planned(&self, _: LinkId) -> bool {
+        false
+    }
+
+    fn offer(&mut self, turn: Turn, way: LinkId, rng: &mut Draws) -> Result<Offer> {
+        let Turn { dst: r, now, .. } = turn;
+        if self.missing[r] == 0 {
+            return Ok(Offer::Nothing);
+        }
+        let Some(pick) = self.pick(r, way, now, rng) else {
+            return Ok(Offer::Nothing);
+        };
+        let end = later(now, pick.duration, || "a replicated matching".into())?;
+        self.busy[pick.up] = end;
+        self.busy[pick.down] = end;
+        self.claim(r, pick.chunk);
+        self.arrivals
+            .push(Reverse((end, r as u32, pick.chunk as u32)));
+        self.out.push(Transfer::new(
+            pick.chunk,
+            pick.sender,
+            r,
+            now,
+            end,
+            Op::Copy,
+        ));
+        Ok(Offer::Sent(way))
+    }
+
+    fn still_free(&mut self, _: LinkId, way: LinkId, now: Picos) -> bool {
+        // Channels into one switch port share its down link.
+        self.is_free(self.receiver, way, now)
     }
 }
 

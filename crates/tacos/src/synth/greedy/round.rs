@@ -1,14 +1,6 @@
-//! The matching round: the TACOS loop at one event of the time-expanded network.
-//!
-//! At each event the NPUs whose incoming links may have something to match (`dirty`) are
-//! matched one destination at a time by one loop, `match_destination`: while a free
-//! incoming link is left, pick one at random, draw a chunk from its pool (chunks its
-//! source holds that the destination needs), send it over the cheapest free link whose
-//! source holds it, and take that link out of the free ones. Everything else in the
-//! matcher keeps the pools, the holders and the links' times up to date between rounds.
-//!
-//! The loop reaches the matcher through a `Seat`, which says how a decided transfer takes
-//! effect:
+//! The matcher's rounds: at each event the NPUs whose incoming links may have something
+//! to match (`dirty`) go through the one round loop (`synth::matching`), seated one of
+//! two ways, which say how a decided transfer takes effect:
 //! - `InTurn`: started at once, so the next draw sees its links taken (through switches a
 //!   transfer takes ports other channels share; relays and fast paths read what it
 //!   changes). The destinations share the round's random stream, one after the other.
@@ -18,58 +10,14 @@
 //!   same result whatever the threads.
 
 use super::super::calendar::sort_distinct;
-use super::{Decided, Drawn, Draws, Matcher, IDLE, PARALLEL_GRAIN, PREFETCH_AHEAD, UNPLANNED};
+use super::super::matching::{match_in_turn, Draws, Offer, Seat, Turn};
+use super::{Decided, Drawn, Matcher, IDLE, PARALLEL_GRAIN, PREFETCH_AHEAD, UNPLANNED};
 use crate::error::Result;
 use crate::topology::{LinkId, NpuId};
 use crate::units::Picos;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::cmp::Reverse;
-
-/// What offering one free link to its destination came to.
-enum Offer {
-    /// Nothing to take over it this round (its pool is empty, or its gate found no sender).
-    Nothing,
-    /// A pool entry of no use was dropped; the link may still take another.
-    Dropped,
-    /// A transfer was decided over this link (the cheapest holder, not always the one drawn).
-    Sent(LinkId),
-}
-
-/// How the round's loop reaches the matcher's state: see the module doc.
-trait Seat<'a> {
-    fn matcher(&self) -> &Matcher<'a>;
-    /// The pools the loop draws from, and the slot of the first (the table's slots from
-    /// there on).
-    fn pools(&self) -> (&[Vec<u32>], usize);
-    /// The round's random stream for `dst`, where each destination has its own.
-    fn own_draws(&self, dst: NpuId) -> Option<Draws>;
-    /// `dst` is about to be matched.
-    fn begin(&mut self, dst: NpuId);
-    /// Fills `free` with the links into `dst` that can start a chunk at `now`.
-    fn free_into(&mut self, dst: NpuId, now: Picos, free: &mut Vec<LinkId>);
-    /// Whether the event's plan chose `link` (its pool is drawn from first).
-    fn is_planned(&self, link: LinkId) -> bool;
-    /// Offers `link` (free, into `dst`) its chance to carry a chunk; `free`: every link
-    /// into `dst` still free.
-    fn offer(
-        &mut self,
-        dst: NpuId,
-        link: LinkId,
-        free: &[LinkId],
-        now: Picos,
-        rng: &mut Draws,
-    ) -> Result<Offer>;
-    /// `taken` carries a chunk now: drops it, and whatever it made busy, from `free` and
-    /// `sampling`.
-    fn keep_free(
-        &mut self,
-        taken: LinkId,
-        free: &mut Vec<LinkId>,
-        sampling: &mut Vec<LinkId>,
-        now: Picos,
-    );
-}
 
 /// Each transfer started at once, the destinations in turn on the round's one stream.
 struct InTurn<'m, 'a> {
@@ -88,13 +36,9 @@ struct Apart<'m, 'a> {
     mine: usize,
 }
 
-impl<'a> Seat<'a> for InTurn<'_, 'a> {
-    fn matcher(&self) -> &Matcher<'a> {
-        self.m
-    }
-
-    fn pools(&self) -> (&[Vec<u32>], usize) {
-        (&self.m.pools, 0)
+impl Seat for InTurn<'_, '_> {
+    fn prefetch(&self, dirty: &[NpuId], k: usize) {
+        self.m.prefetch_ahead(&self.m.pools, 0, dirty, k);
     }
 
     fn own_draws(&self, _: NpuId) -> Option<Draws> {
@@ -113,14 +57,8 @@ impl<'a> Seat<'a> for InTurn<'_, 'a> {
         self.m.is_planned(link)
     }
 
-    fn offer(
-        &mut self,
-        dst: NpuId,
-        link: LinkId,
-        free: &[LinkId],
-        now: Picos,
-        rng: &mut Draws,
-    ) -> Result<Offer> {
+    fn offer(&mut self, turn: Turn, link: LinkId, rng: &mut Draws) -> Result<Offer> {
+        let Turn { dst, now, free } = turn;
         let m = &mut *self.m;
         if link >= m.explicit {
             let gate = link - m.explicit;
@@ -158,33 +96,17 @@ impl<'a> Seat<'a> for InTurn<'_, 'a> {
         Ok(Offer::Sent(d.link))
     }
 
-    fn keep_free(
-        &mut self,
-        taken: LinkId,
-        free: &mut Vec<LinkId>,
-        sampling: &mut Vec<LinkId>,
-        now: Picos,
-    ) {
+    fn still_free(&mut self, taken: LinkId, link: LinkId, now: Picos) -> bool {
+        // Channels sharing a physical link with `taken` (into the same switch port) are
+        // taken too.
         let m = &mut *self.m;
-        if m.routes.is_some() || taken >= m.explicit {
-            // Channels sharing a physical link with `taken` (into the same switch port)
-            // are taken too.
-            free.retain(|&l| l != taken && m.available(l, now));
-            sampling.retain(|&l| l != taken && m.available(l, now));
-        } else {
-            free.retain(|&l| l != taken);
-            sampling.retain(|&l| l != taken);
-        }
+        !(m.routes.is_some() || taken >= m.explicit) || m.available(link, now)
     }
 }
 
-impl<'a> Seat<'a> for Apart<'_, 'a> {
-    fn matcher(&self) -> &Matcher<'a> {
-        self.m
-    }
-
-    fn pools(&self) -> (&[Vec<u32>], usize) {
-        (self.pools, self.base)
+impl Seat for Apart<'_, '_> {
+    fn prefetch(&self, dirty: &[NpuId], k: usize) {
+        self.m.prefetch_ahead(self.pools, self.base, dirty, k);
     }
 
     fn own_draws(&self, dst: NpuId) -> Option<Draws> {
@@ -206,14 +128,8 @@ impl<'a> Seat<'a> for Apart<'_, 'a> {
         false
     }
 
-    fn offer(
-        &mut self,
-        dst: NpuId,
-        link: LinkId,
-        free: &[LinkId],
-        now: Picos,
-        rng: &mut Draws,
-    ) -> Result<Offer> {
+    fn offer(&mut self, turn: Turn, link: LinkId, rng: &mut Draws) -> Result<Offer> {
+        let Turn { dst, now, free } = turn;
         let pool = &mut self.pools[self.m.slot(link) - self.base];
         if pool.is_empty() {
             return Ok(Offer::Nothing);
@@ -230,92 +146,25 @@ impl<'a> Seat<'a> for Apart<'_, 'a> {
         )
     }
 
-    fn keep_free(
-        &mut self,
-        taken: LinkId,
-        free: &mut Vec<LinkId>,
-        sampling: &mut Vec<LinkId>,
-        _: Picos,
-    ) {
-        free.retain(|&l| l != taken);
-        sampling.retain(|&l| l != taken);
+    fn still_free(&mut self, _: LinkId, _: LinkId, _: Picos) -> bool {
+        // No routes: a transfer takes its own link alone.
+        true
     }
-}
-
-/// Matches the free incoming links of `dst` with chunks useful to it (the paper's loop):
-/// pick a free link at random (through switches, those the event's plan chose first),
-/// draw a chunk from its pool, send it over the cheapest free link whose source holds it
-/// (ties broken at random), until every free link is busy or nothing is left.
-/// `free` and `sampling` are scratch lists.
-fn match_destination<'a>(
-    seat: &mut impl Seat<'a>,
-    dst: NpuId,
-    now: Picos,
-    rng: &mut Draws,
-    free: &mut Vec<LinkId>,
-    sampling: &mut Vec<LinkId>,
-) -> Result<()> {
-    seat.free_into(dst, now, free);
-    if free.is_empty() {
-        return Ok(());
-    }
-    sampling.clone_from(free);
-    let mut planned: Vec<LinkId> = free
-        .iter()
-        .copied()
-        .filter(|&l| seat.is_planned(l))
-        .collect();
-    while !sampling.is_empty() {
-        let i = loop {
-            let Some(&l) = planned.last() else {
-                break rng.random_range(0..sampling.len());
-            };
-            match sampling.iter().position(|&s| s == l) {
-                Some(i) => break i,
-                None => {
-                    planned.pop();
-                }
-            }
-        };
-        match seat.offer(dst, sampling[i], free, now, rng)? {
-            Offer::Nothing => {
-                sampling.swap_remove(i);
-            }
-            Offer::Dropped => {}
-            Offer::Sent(taken) => seat.keep_free(taken, free, sampling, now),
-        }
-    }
-    Ok(())
-}
-
-/// Matches the destinations `dirty` one after the other, in their order.
-fn match_in_turn<'a>(
-    seat: &mut impl Seat<'a>,
-    dirty: &[NpuId],
-    now: Picos,
-    shared: &mut Draws,
-    free: &mut Vec<LinkId>,
-    sampling: &mut Vec<LinkId>,
-) -> Result<()> {
-    for (k, &dst) in dirty.iter().enumerate() {
-        let (pools, base) = seat.pools();
-        let m = seat.matcher();
-        if let Some(&ahead) = dirty.get(k + 2 * PREFETCH_AHEAD) {
-            m.prefetch_pool_heads(pools, base, ahead);
-        }
-        if let Some(&ahead) = dirty.get(k + PREFETCH_AHEAD) {
-            m.prefetch_pools(pools, base, ahead);
-        }
-        seat.begin(dst);
-        match seat.own_draws(dst) {
-            Some(mut own) => match_destination(seat, dst, now, &mut own, free, sampling)?,
-            None => match_destination(seat, dst, now, shared, free, sampling)?,
-        }
-    }
-    Ok(())
 }
 
 impl Matcher<'_> {
+    /// Asks the cache for the pools (`pools`, the table's slots from `base` on) of the
+    /// destinations after `dirty[k]`, the nearer ones' entries and the farther ones'
+    /// headers.
+    fn prefetch_ahead(&self, pools: &[Vec<u32>], base: usize, dirty: &[NpuId], k: usize) {
+        if let Some(&ahead) = dirty.get(k + 2 * PREFETCH_AHEAD) {
+            self.prefetch_pool_heads(pools, base, ahead);
+        }
+        if let Some(&ahead) = dirty.get(k + PREFETCH_AHEAD) {
+            self.prefetch_pools(pools, base, ahead);
+        }
+    }
+
     /// Matches the NPUs marked dirty; through switches, by the event's plan if `plan`.
     pub(super) fn match_round(&mut self, now: Picos, plan: bool) -> Result<()> {
         let mut dirty = std::mem::take(&mut self.dirty);
