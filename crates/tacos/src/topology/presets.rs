@@ -143,6 +143,15 @@ fn nic_share(
     (share.min(pcie_gbps), used)
 }
 
+/// A flag option's value as `sharp=` takes it.
+fn yes_no(flag: bool) -> &'static str {
+    if flag {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
 /// The error for an option a preset does not take, or takes only in some range.
 fn invalid(name: &str, option: &str, value: String, allowed: String) -> Error {
     Error::Invalid {
@@ -287,10 +296,7 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
     said("nic", opts.nic_gbps.map(|v| v.to_string()));
     said("nvlink", opts.nvlink_gbps.map(|v| v.to_string()));
     said("nvswitch", opts.nvswitch_gbps.map(|v| v.to_string()));
-    said(
-        "sharp",
-        opts.sharp.map(|s| if s { "yes" } else { "no" }.to_string()),
-    );
+    said("sharp", opts.sharp.map(|s| yes_no(s).to_string()));
     let nvswitch = Dim {
         kind: DimKind::SwitchVertex {
             prefix: Some("nvswitch-node"),
@@ -338,7 +344,7 @@ fn dgx1(opts: &PresetOptions) -> Result<Topology> {
         ("nics=", opts.nics.map(|v| v.to_string())),
         ("nic=", opts.nic_gbps.map(|v| v.to_string())),
         ("nvswitch=", opts.nvswitch_gbps.map(|v| v.to_string())),
-        ("sharp=", opts.sharp.map(|v| v.to_string())),
+        ("sharp=", opts.sharp.map(|v| yes_no(v).to_string())),
     ];
     if let Some((option, Some(value))) = unused.into_iter().find(|u| u.1.is_some()) {
         return Err(invalid(
