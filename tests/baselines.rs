@@ -43,23 +43,23 @@ fn spec_for(topo: &Topology, kind: CollectiveKind, k: usize) -> CollectiveSpec {
     }
 }
 
-/// Whether links that run both ways join every NPU, and no switch is in the way: what
-/// packed trees need.
+/// Whether NPUs joined both ways (by links, or by routes through switches) reach every
+/// NPU: what packed trees need.
 fn two_way_joined(topo: &Topology) -> bool {
     let n = topo.npus();
-    let both = |a: usize, b: usize| topo.links().iter().any(|l| l.src == b && l.dst == a);
+    let both = |a: usize, b: usize| topo.route(a, b).is_some() && topo.route(b, a).is_some();
     let mut reached = vec![false; n];
     let mut stack = vec![0];
     reached[0] = true;
     while let Some(v) = stack.pop() {
-        for l in topo.links().iter().filter(|l| l.src == v) {
-            if l.dst < n && !reached[l.dst] && both(v, l.dst) {
-                reached[l.dst] = true;
-                stack.push(l.dst);
+        for (w, seen) in reached.iter_mut().enumerate() {
+            if !*seen && both(v, w) {
+                *seen = true;
+                stack.push(w);
             }
         }
     }
-    !topo.has_switches() && reached.iter().all(|&r| r)
+    reached.iter().all(|&r| r)
 }
 
 #[test]

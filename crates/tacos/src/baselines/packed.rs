@@ -15,104 +15,98 @@
 //! free, and its broadcast starts as soon as its reduction is done.
 //!
 //! How: one chunk at a time, the minimum spanning tree under the links' loads so far
-//! (chunks over capacity: for All-Reduce an edge's, the lesser of the two directions'
-//! bandwidths, as it carries the chunk both ways; for Broadcast and Reduce the direction's
-//! own), grown from a centre of the graph (the root) by Prim's rule with ties to the
-//! shallower NPU, so that trees stay shallow where loads are equal. This greedy packing is the multiplicative-weights
-//! packing with linear lengths; chunks spread like the fractional packing once there are
-//! a few per edge. The hops are then list-scheduled: each link, when free, sends the
-//! oldest chunk (lowest index) whose data is ready there. On links between NPUs the
-//! simulator keeps each link's order, so it times the schedule as planned; a fixed step
-//! order instead makes a link wait, in order, for a chunk another link is still
-//! delaying.
+//! (chunks over bandwidth; an edge's load is that of the busiest link its chunk crosses,
+//! both ways for All-Reduce), grown from a centre of the graph (the root) by Prim's rule
+//! with ties to the shallower NPU, so that trees stay shallow where loads are equal. This
+//! greedy packing is the multiplicative-weights packing with linear lengths; chunks spread
+//! like the fractional packing once there are a few per edge. The hops are then
+//! list-scheduled: each link, when free, sends the oldest chunk (lowest index) whose data
+//! is ready there and whose other links are free. On links between NPUs the simulator
+//! keeps each link's order, so it times the schedule as planned; a fixed step order
+//! instead makes a link wait, in order, for a chunk another link is still delaying.
 //!
-//! Only for topologies of NPUs joined by links (no switch vertices: through a switch a tree
-//! would need Steiner vertices), both ways for All-Reduce, whose chunks go both ways along
-//! each tree edge.
+//! Through switches an edge joins two NPUs the topology routes between (`RouteCache`, as
+//! the checker and the simulator route them), and its hop holds every link of the route,
+//! cut-through. A switch forwards one copy per destination (it neither sums nor
+//! multicasts), so a tree branches at NPUs only and crosses switches; edges through the
+//! same switch port share that link's load, so the port is loaded as each edge joins, and
+//! the packing spreads a Broadcast over every NIC and NVLink port of a node rather than
+//! the root's alone.
 
 use super::{root_rank, Plan};
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
-use crate::schedule::{later, link_time_ps, Op, Transfer};
-use crate::topology::{LinkId, Topology};
+use crate::schedule::{later, link_time_ps, route_time_ps, Op, Transfer};
+use crate::topology::{Link, LinkId, NpuId, RouteCache, Topology};
 use crate::units::Picos;
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
-/// One undirected edge between members (ranks): the fastest link each way, their
-/// bandwidths (0 where no link runs that way) and the lesser of them.
+/// Most edge visits a packing may take: each tree's growth looks at every edge about once.
+/// Through switches every pair of NPUs a route joins is an edge, so a large fabric's
+/// trees would take minutes; the search keeps the matcher's schedule there.
+const MAX_EDGE_VISITS: u64 = 1 << 24;
+
+/// One undirected edge between members (ranks): the route each way (an index into
+/// `Graph::routes`; none where no link or route runs that way).
 struct Edge {
     a: usize,
     b: usize,
-    /// Link a -> b and link b -> a.
-    links: Ways,
-    bandwidth: [f64; 2],
-    capacity: f64,
+    routes: [Option<usize>; 2],
 }
 
-/// The fastest link each way between two members, where there is one.
-type Ways = [Option<LinkId>; 2];
+/// The links one way along an edge holds, and the NPUs at its ends.
+struct Route {
+    links: Vec<LinkId>,
+    src: NpuId,
+    dst: NpuId,
+}
 
-/// The members' two-way edges, and each member's edges (by index).
+/// The links each way between a pair of members (lower rank, higher rank).
+type Ways = [Option<Vec<LinkId>>; 2];
+
+/// The members' edges, each member's edges (by index), and the routes they run along.
 struct Graph {
     edges: Vec<Edge>,
     incident: Vec<Vec<usize>>,
+    routes: Vec<Route>,
 }
 
 impl Graph {
-    /// The links between `spec`'s NPUs (of parallel links, the fastest): pairs joined both
-    /// ways only, unless `one_way` (a tree that carries its chunks one way only may take a
-    /// link without its reverse).
-    fn new(topo: &Topology, spec: &CollectiveSpec, one_way: bool) -> Result<Graph> {
-        if topo.has_switches() {
-            return Err(Error::baseline(
-                "trees",
-                format!(
-                    "trees: {} has switches; packed trees need NPUs joined by links, not through switches",
-                    topo.name()
-                ),
-            ));
-        }
-        let mut rank = vec![usize::MAX; topo.npus()];
-        for (r, &npu) in spec.npus.iter().enumerate() {
-            rank[npu] = r;
-        }
-        // The fastest link each way between two members, by (lower rank, higher rank).
-        let mut both: HashMap<(usize, usize), Ways> = HashMap::new();
-        for (id, l) in topo.links().iter().enumerate() {
-            let (a, b) = (rank[l.src], rank[l.dst]);
-            if a == usize::MAX || b == usize::MAX || a == b {
-                continue;
-            }
-            let (key, way) = if a < b { ((a, b), 0) } else { ((b, a), 1) };
-            let slot = &mut both.entry(key).or_insert([None; 2])[way];
-            if slot.map_or(true, |best| {
-                topo.link(best).bandwidth_gbps < l.bandwidth_gbps
-            }) {
-                *slot = Some(id);
-            }
-        }
-        let mut pairs: Vec<((usize, usize), Ways)> = both.into_iter().collect();
-        pairs.sort_unstable_by_key(|&(key, _)| key);
+    /// The members' edges: pairs joined both ways only, unless `one_way` (a tree that
+    /// carries its chunks one way only may take a link without its reverse).
+    fn new(topo: &Topology, spec: &CollectiveSpec, one_way: bool) -> Graph {
+        let pairs = if topo.has_switches() {
+            routed_pairs(topo, spec)
+        } else {
+            linked_pairs(topo, spec)
+        };
         let mut graph = Graph {
             edges: Vec::new(),
             incident: vec![Vec::new(); spec.npus.len()],
+            routes: Vec::new(),
         };
         for ((a, b), ways) in pairs {
-            if ways.iter().all(Option::is_some) || one_way {
-                graph.incident[a].push(graph.edges.len());
-                graph.incident[b].push(graph.edges.len());
-                let bandwidth = ways.map(|l| l.map_or(0.0, |l| topo.link(l).bandwidth_gbps));
-                graph.edges.push(Edge {
-                    a,
-                    b,
-                    links: ways,
-                    bandwidth,
-                    capacity: bandwidth[0].min(bandwidth[1]),
-                });
+            if !(one_way || ways.iter().all(Option::is_some)) {
+                continue;
             }
+            let mut routes = [None, None];
+            for (way, links) in ways.into_iter().enumerate() {
+                if let Some(links) = links {
+                    let ends = topo.route_link(links.iter().copied());
+                    routes[way] = Some(graph.routes.len());
+                    graph.routes.push(Route {
+                        links,
+                        src: ends.src,
+                        dst: ends.dst,
+                    });
+                }
+            }
+            graph.incident[a].push(graph.edges.len());
+            graph.incident[b].push(graph.edges.len());
+            graph.edges.push(Edge { a, b, routes });
         }
-        Ok(graph)
+        graph
     }
 
     /// The members no farther (in hops) from the rest than any other, in rank order;
@@ -151,9 +145,9 @@ impl Graph {
         usize::from(self.edges[e].a != from)
     }
 
-    /// The link over edge `e` leaving member `from`.
-    fn link_from(&self, e: usize, from: usize) -> Option<LinkId> {
-        self.edges[e].links[self.way(e, from)]
+    /// The route over edge `e` leaving member `from`.
+    fn route_from(&self, e: usize, from: usize) -> Option<usize> {
+        self.edges[e].routes[self.way(e, from)]
     }
 
     fn other(&self, e: usize, v: usize) -> usize {
@@ -166,31 +160,156 @@ impl Graph {
     }
 }
 
+/// Each NPU's rank among `spec`'s members (`usize::MAX` for the others).
+fn ranks(topo: &Topology, spec: &CollectiveSpec) -> Vec<usize> {
+    let mut rank = vec![usize::MAX; topo.npus()];
+    for (r, &npu) in spec.npus.iter().enumerate() {
+        rank[npu] = r;
+    }
+    rank
+}
+
+/// The fastest link each way between two members (of parallel links) on a network of
+/// NPUs, by (lower rank, higher rank).
+fn linked_pairs(topo: &Topology, spec: &CollectiveSpec) -> Vec<((usize, usize), Ways)> {
+    let rank = ranks(topo, spec);
+    let mut both: HashMap<(usize, usize), [Option<LinkId>; 2]> = HashMap::new();
+    for (id, l) in topo.links().iter().enumerate() {
+        let (a, b) = (rank[l.src], rank[l.dst]);
+        if a == usize::MAX || b == usize::MAX || a == b {
+            continue;
+        }
+        let (key, way) = if a < b { ((a, b), 0) } else { ((b, a), 1) };
+        let slot = &mut both.entry(key).or_insert([None; 2])[way];
+        if slot.map_or(true, |best| {
+            topo.link(best).bandwidth_gbps < l.bandwidth_gbps
+        }) {
+            *slot = Some(id);
+        }
+    }
+    let mut pairs: Vec<((usize, usize), Ways)> = both
+        .into_iter()
+        .map(|(key, ways)| (key, ways.map(|l| l.map(|l| vec![l]))))
+        .collect();
+    pairs.sort_unstable_by_key(|&(key, _)| key);
+    pairs
+}
+
+/// The way each direction between two members runs where switches stand between NPUs:
+/// as a transfer between them is routed (a link between the NPUs where there is one, else
+/// through switches), by (lower rank, higher rank).
+fn routed_pairs(topo: &Topology, spec: &CollectiveSpec) -> Vec<((usize, usize), Ways)> {
+    let n = spec.npus.len();
+    let mut routes = RouteCache::new(topo);
+    let mut pairs = Vec::new();
+    for a in 0..n {
+        for b in a + 1..n {
+            let ab = routes
+                .between(spec.npus[a], spec.npus[b])
+                .map(<[_]>::to_vec);
+            let ba = routes
+                .between(spec.npus[b], spec.npus[a])
+                .map(<[_]>::to_vec);
+            if ab.is_some() || ba.is_some() {
+                pairs.push(((a, b), [ab, ba]));
+            }
+        }
+    }
+    pairs
+}
+
+/// Edges a packing of `spec` may look at: every pair of members through switches, else
+/// one per pair of opposite links at most.
+fn edges_at_most(topo: &Topology, spec: &CollectiveSpec) -> u64 {
+    let n = spec.npus.len() as u64;
+    if topo.has_switches() {
+        n * n.saturating_sub(1) / 2
+    } else {
+        topo.links().len() as u64
+    }
+}
+
+/// Bytes the edges and routes of a packing of `spec` hold at most (a route through
+/// switches has at most `MAX_ROUTE_LINKS` links).
+pub(super) fn graph_bytes(topo: &Topology, spec: &CollectiveSpec) -> u64 {
+    let per_edge = if topo.has_switches() {
+        2 * (crate::topology::limits::MAX_ROUTE_LINKS * std::mem::size_of::<LinkId>()
+            + std::mem::size_of::<Route>())
+    } else {
+        2 * (std::mem::size_of::<LinkId>() + std::mem::size_of::<Route>())
+    } + std::mem::size_of::<Edge>()
+        + 2 * std::mem::size_of::<usize>();
+    edges_at_most(topo, spec).saturating_mul(per_edge as u64)
+}
+
+/// The links' loads as the trees so far cross them: how long each is held for the bytes
+/// it carries. A hop holds every link of its route for as long as the route's narrowest
+/// link takes (cut-through), so a port shared by many routes is as busy as their sum.
+struct Loads<'g> {
+    graph: &'g Graph,
+    legs: Legs,
+    /// How long a chunk holds each route's links.
+    took: &'g [Picos],
+    held: Vec<Picos>,
+}
+
+impl Loads<'_> {
+    /// The routes a chunk of edge `e` takes when `from` is the end already in its tree:
+    /// down from it, up into it, or both (`None` where no route runs that way).
+    fn crossed(&self, e: usize, from: usize) -> impl Iterator<Item = Option<usize>> + use<> {
+        let routes = self.graph.edges[e].routes;
+        let down = self.graph.way(e, from);
+        let ways = [
+            self.legs.down().then_some(routes[down]),
+            self.legs.up().then_some(routes[1 - down]),
+        ];
+        ways.into_iter().flatten()
+    }
+
+    /// The load of taking edge `e` from `from`: how long the busiest link its chunk
+    /// crosses is held already; `None` where no route runs a way it must go.
+    fn of(&self, e: usize, from: usize) -> Option<Picos> {
+        let mut busiest = 0;
+        for route in self.crossed(e, from) {
+            for &l in &self.graph.routes[route?].links {
+                busiest = busiest.max(self.held[l]);
+            }
+        }
+        Some(busiest)
+    }
+
+    /// Holds every link edge `e` takes its chunk over, joined from `from`.
+    fn take(&mut self, e: usize, from: usize) {
+        for route in self.crossed(e, from).flatten() {
+            for &l in &self.graph.routes[route].links {
+                self.held[l] = self.held[l].saturating_add(self.took[route]);
+            }
+        }
+    }
+}
+
 /// A spanning tree over the members: each one's parent and the edge to it (none at the
-/// root), depth and height (the longest way down to a leaf).
+/// root), and depth.
 struct Tree {
     root: usize,
     parent: Vec<Option<(usize, usize)>>,
     depth: Vec<usize>,
-    height: Vec<usize>,
 }
 
 /// A candidate edge in Prim's heap: least load first, then the shallower end in the
 /// tree, then the lower edge index.
-#[derive(PartialEq)]
+#[derive(PartialEq, Eq)]
 struct Candidate {
-    load: f64,
+    load: Picos,
     depth: usize,
     edge: usize,
     to: usize,
 }
 
-impl Eq for Candidate {}
-
 impl Ord for Candidate {
     fn cmp(&self, other: &Self) -> Ordering {
         self.load
-            .total_cmp(&other.load)
+            .cmp(&other.load)
             .then(self.depth.cmp(&other.depth))
             .then(self.edge.cmp(&other.edge))
     }
@@ -202,51 +321,52 @@ impl PartialOrd for Candidate {
     }
 }
 
-/// The minimum spanning tree grown from `root` under `load(e, from)`: the load of taking
-/// edge `e` from `from`, the member already in the tree (infinite where it cannot be
-/// taken that way; members only such edges reach are left without a parent).
-fn grow(graph: &Graph, load: impl Fn(usize, usize) -> f64, root: usize) -> Tree {
+/// The minimum spanning tree grown from `root` under `loads`, each edge counted on its
+/// links as it joins (edges into members no route reaches the way a chunk must go stay
+/// out, and those members without a parent).
+fn grow(loads: &mut Loads, root: usize) -> Tree {
+    let graph = loads.graph;
     let n = graph.incident.len();
     let mut tree = Tree {
         root,
         parent: vec![None; n],
         depth: vec![0; n],
-        height: vec![0; n],
     };
     let mut joined = vec![false; n];
-    let mut order = Vec::with_capacity(n);
     let mut heap = BinaryHeap::new();
     let mut next = Some((root, None));
     while let Some((v, link)) = next.take() {
         if let Some((from, edge)) = link {
             tree.parent[v] = Some((from, edge));
             tree.depth[v] = tree.depth[from] + 1;
+            loads.take(edge, from);
         }
         joined[v] = true;
-        order.push(v);
+        // An edge no route runs along the way the chunk would go is never offered.
         for &e in &graph.incident[v] {
-            heap.push(Reverse(Candidate {
-                load: load(e, v),
-                depth: tree.depth[v],
-                edge: e,
-                to: graph.other(e, v),
-            }));
+            if let Some(load) = loads.of(e, v) {
+                heap.push(Reverse(Candidate {
+                    load,
+                    depth: tree.depth[v],
+                    edge: e,
+                    to: graph.other(e, v),
+                }));
+            }
         }
         while let Some(Reverse(c)) = heap.pop() {
-            // No link runs the way the chunk would go: what is left is out of reach.
-            if c.load.is_infinite() {
-                break;
+            if joined[c.to] {
+                continue;
             }
-            if !joined[c.to] {
-                next = Some((c.to, Some((graph.other(c.edge, c.to), c.edge))));
-                break;
+            // Loads only grow; through a switch the tree's own edges share its ports, so
+            // an edge whose load grew since it was offered is offered again at its new one.
+            let from = graph.other(c.edge, c.to);
+            let now = loads.of(c.edge, from).unwrap_or(Picos::MAX);
+            if now > c.load {
+                heap.push(Reverse(Candidate { load: now, ..c }));
+                continue;
             }
-        }
-    }
-    // Children join after their parents: heights from the last joined back.
-    for &v in order.iter().rev() {
-        if let Some((p, _)) = tree.parent[v] {
-            tree.height[p] = tree.height[p].max(tree.height[v] + 1);
+            next = Some((c.to, Some((from, c.edge))));
+            break;
         }
     }
     tree
@@ -289,7 +409,20 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
             ))
         }
     };
-    let graph = Graph::new(topo, spec, legs != Legs::Both)?;
+    let collective = Collective::new(topo, spec.clone())?;
+    let chunks = collective.chunk_count();
+    let visits = edges_at_most(topo, spec).saturating_mul(chunks as u64);
+    if visits > MAX_EDGE_VISITS {
+        return Err(Error::baseline(
+            "trees",
+            format!(
+                "trees: packing {chunks} trees over up to {} edges of {} takes {visits} edge visits, more than the {MAX_EDGE_VISITS} a packing is allowed; fewer chunks or NPUs fit",
+                edges_at_most(topo, spec),
+                topo.name()
+            ),
+        ));
+    }
+    let graph = Graph::new(topo, spec, legs != Legs::Both);
     let unjoined = || {
         let ways = if legs == Legs::Both {
             "two-way links"
@@ -308,59 +441,81 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
         Legs::Both => graph.centres().ok_or_else(unjoined)?,
         Legs::Up | Legs::Down => vec![root_rank(spec)],
     };
-    let collective = Collective::new(topo, spec.clone())?;
-    let chunks = collective.chunk_count();
     let legs_per_edge = if legs == Legs::Both { 2 } else { 1 };
     let mut hops = Hops::with_capacity(legs_per_edge * (n - 1) * chunks);
-    // Chunks each edge has carried each way (a -> b, b -> a), and their load: an
-    // All-Reduce tree's edge carries its chunk both ways, so its load is the busier way's
-    // over the lesser capacity; a Broadcast's or Reduce's one way over that way's.
-    let mut uses = vec![[0u64; 2]; graph.edges.len()];
-    let way = |e: usize, from: usize| graph.way(e, from);
-    let load = |uses: &[[u64; 2]], e: usize, from: usize| -> f64 {
-        let edge = &graph.edges[e];
-        let (used, gbps) = match legs {
-            Legs::Both => (uses[e][0], edge.capacity),
-            // Chunks leave `from` down the tree, or come up to it.
-            Legs::Down => (uses[e][way(e, from)], edge.bandwidth[way(e, from)]),
-            Legs::Up => (uses[e][1 - way(e, from)], edge.bandwidth[1 - way(e, from)]),
-        };
-        if gbps > 0.0 {
-            used as f64 / gbps
-        } else {
-            f64::INFINITY
-        }
+    // A Reduce is also laid out as the Broadcast down the same trees, each hop crossing its
+    // edge up, to be reversed in time: list scheduling forks well and joins less well, so
+    // the faster of the two is kept.
+    let mut mirrored = (legs == Legs::Up).then(|| Hops::with_capacity((n - 1) * chunks));
+    let took = graph
+        .routes
+        .iter()
+        .map(|r| route_time_ps(topo, &r.links, collective.chunk_bytes()))
+        .collect::<Result<Vec<Picos>>>()?;
+    // Loads count the time a hop holds its links for its bytes (over the route's
+    // narrowest link): latencies left out, the packing spreads chunks by bandwidth.
+    let weights = graph
+        .routes
+        .iter()
+        .map(|r| {
+            let narrowest = topo.route_link(r.links.iter().copied());
+            link_time_ps(
+                &Link {
+                    latency_us: 0.0,
+                    ..narrowest
+                },
+                collective.chunk_bytes(),
+            )
+        })
+        .collect::<Result<Vec<Picos>>>()?;
+    let mut loads = Loads {
+        graph: &graph,
+        legs,
+        took: &weights,
+        held: vec![0; topo.links().len()],
     };
     for chunk in 0..chunks {
-        let tree = grow(
-            &graph,
-            |e, from| load(&uses, e, from),
-            roots[chunk % roots.len()],
-        );
+        let tree = grow(&mut loads, roots[chunk % roots.len()]);
         if tree.parent.iter().filter(|p| p.is_some()).count() < n - 1 {
             return Err(unjoined());
         }
-        for (v, link) in tree.parent.iter().enumerate() {
-            if let Some((p, e)) = *link {
-                if legs.down() {
-                    uses[e][way(e, p)] += 1;
-                }
-                if legs.up() {
-                    uses[e][way(e, v)] += 1;
-                }
-            }
+        hops.add(&graph, &tree, chunk, legs, false)?;
+        if let Some(mirrored) = &mut mirrored {
+            mirrored.add(&graph, &tree, chunk, Legs::Down, true)?;
         }
-        hops.add(&graph, &tree, chunk, legs)?;
     }
-    hops.schedule(topo, collective.chunk_bytes())
+    let planned = hops.schedule(topo, &graph, &took)?;
+    let Some(mirrored) = mirrored else {
+        return Ok(planned);
+    };
+    let reversed = reversed_in_time(mirrored.schedule(topo, &graph, &took)?);
+    Ok(if makespan(&reversed) < makespan(&planned) {
+        reversed
+    } else {
+        planned
+    })
+}
+
+/// When the plan's last transfer ends.
+fn makespan(plan: &Plan) -> Picos {
+    plan.transfers.iter().map(|t| t.end_ps).max().unwrap_or(0)
+}
+
+/// `plan` run backwards: each transfer starts as long before the end as it ended after
+/// the start. Links carry what they carried, each at most one chunk at a time.
+fn reversed_in_time(mut plan: Plan) -> Plan {
+    let end = makespan(&plan);
+    for t in &mut plan.transfers {
+        (t.start_ps, t.end_ps) = (end - t.end_ps, end - t.start_ps);
+    }
+    plan
 }
 
 /// The hops of every chunk's tree and what each waits for.
 struct Hops {
-    /// Per hop: its chunk, its link (between two NPUs: its ends are the hop's), and
-    /// whether it reduces.
+    /// Per hop: its chunk, its route (in `Graph::routes`), and whether it reduces.
     chunk: Vec<u32>,
-    link: Vec<u32>,
+    route: Vec<u32>,
     reduce: Vec<bool>,
     /// How many hops each waits for.
     waits: Vec<u32>,
@@ -373,7 +528,7 @@ impl Hops {
     fn with_capacity(hops: usize) -> Hops {
         Hops {
             chunk: Vec::with_capacity(hops),
-            link: Vec::with_capacity(hops),
+            route: Vec::with_capacity(hops),
             reduce: Vec::with_capacity(hops),
             waits: Vec::with_capacity(hops),
             next_start: vec![0],
@@ -384,8 +539,16 @@ impl Hops {
     /// Chunk `chunk`'s reductions up `tree` and broadcasts down it, as `legs` says. A
     /// member's reduction waits for its children's; a broadcast from the root waits for
     /// the root's children's reductions (if any), any other for the broadcast into its
-    /// sender.
-    fn add(&mut self, graph: &Graph, tree: &Tree, chunk: usize, legs: Legs) -> Result<()> {
+    /// sender. `mirrored`: each hop crosses its edge the other way and reduces (a
+    /// Reduce's hops in the order of its Broadcast, to be reversed in time).
+    fn add(
+        &mut self,
+        graph: &Graph,
+        tree: &Tree,
+        chunk: usize,
+        legs: Legs,
+        mirrored: bool,
+    ) -> Result<()> {
         let n = tree.parent.len();
         let mut children = vec![Vec::new(); n];
         for (v, link) in tree.parent.iter().enumerate() {
@@ -413,13 +576,14 @@ impl Hops {
             let up = legs.up().then_some((true, v));
             let down = legs.down().then_some((false, p));
             for (reduce, from) in up.into_iter().chain(down) {
-                // `grow` takes an edge only the way a link runs.
-                let link = graph.link_from(e, from).ok_or_else(|| {
-                    Error::baseline("trees", "trees: a tree took an edge no link runs along")
+                // `grow` takes an edge only the way a route runs.
+                let from = if mirrored { graph.other(e, from) } else { from };
+                let route = graph.route_from(e, from).ok_or_else(|| {
+                    Error::baseline("trees", "trees: a tree took an edge no route runs along")
                 })?;
                 self.chunk.push(chunk as u32);
-                self.link.push(link as u32);
-                self.reduce.push(reduce);
+                self.route.push(route as u32);
+                self.reduce.push(reduce || mirrored);
                 let waits = match (reduce, p == tree.root) {
                     (true, _) => children[v].len(),
                     (false, true) if legs.up() => children[p].len(),
@@ -440,40 +604,50 @@ impl Hops {
         Ok(())
     }
 
-    /// List scheduling: every hop starts when its data is there and its link is free,
-    /// each link taking the lowest chunk ready for it.
-    fn schedule(self, topo: &Topology, chunk_bytes: f64) -> Result<Plan> {
+    /// List scheduling: every hop starts when its data is there and every link of its
+    /// route is free, each link taking the lowest chunk ready for it whose other links
+    /// are free too.
+    fn schedule(self, topo: &Topology, graph: &Graph, took: &[Picos]) -> Result<Plan> {
         let hops = self.chunk.len();
-        // A chunk's time on each link.
-        let took = topo
-            .links()
-            .iter()
-            .map(|l| link_time_ps(l, chunk_bytes))
-            .collect::<Result<Vec<Picos>>>()?;
+        let links_of = |h: usize| graph.routes[self.route[h] as usize].links.as_slice();
         let mut waits = self.waits;
-        let mut ready: Vec<BinaryHeap<Reverse<(u32, u32)>>> =
-            vec![BinaryHeap::new(); topo.links().len()];
+        // Per link, the ready hops crossing it that have not started: (chunk, hop).
+        let mut ready: Vec<BTreeSet<(u32, u32)>> = vec![BTreeSet::new(); topo.links().len()];
         let mut busy = vec![false; topo.links().len()];
         // Hops under way: (end, hop, start).
         let mut events: BinaryHeap<Reverse<(Picos, u32, Picos)>> = BinaryHeap::new();
         let mut plan = Plan::default();
         plan.transfers.reserve(hops);
-        let begin = |h: usize, now: Picos, events: &mut BinaryHeap<_>| {
-            let end = later(now, took[self.link[h] as usize], || {
-                "trees: a hop's end".to_string()
-            })?;
-            events.push(Reverse((end, h as u32, now)));
+        // Starts on `link` (free) the first hop ready there whose other links are free.
+        let start_on = |link: usize,
+                        now: Picos,
+                        ready: &mut [BTreeSet<(u32, u32)>],
+                        busy: &mut [bool],
+                        events: &mut BinaryHeap<_>| {
+            let found = ready[link]
+                .iter()
+                .find(|&&(_, h)| links_of(h as usize).iter().all(|&l| !busy[l]))
+                .copied();
+            if let Some((chunk, h)) = found {
+                for &l in links_of(h as usize) {
+                    ready[l].remove(&(chunk, h));
+                    busy[l] = true;
+                }
+                let end = later(now, took[self.route[h as usize] as usize], || {
+                    "trees: a hop's end".to_string()
+                })?;
+                events.push(Reverse((end, h, now)));
+            }
             Ok::<(), Error>(())
         };
-        for h in 0..hops {
-            if waits[h] == 0 {
-                ready[self.link[h] as usize].push(Reverse((self.chunk[h], h as u32)));
+        for (h, _) in waits.iter().enumerate().filter(|(_, &w)| w == 0) {
+            for &l in links_of(h) {
+                ready[l].insert((self.chunk[h], h as u32));
             }
         }
         for link in 0..ready.len() {
-            if let Some(Reverse((_, h))) = ready[link].pop() {
-                busy[link] = true;
-                begin(h as usize, 0, &mut events)?;
+            if !busy[link] {
+                start_on(link, 0, &mut ready, &mut busy, &mut events)?;
             }
         }
         // Links freed or given a ready hop by the hop that just ended.
@@ -481,32 +655,32 @@ impl Hops {
         while let Some(Reverse((now, h, started))) = events.pop() {
             let h = h as usize;
             let op = if self.reduce[h] { Op::Reduce } else { Op::Copy };
-            let link = topo.link(self.link[h] as usize);
+            let route = &graph.routes[self.route[h] as usize];
             plan.transfers.push(Transfer::new(
                 self.chunk[h] as usize,
-                link.src,
-                link.dst,
+                route.src,
+                route.dst,
                 started,
                 now,
                 op,
             ));
-            touched.push(self.link[h] as usize);
+            touched.extend_from_slice(&route.links);
             for &w in &self.next[self.next_start[h] as usize..self.next_start[h + 1] as usize] {
                 let w = w as usize;
                 waits[w] -= 1;
                 if waits[w] == 0 {
-                    let link = self.link[w] as usize;
-                    ready[link].push(Reverse((self.chunk[w], w as u32)));
-                    touched.push(link);
+                    for &l in links_of(w) {
+                        ready[l].insert((self.chunk[w], w as u32));
+                        touched.push(l);
+                    }
                 }
             }
-            busy[self.link[h] as usize] = false;
+            for &l in &route.links {
+                busy[l] = false;
+            }
             for link in touched.drain(..) {
                 if !busy[link] {
-                    if let Some(Reverse((_, w))) = ready[link].pop() {
-                        busy[link] = true;
-                        begin(w as usize, now, &mut events)?;
-                    }
+                    start_on(link, now, &mut ready, &mut busy, &mut events)?;
                 }
             }
         }
@@ -517,6 +691,7 @@ impl Hops {
 #[cfg(test)]
 mod tests {
     use super::super::Baseline;
+    use super::MAX_EDGE_VISITS;
     use crate::bounds::Bounds;
     use crate::collective::{Collective, CollectiveKind};
     use crate::schedule::check;
@@ -542,6 +717,12 @@ mod tests {
             "hypercube:3",
             "dragonfly:4x5,bw=400:200",
             "multi:R4xF4,bw=25:100",
+            // Through switches: one, a node's NVSwitch and its rails, a leaf-spine
+            // fabric, a three-level one.
+            "switch:6",
+            "preset:dgx-a100,nodes=2",
+            "clos:4x3,spine=2,oversub=2",
+            "rfs:2x2x4,bw=200:100:50",
         ] {
             for kind in Baseline::Trees.kinds() {
                 for k in [1, 3] {
@@ -621,15 +802,42 @@ mod tests {
         }
     }
 
+    /// A rail-optimized cluster's Broadcast is bounded by a node's ingress, its 8 NICs
+    /// together (the cut bound): trees that crossed to the other nodes only through the
+    /// root's own NIC would take 8 times as long. Packed through the switches, the trees
+    /// enter each node over every NIC and spread there over NVLink.
+    #[test]
+    fn a_broadcast_through_switches_spreads_over_every_nic() {
+        let topo = parse_spec("preset:dgx-h100,nodes=4", &SpecDefaults::default()).unwrap();
+        for kind in [CollectiveKind::Broadcast, CollectiveKind::Reduce] {
+            let c = Collective::over_all(&topo, kind, Some(9), 8, 1 << 30).unwrap();
+            let schedule = Baseline::Trees.schedule(&topo, c.spec()).unwrap();
+            let time = check(&schedule, &topo).unwrap().collective_time_ps;
+            let efficiency = Bounds::new(&topo, &c).efficiency(time);
+            assert!(efficiency > 0.8, "{kind}: {efficiency}");
+        }
+    }
+
     #[test]
     fn trees_need_two_way_links_between_npus() {
-        let (topo, c) = all_reduce("preset:dgx-a100", 1, 1 << 20);
-        let e = Baseline::Trees.schedule(&topo, c.spec()).unwrap_err();
-        assert!(e.to_string().contains("switches"), "{e}");
         // A one-way ring crossed with a fully connected dimension: the ring's links run
         // one way only, and the rest join only the NPUs of each fully connected group.
         let (topo, c) = all_reduce("multi:U4xF4,bw=100:25", 1, 1 << 20);
         let e = Baseline::Trees.schedule(&topo, c.spec()).unwrap_err();
         assert!(e.to_string().contains("do not join all 16 NPUs"), "{e}");
+    }
+
+    /// Through switches every pair of NPUs is an edge: 512 GPUs have 130,816, and their
+    /// 1,024 trees would look at them 134 million times, more than a packing may.
+    #[test]
+    fn a_packing_past_its_edge_visits_is_refused_before_it_starts() {
+        let (topo, c) = all_reduce("preset:dgx-h100,nodes=64", 1, 1 << 20);
+        let e = Baseline::Trees.schedule(&topo, c.spec()).unwrap_err();
+        let message = e.to_string();
+        assert!(
+            message.contains(&(130_816u64 * 1_024).to_string()),
+            "{message}"
+        );
+        assert!(message.contains(&MAX_EDGE_VISITS.to_string()), "{message}");
     }
 }
