@@ -135,7 +135,7 @@ pub struct AlgorithmArgs {
     pub plan: Option<PathBuf>,
     /// A baseline algorithm: ring, ring-uni, direct, rhd, dbt, hierarchical, or nccl
     /// (NCCL's own Ring or Tree, priced by the executor cost model); or trees, the
-    /// search's packed spanning trees (All-Reduce, Broadcast, Reduce; through switches too)
+    /// search's packed spanning trees (All-Reduce; Broadcast and Reduce, through switches too)
     #[arg(long, value_name = "NAME", value_parser = baseline)]
     pub baseline: Option<BaselineArg>,
 }

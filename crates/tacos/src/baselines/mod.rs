@@ -18,7 +18,7 @@
 //! | rhd | allgather, reducescatter, allreduce; broadcast, reduce (scatter/reduce-scatter + allgather/gather) | K, P x K for broadcast/reduce |
 //! | dbt | allreduce, broadcast, reduce | 2K, half per tree |
 //! | hierarchical | allgather, reducescatter, allreduce on composed topologies | K |
-//! | trees | allreduce, broadcast, reduce, over links or through switches | 2K, a tree each; 2 x P x K for broadcast/reduce |
+//! | trees | allreduce over links; broadcast, reduce over links or through switches | 2K, a tree each; 2 x P x K for broadcast/reduce |
 //!
 //! `trees` is not one users run: it is the search's own construction (packed spanning
 //! trees, module `packed`) that shares the baselines' path (a fixed plan the simulator
@@ -76,8 +76,8 @@ pub enum Baseline {
     /// (BlueConnect).
     Hierarchical,
     /// Spanning trees packed to the links' bandwidths, a chunk reduced up its tree and
-    /// broadcast back down (All-Reduce), or only down (Broadcast) or up (Reduce); a tree's
-    /// edges are links or routes through switches. Not a baseline users run: the search's
+    /// broadcast back down (All-Reduce, over links), or only down (Broadcast) or up
+    /// (Reduce), whose trees' edges may also be routes through switches. Not a baseline users run: the search's
     /// own candidate beside the matcher ([`Baseline::user_runs`]).
     Trees,
 }

@@ -25,9 +25,10 @@
 //! keeps each link's order, so it times the schedule as planned; a fixed step order
 //! instead makes a link wait, in order, for a chunk another link is still delaying.
 //!
-//! Through switches an edge joins two NPUs the topology routes between (`RouteCache`, as
-//! the checker and the simulator route them), and its hop holds every link of the route,
-//! cut-through. A switch forwards one copy per destination (it neither sums nor
+//! Through switches (Broadcast and Reduce: an All-Reduce's trees lost to the matcher on
+//! every switched network measured, so they are not tried there) an edge joins two NPUs
+//! the topology routes between (`RouteCache`, as the checker and the simulator route
+//! them), and its hop holds every link of the route, cut-through. A switch forwards one copy per destination (it neither sums nor
 //! multicasts), so a tree branches at NPUs only and crosses switches; edges through the
 //! same switch port share that link's load, so the port is loaded as each edge joins, and
 //! the packing spreads a Broadcast over every NIC and NVLink port of a node rather than
@@ -409,6 +410,15 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
             ))
         }
     };
+    if legs == Legs::Both && topo.has_switches() {
+        return Err(Error::baseline(
+            "trees",
+            format!(
+                "trees: an All-Reduce's trees are not packed through switches ({} has them): the matcher's Reduce-Scatter and All-Gather were faster on every switched network measured",
+                topo.name()
+            ),
+        ));
+    }
     let collective = Collective::new(topo, spec.clone())?;
     let chunks = collective.chunk_count();
     let visits = edges_at_most(topo, spec).saturating_mul(chunks as u64);
@@ -717,16 +727,24 @@ mod tests {
             "hypercube:3",
             "dragonfly:4x5,bw=400:200",
             "multi:R4xF4,bw=25:100",
-            // Through switches: one, a node's NVSwitch and its rails, a leaf-spine
-            // fabric, a three-level one.
+        ] {
+            for kind in Baseline::Trees.kinds() {
+                for k in [1, 3] {
+                    checked_as_planned(spec, *kind, k);
+                }
+            }
+        }
+        // Through switches (Broadcast and Reduce): one, a node's NVSwitch and its rails, a
+        // leaf-spine fabric, a three-level one.
+        for spec in [
             "switch:6",
             "preset:dgx-a100,nodes=2",
             "clos:4x3,spine=2,oversub=2",
             "rfs:2x2x4,bw=200:100:50",
         ] {
-            for kind in Baseline::Trees.kinds() {
+            for kind in [CollectiveKind::Broadcast, CollectiveKind::Reduce] {
                 for k in [1, 3] {
-                    checked_as_planned(spec, *kind, k);
+                    checked_as_planned(spec, kind, k);
                 }
             }
         }
@@ -820,6 +838,9 @@ mod tests {
 
     #[test]
     fn trees_need_two_way_links_between_npus() {
+        let (topo, c) = all_reduce("preset:dgx-a100", 1, 1 << 20);
+        let e = Baseline::Trees.schedule(&topo, c.spec()).unwrap_err();
+        assert!(e.to_string().contains("not packed through switches"), "{e}");
         // A one-way ring crossed with a fully connected dimension: the ring's links run
         // one way only, and the rest join only the NPUs of each fully connected group.
         let (topo, c) = all_reduce("multi:U4xF4,bw=100:25", 1, 1 << 20);
@@ -827,11 +848,14 @@ mod tests {
         assert!(e.to_string().contains("do not join all 16 NPUs"), "{e}");
     }
 
-    /// Through switches every pair of NPUs is an edge: 512 GPUs have 130,816, and their
-    /// 1,024 trees would look at them 134 million times, more than a packing may.
+    /// Through switches every pair of NPUs is an edge: 512 GPUs have 130,816, and a
+    /// Broadcast's 1,024 trees would look at them 134 million times, more than a packing
+    /// may.
     #[test]
     fn a_packing_past_its_edge_visits_is_refused_before_it_starts() {
-        let (topo, c) = all_reduce("preset:dgx-h100,nodes=64", 1, 1 << 20);
+        let topo = parse_spec("preset:dgx-h100,nodes=64", &SpecDefaults::default()).unwrap();
+        let c =
+            Collective::over_all(&topo, CollectiveKind::Broadcast, Some(0), 1, 1 << 20).unwrap();
         let e = Baseline::Trees.schedule(&topo, c.spec()).unwrap_err();
         let message = e.to_string();
         assert!(
