@@ -18,8 +18,8 @@
 //!    has been stored to it.
 //!
 //! Per GPU its NIC carries 2(N-1)/N of its share each way, as a ring over the rail would.
-//! With `staggered`, threadblock t starts its switch reduction only once t-1's is done (an
-//! intra-GPU semaphore), so one piece's rail exchange overlaps the next piece's reduction.
+//! With a stagger d, threadblock t starts its switch reduction only once t-d's is done (an
+//! intra-GPU semaphore), so pieces' rail exchanges overlap later pieces' reductions.
 //!
 //! Buffers: in place only, as the one-node plan (`nvls`): a switch channel binds one
 //! buffer, which both the reduction reads and the multicast writes. Port channels write
@@ -44,8 +44,8 @@ pub struct Shape {
     pub gpus_per_node: usize,
     /// Threadblocks per GPU, each with its own piece of every share.
     pub instances: usize,
-    /// Whether a threadblock's switch reduction waits for the previous threadblock's.
-    pub staggered: bool,
+    /// 0, or d: threadblock t's switch reduction waits for threadblock t-d's.
+    pub stagger: usize,
 }
 
 /// Message sizes at or past this do not fit the executor's 32-bit byte offsets.
@@ -56,7 +56,7 @@ const MAX_SIZE_BYTES: u64 = 1 << 32;
 /// ```
 /// use tacos::mscclpp::nvls_rail::{all_reduce, Shape};
 /// use tacos::mscclpp::{verify, VerifyOptions};
-/// let shape = Shape { nodes: 2, gpus_per_node: 8, instances: 2, staggered: true };
+/// let shape = Shape { nodes: 2, gpus_per_node: 8, instances: 2, stagger: 1 };
 /// let plan = all_reduce(&shape, 1 << 24, "nvls-rail").unwrap();
 /// let at = VerifyOptions { size: Some(1 << 24), root: None };
 /// assert_eq!(verify(&plan, &at).unwrap().ranks, 16);
@@ -66,11 +66,17 @@ pub fn all_reduce(shape: &Shape, size_bytes: u64, name: &str) -> Result<Plan> {
         nodes,
         gpus_per_node,
         instances,
-        staggered,
+        stagger,
     } = *shape;
     admit(shape, size_bytes)?;
     let (p, t_count, n_count) = (gpus_per_node, instances, nodes);
     let chunks = p * t_count * n_count;
+    // Semaphore t orders threadblock t's reduction before threadblock t+d's.
+    let semaphores = if stagger > 0 {
+        t_count.saturating_sub(stagger)
+    } else {
+        0
+    };
     let gpus = (0..n_count * p)
         .map(|rank| {
             let (node, g) = (rank / p, rank % p);
@@ -119,11 +125,7 @@ pub fn all_reduce(shape: &Shape, size_bytes: u64, name: &str) -> Result<Plan> {
                         access_channel_types: vec![ChannelType::Port],
                     })
                     .collect(),
-                semaphores: if staggered {
-                    vec![Semaphore { init_value: 0 }; t_count - 1]
-                } else {
-                    Vec::new()
-                },
+                semaphores: vec![Semaphore { init_value: 0 }; semaphores],
             }
         })
         .collect();
@@ -215,8 +217,9 @@ fn threadblock_ops(shape: &Shape, node: usize, g: usize, t: usize) -> Vec<Operat
     };
     let mut ops = Vec::new();
     meet(&mut ops, p - 1);
-    if shape.staggered && t > 0 {
-        ops.push(semaphore("sem_acquire", t - 1));
+    let d = shape.stagger;
+    if d > 0 && t >= d {
+        ops.push(semaphore("sem_acquire", t - d));
     }
     ops.push(Operation {
         name: "glres".into(),
@@ -226,7 +229,7 @@ fn threadblock_ops(shape: &Shape, node: usize, g: usize, t: usize) -> Vec<Operat
         ..Operation::default()
     });
     ops.push(nop());
-    if shape.staggered && t + 1 < tt {
+    if d > 0 && t + d < tt {
         ops.push(semaphore("sem_release", t));
     }
     let node_sums = others
@@ -270,12 +273,12 @@ mod tests {
     use super::*;
     use crate::mscclpp::{verify, VerifyOptions};
 
-    fn shape(nodes: usize, instances: usize, staggered: bool) -> Shape {
+    fn shape(nodes: usize, instances: usize, stagger: usize) -> Shape {
         Shape {
             nodes,
             gpus_per_node: 8,
             instances,
-            staggered,
+            stagger,
         }
     }
 
@@ -295,8 +298,8 @@ mod tests {
         // sum of every rank's input chunk, with no race, deadlock or unmatched signal.
         for nodes in [2, 4] {
             for instances in [1, 2, 4, 8] {
-                for staggered in [false, true] {
-                    let s = shape(nodes, instances, staggered);
+                for stagger in [0, 1, 2] {
+                    let s = shape(nodes, instances, stagger);
                     let size = 16 * (nodes * 8 * instances) as u64 * 64;
                     let plan = all_reduce(&s, size, "rail").unwrap();
                     let report = checked(&plan, size).unwrap_or_else(|e| panic!("{s:?}: {e}"));
@@ -315,7 +318,7 @@ mod tests {
     #[test]
     fn a_dropped_rail_signal_is_refused_naming_where() {
         let size = 16 * 16 * 2 * 64;
-        let mut plan = all_reduce(&shape(2, 2, true), size, "rail").unwrap();
+        let mut plan = all_reduce(&shape(2, 2, 1), size, "rail").unwrap();
         // Rank 9 (node 1, GPU 1), threadblock 1: its second put goes without its signal.
         let ops = &mut plan.gpus[9].threadblocks[1].ops;
         let second = ops.iter().rposition(|o| o.name == "pws").unwrap();
@@ -330,7 +333,7 @@ mod tests {
     #[test]
     fn a_rail_sum_missing_a_node_is_refused_as_a_wrong_result() {
         let size = 16 * 32 * 64;
-        let mut plan = all_reduce(&shape(2, 1, false), size, "rail").unwrap();
+        let mut plan = all_reduce(&shape(2, 1, 0), size, "rail").unwrap();
         let re = plan.gpus[3].threadblocks[0]
             .ops
             .iter_mut()
@@ -343,15 +346,15 @@ mod tests {
 
     #[test]
     fn shapes_past_the_executor_limits_are_refused_naming_the_limit() {
-        let e = all_reduce(&shape(10, 1, false), 16 * 80, "x")
+        let e = all_reduce(&shape(10, 1, 0), 16 * 80, "x")
             .unwrap_err()
             .to_string();
         assert!(e.contains("8 channels per operation"), "{e}");
-        let e = all_reduce(&shape(2, 1, false), 1000, "x")
+        let e = all_reduce(&shape(2, 1, 0), 1000, "x")
             .unwrap_err()
             .to_string();
         assert!(e.contains("multiple of 256 bytes"), "{e}");
-        let e = all_reduce(&shape(2, 1, false), 1 << 32, "x")
+        let e = all_reduce(&shape(2, 1, 0), 1 << 32, "x")
             .unwrap_err()
             .to_string();
         assert!(e.contains("under 4 GiB"), "{e}");

@@ -207,13 +207,13 @@ fn in_switch_plan(
     } else if rails(&npus, &machine, executor.domain_size) {
         let name = format!("tacos-allreduce-nvls-rail-{}", topo.name());
         let plans = instances
-            .flat_map(|t| [false, true].map(|staggered| (t, staggered)))
-            .map(|(instances, staggered)| {
+            .flat_map(|t| [0, 1, 2].map(|stagger| (t, stagger)))
+            .map(|(instances, stagger)| {
                 let shape = crate::mscclpp::nvls_rail::Shape {
                     nodes: machine.nodes,
                     gpus_per_node: machine.gpus_per_node,
                     instances,
-                    staggered,
+                    stagger,
                 };
                 crate::mscclpp::nvls_rail::all_reduce(&shape, size, &name)
             })
