@@ -177,7 +177,8 @@ pub fn plan(
 /// place), with its time under `executor`; None where it does not apply. On one NVSwitch
 /// whose GPUs reduce in it (NVLS: Hopper and later) that is the node plan (`nvls`); on
 /// several such nodes of equal size with a NIC per GPU, the NVLS + rail plan
-/// (`nvls_rail`), staggered or not. Each is tried on 1 to 8 threadblocks per GPU.
+/// (`nvls_rail`), its threadblocks' switch reductions staggered by 0, 1 or 2. Each is
+/// tried on 1 to 8 threadblocks per GPU.
 fn in_switch_plan(
     topo: &Topology,
     request: &Request,
@@ -194,12 +195,12 @@ fn in_switch_plan(
     if !applies {
         return None;
     }
-    let name = format!("tacos-allreduce-nvls-{}", topo.name());
     let size = request.size_bytes;
     let instances = [1, 2, 4, 8]
         .into_iter()
         .filter(|&t| t <= options.max_threadblocks);
     let (label, candidates): (_, Vec<Result<Plan>>) = if machine.nodes == 1 {
+        let name = format!("tacos-allreduce-nvls-{}", topo.name());
         let plans = instances
             .map(|t| crate::mscclpp::nvls::all_reduce(npus.len(), t, size, &name))
             .collect();
@@ -208,6 +209,8 @@ fn in_switch_plan(
         let name = format!("tacos-allreduce-nvls-rail-{}", topo.name());
         let plans = instances
             .flat_map(|t| [0, 1, 2].map(|stagger| (t, stagger)))
+            // A stagger of the threadblocks or more orders nothing: the plan of 0.
+            .filter(|&(t, stagger)| stagger < t || stagger == 0)
             .map(|(instances, stagger)| {
                 let shape = crate::mscclpp::nvls_rail::Shape {
                     nodes: machine.nodes,
