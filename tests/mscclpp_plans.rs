@@ -247,6 +247,54 @@ fn an_all_reduce_inside_the_nvswitch_is_timed_as_nvls_is_measured() {
 }
 
 #[test]
+fn on_several_h100_nodes_the_plan_search_prices_the_nvls_rail_plan_within_its_bounds() {
+    // 2 and 4 DGX H100 nodes, 256 MiB: the search tries the NVLS + rail plan beside the
+    // schedule's own and keeps the faster. Its price can beat neither bound: each node's
+    // switch reduces the whole buffer as one node's NVLS plan does (and multicasts it
+    // again), and each NIC carries 2(N-1)/N of its GPU's share of the buffer each way.
+    let size = 1u64 << 28;
+    let one = topology("preset:dgx-h100,nodes=1");
+    let one_executor = tacos::cost::Executor::for_topology(&one, None, None).unwrap();
+    let one_node_us = [1, 2, 4, 8]
+        .iter()
+        .map(|&t| {
+            let plan = tacos::mscclpp::nvls::all_reduce(8, t, size, "nvls").unwrap();
+            let timer = tacos::mscclpp::PlanTimer::new(&plan).unwrap();
+            timer.time_ps(&one_executor, &one, size).unwrap() as f64 / 1e6
+        })
+        .fold(f64::MAX, f64::min);
+    for nodes in [2, 4] {
+        let topo = topology(&format!("preset:dgx-h100,nodes={nodes}"));
+        let executor = tacos::cost::Executor::for_topology(&topo, None, None).unwrap();
+        let nic = topo
+            .links()
+            .iter()
+            .map(|l| l.bandwidth_gbps)
+            .fold(f64::MAX, f64::min);
+        let share = size as f64 / 8.0;
+        let nic_us = 2.0 * (nodes - 1) as f64 / nodes as f64 * share
+            / (nic * executor.model.efficiency.net * 1e3);
+        let options = tacos::pipeline::Options {
+            chunks: tacos::pipeline::Chunks::Fixed(1),
+            executor: Some(executor),
+            ..tacos::pipeline::Options::default()
+        };
+        let request = Request::new(CollectiveKind::AllReduce, size);
+        let found =
+            tacos::pipeline::plan(&topo, &request, &options, &PlanOptions::default()).unwrap();
+        let kept = found.kept;
+        let tried = kept.in_switch_tried.expect("the NVLS + rail plan applies");
+        assert_eq!(tried.label, "NVLS + rail");
+        assert_eq!(kept.in_switch, tried.time_ps < kept.schedule_plan_ps);
+        let us = tried.time_ps as f64 / 1e6;
+        assert!(
+            us >= one_node_us && us >= nic_us,
+            "{nodes} nodes: {us} us against {one_node_us} (one node's NVLS) and {nic_us} (NIC)"
+        );
+    }
+}
+
+#[test]
 fn a_wait_naming_its_channel_twice_waits_for_two_signals_without_a_panic() {
     // Found by fuzzing the plan timer: a wait op listing channel 0 twice consumed two
     // signals where it had checked for one.

@@ -293,10 +293,11 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         Some(verified) => args.msccl.write(verified)?.map(|path| (verified, path)),
         None => None,
     };
-    // Where the plan reduces inside the NVSwitch: the time of the schedule's own plan.
-    let beaten = planned
-        .as_ref()
-        .and_then(|p| p.in_switch.then_some(p.schedule_plan_ps));
+    // An in-switch plan tried: whether it was kept, and the schedule's own plan's time.
+    let in_switch = planned.as_ref().and_then(|p| {
+        p.in_switch_tried
+            .map(|tried| (tried, p.in_switch, p.schedule_plan_ps))
+    });
     // The plan and its time under the executor cost model: as the plan search kept them,
     // or, with --xml, the --xml search's schedule lowered and priced the same way.
     let searched = match (planned, &args.plan, &executor) {
@@ -549,11 +550,18 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
             path.display(),
             super::describe_plan(plan)
         );
-        if let Some(ps) = beaten {
-            println!(
-                "                     reduced inside the NVSwitch (NVLS): faster than the schedule above, whose own plan takes {:.3} us",
-                ps_to_us(ps)
-            );
+        match in_switch {
+            Some((tried, true, schedule_ps)) => println!(
+                "                     reduced inside the NVSwitch ({}): faster than the schedule above, whose own plan takes {:.3} us",
+                tried.label,
+                ps_to_us(schedule_ps)
+            ),
+            Some((tried, false, _)) => println!(
+                "                     the schedule's own; the in-switch plan ({}) takes {:.3} us ({model}), not kept",
+                tried.label,
+                ps_to_us(tried.time_ps)
+            ),
+            None => {}
         }
         if let Some(ps) = plan_ps {
             println!("plan time            {:.3} us ({model})", ps_to_us(ps));

@@ -6,6 +6,7 @@
 
 mod lower;
 pub mod nvls;
+pub mod nvls_rail;
 pub mod plan;
 mod timing;
 pub mod verify;

@@ -37,55 +37,32 @@ pub fn all_reduce(ranks: usize, instances: usize, size_bytes: u64, name: &str) -
     }
     let instances = instances.max(1);
     let peers = ranks - 1;
+    let members: Vec<usize> = (0..ranks).collect();
     let gpus = (0..ranks)
-        .map(|r| {
-            let others: Vec<usize> = (0..ranks).filter(|&q| q != r).collect();
-            let threadblocks = (0..instances)
+        .map(|r| Gpu {
+            id: r,
+            input_chunks: chunks,
+            output_chunks: chunks,
+            scratch_chunks: 0,
+            threadblocks: (0..instances)
                 .map(|t| Threadblock {
                     id: t,
                     ops: threadblock_ops(peers, r * instances + t),
-                    channels: vec![
-                        ThreadblockChannels {
-                            channel_type: ChannelType::Memory,
-                            channel_ids: (t * peers..(t + 1) * peers).collect(),
-                        },
-                        ThreadblockChannels {
-                            channel_type: ChannelType::Switch,
-                            channel_ids: vec![0],
-                        },
-                    ],
+                    channels: node_tb_channels(t, peers),
                     remote_buffer_refs: Vec::new(),
                 })
-                .collect();
-            Gpu {
-                id: r,
-                input_chunks: chunks,
-                output_chunks: chunks,
-                scratch_chunks: 0,
-                threadblocks,
-                channels: vec![
-                    Channel {
-                        channel_type: ChannelType::Memory,
-                        connected_to: Some(others.repeat(instances)),
-                        buffer_type: None,
-                        rank_groups: None,
-                    },
-                    Channel {
-                        channel_type: ChannelType::Switch,
-                        connected_to: None,
-                        buffer_type: Some(BufferType::Input),
-                        rank_groups: Some(vec![RankGroup {
-                            size: chunks,
-                            ranks: (0..ranks).collect(),
-                        }]),
-                    },
-                ],
-                remote_buffers: Vec::new(),
-                semaphores: Vec::new(),
-            }
+                .collect(),
+            channels: node_channels(r, &members, instances, chunks),
+            remote_buffers: Vec::new(),
+            semaphores: Vec::new(),
         })
         .collect();
-    Ok(Plan {
+    Ok(in_place_all_reduce(name, size_bytes, gpus))
+}
+
+/// An in-place All-Reduce plan of `gpus` for exactly `size_bytes`, Simple protocol.
+pub(super) fn in_place_all_reduce(name: &str, size_bytes: u64, gpus: Vec<Gpu>) -> Plan {
+    Plan {
         name: name.into(),
         collective: "allreduce".into(),
         protocol: "Simple".into(),
@@ -97,42 +74,94 @@ pub fn all_reduce(ranks: usize, instances: usize, size_bytes: u64, name: &str) -
         min_message_size: size_bytes,
         max_message_size: size_bytes,
         gpus,
-    })
+    }
+}
+
+/// A GPU's channels within its node of `members` (itself among them), for `instances`
+/// threadblocks: a memory channel to each peer per threadblock (threadblock t's are
+/// `t·peers..`, so each meets its namesakes), and one switch channel binding the input
+/// buffer's `chunks` over the whole node.
+pub(super) fn node_channels(
+    me: usize,
+    members: &[usize],
+    instances: usize,
+    chunks: usize,
+) -> Vec<Channel> {
+    let others: Vec<usize> = members.iter().copied().filter(|&q| q != me).collect();
+    vec![
+        Channel {
+            channel_type: ChannelType::Memory,
+            connected_to: Some(others.repeat(instances)),
+            buffer_type: None,
+            rank_groups: None,
+        },
+        Channel {
+            channel_type: ChannelType::Switch,
+            connected_to: None,
+            buffer_type: Some(BufferType::Input),
+            rank_groups: Some(vec![RankGroup {
+                size: chunks,
+                ranks: members.to_vec(),
+            }]),
+        },
+    ]
+}
+
+/// Threadblock `t`'s share of [`node_channels`]: its `peers` memory channels and the switch.
+pub(super) fn node_tb_channels(t: usize, peers: usize) -> Vec<ThreadblockChannels> {
+    vec![
+        ThreadblockChannels {
+            channel_type: ChannelType::Memory,
+            channel_ids: (t * peers..(t + 1) * peers).collect(),
+        },
+        ThreadblockChannels {
+            channel_type: ChannelType::Switch,
+            channel_ids: vec![0],
+        },
+    ]
 }
 
 /// One threadblock's operations: meet the peers, reduce `chunk` in the switch, meet again.
 fn threadblock_ops(peers: usize, chunk: usize) -> Vec<Operation> {
-    let meet = |ops: &mut Vec<Operation>| {
-        for name in ["signal", "wait"] {
-            let ids: Vec<usize> = (0..peers).collect();
-            for group in ids.chunks(MAX_CHANNELS_PER_OP) {
-                ops.push(Operation {
-                    name: name.into(),
-                    channel_type: Some(ChannelType::Memory),
-                    channel_ids: Some(group.to_vec()),
-                    ..Operation::default()
-                });
-            }
+    let mut ops = Vec::new();
+    meet(&mut ops, peers);
+    ops.push(Operation {
+        name: "glres".into(),
+        channel_type: Some(ChannelType::Switch),
+        src_buff: Some(vec![switch_range(chunk, 1)]),
+        dst_buff: Some(vec![switch_range(chunk, 1)]),
+        ..Operation::default()
+    });
+    ops.push(Operation::named("nop"));
+    meet(&mut ops, peers);
+    ops
+}
+
+/// A meeting of a threadblock with its `peers` node peers over its memory channels
+/// `0..peers`: a signal to each, a wait for each, and a `nop` that makes what the waits
+/// saw visible to the whole threadblock.
+pub(super) fn meet(ops: &mut Vec<Operation>, peers: usize) {
+    for name in ["signal", "wait"] {
+        let ids: Vec<usize> = (0..peers).collect();
+        for group in ids.chunks(MAX_CHANNELS_PER_OP) {
+            ops.push(Operation {
+                name: name.into(),
+                channel_type: Some(ChannelType::Memory),
+                channel_ids: Some(group.to_vec()),
+                ..Operation::default()
+            });
         }
-        ops.push(Operation::named("nop"));
-    };
-    let switch = |index| Buff {
+    }
+    ops.push(Operation::named("nop"));
+}
+
+/// `size` chunks from `index` through the threadblock's switch channel 0.
+pub(super) fn switch_range(index: usize, size: usize) -> Buff {
+    Buff {
         buffer_type: None,
         buffer_id: None,
         switch_channel_id: Some(0),
         index,
-        size: 1,
-    };
-    let mut ops = Vec::new();
-    meet(&mut ops);
-    ops.push(Operation {
-        name: "glres".into(),
-        channel_type: Some(ChannelType::Switch),
-        src_buff: Some(vec![switch(chunk)]),
-        dst_buff: Some(vec![switch(chunk)]),
-        ..Operation::default()
-    });
-    ops.push(Operation::named("nop"));
-    meet(&mut ops);
-    ops
+        size,
+    }
 }

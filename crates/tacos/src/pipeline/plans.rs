@@ -57,22 +57,35 @@ pub struct Planned {
     /// The fastest schedule whose plan fits and verifies.
     pub checked: Checked,
     pub plan: Plan,
-    /// Whether the plan reduces inside the NVSwitch (`mscclpp::nvls`) rather than
-    /// following `checked`, because the executor cost model prices it faster.
+    /// Whether the plan reduces inside the NVSwitch (`mscclpp::nvls`, or
+    /// `mscclpp::nvls_rail` over several nodes) rather than following `checked`, because
+    /// the executor cost model prices it faster.
     pub in_switch: bool,
+    /// The fastest in-switch plan tried, kept or not; None where none applies.
+    pub in_switch_tried: Option<InSwitch>,
     /// The time of `checked`'s own plan, as the search ranked it.
     pub schedule_plan_ps: Picos,
     /// The kept plan's time under the executor cost model, where the options gave one.
     pub time_ps: Option<Picos>,
 }
 
+/// An in-switch All-Reduce plan [`plan`] tried beside the schedule's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InSwitch {
+    /// `NVLS` (one node's switch) or `NVLS + rail` (several nodes' switches and their NICs).
+    pub label: &'static str,
+    /// Its time under the executor cost model.
+    pub time_ps: Picos,
+}
+
 /// The fastest checked schedule for `request` whose MSCCL++ execution plan the lowering
 /// can write within the executor's limits and the plan verifier passes, with that plan: a
 /// K whose plan needs more operations per threadblock or threadblocks per GPU than the
 /// executor runs is passed over (its trial says why), so the search settles on the
-/// fastest K that runs. With an executor, an All-Reduce over one NVSwitch whose GPUs can
-/// reduce in it (NVLS: Hopper and later) is also tried as the in-switch plan, which is
-/// kept where the model prices it faster.
+/// fastest K that runs. With an executor, an All-Reduce over NVSwitches whose GPUs can
+/// reduce in them (NVLS: Hopper and later) is also tried as an in-switch plan (one node's,
+/// or NVLS + rail over several nodes with a NIC per GPU), which is kept where the model
+/// prices it faster.
 ///
 /// ```
 /// use tacos::collective::CollectiveKind;
@@ -126,13 +139,16 @@ pub fn plan(
                 let (checked, plan) =
                     std::mem::replace(&mut built[i], Err(Error::plan(String::new())))?;
                 let schedule_plan_ps = trials[i].simulated_ps.unwrap_or(Picos::MAX);
-                let in_switch = options.executor.as_ref().and_then(|executor| {
-                    in_switch_plan(topo, request, plan_options, executor)
-                        .filter(|(_, t)| *t < schedule_plan_ps)
-                });
-                let (plan, time_ps, in_switch) = match in_switch {
-                    Some((nvls, t)) => (nvls, Some(t), true),
-                    None => (
+                let tried = options
+                    .executor
+                    .as_ref()
+                    .and_then(|executor| in_switch_plan(topo, request, plan_options, executor));
+                let in_switch_tried = tried.as_ref().map(|(_, tried)| *tried);
+                let (plan, time_ps, in_switch) = match tried {
+                    Some((nvls, t)) if t.time_ps < schedule_plan_ps => {
+                        (nvls, Some(t.time_ps), true)
+                    }
+                    _ => (
                         plan,
                         options.executor.is_some().then_some(schedule_plan_ps),
                         false,
@@ -142,6 +158,7 @@ pub fn plan(
                     checked,
                     plan,
                     in_switch,
+                    in_switch_tried,
                     schedule_plan_ps,
                     time_ps,
                 };
@@ -156,43 +173,88 @@ pub fn plan(
     )))
 }
 
-/// The fastest verified in-switch All-Reduce plan for `request` (over every NPU of one
-/// NVSwitch whose GPUs reduce in it, in place), over 1 to 8 threadblocks per GPU, with its
-/// time under `executor`; None where it does not apply.
+/// The fastest verified in-switch All-Reduce plan for `request` (over every NPU, in
+/// place), with its time under `executor`; None where it does not apply. On one NVSwitch
+/// whose GPUs reduce in it (NVLS: Hopper and later) that is the node plan (`nvls`); on
+/// several such nodes of equal size with a NIC per GPU, the NVLS + rail plan
+/// (`nvls_rail`), its threadblocks' switch reductions staggered by 0, 1 or 2. Each is
+/// tried on 1 to 8 threadblocks per GPU.
 fn in_switch_plan(
     topo: &Topology,
     request: &Request,
     options: &PlanOptions,
     executor: &Executor,
-) -> Option<(Plan, Picos)> {
+) -> Option<(Plan, InSwitch)> {
     let npus = topo.alive_npus();
     let machine = crate::cost::machine::of_topology(topo, executor.domain_size, executor.gpu);
     let applies = request.kind == CollectiveKind::AllReduce
         && request.npus.as_ref().map_or(true, |n| *n == npus)
         && options.in_place != Some(false)
         && machine.nvls
-        && machine.nodes == 1
         && executor.model.nvls().is_some();
     if !applies {
         return None;
     }
-    let name = format!("tacos-allreduce-nvls-{}", topo.name());
-    [1, 2, 4, 8]
+    let size = request.size_bytes;
+    let instances = [1, 2, 4, 8]
         .into_iter()
-        .filter(|&t| t <= options.max_threadblocks)
-        .filter_map(|t| {
-            let plan =
-                crate::mscclpp::nvls::all_reduce(npus.len(), t, request.size_bytes, &name).ok()?;
+        .filter(|&t| t <= options.max_threadblocks);
+    let (label, candidates): (_, Vec<Result<Plan>>) = if machine.nodes == 1 {
+        let name = format!("tacos-allreduce-nvls-{}", topo.name());
+        let plans = instances
+            .map(|t| crate::mscclpp::nvls::all_reduce(npus.len(), t, size, &name))
+            .collect();
+        ("NVLS", plans)
+    } else if rails(&npus, &machine, executor.domain_size) {
+        let name = format!("tacos-allreduce-nvls-rail-{}", topo.name());
+        let plans = instances
+            .flat_map(|t| [0, 1, 2].map(|stagger| (t, stagger)))
+            // A stagger of the threadblocks or more orders nothing: the plan of 0.
+            .filter(|&(t, stagger)| stagger < t || stagger == 0)
+            .map(|(instances, stagger)| {
+                let shape = crate::mscclpp::nvls_rail::Shape {
+                    nodes: machine.nodes,
+                    gpus_per_node: machine.gpus_per_node,
+                    instances,
+                    stagger,
+                };
+                crate::mscclpp::nvls_rail::all_reduce(&shape, size, &name)
+            })
+            .collect();
+        ("NVLS + rail", plans)
+    } else {
+        return None;
+    };
+    candidates
+        .into_iter()
+        .filter_map(|plan| {
+            let plan = plan.ok()?;
             let at = crate::mscclpp::VerifyOptions {
-                size: Some(request.size_bytes),
+                size: Some(size),
                 root: None,
             };
             crate::mscclpp::verify(&plan, &at).ok()?;
-            let time = PlanTimer::new(&plan)
+            let time_ps = PlanTimer::new(&plan)
                 .ok()?
-                .time_ps(executor, topo, request.size_bytes)
+                .time_ps(executor, topo, size)
                 .ok()?;
-            Some((plan, time))
+            Some((plan, InSwitch { label, time_ps }))
         })
-        .min_by_key(|(_, t)| *t)
+        .min_by_key(|(_, t)| t.time_ps)
+}
+
+/// Whether `npus` are whole nodes of `machine` in order (rank n·P + g is GPU g of node
+/// n), each GPU with a NIC of its own: the machine the NVLS + rail plan is for.
+fn rails(npus: &[NpuId], machine: &crate::tuner::search::Machine, domain_size: usize) -> bool {
+    let p = machine.gpus_per_node;
+    let node = |v: NpuId| v / domain_size.max(1);
+    let whole = |c: &[NpuId]| c.len() == p && c.iter().all(|&v| node(v) == node(c[0]));
+    p >= 2
+        && machine.nics == p
+        && npus.len() == machine.nodes * p
+        && npus.chunks(p).all(whole)
+        && npus
+            .chunks(p)
+            .zip(npus.chunks(p).skip(1))
+            .all(|(a, b)| node(a[0]) < node(b[0]))
 }
