@@ -62,7 +62,8 @@ pub struct SynthArgs {
     /// Leave out the trials with planned ways (by default each K is also tried once with
     /// every chunk's way planned before matching, the links loaded evenly for their
     /// speeds: a spanning tree for each chunk of All-Gather, Reduce-Scatter, All-Reduce,
-    /// Broadcast and Reduce over every NPU up to 512, balanced and again shallow, a path
+    /// Broadcast and Reduce over every NPU up to 512, balanced, shallow and round rings
+    /// one way, a path
     /// for each chunk of All-to-All, Gather and Scatter): only the free matching, as the
     /// TACOS paper's
     #[arg(long)]
@@ -519,6 +520,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         let ways = match shape {
             TreeShape::Balanced => "planned ways",
             TreeShape::Shallow => "planned ways (shallow trees)",
+            TreeShape::OneWay => "planned ways (one-way trees)",
         };
         format!("{ways} with seed {seed} kept; {seeds} seeds and planned ways tried")
     } else {
