@@ -13,6 +13,15 @@ use tacos::topology::{parse_spec, SpecDefaults, Topology};
 
 const GIB: u64 = 1 << 30;
 
+/// The collectives made of chunks copied or reduced along trees.
+const TREE_COLLECTIVES: [CollectiveKind; 5] = [
+    CollectiveKind::AllGather,
+    CollectiveKind::ReduceScatter,
+    CollectiveKind::AllReduce,
+    CollectiveKind::Broadcast,
+    CollectiveKind::Reduce,
+];
+
 fn topo(spec: &str) -> Topology {
     parse_spec(spec, &SpecDefaults::default()).unwrap()
 }
@@ -81,13 +90,7 @@ fn every_collective_along_trees_checks_on_every_kind_of_network() {
         "clos:4x2,spine=2",
     ] {
         let t = topo(spec);
-        for kind in [
-            CollectiveKind::AllGather,
-            CollectiveKind::ReduceScatter,
-            CollectiveKind::AllReduce,
-            CollectiveKind::Broadcast,
-            CollectiveKind::Reduce,
-        ] {
+        for kind in TREE_COLLECTIVES {
             for k in [1, 3] {
                 let (own, simulated) = run(&t, kind, k, 12 << 20);
                 // Contention-free: the simulator meets the schedule's own clock.
@@ -111,13 +114,7 @@ fn every_collective_along_one_way_trees_checks_round_rings() {
         failed,
     ];
     for t in &nets {
-        for kind in [
-            CollectiveKind::AllGather,
-            CollectiveKind::ReduceScatter,
-            CollectiveKind::AllReduce,
-            CollectiveKind::Broadcast,
-            CollectiveKind::Reduce,
-        ] {
+        for kind in TREE_COLLECTIVES {
             for k in [1, 2, 3] {
                 let (own, simulated) = run_shaped(t, kind, k, 12 << 20, TreeShape::OneWay);
                 assert!(simulated <= own + 1e-6, "{} {kind} K={k}", t.name());
