@@ -717,6 +717,8 @@ pub struct ChunkTrialReport {
     pub planned: bool,
     /// Whether its planned trees were grown shallow (`SynthOptions::shape`).
     pub shallow: bool,
+    /// Whether its planned trees went one way round each ring (`SynthOptions::shape`).
+    pub one_way: bool,
     /// The synthesized schedule's own clock; null when it could not be synthesized.
     pub schedule_time_us: Option<f64>,
     /// What the choice is made on: the schedule's simulated time, or with `--xml` its
@@ -738,6 +740,7 @@ impl ChunkTrialReport {
             seed: trial.seed,
             planned: trial.planned,
             shallow: trial.shallow,
+            one_way: trial.one_way,
             schedule_time_us: trial.synthesized_ps.map(ps_to_us),
             simulated_time_us: trial.simulated_ps.map(ps_to_us),
             fits_target: programs.then_some(trial.refused.is_none()),

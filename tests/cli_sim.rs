@@ -53,8 +53,11 @@ fn leftovers(dir: &Path) -> Vec<String> {
 
 #[test]
 fn compare_on_a_ring_reports_hand_worked_times() {
-    // ring:8, 8 MB: 1 MB chunks take 0.5 + 20 us on a 50 GB/s link.
+    // ring:8, 8 MB: the search keeps K = 2, each NPU's 0.5 MB halves going opposite ways
+    // round (one-way trees), and the baselines run at that K. A 0.5 MB chunk takes
+    // 0.5 + 10 us on a 50 GB/s link, Ring's 0.25 MB quarters 0.5 + 5 us.
     let v = ok_json(&["compare", "ring:8", "-s", "8MB", "--json"]);
+    assert_eq!(v["collective"]["chunks_per_npu"], 2);
     let time = |name: &str| {
         v["algorithms"]
             .as_array()
@@ -65,13 +68,16 @@ fn compare_on_a_ring_reports_hand_worked_times() {
             .as_f64()
             .unwrap()
     };
-    assert!((time("ring-uni") - 7.0 * 20.5).abs() < 1e-9);
-    assert!((time("ring") - 7.0 * 10.5).abs() < 1e-9);
+    // Ring-uni: two chunks each 7 hops one way, 14 steps; Ring: its quarters, 14 steps.
+    assert!((time("ring-uni") - 14.0 * 10.5).abs() < 1e-9);
+    assert!((time("ring") - 14.0 * 5.5).abs() < 1e-9);
     // Hierarchical on a one-dimensional ring is the unidirectional ring.
-    assert!((time("hierarchical") - 7.0 * 20.5).abs() < 1e-9);
-    // TACOS on a ring is contention-free and its clocks agree.
+    assert!((time("hierarchical") - 14.0 * 10.5).abs() < 1e-9);
+    // TACOS: every directed link busy in each of 7 steps, the fewest there are; on a ring
+    // it is contention-free and its clocks agree.
     let tacos = &v["algorithms"][0];
     assert_eq!(tacos["name"], "tacos");
+    assert!((time("tacos") - 7.0 * 10.5).abs() < 1e-9);
     assert_eq!(tacos["time_us"], tacos["schedule_time_us"]);
     // The ingress bound: 7 MB over 100 GB/s.
     assert!((v["bounds"]["ingress_us"].as_f64().unwrap() - 70.0).abs() < 1e-6);

@@ -218,18 +218,24 @@ fn automatic_chunking_keeps_the_fastest_simulated_k() {
         ..Options::default()
     };
     let kept_is_fastest = |trials: &[Trial], k: usize| {
-        // Each K of `auto` with its seed, then with planned trees, balanced and shallow; each
-        // K refined with one of those ways, the fastest's.
+        // Each K of `auto` with its seed, then with planned trees, balanced, shallow and one
+        // way round the ring; each K refined with one of those ways, the fastest's.
         let mut ks: Vec<usize> = trials.iter().map(|t| t.chunks_per_npu).collect();
         ks.dedup();
         for &k in &ks {
-            let ways: Vec<(bool, bool)> = trials
+            let ways: Vec<(bool, bool, bool)> = trials
                 .iter()
                 .filter(|t| t.chunks_per_npu == k)
-                .map(|t| (t.planned, t.shallow))
+                .map(|t| (t.planned, t.shallow, t.one_way))
                 .collect();
             if AUTO_CHUNKS.contains(&k) {
-                assert_eq!(ways, [(false, false), (true, false), (true, true)], "K={k}");
+                let planned = [
+                    (true, false, false),
+                    (true, true, false),
+                    (true, false, true),
+                ];
+                assert_eq!(ways[0], (false, false, false), "K={k}");
+                assert_eq!(ways[1..], planned, "K={k}");
             } else {
                 assert_eq!(ways.len(), 1, "K={k}: {ways:?}");
             }
@@ -355,27 +361,30 @@ fn synth_keeps_the_fastest_of_its_seeds() {
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let trials = v["chunk_trials"].as_array().unwrap();
-    // The five seeds, then planned trees with the first, balanced and shallow.
-    let seeds: Vec<(u64, bool, bool)> = trials
+    // The five seeds, then planned trees with the first: balanced, shallow and one way
+    // round the torus's rings.
+    let seeds: Vec<(u64, bool, bool, bool)> = trials
         .iter()
         .map(|t| {
             (
                 t["seed"].as_u64().unwrap(),
                 t["planned"].as_bool().unwrap(),
                 t["shallow"].as_bool().unwrap(),
+                t["one_way"].as_bool().unwrap(),
             )
         })
         .collect();
     assert_eq!(
         seeds,
         [
-            (10, false, false),
-            (11, false, false),
-            (12, false, false),
-            (13, false, false),
-            (14, false, false),
-            (10, true, false),
-            (10, true, true)
+            (10, false, false, false),
+            (11, false, false, false),
+            (12, false, false, false),
+            (13, false, false, false),
+            (14, false, false, false),
+            (10, true, false, false),
+            (10, true, true, false),
+            (10, true, false, true)
         ]
     );
     let fastest = trials

@@ -62,9 +62,9 @@ pub struct SynthArgs {
     /// Leave out the trials with planned ways (by default each K is also tried once with
     /// every chunk's way planned before matching, the links loaded evenly for their
     /// speeds: a spanning tree for each chunk of All-Gather, Reduce-Scatter, All-Reduce,
-    /// Broadcast and Reduce over every NPU up to 512, balanced and again shallow, a path
-    /// for each chunk of All-to-All, Gather and Scatter): only the free matching, as the
-    /// TACOS paper's
+    /// Broadcast and Reduce over every NPU up to 512, balanced, shallow and, on rings and
+    /// tori, one way round, a path for each chunk of All-to-All, Gather and Scatter): only
+    /// the free matching, as the TACOS paper's
     #[arg(long)]
     pub no_plan: bool,
     /// Leave out the baselines (by default, while K is searched, Ring, Direct and the
@@ -520,6 +520,7 @@ fn run_on_pool(args: SynthArgs) -> anyhow::Result<()> {
         let ways = match shape {
             TreeShape::Balanced => "planned ways",
             TreeShape::Shallow => "planned ways (shallow trees)",
+            TreeShape::OneWay => "planned ways (one-way trees)",
         };
         format!("{ways} with seed {seed} kept; {seeds} seeds and planned ways tried")
     } else {

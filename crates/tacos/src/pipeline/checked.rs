@@ -248,6 +248,7 @@ pub fn lower(topo: &Topology, checked: &Checked, lowering: &LowerOptions) -> Res
                 None => 's',
                 Some(TreeShape::Balanced) => 'p',
                 Some(TreeShape::Shallow) => 't',
+                Some(TreeShape::OneWay) => 'w',
             };
             let k = schedule.collective.chunks_per_npu;
             Some(format!("tacos-{kind}-k{k}-{way}{seed}"))

@@ -2,6 +2,7 @@
 //! default search, the seeds, and the options every front end shares.
 
 use super::*;
+use crate::synth::goes_round;
 
 /// The K values an automatic choice tries first; the search then tries K between them
 /// beside the fastest (`trials::refine`).
@@ -161,7 +162,7 @@ pub struct Options {
     pub seeds: Vec<u64>,
     /// Placement, protocol, size range and target of the program. Without a name the
     /// program is named `tacos-{collective}-k{K}-s{seed}` (`-p{seed}` planned, `-t{seed}`
-    /// planned with shallow trees),
+    /// planned with shallow trees, `-w{seed}` with one-way trees),
     /// as `compile` names it.
     pub lowering: LowerOptions,
     /// The memory a trial may hold; trials run side by side only while their estimates
@@ -173,7 +174,8 @@ pub struct Options {
     pub replicate: bool,
     /// Each K also tried with the chunks' ways planned (`SynthOptions::planned`, with the
     /// first seed) where planning applies ([`planning_applies`], not replicated), trees
-    /// both balanced and shallow (`SynthOptions::shape`): the fastest way is kept.
+    /// balanced, shallow and, round rings, one way (`SynthOptions::shape`): the fastest
+    /// way is kept.
     pub planned: bool,
     /// How [`program`] times the programs it ranks and keeps: by the executor cost model
     /// where given (what `tacos simulate --xml` and `tacos verify` say of the same file),
@@ -200,15 +202,18 @@ impl Options {
     }
 
     /// The (seed, plan) trials made at each K: every seed, then (where planning applies)
-    /// planned with the first seed, balanced and, where the chunks go along trees, shallow,
-    /// so that ties go to the free matching.
+    /// planned with the first seed, balanced and, where the chunks go along trees, shallow
+    /// and, where a dimension is a ring (`synth::goes_round`), one way round, so that ties
+    /// go to the free matching.
     pub(super) fn ways(&self, topo: &Topology, request: &Request) -> Vec<(u64, Option<TreeShape>)> {
         let plans = self.planned && !self.replicate && planning_applies(topo, request);
         let first = self.seeds.first().copied().filter(|_| plans);
         // Chunks with one target each follow planned paths, of one shape.
-        let shapes: &[TreeShape] = match request.kind.one_target() {
-            true => &[TreeShape::Balanced],
-            false => &[TreeShape::Balanced, TreeShape::Shallow],
+        let trees = [TreeShape::Balanced, TreeShape::Shallow, TreeShape::OneWay];
+        let shapes = match request.kind.one_target() {
+            true => &trees[..1],
+            false if plans && goes_round(topo) => &trees[..],
+            false => &trees[..2],
         };
         let free = self.seeds.iter().map(|&seed| (seed, None));
         let planned = first

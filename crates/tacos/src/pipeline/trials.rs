@@ -12,6 +12,8 @@ pub struct Trial {
     pub planned: bool,
     /// Whether its planned trees were grown shallow (`SynthOptions::shape`).
     pub shallow: bool,
+    /// Whether its planned trees went one way round each ring (`SynthOptions::shape`).
+    pub one_way: bool,
     /// The baseline tried, where the trial is one (its seed and planned then mean
     /// nothing, and `chunks_per_npu` is its schedule's: a ring's halves go each way).
     pub baseline: Option<Baseline>,
@@ -189,10 +191,11 @@ fn refine<T>(
         let Some((_, best, trial)) = fastest else {
             return;
         };
-        let way = match (trial.planned, trial.shallow) {
-            (false, _) => None,
-            (true, false) => Some(TreeShape::Balanced),
-            (true, true) => Some(TreeShape::Shallow),
+        let way = match (trial.planned, trial.shallow, trial.one_way) {
+            (false, _, _) => None,
+            (true, true, _) => Some(TreeShape::Shallow),
+            (true, _, true) => Some(TreeShape::OneWay),
+            (true, false, false) => Some(TreeShape::Balanced),
         };
         let ways: Vec<(u64, Option<TreeShape>)> = options
             .ways(topo, request)
@@ -296,6 +299,7 @@ fn attempt<T>(
         seed,
         planned,
         shallow: plan == Some(TreeShape::Shallow),
+        one_way: plan == Some(TreeShape::OneWay),
         baseline,
         synthesized_ps: None,
         simulated_ps: None,

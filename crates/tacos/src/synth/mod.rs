@@ -33,6 +33,7 @@ mod ports;
 mod relay;
 mod replicate;
 mod retime;
+mod rounds;
 mod stars;
 mod streamed;
 mod trees;
@@ -43,6 +44,7 @@ pub use compose::{synthesize_concurrent, AllReduceTimes, Synthesis};
 pub(crate) use fabric::{port_shape, PortShape};
 pub use outbox::Sink;
 pub use replicate::{NodeShift, Replicated};
+pub use rounds::goes_round;
 pub use streamed::{
     admit_streamed, prepare_streamed, spooled_matchings, synthesize_streamed, Prepared, Streamed,
 };
@@ -71,9 +73,11 @@ pub struct SynthOptions {
     /// free choice times better (meshes, some relays), slower: searches try both. Held
     /// synthesis only (not `replicate`, not streamed), trees over every NPU.
     pub planned: bool,
-    /// With `planned`, how each chunk's tree is grown: balanced for the links' loads, or
-    /// shallow (cheapest link first), which pipelines better with few chunks; searches try
-    /// both. Paths (one target per chunk) are always balanced.
+    /// With `planned`, how each chunk's tree is grown: balanced for the links' loads,
+    /// shallow (cheapest link first), which pipelines better with few chunks, or one way
+    /// round each ring dimension, alternately up and down (rings and tori: [`goes_round`]);
+    /// searches try each where it applies. Paths (one target per chunk) are always
+    /// balanced.
     pub shape: TreeShape,
 }
 

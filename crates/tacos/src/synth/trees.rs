@@ -22,7 +22,19 @@
 //! enters each group of fast links once and spreads there as a star (a dragonfly's
 //! All-Gather of 1 GiB at K = 2: 0.959 of the cut against 0.756 balanced); loads then
 //! only break ties. Searches try both.
+//!
+//! On rings and tori the fastest All-Gather splits each NPU's share in halves that go
+//! opposite ways round every ring, so that each direction of every link is busy at every
+//! step (`ring:8` at K = 2: 7 steps, each link carrying a chunk in every one). Balanced
+//! and shallow trees send both halves whichever way is least busy or arrives first; one-way
+//! trees ([`TreeShape::OneWay`]) are shallow trees whose chunks may go only one way round
+//! each ring dimension (`rounds`), up for even chunks and down for odd ones, so that an
+//! NPU's halves go round both ways. Grown shallow, a chunk reaches each NPU of a torus by
+//! as few one-way hops as there are, the busiest link breaking ties between dimensions;
+//! grown balanced, it runs long chains (`torus:4x4` at K = 4, 1 GiB: 5,377 us shallow,
+//! 5,713 balanced). Searches try them where a dimension is a ring.
 
+use super::rounds::{Round, Rounds};
 use crate::topology::{LinkId, NpuId, Topology};
 use crate::units::Picos;
 use rand::seq::SliceRandom;
@@ -49,6 +61,10 @@ pub enum TreeShape {
     /// The cheapest link first, then the earliest arrival, then the least busy: shallow
     /// trees that enter each group of fast links once.
     Shallow,
+    /// Shallow, each chunk going only one way round every ring dimension, even chunks up
+    /// and odd ones down: an NPU's halves go round both ways (rings, tori; elsewhere
+    /// shallow).
+    OneWay,
 }
 
 /// One chunk to plan: where it starts and its hops' times.
@@ -95,11 +111,16 @@ impl Trees {
         shape: TreeShape,
     ) -> Trees {
         let n = view.npus();
+        let rounds = match shape {
+            TreeShape::OneWay => Rounds::of(view),
+            TreeShape::Balanced | TreeShape::Shallow => None,
+        };
         let mut planner = Planner {
             load: vec![0; physical_links],
             joined: vec![false; n],
             heap: BinaryHeap::new(),
             shape,
+            rounds,
         };
         let mut parent = vec![NONE; sprouts.len() * n];
         let mut order: Vec<usize> = (0..sprouts.len()).collect();
@@ -111,7 +132,8 @@ impl Trees {
                 if pass > 0 {
                     planner.load(view, tree, cost, &physical, false);
                 }
-                planner.grow(view, sprouts[c].root, cost, &physical, tree);
+                let way = if c % 2 == 0 { Round::Up } else { Round::Down };
+                planner.grow(view, (sprouts[c].root, way), cost, &physical, tree);
                 planner.load(view, tree, cost, &physical, true);
             }
         }
@@ -150,9 +172,11 @@ struct Planner {
     joined: Vec<bool>,
     /// Candidate links out of the tree, by the shape's key: (the busiest of its links'
     /// loads with the hop, arrival time, 0, link) balanced, (the hop, arrival time, the
-    /// busiest load, link) shallow.
+    /// busiest load, link) shallow and one-way.
     heap: BinaryHeap<Reverse<(Picos, Picos, Picos, LinkId)>>,
     shape: TreeShape,
+    /// With one-way trees, which way round its ring each link goes.
+    rounds: Option<Rounds>,
 }
 
 impl Planner {
@@ -187,11 +211,13 @@ impl Planner {
     /// links into one group), and the links end equally busy in time whatever their
     /// speeds (a sum of squared loads would leave a link four times slower four times
     /// less busy). Shallow ([`TreeShape::Shallow`]): the cheapest link, ties to the one
-    /// arriving first, then to the least busy. Written into `tree` as each NPU's link in.
+    /// arriving first, then to the least busy. One-way ([`TreeShape::OneWay`]): shallow,
+    /// over the links that go `way` round their rings or along no ring. Written into
+    /// `tree` as each NPU's link in.
     fn grow<'p>(
         &mut self,
         view: &Topology,
-        root: NpuId,
+        (root, way): (NpuId, Round),
         cost: &[Picos],
         physical: &impl Fn(LinkId) -> &'p [u32],
         tree: &mut [u32],
@@ -203,7 +229,8 @@ impl Planner {
             planner.joined[u] = true;
             for l in view.out_links(u) {
                 let v = view.link(l).dst;
-                if planner.joined[v] {
+                let wrong_way = planner.rounds.as_ref().is_some_and(|r| !r.allows(l, way));
+                if planner.joined[v] || wrong_way {
                     continue;
                 }
                 let hop = cost[l];
@@ -215,7 +242,7 @@ impl Planner {
                 let arrival = at.saturating_add(hop);
                 planner.heap.push(Reverse(match planner.shape {
                     TreeShape::Balanced => (busiest, arrival, 0, l),
-                    TreeShape::Shallow => (hop, arrival, busiest, l),
+                    TreeShape::Shallow | TreeShape::OneWay => (hop, arrival, busiest, l),
                 }));
             }
         };
