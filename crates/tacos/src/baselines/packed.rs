@@ -37,8 +37,8 @@
 use super::{root_rank, Plan};
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
-use crate::schedule::{later, link_time_ps, route_time_ps, Op, Transfer};
-use crate::topology::{Link, LinkId, NpuId, RouteCache, Topology};
+use crate::schedule::{later, link_time_ps, Op, Transfer};
+use crate::topology::{Link, LinkId, RouteCache, Topology};
 use crate::units::Picos;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
@@ -56,11 +56,11 @@ struct Edge {
     routes: [Option<usize>; 2],
 }
 
-/// The links one way along an edge holds, and the NPUs at its ends.
+/// The links one way along an edge holds, and the one link they behave as cut-through
+/// (`Topology::route_link`: from NPU to NPU, the summed latency, the narrowest bandwidth).
 struct Route {
     links: Vec<LinkId>,
-    src: NpuId,
-    dst: NpuId,
+    through: Link,
 }
 
 /// The links each way between a pair of members (lower rank, higher rank).
@@ -94,12 +94,10 @@ impl Graph {
             let mut routes = [None, None];
             for (way, links) in ways.into_iter().enumerate() {
                 if let Some(links) = links {
-                    let ends = topo.route_link(links.iter().copied());
                     routes[way] = Some(graph.routes.len());
                     graph.routes.push(Route {
+                        through: topo.route_link(links.iter().copied()),
                         links,
-                        src: ends.src,
-                        dst: ends.dst,
                     });
                 }
             }
@@ -249,8 +247,8 @@ pub(super) fn graph_bytes(topo: &Topology, spec: &CollectiveSpec) -> u64 {
 struct Loads<'g> {
     graph: &'g Graph,
     legs: Legs,
-    /// How long a chunk holds each route's links.
-    took: &'g [Picos],
+    /// How long a chunk holds each route's links for its bytes.
+    weight: &'g [Picos],
     held: Vec<Picos>,
 }
 
@@ -283,7 +281,7 @@ impl Loads<'_> {
     fn take(&mut self, e: usize, from: usize) {
         for route in self.crossed(e, from).flatten() {
             for &l in &self.graph.routes[route].links {
-                self.held[l] = self.held[l].saturating_add(self.took[route]);
+                self.held[l] = self.held[l].saturating_add(self.weight[route]);
             }
         }
     }
@@ -457,31 +455,29 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
     // edge up, to be reversed in time: list scheduling forks well and joins less well, so
     // the faster of the two is kept.
     let mut mirrored = (legs == Legs::Up).then(|| Hops::with_capacity((n - 1) * chunks));
+    // A chunk's time along each route, and the part of it its bytes take: loads leave
+    // latencies out, so the packing spreads chunks by bandwidth.
+    let bytes = collective.chunk_bytes();
     let took = graph
         .routes
         .iter()
-        .map(|r| route_time_ps(topo, &r.links, collective.chunk_bytes()))
+        .map(|r| link_time_ps(&r.through, bytes))
         .collect::<Result<Vec<Picos>>>()?;
-    // Loads count the time a hop holds its links for its bytes (over the route's
-    // narrowest link): latencies left out, the packing spreads chunks by bandwidth.
     let weights = graph
         .routes
         .iter()
         .map(|r| {
-            let narrowest = topo.route_link(r.links.iter().copied());
-            link_time_ps(
-                &Link {
-                    latency_us: 0.0,
-                    ..narrowest
-                },
-                collective.chunk_bytes(),
-            )
+            let bandwidth_only = Link {
+                latency_us: 0.0,
+                ..r.through
+            };
+            link_time_ps(&bandwidth_only, bytes)
         })
         .collect::<Result<Vec<Picos>>>()?;
     let mut loads = Loads {
         graph: &graph,
         legs,
-        took: &weights,
+        weight: &weights,
         held: vec![0; topo.links().len()],
     };
     for chunk in 0..chunks {
@@ -668,8 +664,8 @@ impl Hops {
             let route = &graph.routes[self.route[h] as usize];
             plan.transfers.push(Transfer::new(
                 self.chunk[h] as usize,
-                route.src,
-                route.dst,
+                route.through.src,
+                route.through.dst,
                 started,
                 now,
                 op,
