@@ -553,6 +553,7 @@ fn a_network_too_large_to_draw_is_refused_naming_the_limit() {
         switches: Vec::new(),
         failed: Vec::new(),
         links: ring.links().to_vec(),
+        reducing_switches: Vec::new(),
     };
     let header = StreamHeader::new(
         "ring:4",

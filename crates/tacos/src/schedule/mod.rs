@@ -54,6 +54,17 @@ pub struct Transfer {
     pub start_ps: Picos,
     pub end_ps: Picos,
     pub op: Op,
+    /// The transfer is part of one operation inside a reducing switch on its route
+    /// (`Topology::reduces`: NVLS), with every in-switch transfer of the same chunk that
+    /// starts when it does and
+    /// - for a copy, leaves the same NPU: one multicast, whose sender's links up to the
+    ///   switch carry the chunk once for all its destinations;
+    /// - for a reduction, reaches the same NPU: one sum inside the switch, whose links
+    ///   down to that NPU carry the sum once for all its sources.
+    ///
+    /// Its contents are those of a plain copy or reduction; only the links it holds differ.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_switch: bool,
 }
 
 // The 64x64 mesh All-Gather's 16.8 million transfers are nearly all of its memory.
@@ -86,6 +97,23 @@ impl Transfer {
             start_ps,
             end_ps,
             op,
+            in_switch: false,
+        }
+    }
+
+    /// The same transfer as part of an operation inside a reducing switch
+    /// ([`Transfer::in_switch`]).
+    ///
+    /// ```
+    /// use tacos::schedule::{Op, Transfer};
+    /// let multicast = [1, 2, 3].map(|dst| Transfer::new(0, 0, dst, 0, 1_000, Op::Copy).switched());
+    /// assert!(multicast.iter().all(|t| t.in_switch));
+    /// ```
+    #[inline]
+    pub fn switched(self) -> Transfer {
+        Transfer {
+            in_switch: true,
+            ..self
         }
     }
 
@@ -164,6 +192,9 @@ pub struct Network {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<NpuId>,
     pub links: Vec<Link>,
+    /// The switches that reduce inside themselves (`Topology::reduces`), by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reducing_switches: Vec<String>,
 }
 
 impl Network {
@@ -177,14 +208,32 @@ impl Network {
                 .collect(),
             failed: topo.failed().to_vec(),
             links: topo.links().to_vec(),
+            reducing_switches: topo
+                .reducing_switches()
+                .iter()
+                .filter_map(|&v| topo.switch_name(v).map(str::to_string))
+                .collect(),
         }
     }
 
     /// The topology again, named `name`; `origin` (the file) prefixes errors.
     pub fn topology(&self, name: &str, origin: &str) -> Result<Topology> {
         let in_file = |e: Error| e.context(format!("{origin}: network"));
+        let reducing = self
+            .reducing_switches
+            .iter()
+            .map(|r| match self.switches.iter().position(|s| s == r) {
+                Some(i) => Ok(self.npus + i),
+                None => Err(in_file(Error::Invalid {
+                    input: "reducing_switches".into(),
+                    value: r.clone(),
+                    allowed: "a switch the network lists".into(),
+                })),
+            })
+            .collect::<Result<Vec<_>>>()?;
         let topo =
             Topology::with_switches(name, self.npus, self.switches.clone(), self.links.clone())
+                .and_then(|t| t.with_reducing(&reducing))
                 .map_err(in_file)?;
         if self.failed.is_empty() {
             Ok(topo)

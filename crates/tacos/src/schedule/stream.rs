@@ -37,7 +37,8 @@
 //! A new offset is stored in the slots round-robin (slot 0, 1, ..., 13, 0, ...), and a
 //! writer uses the lowest slot holding the offset it needs, so a file is determined by its
 //! transfers. Before the first record the start, duration, source and every slot are 0.
-//! Slot 15 appears only in the end marker (`0xF0` exactly).
+//! Slot 15 appears only in the end marker (`0xF0` exactly) and in `0xF1`, a byte put
+//! before a record whose transfer is in-switch (`Transfer::in_switch`).
 //!
 //! Why this shape: in a synthesized schedule most transfers start with the one before
 //! (starts change once a step), take as long (links of one speed), come from the same
@@ -114,9 +115,11 @@ const SLOTS: usize = 14;
 /// The slot number saying a new offset follows.
 const NEW_OFFSET: u8 = 14;
 const END_MARKER: u8 = 0xF0;
-/// The longest record: the flag byte and five 10-byte varints (longer than the
-/// trailer: the marker, two varints and the checksum).
-const MAX_RECORD: usize = 51;
+/// Put before the flag byte of an in-switch transfer's record.
+const IN_SWITCH: u8 = 0xF1;
+/// The longest record: the in-switch byte, the flag byte and five 10-byte varints
+/// (longer than the trailer: the marker, two varints and the checksum).
+const MAX_RECORD: usize = 52;
 /// The longest header line read, its line break included.
 const MAX_HEADER_BYTES: u64 = 1 << 30;
 /// Bytes written or read at a time.
@@ -152,6 +155,9 @@ impl Context {
             Some(s) => (s as u8) << 4,
             None => NEW_OFFSET << 4,
         };
+        if t.in_switch {
+            buf.push(IN_SWITCH);
+        }
         if t.op == Op::Reduce {
             flag |= OP_REDUCE;
         }
@@ -539,6 +545,15 @@ impl<R: BufRead> Iterator for StreamReader<R> {
 
 /// Decodes the record whose flag byte was `flag`, its fields from `bytes[*at..]`.
 fn decode(bytes: &[u8], at: &mut usize, flag: u8, c: &mut Context) -> Result<Transfer, Bad> {
+    let in_switch = flag == IN_SWITCH;
+    let flag = match in_switch {
+        true => {
+            let &next = bytes.get(*at).ok_or(Bad::Short)?;
+            *at += 1;
+            next
+        }
+        false => flag,
+    };
     let slot = flag >> 4;
     if slot > NEW_OFFSET {
         return Err(Bad::Damaged(format!(
@@ -582,6 +597,7 @@ fn decode(bytes: &[u8], at: &mut usize, flag: u8, c: &mut Context) -> Result<Tra
         } else {
             Op::Copy
         },
+        in_switch,
     };
     (c.start, c.duration, c.src) = (start, duration, src);
     Ok(t)

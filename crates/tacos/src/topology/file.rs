@@ -23,7 +23,9 @@
 //! defaults, which override the command line's `--bandwidth` and `--latency`.
 //! `bidirectional: true` adds the reverse link with the same figures. `nics` (optional)
 //! records the NICs each node's GPUs use, which NCCL's search lays its channels over:
-//! `{"count": 8, "gbps": 50, "sharp": false}` (`sharp`: the network reduces). Unknown fields
+//! `{"count": 8, "gbps": 50, "sharp": false}` (`sharp`: the network reduces).
+//! `reducing_switches` (optional) names the switches that sum and multicast inside
+//! themselves (NVLS: a Hopper or Blackwell NVSwitch), `["nvs0"]`. Unknown fields
 //! are errors, so a typo never silently falls back to a default. `npus` and the number of
 //! links are checked against `limits::MAX_NPUS` and `MAX_LINKS`, bandwidths and latencies
 //! against their ranges, before the topology is built.
@@ -59,6 +61,8 @@ struct TopologyFile {
     failed: Vec<NpuId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     nics: Option<FileNics>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    reducing_switches: Vec<String>,
 }
 
 /// The NICs of a node (`Topology::nics`).
@@ -231,9 +235,16 @@ fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Resul
         }
         None => None,
     };
+    let reducing = file
+        .reducing_switches
+        .iter()
+        .enumerate()
+        .map(|(i, name)| vertex(&End::Switch(name.clone()), format!("reducing_switches[{i}]")))
+        .collect::<Result<Vec<_>>>()?;
     let name = file.name.unwrap_or_else(|| origin.to_string());
-    let mut topo =
-        Topology::with_switches(name, file.npus, file.switches, links).map_err(in_file)?;
+    let mut topo = Topology::with_switches(name, file.npus, file.switches, links)
+        .and_then(|t| t.with_reducing(&reducing))
+        .map_err(in_file)?;
     if let Some(nics) = nics {
         topo = topo.with_nics(nics);
     }
@@ -278,6 +289,11 @@ pub fn to_json(topo: &Topology) -> String {
             gbps: n.gbps,
             sharp: n.sharp,
         }),
+        reducing_switches: topo
+            .reducing_switches()
+            .iter()
+            .filter_map(|&v| topo.switch_name(v).map(str::to_string))
+            .collect(),
     };
     let mut text = serde_json::to_string_pretty(&file).expect("topology serializes");
     text.push('\n');

@@ -102,6 +102,9 @@ pub struct Topology {
     dims: Option<Vec<usize>>,
     /// The NICs each node's GPUs use, where the builder knows them.
     nics: Option<NodeNics>,
+    /// The switches that can sum what their members send them and multicast the result
+    /// (NVLS: Hopper and Blackwell NVSwitches), sorted.
+    reducing: Vec<VertexId>,
     /// `links[out_start[u]..out_start[u+1]]` are the links leaving `u`.
     out_start: Vec<usize>,
     /// `in_index[in_start[v]..in_start[v+1]]` are the ids of the links entering `v`.
@@ -115,6 +118,7 @@ impl PartialEq for Topology {
             && self.switches == other.switches
             && self.links == other.links
             && self.failed == other.failed
+            && self.reducing == other.reducing
     }
 }
 
@@ -227,6 +231,7 @@ impl Topology {
             failed,
             dims: None,
             nics: None,
+            reducing: Vec::new(),
             out_start,
             in_start,
             in_index,
@@ -287,6 +292,49 @@ impl Topology {
             self.switches.len(),
             echo(&self.switches[0])
         )))
+    }
+
+    /// The same topology with `switches` able to reduce inside the switch: a switch that
+    /// sums the chunks its NPUs send it and multicasts the result (NVLS), which in-switch
+    /// transfers (`schedule::Transfer::in_switch`) may use. Every id must be a switch.
+    ///
+    /// ```
+    /// use tacos::topology::{parse_spec, SpecDefaults};
+    /// let star = parse_spec("switch:4", &SpecDefaults::default())?;
+    /// let sw = star.npus();
+    /// assert!(!star.reduces(sw));
+    /// let nvls = star.with_reducing(&[sw])?;
+    /// assert!(nvls.reduces(sw) && nvls.has_reducing_switch());
+    /// assert!(nvls.with_reducing(&[0]).is_err());
+    /// # Ok::<(), tacos::Error>(())
+    /// ```
+    pub fn with_reducing(mut self, switches: &[VertexId]) -> Result<Topology> {
+        if let Some(&v) = switches.iter().find(|&&v| !self.is_switch(v)) {
+            return Err(Error::Invalid {
+                input: format!("reducing switch of '{}'", echo(&self.name)),
+                value: self.vertex_label(v),
+                allowed: "a switch of the topology".into(),
+            });
+        }
+        self.reducing.extend_from_slice(switches);
+        self.reducing.sort_unstable();
+        self.reducing.dedup();
+        Ok(self)
+    }
+
+    /// Whether vertex `v` is a switch that reduces inside itself (see [`Topology::with_reducing`]).
+    pub fn reduces(&self, v: VertexId) -> bool {
+        self.reducing.binary_search(&v).is_ok()
+    }
+
+    /// The switches that reduce inside themselves, in id order.
+    pub fn reducing_switches(&self) -> &[VertexId] {
+        &self.reducing
+    }
+
+    /// Whether some switch reduces inside itself.
+    pub fn has_reducing_switch(&self) -> bool {
+        !self.reducing.is_empty()
     }
 
     /// The same topology, recorded as composed of dimensions of these sizes.
@@ -460,7 +508,13 @@ impl Topology {
             .iter()
             .map(|&v| self.switches[v - self.npus].clone())
             .collect();
-        Topology::with_switches(format!("{} (subset)", self.name), npus.len(), names, links)
+        let reducing: Vec<VertexId> = switches
+            .iter()
+            .filter(|&&v| self.reduces(v))
+            .map(|&v| new_id[v])
+            .collect();
+        Topology::with_switches(format!("{} (subset)", self.name), npus.len(), names, links)?
+            .with_reducing(&reducing)
     }
 
     /// The switches that still forward something among the NPUs `kept` marks (not
@@ -581,10 +635,12 @@ impl Topology {
             .keep_layout(self)
     }
 
-    /// The dimensions and NICs of `from`, which this topology was made from.
+    /// The dimensions, NICs and reducing switches of `from`, which this topology was made
+    /// from.
     fn keep_layout(mut self, from: &Topology) -> Topology {
         self.dims = from.dims.clone();
         self.nics = from.nics;
+        self.reducing = from.reducing.clone();
         self
     }
 

@@ -24,7 +24,7 @@
 
 use super::builders::{add_spines, compose, compose_fabric, Dim, DimKind, LinkSet, Spines};
 use super::limits::MAX_NICS;
-use super::{NodeNics, Topology};
+use super::{NodeNics, Topology, VertexId};
 use crate::error::{Error, Result};
 
 /// Names and descriptions of the presets, for help texts and error messages.
@@ -91,6 +91,8 @@ struct Machine {
     /// to and from its NICs.
     pcie_gbps: f64,
     default_nodes: usize,
+    /// Its NVSwitch sums and multicasts inside itself (NVLS: Hopper and later).
+    nvls: bool,
 }
 
 /// PCIe x16 line rates per direction, GB/s: GT/s x 16 lanes x 128/130 / 8 bits.
@@ -99,12 +101,12 @@ const PCIE4_X16_GBPS: f64 = 31.5;
 const PCIE5_X16_GBPS: f64 = 63.0;
 
 fn machine(name: &str) -> Option<Machine> {
-    let (gpus, nvlinks, nics, nic_gbps, pcie_gbps, default_nodes) = match name {
-        "dgx2" => (16, 6.0, 8, 12.5, PCIE3_X16_GBPS, 1),
-        "hgx-a100" | "ndv4" => (8, 12.0, 8, 25.0, PCIE4_X16_GBPS, 1),
-        "dgx-a100" => (8, 12.0, 8, 25.0, PCIE4_X16_GBPS, 2),
-        "hgx-h100" => (8, 18.0, 8, 50.0, PCIE5_X16_GBPS, 1),
-        "dgx-h100" => (8, 18.0, 8, 50.0, PCIE5_X16_GBPS, 2),
+    let (gpus, nvlinks, nics, nic_gbps, pcie_gbps, default_nodes, nvls) = match name {
+        "dgx2" => (16, 6.0, 8, 12.5, PCIE3_X16_GBPS, 1, false),
+        "hgx-a100" | "ndv4" => (8, 12.0, 8, 25.0, PCIE4_X16_GBPS, 1, false),
+        "dgx-a100" => (8, 12.0, 8, 25.0, PCIE4_X16_GBPS, 2, false),
+        "hgx-h100" => (8, 18.0, 8, 50.0, PCIE5_X16_GBPS, 1, true),
+        "dgx-h100" => (8, 18.0, 8, 50.0, PCIE5_X16_GBPS, 2, true),
         _ => return None,
     };
     Some(Machine {
@@ -114,6 +116,7 @@ fn machine(name: &str) -> Option<Machine> {
         nic_gbps,
         pcie_gbps,
         default_nodes,
+        nvls,
     })
 }
 
@@ -167,16 +170,33 @@ pub fn preset(name: &str, opts: &PresetOptions) -> Result<Topology> {
         return dgx1(opts);
     }
     let plan = plan(name, opts)?;
-    let Some(spines) = plan.spines else {
-        return Ok(compose(plan.label, &plan.dims)?.with_nics(plan.nics));
+    let built = match plan.spines {
+        None => compose(plan.label, &plan.dims)?,
+        Some(spines) => {
+            let (mut fabric, switches) = compose_fabric(plan.label, &plan.dims)?;
+            let rails = plan.dims[1];
+            let rail_down_gbps = rails.size as f64 * rails.bandwidth_gbps;
+            add_spines(&mut fabric, switches[1].clone(), rail_down_gbps, &spines)?;
+            let sizes = plan.dims.iter().map(|d| d.size).collect();
+            fabric.build()?.with_dimensions(sizes)
+        }
     };
-    let (mut fabric, switches) = compose_fabric(plan.label, &plan.dims)?;
-    let rails = plan.dims[1];
-    let rail_down_gbps = rails.size as f64 * rails.bandwidth_gbps;
-    add_spines(&mut fabric, switches[1].clone(), rail_down_gbps, &spines)?;
-    let sizes = plan.dims.iter().map(|d| d.size).collect();
-    Ok(fabric.build()?.with_dimensions(sizes).with_nics(plan.nics))
+    let reducing: Vec<VertexId> = match plan.nvls {
+        true => built
+            .switches()
+            .filter(|&v| {
+                built
+                    .switch_name(v)
+                    .is_some_and(|n| n.starts_with(NVSWITCH_PREFIX))
+            })
+            .collect(),
+        false => Vec::new(),
+    };
+    built.with_nics(plan.nics).with_reducing(&reducing)
 }
+
+/// How a preset names its nodes' NVSwitches: `nvswitch-node0`, `nvswitch-node1`...
+const NVSWITCH_PREFIX: &str = "nvswitch-node";
 
 /// An NVSwitch preset without spines, unbuilt (a cluster is priced from its dimensions);
 /// None for DGX-1 and clusters with spines, which only `preset` builds.
@@ -207,6 +227,8 @@ struct Plan {
     dims: Vec<Dim>,
     spines: Option<Spines>,
     nics: NodeNics,
+    /// The nodes' NVSwitches reduce inside themselves.
+    nvls: bool,
 }
 
 fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
@@ -299,7 +321,7 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
     said("sharp", opts.sharp.map(|s| yes_no(s).to_string()));
     let nvswitch = Dim {
         kind: DimKind::SwitchVertex {
-            prefix: Some("nvswitch-node"),
+            prefix: Some(NVSWITCH_PREFIX),
         },
         size: gpus,
         bandwidth_gbps: port,
@@ -321,6 +343,7 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
     Ok(Plan {
         label,
         dims,
+        nvls: m.nvls,
         spines,
         nics: NodeNics {
             count: nics_used,
@@ -369,6 +392,32 @@ fn dgx1(opts: &PresetOptions) -> Result<Topology> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hopper's NVSwitch reduces (NVLS), an A100's and a V100's do not; rails and spines
+    /// never do.
+    #[test]
+    fn hopper_nvswitches_reduce_and_nothing_else_does() {
+        let nodes = |n| PresetOptions {
+            nodes: Some(n),
+            ..PresetOptions::default()
+        };
+        let h100 = preset("dgx-h100", &nodes(2)).unwrap();
+        let names: Vec<&str> = h100
+            .reducing_switches()
+            .iter()
+            .map(|&v| h100.switch_name(v).unwrap())
+            .collect();
+        assert_eq!(names, ["nvswitch-node0", "nvswitch-node1"]);
+        let spined = PresetOptions {
+            spines: Some(2),
+            ..nodes(4)
+        };
+        assert_eq!(preset("dgx-h100", &spined).unwrap().reducing_switches().len(), 4);
+        assert_eq!(preset("hgx-h100", &nodes(1)).unwrap().reducing_switches().len(), 1);
+        for name in ["dgx-a100", "ndv4", "dgx2"] {
+            assert!(!preset(name, &nodes(2)).unwrap().has_reducing_switch(), "{name}");
+        }
+    }
 
     fn dims(name: &str, opts: PresetOptions) -> (String, Vec<Dim>) {
         let composed = preset_dims(name, &opts).unwrap().unwrap();
