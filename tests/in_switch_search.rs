@@ -34,15 +34,27 @@ fn one_h100_node_reduces_in_its_switch_near_the_bound() {
     let (time, bound) = timed(&t, CollectiveKind::AllReduce, 8);
     assert!((2_386.0e6..2_387.0e6).contains(&bound), "bound {bound} ps");
     assert!(time >= bound, "{time} ps beats the bound {bound} ps");
-    assert!(time <= 1.05 * bound, "{time} ps against the bound {bound} ps");
-    assert!(time < 4_175.0e6, "{time} ps: no faster than without the switch's sum");
+    assert!(
+        time <= 1.05 * bound,
+        "{time} ps against the bound {bound} ps"
+    );
+    assert!(
+        time < 4_175.0e6,
+        "{time} ps: no faster than without the switch's sum"
+    );
     // A multicast All-Gather's port carries 7/8 of the buffer in, each GPU's share out
     // once: the ingress bound, 7/8 x 2386.09 us.
     let (time, bound) = timed(&t, CollectiveKind::AllGather, 8);
-    assert!(time >= bound && time <= 1.05 * bound, "{time} ps against {bound} ps");
+    assert!(
+        time >= bound && time <= 1.05 * bound,
+        "{time} ps against {bound} ps"
+    );
     // A Broadcast's root sends the buffer up once, however many receive it.
     let (time, bound) = timed(&t, CollectiveKind::Broadcast, 8);
-    assert!(time >= bound && time <= 1.05 * bound, "{time} ps against {bound} ps");
+    assert!(
+        time >= bound && time <= 1.05 * bound,
+        "{time} ps against {bound} ps"
+    );
 }
 
 /// Two and four H100 nodes on rails: a node's share crosses its 8 NICs of 50 GB/s, whose
