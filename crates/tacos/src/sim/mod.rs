@@ -10,6 +10,11 @@
 //! carries one message at a time, serving its queue in order of arrival at the link, ties
 //! broken by message index. Timestamps in a schedule are only used to order its transfers.
 //!
+//! In-switch transfers (`Transfer::in_switch`) move an operation at a time: a multicast
+//! or a sum inside a reducing switch starts once all its transfers are ready and its
+//! links free, holds the links its transfers share once, and lands all of them together
+//! (module `groups`).
+//!
 //! That is the default, `Sharing::Serial`. `Sharing::Fair` instead moves every issued
 //! message at once and shares link bandwidth by max-min fairness (module `fair`).
 //!
@@ -34,6 +39,7 @@
 
 mod engine;
 mod fair;
+mod groups;
 mod landed;
 pub mod memory;
 mod ready;
@@ -196,6 +202,8 @@ fn admit(topo: &Topology, messages: usize) -> Result<Allowance> {
 
 /// The messages of a schedule, with data dependencies taken from its transfer order: the
 /// same messages `simulate_schedule` runs, spelled out one dependency list per message.
+/// A message has no in-switch flag: `simulate_schedule` moves an in-switch operation's
+/// transfers as one (`Transfer::in_switch`), `simulate_messages` moves these one by one.
 pub fn schedule_messages(schedule: &Schedule) -> Vec<Message> {
     let deps = Dependencies::of_schedule(schedule);
     schedule
