@@ -102,16 +102,8 @@ impl Groups {
                     ));
                 }
             }
+            crossed.dedup_by_key(|&mut (l, _, _)| l);
             links.extend(crossed.iter().map(|&(l, _, _)| l));
-            let from = *link_start.last().unwrap_or(&0) as usize;
-            let mut kept = from;
-            for k in from..links.len() {
-                if k == from || links[k] != links[kept - 1] {
-                    links[kept] = links[k];
-                    kept += 1;
-                }
-            }
-            links.truncate(kept);
             link_start.push(links.len() as u32);
         }
         Ok(Groups {

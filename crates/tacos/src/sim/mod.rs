@@ -157,7 +157,7 @@ pub fn simulate_messages_with(
     messages: &[Message],
     sharing: Sharing,
 ) -> Result<SimResult> {
-    let room = admit(topo, messages.len())?;
+    let room = admit(topo, messages.len(), 0)?;
     sharing.run(topo, &Workload::from_messages(topo, messages)?, room)
 }
 
@@ -174,7 +174,7 @@ pub fn simulate_schedule_with(
     schedule: &Schedule,
     sharing: Sharing,
 ) -> Result<SimResult> {
-    let room = admit(topo, schedule.transfers.len())?;
+    let room = admit_schedule(topo, schedule)?;
     sharing.run(topo, &Workload::from_schedule(topo, schedule)?, room)
 }
 
@@ -185,15 +185,22 @@ pub(crate) fn simulate_schedule_hops(
     topo: &Topology,
     schedule: &Schedule,
 ) -> Result<(SimResult, HopStarts)> {
-    let room = admit(topo, schedule.transfers.len())?;
+    let room = admit_schedule(topo, schedule)?;
     engine::run_with_hops(topo, &Workload::from_schedule(topo, schedule)?, room)
 }
 
-/// Refuses a simulation whose state would not fit the memory limit; the room left for
-/// its routes.
-fn admit(topo: &Topology, messages: usize) -> Result<Allowance> {
+/// [`admit`] for a schedule's transfers.
+fn admit_schedule(topo: &Topology, schedule: &Schedule) -> Result<Allowance> {
+    let in_switch = schedule.transfers.iter().filter(|t| t.in_switch).count();
+    admit(topo, schedule.transfers.len(), in_switch)
+}
+
+/// Refuses a simulation of `messages` messages, `in_switch` of them in-switch, whose
+/// state would not fit the memory limit; the room left for its routes.
+fn admit(topo: &Topology, messages: usize, in_switch: usize) -> Result<Allowance> {
     let limit = MemoryLimit::default();
-    let estimate = memory::simulation(topo, messages as u64);
+    let estimate = memory::simulation(topo, messages as u64)
+        .saturating_add(memory::in_switch(messages as u64, in_switch as u64));
     limit.admit(estimate, || {
         format!("simulating {messages} messages on {}", topo.name())
     })?;
