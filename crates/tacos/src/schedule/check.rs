@@ -18,6 +18,16 @@
 //! nothing per transfer); durations are at least a picosecond, so two transfers on a link
 //! overlap exactly when one starts before the one that started last on it has ended.
 //!
+//! # In-switch operations
+//!
+//! In-switch transfers (`Transfer::in_switch`) of one group (`GroupKey`: one multicast or
+//! one sum inside a reducing switch) share some links of their routes (`shared_links`):
+//! per link the sweep keeps the group of its holder beside it, so a later member takes a
+//! shared link while the group's first member holds it, provided it ends when that one
+//! does; every other overlap is contention as before. Contents are unchanged: a
+//! multicast is its copies, a sum its reductions, each reading its sender's chunk at the
+//! start, which the replays already judge.
+//!
 //! # Streamed combining collectives: reduction trees
 //!
 //! A combining collective's stream cannot be grouped by chunk without holding it, so
@@ -62,7 +72,7 @@
 
 use super::in_flight::{InFlight, LOOKAHEAD};
 use super::stream::StreamReader;
-use super::{route_time_ps, Op, Schedule, Transfer};
+use super::{route_time_ps, shared_links, GroupKey, Op, Schedule, Transfer};
 use crate::budget::MemoryLimit;
 use crate::collective::{ChunkId, Collective, CollectiveSpec};
 use crate::error::{Error, Result};
@@ -73,6 +83,7 @@ use crate::units::{ps_to_us, Picos};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io::BufRead;
+use std::ops::Range;
 
 /// What a passing check found.
 #[derive(Clone, Debug, PartialEq)]
@@ -84,8 +95,10 @@ pub struct CheckReport {
 
 /// Checks a timed schedule: every transfer uses an existing link, or a route through
 /// switches (`Topology::route`, held cut-through), and takes exactly its alpha + size /
-/// bandwidth (`route_time_ps`), no link carries two chunks at once, every sender holds
-/// the chunk when it sends, and every postcondition holds at the end. A schedule with
+/// bandwidth (`route_time_ps`), every in-switch transfer passes a reducing switch, no
+/// link carries two chunks at once (but the links an in-switch operation shares carry
+/// its one chunk, and its transfers end together), every sender holds the chunk when it
+/// sends, and every postcondition holds at the end. A schedule with
 /// several faults is refused for the first in start order (at one instant, a transfer's
 /// NPUs, route, duration or link before any sender lacking its chunk then).
 pub fn check(schedule: &Schedule, topo: &Topology) -> Result<CheckReport> {
@@ -187,7 +200,16 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
         let route = routes
             .between(t.src(), t.dst())
             .expect("check found every transfer's route");
-        if let Some((_, (sa, a))) = links.hold(route, t, (s, i)) {
+        // `check` accepted every in-switch transfer's route.
+        let shared = match t.in_switch {
+            true => shared_links(topo, route.iter().copied(), t.op)
+                .ok()
+                .map(|span| ((s, GroupKey::of(t)), span)),
+            false => None,
+        };
+        if let Some(Clash::Occupied(_, (sa, a)) | Clash::Unequal(_, (sa, a))) =
+            links.hold(route, t, (s, i), shared)
+        {
             let ta = &schedules[sa].transfers[a];
             return Err(Error::schedule(format!(
                 "schedule {s}, {}: starts while transfer {a} of schedule {sa} (chunk {}) still occupies the link until {:.6} us",
@@ -203,26 +225,67 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
     Ok(reports)
 }
 
-/// Per link, when the transfer that started last on it ends, and which it is (ending at
-/// 0 where none has: every transfer ends after it starts).
-struct LinkSweep<Id> {
-    last: Vec<(Picos, Id)>,
+/// Per link, the transfer that started last on it: when it ends, which it is, and the
+/// in-switch group it holds the link for where the link is one its group shares (ending
+/// at 0 where none has: every transfer ends after it starts). `G` names a group.
+struct LinkSweep<Id, G> {
+    last: Vec<Holder<Id, G>>,
 }
 
-impl<Id: Copy + Default> LinkSweep<Id> {
-    fn new(links: usize) -> LinkSweep<Id> {
+#[derive(Clone, Copy)]
+struct Holder<Id, G> {
+    end: Picos,
+    id: Id,
+    group: Option<G>,
+}
+
+/// Why a transfer cannot take a link: what holds it, and until when.
+enum Clash<Id> {
+    /// Another transfer, not of its group on a link the group shares.
+    Occupied(Picos, Id),
+    /// The first of its own in-switch group, which ends at another time.
+    Unequal(Picos, Id),
+}
+
+impl<Id: Copy + Default, G: Copy + PartialEq> LinkSweep<Id, G> {
+    fn new(links: usize) -> LinkSweep<Id, G> {
+        let free = Holder {
+            end: 0,
+            id: Id::default(),
+            group: None,
+        };
         LinkSweep {
-            last: vec![(0, Id::default()); links],
+            last: vec![free; links],
         }
     }
 
     /// Puts `t` (transfer `id`) on the links of `route`; transfers must come in start
-    /// order. Returns the transfer it overlaps on one of them, if any, with its end.
-    fn hold(&mut self, route: &[LinkId], t: &Transfer, id: Id) -> Option<(Picos, Id)> {
-        for &link in route {
-            match self.last[link] {
-                (end, earlier) if t.start_ps < end => return Some((end, earlier)),
-                _ => self.last[link] = (t.end_ps, id),
+    /// order. `shared`: an in-switch transfer's group and the positions in `route` of the
+    /// links the group shares (`shared_links`), which a member may take while the
+    /// group's first member holds them. Returns what keeps it off one of them, if any.
+    fn hold(
+        &mut self,
+        route: &[LinkId],
+        t: &Transfer,
+        id: Id,
+        shared: Option<(G, Range<usize>)>,
+    ) -> Option<Clash<Id>> {
+        for (k, &link) in route.iter().enumerate() {
+            let group = match &shared {
+                Some((g, span)) if span.contains(&k) => Some(*g),
+                _ => None,
+            };
+            let last = &mut self.last[link];
+            if t.start_ps >= last.end {
+                *last = Holder {
+                    end: t.end_ps,
+                    id,
+                    group,
+                };
+            } else if group.is_none() || group != last.group {
+                return Some(Clash::Occupied(last.end, last.id));
+            } else if t.end_ps != last.end {
+                return Some(Clash::Unequal(last.end, last.id));
             }
         }
         None
@@ -382,8 +445,8 @@ struct Sweep<'a> {
     routes: RouteCache<'a>,
     /// Per link, the time a chunk takes on it alone, once computed (0 before: no time is 0).
     link_time: Vec<Picos>,
-    /// Per link, the last transfer on it: its index and chunk.
-    links: LinkSweep<(usize, ChunkId)>,
+    /// Per link, the last transfer on it: its index and chunk, and its in-switch group.
+    links: LinkSweep<(usize, ChunkId), GroupKey>,
     contents: Followed,
     transfers: usize,
     latest_end: Picos,
@@ -484,15 +547,38 @@ impl<'a> Sweep<'a> {
                         ),
                     ));
                 }
-                if let Some((end, (a, chunk))) = self.links.hold(route, t, (i, t.chunk())) {
-                    return Err(fail(
-                        i,
-                        t,
-                        format!(
-                            "starts while transfer {a} (chunk {chunk}) still occupies the link until {:.6} us",
-                            ps_to_us(end)
-                        ),
-                    ));
+                let shared = match t.in_switch {
+                    true => Some((
+                        GroupKey::of(t),
+                        shared_links(topo, route.iter().copied(), t.op).map_err(|why| {
+                            fail(i, t, format!("is in-switch, but its route {why}"))
+                        })?,
+                    )),
+                    false => None,
+                };
+                match self.links.hold(route, t, (i, t.chunk()), shared) {
+                    None => {}
+                    Some(Clash::Occupied(end, (a, chunk))) => {
+                        return Err(fail(
+                            i,
+                            t,
+                            format!(
+                                "starts while transfer {a} (chunk {chunk}) still occupies the link until {:.6} us",
+                                ps_to_us(end)
+                            ),
+                        ))
+                    }
+                    Some(Clash::Unequal(end, (a, _))) => {
+                        return Err(fail(
+                            i,
+                            t,
+                            format!(
+                                "is in the in-switch {} as transfer {a}, which ends at {:.6} us: the transfers of one in-switch operation end together",
+                                group_name(t),
+                                ps_to_us(end)
+                            ),
+                        ))
+                    }
                 }
             }
             Timing::Order => {
@@ -879,6 +965,14 @@ fn fail(i: usize, t: &Transfer, what: String) -> Error {
     Error::schedule_at(i, format!("{}: {what}", describe(i, t)))
 }
 
+/// What an in-switch transfer is part of: `multicast from NPU 2` or `sum into NPU 0`.
+fn group_name(t: &Transfer) -> String {
+    match t.op {
+        Op::Copy => format!("multicast from NPU {}", t.src()),
+        Op::Reduce => format!("sum into NPU {}", t.dst()),
+    }
+}
+
 fn describe(i: usize, t: &Transfer) -> String {
     format!(
         "transfer {i} (chunk {}, NPU {} -> {}, {:.6}-{:.6} us)",
@@ -1132,4 +1226,59 @@ fn lacks(lacking: &[NpuId], c: usize, what: &str) -> Error {
         many => format!("NPUs {} lack", format_npus(many)),
     };
     Error::schedule(format!("at the end, {who} chunk {c}{what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A multicast member from NPU 0 to `dst` over [start, end), on links 0 (up, shared)
+    /// and `dst` (down).
+    fn member(dst: NpuId, start: Picos, end: Picos) -> (Transfer, [LinkId; 2]) {
+        let t = Transfer::new(0, 0, dst, start, end, Op::Copy).switched();
+        (t, [0, dst])
+    }
+
+    fn hold(
+        links: &mut LinkSweep<usize, GroupKey>,
+        id: usize,
+        (t, route): &(Transfer, [LinkId; 2]),
+    ) -> Option<(bool, Picos, usize)> {
+        let shared = t.in_switch.then(|| (GroupKey::of(t), 0..1));
+        links.hold(route, t, id, shared).map(|clash| match clash {
+            Clash::Occupied(end, by) => (true, end, by),
+            Clash::Unequal(end, by) => (false, end, by),
+        })
+    }
+
+    #[test]
+    fn members_of_one_group_share_its_links_and_nothing_else() {
+        let mut links = LinkSweep::new(4);
+        assert_eq!(hold(&mut links, 0, &member(1, 0, 10)), None);
+        assert_eq!(hold(&mut links, 1, &member(2, 0, 10)), None);
+        // The group's first still holds the shared link, and the link down to NPU 2 is
+        // member 1's own.
+        assert_eq!(hold(&mut links, 2, &member(2, 0, 10)), Some((true, 10, 1)));
+        // Another start is another group.
+        assert_eq!(hold(&mut links, 3, &member(3, 5, 15)), Some((true, 10, 0)));
+        // A plain copy of the same chunk at the same time is not of the group.
+        let (plain, route) = member(3, 0, 10);
+        let plain = (
+            Transfer {
+                in_switch: false,
+                ..plain
+            },
+            route,
+        );
+        assert_eq!(hold(&mut links, 4, &plain), Some((true, 10, 0)));
+        // Once the group has ended, the link is free.
+        assert_eq!(hold(&mut links, 5, &member(3, 10, 20)), None);
+    }
+
+    #[test]
+    fn a_member_ending_at_another_time_is_refused() {
+        let mut links = LinkSweep::new(4);
+        assert_eq!(hold(&mut links, 0, &member(1, 0, 10)), None);
+        assert_eq!(hold(&mut links, 1, &member(2, 0, 12)), Some((false, 10, 0)));
+    }
 }

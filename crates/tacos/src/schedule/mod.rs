@@ -4,11 +4,13 @@
 
 mod check;
 pub(crate) mod in_flight;
+mod in_switch;
 pub mod memory;
 pub(crate) mod spool;
 pub mod stream;
 
 pub use check::{check, check_concurrent, check_data_flow, check_stream, CheckReport};
+pub use in_switch::{shared_links, GroupKey};
 
 use crate::collective::{ChunkId, CollectiveSpec};
 use crate::error::{Error, FileFormat, FileProblem, Result};

@@ -13,14 +13,19 @@
 //! links has started (`Planned`). Greedy order can let a message ready early take a
 //! switch port another was planned to use first, and lose the schedule's own timing; in
 //! planned order, a schedule that is contention-free on its routes runs on its clock.
+//!
+//! In-switch messages move a group at a time (`super::groups`): a group's members start
+//! together once all are issued and every link the group holds is free, and land
+//! together.
 
+use super::groups::Groups;
 use super::ready::{Readiness, Routes};
 use super::workload::Workload;
 use super::{MessageTiming, SimResult};
 use crate::budget::Allowance;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::schedule::{later, link_time_ps};
-use crate::topology::Topology;
+use crate::topology::{Link, Topology};
 use crate::units::Picos;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -75,6 +80,11 @@ struct Engine<'a> {
     link_busy: Vec<bool>,
     /// For a schedule's messages: the order they take on links through switches.
     planned: Option<Planned>,
+    /// The in-switch groups, and per group how many members wait at their hop.
+    groups: Groups,
+    group_waiting: Vec<u32>,
+    /// How many messages have landed.
+    landed: usize,
     /// Links whose state changed at the current timestamp.
     touched: Vec<u32>,
     /// Messages whose current hop ends at each future time. Hops of equal cost end
@@ -94,6 +104,7 @@ impl<'a> Engine<'a> {
         let n = work.len();
         let links = topo.links().len();
         let routes = Routes::new(topo, work, room)?;
+        let groups = Groups::new(topo, work, &routes)?;
         let planned = work
             .planned
             .as_deref()
@@ -104,6 +115,9 @@ impl<'a> Engine<'a> {
             });
         Ok(Engine {
             planned,
+            group_waiting: vec![0; groups.len()],
+            groups,
+            landed: 0,
             topo,
             work,
             ready: Readiness::new(work, &routes),
@@ -145,6 +159,7 @@ impl<'a> Engine<'a> {
             self.serve_touched(now)?;
         }
         self.ready.check_all_issued()?;
+        self.check_all_landed()?;
         let hops = self
             .hop_started
             .take()
@@ -180,6 +195,24 @@ impl<'a> Engine<'a> {
         hops
     }
 
+    /// An error when some message never landed: an in-switch group one of whose members
+    /// waited for what only the group could deliver.
+    fn check_all_landed(&self) -> Result<()> {
+        if self.landed == self.timing.len() {
+            return Ok(());
+        }
+        let stuck = (0..self.timing.len())
+            .find(|&m| self.route_start[m] + self.hop[m] < self.route_start[m + 1])
+            .unwrap_or(0);
+        Err(Error::schedule_at(
+            stuck,
+            format!(
+                "{} messages never landed, message {stuck} among them: an in-switch operation starts only once all its transfers are ready, and one of them waits for what the operation delivers",
+                self.timing.len() - self.landed
+            ),
+        ))
+    }
+
     /// Puts the messages just issued (drained from `issued`) on their first hop's queues.
     fn issue(&mut self, issued: &mut Vec<u32>, now: Picos) {
         for m in issued.drain(..) {
@@ -213,6 +246,9 @@ impl<'a> Engine<'a> {
             }
             self.touched.push(link);
         }
+        if let Some(g) = self.groups.of(m) {
+            self.group_waiting[g] += 1;
+        }
     }
 
     fn hop_done(&mut self, m: usize, now: Picos) {
@@ -233,6 +269,7 @@ impl<'a> Engine<'a> {
 
     /// Message `m` arrived: issue what waited for it.
     fn land(&mut self, m: usize, now: Picos) {
+        self.landed += 1;
         let mut issued = std::mem::take(&mut self.issued);
         self.ready.landed(m, &mut issued);
         self.issue(&mut issued, now);
@@ -290,16 +327,19 @@ impl<'a> Engine<'a> {
                 continue;
             }
             let m = m as usize;
-            let hop = self.hop_range(m);
-            if self.route_links[hop.clone()]
-                .iter()
-                .all(|&l| !self.link_busy[l as usize])
-            {
-                for i in hop {
-                    let l = self.route_links[i] as usize;
-                    self.queues[l].retain(|e| e.1 as usize != m);
+            let free = match self.groups.of(m) {
+                None => self.hop_free(m),
+                Some(g) => self.group_free(g),
+            };
+            if free {
+                let unit = self.unit(m);
+                for &u in &unit {
+                    for i in self.hop_range(u as usize) {
+                        let l = self.route_links[i] as usize;
+                        self.queues[l].retain(|e| e.1 != u);
+                    }
                 }
-                self.start(m, now)?;
+                self.start_unit(m, now)?;
                 continue;
             }
             if let Some(&next) = self.queues[link as usize].get(at as usize + 1) {
@@ -321,54 +361,135 @@ impl<'a> Engine<'a> {
                 return Ok(());
             };
             at = position + 1;
-            let hop = self.hop_range(m);
             let Some(p) = &self.planned else {
                 return Ok(());
             };
-            let ready = p.waiting[m]
-                && self.route_links[hop.clone()]
-                    .iter()
-                    .all(|&l| !self.link_busy[l as usize] && p.is_due(l as usize, m));
+            let unit = self.unit(m);
+            let ready = self.groups.of(m).map_or(true, |g| self.group_free(g))
+                && unit.iter().all(|&u| {
+                    let u = u as usize;
+                    p.waiting[u]
+                        && self.route_links[self.hop_range(u)]
+                            .iter()
+                            .all(|&l| !self.link_busy[l as usize] && p.is_due(l as usize, u))
+                });
             if ready {
-                let links: Vec<usize> = self.route_links[hop].iter().map(|&l| l as usize).collect();
-                if let Some(p) = &mut self.planned {
-                    p.started(m, &links);
+                for &u in &unit {
+                    let links: Vec<usize> = self.route_links[self.hop_range(u as usize)]
+                        .iter()
+                        .map(|&l| l as usize)
+                        .collect();
+                    if let Some(p) = &mut self.planned {
+                        p.started(u as usize, &links);
+                    }
                 }
-                self.start(m, now)?;
+                self.start_unit(m, now)?;
             }
         }
         Ok(())
     }
 
-    /// Message `m` takes every link of its hop at `now`, for the cut-through time: the
-    /// links' summed latency, the bytes at the narrowest bandwidth. A time past the clock
-    /// is an error: a wrapped or saturated one would be a wrong answer.
-    fn start(&mut self, m: usize, now: Picos) -> Result<()> {
-        let bytes = self.work.bytes.of(m);
-        let topo = self.topo;
-        let hop = self.hop_range(m);
-        if let Some(started) = &mut self.hop_started {
-            started[hop.start] = now;
+    /// Whether every link of the hop message `m` is on is free.
+    fn hop_free(&self, m: usize) -> bool {
+        self.route_links[self.hop_range(m)]
+            .iter()
+            .all(|&l| !self.link_busy[l as usize])
+    }
+
+    /// Whether in-switch group `g` may start: every member waits at its hop, and every
+    /// link the group holds is free.
+    fn group_free(&self, g: usize) -> bool {
+        self.group_waiting[g] as usize == self.groups.members(g).len()
+            && self
+                .groups
+                .links(g)
+                .iter()
+                .all(|&l| !self.link_busy[l as usize])
+    }
+
+    /// The messages that start with `m`: its in-switch group, or `m` alone.
+    fn unit(&self, m: usize) -> Vec<u32> {
+        match self.groups.of(m) {
+            Some(g) => self.groups.members(g).to_vec(),
+            None => vec![m as u32],
         }
-        let l = &topo.route_link(self.route_links[hop.clone()].iter().map(|&l| l as usize));
-        let took = link_time_ps(l, bytes)?;
+    }
+
+    /// Starts `m`'s hop at `now`, with its in-switch group if it has one.
+    fn start_unit(&mut self, m: usize, now: Picos) -> Result<()> {
+        match self.groups.of(m) {
+            Some(g) => self.start_group(g, now),
+            None => self.start(m, now),
+        }
+    }
+
+    /// How long message `m`'s hop takes cut-through: the links' summed latency, the bytes
+    /// at the narrowest bandwidth; and that link, to name it.
+    fn hop_time(&self, m: usize) -> Result<(Picos, Link)> {
+        let hop = self.hop_range(m);
+        let l = self
+            .topo
+            .route_link(self.route_links[hop].iter().map(|&l| l as usize));
+        Ok((link_time_ps(&l, self.work.bytes.of(m))?, l))
+    }
+
+    /// Message `m` takes every link of its hop at `now`, for the cut-through time. A time
+    /// past the clock is an error: a wrapped or saturated one would be a wrong answer.
+    fn start(&mut self, m: usize, now: Picos) -> Result<()> {
+        let (took, l) = self.hop_time(m)?;
         let end = later(now, took, || {
             format!("simulation: message {m} on link {} -> {}", l.src, l.dst)
         })?;
-        for i in hop {
-            let link = self.route_links[i] as usize;
-            self.link_busy_ps[link] = later(self.link_busy_ps[link], took, || {
-                format!("simulation: busy time of link {} -> {}", l.src, l.dst)
-            })?;
-            self.link_busy[link] = true;
-            self.link_bytes[link] += bytes;
+        for i in self.hop_range(m) {
+            self.occupy(self.route_links[i] as usize, took, self.work.bytes.of(m))?;
+        }
+        self.ends_at(m, now, end);
+        Ok(())
+    }
+
+    /// In-switch group `g` takes every link it holds at `now`, each once, for its slowest
+    /// member's cut-through time, and its members land together then.
+    fn start_group(&mut self, g: usize, now: Picos) -> Result<()> {
+        let members = self.groups.members(g).to_vec();
+        let mut took = 0;
+        for &m in &members {
+            took = took.max(self.hop_time(m as usize)?.0);
+        }
+        let first = members[0] as usize;
+        let end = later(now, took, || {
+            format!("simulation: the in-switch operation of message {first}")
+        })?;
+        let bytes = self.work.bytes.of(first);
+        for k in 0..self.groups.links(g).len() {
+            self.occupy(self.groups.links(g)[k] as usize, took, bytes)?;
+        }
+        for m in members {
+            self.ends_at(m as usize, now, end);
+        }
+        Ok(())
+    }
+
+    /// `link` carries `bytes` for `took` from now on.
+    fn occupy(&mut self, link: usize, took: Picos, bytes: f64) -> Result<()> {
+        let l = self.topo.link(link);
+        self.link_busy_ps[link] = later(self.link_busy_ps[link], took, || {
+            format!("simulation: busy time of link {} -> {}", l.src, l.dst)
+        })?;
+        self.link_busy[link] = true;
+        self.link_bytes[link] += bytes;
+        Ok(())
+    }
+
+    /// Message `m`'s hop, started at `now`, ends at `end`.
+    fn ends_at(&mut self, m: usize, now: Picos, end: Picos) {
+        if let Some(started) = &mut self.hop_started {
+            started[self.route_start[m] as usize + self.hop[m] as usize] = now;
         }
         let spare = &mut self.spare;
         self.events
             .entry(end)
             .or_insert_with(|| spare.pop().unwrap_or_default())
             .push(m as u32);
-        Ok(())
     }
 }
 

@@ -22,10 +22,15 @@
 //! as busy while at least one message crossing it is in flight (its latency included, as
 //! in the serial model), and carries every byte of each message crossing it.
 //!
+//! An in-switch group (`super::groups`) is one flow: it starts once all its members are
+//! issued, crosses every link it holds once, pays its slowest member's latency, and its
+//! members land together.
+//!
 //! Each event re-shares the links of every moving flow, O(F h log L) for F flows of h links
 //! on L links, so a schedule with many flows in flight at once is slow: more than
 //! `MAX_CONCURRENT_FLOWS` at once is refused.
 
+use super::groups::Groups;
 use super::ready::{Readiness, Routes};
 use super::workload::Workload;
 use super::{MessageTiming, SimResult};
@@ -52,6 +57,10 @@ struct Fair<'a> {
     work: &'a Workload,
     routes: Routes,
     ready: Readiness<'a>,
+    /// The in-switch groups, each moving as one flow (its first member's), and per group
+    /// how many members are issued.
+    groups: Groups,
+    group_issued: Vec<u32>,
     /// Messages just issued, kept for reuse.
     issued: Vec<u32>,
     /// Messages whose latency ends at each future time.
@@ -78,10 +87,13 @@ impl<'a> Fair<'a> {
         let n = work.len();
         let links = topo.links().len();
         let routes = Routes::new(topo, work, room)?;
+        let groups = Groups::new(topo, work, &routes)?;
         Ok(Fair {
             topo,
             work,
             ready: Readiness::new(work, &routes),
+            group_issued: vec![0; groups.len()],
+            groups,
             routes,
             issued: Vec::new(),
             latency_ends: BTreeMap::new(),
@@ -143,8 +155,10 @@ impl<'a> Fair<'a> {
             let mut done = std::mem::take(&mut self.done);
             let mut issued = std::mem::take(&mut self.issued);
             for m in done.drain(..) {
-                self.land(m as usize, now);
-                self.ready.landed(m as usize, &mut issued);
+                for landed in self.flow_members(m as usize) {
+                    self.land(landed as usize, now);
+                    self.ready.landed(landed as usize, &mut issued);
+                }
             }
             self.done = done;
             for m in issued.drain(..) {
@@ -178,8 +192,12 @@ impl<'a> Fair<'a> {
                 ),
             });
         }
-        self.filling
-            .share(&self.routes, &self.active, &mut self.rate);
+        let (routes, groups) = (&self.routes, &self.groups);
+        self.filling.share(
+            |m| flow_links(routes, groups, m),
+            &self.active,
+            &mut self.rate,
+        );
         for &m in &self.active {
             let m = m as usize;
             self.finish[m] = completion(now, self.remaining[m], self.rate[m], m)?;
@@ -187,11 +205,29 @@ impl<'a> Fair<'a> {
         Ok(())
     }
 
-    /// Issued message `m` starts at `now`: its links are in use and its latency runs.
+    /// Issued message `m` starts at `now` (an in-switch one once its whole group is
+    /// issued, as its group's flow): its links are in use and its latency runs.
     fn start(&mut self, m: usize, now: Picos) -> Result<()> {
-        self.timing[m].start_ps = now;
-        let bytes = self.work.bytes.of(m);
-        for &l in self.routes.of(m) {
+        if let Some(g) = self.groups.of(m) {
+            self.group_issued[g] += 1;
+            if (self.group_issued[g] as usize) < self.groups.members(g).len() {
+                return Ok(());
+            }
+        }
+        let flow = self
+            .groups
+            .of(m)
+            .map_or(m, |g| self.groups.members(g)[0] as usize);
+        let mut latency_ps = 0;
+        for &member in &self.flow_members(flow) {
+            let member = member as usize;
+            self.timing[member].start_ps = now;
+            let route = self.routes.of(member).iter().map(|&l| l as usize);
+            let latency = (self.topo.route_link(route).latency_us * PICOS_PER_US).ceil();
+            latency_ps = latency_ps.max(latency as Picos);
+        }
+        let bytes = self.work.bytes.of(flow);
+        for &l in flow_links(&self.routes, &self.groups, flow) {
             let l = l as usize;
             if self.in_flight[l] == 0 {
                 self.busy_since[l] = now;
@@ -199,23 +235,48 @@ impl<'a> Fair<'a> {
             self.in_flight[l] += 1;
             self.link_bytes[l] += bytes;
         }
-        let route = self.routes.of(m).iter().map(|&l| l as usize);
-        let latency_ps = (self.topo.route_link(route).latency_us * PICOS_PER_US).ceil() as Picos;
-        let moving = later(now, latency_ps, || format!("simulation: message {m}"))?;
-        self.latency_ends.entry(moving).or_default().push(m as u32);
+        let moving = later(now, latency_ps, || format!("simulation: message {flow}"))?;
+        self.latency_ends
+            .entry(moving)
+            .or_default()
+            .push(flow as u32);
         Ok(())
     }
 
-    /// Message `m` arrived at `now`: its links are free of it.
+    /// The messages flow `m` carries: its in-switch group, or `m` alone.
+    fn flow_members(&self, m: usize) -> Vec<u32> {
+        match self.groups.of(m) {
+            Some(g) => self.groups.members(g).to_vec(),
+            None => vec![m as u32],
+        }
+    }
+
+    /// Message `m` arrived at `now`: the links of its flow are free of it (once, for the
+    /// first member of an in-switch group).
     fn land(&mut self, m: usize, now: Picos) {
         self.timing[m].end_ps = now;
-        for &l in self.routes.of(m) {
+        let leads = self
+            .groups
+            .of(m)
+            .map_or(true, |g| self.groups.members(g)[0] as usize == m);
+        if !leads {
+            return;
+        }
+        for &l in flow_links(&self.routes, &self.groups, m) {
             let l = l as usize;
             self.in_flight[l] -= 1;
             if self.in_flight[l] == 0 {
                 self.link_busy_ps[l] += now - self.busy_since[l];
             }
         }
+    }
+}
+
+/// The links flow `m` crosses: its in-switch group's, each once, or its route.
+fn flow_links<'r>(routes: &'r Routes, groups: &'r Groups, m: usize) -> &'r [u32] {
+    match groups.of(m) {
+        Some(g) => groups.links(g),
+        None => routes.of(m),
     }
 }
 
@@ -277,11 +338,12 @@ impl Filling {
         }
     }
 
-    /// Sets `rate[m]` for every flow in `active` to its max-min fair rate.
-    fn share(&mut self, routes: &Routes, active: &[u32], rate: &mut [f64]) {
+    /// Sets `rate[m]` for every flow in `active`, crossing `links(m)`, to its max-min
+    /// fair rate.
+    fn share<'r>(&mut self, links: impl Fn(usize) -> &'r [u32], active: &[u32], rate: &mut [f64]) {
         for &m in active {
             self.fixed[m as usize] = false;
-            for &l in routes.of(m as usize) {
+            for &l in links(m as usize) {
                 let li = l as usize;
                 if self.flows[li].is_empty() {
                     self.used.push(l);
@@ -306,7 +368,7 @@ impl Filling {
                 }
                 self.fixed[m] = true;
                 rate[m] = share.0;
-                for &other in routes.of(m) {
+                for &other in links(m) {
                     let o = other as usize;
                     self.capacity[o] -= share.0;
                     self.unfixed[o] -= 1;

@@ -26,6 +26,18 @@ pub fn simulation(topo: &Topology, messages: u64) -> u64 {
     mul(messages, 120).saturating_add(mul(topo.links().len() as u64, 96))
 }
 
+/// Bytes the simulator holds beside `simulation`'s for `messages` messages of which
+/// `in_switch` are in-switch (`sim::groups`): where there are any, each message's group
+/// (4), and per in-switch message its group key and index (40), its place among the
+/// group's members (4) and its links in the group's (8), with the key's entry in the map
+/// that numbers groups (48) and growth slack (128 in all).
+pub fn in_switch(messages: u64, in_switch: u64) -> u64 {
+    match in_switch {
+        0 => 0,
+        _ => mul(messages, 4).saturating_add(mul(in_switch, 128)),
+    }
+}
+
 /// Bytes the simulator holds per link of a message's route: its entry in the routes (4,
 /// twice with a vector's growth slack), the message's place in the link's queue (16, twice
 /// with the queue's slack) and in a schedule's planned order (5).

@@ -10,6 +10,11 @@
 //! carries one message at a time, serving its queue in order of arrival at the link, ties
 //! broken by message index. Timestamps in a schedule are only used to order its transfers.
 //!
+//! In-switch transfers (`Transfer::in_switch`) move an operation at a time: a multicast
+//! or a sum inside a reducing switch starts once all its transfers are ready and its
+//! links free, holds the links its transfers share once, and lands all of them together
+//! (module `groups`).
+//!
 //! That is the default, `Sharing::Serial`. `Sharing::Fair` instead moves every issued
 //! message at once and shares link bandwidth by max-min fairness (module `fair`).
 //!
@@ -34,6 +39,7 @@
 
 mod engine;
 mod fair;
+mod groups;
 mod landed;
 pub mod memory;
 mod ready;
@@ -151,7 +157,7 @@ pub fn simulate_messages_with(
     messages: &[Message],
     sharing: Sharing,
 ) -> Result<SimResult> {
-    let room = admit(topo, messages.len())?;
+    let room = admit(topo, messages.len(), 0)?;
     sharing.run(topo, &Workload::from_messages(topo, messages)?, room)
 }
 
@@ -168,7 +174,7 @@ pub fn simulate_schedule_with(
     schedule: &Schedule,
     sharing: Sharing,
 ) -> Result<SimResult> {
-    let room = admit(topo, schedule.transfers.len())?;
+    let room = admit_schedule(topo, schedule)?;
     sharing.run(topo, &Workload::from_schedule(topo, schedule)?, room)
 }
 
@@ -179,15 +185,22 @@ pub(crate) fn simulate_schedule_hops(
     topo: &Topology,
     schedule: &Schedule,
 ) -> Result<(SimResult, HopStarts)> {
-    let room = admit(topo, schedule.transfers.len())?;
+    let room = admit_schedule(topo, schedule)?;
     engine::run_with_hops(topo, &Workload::from_schedule(topo, schedule)?, room)
 }
 
-/// Refuses a simulation whose state would not fit the memory limit; the room left for
-/// its routes.
-fn admit(topo: &Topology, messages: usize) -> Result<Allowance> {
+/// [`admit`] for a schedule's transfers.
+fn admit_schedule(topo: &Topology, schedule: &Schedule) -> Result<Allowance> {
+    let in_switch = schedule.transfers.iter().filter(|t| t.in_switch).count();
+    admit(topo, schedule.transfers.len(), in_switch)
+}
+
+/// Refuses a simulation of `messages` messages, `in_switch` of them in-switch, whose
+/// state would not fit the memory limit; the room left for its routes.
+fn admit(topo: &Topology, messages: usize, in_switch: usize) -> Result<Allowance> {
     let limit = MemoryLimit::default();
-    let estimate = memory::simulation(topo, messages as u64);
+    let estimate = memory::simulation(topo, messages as u64)
+        .saturating_add(memory::in_switch(messages as u64, in_switch as u64));
     limit.admit(estimate, || {
         format!("simulating {messages} messages on {}", topo.name())
     })?;
@@ -196,6 +209,8 @@ fn admit(topo: &Topology, messages: usize) -> Result<Allowance> {
 
 /// The messages of a schedule, with data dependencies taken from its transfer order: the
 /// same messages `simulate_schedule` runs, spelled out one dependency list per message.
+/// A message has no in-switch flag: `simulate_schedule` moves an in-switch operation's
+/// transfers as one (`Transfer::in_switch`), `simulate_messages` moves these one by one.
 pub fn schedule_messages(schedule: &Schedule) -> Vec<Message> {
     let deps = Dependencies::of_schedule(schedule);
     schedule

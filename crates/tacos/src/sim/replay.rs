@@ -18,7 +18,8 @@
 //!
 //! Where the argument does not hold (a transfer of several hops or of another duration,
 //! two planned at one time on a link through a switch, whose order the engine leaves to
-//! readiness) the replay says which transfer, and the caller holds the schedule for the
+//! readiness, an in-switch transfer, which moves with its group) the replay says which
+//! transfer, and the caller holds the schedule for the
 //! engine instead. `tests/sim_replay.rs` compares the two on synthesized schedules and on
 //! the same schedules with transfers delayed.
 
@@ -160,6 +161,11 @@ impl<'a> Replay<'a> {
     /// Plays transfer `i`; the inner error says why the replay cannot answer for it.
     fn step(&mut self, i: usize, t: &Transfer) -> Result<Verdict> {
         check_endpoints(self.topo, "transfer", i, t.src(), t.dst())?;
+        if t.in_switch {
+            return Ok(Err(
+                "it is in-switch, and the replay does not move in-switch operations as one".into(),
+            ));
+        }
         if t.chunk() >= self.chunks {
             return Ok(Err(format!(
                 "it names chunk {}; the collective has {}",

@@ -9,7 +9,7 @@
 
 use super::Message;
 use crate::error::{Error, Result};
-use crate::schedule::Schedule;
+use crate::schedule::{GroupKey, Schedule};
 use crate::topology::Topology;
 use crate::units::Picos;
 
@@ -25,6 +25,8 @@ pub(super) struct Workload {
     /// transfer takes its route's time), messages cross links through switches in start
     /// order (equal times in any order). None for plain messages.
     pub planned: Option<Vec<(Picos, Picos)>>,
+    /// The in-switch messages, by index, with their groups (`sim::groups`).
+    pub in_switch: Vec<(u32, GroupKey)>,
 }
 
 /// Message sizes: one for all (a schedule's chunk) or one per message.
@@ -97,6 +99,7 @@ impl Workload {
             bytes: Bytes::PerMessage(messages.iter().map(|m| m.bytes).collect()),
             deps: Dependencies::Explicit { start, list },
             planned: None,
+            in_switch: Vec::new(),
         })
     }
 
@@ -132,6 +135,13 @@ impl Workload {
                     .map(|t| (t.start_ps, t.end_ps))
                     .collect(),
             ),
+            in_switch: schedule
+                .transfers
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.in_switch)
+                .map(|(i, t)| (i as u32, GroupKey::of(t)))
+                .collect(),
         })
     }
 
