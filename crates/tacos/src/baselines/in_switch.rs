@@ -13,15 +13,25 @@
 //! | reducescatter | sum into each node's NPU g | reduce into n's | |
 //! | allgather | | copy from n's to each node's NPU g | multicast from NPU g |
 //!
-//! A Broadcast multicasts chunk j in the root's node, NPU j mod P of the root's node
-//! copies it along its rail and each node multicasts it again; a Reduce sums every chunk
-//! into the root's rail peer in each node, and those reduce into the root along its rail.
+//! A Broadcast multicasts chunk j in the root's node, NPU j mod P of each node passes it
+//! along its rail to the next node's (a chain from the root's node) and multicasts it in
+//! its node; a Reduce sums chunk j into NPU j mod P of each node, those reduce along the
+//! same chain backwards into the root's node, whose NPU copies the total to the root. Their K chunks per NPU are each NPU's share of the buffer
+//! (P x K in all), as many as the others move.
+//!
+//! The plan is timed here, not by steps: its operations are list-scheduled on the links
+//! (`Ops::list_schedule`), a chunk further along first, since operations that hold most of
+//! a switch's ports at once leave a readiness order little room to overlap. The simulator
+//! runs such a timed schedule on its clock.
 
 use super::{root_rank, Plan};
 use crate::collective::{ChunkId, CollectiveKind, CollectiveSpec};
 use crate::error::{Error, Result};
-use crate::schedule::{Op, Transfer};
-use crate::topology::{NpuId, RouteCache, Topology, VertexId};
+use crate::schedule::{route_time_ps, Op, Transfer};
+use crate::topology::{LinkId, NpuId, RouteCache, Topology, VertexId};
+use crate::units::Picos;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
 
 /// The collectives the in-switch plan defines.
 pub(super) const KINDS: &[CollectiveKind] = &[
@@ -89,10 +99,10 @@ pub(super) fn nodes(topo: &Topology, spec: &CollectiveSpec) -> Result<Vec<Vec<Np
     Ok(nodes)
 }
 
-/// The in-switch plan of `spec` on `topo` (see the module's table).
-pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
+/// The in-switch plan of `spec` on `topo` (see the module's table), timed.
+pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec, chunk_bytes: f64) -> Result<Plan> {
     let nodes = nodes(topo, spec)?;
-    let mut out = Steps::default();
+    let mut ops = Ops::default();
     let k = spec.chunks_per_npu;
     let size = nodes[0].len();
     let at = |npu: NpuId| -> (usize, usize) {
@@ -102,29 +112,54 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
             .find_map(|(n, m)| m.iter().position(|&x| x == npu).map(|g| (n, g)))
             .expect("every NPU of the collective is in a node")
     };
-    let owned = |rank: usize| (rank * k..(rank + 1) * k).enumerate();
     match spec.kind {
         CollectiveKind::AllReduce | CollectiveKind::ReduceScatter | CollectiveKind::AllGather => {
-            for (rank, &npu) in spec.npus.iter().enumerate() {
-                let (_, g) = at(npu);
-                let rail: Vec<NpuId> = nodes.iter().map(|m| m[g]).collect();
-                for (j, chunk) in owned(rank) {
-                    // Each chunk's stages, a step apart; chunk j of every owner together.
-                    let step = 4 * j;
+            // Across nodes, chunk j of every owner before chunk j + 1 of any, so that the
+            // rails take turns. In one node, an owner's chunks one after another, so that
+            // the sum of one into its owner runs beside the multicast of the one before
+            // from it: the two hold the owner's port in opposite directions.
+            let owners = spec.npus.len();
+            let order: Vec<(usize, usize)> = match nodes.len() {
+                1 => (0..owners)
+                    .flat_map(|r| (0..k).map(move |j| (r, j)))
+                    .collect(),
+                _ => (0..k)
+                    .flat_map(|j| (0..owners).map(move |r| (r, j)))
+                    .collect(),
+            };
+            for (rank, j) in order {
+                {
+                    let npu = spec.npus[rank];
+                    let (home, g) = at(npu);
+                    let chunk = rank * k + j;
+                    // Per node, what leaves NPU g of that node (its sum, or the owner's copy).
+                    let mut held: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
                     if spec.kind != CollectiveKind::AllGather {
-                        for node in &nodes {
-                            out.sum(step, chunk, node[g], node);
-                        }
-                        for &peer in rail.iter().filter(|&&p| p != npu) {
-                            out.send(step + 1, chunk, peer, npu, Op::Reduce);
-                        }
+                        let sums: Vec<usize> = nodes
+                            .iter()
+                            .map(|node| ops.sum(chunk, node[g], node, &[]))
+                            .collect();
+                        let reduced: Vec<usize> = (0..nodes.len())
+                            .filter(|&n| n != home)
+                            .map(|n| {
+                                let after = [sums[n], sums[home]];
+                                ops.send(Stage::RailReduce, chunk, nodes[n][g], npu, &after)
+                            })
+                            .collect();
+                        held[home] = if reduced.is_empty() {
+                            vec![sums[home]]
+                        } else {
+                            reduced
+                        };
                     }
                     if spec.kind != CollectiveKind::ReduceScatter {
-                        for &peer in rail.iter().filter(|&&p| p != npu) {
-                            out.send(step + 2, chunk, npu, peer, Op::Copy);
+                        for n in (0..nodes.len()).filter(|&n| n != home) {
+                            let after = held[home].clone();
+                            held[n] =
+                                vec![ops.send(Stage::RailCopy, chunk, npu, nodes[n][g], &after)];
                         }
-                        for node in &nodes {
-                            out.multicast(step + 3, chunk, node[g], node);
+                        for (n, node) in nodes.iter().enumerate() {
+                            ops.multicast(chunk, node[g], node, &held[n]);
                         }
                     }
                 }
@@ -133,25 +168,57 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
         CollectiveKind::Broadcast => {
             let root = spec.npus[root_rank(spec)];
             let (home, _) = at(root);
+            // The nodes from the root's on, each passing a chunk along its rail to the next.
+            let chain: Vec<usize> = (0..nodes.len()).map(|i| (home + i) % nodes.len()).collect();
             for chunk in 0..k {
                 let g = chunk % size;
-                out.multicast(3 * chunk, chunk, root, &nodes[home]);
-                let from = nodes[home][g];
-                for node in nodes.iter().filter(|m| m[g] != from) {
-                    out.send(3 * chunk + 1, chunk, from, node[g], Op::Copy);
-                    out.multicast(3 * chunk + 2, chunk, node[g], node);
+                let spread = ops.multicast(chunk, root, &nodes[home], &[]);
+                let mut after: Vec<usize> = (nodes[home][g] != root)
+                    .then_some(spread)
+                    .into_iter()
+                    .collect();
+                for pair in chain.windows(2) {
+                    let (from, to) = (nodes[pair[0]][g], nodes[pair[1]][g]);
+                    let copy = ops.send(Stage::RailCopy, chunk, from, to, &after);
+                    ops.multicast(chunk, to, &nodes[pair[1]], &[copy]);
+                    after = vec![copy];
                 }
             }
         }
         CollectiveKind::Reduce => {
             let root = spec.npus[root_rank(spec)];
-            let (_, g) = at(root);
+            let (home, _) = at(root);
+            let chain: Vec<usize> = (0..nodes.len()).map(|i| (home + i) % nodes.len()).collect();
             for chunk in 0..k {
-                for node in &nodes {
-                    out.sum(2 * chunk, chunk, node[g], node);
-                    if node[g] != root {
-                        out.send(2 * chunk + 1, chunk, node[g], root, Op::Reduce);
-                    }
+                // Chunk j along rail j mod P, as a Broadcast spreads it: summed in each
+                // node, reduced along the rail from the last node of the chain to the
+                // root's, whose NPU on that rail copies the total to the root.
+                let g = if nodes.len() == 1 {
+                    at(root).1
+                } else {
+                    chunk % size
+                };
+                let sums: Vec<usize> = nodes
+                    .iter()
+                    .map(|node| ops.sum(chunk, node[g], node, &[]))
+                    .collect();
+                let mut incoming: Option<usize> = None;
+                for pair in chain.windows(2).rev() {
+                    let (to, from) = (pair[0], pair[1]);
+                    let after: Vec<usize> =
+                        [sums[from], sums[to]].into_iter().chain(incoming).collect();
+                    incoming = Some(ops.send(
+                        Stage::RailReduce,
+                        chunk,
+                        nodes[from][g],
+                        nodes[to][g],
+                        &after,
+                    ));
+                }
+                let total = nodes[home][g];
+                if total != root {
+                    let after = incoming.unwrap_or(sums[home]);
+                    ops.send(Stage::RailCopy, chunk, total, root, &[after]);
                 }
             }
         }
@@ -162,42 +229,185 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec) -> Result<Plan> {
             ))
         }
     }
-    Ok(out.into_plan())
+    Ok(Plan {
+        transfers: ops.list_schedule(topo, chunk_bytes)?,
+    })
 }
 
-/// Transfers by step, put in step order at the end.
+/// What an operation does, which also orders ready operations: a chunk further along
+/// goes first, so that the switches' ports carry later stages of early chunks between
+/// the first stages of later ones and the pipeline keeps moving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    Multicast,
+    RailCopy,
+    RailReduce,
+    Sum,
+}
+
+/// One operation: a sum inside the switch, a multicast, or one transfer along a rail.
+struct Operation {
+    stage: Stage,
+    chunk: ChunkId,
+    /// (src, dst) of each transfer.
+    pairs: Vec<(NpuId, NpuId)>,
+    /// The operations whose results it reads.
+    after: Vec<usize>,
+}
+
 #[derive(Default)]
-struct Steps {
-    transfers: Vec<Transfer>,
+struct Ops {
+    ops: Vec<Operation>,
 }
 
-impl Steps {
-    fn send(&mut self, step: usize, chunk: ChunkId, src: NpuId, dst: NpuId, op: Op) {
-        let t = Transfer::new(chunk, src, dst, step as u64, step as u64 + 1, op);
-        self.transfers.push(t);
+impl Ops {
+    fn push(
+        &mut self,
+        stage: Stage,
+        chunk: ChunkId,
+        pairs: Vec<(NpuId, NpuId)>,
+        after: &[usize],
+    ) -> usize {
+        self.ops.push(Operation {
+            stage,
+            chunk,
+            pairs,
+            after: after.to_vec(),
+        });
+        self.ops.len() - 1
+    }
+
+    fn send(
+        &mut self,
+        stage: Stage,
+        chunk: ChunkId,
+        src: NpuId,
+        dst: NpuId,
+        after: &[usize],
+    ) -> usize {
+        self.push(stage, chunk, vec![(src, dst)], after)
     }
 
     /// `chunk` summed inside the switch into `dst` from the rest of `node`.
-    fn sum(&mut self, step: usize, chunk: ChunkId, dst: NpuId, node: &[NpuId]) {
-        for &src in node.iter().filter(|&&n| n != dst) {
-            let t = Transfer::new(chunk, src, dst, step as u64, step as u64 + 1, Op::Reduce);
-            self.transfers.push(t.switched());
-        }
+    fn sum(&mut self, chunk: ChunkId, dst: NpuId, node: &[NpuId], after: &[usize]) -> usize {
+        let pairs = node
+            .iter()
+            .filter(|&&n| n != dst)
+            .map(|&src| (src, dst))
+            .collect();
+        self.push(Stage::Sum, chunk, pairs, after)
     }
 
     /// `chunk` multicast by the switch from `src` to the rest of `node`.
-    fn multicast(&mut self, step: usize, chunk: ChunkId, src: NpuId, node: &[NpuId]) {
-        for &dst in node.iter().filter(|&&n| n != src) {
-            let t = Transfer::new(chunk, src, dst, step as u64, step as u64 + 1, Op::Copy);
-            self.transfers.push(t.switched());
-        }
+    fn multicast(&mut self, chunk: ChunkId, src: NpuId, node: &[NpuId], after: &[usize]) -> usize {
+        let pairs = node
+            .iter()
+            .filter(|&&n| n != src)
+            .map(|&dst| (src, dst))
+            .collect();
+        self.push(Stage::Multicast, chunk, pairs, after)
     }
 
-    fn into_plan(mut self) -> Plan {
-        // Stable: within a step, the order the stages were written in.
-        self.transfers.sort_by_key(|t| t.start_ps);
-        Plan {
-            transfers: self.transfers,
+    /// The operations list-scheduled on the links: at each moment, of the operations
+    /// whose inputs have landed, those whose links are all free start, later stages
+    /// first, then in the order made. An operation holds the union of its transfers'
+    /// routes (a link its transfers share, once) for its route's time, which must be the
+    /// same for all its transfers; the transfers come out in start order.
+    fn list_schedule(self, topo: &Topology, chunk_bytes: f64) -> Result<Vec<Transfer>> {
+        let mut routes = RouteCache::new(topo);
+        let mut held: Vec<(Vec<LinkId>, Picos)> = Vec::with_capacity(self.ops.len());
+        for op in &self.ops {
+            let mut links = Vec::new();
+            let mut time = None;
+            for &(src, dst) in &op.pairs {
+                let route = routes.between(src, dst).ok_or_else(|| {
+                    Error::baseline("in-switch", format!("no route from NPU {src} to NPU {dst}"))
+                })?;
+                let ps = route_time_ps(topo, route, chunk_bytes)?;
+                if *time.get_or_insert(ps) != ps {
+                    return Err(Error::baseline(
+                        "in-switch",
+                        format!(
+                            "the routes of one in-switch operation (NPU {src} to NPU {dst}) take different times: its NPUs' ports to the switch differ"
+                        ),
+                    ));
+                }
+                links.extend_from_slice(route);
+            }
+            links.sort_unstable();
+            links.dedup();
+            held.push((links, time.unwrap_or(0)));
         }
+        let mut waiting: Vec<usize> = self.ops.iter().map(|op| op.after.len()).collect();
+        let mut next: Vec<Vec<usize>> = vec![Vec::new(); self.ops.len()];
+        for (i, op) in self.ops.iter().enumerate() {
+            for &a in &op.after {
+                next[a].push(i);
+            }
+        }
+        let key = |i: usize| (self.ops[i].stage, i);
+        let mut ready: BTreeSet<(Stage, usize)> = (0..self.ops.len())
+            .filter(|&i| waiting[i] == 0)
+            .map(key)
+            .collect();
+        let mut free_at = vec![0 as Picos; topo.links().len()];
+        let mut ends: BinaryHeap<Reverse<(Picos, usize)>> = BinaryHeap::new();
+        let mut transfers = Vec::new();
+        let mut now: Picos = 0;
+        loop {
+            let started: Vec<(Stage, usize)> = ready
+                .iter()
+                .copied()
+                .filter(|&(_, i)| held[i].0.iter().all(|&l| free_at[l] <= now))
+                .scan(Vec::<LinkId>::new(), |taken, (s, i)| {
+                    // Earlier starts at this moment take their links first.
+                    let clash = held[i].0.iter().any(|l| taken.contains(l));
+                    if !clash {
+                        taken.extend_from_slice(&held[i].0);
+                    }
+                    Some((!clash).then_some((s, i)))
+                })
+                .flatten()
+                .collect();
+            for (s, i) in started {
+                ready.remove(&(s, i));
+                let (links, ps) = &held[i];
+                let end = now + ps;
+                links.iter().for_each(|&l| free_at[l] = end);
+                ends.push(Reverse((end, i)));
+                let op = &self.ops[i];
+                let reduce = matches!(op.stage, Stage::Sum | Stage::RailReduce);
+                let in_switch = matches!(op.stage, Stage::Sum | Stage::Multicast);
+                for &(src, dst) in &op.pairs {
+                    let t = Transfer::new(
+                        op.chunk,
+                        src,
+                        dst,
+                        now,
+                        end,
+                        if reduce { Op::Reduce } else { Op::Copy },
+                    );
+                    transfers.push(if in_switch { t.switched() } else { t });
+                }
+            }
+            let Some(Reverse((end, _))) = ends.peek().copied() else {
+                break;
+            };
+            now = end;
+            while let Some(&Reverse((end, i))) = ends.peek() {
+                if end > now {
+                    break;
+                }
+                ends.pop();
+                for &j in &next[i] {
+                    waiting[j] -= 1;
+                    if waiting[j] == 0 {
+                        ready.insert(key(j));
+                    }
+                }
+            }
+        }
+        transfers.sort_by_key(|t| t.start_ps);
+        Ok(transfers)
     }
 }

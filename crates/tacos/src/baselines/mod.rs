@@ -19,7 +19,7 @@
 //! | dbt | allreduce, broadcast, reduce | 2K, half per tree |
 //! | hierarchical | allgather, reducescatter, allreduce on composed topologies | K |
 //! | trees | allreduce over links; broadcast, reduce over links or through switches | 2K, a tree each; 2 x P x K for broadcast/reduce |
-//! | in-switch | allgather, reducescatter, allreduce, broadcast, reduce where switches reduce | K |
+//! | in-switch | allgather, reducescatter, allreduce, broadcast, reduce where switches reduce | K; P x K for broadcast/reduce |
 //!
 //! `trees` and `in-switch` are not ones users run as such: they are the search's own
 //! constructions (packed spanning trees, module `packed`; sums and multicasts inside
@@ -172,6 +172,9 @@ impl Baseline {
             (Baseline::Trees, CollectiveKind::Broadcast | CollectiveKind::Reduce) => {
                 2 * spec.npus.len() as u64
             }
+            (Baseline::InSwitch, CollectiveKind::Broadcast | CollectiveKind::Reduce) => {
+                spec.npus.len() as u64
+            }
             (Baseline::Ring | Baseline::Dbt | Baseline::Trees, _) => 2,
             (Baseline::Rhd, CollectiveKind::Broadcast | CollectiveKind::Reduce) => {
                 spec.npus.len() as u64
@@ -219,7 +222,16 @@ impl Baseline {
             Baseline::Rhd => rhd::plan(spec)?,
             Baseline::Dbt => dbt::plan(spec),
             Baseline::Hierarchical => (hierarchical::plan(topo, spec)?, spec.clone()),
-            Baseline::InSwitch => (in_switch::plan(topo, spec)?, spec.clone()),
+            Baseline::InSwitch => {
+                let spec = match spec.kind {
+                    CollectiveKind::Broadcast | CollectiveKind::Reduce => {
+                        rechunked(spec, spec.npus.len() * spec.chunks_per_npu)
+                    }
+                    _ => spec.clone(),
+                };
+                let chunk_bytes = Collective::new(topo, spec.clone())?.chunk_bytes();
+                (in_switch::plan(topo, &spec, chunk_bytes)?, spec)
+            }
             Baseline::Trees => {
                 // As many trees as an All-Reduce over the same NPUs packs: a Broadcast's or
                 // Reduce's K chunks are the whole buffer's, not each NPU's share of it.

@@ -2,10 +2,12 @@
 //!
 //! Every bound below holds for any algorithm in the alpha-beta model, however it chunks
 //! the data, except `ideal`, which is the TACOS paper's reference formula. Where switches
-//! reduce and multicast (`Topology::reduces`: NVLS) the traffic bound is left out (0), its
-//! count of NPU-to-NPU messages no longer being what the ports carry; the others hold
-//! there too: a multicast still enters every receiver, a sum inside the switch still
-//! leaves every contributor, and what must cross a cut crosses it at least once. With P NPUs and a buffer of S bytes (nccl-tests' sizes):
+//! reduce and multicast (`Topology::reduces`: NVLS), the traffic bound counts messages
+//! only between groups that no reducing switch joins (a node's NVSwitch sits inside its
+//! node), NPU-to-NPU messages no longer being what the ports carry; the others hold there
+//! too: a multicast still enters every receiver, a sum inside the switch still leaves
+//! every contributor, and what must cross a cut crosses it at least once. With P NPUs and
+//! a buffer of S bytes (nccl-tests' sizes):
 //!
 //! | bound | what it says |
 //! | --- | --- |
@@ -98,17 +100,17 @@ impl SizeFree {
         let (latency_ps, diameter_ps) = latency_bounds(topo, collective);
         // A multicast leaves its sender once for many receivers, and a sum inside a switch
         // enters its receiver once for many senders: NPU-to-NPU messages no longer count
-        // what the ports carry, so where switches reduce the traffic bound is left out.
-        let counted = !topo.has_reducing_switch();
+        // what the ports carry, so where switches reduce the per-NPU count is left out
+        // (between groups it holds where no reducing switch joins two: `traffic::grouped`).
         SizeFree {
             latency_ps,
             diameter_ps,
             cut: CutParts::new(topo, collective),
-            crossings: match counted {
-                true => traffic::least_crossings(topo, collective),
-                false => 0.0,
+            crossings: match topo.has_reducing_switch() {
+                false => traffic::least_crossings(topo, collective),
+                true => 0.0,
             },
-            grouped: traffic::grouped(topo, collective).filter(|_| counted),
+            grouped: traffic::grouped(topo, collective),
         }
     }
 }

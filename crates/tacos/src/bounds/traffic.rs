@@ -168,7 +168,7 @@ impl<'a> HopCache<'a> {
 /// each NPU's piece for another crosses as many parts as the fewest parts a path from its
 /// part to the other's leaves. None for other collectives (the cut bound says as much for
 /// them), for an All-Reduce where an NPU outside could combine on the way, and where no
-/// partition has two parts with NPUs.
+/// partition has two parts with NPUs that no reducing switch joins.
 pub(super) fn grouped(topo: &Topology, collective: &Collective) -> Option<f64> {
     let kind = collective.kind();
     let npus = collective.npus();
@@ -188,7 +188,7 @@ pub(super) fn grouped(topo: &Topology, collective: &Collective) -> Option<f64> {
             has_npu[part[u]] = true;
         }
         let groups = has_npu.iter().filter(|&&h| h).count();
-        if groups < 2 {
+        if groups < 2 || reduces_across(topo, &part) {
             continue;
         }
         // Every message starts in a part with NPUs (a part of switches alone, a rail's,
@@ -209,6 +209,17 @@ pub(super) fn grouped(topo: &Topology, collective: &Collective) -> Option<f64> {
         }
     }
     best
+}
+
+/// Whether a switch that reduces (`Topology::reduces`) links parts of `part`: its sums
+/// and multicasts would then join them, where inside one part they are what merging it
+/// allows anyway.
+fn reduces_across(topo: &Topology, part: &[usize]) -> bool {
+    topo.reducing_switches().iter().any(|&s| {
+        let out = topo.out_links(s).map(|l| topo.link(l).dst);
+        let into = topo.in_links(s).iter().map(|&l| topo.link(l).src);
+        out.chain(into).any(|v| part[v] != part[s])
+    })
 }
 
 /// All-to-All: the parts (of `part`, those with NPUs: `has_npu`) each NPU's piece for
