@@ -225,18 +225,14 @@ pub fn check_concurrent(schedules: &[Schedule], topo: &Topology) -> Result<Vec<C
     Ok(reports)
 }
 
-/// Per link, the transfer that started last on it: when it ends, which it is, and the
-/// in-switch group it holds the link for where the link is one its group shares (ending
-/// at 0 where none has: every transfer ends after it starts). `G` names a group.
+/// Per link, when the transfer that started last on it ends, and which it is (ending at
+/// 0 where none has: every transfer ends after it starts); and the in-switch group
+/// (named by a `G`) it holds the link for, where the link is one its group shares.
 struct LinkSweep<Id, G> {
-    last: Vec<Holder<Id, G>>,
-}
-
-#[derive(Clone, Copy)]
-struct Holder<Id, G> {
-    end: Picos,
-    id: Id,
-    group: Option<G>,
+    last: Vec<(Picos, Id)>,
+    /// Per link, the holder's group; empty until an in-switch transfer comes, so that a
+    /// schedule without one touches nothing more than before.
+    groups: Vec<Option<G>>,
 }
 
 /// Why a transfer cannot take a link: what holds it, and until when.
@@ -249,13 +245,9 @@ enum Clash<Id> {
 
 impl<Id: Copy + Default, G: Copy + PartialEq> LinkSweep<Id, G> {
     fn new(links: usize) -> LinkSweep<Id, G> {
-        let free = Holder {
-            end: 0,
-            id: Id::default(),
-            group: None,
-        };
         LinkSweep {
-            last: vec![free; links],
+            last: vec![(0, Id::default()); links],
+            groups: Vec::new(),
         }
     }
 
@@ -270,22 +262,24 @@ impl<Id: Copy + Default, G: Copy + PartialEq> LinkSweep<Id, G> {
         id: Id,
         shared: Option<(G, Range<usize>)>,
     ) -> Option<Clash<Id>> {
+        if shared.is_some() && self.groups.is_empty() {
+            self.groups = vec![None; self.last.len()];
+        }
         for (k, &link) in route.iter().enumerate() {
             let group = match &shared {
                 Some((g, span)) if span.contains(&k) => Some(*g),
                 _ => None,
             };
-            let last = &mut self.last[link];
-            if t.start_ps >= last.end {
-                *last = Holder {
-                    end: t.end_ps,
-                    id,
-                    group,
-                };
-            } else if group.is_none() || group != last.group {
-                return Some(Clash::Occupied(last.end, last.id));
-            } else if t.end_ps != last.end {
-                return Some(Clash::Unequal(last.end, last.id));
+            let (end, holder) = self.last[link];
+            if t.start_ps >= end {
+                self.last[link] = (t.end_ps, id);
+                if let Some(held_for) = self.groups.get_mut(link) {
+                    *held_for = group;
+                }
+            } else if group.is_none() || group != self.groups.get(link).copied().flatten() {
+                return Some(Clash::Occupied(end, holder));
+            } else if t.end_ps != end {
+                return Some(Clash::Unequal(end, holder));
             }
         }
         None

@@ -55,13 +55,13 @@ pub fn check_streamed(spec: &CollectiveSpec, topo: &Topology) -> u64 {
 }
 
 /// Bytes every checker's sweep holds beside the contents: the last transfer on each link
-/// with its in-switch group (56) and the transfers in flight, at most one per link (32 with a queue's growth slack),
+/// (24; 32 more for its in-switch group, once there is one) and the transfers in flight, at most one per link (32 with a queue's growth slack),
 /// where transfers differ in duration a 4-byte index per transfer for each of the start
 /// and end orders, and through switches a route tree per NPU.
 pub(crate) fn sweep_state(topo: &Topology, transfers: u64) -> u64 {
     let links = topo.links().len() as u64;
     let orders = if one_speed(topo) { 0 } else { 8 };
-    mul(links, 56 + 32)
+    mul(links, 24 + 32 + 32)
         .saturating_add(mul(transfers, orders))
         .saturating_add(route_trees(topo))
 }

@@ -332,13 +332,12 @@ impl<'a> Engine<'a> {
                 Some(g) => self.group_free(g),
             };
             if free {
-                let unit = self.unit(m);
-                for &u in &unit {
-                    for i in self.hop_range(u as usize) {
-                        let l = self.route_links[i] as usize;
-                        self.queues[l].retain(|e| e.1 != u);
+                self.each_in_unit(m, |engine, u| {
+                    for i in engine.hop_range(u) {
+                        let l = engine.route_links[i] as usize;
+                        engine.queues[l].retain(|e| e.1 as usize != u);
                     }
-                }
+                });
                 self.start_unit(m, now)?;
                 continue;
             }
@@ -364,25 +363,23 @@ impl<'a> Engine<'a> {
             let Some(p) = &self.planned else {
                 return Ok(());
             };
-            let unit = self.unit(m);
             let ready = self.groups.of(m).map_or(true, |g| self.group_free(g))
-                && unit.iter().all(|&u| {
-                    let u = u as usize;
+                && self.unit(m).all(|u| {
                     p.waiting[u]
                         && self.route_links[self.hop_range(u)]
                             .iter()
                             .all(|&l| !self.link_busy[l as usize] && p.is_due(l as usize, u))
                 });
             if ready {
-                for &u in &unit {
-                    let links: Vec<usize> = self.route_links[self.hop_range(u as usize)]
+                self.each_in_unit(m, |engine, u| {
+                    let links: Vec<usize> = engine.route_links[engine.hop_range(u)]
                         .iter()
                         .map(|&l| l as usize)
                         .collect();
-                    if let Some(p) = &mut self.planned {
-                        p.started(u as usize, &links);
+                    if let Some(p) = &mut engine.planned {
+                        p.started(u, &links);
                     }
-                }
+                });
                 self.start_unit(m, now)?;
             }
         }
@@ -408,10 +405,24 @@ impl<'a> Engine<'a> {
     }
 
     /// The messages that start with `m`: its in-switch group, or `m` alone.
-    fn unit(&self, m: usize) -> Vec<u32> {
+    fn unit(&self, m: usize) -> impl Iterator<Item = usize> + '_ {
+        let (members, alone) = match self.groups.of(m) {
+            Some(g) => (self.groups.members(g), None),
+            None => (&[][..], Some(m)),
+        };
+        members.iter().map(|&u| u as usize).chain(alone)
+    }
+
+    /// Calls `f` on each message that starts with `m` (`unit`).
+    fn each_in_unit(&mut self, m: usize, mut f: impl FnMut(&mut Self, usize)) {
         match self.groups.of(m) {
-            Some(g) => self.groups.members(g).to_vec(),
-            None => vec![m as u32],
+            Some(g) => {
+                for k in 0..self.groups.members(g).len() {
+                    let u = self.groups.members(g)[k] as usize;
+                    f(self, u);
+                }
+            }
+            None => f(self, m),
         }
     }
 

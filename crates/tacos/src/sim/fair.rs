@@ -155,9 +155,11 @@ impl<'a> Fair<'a> {
             let mut done = std::mem::take(&mut self.done);
             let mut issued = std::mem::take(&mut self.issued);
             for m in done.drain(..) {
-                for landed in self.flow_members(m as usize) {
-                    self.land(landed as usize, now);
-                    self.ready.landed(landed as usize, &mut issued);
+                let mut k = 0;
+                while let Some(landed) = self.flow_member(m as usize, k) {
+                    self.land(landed, now);
+                    self.ready.landed(landed, &mut issued);
+                    k += 1;
                 }
             }
             self.done = done;
@@ -219,8 +221,9 @@ impl<'a> Fair<'a> {
             .of(m)
             .map_or(m, |g| self.groups.members(g)[0] as usize);
         let mut latency_ps = 0;
-        for &member in &self.flow_members(flow) {
-            let member = member as usize;
+        let mut k = 0;
+        while let Some(member) = self.flow_member(flow, k) {
+            k += 1;
             self.timing[member].start_ps = now;
             let route = self.routes.of(member).iter().map(|&l| l as usize);
             let latency = (self.topo.route_link(route).latency_us * PICOS_PER_US).ceil();
@@ -243,11 +246,12 @@ impl<'a> Fair<'a> {
         Ok(())
     }
 
-    /// The messages flow `m` carries: its in-switch group, or `m` alone.
-    fn flow_members(&self, m: usize) -> Vec<u32> {
+    /// The `k`-th message flow `m` carries (its in-switch group's, or `m` alone), if it
+    /// carries that many.
+    fn flow_member(&self, m: usize, k: usize) -> Option<usize> {
         match self.groups.of(m) {
-            Some(g) => self.groups.members(g).to_vec(),
-            None => vec![m as u32],
+            Some(g) => self.groups.members(g).get(k).map(|&u| u as usize),
+            None => (k == 0).then_some(m),
         }
     }
 
