@@ -1,0 +1,256 @@
+//! Lowering schedules that reduce or multicast inside a switch (`Transfer::in_switch`):
+//! MSCCL XML refuses them naming the transfer; an MSCCL++ plan carries them on switch
+//! channels (a sum followed by its multicast is one `glres`, a multicast alone a
+//! `gstore`), and the plan verifier (written apart from the lowering) runs the plan to the
+//! collective's result. The schedules are built by hand, their data flow checked by
+//! `schedule::check_data_flow`.
+
+use tacos::collective::{CollectiveKind, CollectiveSpec};
+use tacos::cost::Executor;
+use tacos::mscclpp::plan::{ChannelType, Operation, Plan};
+use tacos::mscclpp::{lower, nvls, verify, PlanOptions, PlanTimer, VerifyOptions};
+use tacos::schedule::{check_data_flow, Op, Schedule, Transfer};
+use tacos::topology::{parse_spec, SpecDefaults, Topology};
+
+const SIZE: u64 = 1 << 30;
+
+/// One HGX H100 node: 8 GPUs on one NVSwitch, which reduces. (The preset marks it; the
+/// mark is set here again, as `with_reducing` keeps marks, for specs parsed where it was
+/// not kept.)
+fn hgx() -> Topology {
+    let topo = parse_spec("preset:hgx-h100", &SpecDefaults::default()).unwrap();
+    assert_eq!(topo.npus(), 8);
+    let switches: Vec<usize> = topo.switches().collect();
+    assert_eq!(switches.len(), 1);
+    topo.with_reducing(&switches).unwrap()
+}
+
+fn spec(kind: CollectiveKind, topo: &Topology) -> CollectiveSpec {
+    CollectiveSpec {
+        kind,
+        root: None,
+        npus: (0..topo.npus()).collect(),
+        chunks_per_npu: 1,
+        size_bytes: SIZE,
+    }
+}
+
+/// The time one GPU's link to the NVSwitch takes to carry `chunks` chunks of `bytes`.
+fn link_ps(topo: &Topology, bytes: f64, chunks: u64) -> u64 {
+    let sw = topo.reducing_switches()[0];
+    let up = topo.link_between(0, sw).expect("GPU 0 is on the NVSwitch");
+    chunks * topo.link(up).transfer_ps(bytes)
+}
+
+/// Chunk c multicast inside the switch from GPU `c` to the other GPUs over [start, end).
+fn multicasts(p: usize, start: u64, end: u64) -> Vec<Transfer> {
+    (0..p)
+        .flat_map(|c| {
+            (0..p)
+                .filter(move |&d| d != c)
+                .map(move |d| Transfer::new(c, c, d, start, end, Op::Copy).switched())
+        })
+        .collect()
+}
+
+/// The in-switch All-Reduce on one HGX H100 node: chunk c (an eighth of the buffer) is
+/// summed into GPU c from the other 7 as one sum inside the switch, then multicast from c
+/// to the other 7. Timed by the links: in each phase every GPU's link to the switch
+/// carries 7 chunks one way (its share of the 7 other sums up; the 7 other results down).
+fn in_switch_all_reduce(topo: &Topology) -> Schedule {
+    let p = topo.npus();
+    let spec = spec(CollectiveKind::AllReduce, topo);
+    let bytes = SIZE as f64 / p as f64;
+    let phase = link_ps(topo, bytes, p as u64 - 1);
+    let mut transfers: Vec<Transfer> = (0..p)
+        .flat_map(|c| {
+            (0..p)
+                .filter(move |&s| s != c)
+                .map(move |s| Transfer::new(c, s, c, 0, phase, Op::Reduce).switched())
+        })
+        .collect();
+    transfers.extend(multicasts(p, phase, 2 * phase));
+    let schedule = Schedule::new("preset:hgx-h100", spec, bytes, transfers);
+    check_data_flow(&schedule, topo).expect("the hand-built All-Reduce is an All-Reduce");
+    schedule
+}
+
+fn ops<'a>(plan: &'a Plan, name: &'a str) -> impl Iterator<Item = (usize, &'a Operation)> + 'a {
+    plan.gpus.iter().flat_map(move |g| {
+        g.threadblocks
+            .iter()
+            .flat_map(|tb| &tb.ops)
+            .filter(move |o| o.name == name)
+            .map(move |o| (g.id, o))
+    })
+}
+
+fn verified(plan: &Plan) {
+    let options = VerifyOptions {
+        size: Some(SIZE),
+        root: None,
+    };
+    if let Err(e) = verify(plan, &options) {
+        panic!("{}: {e}", plan.name);
+    }
+}
+
+#[test]
+fn an_in_switch_all_reduce_lowers_to_one_glres_per_gpu_and_verifies() {
+    let topo = hgx();
+    let schedule = in_switch_all_reduce(&topo);
+    let plan = lower(&schedule, &topo, &PlanOptions::default()).unwrap();
+    // Nothing moves between GPUs but through the switch: one glres per GPU, on its own
+    // chunk, over all 8 GPUs' input (in place); no put, no gstore.
+    let glres: Vec<(usize, &Operation)> = ops(&plan, "glres").collect();
+    assert_eq!(glres.len(), 8);
+    for (rank, op) in glres {
+        let src = &op.src_buff.as_ref().unwrap()[0];
+        assert_eq!((src.index, src.size), (rank, 1), "rank {rank}");
+        assert!(src.switch_channel_id.is_some());
+    }
+    assert_eq!(ops(&plan, "put").count() + ops(&plan, "gstore").count(), 0);
+    for g in &plan.gpus {
+        let switch: Vec<_> = g
+            .channels
+            .iter()
+            .filter(|c| c.channel_type == ChannelType::Switch)
+            .collect();
+        assert_eq!(switch.len(), 1, "rank {}", g.id);
+        assert_eq!(
+            switch[0].rank_groups.as_ref().unwrap()[0].ranks,
+            (0..8).collect::<Vec<_>>()
+        );
+    }
+    // The verifier runs it: every wait matched, no race, every output chunk the sum of
+    // all 8 inputs.
+    verified(&plan);
+}
+
+#[test]
+fn the_lowered_in_switch_all_reduce_prices_as_the_hand_written_nvls_plan() {
+    // A second implementation of the same algorithm: `mscclpp::nvls` writes one glres per
+    // GPU on its share with meets (signal and wait to every peer) around it. The lowering
+    // orders the same glres by the lanes' signals and semaphores instead. Under the
+    // executor model only the data legs through the switch take time, and both plans move
+    // the same ones, so their prices agree within 2% (the dependencies differ only in
+    // which control operations the legs wait behind).
+    let topo = hgx();
+    let executor = Executor::for_topology(&topo, None, None).unwrap();
+    let schedule = in_switch_all_reduce(&topo);
+    for instances in [1, 4] {
+        let options = PlanOptions {
+            instances,
+            ..PlanOptions::default()
+        };
+        let plan = lower(&schedule, &topo, &options).unwrap();
+        verified(&plan);
+        let ours = PlanTimer::new(&plan)
+            .unwrap()
+            .time_ps(&executor, &topo, SIZE)
+            .unwrap() as f64;
+        let hand = nvls::all_reduce(8, instances, SIZE, "nvls").unwrap();
+        let theirs = PlanTimer::new(&hand)
+            .unwrap()
+            .time_ps(&executor, &topo, SIZE)
+            .unwrap() as f64;
+        let ratio = ours / theirs;
+        assert!(
+            (0.98..=1.02).contains(&ratio),
+            "{instances} instance(s): lowered {} us, nvls {} us",
+            ours / 1e6,
+            theirs / 1e6
+        );
+    }
+}
+
+#[test]
+fn an_in_switch_all_gather_lowers_to_gstores_and_verifies() {
+    // All-Gather on one HGX H100 node: each GPU multicasts its chunk to the other 7 in
+    // one in-switch multicast (its link up carries the chunk once; each link down 7).
+    let topo = hgx();
+    let p = topo.npus();
+    let bytes = SIZE as f64 / p as f64;
+    let phase = link_ps(&topo, bytes, p as u64 - 1);
+    let schedule = Schedule::new(
+        "preset:hgx-h100",
+        spec(CollectiveKind::AllGather, &topo),
+        bytes,
+        multicasts(p, 0, phase),
+    );
+    check_data_flow(&schedule, &topo).expect("the hand-built All-Gather is an All-Gather");
+    for in_place in [false, true] {
+        let options = PlanOptions {
+            in_place: Some(in_place),
+            ..PlanOptions::default()
+        };
+        let plan = lower(&schedule, &topo, &options).unwrap();
+        let stores: Vec<(usize, &Operation)> = ops(&plan, "gstore").collect();
+        assert_eq!(stores.len(), 8, "in place: {in_place}");
+        for (rank, op) in stores {
+            let dst = &op.dst_buff.as_ref().unwrap()[0];
+            assert_eq!(dst.index, rank, "rank {rank} stores its chunk to its place");
+        }
+        assert_eq!(ops(&plan, "put").count() + ops(&plan, "glres").count(), 0);
+        verified(&plan);
+    }
+}
+
+#[test]
+fn a_lone_in_switch_sum_is_refused_naming_it() {
+    // Reduce-Scatter by in-switch sums alone: chunk c summed into GPU c, never multicast
+    // back. The executor has no in-switch sum without its multicast store (`glre`).
+    let topo = hgx();
+    let p = topo.npus();
+    let bytes = SIZE as f64 / p as f64;
+    let phase = link_ps(&topo, bytes, p as u64 - 1);
+    let transfers: Vec<Transfer> = (0..p)
+        .flat_map(|c| {
+            (0..p)
+                .filter(move |&s| s != c)
+                .map(move |s| Transfer::new(c, s, c, 0, phase, Op::Reduce).switched())
+        })
+        .collect();
+    let schedule = Schedule::new(
+        "preset:hgx-h100",
+        spec(CollectiveKind::ReduceScatter, &topo),
+        bytes,
+        transfers,
+    );
+    check_data_flow(&schedule, &topo).expect("the hand-built Reduce-Scatter is one");
+    let first = &schedule.transfers[0];
+    let e = lower(&schedule, &topo, &PlanOptions::default())
+        .unwrap_err()
+        .to_string();
+    let named = format!(
+        "transfer 0 (chunk {}, NPU {} to NPU {})",
+        first.chunk(),
+        first.src(),
+        first.dst()
+    );
+    assert!(e.contains(&named), "{e}");
+    assert!(e.contains("glre"), "{e}");
+}
+
+#[test]
+fn msccl_xml_refuses_an_in_switch_schedule_naming_the_transfer() {
+    let topo = hgx();
+    let schedule = in_switch_all_reduce(&topo);
+    let options = tacos::msccl::LowerOptions::default();
+    let first = &schedule.transfers[0];
+    let named = format!(
+        "transfer 0 (chunk {}, NPU {} to NPU {})",
+        first.chunk(),
+        first.src(),
+        first.dst()
+    );
+    for e in [
+        tacos::msccl::lower(&schedule, &topo, &options).unwrap_err(),
+        tacos::msccl::lower::check_shape(&schedule, &topo, &options).unwrap_err(),
+    ] {
+        let e = e.to_string();
+        assert!(e.contains(&named), "{e}");
+        assert!(e.contains("MSCCL XML has no operation"), "{e}");
+        assert!(e.contains("--format mscclpp"), "{e}");
+    }
+}
