@@ -125,6 +125,23 @@ fn an_in_switch_all_reduce_lowers_to_one_glres_per_gpu_and_verifies() {
     // The verifier runs it: every wait matched, no race, every output chunk the sum of
     // all 8 inputs.
     verified(&plan);
+    // A rank that sets up the NVLS group twice, where its peers do once, would hang the
+    // executor's collective setup: the verifier refuses it though no operation uses it.
+    let mut twice = plan.clone();
+    let channels = &mut twice.gpus[3].channels;
+    let switch = channels
+        .iter()
+        .find(|c| c.channel_type == ChannelType::Switch)
+        .unwrap()
+        .clone();
+    channels.push(switch);
+    let e = verify(&twice, &VerifyOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not set up alike") && e.contains("rank 3"),
+        "{e}"
+    );
 }
 
 #[test]
