@@ -239,7 +239,12 @@ fn from_file(file: TopologyFile, origin: &str, defaults: &SpecDefaults) -> Resul
         .reducing_switches
         .iter()
         .enumerate()
-        .map(|(i, name)| vertex(&End::Switch(name.clone()), format!("reducing_switches[{i}]")))
+        .map(|(i, name)| {
+            vertex(
+                &End::Switch(name.clone()),
+                format!("reducing_switches[{i}]"),
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     let name = file.name.unwrap_or_else(|| origin.to_string());
     let mut topo = Topology::with_switches(name, file.npus, file.switches, links)

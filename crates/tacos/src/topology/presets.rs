@@ -412,10 +412,25 @@ mod tests {
             spines: Some(2),
             ..nodes(4)
         };
-        assert_eq!(preset("dgx-h100", &spined).unwrap().reducing_switches().len(), 4);
-        assert_eq!(preset("hgx-h100", &nodes(1)).unwrap().reducing_switches().len(), 1);
+        assert_eq!(
+            preset("dgx-h100", &spined)
+                .unwrap()
+                .reducing_switches()
+                .len(),
+            4
+        );
+        assert_eq!(
+            preset("hgx-h100", &nodes(1))
+                .unwrap()
+                .reducing_switches()
+                .len(),
+            1
+        );
         for name in ["dgx-a100", "ndv4", "dgx2"] {
-            assert!(!preset(name, &nodes(2)).unwrap().has_reducing_switch(), "{name}");
+            assert!(
+                !preset(name, &nodes(2)).unwrap().has_reducing_switch(),
+                "{name}"
+            );
         }
     }
 
