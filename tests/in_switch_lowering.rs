@@ -214,6 +214,55 @@ fn an_in_switch_all_gather_lowers_to_gstores_and_verifies() {
 }
 
 #[test]
+fn an_all_reduce_out_of_place_reads_the_input_and_stores_to_the_output() {
+    // Out of place the input is read-only: each glres reads the input through one switch
+    // channel and stores the sum to the output through another.
+    let topo = hgx();
+    let schedule = in_switch_all_reduce(&topo);
+    let options = PlanOptions {
+        in_place: Some(false),
+        ..PlanOptions::default()
+    };
+    let plan = lower(&schedule, &topo, &options).unwrap();
+    for g in &plan.gpus {
+        let bound: Vec<_> = g.channels.iter().filter_map(|c| c.buffer_type).collect();
+        assert_eq!(bound.len(), 2, "rank {}: {bound:?}", g.id);
+    }
+    assert_eq!(ops(&plan, "glres").count(), 8);
+    verified(&plan);
+}
+
+#[test]
+fn sums_by_puts_then_multicasts_inside_the_switch_verify() {
+    // All-Reduce as a direct Reduce-Scatter over memory channels (each GPU puts chunk c
+    // to GPU c, which sums it) followed by an in-switch All-Gather (GPU c multicasts its
+    // sum): puts and gstores in one plan, the gstore after every sum it stores.
+    let topo = hgx();
+    let p = topo.npus();
+    let bytes = SIZE as f64 / p as f64;
+    let phase = link_ps(&topo, bytes, p as u64 - 1);
+    let mut transfers: Vec<Transfer> = (0..p)
+        .flat_map(|c| {
+            (0..p)
+                .filter(move |&s| s != c)
+                .map(move |s| Transfer::new(c, s, c, 0, phase, Op::Reduce))
+        })
+        .collect();
+    transfers.extend(multicasts(p, phase, 2 * phase));
+    let schedule = Schedule::new(
+        "preset:hgx-h100",
+        spec(CollectiveKind::AllReduce, &topo),
+        bytes,
+        transfers,
+    );
+    check_data_flow(&schedule, &topo).expect("the hand-built All-Reduce is an All-Reduce");
+    let plan = lower(&schedule, &topo, &PlanOptions::default()).unwrap();
+    assert_eq!(ops(&plan, "put").count(), 56);
+    assert_eq!(ops(&plan, "gstore").count(), 8);
+    verified(&plan);
+}
+
+#[test]
 fn a_lone_in_switch_sum_is_refused_naming_it() {
     // Reduce-Scatter by in-switch sums alone: chunk c summed into GPU c, never multicast
     // back. The executor has no in-switch sum without its multicast store (`glre`).

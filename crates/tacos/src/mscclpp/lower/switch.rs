@@ -61,6 +61,10 @@ impl SwitchOps {
     }
 }
 
+/// An in-switch operation's chunk, start and root rank (a sum's destination, a
+/// multicast's source).
+type Key = (usize, u64, usize);
+
 /// Groups `schedule`'s in-switch transfers (`ranks_of[i]`: transfer i's source and
 /// destination rank) into operations; an error names a transfer the executor cannot run
 /// inside a switch of `topo`.
@@ -71,10 +75,8 @@ pub(super) fn group(
 ) -> Result<SwitchOps> {
     let transfers = &schedule.transfers;
     let mut roles = vec![Role::Plain; transfers.len()];
-    // (chunk, start, root rank) -> transfers, for sums (root: destination) and multicasts
-    // (root: source).
-    let mut sums: BTreeMap<(usize, u64, usize), Vec<usize>> = BTreeMap::new();
-    let mut casts: BTreeMap<(usize, u64, usize), Vec<usize>> = BTreeMap::new();
+    let mut sums: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
+    let mut casts: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
     for (i, t) in transfers.iter().enumerate().filter(|(_, t)| t.in_switch) {
         let (src, dst) = ranks_of[i];
         match t.op {
@@ -105,7 +107,7 @@ pub(super) fn group(
     };
     let mut ops = Vec::new();
     // In schedule order: a schedule's first lone sum is the one named.
-    let mut in_order: Vec<(&(usize, u64, usize), &Vec<usize>)> = sums.iter().collect();
+    let mut in_order: Vec<(&Key, &Vec<usize>)> = sums.iter().collect();
     in_order.sort_by_key(|(_, list)| list[0]);
     for (&(chunk, _, root), list) in in_order {
         let sources = peers(list, |&(s, _)| s);
