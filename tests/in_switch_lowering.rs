@@ -42,6 +42,30 @@ fn link_ps(topo: &Topology, bytes: f64, chunks: u64) -> u64 {
     chunks * topo.link(up).transfer_ps(bytes)
 }
 
+/// An eighth of the buffer, and the time a GPU's link to the switch takes to carry 7 of
+/// them: one phase of the in-switch All-Reduce, in which every GPU's link carries 7 chunks
+/// one way (its share of the 7 other sums up; the 7 other results down).
+fn chunk_and_phase(topo: &Topology) -> (f64, u64) {
+    let bytes = SIZE as f64 / topo.npus() as f64;
+    (bytes, link_ps(topo, bytes, topo.npus() as u64 - 1))
+}
+
+/// Chunk c summed into GPU c from every other GPU over [0, end), inside the switch or
+/// not.
+fn sums(p: usize, end: u64, in_switch: bool) -> Vec<Transfer> {
+    (0..p)
+        .flat_map(|c| (0..p).filter(move |&s| s != c).map(move |s| (c, s)))
+        .map(|(c, s)| {
+            let t = Transfer::new(c, s, c, 0, end, Op::Reduce);
+            if in_switch {
+                t.switched()
+            } else {
+                t
+            }
+        })
+        .collect()
+}
+
 /// Chunk c multicast inside the switch from GPU `c` to the other GPUs over [start, end).
 fn multicasts(p: usize, start: u64, end: u64) -> Vec<Transfer> {
     (0..p)
@@ -55,20 +79,12 @@ fn multicasts(p: usize, start: u64, end: u64) -> Vec<Transfer> {
 
 /// The in-switch All-Reduce on one HGX H100 node: chunk c (an eighth of the buffer) is
 /// summed into GPU c from the other 7 as one sum inside the switch, then multicast from c
-/// to the other 7. Timed by the links: in each phase every GPU's link to the switch
-/// carries 7 chunks one way (its share of the 7 other sums up; the 7 other results down).
+/// to the other 7, each in one phase ([`chunk_and_phase`]).
 fn in_switch_all_reduce(topo: &Topology) -> Schedule {
     let p = topo.npus();
     let spec = spec(CollectiveKind::AllReduce, topo);
-    let bytes = SIZE as f64 / p as f64;
-    let phase = link_ps(topo, bytes, p as u64 - 1);
-    let mut transfers: Vec<Transfer> = (0..p)
-        .flat_map(|c| {
-            (0..p)
-                .filter(move |&s| s != c)
-                .map(move |s| Transfer::new(c, s, c, 0, phase, Op::Reduce).switched())
-        })
-        .collect();
+    let (bytes, phase) = chunk_and_phase(topo);
+    let mut transfers = sums(p, phase, true);
     transfers.extend(multicasts(p, phase, 2 * phase));
     let schedule = Schedule::new("preset:hgx-h100", spec, bytes, transfers);
     check_data_flow(&schedule, topo).expect("the hand-built All-Reduce is an All-Reduce");
@@ -187,8 +203,7 @@ fn an_in_switch_all_gather_lowers_to_gstores_and_verifies() {
     // one in-switch multicast (its link up carries the chunk once; each link down 7).
     let topo = hgx();
     let p = topo.npus();
-    let bytes = SIZE as f64 / p as f64;
-    let phase = link_ps(&topo, bytes, p as u64 - 1);
+    let (bytes, phase) = chunk_and_phase(&topo);
     let schedule = Schedule::new(
         "preset:hgx-h100",
         spec(CollectiveKind::AllGather, &topo),
@@ -239,15 +254,8 @@ fn sums_by_puts_then_multicasts_inside_the_switch_verify() {
     // sum): puts and gstores in one plan, the gstore after every sum it stores.
     let topo = hgx();
     let p = topo.npus();
-    let bytes = SIZE as f64 / p as f64;
-    let phase = link_ps(&topo, bytes, p as u64 - 1);
-    let mut transfers: Vec<Transfer> = (0..p)
-        .flat_map(|c| {
-            (0..p)
-                .filter(move |&s| s != c)
-                .map(move |s| Transfer::new(c, s, c, 0, phase, Op::Reduce))
-        })
-        .collect();
+    let (bytes, phase) = chunk_and_phase(&topo);
+    let mut transfers = sums(p, phase, false);
     transfers.extend(multicasts(p, phase, 2 * phase));
     let schedule = Schedule::new(
         "preset:hgx-h100",
@@ -267,16 +275,8 @@ fn a_lone_in_switch_sum_is_refused_naming_it() {
     // Reduce-Scatter by in-switch sums alone: chunk c summed into GPU c, never multicast
     // back. The executor has no in-switch sum without its multicast store (`glre`).
     let topo = hgx();
-    let p = topo.npus();
-    let bytes = SIZE as f64 / p as f64;
-    let phase = link_ps(&topo, bytes, p as u64 - 1);
-    let transfers: Vec<Transfer> = (0..p)
-        .flat_map(|c| {
-            (0..p)
-                .filter(move |&s| s != c)
-                .map(move |s| Transfer::new(c, s, c, 0, phase, Op::Reduce).switched())
-        })
-        .collect();
+    let (bytes, phase) = chunk_and_phase(&topo);
+    let transfers = sums(topo.npus(), phase, true);
     let schedule = Schedule::new(
         "preset:hgx-h100",
         spec(CollectiveKind::ReduceScatter, &topo),

@@ -130,35 +130,32 @@ pub(super) fn group(
             )));
         }
         let stores = casts.remove(&key).unwrap_or_default();
-        let op = ops.len();
-        for &i in list {
-            roles[i] = Role::Sum(op);
-        }
-        for &i in &stores {
-            roles[i] = Role::Store(op);
-        }
-        ops.push(SwitchOp {
-            action: Action::ReduceAndStore,
-            chunk,
-            root,
-            members: with_root(sources, root),
-            sums: list.clone(),
-            stores,
-        });
+        record(
+            &mut ops,
+            &mut roles,
+            SwitchOp {
+                action: Action::ReduceAndStore,
+                chunk,
+                root,
+                members: with_root(sources, root),
+                sums: list.clone(),
+                stores,
+            },
+        );
     }
     for ((chunk, _, root), stores) in casts {
-        let op = ops.len();
-        for &i in &stores {
-            roles[i] = Role::Store(op);
-        }
-        ops.push(SwitchOp {
-            action: Action::Store,
-            chunk,
-            root,
-            members: with_root(peers(&stores, |&(_, d)| d), root),
-            sums: Vec::new(),
-            stores,
-        });
+        record(
+            &mut ops,
+            &mut roles,
+            SwitchOp {
+                action: Action::Store,
+                chunk,
+                root,
+                members: with_root(peers(&stores, |&(_, d)| d), root),
+                sums: Vec::new(),
+                stores,
+            },
+        );
     }
     let npus = &schedule.collective.npus;
     for op in &ops {
@@ -178,6 +175,18 @@ pub(super) fn group(
         }
     }
     Ok(SwitchOps { ops, roles })
+}
+
+/// Adds `op` to `ops`, its transfers' roles to `roles`.
+fn record(ops: &mut Vec<SwitchOp>, roles: &mut [Role], op: SwitchOp) {
+    let k = ops.len();
+    for &i in &op.sums {
+        roles[i] = Role::Sum(k);
+    }
+    for &i in &op.stores {
+        roles[i] = Role::Store(k);
+    }
+    ops.push(op);
 }
 
 fn with_root(mut ranks: Vec<usize>, root: usize) -> Vec<usize> {
