@@ -271,6 +271,50 @@ fn sums_by_puts_then_multicasts_inside_the_switch_verify() {
 }
 
 #[test]
+fn partial_sums_in_different_places_are_gathered_before_the_switch_sums_them() {
+    // Chunk c: GPU c+2 first adds its share into GPU c+1 by a put; then the switch sums
+    // chunk c into GPU c from the six others but c+2, and multicasts it back to them;
+    // GPU c sends it on to c+2 by a put. Out of place GPU c+1's partial sum lies in its
+    // output, the others' in their input, and a switch channel reads one place on every
+    // GPU: the lowering copies the others' to their output first. In place, all lie in
+    // the input already.
+    let topo = hgx();
+    let p = topo.npus();
+    let (bytes, t) = chunk_and_phase(&topo);
+    let mut transfers = Vec::new();
+    for c in 0..p {
+        let (next, skip) = ((c + 1) % p, (c + 2) % p);
+        transfers.push(Transfer::new(c, skip, next, 0, t, Op::Reduce));
+        for s in (0..p).filter(|&s| s != c && s != skip) {
+            transfers.push(Transfer::new(c, s, c, t, 2 * t, Op::Reduce).switched());
+            transfers.push(Transfer::new(c, c, s, 2 * t, 3 * t, Op::Copy).switched());
+        }
+        transfers.push(Transfer::new(c, c, skip, 2 * t, 3 * t, Op::Copy));
+    }
+    let schedule = Schedule::new(
+        "preset:hgx-h100",
+        spec(CollectiveKind::AllReduce, &topo),
+        bytes,
+        transfers,
+    );
+    check_data_flow(&schedule, &topo).expect("the hand-built All-Reduce is an All-Reduce");
+    for in_place in [true, false] {
+        let options = PlanOptions {
+            in_place: Some(in_place),
+            ..PlanOptions::default()
+        };
+        let plan = lower(&schedule, &topo, &options).unwrap();
+        assert_eq!(ops(&plan, "glres").count(), 8, "in place: {in_place}");
+        // Out of place, six of a chunk's seven partial sums are copied to the output. In
+        // place, the put into GPU c+2 lands in scratch (its place for chunk c held its own
+        // share, which it sent away) and is copied home.
+        let copies = if in_place { 8 } else { 8 * 6 };
+        assert_eq!(ops(&plan, "copy").count(), copies, "in place: {in_place}");
+        verified(&plan);
+    }
+}
+
+#[test]
 fn a_lone_in_switch_sum_is_refused_naming_it() {
     // Reduce-Scatter by in-switch sums alone: chunk c summed into GPU c, never multicast
     // back. The executor has no in-switch sum without its multicast store (`glre`).

@@ -15,7 +15,8 @@
 //! their members, each member's part on its lane with the root: a sum's source lends its
 //! chunk (a signal once the chunk is final and nothing of its own still reads or writes
 //! where the switch will store), the root waits for every source, runs the `glres`, and
-//! signals each member, who waits before it reads the result. A multicast (`gstore`)
+//! signals each member, who waits before it reads the result (partial sums lying in
+//! different places on the members are first copied to one). A multicast (`gstore`)
 //! stores where nothing was claimed, so, as a put, it needs only each member's
 //! start-of-launch handshake before it and a signal to each member after it.
 
@@ -473,24 +474,21 @@ impl InSwitch<'_> {
         let c = op.chunk;
         if self.pending[k].is_none() {
             let members = &op.members;
-            let held = |m: usize| ranks[m].holds.get(&c).copied();
-            let src = held(op.root).ok_or_else(|| {
-                Error::plan(format!(
-                    "transfer {} sums chunk {c} into rank {}, which holds no partial sum of it",
-                    step.transfer, op.root
-                ))
-            })?;
-            if let Some(&m) = members.iter().find(|&&m| held(m) != Some(src)) {
-                return Err(Error::plan(format!(
-                    "transfer {} is part of an in-switch sum of chunk {c} into rank {}, whose partial sum lies in its {} slot {}, but rank {m}'s lies {}: a switch channel reads the same place on every GPU",
-                    step.transfer,
-                    op.root,
-                    src.0,
-                    src.1,
-                    held(m).map_or("nowhere".into(), |s| format!("in its {} slot {}", s.0, s.1))
-                )));
+            let mut held = Vec::with_capacity(members.len());
+            for &m in members {
+                held.push(*ranks[m].holds.get(&c).ok_or_else(|| {
+                    Error::plan(format!(
+                        "transfer {} sums chunk {c} inside the switch from rank {m}, which holds no partial sum of it; the schedule is not one the checker passes",
+                        step.transfer
+                    ))
+                })?);
             }
             let writable = |slot: Slot| layout.in_place() || slot.0 != BufferType::Input;
+            let src = if held.iter().all(|&h| h == held[0]) {
+                held[0]
+            } else {
+                gather(ranks, layout, members, c, writable)
+            };
             let dst = if writable(src) {
                 src
             } else {
@@ -645,6 +643,46 @@ fn common_output(
         })
         .then_some(f)
         .filter(|&f| writable(f))
+}
+
+/// Partial sums of chunk `c` that lie in different places on `members` copied to one
+/// place, the same on all (a switch channel reads one place on every GPU): the chunk's
+/// final slot where it is common and writable, else fresh scratch. Returns that place.
+fn gather(
+    ranks: &mut [Rank],
+    layout: &Layout,
+    members: &[usize],
+    c: usize,
+    writable: impl Fn(Slot) -> bool,
+) -> Slot {
+    let first = members.first().and_then(|&m| layout.output_slot(m, c));
+    let target = first.map(slot_of).filter(|&f| {
+        writable(f)
+            && members.iter().all(|&m| {
+                let r = &ranks[m];
+                layout.output_slot(m, c).map(slot_of) == Some(f)
+                    && (r.holds.get(&c) == Some(&f) || !r.slots.get(&f).is_some_and(|s| s.claimed))
+            })
+    });
+    let target = target.unwrap_or_else(|| common_scratch(ranks, members));
+    for &m in members {
+        let r = &mut ranks[m];
+        let Some(&held) = r.holds.get(&c) else {
+            continue;
+        };
+        if held != target {
+            let tb = r.local_block();
+            r.push(
+                tb,
+                Kind::Copy {
+                    src: held,
+                    dst: target,
+                },
+            );
+            r.holds.insert(c, target);
+        }
+    }
+    target
 }
 
 /// A scratch slot of the same index on every one of `members`, fresh on each.
