@@ -26,6 +26,9 @@ const SPECS: &[&str] = &[
     "multi:R2xF2xS4",
     "multi:U3xL2",
     "preset:dgx1",
+    // NVSwitches that reduce: the in-switch baseline's.
+    "preset:hgx-h100,gpus=4",
+    "preset:dgx-h100,nodes=3,gpus=2",
 ];
 
 fn topology(spec: &str) -> Topology {
@@ -76,6 +79,7 @@ fn every_baseline_is_correct_and_respects_the_bounds_on_every_builder() {
                         Err(e) => {
                             let p = cspec.npus.len();
                             let expected = (baseline == Baseline::Rhd && !p.is_power_of_two())
+                                || (baseline == Baseline::InSwitch && !topo.has_reducing_switch())
                                 || (baseline == Baseline::Hierarchical
                                     && topo.dimensions().is_none())
                                 || (baseline == Baseline::Trees

@@ -129,8 +129,12 @@ fn direct_all_gather_through_a_star_has_the_ring_bandwidth_term() {
 fn every_baseline_runs_on_a_star_and_on_a_two_level_fabric() {
     let mut ran = 0;
     for t in [star8(), two_level()] {
-        // Packed trees need NPUs joined by links, not switches: tests/baselines.rs.
-        for baseline in Baseline::ALL.into_iter().filter(|&b| b != Baseline::Trees) {
+        // Packed trees need NPUs joined by links, not switches; in-switch needs switches
+        // that reduce and writes no XML: tests/baselines.rs and tests/in_switch_search.rs.
+        for baseline in Baseline::ALL
+            .into_iter()
+            .filter(|&b| b != Baseline::Trees && b != Baseline::InSwitch)
+        {
             for &kind in baseline.kinds() {
                 for k in [1, 2] {
                     let cspec = spec(&t, kind, k, 1 << 20);
@@ -292,8 +296,12 @@ fn every_baseline_lowers_on_both_fabrics_to_a_verified_program() {
     // Sends through switches are send/receive pairs between the GPUs; on the two-level
     // fabric GPU 0's sends to GPUs 6 and 7 too (the simulator relays them).
     for t in [star8(), two_level()] {
-        // Packed trees need NPUs joined by links, not switches: tests/baselines.rs.
-        for baseline in Baseline::ALL.into_iter().filter(|&b| b != Baseline::Trees) {
+        // Packed trees need NPUs joined by links, not switches; in-switch needs switches
+        // that reduce and writes no XML: tests/baselines.rs and tests/in_switch_search.rs.
+        for baseline in Baseline::ALL
+            .into_iter()
+            .filter(|&b| b != Baseline::Trees && b != Baseline::InSwitch)
+        {
             for &kind in baseline.kinds() {
                 let cspec = spec(&t, kind, 1, SIZE);
                 let what = format!("{} {baseline} {kind}", t.name());

@@ -190,6 +190,26 @@ fn json_round_trips_every_builder() {
     assert_eq!(back, failed);
 }
 
+/// A file names the switches that reduce (NVLS); export keeps the H100 preset's two.
+#[test]
+fn reducing_switches_in_files() {
+    let h100 = spec("preset:dgx-h100,nodes=2");
+    let back = file::parse(&file::to_json(&h100), "export", &SpecDefaults::default()).unwrap();
+    assert_eq!(back.reducing_switches(), h100.reducing_switches());
+    assert_eq!(back.reducing_switches().len(), 2);
+    let star = |reducing: &str| {
+        format!(
+            r#"{{"npus": 2, "switches": ["nvs0"], "reducing_switches": [{reducing}], "links": [
+                {{"src": 0, "dst": "nvs0", "bidirectional": true}},
+                {{"src": 1, "dst": "nvs0", "bidirectional": true}}]}}"#
+        )
+    };
+    let t = file::parse(&star(r#""nvs0""#), "t.json", &SpecDefaults::default()).unwrap();
+    assert!(t.reduces(2) && !t.reduces(0));
+    let err = file::parse(&star(r#""nvs1""#), "t.json", &SpecDefaults::default()).unwrap_err();
+    assert!(err.to_string().contains("reducing_switches[0]"), "{err}");
+}
+
 #[test]
 fn json_defaults_and_bidirectional_links() {
     let text = r#"{

@@ -2,7 +2,8 @@
 //! for the collectives the NCCL shim serves from plans, at several K, each schedule is
 //! lowered (`mscclpp::lower`), run by the plan verifier at its size and timed by the
 //! executor cost model; a plan the lowering or the verifier refuses is counted with the
-//! limit or rule it broke.
+//! limit or rule it broke. Where the network's switches reduce (NVLS), the in-switch
+//! schedule (`Baseline::InSwitch`) is lowered too, as its own row.
 
 use super::bench::{print_json, BenchArgs};
 use super::bench_quality::TOPOLOGIES;
@@ -10,10 +11,11 @@ use super::progress::ProgressHandle;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
+use tacos::baselines::Baseline;
 use tacos::collective::CollectiveKind;
 use tacos::cost::Executor;
 use tacos::mscclpp::{lower, verify, PlanOptions, PlanTimer, VerifyOptions};
-use tacos::pipeline::{synthesize, Request};
+use tacos::pipeline::{baseline, synthesize, Checked, Request};
 use tacos::synth::SynthOptions;
 use tacos::topology::{parse_spec, SpecDefaults, Topology};
 use tacos::units::{format_size, ps_to_us};
@@ -40,6 +42,9 @@ pub struct PlanBenchRow {
     pub collective: CollectiveKind,
     pub size_bytes: u64,
     pub chunks_per_npu: usize,
+    /// The schedule lowered: "synthesized", or "in-switch" (sums and multicasts inside
+    /// the switches that reduce).
+    pub way: &'static str,
     /// "verified", or the stage that refused it ("lowering", "verifier", "synthesis").
     pub outcome: &'static str,
     /// The refusal, where there was one.
@@ -57,8 +62,8 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
     let kinds: Vec<CollectiveKind> = args.collective.map_or(KINDS.to_vec(), |k| vec![k]);
     if !args.json {
         bar.println(format!(
-            "{:<26} {:>4} {:<13} {:>2} {:<9} {:>5} {:>7} {:>12}  reason",
-            "topology", "NPUs", "collective", "K", "outcome", "TBs", "ops", "plan (us)"
+            "{:<26} {:>4} {:<13} {:>2} {:<11} {:<9} {:>5} {:>7} {:>12}  reason",
+            "topology", "NPUs", "collective", "K", "way", "outcome", "TBs", "ops", "plan (us)"
         ));
     }
     let mut rows = Vec::new();
@@ -74,11 +79,14 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
         for &kind in &kinds {
             for k in CHUNKS {
                 bar.step(&format!("{spec} {kind} K={k}"));
-                let row = measure(&topo, spec, kind, size, k, args.seed, &executor);
-                if !args.json {
-                    bar.println(line(&row));
+                let ways = [Way::Synthesized(args.seed), Way::InSwitch];
+                for way in ways.into_iter().filter(|w| w.runs_on(&topo)) {
+                    let row = measure(&topo, spec, kind, size, k, way, &executor);
+                    if !args.json {
+                        bar.println(line(&row));
+                    }
+                    rows.push(row);
                 }
-                rows.push(row);
             }
         }
     }
@@ -90,13 +98,44 @@ pub fn run(args: &BenchArgs, bar: &ProgressHandle) -> anyhow::Result<()> {
     print_json(args, "plans", rows)
 }
 
+/// The schedule a row lowers.
+#[derive(Clone, Copy)]
+enum Way {
+    /// The synthesizer's, with this seed.
+    Synthesized(u64),
+    InSwitch,
+}
+
+impl Way {
+    fn runs_on(self, topo: &Topology) -> bool {
+        match self {
+            Way::Synthesized(_) => true,
+            Way::InSwitch => Baseline::InSwitch.runs_on(topo),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Way::Synthesized(_) => "synthesized",
+            Way::InSwitch => "in-switch",
+        }
+    }
+
+    fn schedule(self, topo: &Topology, request: &Request, k: usize) -> tacos::Result<Checked> {
+        match self {
+            Way::Synthesized(seed) => synthesize(topo, request, k, &SynthOptions::seeded(seed)),
+            Way::InSwitch => baseline(topo, request, Baseline::InSwitch, k),
+        }
+    }
+}
+
 fn measure(
     topo: &Topology,
     spec: &str,
     kind: CollectiveKind,
     size: u64,
     k: usize,
-    seed: u64,
+    way: Way,
     executor: &Executor,
 ) -> PlanBenchRow {
     let mut row = PlanBenchRow {
@@ -105,6 +144,7 @@ fn measure(
         collective: kind,
         size_bytes: size,
         chunks_per_npu: k,
+        way: way.name(),
         outcome: "verified",
         reason: None,
         threadblocks_max: None,
@@ -113,7 +153,7 @@ fn measure(
         elapsed_ms: 0.0,
     };
     let request = Request::new(kind, size);
-    let checked = match synthesize(topo, &request, k, &SynthOptions::seeded(seed)) {
+    let checked = match way.schedule(topo, &request, k) {
         Ok(c) => c,
         Err(e) => {
             row.outcome = "synthesis";
@@ -163,11 +203,12 @@ fn measure(
 fn line(row: &PlanBenchRow) -> String {
     let opt = |v: Option<usize>| v.map_or("-".into(), |v| v.to_string());
     format!(
-        "{:<26} {:>4} {:<13} {:>2} {:<9} {:>5} {:>7} {:>12}  {}",
+        "{:<26} {:>4} {:<13} {:>2} {:<11} {:<9} {:>5} {:>7} {:>12}  {}",
         row.topology,
         row.npus,
         row.collective.name(),
         row.chunks_per_npu,
+        row.way,
         row.outcome,
         opt(row.threadblocks_max),
         opt(row.ops),
@@ -188,6 +229,8 @@ fn summary(rows: &[PlanBenchRow], size: u64) -> Vec<String> {
             "64 operations per threadblock"
         } else if reason.contains("16-byte") {
             "16-byte chunk units"
+        } else if reason.contains("glres") {
+            "an in-switch sum without its multicast"
         } else {
             "other"
         };

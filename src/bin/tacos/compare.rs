@@ -104,7 +104,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     drop(spinner);
     let priced = beside_nccl(&args, &topo, &collective, checked.as_ref())?;
     let spec = collective.spec().clone();
-    let baselines = baselines_for(&spec);
+    let baselines = baselines_for(&topo, &spec);
     let bar = ProgressHandle::bar("baselines", baselines.len() as u64, args.quiet || args.json);
     let mut rows = vec![Row {
         name: "tacos".into(),
@@ -298,11 +298,12 @@ fn beside_nccl(
     })
 }
 
-/// The baselines that define `spec`'s collective.
-pub(super) fn baselines_for(spec: &CollectiveSpec) -> Vec<Baseline> {
+/// The baselines that define `spec`'s collective and run on `topo` (in-switch only where
+/// switches reduce).
+pub(super) fn baselines_for(topo: &Topology, spec: &CollectiveSpec) -> Vec<Baseline> {
     Baseline::ALL
         .into_iter()
-        .filter(|b| b.kinds().contains(&spec.kind))
+        .filter(|b| b.kinds().contains(&spec.kind) && b.runs_on(topo))
         .collect()
 }
 

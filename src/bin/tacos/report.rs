@@ -242,7 +242,7 @@ fn compared(args: &ReportArgs) -> anyhow::Result<Compared> {
             (topo, base, row, found.collective, program_us)
         }
     };
-    let baselines = baselines_for(collective.spec());
+    let baselines = baselines_for(&topo, collective.spec());
     let bar = ProgressHandle::bar("baselines", baselines.len() as u64, args.quiet);
     let mut rows = vec![first];
     rows.extend(measure_baselines(

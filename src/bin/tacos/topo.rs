@@ -44,7 +44,13 @@ pub fn run(cmd: TopoCommand) -> anyhow::Result<()> {
             }
             println!("topology      {}", tacos::error::echo(topo.name()));
             if stats.switches > 0 {
-                println!("switches      {}", stats.switches);
+                match stats.reducing_switches {
+                    0 => println!("switches      {}", stats.switches),
+                    n => println!(
+                        "switches      {} ({n} reduce and multicast inside themselves: NVLS)",
+                        stats.switches
+                    ),
+                }
             }
             println!(
                 "NPUs          {}{}",

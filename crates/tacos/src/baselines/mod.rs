@@ -19,10 +19,14 @@
 //! | dbt | allreduce, broadcast, reduce | 2K, half per tree |
 //! | hierarchical | allgather, reducescatter, allreduce on composed topologies | K |
 //! | trees | allreduce over links; broadcast, reduce over links or through switches | 2K, a tree each; 2 x P x K for broadcast/reduce |
+//! | in-switch | allgather, reducescatter, allreduce, broadcast, reduce where switches reduce | K |
 //!
-//! `trees` is not one users run: it is the search's own construction (packed spanning
-//! trees, module `packed`) that shares the baselines' path (a fixed plan the simulator
-//! times), so measurements against "the baselines" leave it out (`Baseline::user_runs`).
+//! `trees` and `in-switch` are not ones users run as such: they are the search's own
+//! constructions (packed spanning trees, module `packed`; sums and multicasts inside
+//! reducing switches, module `in_switch`) that share the baselines' path (a fixed plan the
+//! simulator times), so measurements against "the baselines" leave them out
+//! (`Baseline::user_runs`). In-switch schedules run as MSCCL++ plans, not MSCCL XML
+//! (`Baseline::writes_xml`).
 //!
 //! ```
 //! use tacos::baselines::Baseline;
@@ -40,6 +44,7 @@
 mod dbt;
 mod direct;
 mod hierarchical;
+mod in_switch;
 mod packed;
 mod relay;
 mod rhd;
@@ -80,10 +85,14 @@ pub enum Baseline {
     /// (Reduce), whose trees' edges may also be routes through switches. Not a baseline users run: the search's
     /// own candidate beside the matcher ([`Baseline::user_runs`]).
     Trees,
+    /// Sums and multicasts inside the switches that reduce (NVLS), each node's share
+    /// exchanged along rails between nodes. The search's own candidate where switches
+    /// reduce; it runs as an MSCCL++ plan, not MSCCL XML ([`Baseline::writes_xml`]).
+    InSwitch,
 }
 
 impl Baseline {
-    pub const ALL: [Baseline; 7] = [
+    pub const ALL: [Baseline; 8] = [
         Baseline::Ring,
         Baseline::RingUni,
         Baseline::Direct,
@@ -91,6 +100,7 @@ impl Baseline {
         Baseline::Dbt,
         Baseline::Hierarchical,
         Baseline::Trees,
+        Baseline::InSwitch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -102,13 +112,25 @@ impl Baseline {
             Baseline::Dbt => "dbt",
             Baseline::Hierarchical => "hierarchical",
             Baseline::Trees => "trees",
+            Baseline::InSwitch => "in-switch",
         }
     }
 
     /// Whether it is an algorithm users run today (what synthesized schedules are
     /// measured against), not one of the search's own constructions.
     pub fn user_runs(self) -> bool {
-        self != Baseline::Trees
+        !matches!(self, Baseline::Trees | Baseline::InSwitch)
+    }
+
+    /// Whether its schedules lower to MSCCL XML: in-switch ones do not, having no such
+    /// operation there (they run as MSCCL++ plans).
+    pub fn writes_xml(self) -> bool {
+        self != Baseline::InSwitch
+    }
+
+    /// Whether it runs on `topo` at all: in-switch needs switches that reduce.
+    pub fn runs_on(self, topo: &Topology) -> bool {
+        self != Baseline::InSwitch || topo.has_reducing_switch()
     }
 
     /// Whether more chunks per NPU can make it faster: its chunks go through trees or
@@ -118,7 +140,7 @@ impl Baseline {
     pub fn pipelines(self) -> bool {
         matches!(
             self,
-            Baseline::Dbt | Baseline::Hierarchical | Baseline::Trees
+            Baseline::Dbt | Baseline::Hierarchical | Baseline::Trees | Baseline::InSwitch
         )
     }
 
@@ -133,6 +155,7 @@ impl Baseline {
             Baseline::Dbt => &[AllReduce, Broadcast, Reduce],
             Baseline::Hierarchical => &[AllGather, ReduceScatter, AllReduce],
             Baseline::Trees => &[AllReduce, Broadcast, Reduce],
+            Baseline::InSwitch => in_switch::KINDS,
         }
     }
 
@@ -196,6 +219,7 @@ impl Baseline {
             Baseline::Rhd => rhd::plan(spec)?,
             Baseline::Dbt => dbt::plan(spec),
             Baseline::Hierarchical => (hierarchical::plan(topo, spec)?, spec.clone()),
+            Baseline::InSwitch => (in_switch::plan(topo, spec)?, spec.clone()),
             Baseline::Trees => {
                 // As many trees as an All-Reduce over the same NPUs packs: a Broadcast's or
                 // Reduce's K chunks are the whole buffer's, not each NPU's share of it.

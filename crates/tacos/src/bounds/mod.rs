@@ -1,8 +1,11 @@
 //! Lower bounds on collective time, to say how close an algorithm is to the physical limit.
 //!
-//! Every bound below holds for any algorithm in the alpha-beta model without in-network
-//! reduction, however it chunks the data, except `ideal`, which is the TACOS paper's
-//! reference formula. With P NPUs and a buffer of S bytes (nccl-tests' sizes):
+//! Every bound below holds for any algorithm in the alpha-beta model, however it chunks
+//! the data, except `ideal`, which is the TACOS paper's reference formula. Where switches
+//! reduce and multicast (`Topology::reduces`: NVLS) the traffic bound is left out (0), its
+//! count of NPU-to-NPU messages no longer being what the ports carry; the others hold
+//! there too: a multicast still enters every receiver, a sum inside the switch still
+//! leaves every contributor, and what must cross a cut crosses it at least once. With P NPUs and a buffer of S bytes (nccl-tests' sizes):
 //!
 //! | bound | what it says |
 //! | --- | --- |
@@ -93,12 +96,19 @@ struct SizeFree {
 impl SizeFree {
     fn new(topo: &Topology, collective: &Collective) -> SizeFree {
         let (latency_ps, diameter_ps) = latency_bounds(topo, collective);
+        // A multicast leaves its sender once for many receivers, and a sum inside a switch
+        // enters its receiver once for many senders: NPU-to-NPU messages no longer count
+        // what the ports carry, so where switches reduce the traffic bound is left out.
+        let counted = !topo.has_reducing_switch();
         SizeFree {
             latency_ps,
             diameter_ps,
             cut: CutParts::new(topo, collective),
-            crossings: traffic::least_crossings(topo, collective),
-            grouped: traffic::grouped(topo, collective),
+            crossings: match counted {
+                true => traffic::least_crossings(topo, collective),
+                false => 0.0,
+            },
+            grouped: traffic::grouped(topo, collective).filter(|_| counted),
         }
     }
 }

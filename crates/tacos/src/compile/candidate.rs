@@ -61,7 +61,7 @@ impl Candidate {
             out.extend(
                 Baseline::ALL
                     .into_iter()
-                    .filter(|b| b.kinds().contains(&kind))
+                    .filter(|b| b.kinds().contains(&kind) && b.writes_xml())
                     .map(|name| Candidate::Baseline { name }),
             );
         }

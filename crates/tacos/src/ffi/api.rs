@@ -283,6 +283,8 @@ fn synthesize_xml(
         executor: Some(executor.clone()),
         fill_instances: true,
         baselines: true,
+        // An MSCCL++ plan may reduce inside the switch; `program` leaves it out for XML.
+        in_switch: true,
     };
     if o.format == Format::Mscclpp {
         let plan_options = PlanOptions {

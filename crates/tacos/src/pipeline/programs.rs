@@ -64,6 +64,10 @@ pub fn priced(
 /// earlier seed). A K whose program breaks the target's limits is passed over; with K
 /// fixed, the error says which smaller K fits and whether a larger target takes it.
 pub fn program(topo: &Topology, request: &Request, options: &Options) -> Result<Found<Verified>> {
+    let options = &Options {
+        in_switch: false,
+        ..options.clone()
+    };
     let lowering = &options.lowering;
     // Every program is timed by simulation, one candidate or many.
     let tried = search(topo, request, options, true, |checked| {

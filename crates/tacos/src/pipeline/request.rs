@@ -187,6 +187,10 @@ pub struct Options {
     /// At each K, the baselines that define the collective are candidates too ([`baseline`],
     /// up to [`MAX_BASELINE_NPUS`]), so that what is kept is never slower than one of them.
     pub baselines: bool,
+    /// With `baselines`, where switches reduce (`Topology::reduces`), the in-switch
+    /// schedule is a candidate too (`Baseline::InSwitch`). [`program`] leaves it out
+    /// whatever this says: MSCCL XML has no in-switch operation.
+    pub in_switch: bool,
 }
 
 impl Options {
@@ -226,7 +230,10 @@ impl Options {
     /// which asks for the synthesizer's schedule at that K.
     pub(super) fn baselines(&self, topo: &Topology, request: &Request, k: usize) -> Vec<Baseline> {
         match self.baselines && !matches!(self.chunks, Chunks::Fixed(_)) {
-            true => baselines::tried(request.kind, participants(topo, request), k),
+            true => baselines::tried(request.kind, participants(topo, request), k)
+                .into_iter()
+                .filter(|b| b.runs_on(topo) && (self.in_switch || b.writes_xml()))
+                .collect(),
             false => Vec::new(),
         }
     }
@@ -278,6 +285,7 @@ impl Default for Options {
             executor: None,
             fill_instances: false,
             baselines: true,
+            in_switch: true,
         }
     }
 }

@@ -181,6 +181,7 @@ fn generic(config: &Config, size: usize, domains: usize) -> (String, Vec<Dim>) {
     let nvswitch = config.nvswitch_gbps.unwrap_or(gpu.nvswitch_gbps());
     let nic = config.nic_gbps.unwrap_or(gpu.nic_gbps());
     let switch = |prefix, size: usize, bandwidth_gbps, latency_us| Dim {
+        reduces: false,
         kind: DimKind::SwitchVertex {
             prefix: Some(prefix),
         },

@@ -42,6 +42,9 @@ pub struct Dim {
     /// Latency of a transfer along this dimension, microseconds (halved over the two hops
     /// through a switch vertex).
     pub latency_us: f64,
+    /// Its switch vertices sum and multicast inside themselves (NVLS,
+    /// `Topology::reduces`); meaningful for a switch-vertex dimension only.
+    pub reduces: bool,
 }
 
 /// Links as builders add them; adding an existing (src, dst) pair again keeps the first (so
@@ -239,9 +242,22 @@ pub(crate) fn unwound_pairs(n: usize, d: usize) -> impl Iterator<Item = (usize, 
 /// dimension says. A 2D mesh is Line x Line, a torus Ring x Ring, the paper's 3D-RFS
 /// Ring x FullyConnected x switch (a vertex per line, or unwound).
 pub fn compose(name: impl Into<String>, dims: &[Dim]) -> Result<Topology> {
-    let (fabric, _) = compose_fabric(name, dims)?;
+    let (fabric, switches) = compose_fabric(name, dims)?;
     let sizes = dims.iter().map(|d| d.size).collect();
-    Ok(fabric.build()?.with_dimensions(sizes))
+    let reducing = reducing_switches(dims, &switches);
+    fabric
+        .build()?
+        .with_dimensions(sizes)
+        .with_reducing(&reducing)
+}
+
+/// The switches of the dimensions that reduce, given each dimension's switch ids.
+pub(crate) fn reducing_switches(dims: &[Dim], switches: &[Range<VertexId>]) -> Vec<VertexId> {
+    dims.iter()
+        .zip(switches)
+        .filter(|(d, _)| d.reduces && matches!(d.kind, DimKind::SwitchVertex { .. }))
+        .flat_map(|(_, ids)| ids.clone())
+        .collect()
 }
 
 /// As `compose`, leaving the fabric open for more switches (a spine over the switches of
@@ -510,6 +526,7 @@ pub fn dragonfly(
     for g in 0..groups {
         let members: Vec<NpuId> = (0..per_group).map(|i| g * per_group + i).collect();
         let dim = Dim {
+            reduces: false,
             kind: DimKind::FullyConnected,
             size: per_group,
             bandwidth_gbps: local.0,
@@ -535,6 +552,7 @@ mod tests {
 
     fn dim(kind: DimKind, size: usize) -> Dim {
         Dim {
+            reduces: false,
             kind,
             size,
             bandwidth_gbps: 50.0,

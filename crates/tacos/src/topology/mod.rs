@@ -682,6 +682,7 @@ impl Topology {
         TopologyStats {
             npus: self.npus,
             switches: self.switches.len(),
+            reducing_switches: self.reducing.len(),
             alive_npus: alive.len(),
             links: self.links.len(),
             out_degree: range(&out_deg),
@@ -720,6 +721,9 @@ pub struct TopologyStats {
     /// Switch vertices (0 for a topology of NPUs only).
     #[serde(skip_serializing_if = "is_zero")]
     pub switches: usize,
+    /// Switch vertices that reduce and multicast inside themselves (NVLS).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reducing_switches: usize,
     pub alive_npus: usize,
     pub links: usize,
     /// (min, max) links leaving an alive NPU.

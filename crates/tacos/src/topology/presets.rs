@@ -22,9 +22,11 @@
 //! spine, which adds two hops of 0.25 us (an InfiniBand switch forwards in a fraction of
 //! a microsecond; most of the 2 us is at the ends), 2.5 us in all.
 
-use super::builders::{add_spines, compose, compose_fabric, Dim, DimKind, LinkSet, Spines};
+use super::builders::{
+    add_spines, compose, compose_fabric, reducing_switches, Dim, DimKind, LinkSet, Spines,
+};
 use super::limits::MAX_NICS;
-use super::{NodeNics, Topology, VertexId};
+use super::{NodeNics, Topology};
 use crate::error::{Error, Result};
 
 /// Names and descriptions of the presets, for help texts and error messages.
@@ -178,25 +180,15 @@ pub fn preset(name: &str, opts: &PresetOptions) -> Result<Topology> {
             let rail_down_gbps = rails.size as f64 * rails.bandwidth_gbps;
             add_spines(&mut fabric, switches[1].clone(), rail_down_gbps, &spines)?;
             let sizes = plan.dims.iter().map(|d| d.size).collect();
-            fabric.build()?.with_dimensions(sizes)
+            let reducing = reducing_switches(&plan.dims, &switches);
+            fabric
+                .build()?
+                .with_dimensions(sizes)
+                .with_reducing(&reducing)?
         }
     };
-    let reducing: Vec<VertexId> = match plan.nvls {
-        true => built
-            .switches()
-            .filter(|&v| {
-                built
-                    .switch_name(v)
-                    .is_some_and(|n| n.starts_with(NVSWITCH_PREFIX))
-            })
-            .collect(),
-        false => Vec::new(),
-    };
-    built.with_nics(plan.nics).with_reducing(&reducing)
+    Ok(built.with_nics(plan.nics))
 }
-
-/// How a preset names its nodes' NVSwitches: `nvswitch-node0`, `nvswitch-node1`...
-const NVSWITCH_PREFIX: &str = "nvswitch-node";
 
 /// An NVSwitch preset without spines, unbuilt (a cluster is priced from its dimensions);
 /// None for DGX-1 and clusters with spines, which only `preset` builds.
@@ -227,8 +219,6 @@ struct Plan {
     dims: Vec<Dim>,
     spines: Option<Spines>,
     nics: NodeNics,
-    /// The nodes' NVSwitches reduce inside themselves.
-    nvls: bool,
 }
 
 fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
@@ -321,8 +311,9 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
     said("sharp", opts.sharp.map(|s| yes_no(s).to_string()));
     let nvswitch = Dim {
         kind: DimKind::SwitchVertex {
-            prefix: Some(NVSWITCH_PREFIX),
+            prefix: Some("nvswitch-node"),
         },
+        reduces: m.nvls,
         size: gpus,
         bandwidth_gbps: port,
         latency_us: NVLINK_US,
@@ -331,6 +322,7 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
         kind: DimKind::SwitchVertex {
             prefix: Some("rail"),
         },
+        reduces: false,
         size: nodes,
         bandwidth_gbps: nic,
         latency_us: IB_US,
@@ -343,7 +335,6 @@ fn plan(name: &str, opts: &PresetOptions) -> Result<Plan> {
     Ok(Plan {
         label,
         dims,
-        nvls: m.nvls,
         spines,
         nics: NodeNics {
             count: nics_used,

@@ -618,6 +618,7 @@ fn dims(
     let lat = per_dim(spec, "lat", &opts.lat, defaults.latency_us, n.len())?;
     Ok((0..n.len())
         .map(|i| Dim {
+            reduces: false,
             kind: kinds[i],
             size: n[i],
             bandwidth_gbps: bw[i],

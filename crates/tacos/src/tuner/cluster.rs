@@ -143,6 +143,7 @@ mod tests {
 
     fn dim(kind: DimKind, size: usize, bandwidth_gbps: f64, latency_us: f64) -> Dim {
         Dim {
+            reduces: false,
             kind,
             size,
             bandwidth_gbps,

@@ -427,12 +427,14 @@ mod tests {
         // log2(P), so its latency is far below the ring's.
         let dims = [
             crate::topology::Dim {
+                reduces: false,
                 kind: crate::topology::DimKind::Switch { degree: 7 },
                 size: 8,
                 bandwidth_gbps: 450.0,
                 latency_us: 0.7,
             },
             crate::topology::Dim {
+                reduces: false,
                 kind: crate::topology::DimKind::Switch { degree: 511 },
                 size: 512,
                 bandwidth_gbps: 50.0,
