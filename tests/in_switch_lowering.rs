@@ -14,15 +14,12 @@ use tacos::topology::{parse_spec, SpecDefaults, Topology};
 
 const SIZE: u64 = 1 << 30;
 
-/// One HGX H100 node: 8 GPUs on one NVSwitch, which reduces. (The preset marks it; the
-/// mark is set here again, as `with_reducing` keeps marks, for specs parsed where it was
-/// not kept.)
+/// One HGX H100 node: 8 GPUs on one NVSwitch, which reduces.
 fn hgx() -> Topology {
     let topo = parse_spec("preset:hgx-h100", &SpecDefaults::default()).unwrap();
     assert_eq!(topo.npus(), 8);
-    let switches: Vec<usize> = topo.switches().collect();
-    assert_eq!(switches.len(), 1);
-    topo.with_reducing(&switches).unwrap()
+    assert_eq!(topo.reducing_switches().len(), 1);
+    topo
 }
 
 fn spec(kind: CollectiveKind, topo: &Topology) -> CollectiveSpec {
@@ -340,6 +337,41 @@ fn a_lone_in_switch_sum_is_refused_naming_it() {
     );
     assert!(e.contains(&named), "{e}");
     assert!(e.contains("glre"), "{e}");
+}
+
+#[test]
+fn in_switch_sums_one_after_another_are_refused_naming_the_one_between() {
+    // Chunk c summed into GPU c inside the switch from one source at a time, then
+    // multicast back: each sum is its own operation, and the glres that would carry the
+    // first stores a partial sum, as the second reaches GPU c before the multicast.
+    let topo = hgx();
+    let p = topo.npus();
+    let (bytes, t) = chunk_and_phase(&topo);
+    let mut transfers = Vec::new();
+    for c in 0..p {
+        let sources = (0..p).filter(|&s| s != c);
+        for (k, s) in sources.enumerate() {
+            let start = k as u64 * t;
+            transfers.push(Transfer::new(c, s, c, start, start + t, Op::Reduce).switched());
+        }
+    }
+    transfers.extend(multicasts(p, p as u64 * t, (p as u64 + 1) * t));
+    let schedule = Schedule::new(
+        "preset:hgx-h100",
+        spec(CollectiveKind::AllReduce, &topo),
+        bytes,
+        transfers,
+    );
+    check_data_flow(&schedule, &topo).expect("the hand-built All-Reduce is an All-Reduce");
+    let e = lower(&schedule, &topo, &PlanOptions::default())
+        .unwrap_err()
+        .to_string();
+    // The first sum is chunk 1's from GPU 0; chunk 1's next, from GPU 2, comes between.
+    assert!(
+        e.contains("(chunk 1, NPU 0 to NPU 1)")
+            && e.contains("(chunk 1, NPU 2 to NPU 1) reaches rank 1"),
+        "{e}"
+    );
 }
 
 #[test]

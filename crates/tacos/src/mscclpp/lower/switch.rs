@@ -106,9 +106,18 @@ pub(super) fn group(
         )
     };
     let mut ops = Vec::new();
-    // In schedule order: a schedule's first lone sum is the one named.
+    // Arrivals of each summed chunk at each root: what may change it between its sum and
+    // the multicast after.
+    let mut arrivals: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
+    for (i, t) in transfers.iter().enumerate() {
+        arrivals
+            .entry((t.chunk(), ranks_of[i].1))
+            .or_default()
+            .push(i);
+    }
+    // In time order (then schedule order): a schedule's first lone sum is the one named.
     let mut in_order: Vec<(&Key, &Vec<usize>)> = sums.iter().collect();
-    in_order.sort_by_key(|(_, list)| list[0]);
+    in_order.sort_by_key(|(&(_, start, _), list)| (start, list[0]));
     for (&(chunk, _, root), list) in in_order {
         let sources = peers(list, |&(s, _)| s);
         let end = list.iter().map(|&i| transfers[i].end_ps).max().unwrap_or(0);
@@ -122,6 +131,22 @@ pub(super) fn group(
                 named(list[0])
             )));
         };
+        // The glres stores the sum when it is made: nothing may reach the root's chunk
+        // between then and the multicast that carries it.
+        let cast_start = key.1;
+        let between = arrivals.get(&(chunk, root)).and_then(|a| {
+            a.iter()
+                .copied()
+                .filter(|j| !list.contains(j))
+                .find(|&j| (end..=cast_start).contains(&transfers[j].end_ps))
+        });
+        if let Some(j) = between {
+            return Err(Error::plan(format!(
+                "{} is part of an in-switch sum into rank {root}, but {} reaches rank {root} before the multicast of chunk {chunk} that follows it: the MSCCL++ executor reduces inside the switch only as `glres`, which stores the sum to the GPUs it read from as it makes it, so the multicast must carry that very sum (the in-switch sums of one chunk into one GPU start together, as one operation)",
+                named(list[0]),
+                named(j)
+            )));
+        }
         let destinations = peers(stores, |&(_, d)| d);
         if destinations != sources {
             return Err(Error::plan(format!(
