@@ -79,12 +79,24 @@ fn multicasts(p: usize, start: u64, end: u64) -> Vec<Transfer> {
 /// to the other 7, each in one phase ([`chunk_and_phase`]).
 fn in_switch_all_reduce(topo: &Topology) -> Schedule {
     let p = topo.npus();
-    let spec = spec(CollectiveKind::AllReduce, topo);
     let (bytes, phase) = chunk_and_phase(topo);
     let mut transfers = sums(p, phase, true);
     transfers.extend(multicasts(p, phase, 2 * phase));
-    let schedule = Schedule::new("preset:hgx-h100", spec, bytes, transfers);
-    check_data_flow(&schedule, topo).expect("the hand-built All-Reduce is an All-Reduce");
+    checked(topo, CollectiveKind::AllReduce, bytes, transfers)
+}
+
+/// The hand-built schedule of `kind` on `topo`, its data flow checked: every chunk reaches
+/// where the collective needs it, sums complete.
+fn checked(
+    topo: &Topology,
+    kind: CollectiveKind,
+    bytes: f64,
+    transfers: Vec<Transfer>,
+) -> Schedule {
+    let schedule = Schedule::new("preset:hgx-h100", spec(kind, topo), bytes, transfers);
+    if let Err(e) = check_data_flow(&schedule, topo) {
+        panic!("the hand-built {kind} is not one: {e}");
+    }
     schedule
 }
 
@@ -201,13 +213,12 @@ fn an_in_switch_all_gather_lowers_to_gstores_and_verifies() {
     let topo = hgx();
     let p = topo.npus();
     let (bytes, phase) = chunk_and_phase(&topo);
-    let schedule = Schedule::new(
-        "preset:hgx-h100",
-        spec(CollectiveKind::AllGather, &topo),
+    let schedule = checked(
+        &topo,
+        CollectiveKind::AllGather,
         bytes,
         multicasts(p, 0, phase),
     );
-    check_data_flow(&schedule, &topo).expect("the hand-built All-Gather is an All-Gather");
     for in_place in [false, true] {
         let options = PlanOptions {
             in_place: Some(in_place),
@@ -254,13 +265,7 @@ fn sums_by_puts_then_multicasts_inside_the_switch_verify() {
     let (bytes, phase) = chunk_and_phase(&topo);
     let mut transfers = sums(p, phase, false);
     transfers.extend(multicasts(p, phase, 2 * phase));
-    let schedule = Schedule::new(
-        "preset:hgx-h100",
-        spec(CollectiveKind::AllReduce, &topo),
-        bytes,
-        transfers,
-    );
-    check_data_flow(&schedule, &topo).expect("the hand-built All-Reduce is an All-Reduce");
+    let schedule = checked(&topo, CollectiveKind::AllReduce, bytes, transfers);
     let plan = lower(&schedule, &topo, &PlanOptions::default()).unwrap();
     assert_eq!(ops(&plan, "put").count(), 56);
     assert_eq!(ops(&plan, "gstore").count(), 8);
@@ -288,13 +293,7 @@ fn partial_sums_in_different_places_are_gathered_before_the_switch_sums_them() {
         }
         transfers.push(Transfer::new(c, c, skip, 2 * t, 3 * t, Op::Copy));
     }
-    let schedule = Schedule::new(
-        "preset:hgx-h100",
-        spec(CollectiveKind::AllReduce, &topo),
-        bytes,
-        transfers,
-    );
-    check_data_flow(&schedule, &topo).expect("the hand-built All-Reduce is an All-Reduce");
+    let schedule = checked(&topo, CollectiveKind::AllReduce, bytes, transfers);
     for in_place in [true, false] {
         let options = PlanOptions {
             in_place: Some(in_place),
@@ -318,13 +317,7 @@ fn a_lone_in_switch_sum_is_refused_naming_it() {
     let topo = hgx();
     let (bytes, phase) = chunk_and_phase(&topo);
     let transfers = sums(topo.npus(), phase, true);
-    let schedule = Schedule::new(
-        "preset:hgx-h100",
-        spec(CollectiveKind::ReduceScatter, &topo),
-        bytes,
-        transfers,
-    );
-    check_data_flow(&schedule, &topo).expect("the hand-built Reduce-Scatter is one");
+    let schedule = checked(&topo, CollectiveKind::ReduceScatter, bytes, transfers);
     let first = &schedule.transfers[0];
     let e = lower(&schedule, &topo, &PlanOptions::default())
         .unwrap_err()
@@ -356,13 +349,7 @@ fn in_switch_sums_one_after_another_are_refused_naming_the_one_between() {
         }
     }
     transfers.extend(multicasts(p, p as u64 * t, (p as u64 + 1) * t));
-    let schedule = Schedule::new(
-        "preset:hgx-h100",
-        spec(CollectiveKind::AllReduce, &topo),
-        bytes,
-        transfers,
-    );
-    check_data_flow(&schedule, &topo).expect("the hand-built All-Reduce is an All-Reduce");
+    let schedule = checked(&topo, CollectiveKind::AllReduce, bytes, transfers);
     let e = lower(&schedule, &topo, &PlanOptions::default())
         .unwrap_err()
         .to_string();
