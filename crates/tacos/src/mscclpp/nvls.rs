@@ -157,11 +157,5 @@ pub(super) fn meet(ops: &mut Vec<Operation>, peers: usize) {
 
 /// `size` chunks from `index` through the threadblock's switch channel 0.
 pub(super) fn switch_range(index: usize, size: usize) -> Buff {
-    Buff {
-        buffer_type: None,
-        buffer_id: None,
-        switch_channel_id: Some(0),
-        index,
-        size,
-    }
+    Buff::switch(0, index, size)
 }

@@ -221,6 +221,18 @@ impl Buff {
             size,
         }
     }
+
+    /// `size` chunks from `index` of the buffer the threadblock's switch channel `id`
+    /// binds, on every GPU of its group.
+    pub fn switch(id: usize, index: usize, size: usize) -> Buff {
+        Buff {
+            buffer_type: None,
+            buffer_id: None,
+            switch_channel_id: Some(id),
+            index,
+            size,
+        }
+    }
 }
 
 /// A threadblock group: the threadblock takes slice `tb_id` of `tbg_size` of every range.

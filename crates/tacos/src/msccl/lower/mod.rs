@@ -141,6 +141,7 @@ fn target_limit(options: &LowerOptions, violation: Violation, context: String) -
 
 /// The layout and data flow of a lowering, once the options are checked.
 fn prepare(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Result<(Layout, Flow)> {
+    refuse_in_switch(schedule)?;
     let spec = &schedule.collective;
     Collective::new(topo, spec.clone())
         .map_err(|e| e.context("the schedule's collective is not valid here"))?;
@@ -175,6 +176,32 @@ fn prepare(schedule: &Schedule, topo: &Topology, options: &LowerOptions) -> Resu
     let layout = Layout::for_spec(spec, in_place)?;
     let flow = Flow::new(schedule, &layout)?;
     Ok((layout, flow))
+}
+
+/// Refuses a schedule that reduces or multicasts inside a switch: MSCCL XML has sends and
+/// receives between GPUs only.
+fn refuse_in_switch(schedule: &Schedule) -> Result<()> {
+    let Some((i, t)) = schedule
+        .transfers
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t.in_switch)
+    else {
+        return Ok(());
+    };
+    let what = match t.op {
+        crate::schedule::Op::Copy => "multicast",
+        crate::schedule::Op::Reduce => "sum",
+    };
+    Err(Error::msccl_at(
+        i,
+        format!(
+            "transfer {i} (chunk {}, NPU {} to NPU {}) is part of an in-switch {what} (NVLS), which MSCCL XML has no operation for: lower the schedule to an MSCCL++ plan instead (`tacos synth --plan F.json`, `tacos compile --format mscclpp`), which carries it on switch channels",
+            t.chunk(),
+            t.src(),
+            t.dst()
+        ),
+    ))
 }
 
 /// One instance, on as few channels as the limits allow.

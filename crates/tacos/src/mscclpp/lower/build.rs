@@ -10,8 +10,18 @@
 //! beyond the lane's one at the start of a launch (the receiver has finished the last one).
 //! A partial sum never overwrites a const input: out of place, the first sum goes to the
 //! output slot (or scratch), reading the input.
+//!
+//! In-switch operations ([`super::switch`]) run at their root on a switch channel over
+//! their members, each member's part on its lane with the root: a sum's source lends its
+//! chunk (a signal once the chunk is final and nothing of its own still reads or writes
+//! where the switch will store), the root waits for every source, runs the `glres`, and
+//! signals each member, who waits before it reads the result (partial sums lying in
+//! different places on the members are first copied to one). A multicast (`gstore`)
+//! stores where nothing was claimed, so, as a put, it needs only each member's
+//! start-of-launch handshake before it and a signal to each member after it.
 
 use super::lanes::{Lane, Lanes};
+use super::switch::{Action, Role, SwitchOps};
 use crate::collective::CollectiveSpec;
 use crate::error::{Error, Result};
 use crate::msccl::{layout::Slot as LayoutSlot, Buf, Layout};
@@ -41,6 +51,26 @@ pub(super) enum Kind {
     Copy { src: Slot, dst: Slot },
     /// `dst = a + b`, all local.
     Sum { dst: Slot, a: Slot, b: Slot },
+    /// Signal the lane's peer that `slots` are ready for its switch operation, which reads
+    /// and writes them here.
+    Lend { slots: Vec<Slot> },
+    /// `glres`: the switch sums `src` over the members of switch channel `from` and stores
+    /// the sum into `dst` of every member of switch channel `to`.
+    SwitchReduce {
+        from: usize,
+        src: Slot,
+        to: usize,
+        dst: Slot,
+    },
+    /// `gstore`: local `src` stored into `dst` of every member of switch channel `to`.
+    SwitchStore { src: Slot, to: usize, dst: Slot },
+}
+
+/// A switch channel of the plan: its ranks (sorted) and the buffer it binds on each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct SwitchChannel {
+    pub ranks: Vec<usize>,
+    pub buffer: BufferType,
 }
 
 #[derive(Clone, Debug)]
@@ -80,6 +110,8 @@ struct Rank {
     /// Where the rank holds each chunk's latest value.
     holds: HashMap<usize, Slot>,
     scratch: usize,
+    /// The sending end's start-of-launch wait of each lane (by lane).
+    lane_ready: HashMap<usize, OpRef>,
 }
 
 impl Rank {
@@ -93,12 +125,17 @@ impl Rank {
     /// Appends `kind` to block `tb`, ordered after the last writer of what it reads and
     /// after every reader and writer of what it writes, and records its accesses.
     fn push(&mut self, tb: usize, kind: Kind) -> OpRef {
+        self.push_after(tb, kind, &[])
+    }
+
+    /// [`Rank::push`], ordered after `also` as well.
+    fn push_after(&mut self, tb: usize, kind: Kind, also: &[OpRef]) -> OpRef {
         let (reads, writes) = accesses(&kind);
         let at = OpRef {
             tb,
             op: self.blocks[tb].ops.len(),
         };
-        let mut after = Vec::new();
+        let mut after = also.to_vec();
         for s in &reads {
             if let Some(w) = self.slots.get(s).and_then(|st| st.writer) {
                 after.push(w);
@@ -153,6 +190,10 @@ fn accesses(kind: &Kind) -> (Vec<Slot>, Vec<Slot>) {
         Kind::Put { src, .. } => (vec![*src], vec![]),
         Kind::Copy { src, dst } => (vec![*src], vec![*dst]),
         Kind::Sum { dst, a, b } => (vec![*a, *b], vec![*dst]),
+        Kind::Lend { slots } => (slots.clone(), slots.clone()),
+        Kind::SwitchReduce { src, dst, .. } | Kind::SwitchStore { src, dst, .. } => {
+            (vec![*src], vec![*dst])
+        }
     }
 }
 
@@ -165,15 +206,17 @@ fn slot_of(s: LayoutSlot) -> Slot {
     (b, s.index)
 }
 
-/// The replay of `schedule` (transfers in ranks: `moves[i]` is transfer i's source and
-/// destination rank) over `lanes`, in `events` order.
+/// The replay of `schedule` (transfers in ranks: `ranks_of[i]` is transfer i's source and
+/// destination rank) over `lanes`, in `events` order, with its in-switch operations
+/// `switch`; with the switch channels the ranks' operations name.
 pub(super) fn replay(
     schedule: &Schedule,
     ranks_of: &[(usize, usize)],
     layout: &Layout,
     lanes: &Lanes,
     events: &[(usize, bool)],
-) -> Result<Vec<RankOps>> {
+    switch: &SwitchOps,
+) -> Result<(Vec<RankOps>, Vec<SwitchChannel>)> {
     let spec: &CollectiveSpec = &schedule.collective;
     let p = spec.npus.len();
     let chunks = layout.chunks();
@@ -196,6 +239,7 @@ pub(super) fn replay(
                 slots,
                 holds,
                 scratch: 0,
+                lane_ready: HashMap::new(),
             }
         })
         .collect();
@@ -220,18 +264,41 @@ pub(super) fn replay(
                 r.push(tb, Kind::Signal);
             }
             if sends {
-                r.push(tb, Kind::Wait { arrives: None });
+                let ready = r.push(tb, Kind::Wait { arrives: None });
+                r.lane_ready.insert(l, ready);
             }
         }
     }
     let writable = |slot: Slot| layout.in_place() || slot.0 != BufferType::Input;
     // Where each transfer's put lands, from its departure to its arrival.
     let mut landing: Vec<Option<(Slot, bool)>> = vec![None; schedule.transfers.len()];
+    let mut in_switch = InSwitch {
+        ops: switch,
+        pending: vec![None; switch.ops.len()],
+        channels: Vec::new(),
+    };
     for &(t, departs) in events {
         let tr = &schedule.transfers[t];
         let (src, dst) = ranks_of[t];
         let lane = lanes.of_transfer[t];
         let c = tr.chunk();
+        let step = Step {
+            transfer: t,
+            lane,
+            src,
+            dst,
+        };
+        match switch.roles[t] {
+            Role::Sum(op) => {
+                in_switch.sum(&mut ranks, layout, op, step, departs)?;
+                continue;
+            }
+            Role::Store(op) if departs => {
+                landing[t] = Some(in_switch.store(&mut ranks, layout, lanes, op, step)?);
+                continue;
+            }
+            _ => {}
+        }
         if departs {
             let from = *ranks[src].holds.get(&c).ok_or_else(|| {
                 Error::plan(format!(
@@ -338,11 +405,297 @@ pub(super) fn replay(
             r.holds.insert(c, f);
         }
     }
-    Ok(ranks
+    let ranks = ranks
         .into_iter()
         .map(|r| RankOps {
             blocks: r.blocks,
             scratch_chunks: r.scratch,
         })
-        .collect())
+        .collect();
+    Ok((ranks, in_switch.channels))
+}
+
+/// A transfer at one of its events: its index, lane and ranks.
+#[derive(Clone, Copy)]
+struct Step {
+    transfer: usize,
+    lane: usize,
+    src: usize,
+    dst: usize,
+}
+
+/// Where an in-switch operation reads and writes, once its first transfer departs, and
+/// how far it has got.
+#[derive(Clone)]
+struct Pending {
+    src: Slot,
+    dst: Slot,
+    /// The root's waits for its sources' lends so far (`glres`).
+    waits: Vec<OpRef>,
+    /// The switch operation itself, once pushed.
+    done: Option<OpRef>,
+}
+
+/// The replay's in-switch operations.
+struct InSwitch<'a> {
+    ops: &'a SwitchOps,
+    pending: Vec<Option<Pending>>,
+    channels: Vec<SwitchChannel>,
+}
+
+impl InSwitch<'_> {
+    /// The plan-wide switch channel over `ranks` binding `buffer`.
+    fn channel(&mut self, ranks: &[usize], buffer: BufferType) -> usize {
+        let wanted = SwitchChannel {
+            ranks: ranks.to_vec(),
+            buffer,
+        };
+        match self.channels.iter().position(|c| *c == wanted) {
+            Some(i) => i,
+            None => {
+                self.channels.push(wanted);
+                self.channels.len() - 1
+            }
+        }
+    }
+
+    /// A source's share of a sum, at its departure (the source lends its chunk) or its
+    /// arrival (the root waits; after the last, it runs the `glres`).
+    fn sum(
+        &mut self,
+        ranks: &mut [Rank],
+        layout: &Layout,
+        k: usize,
+        step: Step,
+        departs: bool,
+    ) -> Result<()> {
+        let ops = self.ops;
+        let op = &ops.ops[k];
+        let c = op.chunk;
+        if self.pending[k].is_none() {
+            let members = &op.members;
+            let mut held = Vec::with_capacity(members.len());
+            for &m in members {
+                held.push(*ranks[m].holds.get(&c).ok_or_else(|| {
+                    Error::plan(format!(
+                        "transfer {} sums chunk {c} inside the switch from rank {m}, which holds no partial sum of it; the schedule is not one the checker passes",
+                        step.transfer
+                    ))
+                })?);
+            }
+            let writable = |slot: Slot| layout.in_place() || slot.0 != BufferType::Input;
+            let src = if held.iter().all(|&h| h == held[0]) {
+                held[0]
+            } else {
+                gather(ranks, layout, members, c, writable)
+            };
+            let dst = if writable(src) {
+                src
+            } else {
+                common_output(ranks, layout, members, c, writable)
+                    .unwrap_or_else(|| common_scratch(ranks, members))
+            };
+            claim(ranks, members, dst);
+            self.pending[k] = Some(Pending {
+                src,
+                dst,
+                waits: Vec::new(),
+                done: None,
+            });
+        }
+        let Some(p) = self.pending[k].clone() else {
+            return Ok(());
+        };
+        if departs {
+            let r = &mut ranks[step.src];
+            let tb = r.lane_block[&step.lane];
+            let mut slots = vec![p.src, p.dst];
+            slots.dedup();
+            r.push(tb, Kind::Lend { slots });
+            return Ok(());
+        }
+        let root = &mut ranks[step.dst];
+        let tb = root.lane_block[&step.lane];
+        let wait = root.push(tb, Kind::Wait { arrives: None });
+        let mut waits = p.waits;
+        waits.push(wait);
+        if waits.len() == op.sums.len() {
+            if root.holds.get(&c) != Some(&p.src) {
+                return Err(Error::plan(format!(
+                    "transfer {} completes an in-switch sum of chunk {c} into rank {}, whose partial sum moved after the sum began: the switch reads one place on every GPU",
+                    step.transfer, op.root
+                )));
+            }
+            let from = self.channel(&op.members, p.src.0);
+            let to = self.channel(&op.members, p.dst.0);
+            let root = &mut ranks[step.dst];
+            let done = root.push_after(
+                tb,
+                Kind::SwitchReduce {
+                    from,
+                    src: p.src,
+                    to,
+                    dst: p.dst,
+                },
+                &waits,
+            );
+            root.holds.insert(c, p.dst);
+            self.pending[k] = Some(Pending {
+                done: Some(done),
+                waits,
+                ..p
+            });
+        } else {
+            self.pending[k] = Some(Pending { waits, ..p });
+        }
+        Ok(())
+    }
+
+    /// A member's share of a store, at its departure: the root signals the member once the
+    /// switch has stored (a `gstore` it runs at the first departure; or the `glres`).
+    /// Returns where the chunk lands on the member and whether that is its final slot.
+    fn store(
+        &mut self,
+        ranks: &mut [Rank],
+        layout: &Layout,
+        lanes: &Lanes,
+        k: usize,
+        step: Step,
+    ) -> Result<(Slot, bool)> {
+        let ops = self.ops;
+        let op = &ops.ops[k];
+        let c = op.chunk;
+        if op.action == Action::Store && self.pending[k].is_none() {
+            let src = *ranks[op.root].holds.get(&c).ok_or_else(|| {
+                Error::plan(format!(
+                    "transfer {} multicasts chunk {c} from rank {} before the rank holds it; the schedule is not one the checker passes",
+                    step.transfer, op.root
+                ))
+            })?;
+            let writable = |slot: Slot| layout.in_place() || slot.0 != BufferType::Input;
+            let peers: Vec<usize> = op
+                .members
+                .iter()
+                .copied()
+                .filter(|&m| m != op.root)
+                .collect();
+            // The root's own copy is stored again: the final slot where it is the peers',
+            // else scratch.
+            let dst = common_output(ranks, layout, &peers, c, writable)
+                .filter(|f| layout.output_slot(op.root, c).map(slot_of) == Some(*f))
+                .unwrap_or_else(|| common_scratch(ranks, &op.members));
+            claim(ranks, &peers, dst);
+            let to = self.channel(&op.members, dst.0);
+            let root = &mut ranks[op.root];
+            let tb = root.lane_block[&step.lane];
+            let ready: Vec<OpRef> = op
+                .stores
+                .iter()
+                .filter_map(|&i| root.lane_ready.get(&lanes.of_transfer[i]).copied())
+                .collect();
+            let done = root.push_after(tb, Kind::SwitchStore { src, to, dst }, &ready);
+            if layout.output_slot(op.root, c).map(slot_of) == Some(dst) {
+                root.holds.insert(c, dst);
+            }
+            self.pending[k] = Some(Pending {
+                src,
+                dst,
+                waits: Vec::new(),
+                done: Some(done),
+            });
+        }
+        let (dst, done) = match &self.pending[k] {
+            Some(Pending {
+                dst,
+                done: Some(done),
+                ..
+            }) => (*dst, *done),
+            _ => {
+                return Err(Error::plan(format!(
+                    "transfer {} multicasts chunk {c} from rank {} before the in-switch sum it follows has arrived",
+                    step.transfer, op.root
+                )))
+            }
+        };
+        let root = &mut ranks[op.root];
+        let tb = root.lane_block[&step.lane];
+        root.push_after(tb, Kind::Signal, &[done]);
+        let direct = layout.output_slot(step.dst, c).map(slot_of) == Some(dst);
+        Ok((dst, direct))
+    }
+}
+
+/// The slot where every one of `members` must end with chunk `c`, where it is the same
+/// on all, writable and not yet claimed on any.
+fn common_output(
+    ranks: &[Rank],
+    layout: &Layout,
+    members: &[usize],
+    c: usize,
+    writable: impl Fn(Slot) -> bool,
+) -> Option<Slot> {
+    let f = layout.output_slot(*members.first()?, c).map(slot_of)?;
+    members
+        .iter()
+        .all(|&m| {
+            layout.output_slot(m, c).map(slot_of) == Some(f)
+                && !ranks[m].slots.get(&f).is_some_and(|s| s.claimed)
+        })
+        .then_some(f)
+        .filter(|&f| writable(f))
+}
+
+/// Partial sums of chunk `c` that lie in different places on `members` copied to one
+/// place, the same on all (a switch channel reads one place on every GPU): the chunk's
+/// final slot where it is common and writable, else fresh scratch. Returns that place.
+fn gather(
+    ranks: &mut [Rank],
+    layout: &Layout,
+    members: &[usize],
+    c: usize,
+    writable: impl Fn(Slot) -> bool,
+) -> Slot {
+    let first = members.first().and_then(|&m| layout.output_slot(m, c));
+    let target = first.map(slot_of).filter(|&f| {
+        writable(f)
+            && members.iter().all(|&m| {
+                let r = &ranks[m];
+                layout.output_slot(m, c).map(slot_of) == Some(f)
+                    && (r.holds.get(&c) == Some(&f) || !r.slots.get(&f).is_some_and(|s| s.claimed))
+            })
+    });
+    let target = target.unwrap_or_else(|| common_scratch(ranks, members));
+    for &m in members {
+        let r = &mut ranks[m];
+        let Some(&held) = r.holds.get(&c) else {
+            continue;
+        };
+        if held != target {
+            let tb = r.local_block();
+            r.push(
+                tb,
+                Kind::Copy {
+                    src: held,
+                    dst: target,
+                },
+            );
+            r.holds.insert(c, target);
+        }
+    }
+    target
+}
+
+/// A scratch slot of the same index on every one of `members`, fresh on each.
+fn common_scratch(ranks: &mut [Rank], members: &[usize]) -> Slot {
+    let index = members.iter().map(|&m| ranks[m].scratch).max().unwrap_or(0);
+    for &m in members {
+        ranks[m].scratch = index + 1;
+    }
+    (BufferType::Scratch, index)
+}
+
+fn claim(ranks: &mut [Rank], members: &[usize], slot: Slot) {
+    for &m in members {
+        ranks[m].slots.entry(slot).or_default().claimed = true;
+    }
 }

@@ -7,24 +7,32 @@
 //! threadblocks, released after the producer and acquired, then a `nop`, before the
 //! consumer. Over a port channel a put and its signal are one `pws` (data then signal
 //! through the proxy, in order), flushed (`pwsf`) where its source is overwritten later
-//! and at a threadblock's last put.
+//! and at a threadblock's last put. In-switch operations (`glres`, `gstore`) name the
+//! threadblock's switch channels; every member of a switch channel lists it, in the
+//! plan's order, whether or not it runs an operation on it.
 
-use super::build::{Kind, OpRef, RankOps, Slot};
+use super::build::{Kind, OpRef, RankOps, Slot, SwitchChannel};
 use super::lanes::Lanes;
 use crate::mscclpp::plan::{
-    Buff, BufferType, Channel, ChannelType, Gpu, Operation, RemoteBuffer, RemoteBufferRefs,
-    Semaphore, Threadblock, ThreadblockChannels, MAX_SEMAPHORES_PER_OP,
+    Buff, BufferType, Channel, ChannelType, Gpu, Operation, RankGroup, RemoteBuffer,
+    RemoteBufferRefs, Semaphore, Threadblock, ThreadblockChannels, MAX_SEMAPHORES_PER_OP,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// The GPU entry of `rank`, with `chunks` (input, output) declared.
+/// The GPU entry of `rank`, with `chunks` (input, output) declared and the plan's
+/// `switches` it is a member of.
 pub(super) fn gpu(
     rank: usize,
     ops: &RankOps,
     lanes: &Lanes,
     lane_type: &[ChannelType],
+    switches: &[SwitchChannel],
     chunks: (usize, usize),
 ) -> Gpu {
+    // The rank's switch channels: the plan's it is in, in the plan's order.
+    let mine: Vec<usize> = (0..switches.len())
+        .filter(|&s| switches[s].ranks.contains(&rank))
+        .collect();
     // Channels: one per lane at this rank, listed in lane order at both ends, so the k-th
     // occurrence of a peer here pairs with the k-th occurrence of this rank there.
     let mut lists: BTreeMap<ChannelType, Vec<usize>> = BTreeMap::new();
@@ -65,6 +73,7 @@ pub(super) fn gpu(
         .map(|(tb, block)| {
             let channel = block.lane.map(|l| lane_channel[&l]);
             let mut writer = BlockWriter::new(channel.map(|c| c.0));
+            let gpu_switch = |s: usize| mine.iter().position(|&m| m == s).unwrap_or_default();
             let last_put = block
                 .ops
                 .iter()
@@ -79,7 +88,28 @@ pub(super) fn gpu(
                 }
                 let mut fused_signal = false;
                 match &a.kind {
-                    Kind::Signal => writer.signal(),
+                    Kind::Signal | Kind::Lend { .. } => writer.signal(),
+                    Kind::SwitchReduce { from, src, to, dst } => {
+                        let from = writer.switch_id(gpu_switch(*from));
+                        let to = writer.switch_id(gpu_switch(*to));
+                        writer.switch(
+                            "glres",
+                            Buff::switch(from, src.1, 1),
+                            *src,
+                            Buff::switch(to, dst.1, 1),
+                            *dst,
+                        )
+                    }
+                    Kind::SwitchStore { src, to, dst } => {
+                        let to = writer.switch_id(gpu_switch(*to));
+                        writer.switch(
+                            "gstore",
+                            Buff::local(src.0, src.1, 1),
+                            *src,
+                            Buff::switch(to, dst.1, 1),
+                            *dst,
+                        )
+                    }
                     Kind::Wait { arrives } => writer.wait(*arrives),
                     Kind::Copy { src, dst } => writer.local("copy", &[*src], *dst),
                     Kind::Sum { dst, a: x, b: y } => writer.local("re", &[*x, *y], *dst),
@@ -115,7 +145,7 @@ pub(super) fn gpu(
             writer.finish(tb, channel)
         })
         .collect();
-    let channels = lists
+    let mut channels: Vec<Channel> = lists
         .into_iter()
         .map(|(channel_type, peers)| Channel {
             channel_type,
@@ -124,6 +154,23 @@ pub(super) fn gpu(
             rank_groups: None,
         })
         .collect();
+    channels.extend(mine.iter().map(|&s| {
+        let SwitchChannel { ranks, buffer } = &switches[s];
+        let size = match buffer {
+            BufferType::Input => chunks.0,
+            BufferType::Output => chunks.1,
+            BufferType::Scratch => ops.scratch_chunks,
+        };
+        Channel {
+            channel_type: ChannelType::Switch,
+            connected_to: None,
+            buffer_type: Some(*buffer),
+            rank_groups: Some(vec![RankGroup {
+                size,
+                ranks: ranks.clone(),
+            }]),
+        }
+    }));
     Gpu {
         id: rank,
         input_chunks: chunks.0,
@@ -149,6 +196,8 @@ struct BlockWriter {
     waited: bool,
     /// The threadblock's remote buffers: GPU-level ids, in the order ops name them.
     remote: Vec<usize>,
+    /// The threadblock's switch channels: GPU-level ids, in the order ops name them.
+    switches: Vec<usize>,
 }
 
 impl BlockWriter {
@@ -161,6 +210,7 @@ impl BlockWriter {
             busy: false,
             waited: false,
             remote: Vec::new(),
+            switches: Vec::new(),
         }
     }
 
@@ -246,6 +296,30 @@ impl BlockWriter {
         });
     }
 
+    /// The threadblock's id of GPU-level switch channel `gpu_id`.
+    fn switch_id(&mut self, gpu_id: usize) -> usize {
+        match self.switches.iter().position(|&g| g == gpu_id) {
+            Some(id) => id,
+            None => {
+                self.switches.push(gpu_id);
+                self.switches.len() - 1
+            }
+        }
+    }
+
+    /// An in-switch operation from `src` (local slot `read`) to `dst` (local slot
+    /// `written`, and the same on every member).
+    fn switch(&mut self, name: &str, src: Buff, read: Slot, dst: Buff, written: Slot) {
+        self.order(&[read], &[written]);
+        self.ops.push(Operation {
+            name: name.into(),
+            channel_type: Some(ChannelType::Switch),
+            src_buff: Some(vec![src]),
+            dst_buff: Some(vec![dst]),
+            ..Operation::default()
+        });
+    }
+
     fn semaphores(&mut self, name: &str, ids: &[usize]) {
         if self.waited {
             self.nop();
@@ -260,13 +334,19 @@ impl BlockWriter {
     }
 
     fn finish(self, id: usize, channel: Option<(ChannelType, usize)>) -> Threadblock {
-        let channels = channel
+        let mut channels: Vec<ThreadblockChannels> = channel
             .map(|(channel_type, index)| ThreadblockChannels {
                 channel_type,
                 channel_ids: vec![index],
             })
             .into_iter()
             .collect();
+        if !self.switches.is_empty() {
+            channels.push(ThreadblockChannels {
+                channel_type: ChannelType::Switch,
+                channel_ids: self.switches,
+            });
+        }
         let remote_buffer_refs = match (channel, self.remote.is_empty()) {
             (Some((access, _)), false) => vec![RemoteBufferRefs {
                 access_channel_type: access,

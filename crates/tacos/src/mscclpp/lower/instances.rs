@@ -4,10 +4,11 @@
 //! Chunk c of the plan becomes sub-chunks c·n .. c·n + n - 1, instance i taking sub-chunk
 //! c·n + i everywhere (input, output, scratch, remote); each instance's channels follow the
 //! first's in every GPU's lists (the k-th channel to a peer still pairs with the peer's
-//! k-th channel back), its threadblocks and semaphores likewise.
+//! k-th channel back), its threadblocks and semaphores likewise. Switch channels are not
+//! copied: each binds a whole buffer, n times the chunks, which every instance shares.
 
 use crate::error::{Error, Result};
-use crate::mscclpp::plan::{Buff, Gpu, Operation, Plan};
+use crate::mscclpp::plan::{Buff, ChannelType, Gpu, Operation, Plan};
 use std::collections::HashMap;
 
 /// `plan` as `n` instances. Only plans whose ranges are single chunks are replicated (what
@@ -33,10 +34,21 @@ fn replicate_gpu(gpu: &Gpu, n: usize) -> Result<Gpu> {
     for c in &gpu.channels {
         *lengths.entry(c.channel_type).or_default() += c.connected_to.as_ref().map_or(0, Vec::len);
     }
-    let mut channels = Vec::with_capacity(gpu.channels.len() * n);
+    let (switches, peers): (Vec<_>, Vec<_>) = gpu
+        .channels
+        .iter()
+        .partition(|c| c.channel_type == ChannelType::Switch);
+    let mut channels = Vec::with_capacity(peers.len() * n + switches.len());
     for _ in 0..n {
-        channels.extend(gpu.channels.iter().cloned());
+        channels.extend(peers.iter().map(|&c| c.clone()));
     }
+    channels.extend(switches.into_iter().map(|c| {
+        let mut c = c.clone();
+        for g in c.rank_groups.iter_mut().flatten() {
+            g.size *= n;
+        }
+        c
+    }));
     let blocks = gpu.threadblocks.len();
     let semaphores = gpu.semaphores.len();
     let mut threadblocks = Vec::with_capacity(blocks * n);

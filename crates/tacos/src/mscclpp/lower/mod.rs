@@ -7,14 +7,17 @@
 //! schedule into each rank's operations and their dependencies; [`emit`] writes them with
 //! the `nop`s and semaphores the executor needs. Lanes hold fewer transfers until every
 //! threadblock fits the executor's 64 operations; a plan that cannot is refused naming the
-//! limit.
+//! limit. In-switch transfers become switch-channel operations ([`switch`]).
 
 mod build;
 mod emit;
 mod instances;
 mod lanes;
+mod switch;
 
-use super::plan::{ChannelType, Plan, MAX_OPS_PER_THREADBLOCK, MAX_THREADS_PER_BLOCK};
+use super::plan::{
+    ChannelType, Plan, MAX_CHANNELS_PER_THREADBLOCK, MAX_OPS_PER_THREADBLOCK, MAX_THREADS_PER_BLOCK,
+};
 use crate::collective::CollectiveKind;
 use crate::cost::program::domain_size;
 use crate::error::{Error, Result};
@@ -149,6 +152,7 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &PlanOptions) -> Res
         ranks_of.push((src, dst));
         moves.push(Move::of(t, src, dst));
     }
+    let switch = switch::group(schedule, &ranks_of, topo)?;
     let mut departures: Vec<usize> = (0..moves.len()).collect();
     departures.sort_by_key(|&t| (moves[t].start_ps, t));
     let mut order = vec![0; moves.len()];
@@ -196,14 +200,18 @@ pub fn lower(schedule: &Schedule, topo: &Topology, options: &PlanOptions) -> Res
                 }
             })
             .collect();
-        let ranks = build::replay(schedule, &ranks_of, &layout, &lanes, &events)?;
+        let (ranks, switches) =
+            build::replay(schedule, &ranks_of, &layout, &lanes, &events, &switch)?;
         let plan = head.plan(
             ranks
                 .iter()
                 .enumerate()
-                .map(|(r, ops)| emit::gpu(r, ops, &lanes, &lane_type, head.chunks))
+                .map(|(r, ops)| emit::gpu(r, ops, &lanes, &lane_type, &switches, head.chunks))
                 .collect(),
         );
+        if !switch.is_empty() {
+            switch_channels_fit(&plan)?;
+        }
         match longest_threadblock(&plan) {
             Some((rank, tb, ops)) if ops > MAX_OPS_PER_THREADBLOCK => {
                 if share == 1 {
@@ -268,6 +276,32 @@ impl Head {
             gpus,
         }
     }
+}
+
+/// Refuses a plan with a threadblock naming more switch channels than the executor holds.
+fn switch_channels_fit(plan: &Plan) -> Result<()> {
+    for g in &plan.gpus {
+        for tb in &g.threadblocks {
+            let n: usize = tb
+                .channels
+                .iter()
+                .filter(|c| c.channel_type == ChannelType::Switch)
+                .map(|c| c.channel_ids.len())
+                .sum();
+            if n > MAX_CHANNELS_PER_THREADBLOCK {
+                return Err(Error::Limit {
+                    what: "switch channels",
+                    value: n as u64,
+                    limit: MAX_CHANNELS_PER_THREADBLOCK as u64,
+                    context: format!(
+                        "rank {}, threadblock {}: its in-switch operations span that many groups of GPUs and buffers (the MSCCL++ executor's limit per threadblock and channel type)",
+                        g.id, tb.id
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The threadblock with the most operations (flattened): rank, index, count.

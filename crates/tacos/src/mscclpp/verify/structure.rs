@@ -150,6 +150,7 @@ pub(super) fn check(plan: &Plan) -> Result<Tables> {
         switches.push(s);
     }
     let pairs = pair_channels(&peers)?;
+    pair_switches(&switches)?;
     let tables = Tables {
         peers,
         pairs,
@@ -257,6 +258,33 @@ fn gpu_channels(gpu: &Gpu, nranks: usize) -> Result<([Vec<usize>; 2], Vec<Switch
         }
     }
     Ok((peers, switches))
+}
+
+/// Checks that the members of every NVLS group set it up together: the executor joins
+/// each switch channel collectively over its ranks, in the order each rank lists them, so
+/// any two ranks must list the groups holding both of them alike (ranks and buffer) and in
+/// the same order.
+fn pair_switches(switches: &[Vec<SwitchGroup>]) -> Result<()> {
+    let shared = |a: usize, b: usize| -> Vec<(&[usize], BufferType)> {
+        switches[a]
+            .iter()
+            .filter(|g| g.ranks.contains(&b))
+            .map(|g| (&g.ranks[..], g.buffer))
+            .collect()
+    };
+    for (a, groups) in switches.iter().enumerate() {
+        for &b in groups.iter().flat_map(|g| &g.ranks) {
+            let (mine, theirs) = (shared(a, b), shared(b, a));
+            if b != a && mine != theirs {
+                return Err(fail(format!(
+                    "switch channels are not set up alike: rank {a} lists {} holding rank {b} ({mine:?}), rank {b} lists {} holding rank {a} ({theirs:?}); the executor joins each group collectively, in each rank's order",
+                    mine.len(),
+                    theirs.len()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Pairs channels as the executor does: A's k-th channel of a type toward B with B's k-th
