@@ -38,11 +38,20 @@ fn one_h100_node_reduces_in_its_switch_near_the_bound() {
     assert!((2_386.0e6..2_387.0e6).contains(&bound), "bound {bound} ps");
     let chunk_us = 0.7 + (16u64 << 20) as f64 / 450e3;
     let hand = 72.0 * chunk_us * 1e6;
-    assert!((time - hand).abs() < 1e-4 * hand, "{time} ps, by hand {hand} ps");
-    assert!(time >= bound && time < 4_175.0e6, "{time} ps against {bound} ps");
+    assert!(
+        (time - hand).abs() < 1e-4 * hand,
+        "{time} ps, by hand {hand} ps"
+    );
+    assert!(
+        time >= bound && time < 4_175.0e6,
+        "{time} ps against {bound} ps"
+    );
     // A Broadcast's root sends the buffer up once, however many receive it.
     let (time, bound) = timed(&t, CollectiveKind::Broadcast, 2);
-    assert!(time >= bound && time <= 1.01 * bound, "{time} ps against {bound} ps");
+    assert!(
+        time >= bound && time <= 1.01 * bound,
+        "{time} ps against {bound} ps"
+    );
 }
 /// Two and four H100 nodes on rails: an All-Reduce's every byte crosses between nodes
 /// 2 (N - 1) times over the 400 GB/s of NICs leaving each of the N nodes (the grouped
