@@ -31,7 +31,11 @@ use crate::schedule::{route_time_ps, Op, Transfer};
 use crate::topology::{LinkId, NpuId, RouteCache, Topology, VertexId};
 use crate::units::Picos;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::BinaryHeap;
+
+/// Most link checks the list scheduler makes before it gives up (a few seconds' work):
+/// the search then goes on without the in-switch schedule.
+const MAX_WORK: u64 = 1 << 30;
 
 /// The collectives the in-switch plan defines.
 pub(super) const KINDS: &[CollectiveKind] = &[
@@ -346,32 +350,25 @@ impl Ops {
             }
         }
         let key = |i: usize| (self.ops[i].stage, i);
-        let mut ready: BTreeSet<(Stage, usize)> = (0..self.ops.len())
-            .filter(|&i| waiting[i] == 0)
-            .map(key)
-            .collect();
+        // The operations that may start now: newly ready ones and those waiting on a link
+        // that has just come free. Every other ready one waits on a link still busy.
+        let mut candidates: Vec<usize> = (0..self.ops.len()).filter(|&i| waiting[i] == 0).collect();
+        let mut blocked_on: Vec<Vec<usize>> = vec![Vec::new(); topo.links().len()];
         let mut free_at = vec![0 as Picos; topo.links().len()];
         let mut ends: BinaryHeap<Reverse<(Picos, usize)>> = BinaryHeap::new();
         let mut transfers = Vec::new();
         let mut now: Picos = 0;
+        let mut work: u64 = 0;
         loop {
-            let started: Vec<(Stage, usize)> = ready
-                .iter()
-                .copied()
-                .filter(|&(_, i)| held[i].0.iter().all(|&l| free_at[l] <= now))
-                .scan(Vec::<LinkId>::new(), |taken, (s, i)| {
-                    // Earlier starts at this moment take their links first.
-                    let clash = held[i].0.iter().any(|l| taken.contains(l));
-                    if !clash {
-                        taken.extend_from_slice(&held[i].0);
-                    }
-                    Some((!clash).then_some((s, i)))
-                })
-                .flatten()
-                .collect();
-            for (s, i) in started {
-                ready.remove(&(s, i));
+            candidates.sort_unstable_by_key(|&i| key(i));
+            candidates.dedup();
+            for i in candidates.drain(..) {
                 let (links, ps) = &held[i];
+                work += links.len() as u64;
+                if let Some(&busy) = links.iter().find(|&&l| free_at[l] > now) {
+                    blocked_on[busy].push(i);
+                    continue;
+                }
                 let end = now + ps;
                 links.iter().for_each(|&l| free_at[l] = end);
                 ends.push(Reverse((end, i)));
@@ -390,6 +387,15 @@ impl Ops {
                     transfers.push(if in_switch { t.switched() } else { t });
                 }
             }
+            if work > MAX_WORK {
+                return Err(Error::baseline(
+                    "in-switch",
+                    format!(
+                        "scheduling its {} operations passes {MAX_WORK} link checks; fewer chunks (-k) or NPUs need fewer",
+                        self.ops.len()
+                    ),
+                ));
+            }
             let Some(Reverse((end, _))) = ends.peek().copied() else {
                 break;
             };
@@ -399,10 +405,15 @@ impl Ops {
                     break;
                 }
                 ends.pop();
+                for &l in &held[i].0 {
+                    if free_at[l] <= now {
+                        candidates.append(&mut blocked_on[l]);
+                    }
+                }
                 for &j in &next[i] {
                     waiting[j] -= 1;
                     if waiting[j] == 0 {
-                        ready.insert(key(j));
+                        candidates.push(j);
                     }
                 }
             }
