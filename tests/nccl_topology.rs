@@ -11,6 +11,11 @@ use tacos::Error;
 /// Four sm80 GPUs, each with 12 NVLinks into NVSwitches (2 per switch over 6 switches, as
 /// NCCL dumps them), and two 200 Gb/s NICs shared by GPU pairs.
 fn nvswitch_dump() -> String {
+    nvswitch_dump_of("80")
+}
+
+/// `nvswitch_dump` with GPUs of compute capability `sm`.
+fn nvswitch_dump_of(sm: &str) -> String {
     let mut gpus = String::new();
     for (i, bus) in [
         "0000:07:00.0",
@@ -32,7 +37,7 @@ fn nvswitch_dump() -> String {
             String::new()
         };
         gpus.push_str(&format!(
-            "<pci busid=\"ffff:0{i}:00.0\" class=\"0x060400\"><pci busid=\"{bus}\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"><gpu dev=\"{i}\" sm=\"80\" rank=\"{i}\">{links}</gpu></pci>{nic}</pci>"
+            "<pci busid=\"ffff:0{i}:00.0\" class=\"0x060400\"><pci busid=\"{bus}\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"><gpu dev=\"{i}\" sm=\"{sm}\" rank=\"{i}\">{links}</gpu></pci>{nic}</pci>"
         ));
     }
     format!("<system version=\"1\"><cpu numaid=\"0\">{gpus}</cpu></system>")
@@ -99,6 +104,27 @@ fn nvswitch_dumps_import_as_switch_vertices_with_rails() {
     // One node has no network, so no NICs in use.
     let one = parse(&nvswitch_dump(), "dump.xml", &NcclImportOptions::default()).unwrap();
     assert_eq!(one.topology.nics(), None);
+}
+
+/// A Hopper node's NVSwitch sums and multicasts inside itself (NVLS); an A100 node's does
+/// not, nor do rails.
+#[test]
+fn hopper_nvswitches_import_as_reducing_switches() {
+    let options = NcclImportOptions {
+        nodes: 2,
+        ..Default::default()
+    };
+    let reducing = |sm: &str| {
+        let t = parse(&nvswitch_dump_of(sm), "dump.xml", &options).unwrap().topology;
+        let names: Vec<String> = t
+            .reducing_switches()
+            .iter()
+            .map(|&s| t.switch_name(s).unwrap().to_string())
+            .collect();
+        names
+    };
+    assert_eq!(reducing("90"), ["node0.nvswitch", "node1.nvswitch"]);
+    assert!(reducing("80").is_empty());
 }
 
 #[test]

@@ -180,8 +180,10 @@ fn generic(config: &Config, size: usize, domains: usize) -> (String, Vec<Dim>) {
     let gpu = config.gpu();
     let nvswitch = config.nvswitch_gbps.unwrap_or(gpu.nvswitch_gbps());
     let nic = config.nic_gbps.unwrap_or(gpu.nic_gbps());
+    // The NVSwitch reduces where the GPUs' NCCL would run NVLS on it.
+    let nvls = gpu >= crate::gpu::GpuArch::Hopper;
     let switch = |prefix, size: usize, bandwidth_gbps, latency_us| Dim {
-        reduces: false,
+        reduces: nvls && prefix == "nvswitch-node",
         kind: DimKind::SwitchVertex {
             prefix: Some(prefix),
         },

@@ -463,6 +463,9 @@ struct Node {
     hub: Option<(&'static str, Vec<f64>)>,
     /// Latency of a direct link; a hop into or out of the hub takes half.
     latency_us: f64,
+    /// The hub is an NVSwitch that reduces inside itself (NVLS): every GPU is Hopper or
+    /// later (`sm` 90 and up).
+    reduces: bool,
 }
 
 /// The network between nodes.
@@ -503,6 +506,7 @@ fn build(
         format!("{name}: links")
     })?;
     let mut switches = Vec::new();
+    let mut reducing = Vec::new();
     let mut links = Vec::with_capacity(count);
     let mut both = |a: usize, b: usize, bandwidth_gbps: f64, latency_us: f64| {
         for (src, dst) in [(a, b), (b, a)] {
@@ -519,6 +523,9 @@ fn build(
         if let Some((hub, ports)) = &node.hub {
             let s = npus + switches.len();
             switches.push(format!("node{n}.{hub}"));
+            if node.reduces {
+                reducing.push(s);
+            }
             for (i, &bw) in ports.iter().enumerate().filter(|&(_, &bw)| bw > 0.0) {
                 both(base + i, s, bw, node.latency_us / 2.0);
             }
@@ -543,7 +550,7 @@ fn build(
             });
         }
     }
-    Topology::with_switches(name, npus, switches, links)
+    Topology::with_switches(name, npus, switches, links)?.with_reducing(&reducing)
 }
 
 /// The links inside one node: direct NVLinks, and the switch (NVSwitch, else PCIe)
@@ -568,6 +575,7 @@ fn intra_node(
                 direct: Vec::new(),
                 hub: None,
                 latency_us: options.nvlink_latency_us,
+                reduces: false,
             };
         } else if let Some(per_gpu) = options.nvswitch_gbps {
             warnings.push(format!(
@@ -587,6 +595,7 @@ fn intra_node(
         };
         return Node {
             direct: Vec::new(),
+            reduces: hub == "nvswitch" && nvls_generation(gpus),
             hub: Some((hub, ports)),
             latency_us,
         };
@@ -629,7 +638,14 @@ fn intra_node(
         direct: direct.into_iter().map(|((a, b), bw)| (a, b, bw)).collect(),
         hub: (on_switch > 1).then_some(("nvswitch", into_switch)),
         latency_us: options.nvlink_latency_us,
+        reduces: on_switch > 1 && nvls_generation(gpus),
     }
+}
+
+/// Whether every GPU is of a generation whose NVSwitch reduces (NVLS: Hopper, `sm` 90,
+/// and later); unknown generations do not.
+fn nvls_generation(gpus: &[Gpu]) -> bool {
+    !gpus.is_empty() && gpus.iter().all(|gpu| gpu.sm.is_some_and(|sm| sm >= 90))
 }
 
 /// Each GPU's way off the node: its NIC's rail and its share of the NIC's speed. A GPU
