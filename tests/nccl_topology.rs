@@ -115,7 +115,9 @@ fn hopper_nvswitches_import_as_reducing_switches() {
         ..Default::default()
     };
     let reducing = |sm: &str| {
-        let t = parse(&nvswitch_dump_of(sm), "dump.xml", &options).unwrap().topology;
+        let t = parse(&nvswitch_dump_of(sm), "dump.xml", &options)
+            .unwrap()
+            .topology;
         let names: Vec<String> = t
             .reducing_switches()
             .iter()
