@@ -16,8 +16,9 @@
 //! A Broadcast multicasts chunk j in the root's node, NPU j mod P of each node passes it
 //! along its rail to the next node's (a chain from the root's node) and multicasts it in
 //! its node; a Reduce sums chunk j into NPU j mod P of each node, those reduce along the
-//! same chain backwards into the root's node, whose NPU copies the total to the root. Their K chunks per NPU are each NPU's share of the buffer
-//! (P x K in all), as many as the others move.
+//! same chain backwards into the root's node, whose NPU copies the total to the root.
+//! Their K chunks per NPU are each NPU's share of the buffer (P x K in all), as many as
+//! the others move.
 //!
 //! The plan is timed here, not by steps: its operations are list-scheduled on the links
 //! (`Ops::list_schedule`), a chunk further along first, since operations that hold most of
@@ -48,7 +49,7 @@ pub(super) const KINDS: &[CollectiveKind] = &[
 
 /// The collective's NPUs as nodes of equal size, one per reducing switch, each in the
 /// collective's rank order.
-pub(super) fn nodes(topo: &Topology, spec: &CollectiveSpec) -> Result<Vec<Vec<NpuId>>> {
+fn nodes(topo: &Topology, spec: &CollectiveSpec) -> Result<Vec<Vec<NpuId>>> {
     let refuse = |why: String| Err(Error::baseline("in-switch", why));
     if !topo.has_reducing_switch() {
         return refuse(format!(
@@ -74,7 +75,9 @@ pub(super) fn nodes(topo: &Topology, spec: &CollectiveSpec) -> Result<Vec<Vec<Np
         }
     }
     nodes.sort_by_key(|(s, _)| *s);
-    let size = nodes[0].1.len();
+    let Some(size) = nodes.first().map(|(_, m)| m.len()) else {
+        return refuse("no NPU takes part".into());
+    };
     if let Some((s, members)) = nodes.iter().find(|(_, m)| m.len() != size) {
         return refuse(format!(
             "its nodes differ in size: {} has {} NPUs, {} has {size}",
@@ -116,6 +119,10 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec, chunk_bytes: f64) -> 
             .find_map(|(n, m)| m.iter().position(|&x| x == npu).map(|g| (n, g)))
             .expect("every NPU of the collective is in a node")
     };
+    // The nodes from `home` on round the rails: a chunk passes along its rail down them.
+    let chain_from = |home: usize| -> Vec<usize> {
+        (0..nodes.len()).map(|i| (home + i) % nodes.len()).collect()
+    };
     match spec.kind {
         CollectiveKind::AllReduce | CollectiveKind::ReduceScatter | CollectiveKind::AllGather => {
             // Across nodes, chunk j of every owner before chunk j + 1 of any, so that the
@@ -132,39 +139,36 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec, chunk_bytes: f64) -> 
                     .collect(),
             };
             for (rank, j) in order {
-                {
-                    let npu = spec.npus[rank];
-                    let (home, g) = at(npu);
-                    let chunk = rank * k + j;
-                    // Per node, what leaves NPU g of that node (its sum, or the owner's copy).
-                    let mut held: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-                    if spec.kind != CollectiveKind::AllGather {
-                        let sums: Vec<usize> = nodes
-                            .iter()
-                            .map(|node| ops.sum(chunk, node[g], node, &[]))
-                            .collect();
-                        let reduced: Vec<usize> = (0..nodes.len())
-                            .filter(|&n| n != home)
-                            .map(|n| {
-                                let after = [sums[n], sums[home]];
-                                ops.send(Stage::RailReduce, chunk, nodes[n][g], npu, &after)
-                            })
-                            .collect();
-                        held[home] = if reduced.is_empty() {
-                            vec![sums[home]]
-                        } else {
-                            reduced
-                        };
+                let npu = spec.npus[rank];
+                let (home, g) = at(npu);
+                let chunk = rank * k + j;
+                // Per node, what leaves NPU g of that node (its sum, or the owner's copy).
+                let mut held: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+                if spec.kind != CollectiveKind::AllGather {
+                    let sums: Vec<usize> = nodes
+                        .iter()
+                        .map(|node| ops.sum(chunk, node[g], node, &[]))
+                        .collect();
+                    let reduced: Vec<usize> = (0..nodes.len())
+                        .filter(|&n| n != home)
+                        .map(|n| {
+                            let after = [sums[n], sums[home]];
+                            ops.send(Stage::RailReduce, chunk, nodes[n][g], npu, &after)
+                        })
+                        .collect();
+                    held[home] = if reduced.is_empty() {
+                        vec![sums[home]]
+                    } else {
+                        reduced
+                    };
+                }
+                if spec.kind != CollectiveKind::ReduceScatter {
+                    for n in (0..nodes.len()).filter(|&n| n != home) {
+                        let after = held[home].clone();
+                        held[n] = vec![ops.send(Stage::RailCopy, chunk, npu, nodes[n][g], &after)];
                     }
-                    if spec.kind != CollectiveKind::ReduceScatter {
-                        for n in (0..nodes.len()).filter(|&n| n != home) {
-                            let after = held[home].clone();
-                            held[n] =
-                                vec![ops.send(Stage::RailCopy, chunk, npu, nodes[n][g], &after)];
-                        }
-                        for (n, node) in nodes.iter().enumerate() {
-                            ops.multicast(chunk, node[g], node, &held[n]);
-                        }
+                    for (n, node) in nodes.iter().enumerate() {
+                        ops.multicast(chunk, node[g], node, &held[n]);
                     }
                 }
             }
@@ -172,8 +176,7 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec, chunk_bytes: f64) -> 
         CollectiveKind::Broadcast => {
             let root = spec.npus[root_rank(spec)];
             let (home, _) = at(root);
-            // The nodes from the root's on, each passing a chunk along its rail to the next.
-            let chain: Vec<usize> = (0..nodes.len()).map(|i| (home + i) % nodes.len()).collect();
+            let chain = chain_from(home);
             for chunk in 0..k {
                 let g = chunk % size;
                 let spread = ops.multicast(chunk, root, &nodes[home], &[]);
@@ -191,14 +194,14 @@ pub(super) fn plan(topo: &Topology, spec: &CollectiveSpec, chunk_bytes: f64) -> 
         }
         CollectiveKind::Reduce => {
             let root = spec.npus[root_rank(spec)];
-            let (home, _) = at(root);
-            let chain: Vec<usize> = (0..nodes.len()).map(|i| (home + i) % nodes.len()).collect();
+            let (home, root_rail) = at(root);
+            let chain = chain_from(home);
             for chunk in 0..k {
                 // Chunk j along rail j mod P, as a Broadcast spreads it: summed in each
                 // node, reduced along the rail from the last node of the chain to the
                 // root's, whose NPU on that rail copies the total to the root.
                 let g = if nodes.len() == 1 {
-                    at(root).1
+                    root_rail
                 } else {
                     chunk % size
                 };
@@ -294,22 +297,33 @@ impl Ops {
 
     /// `chunk` summed inside the switch into `dst` from the rest of `node`.
     fn sum(&mut self, chunk: ChunkId, dst: NpuId, node: &[NpuId], after: &[usize]) -> usize {
-        let pairs = node
-            .iter()
-            .filter(|&&n| n != dst)
-            .map(|&src| (src, dst))
-            .collect();
-        self.push(Stage::Sum, chunk, pairs, after)
+        self.through_switch(Stage::Sum, chunk, dst, node, after)
     }
 
     /// `chunk` multicast by the switch from `src` to the rest of `node`.
     fn multicast(&mut self, chunk: ChunkId, src: NpuId, node: &[NpuId], after: &[usize]) -> usize {
+        self.through_switch(Stage::Multicast, chunk, src, node, after)
+    }
+
+    /// One operation inside the switch between `anchor` and the rest of `node`: into the
+    /// anchor for a sum, out of it for a multicast.
+    fn through_switch(
+        &mut self,
+        stage: Stage,
+        chunk: ChunkId,
+        anchor: NpuId,
+        node: &[NpuId],
+        after: &[usize],
+    ) -> usize {
         let pairs = node
             .iter()
-            .filter(|&&n| n != src)
-            .map(|&dst| (src, dst))
+            .filter(|&&n| n != anchor)
+            .map(|&n| match stage {
+                Stage::Sum => (n, anchor),
+                _ => (anchor, n),
+            })
             .collect();
-        self.push(Stage::Multicast, chunk, pairs, after)
+        self.push(stage, chunk, pairs, after)
     }
 
     /// The operations list-scheduled on the links: at each moment, of the operations
